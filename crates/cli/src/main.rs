@@ -1,0 +1,2 @@
+//! The `flowpath` command. (Being written.)
+fn main() {}

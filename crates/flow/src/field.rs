@@ -1,0 +1,896 @@
+//! The field registry: every match field flowpath knows, by its OVS name.
+//!
+//! One table ([`FIELDS`]) says, for each field, its names (canonical first,
+//! then aliases), where it lives in a [`FlowKey`](crate::FlowKey), its width,
+//! its prerequisites and how its values are written. The rule parser, the
+//! `set_field` action, the megaflow printer and the tests all go through this
+//! table, so a field is added in one place.
+//!
+//! Values are carried as `u128` right-aligned in the field's own units (an
+//! IPv4 address is a `u32` number, `nw_tos` is the DSCP byte value such as
+//! 0x20, `dl_vlan` is the 12-bit VID). [`FieldInfo::to_key_bits`] turns a
+//! field value/mask into key bits.
+
+use crate::key::{
+    FlowKey, FlowMask, VLAN_CFI, W_ARP_SHA, W_ARP_THA, W_IPV6_DST, W_IPV6_MISC, W_IPV6_SRC,
+    W_L2_DST, W_L2_SRC, W_META, W_ND_TARGET, W_NW, W_TP,
+};
+
+/// Identifies a registry field.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, PartialOrd, Ord)]
+#[allow(missing_docs)]
+pub enum FieldId {
+    InPort,
+    EthSrc,
+    EthDst,
+    EthType,
+    VlanTci,
+    DlVlan,
+    DlVlanPcp,
+    NwSrc,
+    NwDst,
+    NwProto,
+    NwTos,
+    IpDscp,
+    NwEcn,
+    NwTtl,
+    NwFrag,
+    TpSrc,
+    TpDst,
+    TcpSrc,
+    TcpDst,
+    UdpSrc,
+    UdpDst,
+    SctpSrc,
+    SctpDst,
+    TcpFlags,
+    IcmpType,
+    IcmpCode,
+    Icmpv6Type,
+    Icmpv6Code,
+    ArpOp,
+    ArpSpa,
+    ArpTpa,
+    ArpSha,
+    ArpTha,
+    Ipv6Src,
+    Ipv6Dst,
+    Ipv6Label,
+    NdTarget,
+    NdSll,
+    NdTll,
+}
+
+/// Where a field's bits live in the key.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Storage {
+    /// `bits` bits starting at bit `shift` of word `word`.
+    Bits {
+        /// Word index.
+        word: u8,
+        /// Lowest bit.
+        shift: u8,
+        /// Width in bits (1..=48 here).
+        bits: u8,
+    },
+    /// A 128-bit value in words `word` (high) and `word + 1` (low).
+    Wide {
+        /// First word.
+        word: u8,
+    },
+}
+
+/// How a field's values are written.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum ValueFormat {
+    /// Decimal when exact, `0x..`/`0x..` when masked.
+    Int,
+    /// Always hexadecimal (`dl_type=0x0800`, `vlan_tci=0x1005`), `digits` wide.
+    Hex {
+        /// Zero-padded digit count.
+        digits: u8,
+    },
+    /// Dotted quad, CIDR or dotted mask.
+    Ipv4,
+    /// RFC 5952 text, prefix length or address mask.
+    Ipv6,
+    /// `xx:xx:xx:xx:xx:xx`, optional `/mask`.
+    Mac,
+    /// `no`, `yes`, `first`, `later`, `not_later`.
+    Frag,
+    /// `+syn-ack` or numeric.
+    TcpFlags,
+}
+
+/// Which Ethernet types a field needs.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum EthReq {
+    /// No requirement.
+    Any,
+    /// IPv4 or IPv6.
+    Ip,
+    /// IPv4 only.
+    Ipv4,
+    /// IPv6 only.
+    Ipv6,
+    /// ARP or RARP.
+    Arp,
+}
+
+/// Which IP protocols a field needs.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum ProtoReq {
+    /// No requirement.
+    Any,
+    /// TCP, UDP or SCTP.
+    L4,
+    /// Exactly this protocol.
+    One(u8),
+}
+
+/// A field's prerequisites: the dl_type / nw_proto (and ICMPv6 type) a
+/// packet must have for the field to mean anything.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct Prereq {
+    /// Ethernet type requirement.
+    pub eth: EthReq,
+    /// IP protocol requirement.
+    pub proto: ProtoReq,
+    /// ICMPv6 types allowed (ND fields), empty = any.
+    pub icmp6_types: &'static [u8],
+}
+
+impl Prereq {
+    const NONE: Prereq = Prereq {
+        eth: EthReq::Any,
+        proto: ProtoReq::Any,
+        icmp6_types: &[],
+    };
+    const fn eth(eth: EthReq) -> Prereq {
+        Prereq {
+            eth,
+            proto: ProtoReq::Any,
+            icmp6_types: &[],
+        }
+    }
+    const fn proto(eth: EthReq, proto: ProtoReq) -> Prereq {
+        Prereq {
+            eth,
+            proto,
+            icmp6_types: &[],
+        }
+    }
+
+    /// True when the packet `key` satisfies these prerequisites.
+    pub fn ok_for(&self, key: &FlowKey) -> bool {
+        let t = key.dl_type();
+        let eth_ok = match self.eth {
+            EthReq::Any => true,
+            EthReq::Ip => t == 0x0800 || t == 0x86dd,
+            EthReq::Ipv4 => t == 0x0800,
+            EthReq::Ipv6 => t == 0x86dd,
+            EthReq::Arp => t == 0x0806 || t == 0x8035,
+        };
+        let proto_ok = match self.proto {
+            ProtoReq::Any => true,
+            ProtoReq::L4 => matches!(key.nw_proto(), 6 | 17 | 132),
+            ProtoReq::One(p) => key.nw_proto() == p,
+        };
+        let icmp6_ok = self.icmp6_types.is_empty()
+            || (key.tp_src() < 256 && self.icmp6_types.contains(&(key.tp_src() as u8)));
+        eth_ok && proto_ok && icmp6_ok
+    }
+
+    /// Human text for error messages, e.g. "ip,tcp" or "ipv6,icmp6 type 135".
+    pub fn describe(&self) -> String {
+        let mut s = String::from(match self.eth {
+            EthReq::Any => "",
+            EthReq::Ip => "ip or ipv6",
+            EthReq::Ipv4 => "ip",
+            EthReq::Ipv6 => "ipv6",
+            EthReq::Arp => "arp",
+        });
+        match self.proto {
+            ProtoReq::Any => {}
+            ProtoReq::L4 => s.push_str(" with tcp, udp or sctp"),
+            ProtoReq::One(p) => s.push_str(&format!(" with nw_proto={p}")),
+        }
+        if !self.icmp6_types.is_empty() {
+            s.push_str(&format!(" and icmp_type in {:?}", self.icmp6_types));
+        }
+        s
+    }
+}
+
+/// One registry entry.
+#[derive(Clone, Copy, Debug)]
+pub struct FieldInfo {
+    /// Which field.
+    pub id: FieldId,
+    /// Canonical name (as printed).
+    pub name: &'static str,
+    /// Other accepted names.
+    pub aliases: &'static [&'static str],
+    /// Width of a value in bits.
+    pub bits: u8,
+    /// Where the value's bits live.
+    pub storage: Storage,
+    /// Value `v` of the field is stored as `v >> unit_shift` (nw_tos: 2).
+    pub unit_shift: u8,
+    /// How values are parsed and printed.
+    pub format: ValueFormat,
+    /// Prerequisites.
+    pub prereq: Prereq,
+    /// Whether `set_field` may write it.
+    pub writable: bool,
+    /// Whether a mask may be given (`value/mask`).
+    pub maskable: bool,
+}
+
+const fn bits(word: usize, shift: u8, bits: u8) -> Storage {
+    Storage::Bits {
+        word: word as u8,
+        shift,
+        bits,
+    }
+}
+
+const fn wide(word: usize) -> Storage {
+    Storage::Wide { word: word as u8 }
+}
+
+#[allow(clippy::too_many_arguments)]
+const fn f(
+    id: FieldId,
+    name: &'static str,
+    aliases: &'static [&'static str],
+    nbits: u8,
+    storage: Storage,
+    format: ValueFormat,
+    prereq: Prereq,
+    writable: bool,
+    maskable: bool,
+) -> FieldInfo {
+    FieldInfo {
+        id,
+        name,
+        aliases,
+        bits: nbits,
+        storage,
+        unit_shift: 0,
+        format,
+        prereq,
+        writable,
+        maskable,
+    }
+}
+
+use EthReq as E;
+use FieldId as F;
+use ProtoReq as P;
+use ValueFormat as V;
+
+const TCP: Prereq = Prereq::proto(E::Ip, P::One(6));
+const UDP: Prereq = Prereq::proto(E::Ip, P::One(17));
+const SCTP: Prereq = Prereq::proto(E::Ip, P::One(132));
+const ICMP: Prereq = Prereq::proto(E::Ipv4, P::One(1));
+const ICMP6: Prereq = Prereq::proto(E::Ipv6, P::One(58));
+
+/// The registry, in the order fields are printed by the canonical printer
+/// where that order is not decided by [`crate::format`].
+pub static FIELDS: &[FieldInfo] = &[
+    f(
+        F::InPort,
+        "in_port",
+        &[],
+        32,
+        bits(W_META, 0, 32),
+        V::Int,
+        Prereq::NONE,
+        false,
+        false,
+    ),
+    f(
+        F::EthSrc,
+        "dl_src",
+        &["eth_src"],
+        48,
+        bits(W_L2_SRC, 0, 48),
+        V::Mac,
+        Prereq::NONE,
+        true,
+        true,
+    ),
+    f(
+        F::EthDst,
+        "dl_dst",
+        &["eth_dst"],
+        48,
+        bits(W_L2_DST, 0, 48),
+        V::Mac,
+        Prereq::NONE,
+        true,
+        true,
+    ),
+    f(
+        F::EthType,
+        "dl_type",
+        &["eth_type"],
+        16,
+        bits(W_META, 32, 16),
+        V::Hex { digits: 4 },
+        Prereq::NONE,
+        false,
+        false,
+    ),
+    f(
+        F::VlanTci,
+        "vlan_tci",
+        &[],
+        16,
+        bits(W_L2_DST, 48, 16),
+        V::Hex { digits: 4 },
+        Prereq::NONE,
+        true,
+        true,
+    ),
+    f(
+        F::DlVlan,
+        "dl_vlan",
+        &["vlan_vid"],
+        12,
+        bits(W_L2_DST, 48, 12),
+        V::Int,
+        Prereq::NONE,
+        true,
+        false,
+    ),
+    f(
+        F::DlVlanPcp,
+        "dl_vlan_pcp",
+        &["vlan_pcp"],
+        3,
+        bits(W_L2_DST, 61, 3),
+        V::Int,
+        Prereq::NONE,
+        true,
+        false,
+    ),
+    f(
+        F::NwSrc,
+        "nw_src",
+        &["ip_src"],
+        32,
+        bits(W_NW, 0, 32),
+        V::Ipv4,
+        Prereq::eth(E::Ipv4),
+        true,
+        true,
+    ),
+    f(
+        F::NwDst,
+        "nw_dst",
+        &["ip_dst"],
+        32,
+        bits(W_NW, 32, 32),
+        V::Ipv4,
+        Prereq::eth(E::Ipv4),
+        true,
+        true,
+    ),
+    f(
+        F::NwProto,
+        "nw_proto",
+        &["ip_proto"],
+        8,
+        bits(W_META, 48, 8),
+        V::Int,
+        Prereq::eth(E::Ip),
+        false,
+        false,
+    ),
+    FieldInfo {
+        unit_shift: 2,
+        ..f(
+            F::NwTos,
+            "nw_tos",
+            &[],
+            6,
+            bits(W_TP, 50, 6),
+            V::Int,
+            Prereq::eth(E::Ip),
+            true,
+            false,
+        )
+    },
+    f(
+        F::IpDscp,
+        "ip_dscp",
+        &[],
+        6,
+        bits(W_TP, 50, 6),
+        V::Int,
+        Prereq::eth(E::Ip),
+        true,
+        false,
+    ),
+    f(
+        F::NwEcn,
+        "nw_ecn",
+        &["ip_ecn"],
+        2,
+        bits(W_TP, 48, 2),
+        V::Int,
+        Prereq::eth(E::Ip),
+        true,
+        false,
+    ),
+    f(
+        F::NwTtl,
+        "nw_ttl",
+        &[],
+        8,
+        bits(W_TP, 56, 8),
+        V::Int,
+        Prereq::eth(E::Ip),
+        true,
+        false,
+    ),
+    f(
+        F::NwFrag,
+        "nw_frag",
+        &["ip_frag"],
+        2,
+        bits(W_META, 56, 2),
+        V::Frag,
+        Prereq::eth(E::Ip),
+        false,
+        true,
+    ),
+    f(
+        F::TpSrc,
+        "tp_src",
+        &[],
+        16,
+        bits(W_TP, 0, 16),
+        V::Int,
+        Prereq::proto(E::Ip, P::L4),
+        true,
+        true,
+    ),
+    f(
+        F::TpDst,
+        "tp_dst",
+        &[],
+        16,
+        bits(W_TP, 16, 16),
+        V::Int,
+        Prereq::proto(E::Ip, P::L4),
+        true,
+        true,
+    ),
+    f(
+        F::TcpSrc,
+        "tcp_src",
+        &[],
+        16,
+        bits(W_TP, 0, 16),
+        V::Int,
+        TCP,
+        true,
+        true,
+    ),
+    f(
+        F::TcpDst,
+        "tcp_dst",
+        &[],
+        16,
+        bits(W_TP, 16, 16),
+        V::Int,
+        TCP,
+        true,
+        true,
+    ),
+    f(
+        F::UdpSrc,
+        "udp_src",
+        &[],
+        16,
+        bits(W_TP, 0, 16),
+        V::Int,
+        UDP,
+        true,
+        true,
+    ),
+    f(
+        F::UdpDst,
+        "udp_dst",
+        &[],
+        16,
+        bits(W_TP, 16, 16),
+        V::Int,
+        UDP,
+        true,
+        true,
+    ),
+    f(
+        F::SctpSrc,
+        "sctp_src",
+        &[],
+        16,
+        bits(W_TP, 0, 16),
+        V::Int,
+        SCTP,
+        true,
+        true,
+    ),
+    f(
+        F::SctpDst,
+        "sctp_dst",
+        &[],
+        16,
+        bits(W_TP, 16, 16),
+        V::Int,
+        SCTP,
+        true,
+        true,
+    ),
+    f(
+        F::TcpFlags,
+        "tcp_flags",
+        &[],
+        12,
+        bits(W_TP, 32, 12),
+        V::TcpFlags,
+        TCP,
+        false,
+        true,
+    ),
+    f(
+        F::IcmpType,
+        "icmp_type",
+        &[],
+        8,
+        bits(W_TP, 0, 8),
+        V::Int,
+        ICMP,
+        true,
+        false,
+    ),
+    f(
+        F::IcmpCode,
+        "icmp_code",
+        &[],
+        8,
+        bits(W_TP, 16, 8),
+        V::Int,
+        ICMP,
+        true,
+        false,
+    ),
+    f(
+        F::Icmpv6Type,
+        "icmpv6_type",
+        &[],
+        8,
+        bits(W_TP, 0, 8),
+        V::Int,
+        ICMP6,
+        true,
+        false,
+    ),
+    f(
+        F::Icmpv6Code,
+        "icmpv6_code",
+        &[],
+        8,
+        bits(W_TP, 16, 8),
+        V::Int,
+        ICMP6,
+        true,
+        false,
+    ),
+    f(
+        F::ArpOp,
+        "arp_op",
+        &[],
+        8,
+        bits(W_META, 48, 8),
+        V::Int,
+        Prereq::eth(E::Arp),
+        true,
+        false,
+    ),
+    f(
+        F::ArpSpa,
+        "arp_spa",
+        &[],
+        32,
+        bits(W_NW, 0, 32),
+        V::Ipv4,
+        Prereq::eth(E::Arp),
+        true,
+        true,
+    ),
+    f(
+        F::ArpTpa,
+        "arp_tpa",
+        &[],
+        32,
+        bits(W_NW, 32, 32),
+        V::Ipv4,
+        Prereq::eth(E::Arp),
+        true,
+        true,
+    ),
+    f(
+        F::ArpSha,
+        "arp_sha",
+        &[],
+        48,
+        bits(W_ARP_SHA, 0, 48),
+        V::Mac,
+        Prereq::eth(E::Arp),
+        true,
+        true,
+    ),
+    f(
+        F::ArpTha,
+        "arp_tha",
+        &[],
+        48,
+        bits(W_ARP_THA, 0, 48),
+        V::Mac,
+        Prereq::eth(E::Arp),
+        true,
+        true,
+    ),
+    f(
+        F::Ipv6Src,
+        "ipv6_src",
+        &[],
+        128,
+        wide(W_IPV6_SRC),
+        V::Ipv6,
+        Prereq::eth(E::Ipv6),
+        true,
+        true,
+    ),
+    f(
+        F::Ipv6Dst,
+        "ipv6_dst",
+        &[],
+        128,
+        wide(W_IPV6_DST),
+        V::Ipv6,
+        Prereq::eth(E::Ipv6),
+        true,
+        true,
+    ),
+    f(
+        F::Ipv6Label,
+        "ipv6_label",
+        &[],
+        20,
+        bits(W_IPV6_MISC, 0, 20),
+        V::Int,
+        Prereq::eth(E::Ipv6),
+        true,
+        true,
+    ),
+    FieldInfo {
+        prereq: Prereq {
+            eth: E::Ipv6,
+            proto: P::One(58),
+            icmp6_types: &[135, 136],
+        },
+        ..f(
+            F::NdTarget,
+            "nd_target",
+            &[],
+            128,
+            wide(W_ND_TARGET),
+            V::Ipv6,
+            ICMP6,
+            true,
+            true,
+        )
+    },
+    FieldInfo {
+        prereq: Prereq {
+            eth: E::Ipv6,
+            proto: P::One(58),
+            icmp6_types: &[135],
+        },
+        ..f(
+            F::NdSll,
+            "nd_sll",
+            &[],
+            48,
+            bits(W_ARP_SHA, 0, 48),
+            V::Mac,
+            ICMP6,
+            true,
+            true,
+        )
+    },
+    FieldInfo {
+        prereq: Prereq {
+            eth: E::Ipv6,
+            proto: P::One(58),
+            icmp6_types: &[136],
+        },
+        ..f(
+            F::NdTll,
+            "nd_tll",
+            &[],
+            48,
+            bits(W_ARP_THA, 0, 48),
+            V::Mac,
+            ICMP6,
+            true,
+            true,
+        )
+    },
+];
+
+impl FieldId {
+    /// This field's registry entry.
+    pub fn info(self) -> &'static FieldInfo {
+        // FIELDS lists every FieldId exactly once, in declaration order
+        // (checked by the `registry_is_indexed_by_id` test).
+        &FIELDS[self as usize]
+    }
+}
+
+/// Looks a field up by any of its names (case-sensitive, as OVS).
+pub fn lookup(name: &str) -> Option<&'static FieldInfo> {
+    FIELDS
+        .iter()
+        .find(|f| f.name == name || f.aliases.contains(&name))
+}
+
+fn low_mask(bits: u32) -> u128 {
+    if bits >= 128 {
+        u128::MAX
+    } else {
+        (1u128 << bits) - 1
+    }
+}
+
+impl FieldInfo {
+    /// The all-ones mask for this field, in field units.
+    pub fn full_mask(&self) -> u128 {
+        low_mask(u32::from(self.bits)) << self.unit_shift
+    }
+
+    /// Reads the field's value from a key (or a mask viewed as a key).
+    pub fn get(&self, key: &FlowKey) -> u128 {
+        let raw = match self.storage {
+            Storage::Bits { word, shift, bits } => {
+                u128::from((key.w[word as usize] >> shift) & (low_mask(u32::from(bits)) as u64))
+            }
+            Storage::Wide { word } => {
+                (u128::from(key.w[word as usize]) << 64) | u128::from(key.w[word as usize + 1])
+            }
+        };
+        raw << self.unit_shift
+    }
+
+    /// Writes `value` into the field's bits of `key`, leaving other bits.
+    pub fn set(&self, key: &mut FlowKey, value: u128) {
+        let raw = (value >> self.unit_shift) & low_mask(u32::from(self.bits));
+        match self.storage {
+            Storage::Bits { word, shift, bits } => {
+                let m = (low_mask(u32::from(bits)) as u64) << shift;
+                let w = &mut key.w[word as usize];
+                *w = (*w & !m) | (((raw as u64) << shift) & m);
+            }
+            Storage::Wide { word } => {
+                key.w[word as usize] = (raw >> 64) as u64;
+                key.w[word as usize + 1] = raw as u64;
+            }
+        }
+    }
+
+    /// Writes only the bits of `value` selected by `mask` into `key`.
+    pub fn set_masked(&self, key: &mut FlowKey, value: u128, mask: u128) {
+        let old = self.get(key);
+        self.set(key, (old & !mask) | (value & mask));
+    }
+
+    /// Reads the field from a mask.
+    pub fn get_mask(&self, mask: &FlowMask) -> u128 {
+        self.get(&mask.to_key())
+    }
+
+    /// ORs `m` (field units) into the field's bits of `mask`.
+    pub fn or_mask(&self, mask: &mut FlowMask, m: u128) {
+        let mut k = mask.to_key();
+        let old = self.get(&k);
+        self.set(&mut k, old | m);
+        *mask = FlowMask::from_key(&k);
+    }
+
+    /// Sets the field's bits of `mask` to exactly `m`.
+    pub fn set_mask(&self, mask: &mut FlowMask, m: u128) {
+        let mut k = mask.to_key();
+        self.set(&mut k, m);
+        *mask = FlowMask::from_key(&k);
+    }
+
+    /// The field's storage bits as a key-wide mask (all of the field).
+    pub fn storage_mask(&self) -> FlowMask {
+        let mut m = FlowMask::catchall();
+        self.set_mask(&mut m, self.full_mask());
+        m
+    }
+}
+
+/// Sets `dl_vlan`'s VID under a match: value/mask on vlan_tci including CFI,
+/// or "no VLAN" for 0xffff, as OVS does.
+pub fn vlan_vid_bits(vid: u16) -> (u16, u16) {
+    if vid == 0xffff {
+        (0, 0xffff)
+    } else {
+        (VLAN_CFI | (vid & 0x0fff), VLAN_CFI | 0x0fff)
+    }
+}
+
+/// Sets `dl_vlan_pcp` under a match: value/mask on vlan_tci including CFI.
+pub fn vlan_pcp_bits(pcp: u8) -> (u16, u16) {
+    (VLAN_CFI | (u16::from(pcp & 7) << 13), VLAN_CFI | 0xe000)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn registry_is_indexed_by_id() {
+        for (i, f) in FIELDS.iter().enumerate() {
+            assert_eq!(f.id as usize, i, "{} out of order", f.name);
+        }
+        assert_eq!(FieldId::NdTll.info().name, "nd_tll");
+    }
+
+    #[test]
+    fn names_are_unique() {
+        let mut names: Vec<&str> = FIELDS
+            .iter()
+            .flat_map(|f| std::iter::once(f.name).chain(f.aliases.iter().copied()))
+            .collect();
+        let n = names.len();
+        names.sort();
+        names.dedup();
+        assert_eq!(names.len(), n);
+    }
+
+    #[test]
+    fn aliases_resolve() {
+        assert_eq!(lookup("eth_src").unwrap().id, FieldId::EthSrc);
+        assert_eq!(lookup("ip_dst").unwrap().id, FieldId::NwDst);
+        assert!(lookup("no_such_field").is_none());
+    }
+
+    #[test]
+    fn tos_views_share_storage() {
+        let mut k = FlowKey::zero();
+        FieldId::NwTos.info().set(&mut k, 0x28);
+        assert_eq!(k.nw_tos(), 0x28);
+        assert_eq!(FieldId::IpDscp.info().get(&k), 0x0a);
+        FieldId::NwEcn.info().set(&mut k, 3);
+        assert_eq!(k.nw_tos(), 0x2b);
+        assert_eq!(FieldId::NwTos.info().get(&k), 0x28);
+    }
+
+    #[test]
+    fn wide_fields() {
+        let mut k = FlowKey::zero();
+        let v = 0x2001_0db8_0000_0000_0000_0000_0000_0001u128;
+        FieldId::Ipv6Dst.info().set(&mut k, v);
+        assert_eq!(k.ipv6_dst(), v);
+        assert_eq!(FieldId::Ipv6Dst.info().get(&k), v);
+        assert_eq!(FieldId::Ipv6Dst.info().full_mask(), u128::MAX);
+    }
+}

@@ -1,0 +1,380 @@
+//! `FlowKey` and `FlowMask`: the fixed-layout packet key every tier works on.
+//!
+//! A key is 16 little `u64` words (128 bytes, two cache lines, 64-byte
+//! aligned). Every field lives at a fixed bit range of one word (or, for the
+//! 128-bit IPv6 addresses, two whole words, high half first), so a mask is
+//! the same array and "key under mask" is a word-wise AND. The words that an
+//! IPv4 5-tuple flow needs (`W_META`, `W_NW`, `W_TP`, `W_L2_DST`) come first.
+//!
+//! Layout (bit 0 = least significant):
+//!
+//! | word | bits | field |
+//! |---|---|---|
+//! | 0 `W_META` | 0..32 in_port, 32..48 dl_type, 48..56 nw_proto (arp_op), 56..58 nw_frag |
+//! | 1 `W_NW` | 0..32 nw_src (arp_spa), 32..64 nw_dst (arp_tpa) |
+//! | 2 `W_TP` | 0..16 tp_src (icmp_type), 16..32 tp_dst (icmp_code), 32..44 tcp_flags, 48..56 nw_tos (DSCP+ECN byte), 56..64 nw_ttl |
+//! | 3 `W_L2_DST` | 0..48 dl_dst, 48..64 vlan_tci (outer tag, CFI bit = present) |
+//! | 4 `W_L2_SRC` | 0..48 dl_src, 48..64 vlan_tci of the inner (second) tag |
+//! | 5 `W_ARP_SHA` | 0..48 arp_sha / nd_sll |
+//! | 6 `W_ARP_THA` | 0..48 arp_tha / nd_tll |
+//! | 7 `W_IPV6_MISC` | 0..20 ipv6_label |
+//! | 8, 9 | ipv6_src (high, low) |
+//! | 10, 11 | ipv6_dst |
+//! | 12, 13 | nd_target |
+//! | 14, 15 | reserved, always zero |
+//!
+//! Fields that share storage (nw_src / arp_spa, tp_src / icmp_type, ...) are
+//! told apart by their prerequisites (dl_type, nw_proto), which every mask
+//! that touches them also covers. Unused bits are always zero in keys built
+//! by the extractor and by the rule parser.
+//!
+//! Thread-safety: plain `Copy` data.
+
+/// Number of 64-bit words in a key.
+pub const FLOW_WORDS: usize = 16;
+
+/// Word holding in_port, dl_type, nw_proto and nw_frag.
+pub const W_META: usize = 0;
+/// Word holding the IPv4 (or ARP) addresses.
+pub const W_NW: usize = 1;
+/// Word holding transport ports, TCP flags, ToS and TTL.
+pub const W_TP: usize = 2;
+/// Word holding dl_dst and the outer VLAN TCI.
+pub const W_L2_DST: usize = 3;
+/// Word holding dl_src and the inner VLAN TCI.
+pub const W_L2_SRC: usize = 4;
+/// Word holding arp_sha / nd_sll.
+pub const W_ARP_SHA: usize = 5;
+/// Word holding arp_tha / nd_tll.
+pub const W_ARP_THA: usize = 6;
+/// Word holding the IPv6 flow label.
+pub const W_IPV6_MISC: usize = 7;
+/// First of the two words of ipv6_src.
+pub const W_IPV6_SRC: usize = 8;
+/// First of the two words of ipv6_dst.
+pub const W_IPV6_DST: usize = 10;
+/// First of the two words of nd_target.
+pub const W_ND_TARGET: usize = 12;
+
+/// `nw_frag` bit: the packet is a fragment (first or later).
+pub const FRAG_ANY: u8 = 1;
+/// `nw_frag` bit: the packet is a later fragment (offset != 0).
+pub const FRAG_LATER: u8 = 2;
+
+/// The VLAN TCI bit that flowpath (like OVS) uses to mean "a tag is present".
+pub const VLAN_CFI: u16 = 0x1000;
+
+/// A packet's flow key. See the module documentation for the layout.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[repr(C, align(64))]
+pub struct FlowKey {
+    /// The raw words.
+    pub w: [u64; FLOW_WORDS],
+}
+
+/// A wildcard mask over a [`FlowKey`]: 1 bits are significant.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[repr(C, align(64))]
+pub struct FlowMask {
+    /// The raw words.
+    pub w: [u64; FLOW_WORDS],
+}
+
+impl core::fmt::Debug for FlowKey {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "FlowKey[")?;
+        for (i, w) in self.w.iter().enumerate() {
+            if *w != 0 {
+                write!(f, " {i}:{w:#x}")?;
+            }
+        }
+        write!(f, " ]")
+    }
+}
+
+impl core::fmt::Debug for FlowMask {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "FlowMask[")?;
+        for (i, w) in self.w.iter().enumerate() {
+            if *w != 0 {
+                write!(f, " {i}:{w:#x}")?;
+            }
+        }
+        write!(f, " ]")
+    }
+}
+
+macro_rules! scalar_accessors {
+    ($($(#[$doc:meta])* $get:ident, $set:ident, $ty:ty, $word:expr, $shift:expr, $bits:expr;)*) => {
+        impl FlowKey {
+            $(
+                $(#[$doc])*
+                #[inline(always)]
+                pub fn $get(&self) -> $ty {
+                    ((self.w[$word] >> $shift) & ((1u64 << $bits) - 1)) as $ty
+                }
+                #[doc = concat!("Sets the field read by [`FlowKey::", stringify!($get), "`].")]
+                #[inline(always)]
+                pub fn $set(&mut self, v: $ty) {
+                    let m = ((1u64 << $bits) - 1) << $shift;
+                    self.w[$word] = (self.w[$word] & !m) | ((u64::from(v) << $shift) & m);
+                }
+            )*
+        }
+    };
+}
+
+scalar_accessors! {
+    /// OpenFlow / datapath input port.
+    in_port, set_in_port, u32, W_META, 0, 32;
+    /// Ethernet type after any VLAN tags (0x05ff for non-Ethernet-II frames, as OVS).
+    dl_type, set_dl_type, u16, W_META, 32, 16;
+    /// IP protocol, or the ARP opcode (low 8 bits) for ARP.
+    nw_proto, set_nw_proto, u8, W_META, 48, 8;
+    /// Fragment bits: [`FRAG_ANY`], [`FRAG_LATER`].
+    nw_frag, set_nw_frag, u8, W_META, 56, 2;
+    /// IPv4 source, or ARP sender protocol address.
+    nw_src, set_nw_src, u32, W_NW, 0, 32;
+    /// IPv4 destination, or ARP target protocol address.
+    nw_dst, set_nw_dst, u32, W_NW, 32, 32;
+    /// Transport source port, or ICMP/ICMPv6 type.
+    tp_src, set_tp_src, u16, W_TP, 0, 16;
+    /// Transport destination port, or ICMP/ICMPv6 code.
+    tp_dst, set_tp_dst, u16, W_TP, 16, 16;
+    /// TCP flags (12 bits).
+    tcp_flags, set_tcp_flags, u16, W_TP, 32, 12;
+    /// The whole IPv4 ToS / IPv6 traffic class byte (DSCP << 2 | ECN).
+    nw_tos, set_nw_tos, u8, W_TP, 48, 8;
+    /// IPv4 TTL / IPv6 hop limit.
+    nw_ttl, set_nw_ttl, u8, W_TP, 56, 8;
+    /// Ethernet destination (48 bits, first octet most significant).
+    dl_dst, set_dl_dst, u64, W_L2_DST, 0, 48;
+    /// Outer VLAN TCI with [`VLAN_CFI`] set when a tag is present, else 0.
+    vlan_tci, set_vlan_tci, u16, W_L2_DST, 48, 16;
+    /// Ethernet source.
+    dl_src, set_dl_src, u64, W_L2_SRC, 0, 48;
+    /// Inner (second) VLAN TCI, [`VLAN_CFI`] set when present.
+    vlan_tci_inner, set_vlan_tci_inner, u16, W_L2_SRC, 48, 16;
+    /// ARP sender hardware address, or ND source link-layer address.
+    arp_sha, set_arp_sha, u64, W_ARP_SHA, 0, 48;
+    /// ARP target hardware address, or ND target link-layer address.
+    arp_tha, set_arp_tha, u64, W_ARP_THA, 0, 48;
+    /// IPv6 flow label (20 bits).
+    ipv6_label, set_ipv6_label, u32, W_IPV6_MISC, 0, 20;
+}
+
+impl FlowKey {
+    /// An all-zero key.
+    pub const fn zero() -> Self {
+        FlowKey { w: [0; FLOW_WORDS] }
+    }
+
+    #[inline(always)]
+    fn get128(&self, word: usize) -> u128 {
+        (u128::from(self.w[word]) << 64) | u128::from(self.w[word + 1])
+    }
+
+    #[inline(always)]
+    fn set128(&mut self, word: usize, v: u128) {
+        self.w[word] = (v >> 64) as u64;
+        self.w[word + 1] = v as u64;
+    }
+
+    /// IPv6 source address as a big-endian number.
+    pub fn ipv6_src(&self) -> u128 {
+        self.get128(W_IPV6_SRC)
+    }
+    /// Sets the IPv6 source address.
+    pub fn set_ipv6_src(&mut self, v: u128) {
+        self.set128(W_IPV6_SRC, v)
+    }
+    /// IPv6 destination address.
+    pub fn ipv6_dst(&self) -> u128 {
+        self.get128(W_IPV6_DST)
+    }
+    /// Sets the IPv6 destination address.
+    pub fn set_ipv6_dst(&mut self, v: u128) {
+        self.set128(W_IPV6_DST, v)
+    }
+    /// ND target address.
+    pub fn nd_target(&self) -> u128 {
+        self.get128(W_ND_TARGET)
+    }
+    /// Sets the ND target address.
+    pub fn set_nd_target(&mut self, v: u128) {
+        self.set128(W_ND_TARGET, v)
+    }
+
+    /// This key with every bit outside `mask` cleared.
+    #[inline(always)]
+    pub fn masked(&self, mask: &FlowMask) -> FlowKey {
+        let mut out = FlowKey::zero();
+        for i in 0..FLOW_WORDS {
+            out.w[i] = self.w[i] & mask.w[i];
+        }
+        out
+    }
+
+    /// True when `self` and `other` agree on every bit of `mask`.
+    #[inline(always)]
+    pub fn eq_masked(&self, other: &FlowKey, mask: &FlowMask) -> bool {
+        let mut diff = 0u64;
+        for i in 0..FLOW_WORDS {
+            diff |= (self.w[i] ^ other.w[i]) & mask.w[i];
+        }
+        diff == 0
+    }
+
+    /// True for IPv4 packets.
+    pub fn is_ipv4(&self) -> bool {
+        self.dl_type() == 0x0800
+    }
+    /// True for IPv6 packets.
+    pub fn is_ipv6(&self) -> bool {
+        self.dl_type() == 0x86dd
+    }
+    /// True for IPv4 or IPv6.
+    pub fn is_ip_any(&self) -> bool {
+        self.is_ipv4() || self.is_ipv6()
+    }
+}
+
+impl FlowMask {
+    /// A mask with no significant bit (matches everything).
+    pub const fn catchall() -> Self {
+        FlowMask { w: [0; FLOW_WORDS] }
+    }
+
+    /// This mask's words as a key value (for the field accessors).
+    pub fn to_key(&self) -> FlowKey {
+        FlowKey { w: self.w }
+    }
+
+    /// Builds a mask from a key value whose 1 bits are the significant bits.
+    pub fn from_key(k: &FlowKey) -> Self {
+        FlowMask { w: k.w }
+    }
+
+    /// Bitwise OR of two masks (the union of significant bits).
+    pub fn union(&self, other: &FlowMask) -> FlowMask {
+        let mut out = *self;
+        out.or_assign(other);
+        out
+    }
+
+    /// ORs `other` into `self`.
+    #[inline(always)]
+    pub fn or_assign(&mut self, other: &FlowMask) {
+        for i in 0..FLOW_WORDS {
+            self.w[i] |= other.w[i];
+        }
+    }
+
+    /// Bitwise AND of two masks.
+    pub fn intersect(&self, other: &FlowMask) -> FlowMask {
+        let mut out = *self;
+        for i in 0..FLOW_WORDS {
+            out.w[i] &= other.w[i];
+        }
+        out
+    }
+
+    /// True when every significant bit of `self` is significant in `other`.
+    pub fn is_subset_of(&self, other: &FlowMask) -> bool {
+        (0..FLOW_WORDS).all(|i| self.w[i] & !other.w[i] == 0)
+    }
+
+    /// True when no bit is significant.
+    pub fn is_catchall(&self) -> bool {
+        self.w.iter().all(|w| *w == 0)
+    }
+
+    /// Bitmap of the words that have at least one significant bit.
+    pub fn word_map(&self) -> u16 {
+        let mut map = 0u16;
+        for (i, w) in self.w.iter().enumerate() {
+            if *w != 0 {
+                map |= 1 << i;
+            }
+        }
+        map
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn accessors_round_trip_and_do_not_overlap() {
+        let mut k = FlowKey::zero();
+        k.set_in_port(0xdead_beef);
+        k.set_dl_type(0x86dd);
+        k.set_nw_proto(58);
+        k.set_nw_frag(3);
+        k.set_nw_src(0x0102_0304);
+        k.set_nw_dst(0x0506_0708);
+        k.set_tp_src(0xaaaa);
+        k.set_tp_dst(0x5555);
+        k.set_tcp_flags(0xfff);
+        k.set_nw_tos(0xfd);
+        k.set_nw_ttl(0x40);
+        k.set_dl_dst(0x0011_2233_4455);
+        k.set_vlan_tci(0x1005);
+        k.set_dl_src(0x6677_8899_aabb);
+        k.set_vlan_tci_inner(0x1fff);
+        k.set_arp_sha(0xffff_ffff_ffff);
+        k.set_arp_tha(0x0000_0000_0001);
+        k.set_ipv6_label(0xfffff);
+        k.set_ipv6_src(u128::MAX - 1);
+        k.set_ipv6_dst(1);
+        k.set_nd_target(0x1234 << 100);
+        assert_eq!(k.in_port(), 0xdead_beef);
+        assert_eq!(k.dl_type(), 0x86dd);
+        assert_eq!(k.nw_proto(), 58);
+        assert_eq!(k.nw_frag(), 3);
+        assert_eq!(k.nw_src(), 0x0102_0304);
+        assert_eq!(k.nw_dst(), 0x0506_0708);
+        assert_eq!(k.tp_src(), 0xaaaa);
+        assert_eq!(k.tp_dst(), 0x5555);
+        assert_eq!(k.tcp_flags(), 0xfff);
+        assert_eq!(k.nw_tos(), 0xfd);
+        assert_eq!(k.nw_ttl(), 0x40);
+        assert_eq!(k.dl_dst(), 0x0011_2233_4455);
+        assert_eq!(k.vlan_tci(), 0x1005);
+        assert_eq!(k.dl_src(), 0x6677_8899_aabb);
+        assert_eq!(k.vlan_tci_inner(), 0x1fff);
+        assert_eq!(k.arp_sha(), 0xffff_ffff_ffff);
+        assert_eq!(k.arp_tha(), 1);
+        assert_eq!(k.ipv6_label(), 0xfffff);
+        assert_eq!(k.ipv6_src(), u128::MAX - 1);
+        assert_eq!(k.ipv6_dst(), 1);
+        assert_eq!(k.nd_target(), 0x1234 << 100);
+        assert_eq!(k.w[14] | k.w[15], 0);
+    }
+
+    #[test]
+    fn setters_truncate_to_width() {
+        let mut k = FlowKey::zero();
+        k.set_nw_frag(0xff);
+        assert_eq!(k.nw_frag(), 3);
+        assert_eq!(k.nw_proto(), 0);
+        k.set_tcp_flags(0xffff);
+        assert_eq!(k.tcp_flags(), 0xfff);
+        assert_eq!(k.nw_tos(), 0);
+    }
+
+    #[test]
+    fn masked_compare() {
+        let mut a = FlowKey::zero();
+        let mut b = FlowKey::zero();
+        a.set_nw_dst(0x0a00_0001);
+        b.set_nw_dst(0x0a00_00ff);
+        let mut m = FlowMask::catchall();
+        m.w[W_NW] = 0xffff_ff00 << 32;
+        assert!(a.eq_masked(&b, &m));
+        m.w[W_NW] |= 0xff << 32;
+        assert!(!a.eq_masked(&b, &m));
+        assert_eq!(a.masked(&m), a);
+    }
+}

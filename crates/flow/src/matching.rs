@@ -1,0 +1,387 @@
+//! `Match`: a key under a mask, built field by field, and its canonical text.
+//!
+//! Rules, megaflows and trace inputs are all `Match`es. [`Match::set_field`]
+//! applies one `field=value[/mask]` (with OVS's special cases for `dl_vlan`
+//! and `dl_vlan_pcp`, which write `vlan_tci` with the CFI bit);
+//! [`Match::set_protocol`] applies a keyword such as `tcp6`;
+//! [`Match::format`] prints in the order of OVS's `match_format`, as a rule
+//! (`ovs-ofctl dump-flows`) or as a megaflow (`ofproto/trace`'s
+//! `Megaflow:` line, which starts with `recirc_id=0,eth`).
+
+use crate::field::{self, EthReq, FieldId, FieldInfo, ProtoReq};
+use crate::key::{FlowKey, FlowMask, VLAN_CFI};
+use crate::value::{format_value, parse_value, ValueError};
+
+/// A key under a mask. Invariant: `key` has no bit outside `mask`.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, Default)]
+pub struct Match {
+    /// Values (zero outside `mask`).
+    pub key: FlowKey,
+    /// Significant bits.
+    pub mask: FlowMask,
+}
+
+/// How [`Match::format`] prints.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Style {
+    /// As `ovs-ofctl dump-flows` prints a rule's match.
+    Rule,
+    /// As `ofproto/trace` prints a megaflow: `recirc_id=0,eth,...`.
+    Megaflow,
+}
+
+/// The protocol keywords: (name, dl_type, nw_proto).
+pub const PROTOCOLS: &[(&str, u16, Option<u8>)] = &[
+    ("eth", 0, None),
+    ("ip", 0x0800, None),
+    ("ipv4", 0x0800, None),
+    ("ipv6", 0x86dd, None),
+    ("icmp", 0x0800, Some(1)),
+    ("icmp6", 0x86dd, Some(58)),
+    ("tcp", 0x0800, Some(6)),
+    ("tcp6", 0x86dd, Some(6)),
+    ("udp", 0x0800, Some(17)),
+    ("udp6", 0x86dd, Some(17)),
+    ("sctp", 0x0800, Some(132)),
+    ("sctp6", 0x86dd, Some(132)),
+    ("arp", 0x0806, None),
+    ("rarp", 0x8035, None),
+];
+
+impl Match {
+    /// Matches every packet.
+    pub fn catchall() -> Self {
+        Match::default()
+    }
+
+    /// An exact match on every bit of `key` covered by `mask`.
+    pub fn new(key: &FlowKey, mask: &FlowMask) -> Self {
+        Match {
+            key: key.masked(mask),
+            mask: *mask,
+        }
+    }
+
+    /// True when `packet` falls inside this match.
+    #[inline]
+    pub fn matches(&self, packet: &FlowKey) -> bool {
+        packet.eq_masked(&self.key, &self.mask)
+    }
+
+    /// Sets `field` to `value` under `mask` (field units), replacing any
+    /// earlier value for those bits.
+    pub fn set_field_masked(&mut self, f: &FieldInfo, value: u128, mask: u128) {
+        match f.id {
+            FieldId::DlVlan => {
+                let (v, m) = field::vlan_vid_bits(value as u16);
+                self.set_vlan_bits(v, m);
+            }
+            FieldId::DlVlanPcp => {
+                let (v, m) = field::vlan_pcp_bits(value as u8);
+                self.set_vlan_bits(v, m);
+            }
+            _ => {
+                let old_m = f.get_mask(&self.mask);
+                f.set_mask(&mut self.mask, old_m | mask);
+                let old_v = f.get(&self.key);
+                f.set(&mut self.key, (old_v & !mask) | (value & mask));
+            }
+        }
+    }
+
+    fn set_vlan_bits(&mut self, v: u16, m: u16) {
+        let old_m = self.mask.to_key().vlan_tci();
+        let mut mk = self.mask.to_key();
+        mk.set_vlan_tci(old_m | m);
+        self.mask = FlowMask::from_key(&mk);
+        let old_v = self.key.vlan_tci();
+        self.key.set_vlan_tci((old_v & !m) | (v & m));
+    }
+
+    /// Parses `text` as a value of `f` and sets it.
+    pub fn set_field_text(&mut self, f: &FieldInfo, text: &str) -> Result<(), ValueError> {
+        let (v, m) = parse_value(f, text)?;
+        self.set_field_masked(f, v, m);
+        Ok(())
+    }
+
+    /// Applies a protocol keyword (`ip`, `tcp6`, `arp`, ...). Returns false
+    /// for an unknown keyword.
+    pub fn set_protocol(&mut self, name: &str) -> bool {
+        let Some(&(_, dl_type, proto)) = PROTOCOLS.iter().find(|(n, _, _)| *n == name) else {
+            return false;
+        };
+        if dl_type != 0 {
+            self.set_field_masked(FieldId::EthType.info(), u128::from(dl_type), 0xffff);
+        }
+        if let Some(p) = proto {
+            self.set_field_masked(FieldId::NwProto.info(), u128::from(p), 0xff);
+        }
+        true
+    }
+
+    fn exact_dl_type(&self) -> Option<u16> {
+        (self.mask.to_key().dl_type() == 0xffff).then(|| self.key.dl_type())
+    }
+
+    fn exact_nw_proto(&self) -> Option<u8> {
+        (self.mask.to_key().nw_proto() == 0xff).then(|| self.key.nw_proto())
+    }
+
+    /// Checks that this match pins the prerequisites of `f` (as OVS
+    /// requires before a field may be matched or set). The error names
+    /// what is missing.
+    pub fn check_prereqs(&self, f: &FieldInfo) -> Result<(), String> {
+        let p = f.prereq;
+        let t = self.exact_dl_type();
+        let eth_ok = match p.eth {
+            EthReq::Any => true,
+            EthReq::Ip => matches!(t, Some(0x0800 | 0x86dd)),
+            EthReq::Ipv4 => t == Some(0x0800),
+            EthReq::Ipv6 => t == Some(0x86dd),
+            EthReq::Arp => matches!(t, Some(0x0806 | 0x8035)),
+        };
+        let proto = self.exact_nw_proto();
+        let proto_ok = match p.proto {
+            ProtoReq::Any => true,
+            ProtoReq::L4 => matches!(proto, Some(6 | 17 | 132)),
+            ProtoReq::One(x) => proto == Some(x),
+        };
+        let icmp_ok = p.icmp6_types.is_empty() || {
+            let tm = FieldId::Icmpv6Type.info();
+            tm.get_mask(&self.mask) == 0xff && p.icmp6_types.contains(&(tm.get(&self.key) as u8))
+        };
+        if eth_ok && proto_ok && icmp_ok {
+            Ok(())
+        } else {
+            Err(format!("{} requires {}", f.name, p.describe()))
+        }
+    }
+
+    /// Prints the match in OVS's order. An empty match prints as "" for
+    /// rules; megaflows always start with `recirc_id=0,eth`.
+    pub fn format(&self, style: Style) -> String {
+        let mut parts: Vec<String> = Vec::new();
+        let mk = self.mask.to_key();
+        let k = &self.key;
+        if style == Style::Megaflow {
+            parts.push("recirc_id=0".into());
+            parts.push("eth".into());
+        }
+        let dl_type = self.exact_dl_type();
+        let mut skip_type = false;
+        let mut skip_proto = false;
+        if let Some(t) = dl_type {
+            let proto = self.exact_nw_proto();
+            let name = match t {
+                0x0800 => {
+                    skip_type = true;
+                    match proto {
+                        Some(1) => Some("icmp"),
+                        Some(6) => Some("tcp"),
+                        Some(17) => Some("udp"),
+                        Some(132) => Some("sctp"),
+                        _ => Some("ip"),
+                    }
+                }
+                0x86dd => {
+                    skip_type = true;
+                    match proto {
+                        Some(58) => Some("icmp6"),
+                        Some(6) => Some("tcp6"),
+                        Some(17) => Some("udp6"),
+                        Some(132) => Some("sctp6"),
+                        _ => Some("ipv6"),
+                    }
+                }
+                0x0806 => {
+                    skip_type = true;
+                    Some("arp")
+                }
+                0x8035 => {
+                    skip_type = true;
+                    Some("rarp")
+                }
+                _ => None,
+            };
+            if let Some(n) = name {
+                if !matches!(n, "ip" | "ipv6" | "arp" | "rarp") {
+                    skip_proto = true;
+                }
+                parts.push(n.into());
+            }
+        }
+        let put = |parts: &mut Vec<String>, id: FieldId| {
+            let f = id.info();
+            let m = f.get(&mk);
+            if m != 0 {
+                parts.push(format!("{}={}", f.name, format_value(f, f.get(k), m)));
+            }
+        };
+        put(&mut parts, FieldId::InPort);
+        // VLAN, as OVS: dl_vlan / dl_vlan_pcp when expressible, else vlan_tci.
+        let tm = mk.vlan_tci();
+        if tm != 0 {
+            let tv = k.vlan_tci();
+            let vid_m = tm & 0x0fff;
+            let pcp_m = tm & 0xe000;
+            if tm & VLAN_CFI != 0
+                && tv & VLAN_CFI != 0
+                && (vid_m == 0 || vid_m == 0x0fff)
+                && (pcp_m == 0 || pcp_m == 0xe000)
+                && (vid_m != 0 || pcp_m != 0)
+            {
+                if vid_m != 0 {
+                    parts.push(format!("dl_vlan={}", tv & 0x0fff));
+                }
+                if pcp_m != 0 {
+                    parts.push(format!("dl_vlan_pcp={}", tv >> 13));
+                }
+            } else if tm == 0xffff {
+                parts.push(format!("vlan_tci=0x{tv:04x}"));
+            } else {
+                parts.push(format!("vlan_tci=0x{tv:04x}/0x{tm:04x}"));
+            }
+        }
+        put(&mut parts, FieldId::EthSrc);
+        put(&mut parts, FieldId::EthDst);
+        if !skip_type {
+            put(&mut parts, FieldId::EthType);
+        }
+        let t = k.dl_type();
+        let is_v6 = dl_type == Some(0x86dd);
+        let is_arp = matches!(dl_type, Some(0x0806 | 0x8035));
+        if is_v6 {
+            put(&mut parts, FieldId::Ipv6Src);
+            put(&mut parts, FieldId::Ipv6Dst);
+            put(&mut parts, FieldId::Ipv6Label);
+        } else if is_arp {
+            put(&mut parts, FieldId::ArpSpa);
+            put(&mut parts, FieldId::ArpTpa);
+        } else {
+            put(&mut parts, FieldId::NwSrc);
+            put(&mut parts, FieldId::NwDst);
+        }
+        if !skip_proto {
+            put(
+                &mut parts,
+                if is_arp {
+                    FieldId::ArpOp
+                } else {
+                    FieldId::NwProto
+                },
+            );
+        }
+        if is_arp {
+            put(&mut parts, FieldId::ArpSha);
+            put(&mut parts, FieldId::ArpTha);
+        }
+        if !is_arp {
+            put(&mut parts, FieldId::NwTos);
+            put(&mut parts, FieldId::NwEcn);
+            put(&mut parts, FieldId::NwTtl);
+            put(&mut parts, FieldId::NwFrag);
+        }
+        let proto = self.exact_nw_proto();
+        let is_icmp = t == 0x0800 && proto == Some(1);
+        let is_icmp6 = is_v6 && proto == Some(58);
+        if is_icmp || is_icmp6 {
+            put(&mut parts, FieldId::IcmpType);
+            put(&mut parts, FieldId::IcmpCode);
+            if is_icmp6 {
+                put(&mut parts, FieldId::NdTarget);
+                put(&mut parts, FieldId::NdSll);
+                put(&mut parts, FieldId::NdTll);
+            }
+        } else if !is_arp {
+            put(&mut parts, FieldId::TpSrc);
+            put(&mut parts, FieldId::TpDst);
+        }
+        if !is_arp {
+            put(&mut parts, FieldId::TcpFlags);
+        }
+        parts.join(",")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::field::lookup;
+
+    fn m(fields: &[(&str, &str)], protos: &[&str]) -> Match {
+        let mut m = Match::catchall();
+        for p in protos {
+            assert!(m.set_protocol(p));
+        }
+        for (n, v) in fields {
+            m.set_field_text(lookup(n).unwrap(), v).unwrap();
+        }
+        m
+    }
+
+    #[test]
+    fn megaflow_format_matches_ovs_example() {
+        let mut x = m(
+            &[
+                ("in_port", "1"),
+                ("nw_frag", "no"),
+                ("tp_dst", "0x40/0xffc0"),
+            ],
+            &["tcp"],
+        );
+        assert_eq!(
+            x.format(Style::Megaflow),
+            "recirc_id=0,eth,tcp,in_port=1,nw_frag=no,tp_dst=0x40/0xffc0"
+        );
+        x.set_field_text(lookup("nw_dst").unwrap(), "7.7.7.96/29")
+            .unwrap();
+        assert_eq!(
+            x.format(Style::Megaflow),
+            "recirc_id=0,eth,tcp,in_port=1,nw_dst=7.7.7.96/29,nw_frag=no,tp_dst=0x40/0xffc0"
+        );
+    }
+
+    #[test]
+    fn rule_format_and_keywords() {
+        let x = m(&[("nw_src", "10.0.0.0/8"), ("tp_dst", "80")], &["tcp"]);
+        assert_eq!(x.format(Style::Rule), "tcp,nw_src=10.0.0.0/8,tp_dst=80");
+        let x = m(&[("dl_type", "0x88cc")], &[]);
+        assert_eq!(x.format(Style::Rule), "dl_type=0x88cc");
+        let x = m(&[("nw_proto", "47")], &["ip"]);
+        assert_eq!(x.format(Style::Rule), "ip,nw_proto=47");
+        let x = m(&[("arp_op", "1"), ("arp_tpa", "10.0.0.1")], &["arp"]);
+        assert_eq!(x.format(Style::Rule), "arp,arp_tpa=10.0.0.1,arp_op=1");
+        let x = m(&[("icmp_type", "8")], &["icmp"]);
+        assert_eq!(x.format(Style::Rule), "icmp,icmp_type=8");
+        assert_eq!(Match::catchall().format(Style::Rule), "");
+    }
+
+    #[test]
+    fn vlan_forms() {
+        let x = m(&[("dl_vlan", "5")], &[]);
+        assert_eq!(x.key.vlan_tci(), 0x1005);
+        assert_eq!(x.format(Style::Rule), "dl_vlan=5");
+        let x = m(&[("dl_vlan", "5"), ("dl_vlan_pcp", "3")], &[]);
+        assert_eq!(x.format(Style::Rule), "dl_vlan=5,dl_vlan_pcp=3");
+        let x = m(&[("dl_vlan", "0xffff")], &[]);
+        assert_eq!(x.format(Style::Rule), "vlan_tci=0x0000");
+        let x = m(&[("vlan_tci", "0x1000/0x1000")], &[]);
+        assert_eq!(x.format(Style::Rule), "vlan_tci=0x1000/0x1000");
+    }
+
+    #[test]
+    fn prereqs() {
+        let x = m(&[], &["tcp"]);
+        assert!(x.check_prereqs(lookup("tcp_dst").unwrap()).is_ok());
+        assert!(x.check_prereqs(lookup("udp_dst").unwrap()).is_err());
+        assert!(x.check_prereqs(lookup("nw_src").unwrap()).is_ok());
+        assert!(x.check_prereqs(lookup("ipv6_src").unwrap()).is_err());
+        let y = m(&[], &[]);
+        let e = y.check_prereqs(lookup("tp_dst").unwrap()).unwrap_err();
+        assert!(e.contains("tp_dst requires"), "{e}");
+        let nd = m(&[("icmpv6_type", "135")], &["icmp6"]);
+        assert!(nd.check_prereqs(lookup("nd_target").unwrap()).is_ok());
+        assert!(nd.check_prereqs(lookup("nd_tll").unwrap()).is_err());
+    }
+}

@@ -1,0 +1,1 @@
+//! Packet I/O. (Being written.)

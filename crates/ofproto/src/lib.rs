@@ -1,0 +1,1 @@
+//! The slow path. (Being written.)

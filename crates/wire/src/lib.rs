@@ -1,0 +1,1 @@
+//! Zero-copy checked packet views. (Being written.)
