@@ -275,12 +275,7 @@ pub fn parse_value(f: &FieldInfo, text: &str) -> Result<(u128, u128), ValueError
     if text.contains('/') && !f.maskable && f.format != ValueFormat::Frag {
         return err(format!("{} does not take a mask", f.name));
     }
-    let max = if f.id == FieldId::DlVlan {
-        0xffff
-    } else {
-        full
-    };
-    if v & !max != 0 && !(f.id == FieldId::DlVlan && v == 0xffff) {
+    if v & !full != 0 && !(f.id == FieldId::DlVlan && v == 0xffff) {
         return err(format!(
             "value {text} is too wide for {} ({} bits)",
             f.name, f.bits
