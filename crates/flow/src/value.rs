@@ -208,9 +208,11 @@ pub fn parse_value(f: &FieldInfo, text: &str) -> Result<(u128, u128), ValueError
                 "first" => (FRAG_ANY, FRAG_ANY | FRAG_LATER),
                 "later" => (FRAG_ANY | FRAG_LATER, FRAG_ANY | FRAG_LATER),
                 "not_later" => (0, FRAG_LATER),
-                _ => return err(format!(
+                _ => {
+                    return err(format!(
                     "'{text}' is not a nw_frag value (no, yes, first, later or not_later expected)"
-                )),
+                ))
+                }
             };
             (u128::from(v), u128::from(m))
         }

@@ -1,0 +1,248 @@
+//! Datapath actions: what the slow path hands to the fast path.
+//!
+//! These are the actions of an installed megaflow, in the vocabulary of
+//! OVS's datapath (ODP) actions and printed the way `ofproto/trace` prints
+//! its `Datapath actions:` line: `drop`, `2`, `2,3`, `set(ipv4(ttl=63))`,
+//! `push_vlan(vid=10,pcp=0)`, `pop_vlan`, `userspace(controller)`.
+//!
+//! A `set` carries the new values of the rewritten fields of one header as a
+//! key under a mask (the fields that change, nothing else); the datapath
+//! rewrites exactly those bits and fixes checksums.
+
+use flowpath_flow::field::FieldId;
+use flowpath_flow::value::format_mac;
+use flowpath_flow::{FlowKey, FlowMask};
+use std::fmt;
+use std::net::{Ipv4Addr, Ipv6Addr};
+
+/// Which header a `set` rewrites.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+pub enum SetHeader {
+    /// Ethernet addresses.
+    Eth,
+    /// IPv4 src, dst, tos, ttl.
+    Ipv4,
+    /// IPv6 src, dst, label, tclass, hop limit.
+    Ipv6,
+    /// TCP ports.
+    Tcp,
+    /// UDP ports.
+    Udp,
+    /// SCTP ports.
+    Sctp,
+}
+
+/// One datapath action.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+pub enum DpAction {
+    /// Send a copy of the packet, as it is now, to this datapath port.
+    Output(u32),
+    /// Rewrite the bits of `mask` in `header` to the values in `key`
+    /// (key/mask use the [`FlowKey`] layout).
+    Set {
+        /// Header rewritten.
+        header: SetHeader,
+        /// New values.
+        key: FlowKey,
+        /// Bits rewritten.
+        mask: FlowMask,
+    },
+    /// Push an 802.1Q/802.1ad tag with this TPID and TCI (CFI bit clear).
+    PushVlan {
+        /// Tag protocol identifier.
+        tpid: u16,
+        /// Tag control information (PCP, DEI, VID).
+        tci: u16,
+    },
+    /// Remove the outermost VLAN tag.
+    PopVlan,
+    /// Send to the controller (counted; flowpath has no controller channel).
+    Controller,
+}
+
+/// A megaflow's action list. Empty means drop.
+pub type DpActions = Vec<DpAction>;
+
+fn fmt_set(
+    f: &mut fmt::Formatter<'_>,
+    header: SetHeader,
+    key: &FlowKey,
+    mask: &FlowMask,
+) -> fmt::Result {
+    let mk = mask.to_key();
+    let mut parts: Vec<String> = Vec::new();
+    let mut mac = |name: &str, v: u64, m: u64| {
+        if m == 0xffff_ffff_ffff {
+            parts.push(format!("{name}={}", format_mac(v)));
+        } else if m != 0 {
+            parts.push(format!("{name}={}/{}", format_mac(v), format_mac(m)));
+        }
+    };
+    let name = match header {
+        SetHeader::Eth => {
+            mac("src", key.dl_src(), mk.dl_src());
+            mac("dst", key.dl_dst(), mk.dl_dst());
+            "eth"
+        }
+        SetHeader::Ipv4 => {
+            let mut ip = |name: &str, v: u32, m: u32| {
+                if m == u32::MAX {
+                    parts.push(format!("{name}={}", Ipv4Addr::from(v)));
+                } else if m != 0 {
+                    parts.push(format!(
+                        "{name}={}/{}",
+                        Ipv4Addr::from(v),
+                        Ipv4Addr::from(m)
+                    ));
+                }
+            };
+            ip("src", key.nw_src(), mk.nw_src());
+            ip("dst", key.nw_dst(), mk.nw_dst());
+            push_u8(&mut parts, "tos", key.nw_tos(), mk.nw_tos(), true);
+            push_u8(&mut parts, "ttl", key.nw_ttl(), mk.nw_ttl(), false);
+            "ipv4"
+        }
+        SetHeader::Ipv6 => {
+            let mut ip = |name: &str, v: u128, m: u128| {
+                if m == u128::MAX {
+                    parts.push(format!("{name}={}", Ipv6Addr::from(v)));
+                } else if m != 0 {
+                    parts.push(format!(
+                        "{name}={}/{}",
+                        Ipv6Addr::from(v),
+                        Ipv6Addr::from(m)
+                    ));
+                }
+            };
+            ip("src", key.ipv6_src(), mk.ipv6_src());
+            ip("dst", key.ipv6_dst(), mk.ipv6_dst());
+            let (l, lm) = (key.ipv6_label(), mk.ipv6_label());
+            if lm == 0xfffff {
+                parts.push(format!("label={l:#x}"));
+            } else if lm != 0 {
+                parts.push(format!("label={l:#x}/{lm:#x}"));
+            }
+            push_u8(&mut parts, "tclass", key.nw_tos(), mk.nw_tos(), true);
+            push_u8(&mut parts, "hlimit", key.nw_ttl(), mk.nw_ttl(), false);
+            "ipv6"
+        }
+        SetHeader::Tcp | SetHeader::Udp | SetHeader::Sctp => {
+            for (n, v, m) in [
+                ("src", key.tp_src(), mk.tp_src()),
+                ("dst", key.tp_dst(), mk.tp_dst()),
+            ] {
+                if m == 0xffff {
+                    parts.push(format!("{n}={v}"));
+                } else if m != 0 {
+                    parts.push(format!("{n}={v}/{m:#x}"));
+                }
+            }
+            match header {
+                SetHeader::Tcp => "tcp",
+                SetHeader::Udp => "udp",
+                _ => "sctp",
+            }
+        }
+    };
+    write!(f, "set({name}({}))", parts.join(","))
+}
+
+fn push_u8(parts: &mut Vec<String>, name: &str, v: u8, m: u8, hex: bool) {
+    match (m, hex) {
+        (0, _) => {}
+        (0xff, true) => parts.push(format!("{name}={v:#x}")),
+        (0xff, false) => parts.push(format!("{name}={v}")),
+        (_, true) => parts.push(format!("{name}={v:#x}/{m:#x}")),
+        (_, false) => parts.push(format!("{name}={v}/{m:#x}")),
+    }
+}
+
+impl fmt::Display for DpAction {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            DpAction::Output(p) => write!(f, "{p}"),
+            DpAction::Set { header, key, mask } => fmt_set(f, *header, key, mask),
+            DpAction::PushVlan { tpid, tci } => {
+                let vid = tci & 0x0fff;
+                let pcp = tci >> 13;
+                if *tpid == 0x8100 {
+                    write!(f, "push_vlan(vid={vid},pcp={pcp})")
+                } else {
+                    write!(f, "push_vlan(tpid={tpid:#x},vid={vid},pcp={pcp})")
+                }
+            }
+            DpAction::PopVlan => write!(f, "pop_vlan"),
+            DpAction::Controller => write!(f, "userspace(controller)"),
+        }
+    }
+}
+
+/// Prints an action list as OVS prints datapath actions (`drop` if empty).
+pub fn format_actions(actions: &[DpAction]) -> String {
+    if actions.is_empty() {
+        return "drop".into();
+    }
+    actions
+        .iter()
+        .map(|a| a.to_string())
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// The header a rewritable field belongs to, given the packet's protocol.
+pub fn set_header_for(field: FieldId, key: &FlowKey) -> Option<SetHeader> {
+    use FieldId::*;
+    Some(match field {
+        EthSrc | EthDst => SetHeader::Eth,
+        NwSrc | NwDst if key.is_ipv4() => SetHeader::Ipv4,
+        NwTos | IpDscp | NwEcn | NwTtl if key.is_ipv4() => SetHeader::Ipv4,
+        NwTos | IpDscp | NwEcn | NwTtl | Ipv6Src | Ipv6Dst | Ipv6Label if key.is_ipv6() => {
+            SetHeader::Ipv6
+        }
+        TpSrc | TpDst | TcpSrc | TcpDst | UdpSrc | UdpDst | SctpSrc | SctpDst
+            if key.is_ip_any() =>
+        {
+            match key.nw_proto() {
+                6 => SetHeader::Tcp,
+                17 => SetHeader::Udp,
+                132 => SetHeader::Sctp,
+                _ => return None,
+            }
+        }
+        _ => return None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prints_like_ovs() {
+        assert_eq!(format_actions(&[]), "drop");
+        assert_eq!(
+            format_actions(&[DpAction::Output(2), DpAction::Output(3)]),
+            "2,3"
+        );
+        let mut key = FlowKey::zero();
+        let mut mask = FlowMask::catchall();
+        key.set_nw_ttl(63);
+        let mut mk = mask.to_key();
+        mk.set_nw_ttl(0xff);
+        mask = FlowMask::from_key(&mk);
+        let a = DpAction::Set {
+            header: SetHeader::Ipv4,
+            key,
+            mask,
+        };
+        assert_eq!(a.to_string(), "set(ipv4(ttl=63))");
+        assert_eq!(
+            DpAction::PushVlan {
+                tpid: 0x8100,
+                tci: 10
+            }
+            .to_string(),
+            "push_vlan(vid=10,pcp=0)"
+        );
+    }
+}
