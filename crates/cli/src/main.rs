@@ -1,2 +1,45 @@
-//! The `flowpath` command. (Being written.)
-fn main() {}
+//! `flowpath`: a userspace software-switch datapath with the Open vSwitch
+//! flow-caching hierarchy (EMC, SMC/DFC/Cuckoo Distributor, megaflow
+//! classifier, slow path).
+//!
+//! This binary is thin: each subcommand lives in its own `cmd_*` module
+//! that parses its arguments (clap) and calls into the library crates.
+
+mod cmd_gen;
+mod cmd_run;
+mod cmd_trace;
+
+use clap::{Parser, Subcommand};
+
+/// flowpath — a userspace software-switch datapath.
+#[derive(Parser)]
+#[command(name = "flowpath", version, about, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Trace packets through the rule tables, like `ovs-appctl ofproto/trace`:
+    /// the rule matched in each table, the megaflow and the datapath actions.
+    Trace(cmd_trace::Args),
+    /// Run a capture through the datapath (EMC, second-level cache, dpcls,
+    /// slow path) and write what each output port sends.
+    Run(cmd_run::Args),
+    /// Generate a workload (capture + matching rules).
+    Gen(cmd_gen::Args),
+}
+
+fn main() {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Trace(a) => cmd_trace::run(a),
+        Command::Run(a) => cmd_run::run(a),
+        Command::Gen(a) => cmd_gen::run(a),
+    };
+    if let Err(e) = result {
+        eprintln!("flowpath: {e:#}");
+        std::process::exit(1);
+    }
+}
