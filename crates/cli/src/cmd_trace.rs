@@ -1,10 +1,100 @@
-//! `flowpath trace`. (Being written.)
+//! `flowpath trace`: like `ovs-appctl ofproto/trace br0 FLOW --generate`.
+//!
+//! Loads a rule file, translates one packet description (or one per line
+//! of a file) through the tables, and prints the rule hit in each table,
+//! the megaflow and the datapath actions — or, with `--json`, one object
+//! per packet: `{"packet", "megaflow", "actions"}`.
+
+use anyhow::{bail, Context, Result};
+use flowpath_ofproto::classifier::{parse_prefixes, DEFAULT_PREFIXES};
+use flowpath_ofproto::odp::format_actions;
+use flowpath_ofproto::parse::{parse_match, parse_rules};
+use flowpath_ofproto::tables::RuleTables;
+use flowpath_ofproto::xlate::xlate;
+use std::io::Write;
+use std::path::PathBuf;
 
 /// Arguments of `flowpath trace`.
 #[derive(clap::Args)]
-pub struct Args {}
+#[command(after_help = "Examples:\n  \
+flowpath trace --rules examples/nmap.flows 'in_port=1,tcp,nw_src=7.7.7.1,nw_dst=7.7.7.104,tp_src=1234,tp_dst=90'\n  \
+flowpath trace --rules examples/nmap.flows --packets packets.txt --json\n\n\
+A packet is written in ovs-ofctl flow syntax; fields not mentioned are 0.\n\
+Megaflow is the widest match that is sure to get the same datapath actions.")]
+pub struct Args {
+    /// Rule file in `ovs-ofctl add-flows` syntax (one flow per line).
+    #[arg(long, value_name = "RULES.flows")]
+    rules: PathBuf,
+    /// Prefix-tracking fields, like OVS's Flow_Table:prefixes
+    /// (`none`, or up to three of nw_dst, nw_src, ipv6_dst, ipv6_src).
+    #[arg(long, value_name = "FIELDS", default_value = "nw_dst,nw_src")]
+    prefixes: String,
+    /// Ports that ALL and FLOOD send to (default: every port the rules name).
+    #[arg(long, value_name = "P,P,...", value_delimiter = ',')]
+    ports: Option<Vec<u32>>,
+    /// A file of packet descriptions, one per line ('#' comments allowed).
+    #[arg(long, value_name = "FILE", conflicts_with = "flow")]
+    packets: Option<PathBuf>,
+    /// One JSON object per packet instead of the text report.
+    #[arg(long)]
+    json: bool,
+    /// The packet, e.g. `in_port=1,tcp,nw_src=7.7.7.1,nw_dst=7.7.7.104,tp_dst=90`.
+    #[arg(value_name = "FLOW", required_unless_present = "packets")]
+    flow: Option<String>,
+}
 
 /// Runs `flowpath trace`.
-pub fn run(_args: Args) -> anyhow::Result<()> {
-    anyhow::bail!("flowpath trace is not implemented yet")
+pub fn run(args: Args) -> Result<()> {
+    let text = std::fs::read_to_string(&args.rules)
+        .with_context(|| format!("cannot read rule file {}", args.rules.display()))?;
+    let name = args.rules.display().to_string();
+    let rules = parse_rules(&text, Some(&name))?;
+    let prefixes = if args.prefixes == "nw_dst,nw_src" {
+        DEFAULT_PREFIXES.to_vec()
+    } else {
+        parse_prefixes(&args.prefixes).context("--prefixes")?
+    };
+    let mut tables = RuleTables::new(rules, &prefixes);
+    if let Some(p) = args.ports {
+        tables.set_ports(p);
+    }
+    let packets: Vec<(usize, String)> = match (&args.flow, &args.packets) {
+        (Some(f), _) => vec![(0, f.clone())],
+        (None, Some(path)) => {
+            let t = std::fs::read_to_string(path)
+                .with_context(|| format!("cannot read packet file {}", path.display()))?;
+            t.lines()
+                .enumerate()
+                .map(|(i, l)| (i + 1, l.trim().to_string()))
+                .filter(|(_, l)| !l.is_empty() && !l.starts_with('#'))
+                .collect()
+        }
+        (None, None) => bail!("give a FLOW or --packets FILE"),
+    };
+    let pfile = args.packets.as_ref().map(|p| p.display().to_string());
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::new(stdout.lock());
+    for (n, (line_no, line)) in packets.iter().enumerate() {
+        let m = parse_match(line).map_err(|e| match &pfile {
+            Some(f) => anyhow::anyhow!("{f}:{line_no}: {e}"),
+            None => anyhow::anyhow!("{e}"),
+        })?;
+        let key = m.key;
+        let x = xlate(&tables, &key, !args.json);
+        if args.json {
+            let obj = serde_json::json!({
+                "packet": line,
+                "megaflow": x.megaflow_text(&key),
+                "actions": format_actions(&x.actions),
+            });
+            writeln!(out, "{obj}")?;
+        } else {
+            if n > 0 {
+                writeln!(out)?;
+            }
+            writeln!(out, "{}", x.report(&key, line))?;
+        }
+    }
+    out.flush()?;
+    Ok(())
 }

@@ -554,7 +554,7 @@ pub static FIELDS: &[FieldInfo] = &[
         bits(W_TP, 0, 8),
         V::Int,
         ICMP,
-        true,
+        false,
         false,
     ),
     f(
@@ -565,7 +565,7 @@ pub static FIELDS: &[FieldInfo] = &[
         bits(W_TP, 16, 8),
         V::Int,
         ICMP,
-        true,
+        false,
         false,
     ),
     f(
@@ -576,7 +576,7 @@ pub static FIELDS: &[FieldInfo] = &[
         bits(W_TP, 0, 8),
         V::Int,
         ICMP6,
-        true,
+        false,
         false,
     ),
     f(
@@ -587,7 +587,7 @@ pub static FIELDS: &[FieldInfo] = &[
         bits(W_TP, 16, 8),
         V::Int,
         ICMP6,
-        true,
+        false,
         false,
     ),
     f(
@@ -598,7 +598,7 @@ pub static FIELDS: &[FieldInfo] = &[
         bits(W_META, 48, 8),
         V::Int,
         Prereq::eth(E::Arp),
-        true,
+        false,
         false,
     ),
     f(
@@ -609,7 +609,7 @@ pub static FIELDS: &[FieldInfo] = &[
         bits(W_NW, 0, 32),
         V::Ipv4,
         Prereq::eth(E::Arp),
-        true,
+        false,
         true,
     ),
     f(
@@ -620,7 +620,7 @@ pub static FIELDS: &[FieldInfo] = &[
         bits(W_NW, 32, 32),
         V::Ipv4,
         Prereq::eth(E::Arp),
-        true,
+        false,
         true,
     ),
     f(
@@ -631,7 +631,7 @@ pub static FIELDS: &[FieldInfo] = &[
         bits(W_ARP_SHA, 0, 48),
         V::Mac,
         Prereq::eth(E::Arp),
-        true,
+        false,
         true,
     ),
     f(
@@ -642,7 +642,7 @@ pub static FIELDS: &[FieldInfo] = &[
         bits(W_ARP_THA, 0, 48),
         V::Mac,
         Prereq::eth(E::Arp),
-        true,
+        false,
         true,
     ),
     f(
@@ -692,7 +692,7 @@ pub static FIELDS: &[FieldInfo] = &[
             wide(W_ND_TARGET),
             V::Ipv6,
             ICMP6,
-            true,
+            false,
             true,
         )
     },
@@ -710,7 +710,7 @@ pub static FIELDS: &[FieldInfo] = &[
             bits(W_ARP_SHA, 0, 48),
             V::Mac,
             ICMP6,
-            true,
+            false,
             true,
         )
     },
@@ -728,7 +728,7 @@ pub static FIELDS: &[FieldInfo] = &[
             bits(W_ARP_THA, 0, 48),
             V::Mac,
             ICMP6,
-            true,
+            false,
             true,
         )
     },

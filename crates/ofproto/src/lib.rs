@@ -1,5 +1,25 @@
 //! The slow path: OpenFlow-style rule tables, the rule classifier with
 //! wildcard tracking, and translation to datapath actions plus the widest
-//! correct megaflow. (Being written.)
+//! correct megaflow.
+//!
+//! - [`parse`], [`rule`], [`action`]: `ovs-ofctl add-flow(s)` syntax in and out;
+//! - [`classifier`] (+ [`trie`]): one table's tuple space search with staged
+//!   lookup, prefix and port tracking;
+//! - [`tables`]: a bridge's tables; [`linear`]: the linear-scan reference;
+//! - [`xlate`]: the walk through the tables → datapath actions ([`odp`]) and
+//!   the megaflow mask.
+//!
+//! Works on `FlowKey`s only: it never touches packet bytes, does no I/O and
+//! reads no clock.
 
+#![cfg_attr(not(test), deny(clippy::unwrap_used))]
+
+pub mod action;
+pub mod classifier;
+pub mod linear;
 pub mod odp;
+pub mod parse;
+pub mod rule;
+pub mod tables;
+pub mod trie;
+pub mod xlate;

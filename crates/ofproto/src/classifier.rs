@@ -1,0 +1,552 @@
+//! The rule classifier of one OpenFlow table: tuple space search with
+//! priorities, staged lookup and prefix tracking, recording which key bits
+//! each lookup consulted.
+//!
+//! # What
+//!
+//! Rules are grouped into *subtables*, one per distinct mask. A lookup
+//! visits subtables in descending order of their highest rule priority and
+//! stops as soon as no remaining subtable can beat the best match so far.
+//! Within a subtable one hash probe of the packet key under the mask finds
+//! the candidate rules.
+//!
+//! # Un-wildcarding
+//!
+//! Besides the winning rule, a lookup with a wildcard accumulator (`wc`)
+//! records every key bit whose value influenced the result: the megaflow the
+//! slow path installs may wildcard every other bit, because any packet that
+//! agrees on the recorded bits takes the same path through the classifier.
+//! Three refinements, as in Open vSwitch's classifier, keep the recorded set
+//! small so that megaflows are wide:
+//!
+//! - **Staged lookup.** A subtable's mask is split into stages (metadata →
+//!   L2 → L3 → L4). For every stage but the last the subtable keeps the set of
+//!   its rules' values on the stages so far; when the packet's value is not
+//!   in that set the subtable cannot match, and only the bits of the stages
+//!   examined so far are recorded (e.g. an L3 miss never un-wildcards ports).
+//! - **Prefix tracking.** For the configured prefix fields (default
+//!   `nw_dst,nw_src`, like OVS's `Flow_Table:prefixes`) a table-wide trie of
+//!   the rules' prefixes tells, before a subtable's stage that holds the
+//!   field is hashed, whether any rule of that subtable's prefix length can
+//!   contain the packet's address. If not, the subtable is skipped and only
+//!   the address bits the trie needed are recorded — not the whole prefix.
+//! - **Port tracking.** When the final stage (the transport ports) misses,
+//!   a per-subtable trie over the rules' 32-bit `tp_src:tp_dst` values says
+//!   how many leading port bits were needed to exclude them; only those are
+//!   recorded.
+//!
+//! # Invariants
+//!
+//! - `subtables` is sorted by `max_priority`, highest first.
+//! - A rule's key has no bit outside its mask.
+//! - The recorded bits are a superset of what decides the result: every
+//!   packet agreeing with the looked-up key on `wc` gets the same rule
+//!   (checked by the megaflow-invariant property test against
+//!   [`crate::linear`]).
+//!
+//! # Threads
+//!
+//! Built once per rule-table version and then only read; lookups take
+//! `&self` and can run on any number of threads.
+
+use crate::trie::{Plens, Trie};
+use flowpath_flow::field::FieldId;
+use flowpath_flow::value::prefix_mask;
+use flowpath_flow::{FlowKey, FlowMask, Match};
+use std::collections::{HashMap, HashSet};
+use std::sync::OnceLock;
+
+/// Most prefix-tracking fields per table (as OVS's `CLS_MAX_TRIES`).
+pub const MAX_TRIES: usize = 3;
+
+/// Fields usable for prefix tracking.
+pub const PREFIX_FIELDS: &[FieldId] = &[
+    FieldId::NwDst,
+    FieldId::NwSrc,
+    FieldId::Ipv6Dst,
+    FieldId::Ipv6Src,
+];
+
+/// Default prefix-tracking fields (OVS's default for `Flow_Table:prefixes`).
+pub const DEFAULT_PREFIXES: &[FieldId] = &[FieldId::NwDst, FieldId::NwSrc];
+
+/// The stage a field belongs to: 0 metadata, 1 L2, 2 L3, 3 L4.
+fn stage_masks() -> &'static [FlowMask; 4] {
+    static MASKS: OnceLock<[FlowMask; 4]> = OnceLock::new();
+    MASKS.get_or_init(|| {
+        use FieldId::*;
+        let groups: [&[FieldId]; 4] = [
+            &[InPort],
+            &[EthSrc, EthDst, EthType, VlanTci],
+            &[
+                NwSrc, NwDst, NwProto, NwTos, NwEcn, NwTtl, NwFrag, TcpFlags, ArpSha, ArpTha,
+                Ipv6Src, Ipv6Dst, Ipv6Label, NdTarget,
+            ],
+            &[TpSrc, TpDst],
+        ];
+        let mut out = [FlowMask::catchall(); 4];
+        for (i, g) in groups.iter().enumerate() {
+            for f in g.iter() {
+                out[i].or_assign(&f.info().storage_mask());
+            }
+        }
+        // The inner VLAN tag is L2 too (not a registry field).
+        let mut k = out[1].to_key();
+        k.set_vlan_tci_inner(0xffff);
+        out[1] = FlowMask::from_key(&k);
+        out
+    })
+}
+
+fn stage_of(field: FieldId) -> usize {
+    let m = field.info().storage_mask();
+    stage_masks()
+        .iter()
+        .position(|s| !m.intersect(s).is_catchall())
+        .unwrap_or(3)
+}
+
+fn ports_of(k: &FlowKey) -> u32 {
+    (u32::from(k.tp_src()) << 16) | u32::from(k.tp_dst())
+}
+
+fn set_ports(k: &mut FlowKey, v: u32) {
+    k.set_tp_src((v >> 16) as u16);
+    k.set_tp_dst(v as u16);
+}
+
+/// A rule as the classifier sees it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Entry {
+    priority: u16,
+    id: u32,
+}
+
+#[derive(Clone, Debug)]
+struct Subtable {
+    mask: FlowMask,
+    max_priority: u16,
+    /// Non-empty stages of `mask`: (stage id, cumulative mask up to it).
+    stages: Vec<(usize, FlowMask)>,
+    /// For every stage but the last: the rules' values under the cumulative mask.
+    indices: Vec<HashSet<FlowKey>>,
+    /// Masked key → rules, highest priority first.
+    rules: HashMap<FlowKey, Vec<Entry>>,
+    /// Per configured trie: this subtable's prefix length on the field (0 = trie not usable).
+    trie_plen: [u32; MAX_TRIES],
+    /// 32-bit tp_src:tp_dst mask and its length up to the last 1 bit.
+    ports_mask: u32,
+    ports_mask_len: u32,
+    ports_trie: Trie,
+}
+
+impl Subtable {
+    fn new(mask: FlowMask, tries: &[TrieSpec]) -> Self {
+        let stages_all = stage_masks();
+        let mut stages = Vec::new();
+        let mut cum = FlowMask::catchall();
+        for (i, s) in stages_all.iter().enumerate() {
+            let part = mask.intersect(s);
+            if !part.is_catchall() {
+                cum.or_assign(&part);
+                stages.push((i, cum));
+            }
+        }
+        let n_idx = stages.len().saturating_sub(1);
+        let mut trie_plen = [0u32; MAX_TRIES];
+        for (j, t) in tries.iter().enumerate() {
+            let info = t.field.info();
+            trie_plen[j] =
+                flowpath_flow::value::prefix_len(info.get_mask(&mask), t.bits).unwrap_or(0);
+        }
+        let ports_mask = ports_of(&mask.to_key());
+        let ports_mask_len = 32 - ports_mask.trailing_zeros();
+        Subtable {
+            mask,
+            max_priority: 0,
+            stages,
+            indices: vec![HashSet::new(); n_idx],
+            rules: HashMap::new(),
+            trie_plen,
+            ports_mask,
+            ports_mask_len,
+            ports_trie: Trie::new(32),
+        }
+    }
+
+    fn insert(&mut self, key: FlowKey, e: Entry) {
+        for (i, set) in self.indices.iter_mut().enumerate() {
+            set.insert(key.masked(&self.stages[i].1));
+        }
+        if self.ports_mask_len > 0 {
+            self.ports_trie.insert(
+                u128::from(ports_of(&key) & self.ports_mask),
+                self.ports_mask_len,
+            );
+        }
+        let list = self.rules.entry(key).or_default();
+        let pos = list
+            .iter()
+            .position(|x| x.priority < e.priority)
+            .unwrap_or(list.len());
+        list.insert(pos, e);
+        self.max_priority = self.max_priority.max(e.priority);
+    }
+}
+
+#[derive(Clone, Debug)]
+struct TrieSpec {
+    field: FieldId,
+    bits: u32,
+    stage: usize,
+    trie: Trie,
+}
+
+/// Per-lookup lazily computed trie results.
+#[derive(Clone, Copy, Default)]
+struct TrieCtx {
+    done: bool,
+    maskbits: u32,
+    plens: Plens,
+}
+
+/// One table's classifier. See the module documentation.
+#[derive(Clone, Debug)]
+pub struct Classifier {
+    subtables: Vec<Subtable>,
+    by_mask: HashMap<FlowMask, usize>,
+    tries: Vec<TrieSpec>,
+    n_rules: usize,
+}
+
+/// Error for an unusable prefix-field list.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct PrefixError(pub String);
+
+/// Parses a `--prefixes` value: `none` or a comma-separated list of up to
+/// three of nw_dst, nw_src, ipv6_dst, ipv6_src (aliases accepted).
+pub fn parse_prefixes(s: &str) -> Result<Vec<FieldId>, PrefixError> {
+    let s = s.trim();
+    if s == "none" || s.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut out = Vec::new();
+    for name in s.split(',') {
+        let name = name.trim();
+        let f = flowpath_flow::field::lookup(name)
+            .filter(|f| PREFIX_FIELDS.contains(&f.id))
+            .ok_or_else(|| PrefixError(format!("'{name}' cannot be a prefix field (nw_dst, nw_src, ipv6_dst or ipv6_src expected)")))?;
+        if out.contains(&f.id) {
+            return Err(PrefixError(format!("prefix field '{name}' given twice")));
+        }
+        out.push(f.id);
+    }
+    if out.len() > MAX_TRIES {
+        return Err(PrefixError(format!(
+            "at most {MAX_TRIES} prefix fields (got {})",
+            out.len()
+        )));
+    }
+    Ok(out)
+}
+
+impl Classifier {
+    /// An empty classifier tracking prefixes on `prefix_fields` (at most
+    /// [`MAX_TRIES`] of [`PREFIX_FIELDS`]; others are ignored).
+    pub fn new(prefix_fields: &[FieldId]) -> Self {
+        let tries = prefix_fields
+            .iter()
+            .filter(|f| PREFIX_FIELDS.contains(f))
+            .take(MAX_TRIES)
+            .map(|&field| {
+                let bits = u32::from(field.info().bits);
+                TrieSpec {
+                    field,
+                    bits,
+                    stage: stage_of(field),
+                    trie: Trie::new(bits),
+                }
+            })
+            .collect();
+        Classifier {
+            subtables: Vec::new(),
+            by_mask: HashMap::new(),
+            tries,
+            n_rules: 0,
+        }
+    }
+
+    /// Number of rules.
+    pub fn len(&self) -> usize {
+        self.n_rules
+    }
+
+    /// True when there is no rule.
+    pub fn is_empty(&self) -> bool {
+        self.n_rules == 0
+    }
+
+    /// Number of subtables (distinct masks).
+    pub fn n_subtables(&self) -> usize {
+        self.subtables.len()
+    }
+
+    /// Adds a rule with match `m`, `priority` and caller's `id`. Rules with
+    /// the same match and priority should be replaced by the caller before
+    /// (OVS semantics: an identical rule is a modification).
+    pub fn insert(&mut self, m: &Match, priority: u16, id: u32) {
+        let key = m.key.masked(&m.mask);
+        for t in self.tries.iter_mut() {
+            let info = t.field.info();
+            if let Some(plen) = flowpath_flow::value::prefix_len(info.get_mask(&m.mask), t.bits) {
+                if plen > 0 {
+                    t.trie.insert(info.get(&key), plen);
+                }
+            }
+        }
+        let idx = match self.by_mask.get(&m.mask) {
+            Some(&i) => i,
+            None => {
+                let st = Subtable::new(m.mask, &self.tries);
+                self.subtables.push(st);
+                self.by_mask.insert(m.mask, self.subtables.len() - 1);
+                self.subtables.len() - 1
+            }
+        };
+        self.subtables[idx].insert(key, Entry { priority, id });
+        self.n_rules += 1;
+        self.sort();
+    }
+
+    fn sort(&mut self) {
+        self.subtables
+            .sort_by(|a, b| b.max_priority.cmp(&a.max_priority));
+        self.by_mask = self
+            .subtables
+            .iter()
+            .enumerate()
+            .map(|(i, s)| (s.mask, i))
+            .collect();
+    }
+
+    /// Finds the highest-priority rule matching `key`, returning its id and
+    /// priority. With `wc`, ORs into it every bit the answer depended on.
+    pub fn lookup(&self, key: &FlowKey, mut wc: Option<&mut FlowMask>) -> Option<(u32, u16)> {
+        let mut ctx = [TrieCtx::default(); MAX_TRIES];
+        let mut best: Option<Entry> = None;
+        for st in &self.subtables {
+            if let Some(b) = best {
+                if st.max_priority <= b.priority {
+                    break;
+                }
+            }
+            let found = match wc.as_deref_mut() {
+                Some(wc) => self.find_match_wc(st, key, &mut ctx, wc),
+                None => st
+                    .rules
+                    .get(&key.masked(&st.mask))
+                    .and_then(|l| l.first().copied()),
+            };
+            if let Some(e) = found {
+                if best.is_none_or(|b| e.priority > b.priority) {
+                    best = Some(e);
+                }
+            }
+        }
+        best.map(|e| (e.id, e.priority))
+    }
+
+    /// Prefix-trie check before hashing stage `stage` of `st`: true when
+    /// the subtable can be skipped (the needed bits are then in `wc`).
+    fn check_tries(
+        &self,
+        st: &Subtable,
+        stage: usize,
+        key: &FlowKey,
+        ctx: &mut [TrieCtx; MAX_TRIES],
+        wc: &mut FlowMask,
+    ) -> bool {
+        for (j, t) in self.tries.iter().enumerate() {
+            let plen = st.trie_plen[j];
+            if plen == 0 || t.stage != stage {
+                continue;
+            }
+            let c = &mut ctx[j];
+            if !c.done {
+                let info = t.field.info();
+                if info.prereq.ok_for(key) {
+                    let (bits, plens) = t.trie.lookup(info.get(key));
+                    c.maskbits = bits;
+                    c.plens = plens;
+                } else {
+                    c.maskbits = 0;
+                    c.plens = Plens::ALL;
+                }
+                c.done = true;
+            }
+            if !c.plens.contains(plen) {
+                let info = t.field.info();
+                let want = prefix_mask(c.maskbits, t.bits);
+                if c.maskbits <= plen {
+                    info.or_mask(wc, want);
+                    return true;
+                }
+                if info.get_mask(wc) & want == want {
+                    return true;
+                }
+            }
+        }
+        false
+    }
+
+    fn find_match_wc(
+        &self,
+        st: &Subtable,
+        key: &FlowKey,
+        ctx: &mut [TrieCtx; MAX_TRIES],
+        wc: &mut FlowMask,
+    ) -> Option<Entry> {
+        let n_idx = st.indices.len();
+        let mut seen = FlowMask::catchall();
+        for i in 0..n_idx {
+            let (stage, cum) = st.stages[i];
+            if self.check_tries(st, stage, key, ctx, wc) {
+                wc.or_assign(&seen);
+                return None;
+            }
+            seen = cum;
+            if !st.indices[i].contains(&key.masked(&cum)) {
+                wc.or_assign(&seen);
+                return None;
+            }
+        }
+        if let Some(&(stage, _)) = st.stages.last() {
+            if self.check_tries(st, stage, key, ctx, wc) {
+                wc.or_assign(&seen);
+                return None;
+            }
+        }
+        let found = st
+            .rules
+            .get(&key.masked(&st.mask))
+            .and_then(|l| l.first().copied());
+        if found.is_none() && st.ports_mask_len > 0 {
+            let value = ports_of(key) & st.ports_mask;
+            let (mbits, _) = st.ports_trie.lookup(u128::from(value));
+            let need = st.ports_mask & (prefix_mask(mbits, 32) as u32);
+            let mut k = wc.to_key();
+            let cur = ports_of(&k);
+            set_ports(&mut k, cur | need);
+            *wc = FlowMask::from_key(&k);
+            wc.or_assign(&seen);
+            return None;
+        }
+        wc.or_assign(&st.mask);
+        found
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use flowpath_flow::field::lookup;
+
+    fn m(spec: &str) -> Match {
+        let mut m = Match::catchall();
+        for part in spec.split(',').filter(|s| !s.is_empty()) {
+            match part.split_once('=') {
+                Some((n, v)) => m.set_field_text(lookup(n).unwrap(), v).unwrap(),
+                None => assert!(m.set_protocol(part), "{part}"),
+            }
+        }
+        m
+    }
+
+    fn pkt(spec: &str) -> FlowKey {
+        m(spec).key
+    }
+
+    #[test]
+    fn priority_and_early_stop() {
+        let mut c = Classifier::new(DEFAULT_PREFIXES);
+        c.insert(&m("tcp,tp_dst=90"), 65535, 1);
+        c.insert(&m(""), 0, 2);
+        let mut wc = FlowMask::catchall();
+        assert_eq!(
+            c.lookup(&pkt("in_port=1,tcp,tp_dst=90"), Some(&mut wc)),
+            Some((1, 65535))
+        );
+        let fmt =
+            Match::new(&pkt("in_port=1,tcp,tp_dst=90"), &wc).format(flowpath_flow::Style::Rule);
+        assert_eq!(fmt, "tcp,tp_dst=90");
+        let mut wc = FlowMask::catchall();
+        assert_eq!(c.lookup(&pkt("tcp,tp_dst=91"), Some(&mut wc)), Some((2, 0)));
+        // 91 differs from 90 in the last bit: all 16 bits of tp_dst needed.
+        assert_eq!(wc.to_key().tp_dst(), 0xffff);
+        let mut wc = FlowMask::catchall();
+        assert_eq!(
+            c.lookup(&pkt("tcp,tp_dst=0x8000"), Some(&mut wc)),
+            Some((2, 0))
+        );
+        assert_eq!(wc.to_key().tp_dst(), 0x8000);
+        assert_eq!(wc.to_key().tp_src(), 0);
+    }
+
+    #[test]
+    fn staged_lookup_stops_at_l3() {
+        let mut c = Classifier::new(&[]);
+        c.insert(&m("tcp,nw_src=10.0.0.1,tp_dst=80"), 100, 1);
+        let mut wc = FlowMask::catchall();
+        assert_eq!(
+            c.lookup(&pkt("tcp,nw_src=10.0.0.2,tp_dst=80"), Some(&mut wc)),
+            None
+        );
+        // The L3 stage missed: ports not looked at.
+        assert_eq!(wc.to_key().tp_dst(), 0);
+        assert_eq!(wc.to_key().nw_src(), u32::MAX);
+        // An L2 miss (not IPv4) does not even look at nw_src.
+        let mut wc = FlowMask::catchall();
+        assert_eq!(c.lookup(&pkt("arp"), Some(&mut wc)), None);
+        assert_eq!(wc.to_key().nw_src(), 0);
+        assert_eq!(wc.to_key().dl_type(), 0xffff);
+    }
+
+    #[test]
+    fn prefix_tracking_unwildcards_only_needed_bits() {
+        let mut c = Classifier::new(DEFAULT_PREFIXES);
+        c.insert(&m("ip,nw_dst=10.0.0.0/8"), 100, 1);
+        let mut wc = FlowMask::catchall();
+        assert_eq!(c.lookup(&pkt("ip,nw_dst=192.168.0.1"), Some(&mut wc)), None);
+        // 192 = 0b1100_0000 differs from 10 = 0b0000_1010 at the first bit.
+        assert_eq!(wc.to_key().nw_dst(), 0x8000_0000);
+        let mut no_trie = Classifier::new(&[]);
+        no_trie.insert(&m("ip,nw_dst=10.0.0.0/8"), 100, 1);
+        let mut wc = FlowMask::catchall();
+        no_trie.lookup(&pkt("ip,nw_dst=192.168.0.1"), Some(&mut wc));
+        assert_eq!(wc.to_key().nw_dst(), 0xff00_0000);
+    }
+
+    #[test]
+    fn prefixes_option() {
+        assert_eq!(parse_prefixes("none").unwrap(), vec![]);
+        assert_eq!(
+            parse_prefixes("nw_dst,ip_src").unwrap(),
+            vec![FieldId::NwDst, FieldId::NwSrc]
+        );
+        assert!(parse_prefixes("tp_dst").is_err());
+        assert!(parse_prefixes("nw_dst,nw_dst").is_err());
+        assert!(parse_prefixes("nw_dst,nw_src,ipv6_dst,ipv6_src").is_err());
+    }
+
+    #[test]
+    fn same_mask_different_priorities() {
+        let mut c = Classifier::new(&[]);
+        c.insert(&m("tcp,tp_dst=80"), 10, 1);
+        c.insert(&m("tcp,tp_dst=80"), 20, 2);
+        c.insert(&m("tcp,tp_dst=81"), 30, 3);
+        assert_eq!(c.lookup(&pkt("tcp,tp_dst=80"), None), Some((2, 20)));
+        assert_eq!(c.n_subtables(), 1);
+        assert_eq!(c.len(), 3);
+    }
+}

@@ -1,0 +1,114 @@
+//! The rule tables of a bridge: up to 255 OpenFlow tables, each a
+//! [`Classifier`], plus the rules themselves.
+//!
+//! Built once from a rule list (an `add-flows` file) and then read-only: a
+//! rule change builds a new `RuleTables` and publishes it (the control path
+//! swaps versions; see DESIGN.md "Threads"). A later rule with the same
+//! table, match and priority as an earlier one replaces it, as
+//! `ovs-ofctl add-flow` modifies an identical flow.
+
+use crate::classifier::Classifier;
+use crate::rule::Rule;
+use flowpath_flow::field::FieldId;
+use flowpath_flow::{FlowKey, FlowMask};
+use std::collections::{BTreeSet, HashMap};
+
+/// Something that finds the rule a packet hits in a table. Implemented by
+/// [`RuleTables`] (classifier with wildcard tracking) and by the linear-scan
+/// reference in [`crate::linear`].
+pub trait Lookup {
+    /// The highest-priority rule of `table` matching `key`; with `wc`, ORs
+    /// into it the key bits the answer depended on.
+    fn lookup(&self, table: u8, key: &FlowKey, wc: Option<&mut FlowMask>) -> Option<&Rule>;
+    /// The bridge's ports (targets of `ALL` and `FLOOD`), ascending.
+    fn ports(&self) -> &[u32];
+}
+
+/// All tables of a bridge.
+#[derive(Clone, Debug)]
+pub struct RuleTables {
+    rules: Vec<Rule>,
+    tables: Vec<Option<Classifier>>,
+    ports: Vec<u32>,
+}
+
+/// The ports a rule set mentions (in_port matches, outputs, resubmits).
+pub fn ports_of_rules(rules: &[Rule]) -> Vec<u32> {
+    use crate::action::Action;
+    let mut set = BTreeSet::new();
+    for r in rules {
+        let m = &r.matching;
+        if m.mask.to_key().in_port() != 0 {
+            set.insert(m.key.in_port());
+        }
+        for a in &r.actions {
+            match a {
+                Action::Output(p) => {
+                    set.insert(*p);
+                }
+                Action::Resubmit { port: Some(p), .. } => {
+                    set.insert(*p);
+                }
+                _ => {}
+            }
+        }
+    }
+    set.into_iter().filter(|p| *p < 0xff00).collect()
+}
+
+impl RuleTables {
+    /// Builds the tables from `rules` with prefix tracking on `prefixes`.
+    /// The bridge's ports default to those the rules mention.
+    pub fn new(rules: Vec<Rule>, prefixes: &[FieldId]) -> Self {
+        let mut dedup: HashMap<(u8, u16, flowpath_flow::Match), usize> = HashMap::new();
+        let mut kept: Vec<Option<Rule>> = Vec::with_capacity(rules.len());
+        for r in rules {
+            let k = (r.table, r.priority, r.matching);
+            if let Some(&i) = dedup.get(&k) {
+                kept[i] = None;
+            }
+            dedup.insert(k, kept.len());
+            kept.push(Some(r));
+        }
+        let rules: Vec<Rule> = kept.into_iter().flatten().collect();
+        let mut tables: Vec<Option<Classifier>> = vec![None; 256];
+        for (i, r) in rules.iter().enumerate() {
+            let t = tables[usize::from(r.table)].get_or_insert_with(|| Classifier::new(prefixes));
+            t.insert(&r.matching, r.priority, i as u32);
+        }
+        let ports = ports_of_rules(&rules);
+        RuleTables {
+            rules,
+            tables,
+            ports,
+        }
+    }
+
+    /// Replaces the port list used by `ALL` and `FLOOD`.
+    pub fn set_ports(&mut self, mut ports: Vec<u32>) {
+        ports.sort_unstable();
+        ports.dedup();
+        self.ports = ports;
+    }
+
+    /// The rules, in load order (after replacement of duplicates).
+    pub fn rules(&self) -> &[Rule] {
+        &self.rules
+    }
+
+    /// The classifier of `table`, if it has rules.
+    pub fn table(&self, table: u8) -> Option<&Classifier> {
+        self.tables[usize::from(table)].as_ref()
+    }
+}
+
+impl Lookup for RuleTables {
+    fn lookup(&self, table: u8, key: &FlowKey, wc: Option<&mut FlowMask>) -> Option<&Rule> {
+        let c = self.tables[usize::from(table)].as_ref()?;
+        c.lookup(key, wc).map(|(id, _)| &self.rules[id as usize])
+    }
+
+    fn ports(&self) -> &[u32] {
+        &self.ports
+    }
+}

@@ -1,0 +1,577 @@
+//! Translation ("xlate"): a packet's walk through the rule tables, giving
+//! the datapath actions and the megaflow mask.
+//!
+//! # What
+//!
+//! Starting in table 0, the packet's flow is looked up, the matching rule's
+//! actions are applied in order (`resubmit` and `goto_table` look it up
+//! again in other tables), and every output is preceded by a *commit* that
+//! emits the datapath `set`/`push_vlan`/`pop_vlan` actions needed to turn
+//! the packet as the datapath has it into the packet as the rules have made
+//! it. Semantics are those of Open vSwitch with `fail-mode=secure`: highest
+//! priority wins, a table miss drops, `output` to the packet's own in_port
+//! is skipped (the `in_port` action sends it back), OpenFlow port N is
+//! datapath port N.
+//!
+//! # Wildcards
+//!
+//! The megaflow mask starts with what is always examined (in_port,
+//! dl_type, and nw_frag for IP), accumulates the classifier's recorded bits
+//! for every lookup, and the fields that actions read or write (a rewritten
+//! field is matched exactly, so that "no change needed" is safe; `dec_ttl`
+//! reads the TTL; L4 rewrites read nw_proto). It then gets OVS's final
+//! touches: the VLAN CFI bit with any TCI bit, only the low 8 bits of ICMP
+//! type/code, no ports for later fragments.
+//!
+//! # Invariant
+//!
+//! Every packet that agrees with the translated packet on the megaflow mask
+//! gets exactly the same datapath actions (property-tested against the
+//! linear-scan reference, [`crate::linear`]).
+//!
+//! Pure computation on a `FlowKey`: no I/O, no clock.
+
+use crate::action::Action;
+use crate::odp::{DpAction, DpActions, SetHeader};
+use crate::tables::Lookup;
+use flowpath_flow::field::FieldId;
+use flowpath_flow::key::{FRAG_LATER, VLAN_CFI};
+use flowpath_flow::{FlowKey, FlowMask, Match, Style};
+use std::fmt::Write as _;
+
+/// Most nested resubmits (OVS's translation depth limit).
+pub const MAX_DEPTH: u32 = 64;
+/// Most resubmits in one translation (OVS's limit).
+pub const MAX_RESUBMITS: u32 = 4096;
+
+/// The outcome of translating one packet.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Xlate {
+    /// Datapath actions (empty = drop).
+    pub actions: DpActions,
+    /// The megaflow mask: bits of the packet key the actions depend on.
+    pub megaflow: FlowMask,
+    /// The flow after all actions (as the rules left it).
+    pub final_flow: FlowKey,
+    /// Human-readable walk through the tables (when asked for).
+    pub trace: String,
+    /// True when translation was cut short (too deep / too many
+    /// resubmits); the actions are then empty, as in OVS.
+    pub error: Option<String>,
+}
+
+struct Ctx<'a, L: Lookup> {
+    tables: &'a L,
+    flow: FlowKey,
+    base: FlowKey,
+    wc: FlowMask,
+    odp: DpActions,
+    depth: u32,
+    resubmits: u32,
+    tracing: bool,
+    trace: String,
+    error: Option<String>,
+    /// VLAN TPIDs of the flow's / the datapath packet's tags (outer, inner);
+    /// the key does not carry them, tags present on input count as 0x8100.
+    flow_tpid: [u16; 2],
+    base_tpid: [u16; 2],
+}
+
+/// Translates `key` through `tables`. With `trace`, also records the
+/// human-readable walk in [`Xlate::trace`].
+pub fn xlate<L: Lookup>(tables: &L, key: &FlowKey, trace: bool) -> Xlate {
+    let mut wc = FlowMask::catchall();
+    let mut m = wc.to_key();
+    m.set_in_port(u32::MAX);
+    m.set_dl_type(0xffff);
+    if key.is_ip_any() {
+        m.set_nw_frag(0x3);
+    }
+    wc = FlowMask::from_key(&m);
+    let tpid = |tci: u16| if tci & VLAN_CFI != 0 { 0x8100 } else { 0 };
+    let tpids = [tpid(key.vlan_tci()), tpid(key.vlan_tci_inner())];
+    let mut ctx = Ctx {
+        tables,
+        flow: *key,
+        base: *key,
+        wc,
+        odp: Vec::new(),
+        depth: 0,
+        resubmits: 0,
+        tracing: trace,
+        trace: String::new(),
+        error: None,
+        flow_tpid: tpids,
+        base_tpid: tpids,
+    };
+    ctx.xlate_table(0);
+    if ctx.error.is_some() {
+        ctx.odp.clear();
+    }
+    ctx.finish_wc();
+    Xlate {
+        actions: ctx.odp,
+        megaflow: ctx.wc,
+        final_flow: ctx.flow,
+        trace: ctx.trace,
+        error: ctx.error,
+    }
+}
+
+impl<L: Lookup> Ctx<'_, L> {
+    fn note(&mut self, indent: u32, text: &str) {
+        if self.tracing {
+            for _ in 0..indent {
+                self.trace.push_str("    ");
+            }
+            self.trace.push_str(text);
+            self.trace.push('\n');
+        }
+    }
+
+    fn xlate_table(&mut self, table: u8) {
+        let tables = self.tables;
+        let rule = tables.lookup(table, &self.flow, Some(&mut self.wc));
+        let indent = self.depth;
+        match rule {
+            None => {
+                if self.tracing {
+                    self.note(indent, &format!("{table:2}. No match."));
+                    self.note(indent + 1, "drop");
+                }
+            }
+            Some(r) => {
+                if self.tracing {
+                    let m = r.matching.format(Style::Rule);
+                    let m = if m.is_empty() {
+                        "priority ".to_string() + &r.priority.to_string()
+                    } else {
+                        format!("{m}, priority {}", r.priority)
+                    };
+                    let cookie = if r.cookie != 0 {
+                        format!(", cookie {:#x}", r.cookie)
+                    } else {
+                        String::new()
+                    };
+                    self.note(indent, &format!("{table:2}. {m}{cookie}"));
+                }
+                self.do_actions(&r.actions, table);
+            }
+        }
+    }
+
+    fn do_actions(&mut self, actions: &[Action], table: u8) {
+        let indent = self.depth + 1;
+        for a in actions {
+            if self.error.is_some() {
+                return;
+            }
+            if self.tracing {
+                self.note(indent, &a.to_string());
+            }
+            match *a {
+                Action::Output(port) => {
+                    if port == self.flow.in_port() {
+                        self.note(indent + 1, "skipping output to input port");
+                    } else {
+                        self.output(port);
+                    }
+                }
+                Action::InPort => {
+                    let p = self.flow.in_port();
+                    self.output(p);
+                }
+                Action::All | Action::Flood => {
+                    let in_port = self.flow.in_port();
+                    let ports: Vec<u32> = self
+                        .tables
+                        .ports()
+                        .iter()
+                        .copied()
+                        .filter(|p| *p != in_port)
+                        .collect();
+                    for p in ports {
+                        self.output(p);
+                    }
+                }
+                Action::Controller { .. } => {
+                    self.commit();
+                    self.odp.push(DpAction::Controller);
+                }
+                Action::Resubmit { port, table: t } => {
+                    let target = t.unwrap_or(table);
+                    if !self.enter_resubmit() {
+                        return;
+                    }
+                    let saved = self.flow.in_port();
+                    if let Some(p) = port {
+                        self.flow.set_in_port(p);
+                    }
+                    self.depth += 1;
+                    self.xlate_table(target);
+                    self.depth -= 1;
+                    self.flow.set_in_port(saved);
+                }
+                Action::GotoTable(t) => {
+                    if !self.enter_resubmit() {
+                        return;
+                    }
+                    self.xlate_table(t);
+                    return;
+                }
+                Action::SetField {
+                    field,
+                    value,
+                    mask,
+                    legacy,
+                } => self.set_field(field, value, mask, legacy),
+                Action::DecTtl => {
+                    if !self.flow.is_ip_any() {
+                        continue;
+                    }
+                    let mut m = self.wc.to_key();
+                    m.set_nw_ttl(0xff);
+                    self.wc = FlowMask::from_key(&m);
+                    let ttl = self.flow.nw_ttl();
+                    if ttl > 1 {
+                        self.flow.set_nw_ttl(ttl - 1);
+                    } else {
+                        let v = if self.flow.is_ipv4() { 4 } else { 6 };
+                        self.note(indent + 1, &format!("IPv{v} decrement TTL exception"));
+                        // The packet goes to the controller (none is
+                        // connected in fail-mode secure) and this table's
+                        // remaining actions are skipped.
+                        return;
+                    }
+                }
+                Action::PushVlan(tpid) => {
+                    // Existing tags become significant (they move inward).
+                    let mut m = self.wc.to_key();
+                    if self.flow.vlan_tci() & VLAN_CFI != 0 {
+                        m.set_vlan_tci(0xffff);
+                        if self.flow.vlan_tci_inner() & VLAN_CFI != 0 {
+                            m.set_vlan_tci_inner(0xffff);
+                        }
+                    }
+                    self.wc = FlowMask::from_key(&m);
+                    self.flow.set_vlan_tci_inner(self.flow.vlan_tci());
+                    self.flow.set_vlan_tci(VLAN_CFI);
+                    self.flow_tpid = [tpid, self.flow_tpid[0]];
+                }
+                Action::PopVlan => {
+                    let mut m = self.wc.to_key();
+                    if self.flow.vlan_tci_inner() & VLAN_CFI != 0 {
+                        m.set_vlan_tci_inner(0xffff);
+                    }
+                    self.wc = FlowMask::from_key(&m);
+                    self.flow.set_vlan_tci(self.flow.vlan_tci_inner());
+                    self.flow.set_vlan_tci_inner(0);
+                    self.flow_tpid = [self.flow_tpid[1], 0];
+                }
+                Action::ModVlanVid(vid) => self.set_vlan(0x0fff, vid & 0x0fff, true),
+                Action::ModVlanPcp(pcp) => self.set_vlan(0xe000, u16::from(pcp & 7) << 13, true),
+            }
+        }
+    }
+
+    fn enter_resubmit(&mut self) -> bool {
+        self.resubmits += 1;
+        if self.depth >= MAX_DEPTH {
+            self.error = Some(format!("over max translation depth {MAX_DEPTH}"));
+            return false;
+        }
+        if self.resubmits > MAX_RESUBMITS {
+            self.error = Some(format!("over {MAX_RESUBMITS} resubmit actions"));
+            return false;
+        }
+        true
+    }
+
+    /// Sets bits `bits` of the outer VLAN TCI to `value`, pushing a tag
+    /// first when there is none and `push_if_needed`.
+    fn set_vlan(&mut self, bits: u16, value: u16, push_if_needed: bool) {
+        let mut m = self.wc.to_key();
+        m.set_vlan_tci(m.vlan_tci() | bits | VLAN_CFI);
+        self.wc = FlowMask::from_key(&m);
+        let tci = self.flow.vlan_tci();
+        if tci & VLAN_CFI != 0 || push_if_needed {
+            if tci & VLAN_CFI == 0 {
+                self.flow_tpid[0] = 0x8100;
+            }
+            self.flow.set_vlan_tci((tci & !bits) | value | VLAN_CFI);
+        }
+    }
+
+    fn set_field(&mut self, field: FieldId, value: u128, mask: u128, legacy: bool) {
+        let info = field.info();
+        let is_l4 = matches!(
+            field,
+            FieldId::TpSrc
+                | FieldId::TpDst
+                | FieldId::TcpSrc
+                | FieldId::TcpDst
+                | FieldId::UdpSrc
+                | FieldId::UdpDst
+                | FieldId::SctpSrc
+                | FieldId::SctpDst
+        );
+        match field {
+            FieldId::DlVlan => return self.set_vlan(0x0fff, (value as u16) & 0x0fff, legacy),
+            FieldId::DlVlanPcp => return self.set_vlan(0xe000, ((value as u16) & 7) << 13, legacy),
+            FieldId::VlanTci => {
+                let mut m = self.wc.to_key();
+                m.set_vlan_tci(m.vlan_tci() | mask as u16);
+                self.wc = FlowMask::from_key(&m);
+                let tci = self.flow.vlan_tci();
+                self.flow
+                    .set_vlan_tci((tci & !(mask as u16)) | (value as u16 & mask as u16));
+                return;
+            }
+            _ => {}
+        }
+        let applies = if legacy && is_l4 {
+            self.flow.is_ip_any() && self.flow.nw_frag() & FRAG_LATER == 0
+        } else if legacy {
+            match info.prereq.eth {
+                flowpath_flow::field::EthReq::Ipv4 => self.flow.is_ipv4(),
+                flowpath_flow::field::EthReq::Ip => self.flow.is_ip_any(),
+                _ => true,
+            }
+        } else {
+            info.prereq.ok_for(&self.flow)
+        };
+        if !applies {
+            self.note(
+                self.depth + 2,
+                "skipped: the packet lacks this field's prerequisites",
+            );
+            return;
+        }
+        // Reading the prerequisites makes them significant.
+        if is_l4 || !matches!(info.prereq.proto, flowpath_flow::field::ProtoReq::Any) {
+            FieldId::NwProto.info().or_mask(&mut self.wc, 0xff);
+        }
+        info.or_mask(&mut self.wc, mask);
+        info.set_masked(&mut self.flow, value, mask);
+    }
+
+    fn output(&mut self, port: u32) {
+        self.commit();
+        self.odp.push(DpAction::Output(port));
+    }
+
+    /// Emits the datapath actions that make the packet (`base`) look like
+    /// the flow, in OVS's order: Ethernet, L3, L4, then VLAN tags.
+    fn commit(&mut self) {
+        let wc = self.wc.to_key();
+        // Ethernet.
+        {
+            let mut key = FlowKey::zero();
+            let mut mask = FlowKey::zero();
+            if self.flow.dl_src() != self.base.dl_src() {
+                key.set_dl_src(self.flow.dl_src());
+                mask.set_dl_src(wc.dl_src());
+            }
+            if self.flow.dl_dst() != self.base.dl_dst() {
+                key.set_dl_dst(self.flow.dl_dst());
+                mask.set_dl_dst(wc.dl_dst());
+            }
+            self.emit_set(SetHeader::Eth, key, mask);
+        }
+        if self.flow.nw_proto() != 0 && self.base.is_ipv4() {
+            let mut key = FlowKey::zero();
+            let mut mask = FlowKey::zero();
+            let (f, b) = (&self.flow, &self.base);
+            if (f.nw_src() ^ b.nw_src()) & wc.nw_src() != 0 {
+                key.set_nw_src(f.nw_src());
+                mask.set_nw_src(wc.nw_src());
+            }
+            if (f.nw_dst() ^ b.nw_dst()) & wc.nw_dst() != 0 {
+                key.set_nw_dst(f.nw_dst());
+                mask.set_nw_dst(wc.nw_dst());
+            }
+            if (f.nw_tos() ^ b.nw_tos()) & wc.nw_tos() != 0 {
+                key.set_nw_tos(f.nw_tos());
+                mask.set_nw_tos(wc.nw_tos());
+            }
+            if (f.nw_ttl() ^ b.nw_ttl()) & wc.nw_ttl() != 0 {
+                key.set_nw_ttl(f.nw_ttl());
+                mask.set_nw_ttl(wc.nw_ttl());
+            }
+            self.emit_set(SetHeader::Ipv4, key, mask);
+        } else if self.flow.nw_proto() != 0 && self.base.is_ipv6() {
+            let mut key = FlowKey::zero();
+            let mut mask = FlowKey::zero();
+            let (f, b) = (&self.flow, &self.base);
+            if (f.ipv6_src() ^ b.ipv6_src()) & wc.ipv6_src() != 0 {
+                key.set_ipv6_src(f.ipv6_src());
+                mask.set_ipv6_src(wc.ipv6_src());
+            }
+            if (f.ipv6_dst() ^ b.ipv6_dst()) & wc.ipv6_dst() != 0 {
+                key.set_ipv6_dst(f.ipv6_dst());
+                mask.set_ipv6_dst(wc.ipv6_dst());
+            }
+            if (f.ipv6_label() ^ b.ipv6_label()) & wc.ipv6_label() != 0 {
+                key.set_ipv6_label(f.ipv6_label());
+                mask.set_ipv6_label(wc.ipv6_label());
+            }
+            if (f.nw_tos() ^ b.nw_tos()) & wc.nw_tos() != 0 {
+                key.set_nw_tos(f.nw_tos());
+                mask.set_nw_tos(wc.nw_tos());
+            }
+            if (f.nw_ttl() ^ b.nw_ttl()) & wc.nw_ttl() != 0 {
+                key.set_nw_ttl(f.nw_ttl());
+                mask.set_nw_ttl(wc.nw_ttl());
+            }
+            self.emit_set(SetHeader::Ipv6, key, mask);
+        }
+        if self.flow.nw_proto() != 0
+            && self.base.is_ip_any()
+            && self.base.nw_frag() & FRAG_LATER == 0
+        {
+            let header = match self.flow.nw_proto() {
+                6 => Some(SetHeader::Tcp),
+                17 => Some(SetHeader::Udp),
+                132 => Some(SetHeader::Sctp),
+                _ => None,
+            };
+            if let Some(h) = header {
+                let mut key = FlowKey::zero();
+                let mut mask = FlowKey::zero();
+                let (f, b) = (&self.flow, &self.base);
+                if (f.tp_src() ^ b.tp_src()) & wc.tp_src() != 0 {
+                    key.set_tp_src(f.tp_src());
+                    mask.set_tp_src(wc.tp_src());
+                }
+                if (f.tp_dst() ^ b.tp_dst()) & wc.tp_dst() != 0 {
+                    key.set_tp_dst(f.tp_dst());
+                    mask.set_tp_dst(wc.tp_dst());
+                }
+                self.emit_set(h, key, mask);
+            }
+        }
+        self.commit_vlan();
+    }
+
+    fn emit_set(&mut self, header: SetHeader, key: FlowKey, mask: FlowKey) {
+        let mask = FlowMask::from_key(&mask);
+        if mask.is_catchall() {
+            return;
+        }
+        let key = key.masked(&mask);
+        // The datapath packet now carries these values.
+        for i in 0..flowpath_flow::FLOW_WORDS {
+            self.base.w[i] = (self.base.w[i] & !mask.w[i]) | key.w[i];
+        }
+        self.odp.push(DpAction::Set { header, key, mask });
+    }
+
+    /// Pops the packet's tags that differ from the flow's (outermost
+    /// first) and pushes the flow's (innermost first), comparing from the
+    /// innermost tag outwards as OVS does.
+    fn commit_vlan(&mut self) {
+        let tags = |k: &FlowKey, tp: [u16; 2]| -> Vec<(u16, u16)> {
+            let mut v = Vec::new();
+            if k.vlan_tci() & VLAN_CFI != 0 {
+                v.push((tp[0], k.vlan_tci()));
+                if k.vlan_tci_inner() & VLAN_CFI != 0 {
+                    v.push((tp[1], k.vlan_tci_inner()));
+                }
+            }
+            v
+        };
+        let b = tags(&self.base, self.base_tpid);
+        let f = tags(&self.flow, self.flow_tpid);
+        let (mut bn, mut fn_) = (b.len() as isize - 1, f.len() as isize - 1);
+        while bn >= 0 && fn_ >= 0 && b[bn as usize] == f[fn_ as usize] {
+            bn -= 1;
+            fn_ -= 1;
+        }
+        if bn < 0 && fn_ < 0 {
+            return;
+        }
+        let mut m = self.wc.to_key();
+        for i in (0..=bn).rev() {
+            self.odp.push(DpAction::PopVlan);
+            if i == 0 {
+                m.set_vlan_tci(0xffff);
+            } else {
+                m.set_vlan_tci_inner(0xffff);
+            }
+        }
+        self.wc = FlowMask::from_key(&m);
+        for i in (0..=fn_).rev() {
+            let (tpid, tci) = f[i as usize];
+            self.odp.push(DpAction::PushVlan {
+                tpid,
+                tci: tci & !VLAN_CFI,
+            });
+        }
+        self.base.set_vlan_tci(self.flow.vlan_tci());
+        self.base.set_vlan_tci_inner(self.flow.vlan_tci_inner());
+        self.base_tpid = self.flow_tpid;
+    }
+
+    fn finish_wc(&mut self) {
+        let flow = &self.base;
+        let _ = flow;
+        let mut m = self.wc.to_key();
+        let is_icmp = (self.flow.is_ipv4() && self.flow.nw_proto() == 1)
+            || (self.flow.is_ipv6() && self.flow.nw_proto() == 58);
+        if is_icmp {
+            m.set_tp_src(m.tp_src() & 0xff);
+            m.set_tp_dst(m.tp_dst() & 0xff);
+        }
+        if m.vlan_tci() != 0 {
+            m.set_vlan_tci(m.vlan_tci() | VLAN_CFI);
+        }
+        if m.vlan_tci_inner() != 0 {
+            m.set_vlan_tci_inner(m.vlan_tci_inner() | VLAN_CFI);
+        }
+        if self.flow.nw_frag() & FRAG_LATER != 0 {
+            m.set_tp_src(0);
+            m.set_tp_dst(0);
+        }
+        self.wc = FlowMask::from_key(&m);
+    }
+}
+
+impl Xlate {
+    /// The megaflow as OVS prints it (`recirc_id=0,eth,...`) for `key`.
+    pub fn megaflow_text(&self, key: &FlowKey) -> String {
+        Match::new(key, &self.megaflow).format(Style::Megaflow)
+    }
+
+    /// The full `ofproto/trace`-style report for `key` (needs `trace=true`).
+    pub fn report(&self, key: &FlowKey, flow_text: &str) -> String {
+        let mut s = String::new();
+        let _ = writeln!(s, "Flow: {flow_text}");
+        let _ = writeln!(s);
+        let _ = writeln!(s, "bridge(\"br0\")");
+        let _ = writeln!(s, "-------------");
+        s.push_str(&self.trace);
+        let _ = writeln!(s);
+        if self.final_flow == *key {
+            let _ = writeln!(s, "Final flow: unchanged");
+        } else {
+            let full = FlowMask {
+                w: [u64::MAX; flowpath_flow::FLOW_WORDS],
+            };
+            let _ = writeln!(
+                s,
+                "Final flow: {}",
+                Match::new(&self.final_flow, &full).format(Style::Rule)
+            );
+        }
+        let _ = writeln!(s, "Megaflow: {}", self.megaflow_text(key));
+        if let Some(e) = &self.error {
+            let _ = writeln!(s, "Translation failed: {e}");
+        }
+        let _ = write!(
+            s,
+            "Datapath actions: {}",
+            crate::odp::format_actions(&self.actions)
+        );
+        s
+    }
+}
