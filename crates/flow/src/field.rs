@@ -673,7 +673,7 @@ pub static FIELDS: &[FieldInfo] = &[
         &[],
         20,
         bits(W_IPV6_MISC, 0, 20),
-        V::Int,
+        V::Hex { digits: 5 },
         Prereq::eth(E::Ipv6),
         true,
         true,

@@ -220,7 +220,17 @@ impl Match {
         };
         put(&mut parts, FieldId::InPort);
         // VLAN, as OVS: dl_vlan / dl_vlan_pcp when expressible, else vlan_tci.
-        let tm = mk.vlan_tci();
+        let mut tm = mk.vlan_tci();
+        if style == Style::Megaflow {
+            // Datapath megaflows always match whether a tag is present (the
+            // CFI bit); OVS keeps that in the datapath key's structure and
+            // does not print it, nor any TCI bits of an absent tag.
+            if k.vlan_tci() & VLAN_CFI == 0 {
+                tm = 0;
+            } else if tm == VLAN_CFI {
+                tm = 0;
+            }
+        }
         if tm != 0 {
             let tv = k.vlan_tci();
             let vid_m = tm & 0x0fff;

@@ -75,6 +75,8 @@ struct Ctx<'a, L: Lookup> {
     /// the key does not carry them, tags present on input count as 0x8100.
     flow_tpid: [u16; 2],
     base_tpid: [u16; 2],
+    /// The packet as it arrived.
+    orig: FlowKey,
 }
 
 /// Translates `key` through `tables`. With `trace`, also records the
@@ -103,6 +105,7 @@ pub fn xlate<L: Lookup>(tables: &L, key: &FlowKey, trace: bool) -> Xlate {
         error: None,
         flow_tpid: tpids,
         base_tpid: tpids,
+        orig: *key,
     };
     ctx.xlate_table(0);
     if ctx.error.is_some() {
@@ -238,9 +241,11 @@ impl<L: Lookup> Ctx<'_, L> {
                     } else {
                         let v = if self.flow.is_ipv4() { 4 } else { 6 };
                         self.note(indent + 1, &format!("IPv{v} decrement TTL exception"));
-                        // The packet goes to the controller (none is
-                        // connected in fail-mode secure) and this table's
-                        // remaining actions are skipped.
+                        // As OVS: the packet goes to the controller (reason
+                        // "invalid TTL") and this table's remaining actions
+                        // are skipped.
+                        self.commit();
+                        self.odp.push(DpAction::Controller);
                         return;
                     }
                 }
@@ -513,8 +518,6 @@ impl<L: Lookup> Ctx<'_, L> {
     }
 
     fn finish_wc(&mut self) {
-        let flow = &self.base;
-        let _ = flow;
         let mut m = self.wc.to_key();
         let is_icmp = (self.flow.is_ipv4() && self.flow.nw_proto() == 1)
             || (self.flow.is_ipv6() && self.flow.nw_proto() == 58);
@@ -522,13 +525,22 @@ impl<L: Lookup> Ctx<'_, L> {
             m.set_tp_src(m.tp_src() & 0xff);
             m.set_tp_dst(m.tp_dst() & 0xff);
         }
-        if m.vlan_tci() != 0 {
+        // Whether a tag is present is always part of a megaflow (OVS's
+        // datapath keys encode it structurally); an absent tag's TCI bits are
+        // all zero, so the CFI bit alone matches "no tag".
+        let orig = self.orig;
+        if orig.vlan_tci() & VLAN_CFI == 0 {
+            m.set_vlan_tci(VLAN_CFI);
+            m.set_vlan_tci_inner(0);
+        } else {
             m.set_vlan_tci(m.vlan_tci() | VLAN_CFI);
+            if orig.vlan_tci_inner() & VLAN_CFI == 0 {
+                m.set_vlan_tci_inner(VLAN_CFI);
+            } else {
+                m.set_vlan_tci_inner(m.vlan_tci_inner() | VLAN_CFI);
+            }
         }
-        if m.vlan_tci_inner() != 0 {
-            m.set_vlan_tci_inner(m.vlan_tci_inner() | VLAN_CFI);
-        }
-        if self.flow.nw_frag() & FRAG_LATER != 0 {
+        if self.orig.nw_frag() & FRAG_LATER != 0 {
             m.set_tp_src(0);
             m.set_tp_dst(0);
         }

@@ -1,0 +1,880 @@
+//! OpenFlow-style rule actions: the `actions=` part of an `ovs-ofctl`
+//! flow, parsed and printed back as `ovs-ofctl dump-flows` prints it.
+//!
+//! What: [`Action`] is one action of a rule (`output:2`, `resubmit(,2)`,
+//! `set_field:10.0.0.1->nw_src`, `mod_vlan_vid:10`, ...); an empty list
+//! means drop. [`parse_actions`] reads an action list, [`format_actions`]
+//! prints one.
+//!
+//! Why this shape: translation (xlate) wants one variant per behaviour, so
+//! the many OVS spellings collapse onto few variants (`strip_vlan` and
+//! `pop_vlan` are both [`Action::PopVlan`]; `output:IN_PORT` is
+//! [`Action::InPort`]; `mod_nw_src` is a [`Action::SetField`] of `nw_src`).
+//! Only the spelling difference that changes meaning is kept: a legacy
+//! `mod_*` action is a `SetField` with `legacy: true`, because OVS accepts it
+//! whatever the rule matches (it is ignored for packets of the wrong type),
+//! whereas `set_field` demands that the rule's match pins the field's
+//! prerequisites; and it prints back as written.
+//!
+//! Invariants of a parsed list (checked by [`parse_actions`], assumed by the
+//! printer for exact round trips):
+//! - ports of `Output` / `Resubmit` are 1..[`OFPP_MAX`] or [`OFPP_LOCAL`];
+//! - tables are 0..=254; `GotoTable` is last and goes to a later table;
+//! - `SetField` values are in field units, already ANDed with the mask, the
+//!   mask is within the field's full mask; `legacy` ones have the full mask
+//!   and one of the seven legacy fields;
+//! - `ModVlanVid` ≤ 4095, `ModVlanPcp` ≤ 7, `PushVlan` is 0x8100 or 0x88a8.
+//!
+//! Thread-safety: plain data.
+
+use crate::rule::RuleError;
+use flowpath_flow::field::{self, FieldId, FieldInfo};
+use flowpath_flow::value::{format_value, parse_uint, parse_value};
+use flowpath_flow::Match;
+use std::fmt;
+
+/// First reserved OpenFlow 1.0 port number: real ports are 1..`OFPP_MAX`.
+pub const OFPP_MAX: u32 = 0xff00;
+/// The OpenFlow `IN_PORT` reserved port.
+pub const OFPP_IN_PORT: u32 = 0xfff8;
+/// The OpenFlow `LOCAL` reserved port (the switch's own interface); it is
+/// an ordinary output port number for flowpath.
+pub const OFPP_LOCAL: u32 = 0xfffe;
+/// The `max_len` of a `controller` action that gives no length.
+pub const CONTROLLER_MAX_LEN: u16 = 0xffff;
+
+/// One rule action. A rule with no action drops the packet.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+pub enum Action {
+    /// Send the packet, as it is now, to this port (`output:2`, `2`;
+    /// [`OFPP_LOCAL`] prints as `LOCAL`).
+    Output(u32),
+    /// Send the packet back out of the port it came in on (`IN_PORT`).
+    InPort,
+    /// Send to every port except the input port (`ALL`).
+    All,
+    /// Send to every port except the input port and ports with flooding
+    /// disabled (`FLOOD`).
+    Flood,
+    /// Send (at most `max_len` bytes of) the packet to the controller
+    /// (`CONTROLLER:65535`).
+    Controller {
+        /// Bytes of the packet to send.
+        max_len: u16,
+    },
+    /// Look the packet up again, with `in_port` replaced by `port` (None:
+    /// unchanged) in `table` (None: the current table).
+    Resubmit {
+        /// The in_port of the new lookup; None means `IN_PORT` (unchanged).
+        port: Option<u32>,
+        /// The table of the new lookup; None means the current table.
+        table: Option<u8>,
+    },
+    /// Continue the pipeline in a later table (`goto_table:2`).
+    GotoTable(u8),
+    /// Rewrite the bits of `mask` in `field` to `value` (field units).
+    SetField {
+        /// The field written.
+        field: FieldId,
+        /// The new value (already ANDed with `mask`).
+        value: u128,
+        /// The bits written.
+        mask: u128,
+        /// Written as a legacy `mod_*` action (`mod_nw_src:...`): accepted
+        /// whatever the match, and printed back in that form.
+        legacy: bool,
+    },
+    /// Decrement the IP TTL / hop limit (`dec_ttl`).
+    DecTtl,
+    /// Push a VLAN tag with this TPID (`push_vlan:0x8100`).
+    PushVlan(u16),
+    /// Remove the outer VLAN tag (`pop_vlan`, also read from `strip_vlan`).
+    PopVlan,
+    /// Set the VLAN ID (`mod_vlan_vid:10`).
+    ModVlanVid(u16),
+    /// Set the VLAN priority (`mod_vlan_pcp:3`).
+    ModVlanPcp(u8),
+}
+
+/// The legacy `mod_*` actions and the field each writes.
+const LEGACY: &[(&str, FieldId)] = &[
+    ("mod_dl_src", FieldId::EthSrc),
+    ("mod_dl_dst", FieldId::EthDst),
+    ("mod_nw_src", FieldId::NwSrc),
+    ("mod_nw_dst", FieldId::NwDst),
+    ("mod_nw_tos", FieldId::NwTos),
+    ("mod_tp_src", FieldId::TpSrc),
+    ("mod_tp_dst", FieldId::TpDst),
+];
+
+/// OVS actions (and reserved ports) that flowpath does not implement: they
+/// are named as unsupported rather than unknown.
+const UNSUPPORTED: &[&str] = &[
+    "normal",
+    "table",
+    "learn",
+    "ct",
+    "ct_clear",
+    "nat",
+    "note",
+    "set_queue",
+    "pop_queue",
+    "enqueue",
+    "group",
+    "meter",
+    "mod_nw_ttl",
+    "mod_nw_ecn",
+    "move",
+    "load",
+    "push_mpls",
+    "pop_mpls",
+    "set_mpls_label",
+    "set_mpls_tc",
+    "set_mpls_ttl",
+    "dec_mpls_ttl",
+    "set_tunnel",
+    "set_tunnel64",
+    "multipath",
+    "bundle",
+    "bundle_load",
+    "autopath",
+    "fin_timeout",
+    "exit",
+    "clear_actions",
+    "write_actions",
+    "write_metadata",
+    "sample",
+    "clone",
+    "encap",
+    "decap",
+    "check_pkt_larger",
+    "dec_nsh_ttl",
+    "conjunction",
+    "push",
+    "pop",
+    "stack_push",
+    "stack_pop",
+    "output_reg",
+    "delete_field",
+    "debug_recirc",
+    "debug_slow",
+];
+
+fn port_name(p: u32) -> Option<&'static str> {
+    match p {
+        OFPP_LOCAL => Some("LOCAL"),
+        OFPP_IN_PORT => Some("IN_PORT"),
+        _ => None,
+    }
+}
+
+fn write_port(f: &mut fmt::Formatter<'_>, p: u32) -> fmt::Result {
+    match port_name(p) {
+        Some(n) => f.write_str(n),
+        None => write!(f, "{p}"),
+    }
+}
+
+impl fmt::Display for Action {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            Action::Output(OFPP_LOCAL) => f.write_str("LOCAL"),
+            Action::Output(p) => write!(f, "output:{p}"),
+            Action::InPort => f.write_str("IN_PORT"),
+            Action::All => f.write_str("ALL"),
+            Action::Flood => f.write_str("FLOOD"),
+            Action::Controller { max_len } => write!(f, "CONTROLLER:{max_len}"),
+            Action::Resubmit { port, table } => match (port, table) {
+                (None, None) => f.write_str("resubmit:IN_PORT"),
+                (Some(p), None) => {
+                    f.write_str("resubmit:")?;
+                    write_port(f, p)
+                }
+                (None, Some(t)) => write!(f, "resubmit(,{t})"),
+                (Some(p), Some(t)) => {
+                    f.write_str("resubmit(")?;
+                    write_port(f, p)?;
+                    write!(f, ",{t})")
+                }
+            },
+            Action::GotoTable(t) => write!(f, "goto_table:{t}"),
+            Action::SetField {
+                field,
+                value,
+                mask,
+                legacy,
+            } => {
+                let info = field.info();
+                let legacy_name = LEGACY.iter().find(|(_, id)| *id == field).map(|(n, _)| n);
+                match legacy_name {
+                    Some(name) if legacy && mask == info.full_mask() => {
+                        write!(f, "{name}:{}", format_value(info, value, mask))
+                    }
+                    _ => write!(
+                        f,
+                        "set_field:{}->{}",
+                        format_value(info, value, mask),
+                        info.name
+                    ),
+                }
+            }
+            Action::DecTtl => f.write_str("dec_ttl"),
+            Action::PushVlan(tpid) => write!(f, "push_vlan:{tpid:#06x}"),
+            Action::PopVlan => f.write_str("pop_vlan"),
+            Action::ModVlanVid(v) => write!(f, "mod_vlan_vid:{v}"),
+            Action::ModVlanPcp(p) => write!(f, "mod_vlan_pcp:{p}"),
+        }
+    }
+}
+
+/// Prints an action list as `ovs-ofctl dump-flows` does: comma-separated,
+/// `drop` when empty.
+pub fn format_actions(actions: &[Action]) -> String {
+    if actions.is_empty() {
+        return "drop".into();
+    }
+    actions
+        .iter()
+        .map(|a| a.to_string())
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// How an action's argument was written.
+#[derive(Clone, Copy)]
+enum Arg<'a> {
+    /// `name` alone.
+    None,
+    /// `name:arg` or `name=arg`.
+    Colon(&'a str),
+    /// `name(arg)`.
+    Paren(&'a str),
+}
+
+/// Splits an action list at top-level commas and white space; commas inside
+/// parentheses belong to the action (`resubmit(,2)`).
+fn split_actions(text: &str) -> Result<Vec<&str>, RuleError> {
+    let mut out = Vec::new();
+    let mut depth = 0usize;
+    let mut start = 0usize;
+    for (i, c) in text.char_indices() {
+        match c {
+            '(' => depth += 1,
+            ')' => {
+                depth = depth.checked_sub(1).ok_or_else(|| {
+                    RuleError::new(
+                        Some("actions"),
+                        format!("unbalanced ')' in '{}'", text.trim()),
+                    )
+                })?;
+            }
+            ',' | ' ' | '\t' | '\r' | '\n' if depth == 0 => {
+                if i > start {
+                    out.push(&text[start..i]);
+                }
+                // The separator is one ASCII byte.
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    if depth != 0 {
+        return Err(RuleError::new(
+            Some("actions"),
+            format!("unbalanced '(' in '{}'", text.trim()),
+        ));
+    }
+    if start < text.len() {
+        out.push(&text[start..]);
+    }
+    Ok(out)
+}
+
+/// Splits `name:arg`, `name=arg` or `name(arg)`.
+fn split_action(item: &str) -> Result<(&str, Arg<'_>), RuleError> {
+    let Some(i) = item.find([':', '=', '(']) else {
+        return Ok((item, Arg::None));
+    };
+    let name = &item[..i];
+    let rest = &item[i + 1..];
+    if item.as_bytes()[i] == b'(' {
+        // split_actions only yields items with balanced parentheses, so
+        // the argument closes at the item's last ')'.
+        match rest.strip_suffix(')') {
+            Some(arg) => Ok((name, Arg::Paren(arg))),
+            None => Err(RuleError::new(
+                Some(name),
+                format!("unexpected text after ')' in '{item}'"),
+            )),
+        }
+    } else {
+        Ok((name, Arg::Colon(rest)))
+    }
+}
+
+fn fail<T>(name: &str, msg: impl Into<String>) -> Result<T, RuleError> {
+    Err(RuleError::new(Some(name), msg))
+}
+
+fn unsupported<T>(name: &str, what: &str) -> Result<T, RuleError> {
+    fail(name, format!("{what} is not supported by flowpath"))
+}
+
+/// Where a port argument sends the packet.
+enum Dest {
+    Number(u32),
+    InPort,
+    All,
+    Flood,
+    Controller,
+}
+
+const PORT_RANGE: &str = "1 to 65279, or IN_PORT, ALL, FLOOD, CONTROLLER, LOCAL";
+
+fn parse_port(name: &str, s: &str) -> Result<Dest, RuleError> {
+    let s = s.trim();
+    let by_name = match s.to_ascii_lowercase().as_str() {
+        "in_port" => Some(Dest::InPort),
+        "all" => Some(Dest::All),
+        "flood" => Some(Dest::Flood),
+        "controller" => Some(Dest::Controller),
+        "local" => Some(Dest::Number(OFPP_LOCAL)),
+        "normal" | "table" => return unsupported(name, &format!("port {s}")),
+        "none" | "any" => return fail(name, format!("{s} is not a valid port ({PORT_RANGE})")),
+        _ => None,
+    };
+    if let Some(p) = by_name {
+        return Ok(p);
+    }
+    if s.starts_with("NXM_") || s.starts_with("OXM_") || s.starts_with("reg") {
+        return unsupported(name, &format!("a port taken from a field ('{s}')"));
+    }
+    let n =
+        parse_uint(s).map_err(|e| RuleError::new(Some(name), format!("{e} (port expected)")))?;
+    match n {
+        1..0xff00 => Ok(Dest::Number(n as u32)),
+        0xfff8 => Ok(Dest::InPort),
+        0xfffb => Ok(Dest::Flood),
+        0xfffc => Ok(Dest::All),
+        0xfffd => Ok(Dest::Controller),
+        0xfffe => Ok(Dest::Number(OFPP_LOCAL)),
+        0xfff9 | 0xfffa => unsupported(name, &format!("reserved port {n:#x}")),
+        _ => fail(name, format!("port {s} is out of range ({PORT_RANGE})")),
+    }
+}
+
+fn port_action(p: Dest) -> Action {
+    match p {
+        Dest::Number(n) => Action::Output(n),
+        Dest::InPort => Action::InPort,
+        Dest::All => Action::All,
+        Dest::Flood => Action::Flood,
+        Dest::Controller => Action::Controller {
+            max_len: CONTROLLER_MAX_LEN,
+        },
+    }
+}
+
+fn parse_table(name: &str, s: &str) -> Result<u8, RuleError> {
+    let n =
+        parse_uint(s).map_err(|e| RuleError::new(Some(name), format!("{e} (table expected)")))?;
+    if n > 254 {
+        return fail(
+            name,
+            format!("table {} is out of range (0 to 254)", s.trim()),
+        );
+    }
+    Ok(n as u8)
+}
+
+fn parse_small(name: &str, s: &str, max: u128, what: &str) -> Result<u128, RuleError> {
+    let n = parse_uint(s).map_err(|e| RuleError::new(Some(name), e.0))?;
+    if n > max {
+        return fail(
+            name,
+            format!("{what} {} is out of range (0 to {max})", s.trim()),
+        );
+    }
+    Ok(n)
+}
+
+fn parse_controller(name: &str, arg: Arg<'_>) -> Result<Action, RuleError> {
+    let max_len = match arg {
+        Arg::None => CONTROLLER_MAX_LEN,
+        Arg::Colon(s) => parse_small(name, s, 0xffff, "max_len")? as u16,
+        Arg::Paren(s) => {
+            let mut max_len = CONTROLLER_MAX_LEN;
+            for kv in s.split(',').map(str::trim).filter(|kv| !kv.is_empty()) {
+                match kv.split_once('=') {
+                    Some((k, v)) if k.trim() == "max_len" => {
+                        max_len = parse_small(name, v, 0xffff, "max_len")? as u16;
+                    }
+                    _ => return unsupported(name, &format!("controller option '{kv}'")),
+                }
+            }
+            max_len
+        }
+    };
+    Ok(Action::Controller { max_len })
+}
+
+fn parse_resubmit(name: &str, arg: Arg<'_>) -> Result<Action, RuleError> {
+    let port_of = |s: &str| -> Result<Option<u32>, RuleError> {
+        match parse_port(name, s)? {
+            Dest::Number(n) => Ok(Some(n)),
+            Dest::InPort => Ok(None),
+            _ => fail(
+                name,
+                format!("{} is not a port that resubmit can use", s.trim()),
+            ),
+        }
+    };
+    match arg {
+        Arg::None => fail(name, "resubmit needs a port or a table (resubmit:PORT, resubmit(,TABLE), resubmit(PORT,TABLE))"),
+        Arg::Colon(s) => Ok(Action::Resubmit {
+            port: port_of(s)?,
+            table: None,
+        }),
+        Arg::Paren(s) => {
+            let parts: Vec<&str> = s.split(',').map(str::trim).collect();
+            if parts.len() > 2 {
+                return unsupported(name, &format!("resubmit with a third argument ('{}')", parts[2]));
+            }
+            let p = parts.first().copied().unwrap_or("");
+            let t = parts.get(1).copied().unwrap_or("");
+            if p.is_empty() && t.is_empty() {
+                return fail(name, "at least one of the port and the table must be given");
+            }
+            let port = if p.is_empty() { None } else { port_of(p)? };
+            let table = if t.is_empty() {
+                None
+            } else {
+                Some(parse_table(name, t)?)
+            };
+            Ok(Action::Resubmit { port, table })
+        }
+    }
+}
+
+/// True for names of match fields flowpath does not implement (registers,
+/// metadata, tunnel and conntrack fields, MPLS, ...).
+pub fn is_unsupported_field(name: &str) -> bool {
+    const NAMES: &[&str] = &[
+        "metadata",
+        "pkt_mark",
+        "skb_priority",
+        "actset_output",
+        "conj_id",
+        "dp_hash",
+        "recirc_id",
+        "packet_type",
+        "in_port_oxm",
+        "vlan_tpid",
+        "nd_reserved",
+        "nd_options_type",
+        "ipv6_exthdr",
+        "tunnel_id",
+    ];
+    const PREFIXES: &[&str] = &[
+        "tun_",
+        "ct_",
+        "mpls",
+        "nsh_",
+        "erspan",
+        "cvlan",
+        "vlan_pcp_",
+    ];
+    let numbered = |p: &str| {
+        name.strip_prefix(p)
+            .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+    };
+    NAMES.contains(&name)
+        || PREFIXES.iter().any(|p| name.starts_with(p))
+        || numbered("reg")
+        || numbered("xreg")
+        || numbered("xxreg")
+}
+
+fn parse_set_field(name: &str, arg: Arg<'_>, matching: &Match) -> Result<Action, RuleError> {
+    let s = match arg {
+        Arg::Colon(s) | Arg::Paren(s) => s,
+        Arg::None => return fail(name, "set_field needs VALUE->FIELD"),
+    };
+    let Some((v, dst)) = s.rsplit_once("->") else {
+        return fail(name, format!("'{s}' is not VALUE->FIELD"));
+    };
+    let dst = dst.trim();
+    let Some(info) = field::lookup(dst) else {
+        if is_unsupported_field(dst) {
+            return unsupported(name, &format!("field {dst}"));
+        }
+        return fail(name, format!("unknown field '{dst}'"));
+    };
+    if !info.writable {
+        return fail(name, format!("{} is not writable", info.name));
+    }
+    let (value, mask) = parse_value(info, v).map_err(|e| RuleError::new(Some(name), e.0))?;
+    if info.id == FieldId::DlVlan && value > 0xfff {
+        return fail(name, "dl_vlan=0xffff (no VLAN) cannot be set; use pop_vlan");
+    }
+    matching
+        .check_prereqs(info)
+        .map_err(|e| RuleError::new(Some(name), e))?;
+    Ok(Action::SetField {
+        field: info.id,
+        value,
+        mask,
+        legacy: false,
+    })
+}
+
+fn parse_legacy(name: &str, arg: Arg<'_>, id: FieldId) -> Result<Action, RuleError> {
+    let s = match arg {
+        Arg::Colon(s) | Arg::Paren(s) => s.trim(),
+        Arg::None => return fail(name, format!("{name} needs a value")),
+    };
+    let info: &FieldInfo = id.info();
+    if s.contains('/') {
+        return fail(name, format!("{name} does not take a mask (use set_field)"));
+    }
+    let value = if id == FieldId::NwTos {
+        let n = parse_uint(s).map_err(|e| RuleError::new(Some(name), e.0))?;
+        if n > 255 || n % 4 != 0 {
+            return fail(
+                name,
+                format!("'{s}' is not a ToS value (a multiple of 4 from 0 to 252)"),
+            );
+        }
+        n
+    } else {
+        parse_value(info, s)
+            .map_err(|e| RuleError::new(Some(name), e.0))?
+            .0
+    };
+    Ok(Action::SetField {
+        field: id,
+        value,
+        mask: info.full_mask(),
+        legacy: true,
+    })
+}
+
+fn check_no_arg(name: &str, arg: Arg<'_>) -> Result<(), RuleError> {
+    match arg {
+        Arg::None => Ok(()),
+        Arg::Paren(s) if s.trim().is_empty() => Ok(()),
+        _ => fail(name, format!("{name} takes no argument")),
+    }
+}
+
+fn no_arg(name: &str, arg: Arg<'_>, a: Action) -> Result<Action, RuleError> {
+    check_no_arg(name, arg).map(|()| a)
+}
+
+fn need_arg<'a>(name: &str, arg: Arg<'a>) -> Result<&'a str, RuleError> {
+    match arg {
+        Arg::Colon(s) | Arg::Paren(s) => Ok(s),
+        Arg::None => fail(name, format!("{name} needs an argument ({name}:VALUE)")),
+    }
+}
+
+/// Words that belong before `actions=`, for a better message when they
+/// turn up after it.
+fn is_match_word(name: &str) -> bool {
+    field::lookup(name).is_some()
+        || flowpath_flow::matching::PROTOCOLS
+            .iter()
+            .any(|(p, _, _)| *p == name)
+        || matches!(
+            name,
+            "priority" | "table" | "cookie" | "idle_timeout" | "hard_timeout"
+        )
+}
+
+/// Parses one action; `Ok(None)` is `drop`.
+fn parse_one(item: &str, matching: &Match, table: u8) -> Result<Option<Action>, RuleError> {
+    let (name, arg) = split_action(item)?;
+    let lname = name.to_ascii_lowercase();
+    if !name.is_empty() && name.bytes().all(|b| b.is_ascii_digit()) {
+        if !matches!(arg, Arg::None) {
+            return fail(name, format!("'{item}' is not an action"));
+        }
+        return parse_port(name, name).map(|p| Some(port_action(p)));
+    }
+    let a = match lname.as_str() {
+        "drop" => {
+            check_no_arg(name, arg)?;
+            return Ok(None);
+        }
+        "output" => match arg {
+            Arg::Paren(s) => {
+                let mut port = None;
+                for kv in s.split(',').map(str::trim) {
+                    match kv.split_once('=') {
+                        Some((k, v)) if k.trim() == "port" => port = Some(v),
+                        Some((k, _)) if k.trim() == "max_len" => {
+                            return unsupported(name, "output with max_len (truncation)")
+                        }
+                        _ => return fail(name, format!("unexpected '{kv}' in output(...)")),
+                    }
+                }
+                let Some(p) = port else {
+                    return fail(name, "output(...) needs port=PORT");
+                };
+                port_action(parse_port(name, p)?)
+            }
+            _ => port_action(parse_port(name, need_arg(name, arg)?)?),
+        },
+        "in_port" => no_arg(name, arg, Action::InPort)?,
+        "all" => no_arg(name, arg, Action::All)?,
+        "flood" => no_arg(name, arg, Action::Flood)?,
+        "local" => no_arg(name, arg, Action::Output(OFPP_LOCAL))?,
+        "controller" => parse_controller(name, arg)?,
+        "resubmit" => parse_resubmit(name, arg)?,
+        "goto_table" => {
+            let t = parse_table(name, need_arg(name, arg)?)?;
+            if t <= table {
+                return fail(
+                    name,
+                    format!(
+                        "goto_table:{t} must go to a later table than this rule's table {table}"
+                    ),
+                );
+            }
+            Action::GotoTable(t)
+        }
+        "set_field" => parse_set_field(name, arg, matching)?,
+        "dec_ttl" => match arg {
+            Arg::None => Action::DecTtl,
+            Arg::Paren(s) if s.trim().is_empty() => Action::DecTtl,
+            _ => return unsupported(name, "dec_ttl with controller ids"),
+        },
+        "push_vlan" => {
+            let s = need_arg(name, arg)?;
+            let tpid = parse_uint(s).map_err(|e| RuleError::new(Some(name), e.0))?;
+            if tpid != 0x8100 && tpid != 0x88a8 {
+                return fail(
+                    name,
+                    format!(
+                        "'{}' is not a VLAN TPID (0x8100 or 0x88a8 expected)",
+                        s.trim()
+                    ),
+                );
+            }
+            Action::PushVlan(tpid as u16)
+        }
+        "pop_vlan" | "strip_vlan" => no_arg(name, arg, Action::PopVlan)?,
+        "mod_vlan_vid" => {
+            Action::ModVlanVid(parse_small(name, need_arg(name, arg)?, 4095, "VLAN ID")? as u16)
+        }
+        "mod_vlan_pcp" => {
+            Action::ModVlanPcp(parse_small(name, need_arg(name, arg)?, 7, "VLAN priority")? as u8)
+        }
+        _ => {
+            if let Some(&(_, id)) = LEGACY.iter().find(|(n, _)| *n == lname) {
+                parse_legacy(name, arg, id)?
+            } else if UNSUPPORTED.contains(&lname.as_str()) {
+                return unsupported(name, &format!("action {name}"));
+            } else if is_match_word(name) && matches!(arg, Arg::Colon(_)) && item.contains('=') {
+                return fail(
+                    name,
+                    "is a match field or rule keyword: actions=... must come last",
+                );
+            } else if name.is_empty() {
+                return fail("actions", format!("'{item}' is not an action"));
+            } else {
+                return fail(name, "unknown action");
+            }
+        }
+    };
+    Ok(Some(a))
+}
+
+/// Parses the text after `actions=` for a rule in `table` whose match is
+/// `matching` (`set_field` must have its prerequisites met by it;
+/// `goto_table` must go to a later table). An empty text or `drop` is the
+/// empty list. Errors name the action as written.
+pub fn parse_actions(text: &str, matching: &Match, table: u8) -> Result<Vec<Action>, RuleError> {
+    let mut actions = Vec::new();
+    let mut dropped = false;
+    for item in split_actions(text)? {
+        match parse_one(item, matching, table)? {
+            Some(a) => actions.push(a),
+            None => dropped = true,
+        }
+    }
+    if dropped && !actions.is_empty() {
+        return fail("drop", "drop must be the only action");
+    }
+    if let Some(i) = actions
+        .iter()
+        .position(|a| matches!(a, Action::GotoTable(_)))
+    {
+        if i + 1 != actions.len() {
+            return fail("goto_table", "goto_table must be the last action");
+        }
+    }
+    Ok(actions)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tcp() -> Match {
+        let mut m = Match::catchall();
+        assert!(m.set_protocol("tcp"));
+        m
+    }
+
+    fn p(text: &str) -> Result<Vec<Action>, RuleError> {
+        parse_actions(text, &tcp(), 0)
+    }
+
+    fn round(text: &str) -> String {
+        format_actions(&p(text).unwrap_or_else(|e| panic!("{text}: {e}")))
+    }
+
+    #[test]
+    fn outputs_and_ports() {
+        assert_eq!(p("output:2").unwrap(), vec![Action::Output(2)]);
+        assert_eq!(
+            p("2,3").unwrap(),
+            vec![Action::Output(2), Action::Output(3)]
+        );
+        assert_eq!(p("output(port=4)").unwrap(), vec![Action::Output(4)]);
+        assert_eq!(round("output:LOCAL"), "LOCAL");
+        assert_eq!(round("65534"), "LOCAL");
+        assert_eq!(round("in_port,all,flood"), "IN_PORT,ALL,FLOOD");
+        assert_eq!(round("output:IN_PORT"), "IN_PORT");
+        assert_eq!(round("controller"), "CONTROLLER:65535");
+        assert_eq!(round("controller:128"), "CONTROLLER:128");
+        assert_eq!(round("controller(max_len=64)"), "CONTROLLER:64");
+        assert_eq!(round("CONTROLLER:65535"), "CONTROLLER:65535");
+        assert!(p("output:0").is_err());
+        assert!(p("output:65280").is_err());
+        assert!(p("output:NONE").is_err());
+        assert!(p("output").is_err());
+    }
+
+    #[test]
+    fn resubmit_forms() {
+        assert_eq!(round("resubmit(,2)"), "resubmit(,2)");
+        assert_eq!(round("resubmit:3"), "resubmit:3");
+        assert_eq!(round("resubmit(3,2)"), "resubmit(3,2)");
+        assert_eq!(round("resubmit(3)"), "resubmit:3");
+        assert_eq!(round("resubmit( , 2 )"), "resubmit(,2)");
+        assert_eq!(round("resubmit:IN_PORT"), "resubmit:IN_PORT");
+        assert_eq!(round("resubmit(LOCAL,1)"), "resubmit(LOCAL,1)");
+        assert!(p("resubmit(,)").is_err());
+        assert!(p("resubmit(,255)").is_err());
+        assert!(p("resubmit").is_err());
+        let e = p("resubmit(1,2,ct)").unwrap_err();
+        assert!(e.msg.contains("not supported by flowpath"), "{e}");
+    }
+
+    #[test]
+    fn set_fields_and_legacy() {
+        assert_eq!(
+            round("set_field:10.0.0.1->nw_src"),
+            "set_field:10.0.0.1->nw_src"
+        );
+        assert_eq!(
+            round("set_field:10.0.0.1/8->ip_src"),
+            "set_field:10.0.0.0/8->nw_src"
+        );
+        assert_eq!(
+            round("set_field:00:11:22:33:44:55->eth_dst"),
+            "set_field:00:11:22:33:44:55->dl_dst"
+        );
+        assert_eq!(round("mod_nw_dst:1.2.3.4"), "mod_nw_dst:1.2.3.4");
+        assert_eq!(
+            round("mod_dl_src:00:0A:00:00:00:01"),
+            "mod_dl_src:00:0a:00:00:00:01"
+        );
+        assert_eq!(
+            round("mod_nw_tos:32,mod_tp_dst:80"),
+            "mod_nw_tos:32,mod_tp_dst:80"
+        );
+        // Legacy actions do not need prerequisites, set_field does.
+        let none = Match::catchall();
+        assert!(parse_actions("mod_nw_src:1.2.3.4", &none, 0).is_ok());
+        let e = parse_actions("set_field:1.2.3.4->nw_src", &none, 0).unwrap_err();
+        assert!(e.to_string().contains("nw_src requires ip"), "{e}");
+        assert!(p("mod_nw_tos:33").is_err());
+        assert!(p("mod_nw_src:1.2.3.4/8").is_err());
+        assert!(p("set_field:1->in_port").is_err());
+        assert!(p("set_field:1->reg0")
+            .unwrap_err()
+            .msg
+            .contains("not supported"));
+        assert!(p("set_field:1").is_err());
+        assert!(p("set_field:0xffff->dl_vlan").is_err());
+    }
+
+    #[test]
+    fn vlan_ttl_goto_drop() {
+        assert_eq!(
+            round("push_vlan:0x8100,mod_vlan_vid:10,mod_vlan_pcp:3"),
+            "push_vlan:0x8100,mod_vlan_vid:10,mod_vlan_pcp:3"
+        );
+        assert_eq!(round("strip_vlan,dec_ttl"), "pop_vlan,dec_ttl");
+        assert_eq!(round("push_vlan:34984"), "push_vlan:0x88a8");
+        assert!(p("push_vlan:0x9100").is_err());
+        assert!(p("mod_vlan_vid:4096").is_err());
+        assert!(p("mod_vlan_pcp:8").is_err());
+        assert!(p("dec_ttl(1,2)").unwrap_err().msg.contains("not supported"));
+        assert_eq!(round("goto_table:2"), "goto_table:2");
+        assert!(parse_actions("goto_table:2", &tcp(), 2).is_err());
+        assert!(p("goto_table:2,output:1").is_err());
+        assert_eq!(p("drop").unwrap(), vec![]);
+        assert_eq!(p("").unwrap(), vec![]);
+        assert!(p("drop,output:1").is_err());
+        assert_eq!(format_actions(&[]), "drop");
+    }
+
+    #[test]
+    fn unknown_and_unsupported() {
+        for a in [
+            "NORMAL",
+            "learn(table=1)",
+            "ct(commit)",
+            "note:00",
+            "set_queue:1",
+            "mod_nw_ttl:3",
+            "enqueue:1:2",
+            "group:1",
+            "meter:1",
+        ] {
+            let e = p(a).unwrap_err();
+            assert!(
+                e.to_string().contains("not supported by flowpath"),
+                "{a}: {e}"
+            );
+        }
+        let e = p("frobnicate").unwrap_err();
+        assert_eq!(e.field.as_deref(), Some("frobnicate"));
+        assert!(p("resubmit(,2").is_err());
+        assert!(p("output:1)").is_err());
+        let e = p("output:1,priority=3").unwrap_err();
+        assert!(e.msg.contains("must come last"), "{e}");
+    }
+
+    #[test]
+    fn unsupported_field_names() {
+        for n in [
+            "reg0",
+            "xreg3",
+            "xxreg1",
+            "metadata",
+            "tun_id",
+            "ct_state",
+            "mpls_label",
+        ] {
+            assert!(is_unsupported_field(n), "{n}");
+        }
+        for n in ["nw_src", "register", "reg", "tp_dst"] {
+            assert!(!is_unsupported_field(n), "{n}");
+        }
+    }
+}
