@@ -121,8 +121,10 @@ def main():
     ap.add_argument("--rulesets", type=int, default=20)
     ap.add_argument("--packets", type=int, default=30)
     ap.add_argument("--flowpath", default="target/debug/flowpath")
+    ap.add_argument("--record", help="append OVS's answers (rules, packet, megaflow, actions) as JSON lines to this file")
     a = ap.parse_args()
     r = random.Random(a.seed)
+    rec = open(a.record, "a") if a.record else None
     diffs = narrower = wider = total = 0
     for rs in range(a.rulesets):
         ntables = r.randint(1, 3)
@@ -167,6 +169,8 @@ def main():
             da = map_ovs_actions(da) if False else map_ovs_actions(da)
             if "in_port" in rf and False:
                 pass
+            if rec and "OpenFlow13" not in " ".join(res.args):
+                rec.write(json.dumps({"rules": rules, "packet": pkt, "megaflow": mf, "actions": da}) + "\n")
             if da != mine["actions"]:
                 diffs += 1
                 print("ACTIONS DIFFER\n  rules: %s\n  packet: %s\n  ovs:  %s\n  ours: %s" % (open(rf).read().strip().replace("\n", "\n         "), pkt, da, mine["actions"]))

@@ -225,9 +225,7 @@ impl Match {
             // Datapath megaflows always match whether a tag is present (the
             // CFI bit); OVS keeps that in the datapath key's structure and
             // does not print it, nor any TCI bits of an absent tag.
-            if k.vlan_tci() & VLAN_CFI == 0 {
-                tm = 0;
-            } else if tm == VLAN_CFI {
+            if k.vlan_tci() & VLAN_CFI == 0 || tm == VLAN_CFI {
                 tm = 0;
             }
         }
@@ -296,8 +294,23 @@ impl Match {
         let is_icmp = t == 0x0800 && proto == Some(1);
         let is_icmp6 = is_v6 && proto == Some(58);
         if is_icmp || is_icmp6 {
-            put(&mut parts, FieldId::IcmpType);
-            put(&mut parts, FieldId::IcmpCode);
+            if style == Style::Megaflow {
+                // OVS prints a megaflow's ICMP type/code as the 16-bit
+                // transport-port words they live in, masked to 8 bits.
+                for (name, v, m) in [
+                    ("icmp_type", k.tp_src(), mk.tp_src()),
+                    ("icmp_code", k.tp_dst(), mk.tp_dst()),
+                ] {
+                    if m == 0xffff {
+                        parts.push(format!("{name}={v}"));
+                    } else if m != 0 {
+                        parts.push(format!("{name}={v:#x}/{m:#x}"));
+                    }
+                }
+            } else {
+                put(&mut parts, FieldId::IcmpType);
+                put(&mut parts, FieldId::IcmpCode);
+            }
             if is_icmp6 {
                 put(&mut parts, FieldId::NdTarget);
                 put(&mut parts, FieldId::NdSll);

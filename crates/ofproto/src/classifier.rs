@@ -321,7 +321,7 @@ impl Classifier {
 
     fn sort(&mut self) {
         self.subtables
-            .sort_by(|a, b| b.max_priority.cmp(&a.max_priority));
+            .sort_by_key(|s| std::cmp::Reverse(s.max_priority));
         self.by_mask = self
             .subtables
             .iter()

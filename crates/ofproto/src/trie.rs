@@ -46,7 +46,7 @@ impl Plens {
 
     /// True when rules exist at prefix length `len` (1..=128).
     pub fn contains(&self, len: u32) -> bool {
-        len >= 1 && len <= 128 && self.0 & (1u128 << (len - 1)) != 0
+        (1..=128).contains(&len) && self.0 & (1u128 << (len - 1)) != 0
     }
 
     fn insert(&mut self, len: u32) {

@@ -383,7 +383,10 @@ impl<L: Lookup> Ctx<'_, L> {
             }
             self.emit_set(SetHeader::Eth, key, mask);
         }
-        if self.flow.nw_proto() != 0 && self.base.is_ipv4() {
+        // OVS skips L3 rewrites when nw_proto is 0 without making nw_proto
+        // significant; flowpath rewrites whatever the protocol, so that
+        // megaflows that leave nw_proto wildcarded stay correct.
+        if self.base.is_ipv4() {
             let mut key = FlowKey::zero();
             let mut mask = FlowKey::zero();
             let (f, b) = (&self.flow, &self.base);
@@ -404,7 +407,7 @@ impl<L: Lookup> Ctx<'_, L> {
                 mask.set_nw_ttl(wc.nw_ttl());
             }
             self.emit_set(SetHeader::Ipv4, key, mask);
-        } else if self.flow.nw_proto() != 0 && self.base.is_ipv6() {
+        } else if self.base.is_ipv6() {
             let mut key = FlowKey::zero();
             let mut mask = FlowKey::zero();
             let (f, b) = (&self.flow, &self.base);
