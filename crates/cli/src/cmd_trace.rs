@@ -43,6 +43,14 @@ pub struct Args {
     flow: Option<String>,
 }
 
+/// One line of `--json` output (fields in this order).
+#[derive(serde::Serialize)]
+struct TraceJson<'a> {
+    packet: &'a str,
+    megaflow: String,
+    actions: String,
+}
+
 /// Runs `flowpath trace`.
 pub fn run(args: Args) -> Result<()> {
     let text = std::fs::read_to_string(&args.rules)
@@ -82,12 +90,12 @@ pub fn run(args: Args) -> Result<()> {
         let key = m.key;
         let x = xlate(&tables, &key, !args.json);
         if args.json {
-            let obj = serde_json::json!({
-                "packet": line,
-                "megaflow": x.megaflow_text(&key),
-                "actions": format_actions(&x.actions),
-            });
-            writeln!(out, "{obj}")?;
+            let obj = TraceJson {
+                packet: line,
+                megaflow: x.megaflow_text(&key),
+                actions: format_actions(&x.actions),
+            };
+            writeln!(out, "{}", serde_json::to_string(&obj)?)?;
         } else {
             if n > 0 {
                 writeln!(out)?;

@@ -158,6 +158,9 @@ impl<L: Lookup> Ctx<'_, L> {
                     };
                     self.note(indent, &format!("{table:2}. {m}{cookie}"));
                 }
+                if r.actions.is_empty() && self.tracing {
+                    self.note(indent + 1, "drop");
+                }
                 self.do_actions(&r.actions, table);
             }
         }
