@@ -1,15 +1,15 @@
 //! The field registry: every match field flowpath knows, by its OVS name.
 //!
 //! One table ([`FIELDS`]) says, for each field, its names (canonical first,
-//! then aliases), where it lives in a [`FlowKey`](crate::FlowKey), its width,
+//! then aliases), where it lives in a [`FlowKey`], its width,
 //! its prerequisites and how its values are written. The rule parser, the
 //! `set_field` action, the megaflow printer and the tests all go through this
 //! table, so a field is added in one place.
 //!
 //! Values are carried as `u128` right-aligned in the field's own units (an
 //! IPv4 address is a `u32` number, `nw_tos` is the DSCP byte value such as
-//! 0x20, `dl_vlan` is the 12-bit VID). [`FieldInfo::to_key_bits`] turns a
-//! field value/mask into key bits.
+//! 0x20, `dl_vlan` is the 12-bit VID). [`FieldInfo::set`] and [`FieldInfo::or_mask`]
+//! write a field value/mask into key bits.
 
 use crate::key::{
     FlowKey, FlowMask, VLAN_CFI, W_ARP_SHA, W_ARP_THA, W_IPV6_DST, W_IPV6_MISC, W_IPV6_SRC,
@@ -277,7 +277,7 @@ const ICMP: Prereq = Prereq::proto(E::Ipv4, P::One(1));
 const ICMP6: Prereq = Prereq::proto(E::Ipv6, P::One(58));
 
 /// The registry, in the order fields are printed by the canonical printer
-/// where that order is not decided by [`crate::format`].
+/// where that order is not decided by [`Match::format`](crate::Match::format).
 pub static FIELDS: &[FieldInfo] = &[
     f(
         F::InPort,

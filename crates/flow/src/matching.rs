@@ -1,6 +1,6 @@
 //! `Match`: a key under a mask, built field by field, and its canonical text.
 //!
-//! Rules, megaflows and trace inputs are all `Match`es. [`Match::set_field`]
+//! Rules, megaflows and trace inputs are all `Match`es. [`Match::set_field_masked`]
 //! applies one `field=value[/mask]` (with OVS's special cases for `dl_vlan`
 //! and `dl_vlan_pcp`, which write `vlan_tci` with the CFI bit);
 //! [`Match::set_protocol`] applies a keyword such as `tcp6`;
