@@ -8,7 +8,9 @@ fn bin() -> Command {
 }
 
 fn example(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../examples").join(name)
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../examples")
+        .join(name)
 }
 
 fn tmp(name: &str, text: &str) -> PathBuf {
@@ -27,18 +29,35 @@ fn text_report_shows_rule_megaflow_and_actions() {
         .arg("in_port=1,tcp,nw_src=7.7.7.1,nw_dst=7.7.7.104,tp_src=1234,tp_dst=100")
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let s = String::from_utf8(out.stdout).unwrap();
     assert!(s.contains(" 0. priority 0\n    output:2\n"), "{s}");
-    assert!(s.contains("Megaflow: recirc_id=0,eth,tcp,in_port=1,nw_frag=no,tp_dst=0x60/0xffe0\n"), "{s}");
+    assert!(
+        s.contains("Megaflow: recirc_id=0,eth,tcp,in_port=1,nw_frag=no,tp_dst=0x60/0xffe0\n"),
+        "{s}"
+    );
     assert!(s.ends_with("Datapath actions: 2\n"), "{s}");
 }
 
 #[test]
 fn json_lines_for_a_packet_file() {
     let packets = tmp("p.txt", "# comment\nin_port=1,tcp,nw_dst=7.7.7.104,tp_dst=90\n\nin_port=1,udp,udp_src=1,udp_dst=90\n");
-    let out = bin().args(["trace", "--json", "--rules"]).arg(example("nmap.flows")).arg("--packets").arg(&packets).output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = bin()
+        .args(["trace", "--json", "--rules"])
+        .arg(example("nmap.flows"))
+        .arg("--packets")
+        .arg(&packets)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let s = String::from_utf8(out.stdout).unwrap();
     let lines: Vec<&str> = s.lines().collect();
     assert_eq!(lines.len(), 2);
@@ -61,7 +80,11 @@ fn prefixes_none_changes_the_megaflow() {
             .arg("in_port=1,tcp,nw_src=7.7.7.1,nw_dst=7.7.7.150,tp_dst=80")
             .output()
             .unwrap();
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         String::from_utf8(out.stdout).unwrap()
     };
     assert!(run("nw_dst,nw_src").contains("nw_dst=7.7.7.128/25"));
@@ -70,8 +93,16 @@ fn prefixes_none_changes_the_megaflow() {
 
 #[test]
 fn bad_rule_file_names_file_line_and_field() {
-    let rules = tmp("bad.flows", "priority=1,actions=drop\n# fine\ntcp,nw_src=10.0.0.300,actions=drop\n");
-    let out = bin().args(["trace", "--rules"]).arg(&rules).arg("in_port=1").output().unwrap();
+    let rules = tmp(
+        "bad.flows",
+        "priority=1,actions=drop\n# fine\ntcp,nw_src=10.0.0.300,actions=drop\n",
+    );
+    let out = bin()
+        .args(["trace", "--rules"])
+        .arg(&rules)
+        .arg("in_port=1")
+        .output()
+        .unwrap();
     assert!(!out.status.success());
     let e = String::from_utf8(out.stderr).unwrap();
     assert!(e.contains("bad.flows:3:"), "{e}");
@@ -81,13 +112,26 @@ fn bad_rule_file_names_file_line_and_field() {
 
 #[test]
 fn bad_packet_and_missing_files_are_reported() {
-    let out = bin().args(["trace", "--rules"]).arg(example("nmap.flows")).arg("in_port=1,tcp,tp_dst=zz").output().unwrap();
+    let out = bin()
+        .args(["trace", "--rules"])
+        .arg(example("nmap.flows"))
+        .arg("in_port=1,tcp,tp_dst=zz")
+        .output()
+        .unwrap();
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("tp_dst"));
-    let out = bin().args(["trace", "--rules", "/nonexistent.flows", "in_port=1"]).output().unwrap();
+    let out = bin()
+        .args(["trace", "--rules", "/nonexistent.flows", "in_port=1"])
+        .output()
+        .unwrap();
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("/nonexistent.flows"));
-    let out = bin().args(["trace", "--rules"]).arg(example("nmap.flows")).args(["--prefixes", "tp_dst", "in_port=1"]).output().unwrap();
+    let out = bin()
+        .args(["trace", "--rules"])
+        .arg(example("nmap.flows"))
+        .args(["--prefixes", "tp_dst", "in_port=1"])
+        .output()
+        .unwrap();
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("tp_dst"));
 }

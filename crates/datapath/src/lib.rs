@@ -1,1 +1,56 @@
-//! The fast path. (Being written.)
+//! The fast path: the cache cascade of one datapath worker.
+//!
+//! A packet's [`FlowKey`](flowpath_flow::FlowKey) and 32-bit hash (computed
+//! once, [`hash::packet_hash`]) enter a [`Batch`] of up to 32 packets;
+//! [`Datapath::process_batch`] classifies the batch through
+//!
+//! ```text
+//! EMC ─► SMC | DFC | CD | none ─► dpcls (per in_port, ranked subtables) ─► Upcall
+//! ```
+//!
+//! and leaves per packet a [`Verdict`]: a [`MegaflowRef`] (whose actions
+//! [`Batch::actions`] returns), the slow path's actions when nothing could
+//! be installed, or a drop. Statistics use OVS's `pmd-stats-show` names
+//! ([`PmdStatsReport`]); [`Datapath::dump_flows`] prints megaflows like
+//! `dpctl/dump-flows`.
+//!
+//! Module map (each file's doc says what, why, invariants and threads):
+//!
+//! | module | what |
+//! |---|---|
+//! | [`hash`] | per-packet and per-subtable hashes; the caches' PRNG |
+//! | [`megaflow`] | the slab of megaflows, addressed by index + generation |
+//! | [`subtable`], [`dpcls`] | tuple space search, one subtable per mask |
+//! | [`emc`] | exact match cache |
+//! | [`smc`], [`dfc`], [`cd`] | the second-level caches |
+//! | [`batch`], [`pipeline`], [`upcall`] | the cascade and its interfaces |
+//! | [`config`], [`stats`] | run-time knobs, counters |
+//!
+//! Rules of the crate: no I/O, no clock reads, no locks and no allocation on
+//! the packet path (time and cycles are arguments); caches store indices,
+//! never references; no `unsafe`.
+
+#![forbid(unsafe_code)]
+#![cfg_attr(not(test), deny(clippy::unwrap_used))]
+
+pub mod batch;
+pub mod cd;
+pub mod config;
+pub mod dfc;
+pub mod dpcls;
+mod dump;
+pub mod emc;
+pub mod hash;
+pub mod megaflow;
+pub mod pipeline;
+pub mod smc;
+pub mod stats;
+pub mod subtable;
+pub mod upcall;
+
+pub use batch::{Batch, BatchFull, DropReason, Tier, Verdict, BATCH_SIZE};
+pub use config::{Config, ConfigError, SecondLevel};
+pub use megaflow::{Megaflow, MegaflowRef, MegaflowStats};
+pub use pipeline::{Datapath, EXACT_MASK};
+pub use stats::{PmdStats, PmdStatsReport};
+pub use upcall::{Upcall, UpcallError};

@@ -1,0 +1,213 @@
+//! Batches: up to 32 packets' keys going through the cascade together.
+//!
+//! What: the input of [`crate::Datapath::process_batch`] — each packet's
+//! [`FlowKey`], its 32-bit hash and its length — and its output: one
+//! [`Verdict`] per packet, plus a slot per packet for actions that the slow
+//! path returned without installing a megaflow.
+//!
+//! Why: every tier works on the whole batch with a bitmask of the packets
+//! still unclassified, so each tier's memory accesses for all packets are
+//! issued before any is waited for. Packets' bytes are not here: the caller
+//! keeps them (indexed like the batch) and applies
+//! [`Batch::actions`] to them after classification — that is the hook for
+//! action execution, grouping by output port, etc.
+//!
+//! Invariants: `len <= BATCH_SIZE`; after `process_batch` every packet's
+//! verdict is not [`Verdict::Pending`]; a [`Verdict::SlowPath`] packet's
+//! actions are in its `upcall_actions` slot.
+//!
+//! Threads: owned by the worker that fills it; allocate once and reuse
+//! (it is ~4.5 KB: keep it boxed or in the worker's state).
+
+use crate::hash::packet_hash;
+use crate::megaflow::MegaflowRef;
+use crate::pipeline::Datapath;
+use flowpath_flow::FlowKey;
+use flowpath_ofproto::odp::{DpAction, DpActions};
+
+/// Maximum packets per batch (OVS's `NETDEV_MAX_BURST`).
+pub const BATCH_SIZE: usize = 32;
+
+/// Which tier decided a packet that got a megaflow.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Tier {
+    /// Exact match cache.
+    Emc,
+    /// Signature match cache.
+    Smc,
+    /// Datapath flow cache.
+    Dfc,
+    /// Cuckoo Distributor (directed subtable lookup).
+    Cd,
+    /// Ranked dpcls search.
+    Megaflow,
+    /// The slow path, which installed the megaflow.
+    Upcall,
+}
+
+/// Why a packet was dropped without actions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum DropReason {
+    /// The upcall failed.
+    UpcallFailed,
+    /// The slow path could not take the packet.
+    Lost,
+}
+
+/// The classification of one packet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Verdict {
+    /// Not classified yet.
+    Pending,
+    /// Apply this megaflow's actions.
+    Megaflow {
+        /// The megaflow.
+        flow: MegaflowRef,
+        /// Which tier found (or installed) it.
+        tier: Tier,
+    },
+    /// Apply the slow path's actions held in the batch (nothing was
+    /// installed: flow limit).
+    SlowPath,
+    /// Drop.
+    Drop(DropReason),
+}
+
+/// The batch is full.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("batch is full ({BATCH_SIZE} packets)")]
+pub struct BatchFull;
+
+/// Up to [`BATCH_SIZE`] packets. See the module documentation.
+#[derive(Clone, Debug)]
+pub struct Batch {
+    len: usize,
+    pub(crate) keys: [FlowKey; BATCH_SIZE],
+    pub(crate) hashes: [u32; BATCH_SIZE],
+    pub(crate) sizes: [u32; BATCH_SIZE],
+    pub(crate) verdicts: [Verdict; BATCH_SIZE],
+    pub(crate) upcall_actions: [DpActions; BATCH_SIZE],
+}
+
+impl Default for Batch {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Batch {
+    /// An empty batch.
+    pub fn new() -> Self {
+        Batch {
+            len: 0,
+            keys: [FlowKey::zero(); BATCH_SIZE],
+            hashes: [0; BATCH_SIZE],
+            sizes: [0; BATCH_SIZE],
+            verdicts: [Verdict::Pending; BATCH_SIZE],
+            upcall_actions: std::array::from_fn(|_| DpActions::new()),
+        }
+    }
+
+    /// Number of packets.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// True when empty.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// True when full.
+    pub fn is_full(&self) -> bool {
+        self.len == BATCH_SIZE
+    }
+
+    /// Empties the batch (keeps its storage).
+    pub fn clear(&mut self) {
+        self.len = 0;
+    }
+
+    /// Adds a packet whose hash was already computed (by the extractor or
+    /// taken from the NIC; it must be the same function for every packet
+    /// a datapath sees — [`crate::hash::packet_hash`] by default).
+    #[inline]
+    pub fn push_hashed(&mut self, key: FlowKey, hash: u32, bytes: u32) -> Result<(), BatchFull> {
+        if self.len == BATCH_SIZE {
+            return Err(BatchFull);
+        }
+        let i = self.len;
+        self.keys[i] = key;
+        self.hashes[i] = hash;
+        self.sizes[i] = bytes;
+        self.verdicts[i] = Verdict::Pending;
+        self.len += 1;
+        Ok(())
+    }
+
+    /// Adds a packet, hashing its key with [`packet_hash`].
+    #[inline]
+    pub fn push(&mut self, key: FlowKey, bytes: u32) -> Result<(), BatchFull> {
+        let h = packet_hash(&key);
+        self.push_hashed(key, h, bytes)
+    }
+
+    /// The keys of the packets.
+    pub fn keys(&self) -> &[FlowKey] {
+        &self.keys[..self.len]
+    }
+
+    /// The hashes of the packets.
+    pub fn hashes(&self) -> &[u32] {
+        &self.hashes[..self.len]
+    }
+
+    /// The verdicts of the packets.
+    pub fn verdicts(&self) -> &[Verdict] {
+        &self.verdicts[..self.len]
+    }
+
+    /// Bitmap of all packets.
+    #[inline(always)]
+    pub fn all(&self) -> u32 {
+        if self.len == BATCH_SIZE {
+            u32::MAX
+        } else {
+            (1u32 << self.len) - 1
+        }
+    }
+
+    /// The actions to apply to packet `i` (empty = drop). `dp` must be the
+    /// datapath that processed the batch.
+    pub fn actions<'a>(&'a self, i: usize, dp: &'a Datapath) -> &'a [DpAction] {
+        match self.verdicts[i] {
+            Verdict::Megaflow { flow, .. } => dp.actions(flow),
+            Verdict::SlowPath => &self.upcall_actions[i],
+            Verdict::Pending | Verdict::Drop(_) => &[],
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fills_to_32_and_clears() {
+        let mut b = Batch::new();
+        assert!(b.is_empty());
+        for i in 0..BATCH_SIZE as u32 {
+            let mut k = FlowKey::zero();
+            k.set_nw_src(i);
+            b.push(k, 64).unwrap();
+        }
+        assert!(b.is_full());
+        assert_eq!(b.push(FlowKey::zero(), 64), Err(BatchFull));
+        assert_eq!(b.all(), u32::MAX);
+        assert_eq!(b.hashes()[3], packet_hash(&b.keys()[3]));
+        b.clear();
+        b.push(FlowKey::zero(), 1).unwrap();
+        assert_eq!(b.all(), 1);
+        assert_eq!(b.verdicts(), &[Verdict::Pending]);
+    }
+}

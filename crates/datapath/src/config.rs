@@ -1,0 +1,208 @@
+//! Run-time configuration of a datapath worker.
+//!
+//! What: every knob of the cascade, with OVS's names and defaults where
+//! they exist (`emc-enable`, `emc-insert-inv-prob`, `smc-enable`,
+//! `flow-limit`, `max-idle`, `upcall/disable-megaflows`), plus the sizes
+//! of each cache and the choice of second-level cache.
+//!
+//! Why one struct: [`crate::Datapath::set_config`] takes a whole new
+//! config between batches and rebuilds only what changed, so the control
+//! path can publish configs as immutable values.
+//!
+//! Invariants (checked by [`Config::validate`]): cache sizes are powers of
+//! two within each cache's limits.
+//!
+//! Threads: plain data.
+
+use crate::cd::{CD_DEFAULT_BUCKETS, CD_DEFAULT_WAYS};
+use crate::dfc::DFC_DEFAULT_ENTRIES;
+use crate::emc::EMC_DEFAULT_ENTRIES;
+use crate::smc::SMC_DEFAULT_ENTRIES;
+use serde::{Deserialize, Serialize};
+use std::fmt;
+use std::str::FromStr;
+
+/// Which second-level cache sits between the EMC and the dpcls.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SecondLevel {
+    /// Signature match cache (OVS `smc-enable=true`).
+    Smc,
+    /// Datapath flow cache (the 2017 ovs-dev proposal).
+    Dfc,
+    /// Cuckoo Distributor (the 2017 ovs-dev proposal).
+    Cd,
+    /// None (OVS's default).
+    None,
+}
+
+impl SecondLevel {
+    /// All choices, for sweeps and tests.
+    pub const ALL: [SecondLevel; 4] = [
+        SecondLevel::Smc,
+        SecondLevel::Dfc,
+        SecondLevel::Cd,
+        SecondLevel::None,
+    ];
+
+    /// The configuration name: `smc`, `dfc`, `cd` or `none`.
+    pub fn name(self) -> &'static str {
+        match self {
+            SecondLevel::Smc => "smc",
+            SecondLevel::Dfc => "dfc",
+            SecondLevel::Cd => "cd",
+            SecondLevel::None => "none",
+        }
+    }
+}
+
+impl fmt::Display for SecondLevel {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// An unknown second-level cache name.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("unknown second-level cache {0:?} (expected smc, dfc, cd or none)")]
+pub struct UnknownSecondLevel(pub String);
+
+impl FromStr for SecondLevel {
+    type Err = UnknownSecondLevel;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        SecondLevel::ALL
+            .into_iter()
+            .find(|l| l.name() == s)
+            .ok_or_else(|| UnknownSecondLevel(s.to_string()))
+    }
+}
+
+/// A configuration value out of range.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("invalid datapath config: {0}")]
+pub struct ConfigError(pub &'static str);
+
+/// Configuration of one datapath worker. See the module documentation.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Config {
+    /// `emc-enable` (default true).
+    pub emc_enable: bool,
+    /// `emc-insert-inv-prob`: insert on a miss with probability 1/N
+    /// (default 100; 1 = always; 0 = never).
+    pub emc_insert_inv_prob: u32,
+    /// EMC entries (power of two, 2..=65536; default 8192).
+    pub emc_entries: usize,
+    /// EMC candidate slots per key: 2 (OVS) or 1 (the DFC proposal).
+    pub emc_ways: u32,
+    /// The second-level cache (default SMC).
+    pub second_level: SecondLevel,
+    /// SMC entries (power of two ≥ 4; default 1M).
+    pub smc_entries: usize,
+    /// DFC entries (power of two; default 1M).
+    pub dfc_entries: usize,
+    /// CD buckets (power of two; default 64K).
+    pub cd_buckets: usize,
+    /// CD entries per bucket: 8 or 16 (default 16).
+    pub cd_ways: usize,
+    /// Interval over which CD measures its benefit (ms, default 1000).
+    pub cd_adapt_interval_ms: u64,
+    /// `flow-limit`: no megaflow is installed while this many are live
+    /// (default 200000).
+    pub flow_limit: usize,
+    /// Megaflows on (default); off installs exact-match megaflows, as
+    /// `ovs-appctl upcall/disable-megaflows`.
+    pub megaflows: bool,
+    /// `max-idle` (ms, default 10000): the idle time after which
+    /// [`crate::Datapath::expire_idle`] callers usually remove a megaflow.
+    pub max_idle_ms: u64,
+    /// Subtable re-ranking interval (ms, default 1000).
+    pub subtable_rerank_interval_ms: u64,
+    /// Seed of the caches' PRNGs (insertion probability, replacement).
+    pub seed: u64,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            emc_enable: true,
+            emc_insert_inv_prob: 100,
+            emc_entries: EMC_DEFAULT_ENTRIES,
+            emc_ways: 2,
+            second_level: SecondLevel::Smc,
+            smc_entries: SMC_DEFAULT_ENTRIES,
+            dfc_entries: DFC_DEFAULT_ENTRIES,
+            cd_buckets: CD_DEFAULT_BUCKETS,
+            cd_ways: CD_DEFAULT_WAYS,
+            cd_adapt_interval_ms: 1000,
+            flow_limit: 200_000,
+            megaflows: true,
+            max_idle_ms: 10_000,
+            subtable_rerank_interval_ms: 1000,
+            seed: 0x5eed_f10f_9a7b_0001,
+        }
+    }
+}
+
+impl Config {
+    /// The configuration proposed with the DFC patch: DFC as second level
+    /// and a 1-way, 16K-entry EMC.
+    pub fn dfc_proposal() -> Self {
+        Config {
+            second_level: SecondLevel::Dfc,
+            emc_entries: 1 << 14,
+            emc_ways: 1,
+            ..Config::default()
+        }
+    }
+
+    /// Checks sizes and ways.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let pow2 = |n: usize| n.is_power_of_two();
+        if !pow2(self.emc_entries) || !(2..=1 << 16).contains(&self.emc_entries) {
+            return Err(ConfigError(
+                "emc_entries must be a power of two in 2..=65536",
+            ));
+        }
+        if self.emc_ways != 1 && self.emc_ways != 2 {
+            return Err(ConfigError("emc_ways must be 1 or 2"));
+        }
+        if !pow2(self.smc_entries) || self.smc_entries < 4 {
+            return Err(ConfigError("smc_entries must be a power of two >= 4"));
+        }
+        if !pow2(self.dfc_entries) {
+            return Err(ConfigError("dfc_entries must be a power of two"));
+        }
+        if !pow2(self.cd_buckets) {
+            return Err(ConfigError("cd_buckets must be a power of two"));
+        }
+        if self.cd_ways != 8 && self.cd_ways != 16 {
+            return Err(ConfigError("cd_ways must be 8 or 16"));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip_and_defaults_validate() {
+        for l in SecondLevel::ALL {
+            assert_eq!(l.name().parse::<SecondLevel>(), Ok(l));
+        }
+        assert!("emc".parse::<SecondLevel>().is_err());
+        assert_eq!(Config::default().validate(), Ok(()));
+        assert_eq!(Config::dfc_proposal().validate(), Ok(()));
+        let bad = Config {
+            emc_entries: 100,
+            ..Config::default()
+        };
+        assert!(bad.validate().is_err());
+        let bad = Config {
+            cd_ways: 4,
+            ..Config::default()
+        };
+        assert!(bad.validate().is_err());
+    }
+}

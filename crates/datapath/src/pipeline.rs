@@ -1,0 +1,663 @@
+//! The pipeline: one datapath worker's cascade of caches.
+//!
+//! What: [`Datapath`] owns a worker's configuration, EMC, second-level
+//! cache (SMC, DFC, Cuckoo Distributor or none), one dpcls per in_port,
+//! the megaflow table and the statistics, and classifies a [`Batch`] at a
+//! time ([`Datapath::process_batch`]):
+//!
+//! 1. EMC (if `emc-enable`): exact key compare.
+//! 2. Second level: SMC or DFC (signature/index → megaflow, masked compare;
+//!    a hit is promoted into the EMC with probability 1/N); or the CD,
+//!    which directs each packet to one subtable of its in_port's dpcls.
+//! 3. dpcls: ranked tuple space search of the packet's in_port classifier.
+//!    A hit fills the second-level cache and, with probability 1/N, the EMC.
+//! 4. Upcall: the slow path returns actions and a mask; the megaflow is
+//!    installed (with in_port made exact, or as an exact-match megaflow when
+//!    megaflows are off) unless `flow-limit` megaflows are live, in which
+//!    case the packet gets the actions and nothing is installed.
+//!
+//! Why this shape: each tier takes the whole batch (bitmap of unclassified
+//! packets) so memory accesses overlap; caches hold indices, so removal is
+//! O(1) and never leaves a dangling reference; time (`now_ms`) and cycle
+//! counts come from the caller, so the worker reads no clock and tests are
+//! deterministic. Nothing on the hit path allocates, locks or makes a
+//! syscall; installation (upcall path) may allocate.
+//!
+//! Periodic work happens at the start of a batch, from `now_ms`: subtable
+//! re-ranking (every `subtable-rerank-interval`) and the CD's on/off
+//! decision. Idle expiry and revalidation are calls between batches
+//! ([`Datapath::expire_idle`], [`Datapath::remove_megaflow`],
+//! [`Datapath::flush`]).
+//!
+//! Invariants: every packet of a processed batch has a verdict other than
+//! `Pending` and is counted in exactly one outcome counter; every megaflow
+//! in a dpcls is live in the megaflow table and vice versa; every installed
+//! megaflow's mask covers in_port exactly, so a cache shared by all ports
+//! (EMC, SMC, DFC) can never answer with another port's megaflow.
+//!
+//! Threads: one `Datapath` per worker thread; no sharing.
+
+use crate::batch::{Batch, DropReason, Tier, Verdict, BATCH_SIZE};
+use crate::cd::{Cd, CdReport};
+use crate::config::{Config, ConfigError, SecondLevel};
+use crate::dfc::Dfc;
+use crate::dpcls::{Dpcls, InsertError, NO_SUBTABLE};
+use crate::emc::Emc;
+use crate::megaflow::{Megaflow, MegaflowRef, MegaflowTable};
+use crate::smc::Smc;
+use crate::stats::{PmdStats, PmdStatsReport};
+use crate::upcall::{Upcall, UpcallError};
+use flowpath_flow::key::{
+    W_ARP_SHA, W_ARP_THA, W_IPV6_MISC, W_L2_DST, W_L2_SRC, W_META, W_NW, W_TP,
+};
+use flowpath_flow::{FlowKey, FlowMask};
+use flowpath_ofproto::odp::{DpAction, DpActions};
+
+/// The mask of an exact-match megaflow (megaflows off): every bit a key
+/// built by the extractor can have.
+pub const EXACT_MASK: FlowMask = {
+    let mut w = [0u64; 16];
+    w[W_META] = (1 << 58) - 1;
+    w[W_NW] = u64::MAX;
+    w[W_TP] = 0xffff_0fff_ffff_ffff;
+    w[W_L2_DST] = u64::MAX;
+    w[W_L2_SRC] = u64::MAX;
+    w[W_ARP_SHA] = (1 << 48) - 1;
+    w[W_ARP_THA] = (1 << 48) - 1;
+    w[W_IPV6_MISC] = (1 << 20) - 1;
+    let mut i = 8;
+    while i < 14 {
+        w[i] = u64::MAX;
+        i += 1;
+    }
+    FlowMask { w }
+};
+
+/// The in_port bits of the mask, always made exact in megaflows.
+const IN_PORT_MASK: u64 = 0xffff_ffff;
+
+#[derive(Debug)]
+enum SecondCache {
+    Smc(Smc),
+    Dfc(Dfc),
+    Cd(Cd),
+    None,
+}
+
+impl SecondCache {
+    fn new(cfg: &Config) -> Self {
+        match cfg.second_level {
+            SecondLevel::Smc => SecondCache::Smc(Smc::new(cfg.smc_entries, cfg.seed ^ 0x51)),
+            SecondLevel::Dfc => SecondCache::Dfc(Dfc::new(cfg.dfc_entries)),
+            SecondLevel::Cd => SecondCache::Cd(Cd::new(
+                cfg.cd_buckets,
+                cfg.cd_ways,
+                cfg.cd_adapt_interval_ms,
+                cfg.seed ^ 0xcd,
+            )),
+            SecondLevel::None => SecondCache::None,
+        }
+    }
+
+    /// Fills the cache after a dpcls hit or an install.
+    #[inline(always)]
+    fn fill(&mut self, hash: u32, flow: u32, sub: u16, flows: &MegaflowTable) {
+        match self {
+            SecondCache::Smc(s) => s.insert(hash, flow, flows),
+            SecondCache::Dfc(d) => d.insert(hash, flow),
+            SecondCache::Cd(c) if c.is_active() && sub != NO_SUBTABLE => c.insert(hash, sub),
+            SecondCache::Cd(_) | SecondCache::None => {}
+        }
+    }
+
+    fn clear(&mut self) {
+        match self {
+            SecondCache::Smc(s) => s.clear(),
+            SecondCache::Dfc(d) => d.clear(),
+            SecondCache::Cd(c) => c.clear(),
+            SecondCache::None => {}
+        }
+    }
+}
+
+/// One datapath worker. See the module documentation.
+#[derive(Debug)]
+pub struct Datapath {
+    cfg: Config,
+    emc: Emc,
+    second: SecondCache,
+    classifiers: Vec<(u32, Dpcls)>,
+    flows: MegaflowTable,
+    stats: PmdStats,
+    next_rerank_ms: Option<u64>,
+}
+
+/// Bitmap of the packets of `todo` whose in_port is `port`.
+#[inline(always)]
+fn port_group(keys: &[FlowKey], todo: u32, port: u32) -> u32 {
+    let mut g = 0;
+    let mut m = todo;
+    while m != 0 {
+        let i = m.trailing_zeros() as usize;
+        m &= m - 1;
+        g |= u32::from(keys[i].in_port() == port) << i;
+    }
+    g
+}
+
+impl Datapath {
+    /// A worker with empty caches and tables.
+    pub fn new(cfg: Config) -> Result<Self, ConfigError> {
+        cfg.validate()?;
+        Ok(Datapath {
+            emc: Emc::new(
+                cfg.emc_entries,
+                cfg.emc_ways,
+                cfg.emc_insert_inv_prob,
+                cfg.seed,
+            ),
+            second: SecondCache::new(&cfg),
+            classifiers: Vec::new(),
+            flows: MegaflowTable::new(),
+            stats: PmdStats::default(),
+            next_rerank_ms: None,
+            cfg,
+        })
+    }
+
+    /// The current configuration.
+    pub fn config(&self) -> &Config {
+        &self.cfg
+    }
+
+    /// Applies a new configuration between batches; rebuilds (empties)
+    /// only the caches whose kind or geometry changed. Megaflows stay.
+    pub fn set_config(&mut self, cfg: Config) -> Result<(), ConfigError> {
+        cfg.validate()?;
+        let old = &self.cfg;
+        if cfg.emc_entries != old.emc_entries
+            || cfg.emc_ways != old.emc_ways
+            || cfg.seed != old.seed
+        {
+            self.emc = Emc::new(
+                cfg.emc_entries,
+                cfg.emc_ways,
+                cfg.emc_insert_inv_prob,
+                cfg.seed,
+            );
+        } else {
+            self.emc.set_inv_prob(cfg.emc_insert_inv_prob);
+        }
+        let second_changed = cfg.second_level != old.second_level
+            || cfg.seed != old.seed
+            || match cfg.second_level {
+                SecondLevel::Smc => cfg.smc_entries != old.smc_entries,
+                SecondLevel::Dfc => cfg.dfc_entries != old.dfc_entries,
+                SecondLevel::Cd => {
+                    cfg.cd_buckets != old.cd_buckets
+                        || cfg.cd_ways != old.cd_ways
+                        || cfg.cd_adapt_interval_ms != old.cd_adapt_interval_ms
+                }
+                SecondLevel::None => false,
+            };
+        if second_changed {
+            self.second = SecondCache::new(&cfg);
+        }
+        if cfg.subtable_rerank_interval_ms != old.subtable_rerank_interval_ms {
+            self.next_rerank_ms = None;
+        }
+        self.cfg = cfg;
+        Ok(())
+    }
+
+    /// The raw counters.
+    pub fn stats(&self) -> &PmdStats {
+        &self.stats
+    }
+
+    /// The pmd-stats-show view of the counters.
+    pub fn report(&self) -> PmdStatsReport {
+        self.stats.report(self.flows.len())
+    }
+
+    /// Zeroes the counters (`pmd-stats-clear`).
+    pub fn clear_stats(&mut self) {
+        self.stats = PmdStats::default();
+    }
+
+    /// Adds `cycles` of processing time (measured by the caller around
+    /// `process_batch`).
+    pub fn add_processing_cycles(&mut self, cycles: u64) {
+        self.stats.processing_cycles += cycles;
+    }
+
+    /// The megaflow table.
+    pub fn megaflows(&self) -> &MegaflowTable {
+        &self.flows
+    }
+
+    /// Number of live megaflows.
+    pub fn megaflow_count(&self) -> usize {
+        self.flows.len()
+    }
+
+    /// The megaflow `r` names, if live.
+    pub fn megaflow(&self, r: MegaflowRef) -> Option<&Megaflow> {
+        self.flows.get(r)
+    }
+
+    /// The actions of megaflow `r` (empty if it is no longer live).
+    pub fn actions(&self, r: MegaflowRef) -> &[DpAction] {
+        self.flows.get(r).map_or(&[], |m| &m.actions)
+    }
+
+    /// The dpcls of `in_port`, if any megaflow was ever installed for it.
+    pub fn dpcls(&self, in_port: u32) -> Option<&Dpcls> {
+        self.classifiers
+            .iter()
+            .find(|(p, _)| *p == in_port)
+            .map(|(_, c)| c)
+    }
+
+    /// The Cuckoo Distributor's state, when it is the second level.
+    pub fn cd_report(&self) -> Option<CdReport> {
+        match &self.second {
+            SecondCache::Cd(c) => Some(c.report()),
+            _ => None,
+        }
+    }
+
+    #[inline(always)]
+    fn classifier_index(&self, port: u32) -> Option<usize> {
+        self.classifiers.iter().position(|(p, _)| *p == port)
+    }
+
+    /// Periodic work driven by the passed-in time.
+    fn tick(&mut self, now_ms: u64) {
+        match self.next_rerank_ms {
+            None => self.next_rerank_ms = Some(now_ms + self.cfg.subtable_rerank_interval_ms),
+            Some(t) if now_ms >= t => {
+                for (_, c) in &mut self.classifiers {
+                    c.rerank();
+                }
+                self.next_rerank_ms = Some(now_ms + self.cfg.subtable_rerank_interval_ms);
+            }
+            Some(_) => {}
+        }
+        if let SecondCache::Cd(cd) = &mut self.second {
+            cd.evaluate(now_ms);
+        }
+    }
+
+    /// The mask a megaflow is installed with, given the slow path's.
+    fn effective_mask(&self, mask: &FlowMask) -> FlowMask {
+        let mut m = if self.cfg.megaflows {
+            *mask
+        } else {
+            mask.union(&EXACT_MASK)
+        };
+        m.w[W_META] |= IN_PORT_MASK;
+        m
+    }
+
+    /// Installs a megaflow for `key` under `mask` (in_port is made exact;
+    /// megaflows off → exact-match). Returns the new ref and its subtable,
+    /// or those of an existing megaflow with the same mask and masked key;
+    /// gives the actions back if the port's dpcls has no room for another
+    /// mask. Ignores the flow limit (the caller decides).
+    pub fn install(
+        &mut self,
+        key: &FlowKey,
+        mask: &FlowMask,
+        actions: DpActions,
+        now_ms: u64,
+    ) -> Result<(MegaflowRef, u16), DpActions> {
+        let mask = self.effective_mask(mask);
+        let port = key.in_port();
+        let ci = match self.classifier_index(port) {
+            Some(ci) => ci,
+            None => {
+                self.classifiers.push((port, Dpcls::new()));
+                self.classifiers.len() - 1
+            }
+        };
+        if !self.classifiers[ci].1.has_room_for(&mask) {
+            return Err(actions);
+        }
+        let r = self
+            .flows
+            .insert(key, &mask, actions, port, NO_SUBTABLE, now_ms);
+        match self.classifiers[ci].1.insert(key, &mask, r.index) {
+            Ok(sub) => {
+                self.flows.set_subtable(r, sub);
+                Ok((r, sub))
+            }
+            Err(e) => {
+                // Unreachable in the pipeline (it looks a key up before
+                // installing, and room was checked); kept total.
+                let existing = match e {
+                    InsertError::Duplicate(i) => self.flows.live_at(i),
+                    InsertError::Full => None,
+                };
+                let actions = self.flows.get(r).map(|m| m.actions.clone());
+                self.flows.remove(r);
+                match existing {
+                    Some(x) => Ok((x, self.flows.get(x).map_or(NO_SUBTABLE, |m| m.subtable))),
+                    None => Err(actions.unwrap_or_default()),
+                }
+            }
+        }
+    }
+
+    /// Removes a megaflow from the table and its dpcls; every cache then
+    /// misses it. Returns false if `r` was not live.
+    pub fn remove_megaflow(&mut self, r: MegaflowRef) -> bool {
+        let Some((port, sub, key)) = self.flows.remove(r) else {
+            return false;
+        };
+        if let Some(ci) = self.classifier_index(port) {
+            self.classifiers[ci].1.remove(sub, &key);
+        }
+        true
+    }
+
+    /// Removes every megaflow not hit for more than `max_idle_ms` (a
+    /// never-hit megaflow counts from its installation). Returns how many.
+    pub fn expire_idle(&mut self, now_ms: u64, max_idle_ms: u64) -> usize {
+        let mut n = 0;
+        for i in 0..self.flows.capacity() as u32 {
+            let Some(r) = self.flows.live_at(i) else {
+                continue;
+            };
+            let last = self
+                .flows
+                .stats(r)
+                .map_or(now_ms, |s| s.used_ms.unwrap_or(s.created_ms));
+            if now_ms.saturating_sub(last) > max_idle_ms {
+                self.remove_megaflow(r);
+                n += 1;
+            }
+        }
+        n
+    }
+
+    /// Removes every megaflow and empties every cache.
+    pub fn flush(&mut self) {
+        for i in 0..self.flows.capacity() as u32 {
+            if let Some(r) = self.flows.live_at(i) {
+                self.remove_megaflow(r);
+            }
+        }
+        self.classifiers.clear();
+        self.emc.clear();
+        self.second.clear();
+    }
+
+    /// Classifies every packet of `batch`; returns the verdicts (also kept
+    /// in the batch). See the module documentation for the tiers.
+    pub fn process_batch<'b, U: Upcall + ?Sized>(
+        &mut self,
+        batch: &'b mut Batch,
+        now_ms: u64,
+        upcall: &mut U,
+    ) -> &'b [Verdict] {
+        let n = batch.len();
+        if n == 0 {
+            return &batch.verdicts[..0];
+        }
+        self.tick(now_ms);
+        let all = batch.all();
+        self.stats.packets_received += n as u64;
+        let Batch {
+            keys,
+            hashes,
+            sizes,
+            verdicts,
+            upcall_actions,
+            ..
+        } = batch;
+        let keys = &keys[..n];
+        let hashes = &hashes[..n];
+        let mut rem = all;
+        let mut refs = [MegaflowRef::NONE; BATCH_SIZE];
+        let emc_on = self.cfg.emc_enable;
+
+        if emc_on {
+            let f = self
+                .emc
+                .lookup_batch(keys, hashes, rem, &self.flows, &mut refs);
+            self.stats.emc_hits += u64::from(f.count_ones());
+            mark(verdicts, &refs, f, Tier::Emc);
+            rem &= !f;
+        }
+
+        if rem != 0 {
+            let (f, tier) = match &self.second {
+                SecondCache::Smc(s) => (
+                    s.lookup_batch(keys, hashes, rem, &self.flows, &mut refs),
+                    Tier::Smc,
+                ),
+                SecondCache::Dfc(d) => (
+                    d.lookup_batch(keys, hashes, rem, &self.flows, &mut refs),
+                    Tier::Dfc,
+                ),
+                SecondCache::Cd(_) | SecondCache::None => (0, Tier::Smc),
+            };
+            if f != 0 {
+                match tier {
+                    Tier::Smc => self.stats.smc_hits += u64::from(f.count_ones()),
+                    _ => self.stats.dfc_hits += u64::from(f.count_ones()),
+                }
+                mark(verdicts, &refs, f, tier);
+                if emc_on {
+                    each(f, |i| {
+                        self.emc
+                            .maybe_insert(&keys[i], hashes[i], refs[i], &self.flows);
+                    });
+                }
+                rem &= !f;
+            }
+        }
+
+        if rem != 0 {
+            rem = self.dpcls_stage(keys, hashes, rem, verdicts);
+        }
+
+        if rem != 0 {
+            self.upcall_stage(keys, hashes, rem, verdicts, upcall_actions, now_ms, upcall);
+        }
+
+        for i in 0..n {
+            if let Verdict::Megaflow { flow, tier } = verdicts[i] {
+                if tier != Tier::Upcall {
+                    self.flows
+                        .account(flow, sizes[i], keys[i].tcp_flags(), now_ms);
+                }
+            }
+        }
+        &batch.verdicts[..n]
+    }
+
+    /// CD-directed and ranked dpcls lookups, per in_port group. Returns the
+    /// packets still unclassified.
+    fn dpcls_stage(
+        &mut self,
+        keys: &[FlowKey],
+        hashes: &[u32],
+        rem: u32,
+        verdicts: &mut [Verdict; BATCH_SIZE],
+    ) -> u32 {
+        let emc_on = self.cfg.emc_enable;
+        let mut left = rem;
+        let mut todo = rem;
+        while todo != 0 {
+            let port = keys[todo.trailing_zeros() as usize].in_port();
+            let grp = port_group(keys, todo, port);
+            todo &= !grp;
+            let Some(ci) = self.classifier_index(port) else {
+                continue;
+            };
+            let cls = &mut self.classifiers[ci].1;
+            let mut idx = [0u32; BATCH_SIZE];
+            let mut sub = [NO_SUBTABLE; BATCH_SIZE];
+            let mut grp_rem = grp;
+            let mut misdirected = 0u32;
+
+            if let SecondCache::Cd(cd) = &mut self.second {
+                if cd.is_active() {
+                    let hinted = cd.lookup_batch(hashes, grp_rem, &mut sub);
+                    let f = cls.lookup_directed(&sub, keys, hinted, &mut idx);
+                    each(f, |j| {
+                        if let Some(r) = self.flows.live_at(idx[j]) {
+                            verdicts[j] = Verdict::Megaflow {
+                                flow: r,
+                                tier: Tier::Cd,
+                            };
+                            self.stats.cd_hits += 1;
+                            cd.record_hit(cls.rank_of(sub[j]).unwrap_or(1), true);
+                            if emc_on {
+                                self.emc.maybe_insert(&keys[j], hashes[j], r, &self.flows);
+                            }
+                            grp_rem &= !(1 << j);
+                        }
+                    });
+                    let missed = hinted & !f;
+                    cd.record_wasted(u64::from(missed.count_ones()));
+                    misdirected |= missed;
+                }
+            }
+
+            if grp_rem == 0 {
+                left &= !grp;
+                continue;
+            }
+            let mut lookups = 0u64;
+            let f = cls.lookup_batch(keys, grp_rem, &mut idx, &mut sub, &mut lookups);
+            self.stats.subtable_lookups += lookups + u64::from((misdirected & f).count_ones());
+            let mut hit = 0u32;
+            each(f, |j| {
+                let Some(r) = self.flows.live_at(idx[j]) else {
+                    return; // unreachable: dpcls entries are live
+                };
+                hit |= 1 << j;
+                verdicts[j] = Verdict::Megaflow {
+                    flow: r,
+                    tier: Tier::Megaflow,
+                };
+                if let SecondCache::Cd(cd) = &mut self.second {
+                    cd.record_hit(cls.rank_of(sub[j]).unwrap_or(1), false);
+                }
+                self.second.fill(hashes[j], r.index, sub[j], &self.flows);
+                if emc_on {
+                    self.emc.maybe_insert(&keys[j], hashes[j], r, &self.flows);
+                }
+            });
+            self.stats.megaflow_hits += u64::from(hit.count_ones());
+            left &= !((grp & !grp_rem) | hit);
+        }
+        left
+    }
+
+    /// Upcalls for the packets of `rem`, in order, installing megaflows.
+    #[allow(clippy::too_many_arguments)]
+    fn upcall_stage<U: Upcall + ?Sized>(
+        &mut self,
+        keys: &[FlowKey],
+        hashes: &[u32],
+        rem: u32,
+        verdicts: &mut [Verdict; BATCH_SIZE],
+        upcall_actions: &mut [DpActions; BATCH_SIZE],
+        now_ms: u64,
+        upcall: &mut U,
+    ) {
+        let emc_on = self.cfg.emc_enable;
+        let mut installed = false;
+        let mut m = rem;
+        while m != 0 {
+            let i = m.trailing_zeros() as usize;
+            m &= m - 1;
+            let key = &keys[i];
+            // An earlier packet of this batch may have installed a megaflow
+            // that covers this one: look again before asking the slow path.
+            if installed {
+                if let Some(ci) = self.classifier_index(key.in_port()) {
+                    let cls = &self.classifiers[ci].1;
+                    if let Some((idx, sub)) = cls.lookup_one(key) {
+                        if let Some(r) = self.flows.live_at(idx) {
+                            verdicts[i] = Verdict::Megaflow {
+                                flow: r,
+                                tier: Tier::Megaflow,
+                            };
+                            self.stats.megaflow_hits += 1;
+                            self.stats.subtable_lookups += cls.rank_of(sub).unwrap_or(1) as u64;
+                            self.second.fill(hashes[i], r.index, sub, &self.flows);
+                            continue;
+                        }
+                    }
+                }
+            }
+            match upcall.upcall(key) {
+                Ok((actions, mask)) => {
+                    if self.flows.len() >= self.cfg.flow_limit {
+                        upcall_actions[i] = actions;
+                        verdicts[i] = Verdict::SlowPath;
+                        self.stats.miss_with_failed_upcall += 1;
+                    } else {
+                        match self.install(key, &mask, actions, now_ms) {
+                            Ok((r, sub)) => {
+                                installed = true;
+                                verdicts[i] = Verdict::Megaflow {
+                                    flow: r,
+                                    tier: Tier::Upcall,
+                                };
+                                self.stats.miss_with_success_upcall += 1;
+                                self.second.fill(hashes[i], r.index, sub, &self.flows);
+                                if emc_on {
+                                    self.emc.maybe_insert(key, hashes[i], r, &self.flows);
+                                }
+                            }
+                            Err(actions) => {
+                                upcall_actions[i] = actions;
+                                verdicts[i] = Verdict::SlowPath;
+                                self.stats.miss_with_failed_upcall += 1;
+                            }
+                        }
+                    }
+                }
+                Err(UpcallError::Failed) => {
+                    verdicts[i] = Verdict::Drop(DropReason::UpcallFailed);
+                    self.stats.miss_with_failed_upcall += 1;
+                }
+                Err(UpcallError::Lost) => {
+                    verdicts[i] = Verdict::Drop(DropReason::Lost);
+                    self.stats.lost += 1;
+                }
+            }
+        }
+    }
+}
+
+/// Calls `f` for each set bit of `m`, lowest first.
+#[inline(always)]
+fn each(mut m: u32, mut f: impl FnMut(usize)) {
+    while m != 0 {
+        let i = m.trailing_zeros() as usize;
+        m &= m - 1;
+        f(i);
+    }
+}
+
+#[inline(always)]
+fn mark(
+    verdicts: &mut [Verdict; BATCH_SIZE],
+    refs: &[MegaflowRef; BATCH_SIZE],
+    f: u32,
+    tier: Tier,
+) {
+    each(f, |i| {
+        verdicts[i] = Verdict::Megaflow {
+            flow: refs[i],
+            tier,
+        }
+    });
+}
