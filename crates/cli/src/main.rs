@@ -5,6 +5,8 @@
 //! This binary is thin: each subcommand lives in its own `cmd_*` module
 //! that parses its arguments (clap) and calls into the library crates.
 
+#![forbid(unsafe_code)]
+
 mod cmd_gen;
 mod cmd_run;
 mod cmd_trace;

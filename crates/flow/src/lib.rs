@@ -12,6 +12,8 @@
 //! It knows nothing of caches or rules, does no I/O and never panics on
 //! packet data.
 
+#![forbid(unsafe_code)]
+
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
 pub mod extract;

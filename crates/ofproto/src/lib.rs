@@ -12,6 +12,8 @@
 //! Works on `FlowKey`s only: it never touches packet bytes, does no I/O and
 //! reads no clock.
 
+#![forbid(unsafe_code)]
+
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
 pub mod action;
