@@ -74,8 +74,18 @@ def rnd_actions(r, proto, table, ntables):
             acts.append("mod_nw_tos:%d" % (r.randrange(8) * 4))
         elif k < 0.93:
             acts.append("in_port")
+        elif k < 0.95 and proto in ("ip", "tcp", "udp", "icmp"):
+            acts.append("set_field:%s->nw_src" % rnd_ip(r))
+        elif k < 0.96 and proto in ("tcp", "udp", "tcp6"):
+            acts.append("set_field:%d->tp_src" % r.choice([1, 5000]))
+        elif k < 0.97:
+            acts.append("mod_vlan_pcp:%d" % r.randint(0, 7))
+        elif k < 0.98 and proto in ("ipv6", "tcp6"):
+            acts.append("set_field:2001:db8::99->ipv6_src")
         else:
             acts.append("push_vlan:0x8100")
+    if table + 1 < ntables and r.random() < 0.15:
+        acts.append("goto_table:%d" % (table + 1))
     if r.random() < 0.1:
         acts = ["drop"]
     return ",".join(acts) if acts else "drop"

@@ -13,7 +13,6 @@
 //! reads no clock.
 
 #![forbid(unsafe_code)]
-
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
 pub mod action;

@@ -235,8 +235,10 @@ impl<L: Lookup> Ctx<'_, L> {
                     if !self.flow.is_ip_any() {
                         continue;
                     }
+                    // As OVS 3.1: an L3 rewrite makes nw_proto significant.
                     let mut m = self.wc.to_key();
                     m.set_nw_ttl(0xff);
+                    m.set_nw_proto(0xff);
                     self.wc = FlowMask::from_key(&m);
                     let ttl = self.flow.nw_ttl();
                     if ttl > 1 {
@@ -355,8 +357,15 @@ impl<L: Lookup> Ctx<'_, L> {
             );
             return;
         }
-        // Reading the prerequisites makes them significant.
-        if is_l4 || !matches!(info.prereq.proto, flowpath_flow::field::ProtoReq::Any) {
+        // Reading the prerequisites makes them significant; like OVS 3.1,
+        // any L3 or L4 rewrite makes nw_proto significant.
+        let is_l3 = matches!(
+            info.prereq.eth,
+            flowpath_flow::field::EthReq::Ip
+                | flowpath_flow::field::EthReq::Ipv4
+                | flowpath_flow::field::EthReq::Ipv6
+        );
+        if is_l3 || is_l4 || !matches!(info.prereq.proto, flowpath_flow::field::ProtoReq::Any) {
             FieldId::NwProto.info().or_mask(&mut self.wc, 0xff);
         }
         info.or_mask(&mut self.wc, mask);
@@ -386,10 +395,9 @@ impl<L: Lookup> Ctx<'_, L> {
             }
             self.emit_set(SetHeader::Eth, key, mask);
         }
-        // OVS skips L3 rewrites when nw_proto is 0 without making nw_proto
-        // significant; flowpath rewrites whatever the protocol, so that
-        // megaflows that leave nw_proto wildcarded stay correct.
-        if self.base.is_ipv4() {
+        // As OVS: no L3 rewrite when nw_proto is 0 (every L3 rewrite has made
+        // nw_proto significant, so megaflows stay correct).
+        if self.flow.nw_proto() != 0 && self.base.is_ipv4() {
             let mut key = FlowKey::zero();
             let mut mask = FlowKey::zero();
             let (f, b) = (&self.flow, &self.base);
@@ -410,7 +418,7 @@ impl<L: Lookup> Ctx<'_, L> {
                 mask.set_nw_ttl(wc.nw_ttl());
             }
             self.emit_set(SetHeader::Ipv4, key, mask);
-        } else if self.base.is_ipv6() {
+        } else if self.flow.nw_proto() != 0 && self.base.is_ipv6() {
             let mut key = FlowKey::zero();
             let mut mask = FlowKey::zero();
             let (f, b) = (&self.flow, &self.base);
