@@ -29,6 +29,10 @@ pub struct Args {
     /// (`none`, or up to three of nw_dst, nw_src, ipv6_dst, ipv6_src).
     #[arg(long, value_name = "FIELDS", default_value = "nw_dst,nw_src")]
     prefixes: String,
+    /// Prefix-tracking fields for one table, overriding --prefixes there:
+    /// `T=FIELDS` (e.g. `1=none`, `2=ipv6_dst`); repeatable.
+    #[arg(long = "table-prefixes", value_name = "T=FIELDS")]
+    table_prefixes: Vec<String>,
     /// Ports that ALL and FLOOD send to (default: every port the rules name).
     #[arg(long, value_name = "P,P,...", value_delimiter = ',')]
     ports: Option<Vec<u32>>,
@@ -62,7 +66,8 @@ pub fn run(args: Args) -> Result<()> {
     } else {
         parse_prefixes(&args.prefixes).context("--prefixes")?
     };
-    let mut tables = RuleTables::new(rules, &prefixes);
+    let per_table = parse_table_prefixes(&args.table_prefixes)?;
+    let mut tables = RuleTables::with_table_prefixes(rules, &prefixes, &per_table);
     if let Some(p) = args.ports {
         tables.set_ports(p);
     }
@@ -105,4 +110,25 @@ pub fn run(args: Args) -> Result<()> {
     }
     out.flush()?;
     Ok(())
+}
+
+/// Parses `--table-prefixes T=FIELDS` values.
+pub fn parse_table_prefixes(items: &[String]) -> Result<Vec<(u8, Vec<flowpath_flow::FieldId>)>> {
+    let mut out = Vec::new();
+    for item in items {
+        let (t, fields) = item.split_once('=').with_context(|| {
+            format!("--table-prefixes '{item}': expected T=FIELDS, e.g. 1=nw_dst")
+        })?;
+        let t: u8 = t
+            .trim()
+            .parse()
+            .ok()
+            .filter(|t| *t < 255)
+            .with_context(|| {
+                format!("--table-prefixes '{item}': '{t}' is not a table number (0 to 254)")
+            })?;
+        let f = parse_prefixes(fields).with_context(|| format!("--table-prefixes '{item}'"))?;
+        out.push((t, f));
+    }
+    Ok(out)
 }

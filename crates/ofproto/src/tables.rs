@@ -60,6 +60,17 @@ impl RuleTables {
     /// Builds the tables from `rules` with prefix tracking on `prefixes`.
     /// The bridge's ports default to those the rules mention.
     pub fn new(rules: Vec<Rule>, prefixes: &[FieldId]) -> Self {
+        Self::with_table_prefixes(rules, prefixes, &[])
+    }
+
+    /// Like [`RuleTables::new`], with per-table prefix fields (OVS's
+    /// `Flow_Table:prefixes` set on one table): `per_table` entries override
+    /// `prefixes` for their table.
+    pub fn with_table_prefixes(
+        rules: Vec<Rule>,
+        prefixes: &[FieldId],
+        per_table: &[(u8, Vec<FieldId>)],
+    ) -> Self {
         let mut dedup: HashMap<(u8, u16, flowpath_flow::Match), usize> = HashMap::new();
         let mut kept: Vec<Option<Rule>> = Vec::with_capacity(rules.len());
         for r in rules {
@@ -73,7 +84,12 @@ impl RuleTables {
         let rules: Vec<Rule> = kept.into_iter().flatten().collect();
         let mut tables: Vec<Option<Classifier>> = vec![None; 256];
         for (i, r) in rules.iter().enumerate() {
-            let t = tables[usize::from(r.table)].get_or_insert_with(|| Classifier::new(prefixes));
+            let fields = per_table
+                .iter()
+                .rev()
+                .find(|(t, _)| *t == r.table)
+                .map_or(prefixes, |(_, f)| f.as_slice());
+            let t = tables[usize::from(r.table)].get_or_insert_with(|| Classifier::new(fields));
             t.insert(&r.matching, r.priority, i as u32);
         }
         let ports = ports_of_rules(&rules);
@@ -110,5 +126,31 @@ impl Lookup for RuleTables {
 
     fn ports(&self) -> &[u32] {
         &self.ports
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::parse::{parse_match, parse_rules};
+    use crate::xlate::xlate;
+
+    #[test]
+    fn per_table_prefixes_override_the_default() {
+        let rules = "table=0,priority=10,actions=resubmit(,1)\n\
+                     table=1,priority=20,ip,nw_dst=10.0.0.0/8,actions=output:2\n\
+                     table=1,priority=0,actions=output:3\n";
+        let k = parse_match("in_port=1,ip,nw_dst=192.168.0.1").unwrap().key;
+        let on = RuleTables::new(parse_rules(rules, None).unwrap(), &[FieldId::NwDst]);
+        let off = RuleTables::with_table_prefixes(
+            parse_rules(rules, None).unwrap(),
+            &[FieldId::NwDst],
+            &[(1, vec![])],
+        );
+        let a = xlate(&on, &k, false);
+        let b = xlate(&off, &k, false);
+        assert_eq!(a.actions, b.actions);
+        assert_eq!(a.megaflow.to_key().nw_dst(), 0x8000_0000);
+        assert_eq!(b.megaflow.to_key().nw_dst(), 0xff00_0000);
     }
 }
