@@ -380,100 +380,65 @@ impl<L: Lookup> Ctx<'_, L> {
     /// Emits the datapath actions that make the packet (`base`) look like
     /// the flow, in OVS's order: Ethernet, L3, L4, then VLAN tags.
     fn commit(&mut self) {
-        let wc = self.wc.to_key();
-        // Ethernet.
-        {
-            let mut key = FlowKey::zero();
-            let mut mask = FlowKey::zero();
-            if self.flow.dl_src() != self.base.dl_src() {
-                key.set_dl_src(self.flow.dl_src());
-                mask.set_dl_src(wc.dl_src());
-            }
-            if self.flow.dl_dst() != self.base.dl_dst() {
-                key.set_dl_dst(self.flow.dl_dst());
-                mask.set_dl_dst(wc.dl_dst());
-            }
-            self.emit_set(SetHeader::Eth, key, mask);
-        }
+        use FieldId::*;
+        // The rewritable fields of each header, as OVS's datapath `set`
+        // attributes group them (the ToS byte is one field: DSCP + ECN).
+        const ETH: &[&[FieldId]] = &[&[EthSrc], &[EthDst]];
+        const IPV4: &[&[FieldId]] = &[&[NwSrc], &[NwDst], &[NwTos, NwEcn], &[NwTtl]];
+        const IPV6: &[&[FieldId]] = &[
+            &[Ipv6Src],
+            &[Ipv6Dst],
+            &[Ipv6Label],
+            &[NwTos, NwEcn],
+            &[NwTtl],
+        ];
+        const L4: &[&[FieldId]] = &[&[TpSrc], &[TpDst]];
+        self.commit_header(SetHeader::Eth, ETH);
         // As OVS: no L3 rewrite when nw_proto is 0 (every L3 rewrite has made
         // nw_proto significant, so megaflows stay correct).
         if self.flow.nw_proto() != 0 && self.base.is_ipv4() {
-            let mut key = FlowKey::zero();
-            let mut mask = FlowKey::zero();
-            let (f, b) = (&self.flow, &self.base);
-            if (f.nw_src() ^ b.nw_src()) & wc.nw_src() != 0 {
-                key.set_nw_src(f.nw_src());
-                mask.set_nw_src(wc.nw_src());
-            }
-            if (f.nw_dst() ^ b.nw_dst()) & wc.nw_dst() != 0 {
-                key.set_nw_dst(f.nw_dst());
-                mask.set_nw_dst(wc.nw_dst());
-            }
-            if (f.nw_tos() ^ b.nw_tos()) & wc.nw_tos() != 0 {
-                key.set_nw_tos(f.nw_tos());
-                mask.set_nw_tos(wc.nw_tos());
-            }
-            if (f.nw_ttl() ^ b.nw_ttl()) & wc.nw_ttl() != 0 {
-                key.set_nw_ttl(f.nw_ttl());
-                mask.set_nw_ttl(wc.nw_ttl());
-            }
-            self.emit_set(SetHeader::Ipv4, key, mask);
+            self.commit_header(SetHeader::Ipv4, IPV4);
         } else if self.flow.nw_proto() != 0 && self.base.is_ipv6() {
-            let mut key = FlowKey::zero();
-            let mut mask = FlowKey::zero();
-            let (f, b) = (&self.flow, &self.base);
-            if (f.ipv6_src() ^ b.ipv6_src()) & wc.ipv6_src() != 0 {
-                key.set_ipv6_src(f.ipv6_src());
-                mask.set_ipv6_src(wc.ipv6_src());
-            }
-            if (f.ipv6_dst() ^ b.ipv6_dst()) & wc.ipv6_dst() != 0 {
-                key.set_ipv6_dst(f.ipv6_dst());
-                mask.set_ipv6_dst(wc.ipv6_dst());
-            }
-            if (f.ipv6_label() ^ b.ipv6_label()) & wc.ipv6_label() != 0 {
-                key.set_ipv6_label(f.ipv6_label());
-                mask.set_ipv6_label(wc.ipv6_label());
-            }
-            if (f.nw_tos() ^ b.nw_tos()) & wc.nw_tos() != 0 {
-                key.set_nw_tos(f.nw_tos());
-                mask.set_nw_tos(wc.nw_tos());
-            }
-            if (f.nw_ttl() ^ b.nw_ttl()) & wc.nw_ttl() != 0 {
-                key.set_nw_ttl(f.nw_ttl());
-                mask.set_nw_ttl(wc.nw_ttl());
-            }
-            self.emit_set(SetHeader::Ipv6, key, mask);
+            self.commit_header(SetHeader::Ipv6, IPV6);
         }
         if self.flow.nw_proto() != 0
             && self.base.is_ip_any()
             && self.base.nw_frag() & FRAG_LATER == 0
         {
-            let header = match self.flow.nw_proto() {
-                6 => Some(SetHeader::Tcp),
-                17 => Some(SetHeader::Udp),
-                132 => Some(SetHeader::Sctp),
-                _ => None,
-            };
-            if let Some(h) = header {
-                let mut key = FlowKey::zero();
-                let mut mask = FlowKey::zero();
-                let (f, b) = (&self.flow, &self.base);
-                if (f.tp_src() ^ b.tp_src()) & wc.tp_src() != 0 {
-                    key.set_tp_src(f.tp_src());
-                    mask.set_tp_src(wc.tp_src());
-                }
-                if (f.tp_dst() ^ b.tp_dst()) & wc.tp_dst() != 0 {
-                    key.set_tp_dst(f.tp_dst());
-                    mask.set_tp_dst(wc.tp_dst());
-                }
-                self.emit_set(h, key, mask);
+            match self.flow.nw_proto() {
+                6 => self.commit_header(SetHeader::Tcp, L4),
+                17 => self.commit_header(SetHeader::Udp, L4),
+                132 => self.commit_header(SetHeader::Sctp, L4),
+                _ => {}
             }
         }
         self.commit_vlan();
     }
 
-    fn emit_set(&mut self, header: SetHeader, key: FlowKey, mask: FlowKey) {
-        let mask = FlowMask::from_key(&mask);
+    /// Emits one `set` for `header` carrying every field (group) whose
+    /// significant bits differ between the flow and the datapath packet;
+    /// each such field is written under its megaflow mask, as OVS's masked
+    /// set actions do.
+    fn commit_header(&mut self, header: SetHeader, fields: &[&[FieldId]]) {
+        let mut key = FlowKey::zero();
+        let mut mask = FlowMask::catchall();
+        for group in fields {
+            let mut m = FlowMask::catchall();
+            for f in group.iter() {
+                m.or_assign(&f.info().storage_mask());
+            }
+            let m = m.intersect(&self.wc);
+            if !self.flow.eq_masked(&self.base, &m) {
+                for i in 0..flowpath_flow::FLOW_WORDS {
+                    key.w[i] |= self.flow.w[i] & m.w[i];
+                }
+                mask.or_assign(&m);
+            }
+        }
+        self.emit_set(header, key, mask);
+    }
+
+    fn emit_set(&mut self, header: SetHeader, key: FlowKey, mask: FlowMask) {
         if mask.is_catchall() {
             return;
         }
