@@ -7,6 +7,7 @@
 
 #![forbid(unsafe_code)]
 
+mod cmd_bench;
 mod cmd_gen;
 mod cmd_run;
 mod cmd_trace;
@@ -31,6 +32,10 @@ enum Command {
     Run(cmd_run::Args),
     /// Generate a workload (capture + matching rules).
     Gen(cmd_gen::Args),
+    /// Benchmark the datapath: replay workloads from memory on one pinned
+    /// core and report Mpps, cycles per packet and hits per tier, per
+    /// configuration.
+    Bench(cmd_bench::Args),
 }
 
 fn main() {
@@ -39,6 +44,7 @@ fn main() {
         Command::Trace(a) => cmd_trace::run(a),
         Command::Run(a) => cmd_run::run(a),
         Command::Gen(a) => cmd_gen::run(a),
+        Command::Bench(a) => cmd_bench::run(a),
     };
     if let Err(e) = result {
         eprintln!("flowpath: {e:#}");

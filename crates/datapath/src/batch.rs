@@ -145,6 +145,29 @@ impl Batch {
         Ok(())
     }
 
+    /// Adds a packet whose key `fill` writes in place (e.g. with
+    /// `flowpath_flow::extract::extract_into`), hashing it with
+    /// [`packet_hash`]; returns the packet's index. The key slot is handed
+    /// to `fill` as it was left by an earlier packet: `fill` must write
+    /// every word. Writing in place saves a 128-byte copy per packet.
+    #[inline]
+    pub fn push_with(
+        &mut self,
+        bytes: u32,
+        fill: impl FnOnce(&mut FlowKey),
+    ) -> Result<usize, BatchFull> {
+        if self.len == BATCH_SIZE {
+            return Err(BatchFull);
+        }
+        let i = self.len;
+        fill(&mut self.keys[i]);
+        self.hashes[i] = packet_hash(&self.keys[i]);
+        self.sizes[i] = bytes;
+        self.verdicts[i] = Verdict::Pending;
+        self.len += 1;
+        Ok(i)
+    }
+
     /// Adds a packet, hashing its key with [`packet_hash`].
     #[inline]
     pub fn push(&mut self, key: FlowKey, bytes: u32) -> Result<(), BatchFull> {
@@ -209,5 +232,11 @@ mod tests {
         b.push(FlowKey::zero(), 1).unwrap();
         assert_eq!(b.all(), 1);
         assert_eq!(b.verdicts(), &[Verdict::Pending]);
+        let mut k = FlowKey::zero();
+        k.set_nw_dst(7);
+        assert_eq!(b.push_with(60, |slot| *slot = k), Ok(1));
+        assert_eq!(b.keys()[1], k);
+        assert_eq!(b.hashes()[1], packet_hash(&k));
+        assert_eq!(b.len(), 2);
     }
 }

@@ -33,7 +33,8 @@
 //!
 //! | hash | ns/key |
 //! |---|---|
-//! | `packet_hash` (full key, 14 words) | 4.0 |
+//! | `packet_hash` (full key, 14 words, all folded) | 4.0 |
+//! | `packet_hash`, words 5..14 folded only when non-zero (IPv4 keys; re-measured 5.9 → 2.7 on a later, busier day, same bench) | 1.8 (scaled) |
 //! | `rss5_hash` (IPv4 5-tuple) | 1.7 |
 //! | `hash_compact`, 3 words (a subtable's hash) | 1.5 |
 //! | CRC32C (`crc32q` ×14, SSE 4.2, standalone test program) | 3.1 |
@@ -92,12 +93,29 @@ fn finish(acc: u64, len: usize) -> u32 {
 }
 
 /// The per-packet hash over the whole key (words 0..14). See the module doc.
+///
+/// Words 0..5 (in_port, dl_type, nw_proto, nw_frag, IPv4/ARP addresses,
+/// ports, TCP flags, ToS, TTL, both MACs and VLAN tags) are set in nearly
+/// every key and are always mixed in (three folded multiplies). Words
+/// 5..14 (ARP/ND link-layer addresses, IPv6 label and addresses, ND
+/// target) are all zero for IPv4 traffic: they are mixed in (five more
+/// multiplies) only when one of them is non-zero, which one OR-reduction
+/// decides. Every word still counts: two keys that differ anywhere in
+/// words 0..14 get independent-looking hashes.
 #[inline]
 pub fn packet_hash(key: &FlowKey) -> u32 {
     let w = &key.w;
-    let mut acc = 0u64;
-    for p in 0..7 {
-        acc = acc.wrapping_add(fold(w[2 * p] ^ S[2 * p], w[2 * p + 1] ^ S[2 * p + 1]));
+    let mut acc = fold(w[0] ^ S[0], w[1] ^ S[1])
+        .wrapping_add(fold(w[2] ^ S[2], w[3] ^ S[3]))
+        .wrapping_add(fold(w[4] ^ S[4], S[5]));
+    let rest = w[5] | w[6] | w[7] | w[8] | w[9] | w[10] | w[11] | w[12] | w[13];
+    if rest != 0 {
+        acc = acc
+            .wrapping_add(fold(w[5] ^ S[6], w[6] ^ S[7]))
+            .wrapping_add(fold(w[7] ^ S[8], w[8] ^ S[9]))
+            .wrapping_add(fold(w[9] ^ S[10], w[10] ^ S[11]))
+            .wrapping_add(fold(w[11] ^ S[12], w[12] ^ S[13]))
+            .wrapping_add(fold(w[13] ^ S[14], S[15]));
     }
     finish(acc, 14)
 }

@@ -25,6 +25,9 @@
 //! | [`smc`], [`dfc`], [`cd`] | the second-level caches |
 //! | [`batch`], [`pipeline`], [`upcall`] | the cascade and its interfaces |
 //! | [`config`], [`stats`] | run-time knobs, counters |
+//! | [`packet`], [`execute`] | packet buffers with headroom; actions on bytes, outputs per port |
+//! | [`slowpath`] | the rule tables behind the upcall; revalidation |
+//! | [`switch`] | the worker loop: frames in, cascade, actions, frames out |
 //!
 //! Rules of the crate: no I/O, no clock reads, no locks and no allocation on
 //! the packet path (time and cycles are arguments); caches store indices,
@@ -40,17 +43,25 @@ pub mod dfc;
 pub mod dpcls;
 mod dump;
 pub mod emc;
+pub mod execute;
 pub mod hash;
 pub mod megaflow;
+pub mod packet;
 pub mod pipeline;
+pub mod slowpath;
 pub mod smc;
 pub mod stats;
 pub mod subtable;
+pub mod switch;
 pub mod upcall;
 
 pub use batch::{Batch, BatchFull, DropReason, Tier, Verdict, BATCH_SIZE};
 pub use config::{Config, ConfigError, SecondLevel};
+pub use execute::{NullSink, OutPacket, Outputs, PortSink};
 pub use megaflow::{Megaflow, MegaflowRef, MegaflowStats};
+pub use packet::PacketBuf;
 pub use pipeline::{Datapath, EXACT_MASK};
+pub use slowpath::SlowPath;
 pub use stats::{PmdStats, PmdStatsReport};
+pub use switch::Switch;
 pub use upcall::{Upcall, UpcallError};

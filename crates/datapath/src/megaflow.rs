@@ -306,6 +306,25 @@ impl MegaflowTable {
         s.tcp_flags |= tcp_flags;
     }
 
+    /// Counts `packets` hits totalling `bytes` at once (a run of
+    /// consecutive packets of one batch that hit the same megaflow). `r`
+    /// must be live.
+    #[inline(always)]
+    pub fn account_n(
+        &mut self,
+        r: MegaflowRef,
+        packets: u64,
+        bytes: u64,
+        tcp_flags: u16,
+        now_ms: u64,
+    ) {
+        let s = &mut self.stats[r.index as usize];
+        s.packets += packets;
+        s.bytes += bytes;
+        s.used_ms = Some(now_ms);
+        s.tcp_flags |= tcp_flags;
+    }
+
     /// Frees the slot of `r` and returns its megaflow's (in_port,
     /// subtable, key) so the caller can remove it from its dpcls; `None`
     /// if `r` is stale.

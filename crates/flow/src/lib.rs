@@ -13,7 +13,6 @@
 //! packet data.
 
 #![forbid(unsafe_code)]
-
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
 pub mod extract;

@@ -20,9 +20,11 @@
 //! Later: in-memory replay ring, AF_PACKET, AF_XDP (all `unsafe` syscalls
 //! of the workspace will live in this crate).
 
+pub mod affinity;
 pub mod error;
 pub mod frames;
 pub mod reader;
+pub mod tsc;
 pub mod writer;
 
 pub use error::IoError;

@@ -1,0 +1,345 @@
+//! The replay loop: a workload through the whole datapath, from memory, on
+//! the calling thread.
+//!
+//! What one run does, per configuration: a fresh worker
+//! ([`flowpath_datapath::switch::Switch`], the same glue `flowpath run`
+//! uses); then, as a PMD thread polls its rx queues, it takes bursts of
+//! [`BATCH_SIZE`] frames from each input port in turn (round robin; a
+//! port's frames are a ring, as DPDK `net_pcap` with `infinite_rx=1`). The
+//! switch copies each frame into an rx buffer (what `net_pcap` does into a
+//! fresh mbuf, or a NIC by DMA), extracts its flow key and hash, classifies
+//! the batch (`Datapath::process_batch`, upcalls translated by the rule
+//! tables inline, as the PMD does) and executes the actions; outputs go to
+//! a counting sink (OVS's `net_null` port). Between bursts it does its
+//! housekeeping (idle expiry). First for the warm-up interval, then, after
+//! the statistics are cleared, for the measured interval.
+//!
+//! Cycles: the whole loop is "processing" (the source never runs dry, so
+//! there is no idle time, as in the harness where idle ≈ 0 %). The
+//! interval's wall time is converted to TSC cycles at the machine's TSC
+//! rate, so `avg_processing_cycles_per_packet` is in the same unit as OVS's
+//! `pmd-stats-show` (TSC cycles) and Mpps = TSC rate / cycles per packet.
+//!
+//! Time is read here, by the benchmark, never by the datapath: `now_ms`
+//! is passed in (subtable re-ranking and the CD's adaptation use it).
+//!
+//! Threads: runs on the caller's thread; pin it first
+//! ([`flowpath_io::affinity`]).
+
+use crate::grid::BenchConfig;
+use crate::result::BenchResult;
+use crate::workload::Workload;
+use flowpath_datapath::execute::NullSink;
+use flowpath_datapath::switch::Switch;
+use flowpath_datapath::{ConfigError, BATCH_SIZE};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Default warm-up.
+pub const DEFAULT_WARMUP: Duration = Duration::from_millis(500);
+/// Default measured interval.
+pub const DEFAULT_DURATION: Duration = Duration::from_millis(1500);
+/// TSC rate assumed when none can be detected (this project's reference
+/// machine).
+pub const FALLBACK_TSC_MHZ: f64 = 2600.0;
+
+/// How long to run, and how to convert time to cycles.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RunOptions {
+    /// Warm-up before the statistics are cleared.
+    pub warmup: Duration,
+    /// Length of one measured interval.
+    pub duration: Duration,
+    /// Measured intervals, back to back after one warm-up (as the OVS
+    /// harness's `-r`); `mpps` is their mean.
+    pub intervals: u32,
+    /// TSC rate in MHz.
+    pub tsc_mhz: f64,
+}
+
+impl Default for RunOptions {
+    fn default() -> Self {
+        RunOptions {
+            warmup: DEFAULT_WARMUP,
+            duration: DEFAULT_DURATION,
+            intervals: 1,
+            tsc_mhz: detect_tsc_mhz().unwrap_or(FALLBACK_TSC_MHZ),
+        }
+    }
+}
+
+/// The TSC rate as the kernel reported it at boot (`tsc: Detected X MHz`
+/// in the kernel log, as the OVS harness reads it), else the first `cpu
+/// MHz` of `/proc/cpuinfo`.
+pub fn detect_tsc_mhz() -> Option<f64> {
+    let from_dmesg = std::process::Command::new("dmesg")
+        .output()
+        .ok()
+        .and_then(|o| {
+            let text = String::from_utf8_lossy(&o.stdout).to_string();
+            text.lines()
+                .rev()
+                .find_map(|l| l.split("tsc: Detected ").nth(1))
+                .and_then(|r| r.split_whitespace().next())
+                .and_then(|v| v.parse::<f64>().ok())
+        });
+    from_dmesg.or_else(|| {
+        let text = std::fs::read_to_string("/proc/cpuinfo").ok()?;
+        text.lines()
+            .find(|l| l.starts_with("cpu MHz"))
+            .and_then(|l| l.split(':').nth(1))
+            .and_then(|v| v.trim().parse().ok())
+    })
+}
+
+/// The state of one replay: the worker ([`Switch`]: rx buffers, extract,
+/// cascade, slow path, action execution), the output sink, port cursors.
+struct Replay<'w> {
+    w: &'w Workload,
+    sw: Switch,
+    sink: NullSink,
+    cursors: Vec<usize>,
+    port: usize,
+}
+
+impl<'w> Replay<'w> {
+    fn new(w: &'w Workload, cfg: &BenchConfig) -> Result<Self, ConfigError> {
+        Ok(Replay {
+            w,
+            sw: Switch::with_rules(cfg.dp.clone(), Arc::clone(&w.tables))?,
+            sink: NullSink::default(),
+            cursors: vec![0; w.ports.len()],
+            port: 0,
+        })
+    }
+
+    /// One rx burst from the next port: copy, extract, classify, execute.
+    #[inline(never)]
+    fn burst(&mut self, now_ms: u64) {
+        let pi = self.port;
+        self.port = if pi + 1 == self.w.ports.len() {
+            0
+        } else {
+            pi + 1
+        };
+        let port = &self.w.ports[pi];
+        let n_frames = port.len();
+        let mut cur = self.cursors[pi];
+        for _ in 0..BATCH_SIZE {
+            // Cannot fail: the batch is flushed after BATCH_SIZE pushes.
+            let _ = self.sw.push(port.in_port, port.frame(cur), 0);
+            cur += 1;
+            if cur == n_frames {
+                cur = 0;
+            }
+        }
+        self.cursors[pi] = cur;
+        self.sw.flush(now_ms, &mut self.sink);
+        self.sw.housekeeping(now_ms);
+    }
+
+    /// Bursts until `until` has passed; returns the time of the last
+    /// clock read. `t0` is the start of the run (for `now_ms`).
+    fn run_until(&mut self, t0: Instant, until: Instant) -> Instant {
+        loop {
+            let now = Instant::now();
+            if now >= until {
+                return now;
+            }
+            let now_ms = now.duration_since(t0).as_millis() as u64;
+            self.burst(now_ms);
+        }
+    }
+}
+
+/// Why a run failed.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// The configuration is invalid.
+    #[error("{0}")]
+    Config(#[from] ConfigError),
+    /// The workload has no input port.
+    #[error("workload {0} has no packets")]
+    Empty(String),
+}
+
+/// Replays `w` under `cfg`: warm-up, then the measured interval. See the
+/// module documentation.
+pub fn run(w: &Workload, cfg: &BenchConfig, opts: &RunOptions) -> Result<BenchResult, RunError> {
+    if w.ports.is_empty() || w.ports.iter().any(|p| p.is_empty()) {
+        return Err(RunError::Empty(w.spec.name()));
+    }
+    let mut r = Replay::new(w, cfg)?;
+    let t0 = Instant::now();
+    let warm_end = r.run_until(t0, t0 + opts.warmup);
+    r.sw.clear_stats();
+    r.sink = NullSink::default();
+    let cpu0 = flowpath_io::affinity::thread_cpu_time_ns();
+    let start = Instant::now().max(warm_end);
+    let mut interval_mpps = Vec::new();
+    let mut t = start;
+    let mut seen = 0u64;
+    for _ in 0..opts.intervals.max(1) {
+        let end = r.run_until(t0, t + opts.duration);
+        let received = r.sw.report().packets_received;
+        let secs = end.duration_since(t).as_secs_f64();
+        if secs > 0.0 {
+            interval_mpps.push((received - seen) as f64 / secs / 1e6);
+        }
+        seen = received;
+        t = end;
+    }
+    let cpu1 = flowpath_io::affinity::thread_cpu_time_ns();
+    let elapsed = t.duration_since(start);
+    let secs = elapsed.as_secs_f64();
+    let cycles = (secs * opts.tsc_mhz * 1e6) as u64;
+    r.sw.add_processing_cycles(cycles);
+    let stats = r.sw.report();
+    let mpps = if interval_mpps.is_empty() {
+        0.0
+    } else {
+        interval_mpps.iter().sum::<f64>() / interval_mpps.len() as f64
+    };
+    let oncpu_pct = match (cpu0, cpu1) {
+        (Some(a), Some(b)) if elapsed.as_nanos() > 0 => {
+            Some(100.0 * (b.saturating_sub(a)) as f64 / elapsed.as_nanos() as f64)
+        }
+        _ => None,
+    };
+    Ok(BenchResult {
+        workload: w.spec.name(),
+        config: cfg.label.clone(),
+        mpps,
+        stats,
+        flows: w.spec.flow_count(),
+        family: w.spec.family(),
+        input_ports: w.ports.len(),
+        pcap_packets: w.packet_count(),
+        measured_s: secs,
+        mpps_intervals: interval_mpps,
+        tx_packets: r.sink.packets,
+        oncpu_pct,
+        tsc_mhz: opts.tsc_mhz,
+    })
+}
+
+/// How fast an EMC fills: packets replayed from a fresh datapath until
+/// `target` of the EMC's entries hold live megaflows.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct EmcFill {
+    /// Workload name.
+    pub workload: String,
+    /// Configuration label.
+    pub config: String,
+    /// Fraction of the entries aimed for.
+    pub target: f64,
+    /// Packets it took, or `None` if `max_packets` were not enough.
+    pub packets: Option<u64>,
+    /// Occupancy reached (fraction of entries) when the run stopped.
+    pub occupancy: f64,
+}
+
+/// Replays `w` under `cfg` (untimed) until the EMC is `target` full,
+/// checking every 1024 packets, for at most `max_packets`.
+pub fn emc_fill(
+    w: &Workload,
+    cfg: &BenchConfig,
+    target: f64,
+    max_packets: u64,
+) -> Result<EmcFill, RunError> {
+    if w.ports.is_empty() || w.ports.iter().any(|p| p.is_empty()) {
+        return Err(RunError::Empty(w.spec.name()));
+    }
+    let mut r = Replay::new(w, cfg)?;
+    let entries = r.sw.datapath().emc_entries() as f64;
+    let mut bursts = 0u64;
+    let mut occ = 0.0;
+    let packets = loop {
+        let sent = r.sw.datapath().stats().packets_received;
+        if bursts.is_multiple_of(32) {
+            occ = r.sw.datapath().emc_occupancy() as f64 / entries;
+            if occ >= target {
+                break Some(sent);
+            }
+        }
+        if sent >= max_packets {
+            break None;
+        }
+        r.burst(bursts);
+        bursts += 1;
+    };
+    Ok(EmcFill {
+        workload: w.spec.name(),
+        config: cfg.label.clone(),
+        target,
+        packets,
+        occupancy: occ,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::grid::parse_config;
+    use crate::workload::{load, WorkloadSpec};
+    use flowpath_trafficgen::Order;
+
+    fn short() -> RunOptions {
+        RunOptions {
+            warmup: Duration::from_millis(5),
+            duration: Duration::from_millis(20),
+            intervals: 1,
+            tsc_mhz: 2600.0,
+        }
+    }
+
+    #[test]
+    fn tiers_add_up_and_emc_takes_few_flows() {
+        let w = load(&WorkloadSpec::Flows {
+            flows: 16,
+            order: Order::RoundRobin,
+        })
+        .unwrap();
+        let r = run(&w, &parse_config("emc:1").unwrap(), &short()).unwrap();
+        assert!(r.is_consistent(), "{r:?}");
+        assert!(r.stats.packets_received > 0);
+        assert!(r.pct(r.stats.emc_hits) > 99.0, "{r:?}");
+        assert_eq!(r.tx_packets, r.stats.packets_received, "all udp → output:2");
+        assert_eq!(r.stats.megaflows, 1);
+        assert!(r.mpps > 0.0);
+        let cyc = r.stats.avg_processing_cycles_per_packet;
+        assert!((r.mpps * cyc - 2600.0).abs() < 1.0, "Mpps = TSC / cycles");
+        let mut o = short();
+        o.intervals = 3;
+        let r = run(&w, &parse_config("emc").unwrap(), &o).unwrap();
+        assert_eq!(r.mpps_intervals.len(), 3);
+        assert!(r.is_consistent());
+    }
+
+    #[test]
+    fn no_caches_and_subtables() {
+        let w = load(&WorkloadSpec::Subtables {
+            subtables: 5,
+            dsts: 100,
+        })
+        .unwrap();
+        let r = run(&w, &parse_config("none").unwrap(), &short()).unwrap();
+        assert!(r.is_consistent());
+        assert_eq!(r.stats.emc_hits + r.second_level_hits(), 0);
+        assert_eq!(r.stats.megaflows, 5);
+        assert!(r.stats.avg_subtable_lookups_per_megaflow_hit >= 1.0);
+    }
+
+    #[test]
+    fn emc_fills() {
+        let w = load(&WorkloadSpec::Flows {
+            flows: 20_000,
+            order: Order::RoundRobin,
+        })
+        .unwrap();
+        let f = emc_fill(&w, &parse_config("emc:1").unwrap(), 0.5, 1_000_000).unwrap();
+        assert!(f.packets.is_some_and(|p| p < 200_000), "{f:?}");
+        let f = emc_fill(&w, &parse_config("emc:0").unwrap(), 0.5, 10_000).unwrap();
+        assert_eq!(f.packets, None);
+    }
+}

@@ -1,0 +1,370 @@
+//! Workloads held in memory for replay: the frames of each input port and
+//! the rule tables they are classified against.
+//!
+//! What: a [`WorkloadSpec`] names a workload — one of the generated
+//! profiles of `flowpath-trafficgen` (`flows`, `subtables`, `nmap`) or a
+//! capture plus an `ovs-ofctl add-flows` rule file — and [`load`] turns it
+//! into a [`Workload`]: per input port, all frames back to back in one
+//! buffer, plus the parsed [`RuleTables`].
+//!
+//! Why ports: the OVS-DPDK reference harness feeds DPDK's `net_pcap` from
+//! memory, and one such port holds at most 250,000 packets, so its
+//! workloads above that are split into parts (`gen-pcap.py
+//! --max-per-file`, listed in a `.parts` file), one input port each, with
+//! OpenFlow port numbers 1, 11, 12, 13, polled round robin by the one PMD.
+//! In_port is part of every datapath flow, so the split changes the number
+//! of megaflows (×4 for a 1M-packet workload). Generated workloads are
+//! split exactly as `gen-pcap.py` splits them, so that both switches
+//! classify the same packets on the same ports.
+//!
+//! Invariants: every port has at least one frame; `offsets` has one more
+//! entry than there are frames and is non-decreasing.
+
+use flowpath_io::load_ethernet_frames;
+use flowpath_ofproto::classifier::DEFAULT_PREFIXES;
+use flowpath_ofproto::parse::parse_rules;
+use flowpath_ofproto::tables::RuleTables;
+use flowpath_trafficgen::{
+    generate, FlowsSpec, NmapRuleSet, NmapSpec, Options, Order, Profile, ScanOrder, SubtablesSpec,
+};
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// Most packets per input port (the harness's `--max-per-file`).
+pub const MAX_PER_PORT: usize = 250_000;
+
+/// The OpenFlow/datapath port number of input part `i` (as the harness:
+/// 1, 11, 12, 13, ...).
+pub fn part_port(i: usize) -> u32 {
+    if i == 0 {
+        1
+    } else {
+        10 + i as u32
+    }
+}
+
+/// A workload to load.
+#[derive(Clone, Debug, PartialEq)]
+pub enum WorkloadSpec {
+    /// `flows`: N UDP flows in the given order (rule `udp → output:2`).
+    Flows {
+        /// Number of flows.
+        flows: u64,
+        /// Packet order.
+        order: Order,
+    },
+    /// `subtables`: S rules with S masks, S×D flows, uniform order.
+    Subtables {
+        /// Number of rules / subtables (S).
+        subtables: u64,
+        /// Destinations per rule (D).
+        dsts: u64,
+    },
+    /// `nmap`: SYN scan of H hosts × ports 1..P, random order, rule set
+    /// `port90` (drop tp_dst=90, else output:2).
+    Nmap {
+        /// Hosts (H).
+        hosts: u64,
+        /// Ports per host (P).
+        ports: u64,
+    },
+    /// A capture (`.pcap`/`.pcapng`, or a `.parts` list of captures, one
+    /// input port each) and its rules.
+    Pcap {
+        /// The capture or `.parts` file.
+        pcap: PathBuf,
+        /// The `ovs-ofctl add-flows` file.
+        rules: PathBuf,
+    },
+}
+
+impl WorkloadSpec {
+    /// The row name: `flows-rr-1000`, `subtables-20x50000`,
+    /// `nmap-15x65535`, or the capture's file stem.
+    pub fn name(&self) -> String {
+        match self {
+            WorkloadSpec::Flows { flows, order } => format!("flows-{order}-{flows}"),
+            WorkloadSpec::Subtables { subtables, dsts } => {
+                format!("subtables-{subtables}x{dsts}")
+            }
+            WorkloadSpec::Nmap { hosts, ports } => format!("nmap-{hosts}x{ports}"),
+            WorkloadSpec::Pcap { pcap, .. } => pcap
+                .file_name()
+                .map(|n| n.to_string_lossy().to_string())
+                .map(|n| {
+                    n.trim_end_matches(".parts")
+                        .trim_end_matches(".pcapng")
+                        .trim_end_matches(".pcap")
+                        .to_string()
+                })
+                .unwrap_or_else(|| pcap.display().to_string()),
+        }
+    }
+
+    /// Number of distinct flows, when known (the x axis of plots).
+    pub fn flow_count(&self) -> Option<u64> {
+        match self {
+            WorkloadSpec::Flows { flows, .. } => Some(*flows),
+            WorkloadSpec::Subtables { subtables, dsts } => Some(subtables * dsts),
+            WorkloadSpec::Nmap { hosts, ports } => Some(hosts * ports),
+            WorkloadSpec::Pcap { .. } => None,
+        }
+    }
+
+    /// The family of the workload: what a plot draws as one line
+    /// (`flows-rr`, `subtables-20`, `nmap`, `pcap`).
+    pub fn family(&self) -> String {
+        match self {
+            WorkloadSpec::Flows { order, .. } => format!("flows-{order}"),
+            WorkloadSpec::Subtables { subtables, .. } => format!("subtables-{subtables}"),
+            WorkloadSpec::Nmap { .. } => "nmap".into(),
+            WorkloadSpec::Pcap { .. } => "pcap".into(),
+        }
+    }
+}
+
+impl fmt::Display for WorkloadSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.name())
+    }
+}
+
+/// Why a workload could not be loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum WorkloadError {
+    /// The generator refused the parameters.
+    #[error("{0}")]
+    Generate(#[from] flowpath_trafficgen::Error),
+    /// A file could not be read.
+    #[error("cannot read {path}: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// A capture could not be loaded.
+    #[error("{0}")]
+    Capture(#[from] flowpath_io::IoError),
+    /// The rules did not parse.
+    #[error("{0}")]
+    Rules(String),
+    /// A capture or `.parts` list holds no packet.
+    #[error("{0}: no packets")]
+    Empty(PathBuf),
+}
+
+/// The frames one input port replays.
+#[derive(Clone, Debug)]
+pub struct PortTraffic {
+    /// Datapath port number the frames arrive on.
+    pub in_port: u32,
+    /// All frames back to back.
+    pub data: Vec<u8>,
+    /// Frame `i` is `data[offsets[i]..offsets[i + 1]]`.
+    pub offsets: Vec<usize>,
+}
+
+impl PortTraffic {
+    /// Number of frames.
+    pub fn len(&self) -> usize {
+        self.offsets.len() - 1
+    }
+
+    /// True when there is no frame (never, for a loaded workload).
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Frame `i` (`i < len()`).
+    #[inline(always)]
+    pub fn frame(&self, i: usize) -> &[u8] {
+        &self.data[self.offsets[i]..self.offsets[i + 1]]
+    }
+}
+
+/// A loaded workload. See the module documentation.
+#[derive(Debug)]
+pub struct Workload {
+    /// What was loaded.
+    pub spec: WorkloadSpec,
+    /// The input ports, in polling order.
+    pub ports: Vec<PortTraffic>,
+    /// The rules, parsed (shared with the slow path of every run).
+    pub tables: Arc<RuleTables>,
+    /// The rules as text (one per line).
+    pub rules_text: String,
+}
+
+impl Workload {
+    /// Total number of frames over all ports.
+    pub fn packet_count(&self) -> usize {
+        self.ports.iter().map(PortTraffic::len).sum()
+    }
+}
+
+/// Sizes of the parts `total` packets are split into, as `gen-pcap.py`
+/// (`ceil(total / max)` parts, the first `total % parts` one larger).
+pub fn part_sizes(total: usize, max: usize) -> Vec<usize> {
+    let n = total.div_ceil(max.max(1)).max(1);
+    let (base, rem) = (total / n, total % n);
+    (0..n).map(|i| base + usize::from(i < rem)).collect()
+}
+
+fn parse_tables(text: &str, name: &str) -> Result<Arc<RuleTables>, WorkloadError> {
+    let rules = parse_rules(text, Some(name)).map_err(|e| WorkloadError::Rules(e.to_string()))?;
+    Ok(Arc::new(RuleTables::new(rules, DEFAULT_PREFIXES)))
+}
+
+/// Loads `spec` into memory.
+pub fn load(spec: &WorkloadSpec) -> Result<Workload, WorkloadError> {
+    let profile = match spec {
+        WorkloadSpec::Flows { flows, order } => Profile::Flows(FlowsSpec {
+            flows: *flows,
+            order: *order,
+        }),
+        WorkloadSpec::Subtables { subtables, dsts } => Profile::Subtables(SubtablesSpec {
+            subtables: *subtables,
+            dsts: *dsts,
+        }),
+        WorkloadSpec::Nmap { hosts, ports } => Profile::Nmap(NmapSpec {
+            hosts: *hosts,
+            ports: *ports,
+            order: ScanOrder::Random,
+            rules: NmapRuleSet::Port90,
+        }),
+        WorkloadSpec::Pcap { pcap, rules } => return load_capture(spec, pcap, rules),
+    };
+    let w = generate(&profile, &Options::default())?;
+    let frames = w.flow_frames();
+    let seq = w.sequence();
+    let mut ports = Vec::new();
+    let mut start = 0;
+    for (i, n) in part_sizes(seq.len(), MAX_PER_PORT).into_iter().enumerate() {
+        let mut p = PortTraffic {
+            in_port: part_port(i),
+            data: Vec::with_capacity(n * w.frame_len()),
+            offsets: Vec::with_capacity(n + 1),
+        };
+        p.offsets.push(0);
+        for &f in &seq[start..start + n] {
+            // Workload invariant: every sequence entry indexes a frame.
+            p.data
+                .extend_from_slice(frames.get(f as usize).unwrap_or_default());
+            p.offsets.push(p.data.len());
+        }
+        start += n;
+        ports.push(p);
+    }
+    let rules_text = w.rules_text();
+    let tables = parse_tables(&rules_text, &spec.name())?;
+    Ok(Workload {
+        spec: spec.clone(),
+        ports,
+        tables,
+        rules_text,
+    })
+}
+
+/// The captures a path names: the files of a `.parts` list (relative to
+/// the list), or the path itself.
+pub fn capture_parts(pcap: &Path) -> Result<Vec<PathBuf>, WorkloadError> {
+    if pcap.extension().is_some_and(|e| e == "parts") {
+        let text = std::fs::read_to_string(pcap).map_err(|source| WorkloadError::Read {
+            path: pcap.to_path_buf(),
+            source,
+        })?;
+        let dir = pcap.parent().unwrap_or(Path::new("."));
+        let parts: Vec<PathBuf> = text
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty())
+            .map(|l| dir.join(l))
+            .collect();
+        if parts.is_empty() {
+            return Err(WorkloadError::Empty(pcap.to_path_buf()));
+        }
+        Ok(parts)
+    } else {
+        Ok(vec![pcap.to_path_buf()])
+    }
+}
+
+fn load_capture(spec: &WorkloadSpec, pcap: &Path, rules: &Path) -> Result<Workload, WorkloadError> {
+    let rules_text = std::fs::read_to_string(rules).map_err(|source| WorkloadError::Read {
+        path: rules.to_path_buf(),
+        source,
+    })?;
+    let tables = parse_tables(&rules_text, &rules.display().to_string())?;
+    let mut ports = Vec::new();
+    for (i, part) in capture_parts(pcap)?.iter().enumerate() {
+        let f = load_ethernet_frames(part)?;
+        if f.is_empty() {
+            return Err(WorkloadError::Empty(part.clone()));
+        }
+        ports.push(PortTraffic {
+            in_port: part_port(i),
+            data: f.data,
+            offsets: f.offsets,
+        });
+    }
+    Ok(Workload {
+        spec: spec.clone(),
+        ports,
+        tables,
+        rules_text,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parts_like_gen_pcap() {
+        assert_eq!(part_sizes(4096, MAX_PER_PORT), vec![4096]);
+        assert_eq!(part_sizes(1_000_000, MAX_PER_PORT), vec![250_000; 4]);
+        assert_eq!(
+            part_sizes(983_025, MAX_PER_PORT),
+            vec![245_757, 245_756, 245_756, 245_756]
+        );
+        assert_eq!(part_sizes(250_001, MAX_PER_PORT), vec![125_001, 125_000]);
+        assert_eq!((0..4).map(part_port).collect::<Vec<_>>(), [1, 11, 12, 13]);
+    }
+
+    #[test]
+    fn names() {
+        let f = WorkloadSpec::Flows {
+            flows: 1000,
+            order: Order::RoundRobin,
+        };
+        assert_eq!(f.name(), "flows-rr-1000");
+        assert_eq!(f.family(), "flows-rr");
+        let s = WorkloadSpec::Subtables {
+            subtables: 20,
+            dsts: 50000,
+        };
+        assert_eq!(s.name(), "subtables-20x50000");
+        assert_eq!(s.flow_count(), Some(1_000_000));
+        let p = WorkloadSpec::Pcap {
+            pcap: "/x/flows-1000-rr.parts".into(),
+            rules: "/x/r".into(),
+        };
+        assert_eq!(p.name(), "flows-1000-rr");
+    }
+
+    #[test]
+    fn generated_flows_load_on_one_port() {
+        let w = load(&WorkloadSpec::Flows {
+            flows: 1000,
+            order: Order::RoundRobin,
+        })
+        .unwrap();
+        assert_eq!(w.ports.len(), 1);
+        assert_eq!(w.ports[0].in_port, 1);
+        assert_eq!(w.packet_count(), 5000, "rounds up to >= 4096 packets");
+        assert_eq!(w.ports[0].frame(0).len(), 60);
+        assert!(w.rules_text.contains("udp,actions=output:2"));
+    }
+}

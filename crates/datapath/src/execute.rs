@@ -1,0 +1,801 @@
+//! Action execution: datapath actions applied to packets' bytes, outputs
+//! grouped per port.
+//!
+//! What:
+//! - [`apply`] (and [`set_eth`], [`set_ipv4`], [`set_ipv6`], [`set_l4`],
+//!   [`push_vlan`], [`pop_vlan`]) rewrites one [`PacketBuf`] in place, at
+//!   the header offsets the extractor found ([`PacketMeta`], from
+//!   `flowpath_flow::extract::extract_with_layers`), through the checked
+//!   views of `flowpath_wire`. A masked set writes, per field,
+//!   `new = (old & !mask) | (key & mask)`. Checksums are patched
+//!   incrementally (RFC 1624), never recomputed: the IPv4 header checksum;
+//!   the TCP and UDP checksums when an IPv4 or IPv6 address of their
+//!   pseudo-header changes, and the ICMPv6 checksum likewise; TCP/UDP port
+//!   rewrites. A UDP checksum of zero ("none", IPv4) stays zero and a
+//!   patched UDP checksum that comes out zero is stored as 0xffff. The SCTP
+//!   CRC32c is changed by the difference between the CRCs of the packet
+//!   before and after the rewrite, so a correct CRC stays correct and a
+//!   wrong one stays wrong (as OVS does). An IPv6 destination change leaves
+//!   the transport checksum alone while a routing header has segments left
+//!   (the pseudo-header then holds the final destination, not this one).
+//!   Transport checksums are only touched when the extractor found the
+//!   transport header (not in later fragments).
+//! - `push_vlan` moves the 12 address bytes 4 bytes into the headroom and
+//!   writes the tag behind them; `pop_vlan` moves them 4 bytes forward. Both
+//!   shift the L3/L4 offsets so later actions of the same list find their
+//!   headers.
+//! - [`Executor`] runs a packet's whole action list and queues its outputs;
+//!   at the end of the batch [`Executor::flush`] hands each output port all
+//!   its packets in one [`PortSink::send`] call (ports in order of first
+//!   output, packets in the order they were output). An output that a
+//!   later action of the same list would change is a copy of the bytes at
+//!   output time, taken into a per-batch clone pool; other outputs refer to
+//!   the packet's own buffer (zero copy).
+//!
+//! A set whose header is missing or invalid (a frame too short for its
+//! Ethernet addresses, an IP header that fails its checks, no transport
+//! header) changes nothing and is counted ([`ExecStats::set_no_header`]),
+//! as is a `push_vlan` without headroom or a `pop_vlan` on an untagged
+//! frame (which OVS also leaves unchanged). None of them panics.
+//!
+//! Why here: the datapath is the one place that knows which actions a
+//! packet gets; keeping execution next to it makes `flowpath run` and the
+//! benchmark share one code path ([`crate::switch::Switch`]).
+//!
+//! Invariants: no allocation per packet once the executor's queues and
+//! clone pool have grown to the batch's needs (they are reused); header
+//! offsets in a [`PacketMeta`] always point into the current frame or are
+//! [`NONE`].
+//!
+//! Threads: an [`Executor`] belongs to one worker.
+
+use crate::packet::{PacketBuf, DATA_ROOM};
+use flowpath_flow::extract::{Layers, NONE};
+use flowpath_flow::{FlowKey, FlowMask};
+use flowpath_ofproto::odp::{DpAction, SetHeader};
+use flowpath_wire::ethernet::is_vlan_tpid;
+use flowpath_wire::ipv6::is_ext_header;
+use flowpath_wire::{
+    ip_proto, EthernetAddress, EthernetFrame, Icmpv6Packet, Ipv4Packet, Ipv6ExtHeader,
+    Ipv6FragHeader, Ipv6Packet, SctpPacket, TcpPacket, UdpPacket,
+};
+use std::net::{Ipv4Addr, Ipv6Addr};
+use std::ops::{BitAnd, BitOr, Not};
+
+/// Where a packet's headers are, and its transport protocol: what action
+/// execution needs besides the bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PacketMeta {
+    /// Offset of the L3 header in the frame, or [`NONE`].
+    pub l3: u16,
+    /// Offset of the transport header, or [`NONE`] when the extractor did
+    /// not find one (absent, truncated, later fragment).
+    pub l4: u16,
+    /// The key's `nw_proto` for IP packets (IPv6: the last next header),
+    /// 0 otherwise.
+    pub nw_proto: u8,
+}
+
+impl PacketMeta {
+    /// No header known.
+    pub const EMPTY: PacketMeta = PacketMeta {
+        l3: NONE,
+        l4: NONE,
+        nw_proto: 0,
+    };
+
+    /// The metadata of a packet whose key and layers
+    /// `extract_with_layers` returned.
+    #[inline(always)]
+    pub fn new(key: &FlowKey, layers: &Layers) -> Self {
+        PacketMeta {
+            l3: layers.l3,
+            l4: layers.l4,
+            nw_proto: if key.is_ip_any() { key.nw_proto() } else { 0 },
+        }
+    }
+
+    fn shift(&mut self, by: i32) {
+        let f = |o: u16| {
+            if o == NONE {
+                return NONE;
+            }
+            let v = i32::from(o) + by;
+            u16::try_from(v).ok().filter(|v| *v != NONE).unwrap_or(NONE)
+        };
+        self.l3 = f(self.l3);
+        self.l4 = f(self.l4);
+    }
+}
+
+impl Default for PacketMeta {
+    fn default() -> Self {
+        PacketMeta::EMPTY
+    }
+}
+
+/// Why an action left a packet unchanged.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, thiserror::Error)]
+pub enum ExecError {
+    /// The header a `set` rewrites is missing, truncated or invalid.
+    #[error("header to rewrite is missing")]
+    NoHeader,
+    /// No headroom left for `push_vlan` (or no Ethernet addresses to move).
+    #[error("no room to push a VLAN tag")]
+    NoHeadroom,
+    /// `pop_vlan` on a frame without a VLAN tag.
+    #[error("no VLAN tag to pop")]
+    NoVlan,
+}
+
+/// `(old & !mask) | (key & mask)`.
+#[inline(always)]
+fn masked<T>(old: T, key: T, mask: T) -> T
+where
+    T: Copy + BitAnd<Output = T> + BitOr<Output = T> + Not<Output = T>,
+{
+    (old & !mask) | (key & mask)
+}
+
+/// Applies one action other than an output or a controller action (which
+/// are no-ops here: [`Executor::execute`] handles them).
+#[inline]
+pub fn apply(
+    pkt: &mut PacketBuf,
+    meta: &mut PacketMeta,
+    action: &DpAction,
+) -> Result<(), ExecError> {
+    match action {
+        DpAction::Set { header, key, mask } => match header {
+            SetHeader::Eth => set_eth(pkt, key, mask),
+            SetHeader::Ipv4 => set_ipv4(pkt, meta, key, mask),
+            SetHeader::Ipv6 => set_ipv6(pkt, meta, key, mask),
+            SetHeader::Tcp | SetHeader::Udp | SetHeader::Sctp => {
+                set_l4(pkt, meta, *header, key, mask)
+            }
+        },
+        DpAction::PushVlan { tpid, tci } => push_vlan(pkt, meta, *tpid, *tci),
+        DpAction::PopVlan => pop_vlan(pkt, meta),
+        DpAction::Output(_) | DpAction::Controller => Ok(()),
+    }
+}
+
+/// Rewrites the masked bits of the Ethernet source and destination.
+pub fn set_eth(pkt: &mut PacketBuf, key: &FlowKey, mask: &FlowMask) -> Result<(), ExecError> {
+    let mk = mask.to_key();
+    let d = pkt.data_mut();
+    let h = d.get_mut(..12).ok_or(ExecError::NoHeader)?;
+    let mut eth = EthernetFrame::new_unchecked(h);
+    if mk.dl_dst() != 0 {
+        let new = masked(eth.dst_addr().to_u64(), key.dl_dst(), mk.dl_dst());
+        eth.set_dst_addr(EthernetAddress::from_u64(new));
+    }
+    if mk.dl_src() != 0 {
+        let new = masked(eth.src_addr().to_u64(), key.dl_src(), mk.dl_src());
+        eth.set_src_addr(EthernetAddress::from_u64(new));
+    }
+    Ok(())
+}
+
+/// Rewrites the masked bits of the IPv4 source, destination, ToS and TTL,
+/// patching the header checksum and, for address changes, the TCP or UDP
+/// checksum.
+pub fn set_ipv4(
+    pkt: &mut PacketBuf,
+    meta: &PacketMeta,
+    key: &FlowKey,
+    mask: &FlowMask,
+) -> Result<(), ExecError> {
+    if meta.l3 == NONE {
+        return Err(ExecError::NoHeader);
+    }
+    let mk = mask.to_key();
+    let l3 = usize::from(meta.l3);
+    let d = pkt.data_mut();
+    let (old, new, proto) = {
+        let h = d.get_mut(l3..).ok_or(ExecError::NoHeader)?;
+        let mut ip = Ipv4Packet::new_checked(h).map_err(|_| ExecError::NoHeader)?;
+        let mut old = [0u8; 8];
+        old[..4].copy_from_slice(&ip.src_bytes());
+        old[4..].copy_from_slice(&ip.dst_bytes());
+        if mk.nw_src() != 0 {
+            let o = u32::from_be_bytes(ip.src_bytes());
+            let n = masked(o, key.nw_src(), mk.nw_src());
+            if n != o {
+                ip.rewrite_src_addr(Ipv4Addr::from(n));
+            }
+        }
+        if mk.nw_dst() != 0 {
+            let o = u32::from_be_bytes(ip.dst_bytes());
+            let n = masked(o, key.nw_dst(), mk.nw_dst());
+            if n != o {
+                ip.rewrite_dst_addr(Ipv4Addr::from(n));
+            }
+        }
+        if mk.nw_tos() != 0 {
+            let n = masked(ip.tos(), key.nw_tos(), mk.nw_tos());
+            if n != ip.tos() {
+                ip.rewrite_tos(n);
+            }
+        }
+        if mk.nw_ttl() != 0 {
+            let n = masked(ip.ttl(), key.nw_ttl(), mk.nw_ttl());
+            if n != ip.ttl() {
+                ip.rewrite_ttl(n);
+            }
+        }
+        let mut new = [0u8; 8];
+        new[..4].copy_from_slice(&ip.src_bytes());
+        new[4..].copy_from_slice(&ip.dst_bytes());
+        (old, new, ip.protocol())
+    };
+    if old != new && meta.l4 != NONE {
+        pseudo_header_changed(d, usize::from(meta.l4), proto, &old, &new);
+    }
+    Ok(())
+}
+
+/// Patches the transport checksum at `l4` (protocol `proto`) for a
+/// pseudo-header address change from `old` to `new`.
+#[inline]
+fn pseudo_header_changed(d: &mut [u8], l4: usize, proto: u8, old: &[u8], new: &[u8]) {
+    let Some(t) = d.get_mut(l4..) else {
+        return;
+    };
+    match proto {
+        ip_proto::TCP => TcpPacket::new_unchecked(t).update_checksum_for_addr(old, new),
+        ip_proto::UDP => UdpPacket::new_unchecked(t).update_checksum_for_addr(old, new),
+        ip_proto::ICMPV6 => Icmpv6Packet::new_unchecked(t).update_checksum_for_addr(old, new),
+        _ => {}
+    }
+}
+
+/// Rewrites the masked bits of the IPv6 source, destination, flow label,
+/// traffic class and hop limit, patching the TCP, UDP or ICMPv6 checksum
+/// for address changes.
+pub fn set_ipv6(
+    pkt: &mut PacketBuf,
+    meta: &PacketMeta,
+    key: &FlowKey,
+    mask: &FlowMask,
+) -> Result<(), ExecError> {
+    if meta.l3 == NONE {
+        return Err(ExecError::NoHeader);
+    }
+    let mk = mask.to_key();
+    let l3 = usize::from(meta.l3);
+    let d = pkt.data_mut();
+    let (old_src, new_src, old_dst, new_dst) = {
+        let h = d.get_mut(l3..).ok_or(ExecError::NoHeader)?;
+        let mut ip = Ipv6Packet::new_checked(h).map_err(|_| ExecError::NoHeader)?;
+        let old_src = ip.src_bytes();
+        let old_dst = ip.dst_bytes();
+        let mut new_src = old_src;
+        let mut new_dst = old_dst;
+        if mk.ipv6_src() != 0 {
+            let n = masked(u128::from_be_bytes(old_src), key.ipv6_src(), mk.ipv6_src());
+            new_src = n.to_be_bytes();
+            if new_src != old_src {
+                ip.set_src_addr(Ipv6Addr::from(n));
+            }
+        }
+        if mk.ipv6_dst() != 0 {
+            let n = masked(u128::from_be_bytes(old_dst), key.ipv6_dst(), mk.ipv6_dst());
+            new_dst = n.to_be_bytes();
+            if new_dst != old_dst {
+                ip.set_dst_addr(Ipv6Addr::from(n));
+            }
+        }
+        if mk.ipv6_label() != 0 {
+            let n = masked(ip.flow_label(), key.ipv6_label(), mk.ipv6_label());
+            ip.set_flow_label(n);
+        }
+        if mk.nw_tos() != 0 {
+            let n = masked(ip.traffic_class(), key.nw_tos(), mk.nw_tos());
+            ip.set_traffic_class(n);
+        }
+        if mk.nw_ttl() != 0 {
+            let n = masked(ip.hop_limit(), key.nw_ttl(), mk.nw_ttl());
+            ip.set_hop_limit(n);
+        }
+        (old_src, new_src, old_dst, new_dst)
+    };
+    if meta.l4 != NONE {
+        let l4 = usize::from(meta.l4);
+        if new_src != old_src {
+            pseudo_header_changed(d, l4, meta.nw_proto, &old_src, &new_src);
+        }
+        if new_dst != old_dst && !routing_segments_left(d, l3, l4) {
+            pseudo_header_changed(d, l4, meta.nw_proto, &old_dst, &new_dst);
+        }
+    }
+    Ok(())
+}
+
+/// True when the IPv6 packet at `l3` has a routing header with segments
+/// left among the extension headers before `l4`.
+fn routing_segments_left(d: &[u8], l3: usize, l4: usize) -> bool {
+    let (Some(ip), Some(mut rest)) = (d.get(l3..), d.get(l3 + 40..l4)) else {
+        return false;
+    };
+    let mut next = Ipv6Packet::new_unchecked(ip).next_header();
+    while is_ext_header(next) && !rest.is_empty() {
+        let len = if next == ip_proto::FRAGMENT {
+            let f = Ipv6FragHeader::new_unchecked(rest);
+            next = f.next_header();
+            Ipv6FragHeader::<&[u8]>::HEADER_LEN
+        } else {
+            let Ok(h) = Ipv6ExtHeader::new_checked(rest, next) else {
+                return false;
+            };
+            // Routing header: type, then segments left.
+            if next == ip_proto::ROUTING && h.data().get(1).is_some_and(|s| *s != 0) {
+                return true;
+            }
+            next = h.next_header();
+            h.header_len()
+        };
+        rest = rest.get(len..).unwrap_or(&[]);
+    }
+    false
+}
+
+/// The end of the IP packet at `l3` (its length field; padding excluded),
+/// at most the frame's length.
+fn ip_end(d: &[u8], l3: usize) -> usize {
+    let h = d.get(l3..).unwrap_or(&[]);
+    let end = match h.first().map(|b| b >> 4) {
+        Some(4) => l3 + usize::from(Ipv4Packet::new_unchecked(h).total_len()),
+        Some(6) => l3 + 40 + usize::from(Ipv6Packet::new_unchecked(h).payload_len()),
+        _ => d.len(),
+    };
+    end.min(d.len())
+}
+
+/// Rewrites the masked bits of the TCP, UDP or SCTP ports (`header` names
+/// which; the packet's protocol must be that one).
+pub fn set_l4(
+    pkt: &mut PacketBuf,
+    meta: &PacketMeta,
+    header: SetHeader,
+    key: &FlowKey,
+    mask: &FlowMask,
+) -> Result<(), ExecError> {
+    let proto = match header {
+        SetHeader::Tcp => ip_proto::TCP,
+        SetHeader::Udp => ip_proto::UDP,
+        SetHeader::Sctp => ip_proto::SCTP,
+        SetHeader::Eth | SetHeader::Ipv4 | SetHeader::Ipv6 => return Err(ExecError::NoHeader),
+    };
+    if meta.l4 == NONE || meta.nw_proto != proto {
+        return Err(ExecError::NoHeader);
+    }
+    let mk = mask.to_key();
+    let (ms, md) = (mk.tp_src(), mk.tp_dst());
+    let l4 = usize::from(meta.l4);
+    let d = pkt.data_mut();
+    match header {
+        SetHeader::Tcp => {
+            let t = d.get_mut(l4..).ok_or(ExecError::NoHeader)?;
+            let mut tcp = TcpPacket::new_checked(t).map_err(|_| ExecError::NoHeader)?;
+            let (s, ds) = (tcp.src_port(), tcp.dst_port());
+            let (ns, nd) = (masked(s, key.tp_src(), ms), masked(ds, key.tp_dst(), md));
+            if ns != s {
+                tcp.rewrite_src_port(ns);
+            }
+            if nd != ds {
+                tcp.rewrite_dst_port(nd);
+            }
+        }
+        SetHeader::Udp => {
+            let t = d.get_mut(l4..).ok_or(ExecError::NoHeader)?;
+            if t.len() < UdpPacket::<&[u8]>::HEADER_LEN {
+                return Err(ExecError::NoHeader);
+            }
+            let mut udp = UdpPacket::new_unchecked(t);
+            let (s, ds) = (udp.src_port(), udp.dst_port());
+            let (ns, nd) = (masked(s, key.tp_src(), ms), masked(ds, key.tp_dst(), md));
+            if ns != s {
+                udp.rewrite_src_port(ns);
+            }
+            if nd != ds {
+                udp.rewrite_dst_port(nd);
+            }
+        }
+        _ => {
+            let end = ip_end(d, usize::from(meta.l3)).max(l4);
+            let t = d.get_mut(l4..end).ok_or(ExecError::NoHeader)?;
+            let mut sctp = SctpPacket::new_checked(t).map_err(|_| ExecError::NoHeader)?;
+            let (s, ds) = (sctp.src_port(), sctp.dst_port());
+            let (ns, nd) = (masked(s, key.tp_src(), ms), masked(ds, key.tp_dst(), md));
+            if (ns, nd) == (s, ds) {
+                return Ok(());
+            }
+            let stored = sctp.checksum();
+            let before = sctp.compute_checksum();
+            sctp.set_src_port(ns);
+            sctp.set_dst_port(nd);
+            let after = sctp.compute_checksum();
+            let c = (stored ^ before ^ after).to_le_bytes();
+            if let Some(f) = d.get_mut(l4 + 8..l4 + 12) {
+                f.copy_from_slice(&c);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Pushes a VLAN tag (`tpid`, `tci`) in front of the frame's EtherType,
+/// using 4 bytes of headroom.
+pub fn push_vlan(
+    pkt: &mut PacketBuf,
+    meta: &mut PacketMeta,
+    tpid: u16,
+    tci: u16,
+) -> Result<(), ExecError> {
+    if pkt.len() < 12 {
+        return Err(ExecError::NoHeadroom);
+    }
+    let tag = pkt.insert_front(12, 4).ok_or(ExecError::NoHeadroom)?;
+    tag[..2].copy_from_slice(&tpid.to_be_bytes());
+    tag[2..].copy_from_slice(&tci.to_be_bytes());
+    meta.shift(4);
+    Ok(())
+}
+
+/// Removes the outermost VLAN tag (TPID 0x8100 or 0x88a8); a frame
+/// without one is left unchanged.
+pub fn pop_vlan(pkt: &mut PacketBuf, meta: &mut PacketMeta) -> Result<(), ExecError> {
+    let d = pkt.data();
+    let tagged = d.len() >= 18 && is_vlan_tpid(u16::from_be_bytes([d[12], d[13]]));
+    if !tagged || !pkt.remove_front(12, 4) {
+        return Err(ExecError::NoVlan);
+    }
+    meta.shift(-4);
+    Ok(())
+}
+
+/// Receives the packets a batch sends to each output port.
+pub trait PortSink {
+    /// `packets` were output to `port` during the batch, in order. Called
+    /// once per port per batch.
+    fn send(&mut self, port: u32, packets: Outputs<'_>);
+}
+
+impl<F: FnMut(u32, Outputs<'_>)> PortSink for F {
+    fn send(&mut self, port: u32, packets: Outputs<'_>) {
+        self(port, packets)
+    }
+}
+
+/// A sink that only counts (the benchmark's "null device").
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct NullSink {
+    /// Packets received.
+    pub packets: u64,
+    /// Bytes received.
+    pub bytes: u64,
+    /// `send` calls (one per port per batch).
+    pub calls: u64,
+}
+
+impl PortSink for NullSink {
+    #[inline]
+    fn send(&mut self, _port: u32, packets: Outputs<'_>) {
+        self.calls += 1;
+        self.packets += packets.len() as u64;
+        self.bytes += packets.iter().map(|p| p.data.len() as u64).sum::<u64>();
+    }
+}
+
+/// Marks a queued output that refers to the clone pool.
+const CLONE: u32 = 1 << 31;
+
+/// One queued output.
+#[derive(Clone, Copy, Debug, Default)]
+struct OutEntry {
+    port: u32,
+    /// Packet slot in the batch, or `CLONE | index` in the clone pool.
+    src: u32,
+    /// Index of the port's slot in `Executor::slots` (set by `flush`).
+    slot: u32,
+    tag: u64,
+}
+
+/// One output of a batch as a sink sees it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OutPacket<'a> {
+    /// The bytes as they were when the packet was output.
+    pub data: &'a [u8],
+    /// The tag the packet was received with (e.g. its capture time).
+    pub tag: u64,
+}
+
+/// The packets a batch sends to one port.
+#[derive(Clone, Copy, Debug)]
+pub struct Outputs<'a> {
+    entries: &'a [OutEntry],
+    packets: &'a [PacketBuf],
+    clones: &'a [Vec<u8>],
+}
+
+impl<'a> Outputs<'a> {
+    /// Number of packets.
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// True when there is none.
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    #[inline(always)]
+    fn resolve(&self, e: &OutEntry) -> OutPacket<'a> {
+        let data: &'a [u8] = if e.src & CLONE != 0 {
+            self.clones
+                .get((e.src & !CLONE) as usize)
+                .map_or(&[], |c| c.as_slice())
+        } else {
+            self.packets.get(e.src as usize).map_or(&[], |p| p.data())
+        };
+        OutPacket { data, tag: e.tag }
+    }
+
+    /// Packet `i`.
+    pub fn get(&self, i: usize) -> Option<OutPacket<'a>> {
+        self.entries.get(i).map(|e| self.resolve(e))
+    }
+
+    /// The packets, in output order.
+    pub fn iter(&self) -> impl ExactSizeIterator<Item = OutPacket<'a>> + 'a {
+        let this = *self;
+        self.entries.iter().map(move |e| this.resolve(e))
+    }
+}
+
+/// Counters of action execution.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ExecStats {
+    /// Packets whose actions were executed.
+    pub packets: u64,
+    /// Packets handed to output ports (a packet output twice counts twice).
+    pub output_packets: u64,
+    /// Packets that were neither output nor sent to the controller.
+    pub dropped: u64,
+    /// Controller actions executed (flowpath has no controller: counted).
+    pub controller: u64,
+    /// Copies made because a packet changed after being output.
+    pub clones: u64,
+    /// Sets whose header was missing (packet left unchanged).
+    pub set_no_header: u64,
+    /// `push_vlan` without room (packet left unchanged).
+    pub push_no_room: u64,
+    /// `pop_vlan` on an untagged frame (packet left unchanged).
+    pub pop_no_vlan: u64,
+}
+
+/// Cumulative output counters of one port.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PortStats {
+    /// Datapath port number.
+    pub port: u32,
+    /// Packets sent.
+    pub packets: u64,
+    /// Bytes sent.
+    pub bytes: u64,
+}
+
+/// Per-batch bookkeeping of one port.
+#[derive(Clone, Copy, Debug, Default)]
+struct PortSlot {
+    port: u32,
+    count: u32,
+    next: u32,
+}
+
+/// Executes batches' actions and delivers their outputs. See the module
+/// documentation.
+#[derive(Debug, Default)]
+pub struct Executor {
+    queue: Vec<OutEntry>,
+    grouped: Vec<OutEntry>,
+    slots: Vec<PortSlot>,
+    clones: Vec<Vec<u8>>,
+    clones_used: usize,
+    stats: ExecStats,
+    ports: Vec<PortStats>,
+}
+
+impl Executor {
+    /// An executor with room for a typical batch's outputs.
+    pub fn new() -> Self {
+        Executor {
+            queue: Vec::with_capacity(4 * crate::BATCH_SIZE),
+            grouped: Vec::with_capacity(4 * crate::BATCH_SIZE),
+            slots: Vec::with_capacity(16),
+            ..Executor::default()
+        }
+    }
+
+    /// The counters.
+    pub fn stats(&self) -> &ExecStats {
+        &self.stats
+    }
+
+    /// Output counters per port, in order of each port's first output.
+    pub fn port_stats(&self) -> &[PortStats] {
+        &self.ports
+    }
+
+    /// Zeroes the counters.
+    pub fn clear_stats(&mut self) {
+        self.stats = ExecStats::default();
+        self.ports.clear();
+    }
+
+    /// Executes `actions` on the packet in batch slot `slot`, queueing its
+    /// outputs (tagged `tag`) for [`Executor::flush`]. `packets[slot]` at
+    /// flush time must be this packet.
+    #[inline]
+    pub fn execute(
+        &mut self,
+        slot: usize,
+        pkt: &mut PacketBuf,
+        meta: &mut PacketMeta,
+        actions: &[DpAction],
+        tag: u64,
+    ) {
+        self.stats.packets += 1;
+        // Outputs before the last action that changes the packet carry a
+        // copy; the others carry the packet itself.
+        let copy_before = actions
+            .iter()
+            .rposition(|a| !matches!(a, DpAction::Output(_) | DpAction::Controller))
+            .map_or(0, |i| i + 1);
+        let mut delivered = false;
+        for (j, a) in actions.iter().enumerate() {
+            match a {
+                DpAction::Output(port) => {
+                    let src = if j < copy_before {
+                        self.clone_of(pkt.data())
+                    } else {
+                        slot as u32
+                    };
+                    self.queue.push(OutEntry {
+                        port: *port,
+                        src,
+                        slot: 0,
+                        tag,
+                    });
+                    delivered = true;
+                }
+                DpAction::Controller => {
+                    self.stats.controller += 1;
+                    delivered = true;
+                }
+                _ => {
+                    if let Err(e) = apply(pkt, meta, a) {
+                        match e {
+                            ExecError::NoHeader => self.stats.set_no_header += 1,
+                            ExecError::NoHeadroom => self.stats.push_no_room += 1,
+                            ExecError::NoVlan => self.stats.pop_no_vlan += 1,
+                        }
+                    }
+                }
+            }
+        }
+        if !delivered {
+            self.stats.dropped += 1;
+        }
+    }
+
+    /// Copies `data` into the clone pool; returns its queue reference.
+    fn clone_of(&mut self, data: &[u8]) -> u32 {
+        if self.clones_used == self.clones.len() {
+            self.clones.push(Vec::with_capacity(DATA_ROOM));
+        }
+        let c = &mut self.clones[self.clones_used];
+        c.clear();
+        c.extend_from_slice(data);
+        self.clones_used += 1;
+        self.stats.clones += 1;
+        CLONE | (self.clones_used - 1) as u32
+    }
+
+    /// Number of outputs queued since the last flush.
+    pub fn queued(&self) -> usize {
+        self.queue.len()
+    }
+
+    /// Hands every queued output to `sink`, one call per port, and empties
+    /// the queue. `packets` are the batch's buffers (indexed by slot).
+    pub fn flush<S: PortSink + ?Sized>(&mut self, packets: &[PacketBuf], sink: &mut S) {
+        let Executor {
+            queue,
+            grouped,
+            slots,
+            clones,
+            clones_used,
+            stats,
+            ports,
+        } = self;
+        if queue.is_empty() {
+            *clones_used = 0;
+            return;
+        }
+        // Count per port, remembering each entry's port slot.
+        slots.clear();
+        let mut last = 0usize;
+        for e in queue.iter_mut() {
+            let s = if slots.get(last).is_some_and(|s| s.port == e.port) {
+                last
+            } else if let Some(s) = slots.iter().position(|s| s.port == e.port) {
+                s
+            } else {
+                slots.push(PortSlot {
+                    port: e.port,
+                    count: 0,
+                    next: 0,
+                });
+                slots.len() - 1
+            };
+            slots[s].count += 1;
+            e.slot = s as u32;
+            last = s;
+        }
+        let clones = &clones[..*clones_used];
+        stats.output_packets += queue.len() as u64;
+        let mut deliver = |port: u32, entries: &[OutEntry]| {
+            let out = Outputs {
+                entries,
+                packets,
+                clones,
+            };
+            let bytes: u64 = out.iter().map(|p| p.data.len() as u64).sum();
+            let ps = match ports.iter().position(|p| p.port == port) {
+                Some(i) => &mut ports[i],
+                None => {
+                    ports.push(PortStats {
+                        port,
+                        ..PortStats::default()
+                    });
+                    let n = ports.len() - 1;
+                    &mut ports[n]
+                }
+            };
+            ps.packets += entries.len() as u64;
+            ps.bytes += bytes;
+            sink.send(port, out);
+        };
+        if slots.len() == 1 {
+            deliver(slots[0].port, queue);
+        } else {
+            // Stable counting sort by port slot.
+            let mut off = 0u32;
+            for s in slots.iter_mut() {
+                s.next = off;
+                off += s.count;
+            }
+            grouped.clear();
+            grouped.resize(queue.len(), OutEntry::default());
+            for e in queue.iter() {
+                let s = &mut slots[e.slot as usize];
+                grouped[s.next as usize] = *e;
+                s.next += 1;
+            }
+            for s in slots.iter() {
+                let start = (s.next - s.count) as usize;
+                deliver(s.port, &grouped[start..s.next as usize]);
+            }
+        }
+        queue.clear();
+        *clones_used = 0;
+    }
+}
+
+#[cfg(test)]
+#[path = "execute_tests.rs"]
+mod tests;

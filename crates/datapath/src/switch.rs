@@ -1,0 +1,388 @@
+//! The worker loop: frames in, cascade, actions, frames out.
+//!
+//! What: [`Switch`] is one datapath worker with everything around the
+//! cascade — rx buffers, extraction, the [`Datapath`], the slow path (any
+//! [`Upcall`], by default the rule tables' [`SlowPath`]), action execution
+//! and output delivery. Per batch:
+//!
+//! 1. [`Switch::push`] copies each arriving frame into the next rx
+//!    [`PacketBuf`] (as a NIC or DPDK's pcap device does), extracts its key
+//!    and header offsets (`extract_with_layers`) and adds it to the
+//!    [`Batch`] (≤ [`BATCH_SIZE`]); each frame carries a caller's `tag`
+//!    (e.g. its capture time) through to its outputs.
+//! 2. [`Switch::flush`] classifies the batch
+//!    ([`Datapath::process_batch`], upcalls inline), executes each packet's
+//!    actions on its buffer ([`Executor`]) and hands each output port its
+//!    packets in one [`PortSink::send`] call.
+//!
+//! [`Switch::process`] does both for a run of frames. Between batches the
+//! caller may call [`Switch::housekeeping`] (idle expiry every
+//! [`SWEEP_INTERVAL_MS`], with the configured `max-idle`), publish new
+//! rules ([`Switch::publish_rules`], which revalidates the megaflows) and
+//! add the processing cycles it measured around the batch
+//! ([`Switch::add_processing_cycles`]).
+//!
+//! Why one type: `flowpath run` and `flowpath bench` must measure and
+//! exercise the same code path; this is it. Time (`now_ms`) and cycle
+//! counts come from the caller: the worker reads no clock.
+//!
+//! Invariants: the rx buffers, metadata and tags at index `i` belong to
+//! the batch's packet `i` between `push` and the end of `flush`; after
+//! `flush` the batch is empty; nothing on the per-packet path allocates
+//! once buffers and queues have grown to the traffic (a frame longer than
+//! any before grows its rx buffer once; a miss's upcall allocates).
+//! Counters: every pushed frame is either refused as oversize
+//! ([`RxStats::oversize`]) or counted in the datapath's
+//! `packets_received`, and then in exactly one of its tiers.
+//!
+//! Threads: a `Switch` is owned by its worker thread; rule tables are
+//! shared read-only (`Arc`) and replaced between batches.
+
+use crate::batch::{Batch, BatchFull, BATCH_SIZE};
+use crate::config::{Config, ConfigError};
+use crate::execute::{ExecStats, Executor, PacketMeta, PortSink, PortStats};
+use crate::packet::PacketBuf;
+use crate::pipeline::Datapath;
+use crate::slowpath::{revalidate, SlowPath};
+use crate::stats::PmdStatsReport;
+use crate::upcall::Upcall;
+use flowpath_flow::extract::{extract_into, Layers};
+use flowpath_ofproto::tables::RuleTables;
+use std::sync::Arc;
+
+/// How often [`Switch::housekeeping`] sweeps idle megaflows (ms; OVS's
+/// revalidator wakes every 500 ms by default).
+pub const SWEEP_INTERVAL_MS: u64 = 500;
+
+/// Receive counters.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RxStats {
+    /// Frames accepted into a batch.
+    pub packets: u64,
+    /// Their bytes.
+    pub bytes: u64,
+    /// Frames refused for exceeding [`crate::packet::MAX_FRAME_LEN`].
+    pub oversize: u64,
+}
+
+/// One datapath worker with its buffers. See the module documentation.
+#[derive(Debug)]
+pub struct Switch<U: Upcall = SlowPath> {
+    dp: Datapath,
+    upcall: U,
+    batch: Box<Batch>,
+    bufs: Vec<PacketBuf>,
+    metas: [PacketMeta; BATCH_SIZE],
+    tags: [u64; BATCH_SIZE],
+    exec: Executor,
+    rx: RxStats,
+    next_sweep_ms: Option<u64>,
+}
+
+impl Switch<SlowPath> {
+    /// A worker whose slow path is `tables`.
+    pub fn with_rules(cfg: Config, tables: Arc<RuleTables>) -> Result<Self, ConfigError> {
+        Switch::new(cfg, SlowPath::new(tables))
+    }
+
+    /// Publishes a new rule version (between batches): megaflows whose
+    /// translation changed are removed ([`revalidate`]), then upcalls use
+    /// the new tables. Returns how many megaflows were removed.
+    pub fn publish_rules(&mut self, tables: Arc<RuleTables>) -> usize {
+        let removed = revalidate(&mut self.dp, &tables);
+        self.upcall.set_tables(tables);
+        removed
+    }
+}
+
+impl<U: Upcall> Switch<U> {
+    /// A worker with empty caches and [`BATCH_SIZE`] rx buffers.
+    pub fn new(cfg: Config, upcall: U) -> Result<Self, ConfigError> {
+        Ok(Switch {
+            dp: Datapath::new(cfg)?,
+            upcall,
+            batch: Box::new(Batch::new()),
+            bufs: (0..BATCH_SIZE).map(|_| PacketBuf::new()).collect(),
+            metas: [PacketMeta::EMPTY; BATCH_SIZE],
+            tags: [0; BATCH_SIZE],
+            exec: Executor::new(),
+            rx: RxStats::default(),
+            next_sweep_ms: None,
+        })
+    }
+
+    /// Receives `frame` on `in_port`: copies it into the next rx buffer,
+    /// extracts its key and adds it to the batch. `tag` comes back with
+    /// each of its outputs. A frame longer than
+    /// [`crate::packet::MAX_FRAME_LEN`] is counted in
+    /// [`RxStats::oversize`] and dropped (still `Ok`). Fails only when the
+    /// batch is full: [`Switch::flush`] first.
+    #[inline]
+    pub fn push(&mut self, in_port: u32, frame: &[u8], tag: u64) -> Result<(), BatchFull> {
+        if self.batch.is_full() {
+            return Err(BatchFull);
+        }
+        let i = self.batch.len();
+        let buf = &mut self.bufs[i];
+        if buf.load(frame).is_err() {
+            self.rx.oversize += 1;
+            return Ok(());
+        }
+        let len = u32::try_from(frame.len()).unwrap_or(u32::MAX);
+        // The key is extracted straight into the batch's slot (no copy of
+        // a temporary: see `extract_into`).
+        let mut layers = Layers::EMPTY;
+        self.batch
+            .push_with(len, |k| layers = extract_into(buf.data(), in_port, k))?;
+        self.metas[i] = PacketMeta::new(&self.batch.keys()[i], &layers);
+        self.tags[i] = tag;
+        self.rx.packets += 1;
+        self.rx.bytes += u64::from(len);
+        Ok(())
+    }
+
+    /// Packets waiting in the batch.
+    pub fn pending(&self) -> usize {
+        self.batch.len()
+    }
+
+    /// True when the batch is full.
+    pub fn is_full(&self) -> bool {
+        self.batch.is_full()
+    }
+
+    /// Processes the batch at time `now_ms`: classification, actions,
+    /// outputs to `sink`. Returns the number of packets processed.
+    pub fn flush<S: PortSink + ?Sized>(&mut self, now_ms: u64, sink: &mut S) -> usize {
+        let n = self.batch.len();
+        if n == 0 {
+            return 0;
+        }
+        self.dp
+            .process_batch(&mut self.batch, now_ms, &mut self.upcall);
+        for i in 0..n {
+            let actions = self.batch.actions(i, &self.dp);
+            self.exec.execute(
+                i,
+                &mut self.bufs[i],
+                &mut self.metas[i],
+                actions,
+                self.tags[i],
+            );
+        }
+        self.exec.flush(&self.bufs[..n], sink);
+        self.batch.clear();
+        n
+    }
+
+    /// Receives `frames` (each with its tag) on `in_port` and processes
+    /// them in batches of [`BATCH_SIZE`], all at time `now_ms`, flushing
+    /// at the end. Returns the number of frames taken.
+    pub fn process<'f, I, S>(&mut self, in_port: u32, frames: I, now_ms: u64, sink: &mut S) -> usize
+    where
+        I: IntoIterator<Item = (&'f [u8], u64)>,
+        S: PortSink + ?Sized,
+    {
+        let mut n = 0;
+        for (frame, tag) in frames {
+            if self.batch.is_full() {
+                self.flush(now_ms, sink);
+            }
+            // The batch has room: it was just flushed if it was full.
+            let _ = self.push(in_port, frame, tag);
+            n += 1;
+        }
+        self.flush(now_ms, sink);
+        n
+    }
+
+    /// Periodic work between batches: every [`SWEEP_INTERVAL_MS`] of the
+    /// caller's clock, removes the megaflows idle for longer than the
+    /// configured `max_idle_ms`. Returns how many were removed.
+    pub fn housekeeping(&mut self, now_ms: u64) -> usize {
+        match self.next_sweep_ms {
+            Some(t) if now_ms < t => 0,
+            None => {
+                self.next_sweep_ms = Some(now_ms + SWEEP_INTERVAL_MS);
+                0
+            }
+            Some(_) => {
+                self.next_sweep_ms = Some(now_ms + SWEEP_INTERVAL_MS);
+                let max_idle = self.dp.config().max_idle_ms;
+                self.dp.expire_idle(now_ms, max_idle)
+            }
+        }
+    }
+
+    /// Adds processing cycles measured by the caller around a batch.
+    pub fn add_processing_cycles(&mut self, cycles: u64) {
+        self.dp.add_processing_cycles(cycles);
+    }
+
+    /// The datapath (caches, megaflows, pmd statistics).
+    pub fn datapath(&self) -> &Datapath {
+        &self.dp
+    }
+
+    /// The datapath, mutable (configuration, flushes, expiry).
+    pub fn datapath_mut(&mut self) -> &mut Datapath {
+        &mut self.dp
+    }
+
+    /// The slow path.
+    pub fn upcall(&self) -> &U {
+        &self.upcall
+    }
+
+    /// The slow path, mutable.
+    pub fn upcall_mut(&mut self) -> &mut U {
+        &mut self.upcall
+    }
+
+    /// The pmd-stats-show view of the datapath's counters.
+    pub fn report(&self) -> PmdStatsReport {
+        self.dp.report()
+    }
+
+    /// Receive counters.
+    pub fn rx_stats(&self) -> &RxStats {
+        &self.rx
+    }
+
+    /// Action execution counters.
+    pub fn exec_stats(&self) -> &ExecStats {
+        self.exec.stats()
+    }
+
+    /// Output counters per port, in order of each port's first output.
+    pub fn port_stats(&self) -> &[PortStats] {
+        self.exec.port_stats()
+    }
+
+    /// Zeroes every counter (datapath, rx, execution); caches and
+    /// megaflows stay.
+    pub fn clear_stats(&mut self) {
+        self.dp.clear_stats();
+        self.exec.clear_stats();
+        self.rx = RxStats::default();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::execute::{NullSink, Outputs};
+    use flowpath_ofproto::parse::parse_rules;
+
+    fn rules(text: &str) -> Arc<RuleTables> {
+        Arc::new(RuleTables::new(parse_rules(text, None).unwrap(), &[]))
+    }
+
+    /// An Ethernet + IPv4 + UDP frame with a zero UDP checksum.
+    fn udp_frame(dst_port: u16, len: usize) -> Vec<u8> {
+        let mut f = vec![0u8; len.max(42)];
+        f[..6].copy_from_slice(&[2, 0, 0, 0, 0, 2]);
+        f[6..12].copy_from_slice(&[2, 0, 0, 0, 0, 1]);
+        f[12..14].copy_from_slice(&[0x08, 0x00]);
+        let ip_len = (f.len() - 14) as u16;
+        let ip = &mut f[14..34];
+        ip[0] = 0x45;
+        ip[2..4].copy_from_slice(&ip_len.to_be_bytes());
+        ip[8] = 64;
+        ip[9] = 17;
+        ip[12..16].copy_from_slice(&[10, 0, 0, 1]);
+        ip[16..20].copy_from_slice(&[10, 0, 0, 2]);
+        let c = flowpath_wire::checksum::checksum(ip);
+        ip[10..12].copy_from_slice(&c.to_be_bytes());
+        f[36..38].copy_from_slice(&dst_port.to_be_bytes());
+        f[38..40].copy_from_slice(&(ip_len - 20).to_be_bytes());
+        f
+    }
+
+    #[test]
+    fn frames_in_outputs_out_with_tags_and_counters() {
+        let t = rules(
+            "priority=10,udp,tp_dst=53,actions=output:2\n\
+             priority=10,udp,tp_dst=54,actions=output:3,output:2\n\
+             priority=0,actions=drop\n",
+        );
+        let mut sw = Switch::with_rules(Config::default(), t).unwrap();
+        let frames: Vec<Vec<u8>> = (0..70)
+            .map(|i| udp_frame([53, 54, 99][i % 3], 60 + i))
+            .collect();
+        let mut got: Vec<(u32, u64, usize)> = Vec::new();
+        let mut sink = |port: u32, out: Outputs<'_>| {
+            for p in out.iter() {
+                got.push((port, p.tag, p.data.len()));
+            }
+        };
+        let n = sw.process(
+            1,
+            frames.iter().enumerate().map(|(i, f)| (&f[..], i as u64)),
+            5,
+            &mut sink,
+        );
+        assert_eq!(n, 70);
+        assert_eq!(sw.pending(), 0);
+        // Port 2 gets frames 0, 1, 3, 4, ... in order; port 3 gets 1, 4, ...
+        let p2: Vec<u64> = got.iter().filter(|g| g.0 == 2).map(|g| g.1).collect();
+        let p3: Vec<u64> = got.iter().filter(|g| g.0 == 3).map(|g| g.1).collect();
+        assert_eq!(p2, (0..70).filter(|i| i % 3 != 2).collect::<Vec<_>>());
+        assert_eq!(p3, (0..70).filter(|i| i % 3 == 1).collect::<Vec<_>>());
+        assert!(got.iter().all(|g| g.2 == 60 + g.1 as usize));
+        let r = sw.report();
+        assert_eq!(r.packets_received, 70);
+        assert_eq!(r.miss_with_success_upcall, 3);
+        assert_eq!(sw.rx_stats().packets, 70);
+        assert_eq!(sw.exec_stats().dropped, 23);
+        assert_eq!(sw.exec_stats().output_packets, 47 + 23);
+        let ports: Vec<(u32, u64)> = sw
+            .port_stats()
+            .iter()
+            .map(|p| (p.port, p.packets))
+            .collect();
+        assert_eq!(ports, vec![(2, 47), (3, 23)]);
+    }
+
+    #[test]
+    fn oversize_frames_are_counted_not_processed() {
+        let mut sw = Switch::with_rules(Config::default(), rules("actions=output:2\n")).unwrap();
+        let big = vec![0u8; crate::packet::MAX_FRAME_LEN + 1];
+        let jumbo = udp_frame(1, 9000);
+        let mut sink = NullSink::default();
+        sw.process(1, [(&big[..], 0), (&jumbo[..], 1)], 0, &mut sink);
+        assert_eq!(sw.rx_stats().oversize, 1);
+        assert_eq!(sw.report().packets_received, 1);
+        assert_eq!((sink.packets, sink.bytes), (1, 9000));
+    }
+
+    #[test]
+    fn housekeeping_expires_idle_megaflows() {
+        let cfg = Config {
+            max_idle_ms: 1000,
+            ..Config::default()
+        };
+        let mut sw = Switch::with_rules(cfg, rules("udp,actions=output:2\n")).unwrap();
+        let mut sink = NullSink::default();
+        let f = udp_frame(1, 60);
+        sw.process(1, [(&f[..], 0)], 0, &mut sink);
+        assert_eq!(sw.datapath().megaflow_count(), 1);
+        assert_eq!(sw.housekeeping(0), 0);
+        assert_eq!(sw.housekeeping(600), 0);
+        assert_eq!(sw.housekeeping(1100), 1);
+        assert_eq!(sw.datapath().megaflow_count(), 0);
+    }
+
+    #[test]
+    fn publish_rules_revalidates() {
+        let mut sw =
+            Switch::with_rules(Config::default(), rules("udp,actions=output:2\n")).unwrap();
+        let f = udp_frame(1, 60);
+        let mut last_port = 0;
+        let mut sink = |p: u32, _: Outputs<'_>| last_port = p;
+        sw.process(1, [(&f[..], 0)], 0, &mut sink);
+        assert_eq!(sw.publish_rules(rules("udp,actions=output:7\n")), 1);
+        sw.process(1, [(&f[..], 0)], 1, &mut sink);
+        assert_eq!(last_port, 7);
+    }
+}

@@ -1,0 +1,504 @@
+//! The whole cascade over the real slow path, differentially: for every
+//! cache configuration (EMC on/off × SMC/DFC/CD/none × megaflows on/off),
+//! random OpenFlow rule sets (several tables, priorities, CIDR and
+//! arbitrary masks, rewrites, VLAN push/pop, `dec_ttl`, resubmits —
+//! written as `ovs-ofctl` text and parsed) and random traffic with
+//! repeats, every packet gets exactly the datapath actions that the slow
+//! path alone (`xlate` on the packet's key) gives it, and the statistics
+//! add up: every packet is counted in exactly one tier, and each tier's
+//! counter grows by the number of verdicts it gave.
+//!
+//! The traffic goes through idle expiry, a flow limit (for some runs),
+//! translation failures (resubmit loops) and a change of rule tables
+//! half-way (published with revalidation), after which the new tables are
+//! the reference.
+
+use flowpath_datapath::slowpath::revalidate;
+use flowpath_datapath::{
+    Batch, Config, Datapath, DropReason, PmdStats, SecondLevel, SlowPath, Tier, Verdict,
+    BATCH_SIZE, EXACT_MASK,
+};
+use flowpath_flow::key::VLAN_CFI;
+use flowpath_flow::FlowKey;
+use flowpath_ofproto::parse::parse_rules;
+use flowpath_ofproto::rule::Rule;
+use flowpath_ofproto::tables::RuleTables;
+use flowpath_ofproto::xlate::xlate;
+use proptest::prelude::*;
+use std::sync::Arc;
+
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+    fn chance(&mut self, pct: u64) -> bool {
+        self.below(100) < pct
+    }
+    fn pick<'a>(&mut self, xs: &[&'a str]) -> &'a str {
+        xs[self.below(xs.len() as u64) as usize]
+    }
+}
+
+fn ip(r: &mut Rng) -> String {
+    format!(
+        "{}.{}.{}.{}",
+        [7, 10, 192][r.below(3) as usize],
+        r.below(3),
+        r.below(3),
+        r.below(8)
+    )
+}
+
+/// One rule in ovs-ofctl syntax.
+fn rule_text(r: &mut Rng, table: u8, ntables: u8, prio: u16) -> String {
+    let mut p: Vec<String> = vec![format!("table={table}"), format!("priority={prio}")];
+    let proto = r.pick(&[
+        "", "ip", "tcp", "udp", "tcp", "udp", "icmp", "arp", "ipv6", "tcp6", "udp6", "sctp",
+    ]);
+    if !proto.is_empty() {
+        p.push(proto.into());
+    }
+    if r.chance(25) {
+        p.push(format!("in_port={}", 1 + r.below(3)));
+    }
+    match r.below(10) {
+        0 => p.push(format!("dl_vlan={}", 1 + r.below(3))),
+        1 => p.push("vlan_tci=0x1000/0x1000".into()),
+        2 => p.push("dl_vlan=0xffff".into()),
+        3 => p.push(format!(
+            "dl_dst=02:00:00:00:00:{:02x}/ff:ff:ff:ff:ff:fe",
+            r.below(4)
+        )),
+        _ => {}
+    }
+    let v4 = matches!(proto, "ip" | "tcp" | "udp" | "icmp" | "sctp");
+    if v4 {
+        for f in ["nw_src", "nw_dst"] {
+            match r.below(5) {
+                0 | 1 => p.push(format!(
+                    "{f}={}/{}",
+                    ip(r),
+                    [8, 16, 24, 30, 32][r.below(5) as usize]
+                )),
+                2 => p.push(format!("{f}={}/255.{}.255.0", ip(r), r.below(256))),
+                _ => {}
+            }
+        }
+        if r.chance(10) {
+            p.push(format!("nw_tos={}", r.below(4) * 4));
+        }
+        if r.chance(8) {
+            p.push(format!("nw_ttl={}", [1, 64][r.below(2) as usize]));
+        }
+    }
+    if matches!(proto, "tcp" | "udp" | "tcp6" | "udp6" | "sctp") {
+        for f in ["tp_src", "tp_dst"] {
+            match r.below(6) {
+                0 | 1 => p.push(format!("{f}={}", [22, 80, 443, 1024][r.below(4) as usize])),
+                2 => {
+                    let m = (0xffffu32 << r.below(16)) & 0xffff;
+                    p.push(format!("{f}={:#x}/{m:#x}", r.below(65536) as u32 & m));
+                }
+                3 => {
+                    let m = r.below(65536) as u32;
+                    p.push(format!("{f}={:#x}/{m:#x}", r.below(65536) as u32 & m));
+                }
+                _ => {}
+            }
+        }
+    }
+    if proto == "icmp" && r.chance(50) {
+        p.push(format!("icmp_type={}", [0, 3, 8][r.below(3) as usize]));
+    }
+    if matches!(proto, "ipv6" | "tcp6" | "udp6") && r.chance(60) {
+        p.push(format!(
+            "ipv6_dst=2001:db8::{:x}/{}",
+            r.below(8),
+            [64, 124, 128][r.below(3) as usize]
+        ));
+    }
+    let v6 = matches!(proto, "ipv6" | "tcp6" | "udp6");
+    let mut acts: Vec<String> = Vec::new();
+    for _ in 0..r.below(4) {
+        let a = match r.below(20) {
+            0..=5 => format!("output:{}", 1 + r.below(4)),
+            6 if table + 1 < ntables => {
+                format!(
+                    "resubmit(,{})",
+                    table + 1 + r.below(u64::from(ntables - table - 1)) as u8
+                )
+            }
+            7 if table + 1 < ntables => format!("resubmit({},{})", 1 + r.below(3), table + 1),
+            8 if v4 => format!("mod_nw_dst:{}", ip(r)),
+            9 if v4 => format!("mod_nw_src:{}", ip(r)),
+            10 if matches!(proto, "tcp" | "udp" | "sctp" | "tcp6" | "udp6") => {
+                format!("mod_tp_dst:{}", [80, 8080][r.below(2) as usize])
+            }
+            11 => format!("mod_dl_src:00:00:00:00:00:{:02x}", r.below(256)),
+            12 if v4 || v6 => "dec_ttl".into(),
+            13 => format!("mod_vlan_vid:{}", 1 + r.below(9)),
+            14 => "strip_vlan".into(),
+            15 => "push_vlan:0x8100".into(),
+            16 if v6 => format!("set_field:2001:db8::{:x}->ipv6_src", r.below(8)),
+            17 if v4 => format!("mod_nw_tos:{}", r.below(64) * 4),
+            18 if r.chance(20) => "controller".into(),
+            // A loop: translation fails when it is reached.
+            19 if r.chance(15) => format!("resubmit(,{table})"),
+            _ => "in_port".into(),
+        };
+        acts.push(a);
+    }
+    if table + 1 < ntables && r.chance(15) {
+        acts.push(format!("goto_table:{}", table + 1));
+    }
+    let a = if acts.is_empty() {
+        "drop".to_string()
+    } else {
+        acts.join(",")
+    };
+    format!("{},actions={a}", p.join(","))
+}
+
+fn rule_set(r: &mut Rng) -> (Vec<Rule>, String) {
+    let ntables = 1 + r.below(3) as u8;
+    let mut lines = Vec::new();
+    for t in 0..ntables {
+        let n = 1 + r.below(10);
+        // Distinct priorities within a table: ties are unspecified.
+        let mut prios: Vec<u16> = Vec::new();
+        while (prios.len() as u64) < n {
+            let p = r.below(65536) as u16;
+            if !prios.contains(&p) {
+                prios.push(p);
+            }
+        }
+        for p in prios {
+            lines.push(rule_text(r, t, ntables, p));
+        }
+    }
+    let text = lines.join("\n");
+    let rules = parse_rules(&text, None).unwrap_or_else(|e| panic!("{e}\n{text}"));
+    (rules, text)
+}
+
+/// Makes a random key look like one the extractor produces.
+fn normalize(mut k: FlowKey) -> FlowKey {
+    if k.vlan_tci() & VLAN_CFI == 0 {
+        k.set_vlan_tci(0);
+        k.set_vlan_tci_inner(0);
+    } else if k.vlan_tci_inner() & VLAN_CFI == 0 {
+        k.set_vlan_tci_inner(0);
+    }
+    if !k.is_ip_any() {
+        k.set_nw_frag(0);
+    } else if k.nw_frag() & 2 != 0 {
+        k.set_nw_frag(3);
+        k.set_tp_src(0);
+        k.set_tp_dst(0);
+        k.set_tcp_flags(0);
+    }
+    for (w, m) in k.w.iter_mut().zip(EXACT_MASK.w) {
+        *w &= m;
+    }
+    k
+}
+
+fn packet(r: &mut Rng, rules: &[Rule]) -> FlowKey {
+    let mut k = FlowKey::zero();
+    for w in k.w.iter_mut().take(14) {
+        *w = r.next();
+    }
+    if r.chance(70) && !rules.is_empty() {
+        let rule = &rules[r.below(rules.len() as u64) as usize];
+        k = FlowKey {
+            w: std::array::from_fn(|i| {
+                (rule.matching.key.w[i] & rule.matching.mask.w[i])
+                    | (k.w[i] & !rule.matching.mask.w[i])
+            }),
+        };
+    }
+    if r.chance(85) {
+        k.set_dl_type([0x0800, 0x86dd, 0x0806, 0x0800][r.below(4) as usize]);
+    }
+    if r.chance(80) {
+        k.set_nw_proto([6, 17, 1, 58, 132][r.below(5) as usize]);
+    }
+    k.set_in_port(1 + r.below(3) as u32);
+    k.set_nw_frag([0, 0, 0, 0, 1, 3][r.below(6) as usize]);
+    k.set_nw_ttl([0, 1, 2, 64][r.below(4) as usize]);
+    if r.chance(60) {
+        k.set_vlan_tci(0);
+    }
+    k.set_dl_dst(0x0200_0000_0000 | r.below(4));
+    if r.chance(50) {
+        k.set_nw_src(0x0a00_0000 | r.below(8) as u32);
+        k.set_nw_dst(0x0700_0000 | r.below(8) as u32);
+        k.set_tp_dst([22, 80, 443, 1024][r.below(4) as usize]);
+    }
+    normalize(k)
+}
+
+/// Traffic with repeats: a pool of distinct packets, drawn with a skew.
+fn traffic(r: &mut Rng, rules: &[Rule], n: usize) -> Vec<FlowKey> {
+    let pool: Vec<FlowKey> = (0..2 + r.below(60)).map(|_| packet(r, rules)).collect();
+    (0..n)
+        .map(|_| {
+            let a = r.below(pool.len() as u64);
+            let b = r.below(pool.len() as u64);
+            pool[a.min(b) as usize]
+        })
+        .collect()
+}
+
+fn configs(limit: usize) -> Vec<Config> {
+    let mut v = Vec::new();
+    for emc_enable in [true, false] {
+        for second_level in SecondLevel::ALL {
+            for megaflows in [true, false] {
+                v.push(Config {
+                    emc_enable,
+                    second_level,
+                    megaflows,
+                    emc_insert_inv_prob: 2,
+                    emc_entries: 16,
+                    smc_entries: 16,
+                    dfc_entries: 16,
+                    cd_buckets: 2,
+                    cd_ways: 8,
+                    subtable_rerank_interval_ms: 7,
+                    cd_adapt_interval_ms: 5,
+                    flow_limit: limit,
+                    ..Config::default()
+                });
+            }
+        }
+    }
+    v
+}
+
+/// Counts of verdicts by outcome, in `PmdStats` order.
+fn tally(verdicts: &[Verdict]) -> PmdStats {
+    let mut s = PmdStats {
+        packets_received: verdicts.len() as u64,
+        ..PmdStats::default()
+    };
+    for v in verdicts {
+        match v {
+            Verdict::Megaflow { tier, .. } => match tier {
+                Tier::Emc => s.emc_hits += 1,
+                Tier::Smc => s.smc_hits += 1,
+                Tier::Dfc => s.dfc_hits += 1,
+                Tier::Cd => s.cd_hits += 1,
+                Tier::Megaflow => s.megaflow_hits += 1,
+                Tier::Upcall => s.miss_with_success_upcall += 1,
+            },
+            Verdict::SlowPath | Verdict::Drop(DropReason::UpcallFailed) => {
+                s.miss_with_failed_upcall += 1
+            }
+            Verdict::Drop(DropReason::Lost) => s.lost += 1,
+            Verdict::Pending => {}
+        }
+    }
+    s
+}
+
+/// Runs `phases` (rule tables and their traffic, one after the other)
+/// through a datapath with `cfg`; checks every packet and the counters.
+/// Returns the verdict tallies.
+fn run(
+    cfg: &Config,
+    phases: &[(Arc<RuleTables>, Vec<FlowKey>)],
+    seed: u64,
+) -> Result<PmdStats, TestCaseError> {
+    let mut r = Rng(seed | 1);
+    let mut dp = Datapath::new(cfg.clone()).map_err(|e| TestCaseError::fail(e.to_string()))?;
+    let mut sp = SlowPath::new(phases[0].0.clone());
+    let mut batch = Batch::new();
+    let mut total = PmdStats::default();
+    let mut now = 0u64;
+    for (pi, (tables, keys)) in phases.iter().enumerate() {
+        if pi > 0 {
+            revalidate(&mut dp, tables);
+            sp.set_tables(tables.clone());
+        }
+        let mut pos = 0;
+        while pos < keys.len() {
+            let size = 1 + r.below(BATCH_SIZE as u64) as usize;
+            let chunk = &keys[pos..keys.len().min(pos + size)];
+            pos += chunk.len();
+            now += r.below(40);
+            batch.clear();
+            for k in chunk {
+                batch
+                    .push(*k, 60)
+                    .map_err(|e| TestCaseError::fail(e.to_string()))?;
+            }
+            let before = *dp.stats();
+            dp.process_batch(&mut batch, now, &mut sp);
+            for (i, k) in chunk.iter().enumerate() {
+                let want = xlate(&**tables, k, false);
+                let v = batch.verdicts()[i];
+                if let Verdict::Drop(reason) = v {
+                    prop_assert_eq!(reason, DropReason::UpcallFailed);
+                    prop_assert!(want.error.is_some(), "dropped {:?} but xlate succeeds", k);
+                    continue;
+                }
+                prop_assert!(v != Verdict::Pending);
+                prop_assert!(want.error.is_none(), "{:?} got {:?} but xlate fails", k, v);
+                prop_assert_eq!(
+                    batch.actions(i, &dp),
+                    &want.actions[..],
+                    "packet {:?} via {:?} in phase {}",
+                    k,
+                    v,
+                    pi
+                );
+                if let Verdict::Megaflow { flow, .. } = v {
+                    let mf = dp
+                        .megaflow(flow)
+                        .ok_or_else(|| TestCaseError::fail("dead megaflow"))?;
+                    prop_assert!(mf.matches(k));
+                }
+            }
+            let after = *dp.stats();
+            let t = tally(batch.verdicts());
+            let delta = PmdStats {
+                packets_received: after.packets_received - before.packets_received,
+                emc_hits: after.emc_hits - before.emc_hits,
+                smc_hits: after.smc_hits - before.smc_hits,
+                dfc_hits: after.dfc_hits - before.dfc_hits,
+                cd_hits: after.cd_hits - before.cd_hits,
+                megaflow_hits: after.megaflow_hits - before.megaflow_hits,
+                miss_with_success_upcall: after.miss_with_success_upcall
+                    - before.miss_with_success_upcall,
+                miss_with_failed_upcall: after.miss_with_failed_upcall
+                    - before.miss_with_failed_upcall,
+                lost: after.lost - before.lost,
+                ..PmdStats::default()
+            };
+            prop_assert_eq!(delta, t, "counters vs verdicts");
+            prop_assert_eq!(after.decided(), after.packets_received);
+            prop_assert!(dp.megaflow_count() <= cfg.flow_limit);
+            total = PmdStats {
+                packets_received: total.packets_received + t.packets_received,
+                emc_hits: total.emc_hits + t.emc_hits,
+                smc_hits: total.smc_hits + t.smc_hits,
+                dfc_hits: total.dfc_hits + t.dfc_hits,
+                cd_hits: total.cd_hits + t.cd_hits,
+                megaflow_hits: total.megaflow_hits + t.megaflow_hits,
+                miss_with_success_upcall: total.miss_with_success_upcall
+                    + t.miss_with_success_upcall,
+                miss_with_failed_upcall: total.miss_with_failed_upcall + t.miss_with_failed_upcall,
+                lost: total.lost + t.lost,
+                ..PmdStats::default()
+            };
+            if r.chance(10) {
+                dp.expire_idle(now, 30);
+            }
+        }
+        // Every live megaflow still gives every packet it covers (its own
+        // key, in particular) the current tables' actions.
+        for rf in dp.megaflows().live_refs() {
+            let mf = dp.megaflow(rf).ok_or_else(|| TestCaseError::fail("dead"))?;
+            prop_assert_eq!(&mf.actions, &xlate(&**tables, &mf.key, false).actions);
+        }
+    }
+    Ok(total)
+}
+
+fn check(seed: u64, limit: usize) -> Result<PmdStats, TestCaseError> {
+    let mut r = Rng(seed | 1);
+    let (rules1, _) = rule_set(&mut r);
+    let (rules2, _) = rule_set(&mut r);
+    let t1 = Arc::new(RuleTables::new(
+        rules1.clone(),
+        flowpath_ofproto::classifier::DEFAULT_PREFIXES,
+    ));
+    let t2 = Arc::new(RuleTables::new(rules2.clone(), &[]));
+    let k1 = traffic(&mut r, &rules1, 250);
+    // The second phase replays some of the first phase's packets.
+    let mut k2 = traffic(&mut r, &rules2, 150);
+    k2.extend_from_slice(&k1[..100]);
+    let phases = vec![(t1, k1), (t2, k2)];
+    let mut sum = PmdStats::default();
+    for cfg in configs(limit) {
+        let s = run(&cfg, &phases, seed)?;
+        if !cfg.emc_enable {
+            prop_assert_eq!(s.emc_hits, 0);
+        }
+        let second = match cfg.second_level {
+            SecondLevel::Smc => s.dfc_hits + s.cd_hits,
+            SecondLevel::Dfc => s.smc_hits + s.cd_hits,
+            SecondLevel::Cd => s.smc_hits + s.dfc_hits,
+            SecondLevel::None => s.smc_hits + s.dfc_hits + s.cd_hits,
+        };
+        prop_assert_eq!(second, 0, "hits in a disabled tier: {:?}", s);
+        sum.packets_received += s.packets_received;
+        sum.emc_hits += s.emc_hits;
+        sum.megaflow_hits += s.megaflow_hits + s.smc_hits + s.dfc_hits + s.cd_hits;
+        sum.miss_with_success_upcall += s.miss_with_success_upcall;
+        sum.miss_with_failed_upcall += s.miss_with_failed_upcall;
+    }
+    Ok(sum)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+
+    #[test]
+    fn every_config_gives_the_slow_paths_actions(seed in any::<u64>()) {
+        let s = check(seed, 200_000)?;
+        // Repeats make the caches answer most packets.
+        prop_assert!(s.miss_with_success_upcall < s.packets_received);
+    }
+
+    #[test]
+    fn every_config_gives_the_slow_paths_actions_at_the_flow_limit(seed in any::<u64>(), limit in 0usize..4) {
+        check(seed, limit)?;
+    }
+}
+
+/// The generators reach every outcome the test is about, so it is not
+/// vacuous: cache hits of every kind, installs, failures, slow-path-only
+/// packets (flow limit).
+#[test]
+fn outcomes_are_reached() {
+    let mut total = PmdStats::default();
+    for seed in 1..40u64 {
+        for limit in [200_000, 2] {
+            let mut r = Rng(seed * 7919);
+            let (rules, _) = rule_set(&mut r);
+            let t = Arc::new(RuleTables::new(rules.clone(), &[]));
+            let keys = traffic(&mut r, &rules, 300);
+            for cfg in configs(limit) {
+                let s = run(&cfg, &[(t.clone(), keys.clone())], seed).unwrap();
+                total.emc_hits += s.emc_hits;
+                total.smc_hits += s.smc_hits;
+                total.dfc_hits += s.dfc_hits;
+                total.cd_hits += s.cd_hits;
+                total.megaflow_hits += s.megaflow_hits;
+                total.miss_with_success_upcall += s.miss_with_success_upcall;
+                total.miss_with_failed_upcall += s.miss_with_failed_upcall;
+            }
+        }
+    }
+    for (name, n) in [
+        ("emc", total.emc_hits),
+        ("smc", total.smc_hits),
+        ("dfc", total.dfc_hits),
+        ("cd", total.cd_hits),
+        ("megaflow", total.megaflow_hits),
+        ("upcall", total.miss_with_success_upcall),
+        ("failed", total.miss_with_failed_upcall),
+    ] {
+        assert!(n > 0, "{name} never reached: {total:?}");
+    }
+}

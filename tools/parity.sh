@@ -1,0 +1,161 @@
+#!/usr/bin/env bash
+# tools/parity.sh - OVS-DPDK (dpif-netdev) and flowpath on the same pcaps, in
+# one run, on this machine; writes a side-by-side Markdown table.
+#
+# Usage: tools/parity.sh [options]
+#   --out DIR         results directory (default /tmp/parity): ovs.csv,
+#                     flowpath-*.json, parity.md, logs/
+#   --pcaps DIR       pcaps from the anchor's make-pcaps.sh (default
+#                     /tmp/ovsbench/pcap); missing ones are generated with
+#                     its gen-pcap.py (flowpath gen writes the same bytes)
+#   --skip-ovs        reuse DIR/ovs.csv from an earlier run
+#   --skip-flowpath   reuse DIR/flowpath-*.json
+#   --only REGEX      run only the cases whose tag matches
+#   --no-huge         DPDK without hugepages (passed to ovs-dpdk-bench.sh)
+# Environment: W, M, R = OVS warm-up s / interval s / intervals (10, 5, 3, as
+# RESULTS.md); FP_WARMUP_MS, FP_DURATION_MS, FP_INTERVALS = flowpath's
+# warm-up, interval and intervals per configuration (1000, 2000, 3);
+# FLOWPATH = the binary (default: cargo build --release, target/release);
+# ANCHOR = the OVS-DPDK anchor directory (default ../shared/anchors/ovs-dpdk
+# next to the repository).
+#
+# Needs root (the OVS harness mounts hugetlbfs and pins threads) and
+#   apt-get install -y openvswitch-switch-dpdk librte-net-null23
+#
+# Cases (the targets of BENCHMARKS.md): flows-rr 1 / 1000 / 100000 / 1000000
+# with OVS's defaults (EMC, no SMC); subtables-20x50000 with the defaults
+# and with SMC on (EMC off); nmap 15 x 65535 with megaflows on and off.
+# flowpath runs each workload under several configurations: its row for
+# OVS's configuration, and its best configuration, are both reported.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "$(readlink -f "$0")")/.." && pwd)"
+OUT=/tmp/parity PCAPS=/tmp/ovsbench/pcap SKIP_OVS=false SKIP_FP=false ONLY=. NOHUGE=""
+ANCHOR=${ANCHOR:-$ROOT/../shared/anchors/ovs-dpdk}
+W=${W:-10} M=${M:-5} R=${R:-3}
+FP_WARMUP_MS=${FP_WARMUP_MS:-1000} FP_DURATION_MS=${FP_DURATION_MS:-2000} FP_INTERVALS=${FP_INTERVALS:-3}
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --out) OUT=$2; shift 2 ;;
+        --pcaps) PCAPS=$2; shift 2 ;;
+        --skip-ovs) SKIP_OVS=true; shift ;;
+        --skip-flowpath) SKIP_FP=true; shift ;;
+        --only) ONLY=$2; shift 2 ;;
+        --no-huge) NOHUGE=--no-huge; shift ;;
+        -h|--help) sed -n '2,30p' "$0"; exit 0 ;;
+        *) echo "unknown option $1" >&2; exit 2 ;;
+    esac
+done
+ANCHOR=$(readlink -f "$ANCHOR")
+mkdir -p "$OUT/logs" "$PCAPS"
+log() { echo "[parity] $*" >&2; }
+
+# --- pcaps ------------------------------------------------------------------
+gen() {  # name gen-pcap.py-args...
+    local name=$1; shift
+    if [ ! -f "$PCAPS/$name.parts" ]; then
+        log "generating $name"
+        python3 "$ANCHOR/gen-pcap.py" -o "$PCAPS/$name" "$@" >/dev/null
+    fi
+}
+for n in 1 1000 100000 1000000; do gen "flows-$n-rr" flows --n "$n" --order rr; done
+gen subtables-20x50000 subtables --s 20 --d 50000
+gen nmap-15x65535 nmap --dsts 15
+
+# --- the cases ----------------------------------------------------------------
+# tag | workload | OVS options | flowpath configurations (first = OVS's)
+CASES=(
+"flows-rr-1|flows-1-rr||emc,emc+smc,smc,emc+dfc,dfc,none"
+"flows-rr-1000|flows-1000-rr||emc,emc+smc,smc,emc+dfc,dfc,none"
+"flows-rr-100000|flows-100000-rr||emc,emc+smc,smc,emc+dfc,dfc,none"
+"flows-rr-1000000|flows-1000000-rr||emc,emc+smc,smc,emc+dfc,dfc,none"
+"subtables-20x50000|subtables-20x50000||emc,emc+smc,smc,emc+dfc,dfc,emc+cd,cd,none"
+"subtables-20x50000-smc|subtables-20x50000|--smc --emc-inv-prob 0|smc,emc+smc,emc+dfc,dfc,emc+cd,cd"
+"nmap-megaflows-on|nmap-15x65535||emc,smc,dfc,none"
+"nmap-megaflows-off|nmap-15x65535|--no-megaflows|emc+nomf,nomf,smc+nomf,dfc+nomf"
+)
+
+# --- OVS-DPDK -----------------------------------------------------------------
+if ! $SKIP_OVS; then
+    command -v ovs-vsctl >/dev/null || { log "OVS not installed (see the header)"; exit 1; }
+    rm -f "$OUT/ovs.csv"
+    for c in "${CASES[@]}"; do
+        IFS='|' read -r tag wl opts _ <<< "$c"
+        [[ "$tag" =~ $ONLY ]] || continue
+        log "OVS-DPDK $tag ($(cut -d' ' -f1-3 /proc/loadavg))"
+        # shellcheck disable=SC2086
+        "$ANCHOR/ovs-dpdk-bench.sh" -w "$W" -m "$M" -r "$R" $NOHUGE $opts --tag "$tag" \
+            --csv "$OUT/ovs.csv" "$PCAPS/$wl.rules" "$PCAPS/$wl.parts" \
+            > "$OUT/logs/ovs-$tag.log" 2>&1 || { log "OVS $tag failed: see $OUT/logs/ovs-$tag.log"; tail -5 "$OUT/logs/ovs-$tag.log" >&2; }
+        grep -E '^(MEAN|WARNING)' "$OUT/logs/ovs-$tag.log" >&2 || true
+    done
+fi
+
+# --- flowpath -----------------------------------------------------------------
+if ! $SKIP_FP; then
+    if [ -z "${FLOWPATH:-}" ]; then
+        (cd "$ROOT" && cargo build --release -q -p flowpath-cli)
+        FLOWPATH=$ROOT/target/release/flowpath
+    fi
+    for c in "${CASES[@]}"; do
+        IFS='|' read -r tag wl _ cfgs <<< "$c"
+        [[ "$tag" =~ $ONLY ]] || continue
+        log "flowpath $tag ($(cut -d' ' -f1-3 /proc/loadavg))"
+        "$FLOWPATH" bench --pcap "$PCAPS/$wl.parts" --rules "$PCAPS/$wl.rules" \
+            --config "$cfgs" --warmup-ms "$FP_WARMUP_MS" --duration-ms "$FP_DURATION_MS" \
+            --intervals "$FP_INTERVALS" \
+            --json-out "$OUT/flowpath-$tag.json" > "$OUT/logs/flowpath-$tag.log" 2>&1 \
+            || { log "flowpath $tag failed"; tail -5 "$OUT/logs/flowpath-$tag.log" >&2; }
+    done
+fi
+
+# --- side by side ---------------------------------------------------------------
+COMMIT=$(cd "$ROOT" && git rev-parse --short HEAD)$(cd "$ROOT" && git diff --quiet HEAD -- crates || echo "+dirty")
+python3 - "$OUT" "$COMMIT" "${CASES[@]}" > "$OUT/parity.md" <<'EOF'
+import csv, json, os, platform, statistics as st, subprocess, sys, time
+out, commit, cases = sys.argv[1], sys.argv[2], sys.argv[3:]
+ovs = {}
+p = os.path.join(out, "ovs.csv")
+if os.path.exists(p):
+    for r in csv.DictReader(open(p)):
+        ovs.setdefault(r["tag"], []).append(r)
+cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
+print("# OVS-DPDK vs flowpath, same pcaps, same machine\n")
+print("* date: %s; commit: %s" % (time.strftime("%Y-%m-%d %H:%M %Z"), commit))
+print("* machine: %s, %d CPUs, %s; kernel %s" % (cpu, os.cpu_count(), "%.0f GiB" % (os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30), platform.release()))
+print("* load average at the end: %s" % open("/proc/loadavg").read().split()[:3])
+print("* OVS: mean of its measured intervals (ovs-dpdk-bench.sh, fresh OVS per case); flowpath: mean of its measured intervals per configuration (`flowpath bench --intervals`, fresh datapath per configuration)")
+print("* Mpps = TSC rate / processing cycles per packet for both (cycles are TSC cycles)\n")
+print("| workload | OVS config | OVS Mpps | OVS cyc/pkt | OVS on-CPU % | flowpath, same config | flowpath best (config) | best cyc/pkt | best / OVS | target met |")
+print("|---|---|---|---|---|---|---|---|---|---|")
+for c in cases:
+    tag, wl, opts, cfgs = c.split("|")
+    o = ovs.get(tag, [])
+    om = st.mean(float(r["mpps"]) for r in o) if o else None
+    oc = st.mean(float(r["proc_cyc_per_pkt"]) for r in o) if o else None
+    oon = min(float(r["pmd_oncpu_pct"]) for r in o) if o else None
+    fp = []
+    jp = os.path.join(out, "flowpath-%s.json" % tag)
+    if os.path.exists(jp):
+        fp = json.load(open(jp))
+    same = next((r for r in fp if r["config"] == cfgs.split(",")[0]), None)
+    best = max(fp, key=lambda r: r["mpps"]) if fp else None
+    ocfg = {"": "EMC default", "--smc --emc-inv-prob 0": "SMC on, EMC off", "--no-megaflows": "megaflows off"}.get(opts, opts)
+    f = lambda v, d=2: "-" if v is None else ("%.*f" % (d, v))
+    ratio = (best["mpps"] / om) if (best and om) else None
+    print("| %s | %s | %s | %s | %s | %s (%s) | %s (%s) | %s | %s | %s |" % (
+        tag, ocfg, f(om), f(oc, 0), f(oon, 1),
+        f(same and same["mpps"]), same and same["config"],
+        f(best and best["mpps"]), best and best["config"],
+        f(best and best["avg_processing_cycles_per_packet"], 0),
+        "-" if ratio is None else "%.2f" % ratio,
+        "-" if ratio is None else ("yes" if ratio >= 1 else "**no**")))
+print("\nflowpath, every configuration (Mpps / cycles per packet / on-CPU %):\n")
+for c in cases:
+    tag = c.split("|")[0]
+    jp = os.path.join(out, "flowpath-%s.json" % tag)
+    if os.path.exists(jp):
+        rs = json.load(open(jp))
+        print("* %s: %s" % (tag, ", ".join("%s %.2f / %.0f / %s" % (r["config"], r["mpps"], r["avg_processing_cycles_per_packet"], "-" if r.get("oncpu_pct") is None else "%.1f" % r["oncpu_pct"]) for r in rs)))
+EOF
+cat "$OUT/parity.md"
