@@ -103,6 +103,10 @@ pub struct Args {
     /// (`none`, or up to three of nw_dst, nw_src, ipv6_dst, ipv6_src).
     #[arg(long, value_name = "FIELDS", default_value = "nw_dst,nw_src")]
     prefixes: String,
+    /// Prefix-tracking fields for one table, overriding --prefixes there:
+    /// `T=FIELDS` (e.g. `1=none`); repeatable.
+    #[arg(long = "table-prefixes", value_name = "T=FIELDS")]
+    table_prefixes: Vec<String>,
     /// Ports that ALL and FLOOD send to (default: every port the rules name).
     #[arg(long, value_name = "P,P,...", value_delimiter = ',')]
     ports: Option<Vec<u32>>,
@@ -172,7 +176,8 @@ pub fn run(args: Args) -> Result<()> {
     } else {
         parse_prefixes(&args.prefixes).context("--prefixes")?
     };
-    let mut tables = RuleTables::new(rules, &prefixes);
+    let per_table = crate::cmd_trace::parse_table_prefixes(&args.table_prefixes)?;
+    let mut tables = RuleTables::with_table_prefixes(rules, &prefixes, &per_table);
     if let Some(p) = &args.ports {
         tables.set_ports(p.clone());
     }
