@@ -18,232 +18,23 @@ use flowpath_datapath::{
     Batch, Config, Datapath, DropReason, PmdStats, SecondLevel, SlowPath, Tier, Verdict,
     BATCH_SIZE, EXACT_MASK,
 };
-use flowpath_flow::key::VLAN_CFI;
 use flowpath_flow::FlowKey;
-use flowpath_ofproto::parse::parse_rules;
 use flowpath_ofproto::rule::Rule;
 use flowpath_ofproto::tables::RuleTables;
 use flowpath_ofproto::xlate::xlate;
 use proptest::prelude::*;
 use std::sync::Arc;
 
-struct Rng(u64);
+use flowpath_ofproto::testgen::{rule_set, Rng};
 
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-    fn chance(&mut self, pct: u64) -> bool {
-        self.below(100) < pct
-    }
-    fn pick<'a>(&mut self, xs: &[&'a str]) -> &'a str {
-        xs[self.below(xs.len() as u64) as usize]
-    }
-}
-
-fn ip(r: &mut Rng) -> String {
-    format!(
-        "{}.{}.{}.{}",
-        [7, 10, 192][r.below(3) as usize],
-        r.below(3),
-        r.below(3),
-        r.below(8)
-    )
-}
-
-/// One rule in ovs-ofctl syntax.
-fn rule_text(r: &mut Rng, table: u8, ntables: u8, prio: u16) -> String {
-    let mut p: Vec<String> = vec![format!("table={table}"), format!("priority={prio}")];
-    let proto = r.pick(&[
-        "", "ip", "tcp", "udp", "tcp", "udp", "icmp", "arp", "ipv6", "tcp6", "udp6", "sctp",
-    ]);
-    if !proto.is_empty() {
-        p.push(proto.into());
-    }
-    if r.chance(25) {
-        p.push(format!("in_port={}", 1 + r.below(3)));
-    }
-    match r.below(10) {
-        0 => p.push(format!("dl_vlan={}", 1 + r.below(3))),
-        1 => p.push("vlan_tci=0x1000/0x1000".into()),
-        2 => p.push("dl_vlan=0xffff".into()),
-        3 => p.push(format!(
-            "dl_dst=02:00:00:00:00:{:02x}/ff:ff:ff:ff:ff:fe",
-            r.below(4)
-        )),
-        _ => {}
-    }
-    let v4 = matches!(proto, "ip" | "tcp" | "udp" | "icmp" | "sctp");
-    if v4 {
-        for f in ["nw_src", "nw_dst"] {
-            match r.below(5) {
-                0 | 1 => p.push(format!(
-                    "{f}={}/{}",
-                    ip(r),
-                    [8, 16, 24, 30, 32][r.below(5) as usize]
-                )),
-                2 => p.push(format!("{f}={}/255.{}.255.0", ip(r), r.below(256))),
-                _ => {}
-            }
-        }
-        if r.chance(10) {
-            p.push(format!("nw_tos={}", r.below(4) * 4));
-        }
-        if r.chance(8) {
-            p.push(format!("nw_ttl={}", [1, 64][r.below(2) as usize]));
-        }
-    }
-    if matches!(proto, "tcp" | "udp" | "tcp6" | "udp6" | "sctp") {
-        for f in ["tp_src", "tp_dst"] {
-            match r.below(6) {
-                0 | 1 => p.push(format!("{f}={}", [22, 80, 443, 1024][r.below(4) as usize])),
-                2 => {
-                    let m = (0xffffu32 << r.below(16)) & 0xffff;
-                    p.push(format!("{f}={:#x}/{m:#x}", r.below(65536) as u32 & m));
-                }
-                3 => {
-                    let m = r.below(65536) as u32;
-                    p.push(format!("{f}={:#x}/{m:#x}", r.below(65536) as u32 & m));
-                }
-                _ => {}
-            }
-        }
-    }
-    if proto == "icmp" && r.chance(50) {
-        p.push(format!("icmp_type={}", [0, 3, 8][r.below(3) as usize]));
-    }
-    if matches!(proto, "ipv6" | "tcp6" | "udp6") && r.chance(60) {
-        p.push(format!(
-            "ipv6_dst=2001:db8::{:x}/{}",
-            r.below(8),
-            [64, 124, 128][r.below(3) as usize]
-        ));
-    }
-    let v6 = matches!(proto, "ipv6" | "tcp6" | "udp6");
-    let mut acts: Vec<String> = Vec::new();
-    for _ in 0..r.below(4) {
-        let a = match r.below(20) {
-            0..=5 => format!("output:{}", 1 + r.below(4)),
-            6 if table + 1 < ntables => {
-                format!(
-                    "resubmit(,{})",
-                    table + 1 + r.below(u64::from(ntables - table - 1)) as u8
-                )
-            }
-            7 if table + 1 < ntables => format!("resubmit({},{})", 1 + r.below(3), table + 1),
-            8 if v4 => format!("mod_nw_dst:{}", ip(r)),
-            9 if v4 => format!("mod_nw_src:{}", ip(r)),
-            10 if matches!(proto, "tcp" | "udp" | "sctp" | "tcp6" | "udp6") => {
-                format!("mod_tp_dst:{}", [80, 8080][r.below(2) as usize])
-            }
-            11 => format!("mod_dl_src:00:00:00:00:00:{:02x}", r.below(256)),
-            12 if v4 || v6 => "dec_ttl".into(),
-            13 => format!("mod_vlan_vid:{}", 1 + r.below(9)),
-            14 => "strip_vlan".into(),
-            15 => "push_vlan:0x8100".into(),
-            16 if v6 => format!("set_field:2001:db8::{:x}->ipv6_src", r.below(8)),
-            17 if v4 => format!("mod_nw_tos:{}", r.below(64) * 4),
-            18 if r.chance(20) => "controller".into(),
-            // A loop: translation fails when it is reached.
-            19 if r.chance(15) => format!("resubmit(,{table})"),
-            _ => "in_port".into(),
-        };
-        acts.push(a);
-    }
-    if table + 1 < ntables && r.chance(15) {
-        acts.push(format!("goto_table:{}", table + 1));
-    }
-    let a = if acts.is_empty() {
-        "drop".to_string()
-    } else {
-        acts.join(",")
-    };
-    format!("{},actions={a}", p.join(","))
-}
-
-fn rule_set(r: &mut Rng) -> (Vec<Rule>, String) {
-    let ntables = 1 + r.below(3) as u8;
-    let mut lines = Vec::new();
-    for t in 0..ntables {
-        let n = 1 + r.below(10);
-        // Distinct priorities within a table: ties are unspecified.
-        let mut prios: Vec<u16> = Vec::new();
-        while (prios.len() as u64) < n {
-            let p = r.below(65536) as u16;
-            if !prios.contains(&p) {
-                prios.push(p);
-            }
-        }
-        for p in prios {
-            lines.push(rule_text(r, t, ntables, p));
-        }
-    }
-    let text = lines.join("\n");
-    let rules = parse_rules(&text, None).unwrap_or_else(|e| panic!("{e}\n{text}"));
-    (rules, text)
-}
-
-/// Makes a random key look like one the extractor produces.
-fn normalize(mut k: FlowKey) -> FlowKey {
-    if k.vlan_tci() & VLAN_CFI == 0 {
-        k.set_vlan_tci(0);
-        k.set_vlan_tci_inner(0);
-    } else if k.vlan_tci_inner() & VLAN_CFI == 0 {
-        k.set_vlan_tci_inner(0);
-    }
-    if !k.is_ip_any() {
-        k.set_nw_frag(0);
-    } else if k.nw_frag() & 2 != 0 {
-        k.set_nw_frag(3);
-        k.set_tp_src(0);
-        k.set_tp_dst(0);
-        k.set_tcp_flags(0);
-    }
+/// A random packet as the extractor could produce it, with no bit the
+/// datapath's exact-match mask leaves out.
+fn packet(r: &mut Rng, rules: &[Rule]) -> FlowKey {
+    let mut k = flowpath_ofproto::testgen::packet(r, rules);
     for (w, m) in k.w.iter_mut().zip(EXACT_MASK.w) {
         *w &= m;
     }
     k
-}
-
-fn packet(r: &mut Rng, rules: &[Rule]) -> FlowKey {
-    let mut k = FlowKey::zero();
-    for w in k.w.iter_mut().take(14) {
-        *w = r.next();
-    }
-    if r.chance(70) && !rules.is_empty() {
-        let rule = &rules[r.below(rules.len() as u64) as usize];
-        k = FlowKey {
-            w: std::array::from_fn(|i| {
-                (rule.matching.key.w[i] & rule.matching.mask.w[i])
-                    | (k.w[i] & !rule.matching.mask.w[i])
-            }),
-        };
-    }
-    if r.chance(85) {
-        k.set_dl_type([0x0800, 0x86dd, 0x0806, 0x0800][r.below(4) as usize]);
-    }
-    if r.chance(80) {
-        k.set_nw_proto([6, 17, 1, 58, 132][r.below(5) as usize]);
-    }
-    k.set_in_port(1 + r.below(3) as u32);
-    k.set_nw_frag([0, 0, 0, 0, 1, 3][r.below(6) as usize]);
-    k.set_nw_ttl([0, 1, 2, 64][r.below(4) as usize]);
-    if r.chance(60) {
-        k.set_vlan_tci(0);
-    }
-    k.set_dl_dst(0x0200_0000_0000 | r.below(4));
-    if r.chance(50) {
-        k.set_nw_src(0x0a00_0000 | r.below(8) as u32);
-        k.set_nw_dst(0x0700_0000 | r.below(8) as u32);
-        k.set_tp_dst([22, 80, 443, 1024][r.below(4) as usize]);
-    }
-    normalize(k)
 }
 
 /// Traffic with repeats: a pool of distinct packets, drawn with a skew.

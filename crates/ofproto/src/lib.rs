@@ -22,5 +22,6 @@ pub mod odp;
 pub mod parse;
 pub mod rule;
 pub mod tables;
+pub mod testgen;
 pub mod trie;
 pub mod xlate;
