@@ -20,7 +20,7 @@ pub struct Rng(pub u64);
 
 impl Rng {
     /// The next 64 random bits.
-    pub fn next(&mut self) -> u64 {
+    pub fn next_u64(&mut self) -> u64 {
         self.0 ^= self.0 << 13;
         self.0 ^= self.0 >> 7;
         self.0 ^= self.0 << 17;
@@ -28,7 +28,7 @@ impl Rng {
     }
     /// A number in `0..n` (`n` > 0).
     pub fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
+        self.next_u64() % n
     }
     /// True with probability `pct` %.
     pub fn chance(&mut self, pct: u64) -> bool {
@@ -210,7 +210,7 @@ pub fn normalize(mut k: FlowKey) -> FlowKey {
 pub fn packet(r: &mut Rng, rules: &[Rule]) -> FlowKey {
     let mut k = FlowKey::zero();
     for w in k.w.iter_mut().take(14) {
-        *w = r.next();
+        *w = r.next_u64();
     }
     if r.chance(70) && !rules.is_empty() {
         let rule = &rules[r.below(rules.len() as u64) as usize];

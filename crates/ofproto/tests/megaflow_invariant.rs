@@ -38,7 +38,7 @@ fn check(seed: u64, prefixes: &[FieldId]) -> Result<(), TestCaseError> {
         for _ in 0..12 {
             let mut s = FlowKey::zero();
             for i in 0..FLOW_WORDS {
-                s.w[i] = (pkt.w[i] & m.w[i]) | (r.next() & !m.w[i]);
+                s.w[i] = (pkt.w[i] & m.w[i]) | (r.next_u64() & !m.w[i]);
             }
             s.w[14] = 0;
             s.w[15] = 0;
