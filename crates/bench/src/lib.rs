@@ -99,10 +99,11 @@ pub fn run_plan(
     for (spec, configs) in &plan.runs {
         let name = spec.name();
         progress(Progress::Loading { workload: &name });
-        let w = load(spec).map_err(|source| BenchError::Workload {
+        let mut w = load(spec).map_err(|source| BenchError::Workload {
             name: name.clone(),
             source,
         })?;
+        w.set_frame_stride(opts.frame_stride);
         for cfg in configs {
             progress(Progress::Running {
                 workload: &name,

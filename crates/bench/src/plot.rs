@@ -21,16 +21,28 @@ const COLORS: [&str; 10] = [
 ];
 
 /// A series: its label and its (flows, Mpps) points sorted by flows.
+/// Families measured at a single flow count (e.g. one subtables workload
+/// next to a flows sweep) are left out when some family has a sweep.
 fn series(results: &[BenchResult]) -> Vec<(String, Vec<(f64, f64)>)> {
-    let mut families: Vec<&str> = Vec::new();
-    for r in results.iter().filter(|r| r.flows.is_some()) {
-        if !families.contains(&r.family.as_str()) {
-            families.push(&r.family);
+    let mut families: Vec<(&str, Vec<u64>)> = Vec::new();
+    for r in results {
+        let Some(x) = r.flows else { continue };
+        match families.iter_mut().find(|(f, _)| *f == r.family) {
+            Some((_, xs)) if !xs.contains(&x) => xs.push(x),
+            Some(_) => {}
+            None => families.push((&r.family, vec![x])),
         }
     }
+    if families.iter().any(|(_, xs)| xs.len() > 1) {
+        families.retain(|(_, xs)| xs.len() > 1);
+    }
+    let families: Vec<&str> = families.into_iter().map(|(f, _)| f).collect();
     let mut out: Vec<(String, Vec<(f64, f64)>)> = Vec::new();
     for r in results {
         let Some(x) = r.flows else { continue };
+        if !families.contains(&r.family.as_str()) {
+            continue;
+        }
         let label = if families.len() > 1 {
             format!("{} · {}", r.config, r.family)
         } else {
@@ -231,6 +243,21 @@ mod tests {
         assert_eq!(s.matches("<circle").count(), 4);
         assert!(s.contains("test &lt;plot&gt;"));
         assert!(s.contains(">1k</text>"));
+    }
+
+    #[test]
+    fn single_point_families_are_left_out_next_to_a_sweep() {
+        let mut sub = sample("subtables-20x50000", "emc", 1_000_000, 5.0);
+        sub.family = "subtables-20".into();
+        let rs = vec![
+            sample("flows-rr-1", "emc", 1, 20.0),
+            sample("flows-rr-1000", "emc", 1000, 15.0),
+            sub.clone(),
+        ];
+        let s = series(&rs);
+        assert_eq!(s.len(), 1);
+        assert_eq!(s[0].0, "emc");
+        assert_eq!(series(&[sub]).len(), 1, "alone, it is drawn");
     }
 
     #[test]

@@ -30,6 +30,9 @@ pub struct BenchResult {
     /// extract, classify, execute), as OVS charges its PMD's.
     #[serde(flatten)]
     pub stats: PmdStatsReport,
+    /// The same packets over wall-clock time (Mpps), a cross-check of the
+    /// TSC rate.
+    pub mpps_wall: f64,
     /// Distinct flows of the workload, if known.
     pub flows: Option<u64>,
     /// Workload family (one line in plots).
@@ -47,8 +50,10 @@ pub struct BenchResult {
     /// Share of the interval the measuring thread was on its CPU (%), when
     /// the kernel reports it; below ~98 % the run was disturbed.
     pub oncpu_pct: Option<f64>,
-    /// TSC rate used to convert time to cycles (MHz).
+    /// TSC rate used to convert cycles to time (MHz).
     pub tsc_mhz: f64,
+    /// Bytes between stored frames (0 = back to back).
+    pub frame_stride: usize,
 }
 
 impl BenchResult {
@@ -113,6 +118,7 @@ pub(crate) mod tests {
                 megaflows: 1,
                 ..PmdStatsReport::default()
             },
+            mpps_wall: mpps,
             flows: Some(flows),
             family: "flows-rr".into(),
             input_ports: 1,
@@ -122,6 +128,7 @@ pub(crate) mod tests {
             tx_packets: 100,
             oncpu_pct: Some(99.5),
             tsc_mhz: 2600.0,
+            frame_stride: 0,
         }
     }
 

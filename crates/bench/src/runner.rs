@@ -15,10 +15,12 @@
 //! the statistics are cleared, for the measured interval.
 //!
 //! Cycles: the whole loop is "processing" (the source never runs dry, so
-//! there is no idle time, as in the harness where idle ≈ 0 %). The
-//! interval's wall time is converted to TSC cycles at the machine's TSC
-//! rate, so `avg_processing_cycles_per_packet` is in the same unit as OVS's
-//! `pmd-stats-show` (TSC cycles) and Mpps = TSC rate / cycles per packet.
+//! there is no idle time, as in the harness where idle ≈ 0 %). Each
+//! measured interval is timed with the TSC (`flowpath_io::tsc`), so
+//! `avg_processing_cycles_per_packet` is in the unit of OVS's
+//! `pmd-stats-show`, and Mpps = packets × TSC rate / cycles, as the OVS
+//! harness computes it; `mpps_wall` is the same count over wall-clock time,
+//! as a cross-check (the harness's `Mpps(w)`).
 //!
 //! Time is read here, by the benchmark, never by the datapath: `now_ms`
 //! is passed in (subtable re-ranking and the CD's adaptation use it).
@@ -32,6 +34,7 @@ use crate::workload::Workload;
 use flowpath_datapath::execute::NullSink;
 use flowpath_datapath::switch::Switch;
 use flowpath_datapath::{ConfigError, BATCH_SIZE};
+use flowpath_io::tsc::{rdtsc, UNIT};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -55,6 +58,9 @@ pub struct RunOptions {
     pub intervals: u32,
     /// TSC rate in MHz.
     pub tsc_mhz: f64,
+    /// Bytes between the starts of stored frames (0 = back to back; see
+    /// [`Workload::set_frame_stride`]).
+    pub frame_stride: usize,
 }
 
 impl Default for RunOptions {
@@ -64,6 +70,7 @@ impl Default for RunOptions {
             duration: DEFAULT_DURATION,
             intervals: 1,
             tsc_mhz: detect_tsc_mhz().unwrap_or(FALLBACK_TSC_MHZ),
+            frame_stride: 0,
         }
     }
 }
@@ -83,6 +90,10 @@ pub fn detect_tsc_mhz() -> Option<f64> {
                 .and_then(|r| r.split_whitespace().next())
                 .and_then(|v| v.parse::<f64>().ok())
         });
+    if UNIT != "cycles" {
+        // No TSC: the counter counts nanoseconds.
+        return Some(1000.0);
+    }
     from_dmesg.or_else(|| {
         let text = std::fs::read_to_string("/proc/cpuinfo").ok()?;
         text.lines()
@@ -176,30 +187,39 @@ pub fn run(w: &Workload, cfg: &BenchConfig, opts: &RunOptions) -> Result<BenchRe
     r.sink = NullSink::default();
     let cpu0 = flowpath_io::affinity::thread_cpu_time_ns();
     let start = Instant::now().max(warm_end);
-    let mut interval_mpps = Vec::new();
-    let mut t = start;
+    let tsc_start = rdtsc();
+    let (mut interval_mpps, mut wall_mpps) = (Vec::new(), Vec::new());
+    let (mut t, mut tsc) = (start, tsc_start);
     let mut seen = 0u64;
     for _ in 0..opts.intervals.max(1) {
         let end = r.run_until(t0, t + opts.duration);
+        let tsc_end = rdtsc();
         let received = r.sw.report().packets_received;
+        let pkts = (received - seen) as f64;
+        let cycles = tsc_end.saturating_sub(tsc);
+        if cycles > 0 {
+            interval_mpps.push(pkts * opts.tsc_mhz / cycles as f64);
+        }
         let secs = end.duration_since(t).as_secs_f64();
         if secs > 0.0 {
-            interval_mpps.push((received - seen) as f64 / secs / 1e6);
+            wall_mpps.push(pkts / secs / 1e6);
         }
-        seen = received;
-        t = end;
+        (seen, t, tsc) = (received, end, tsc_end);
     }
     let cpu1 = flowpath_io::affinity::thread_cpu_time_ns();
     let elapsed = t.duration_since(start);
     let secs = elapsed.as_secs_f64();
-    let cycles = (secs * opts.tsc_mhz * 1e6) as u64;
-    r.sw.add_processing_cycles(cycles);
+    r.sw.add_processing_cycles(tsc.saturating_sub(tsc_start));
     let stats = r.sw.report();
-    let mpps = if interval_mpps.is_empty() {
-        0.0
-    } else {
-        interval_mpps.iter().sum::<f64>() / interval_mpps.len() as f64
+    let mean = |v: &[f64]| {
+        if v.is_empty() {
+            0.0
+        } else {
+            v.iter().sum::<f64>() / v.len() as f64
+        }
     };
+    let mpps = mean(&interval_mpps);
+    let mpps_wall = mean(&wall_mpps);
     let oncpu_pct = match (cpu0, cpu1) {
         (Some(a), Some(b)) if elapsed.as_nanos() > 0 => {
             Some(100.0 * (b.saturating_sub(a)) as f64 / elapsed.as_nanos() as f64)
@@ -211,6 +231,7 @@ pub fn run(w: &Workload, cfg: &BenchConfig, opts: &RunOptions) -> Result<BenchRe
         config: cfg.label.clone(),
         mpps,
         stats,
+        mpps_wall,
         flows: w.spec.flow_count(),
         family: w.spec.family(),
         input_ports: w.ports.len(),
@@ -220,6 +241,7 @@ pub fn run(w: &Workload, cfg: &BenchConfig, opts: &RunOptions) -> Result<BenchRe
         tx_packets: r.sink.packets,
         oncpu_pct,
         tsc_mhz: opts.tsc_mhz,
+        frame_stride: opts.frame_stride,
     })
 }
 
@@ -290,6 +312,7 @@ mod tests {
             duration: Duration::from_millis(20),
             intervals: 1,
             tsc_mhz: 2600.0,
+            frame_stride: 0,
         }
     }
 

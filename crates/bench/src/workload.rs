@@ -17,8 +17,8 @@
 //! split exactly as `gen-pcap.py` splits them, so that both switches
 //! classify the same packets on the same ports.
 //!
-//! Invariants: every port has at least one frame; `offsets` has one more
-//! entry than there are frames and is non-decreasing.
+//! Invariants: every port has at least one frame; `starts` and `lens` have
+//! one entry per frame and every frame lies inside `data`.
 
 use flowpath_io::load_ethernet_frames;
 use flowpath_ofproto::classifier::DEFAULT_PREFIXES;
@@ -160,16 +160,35 @@ pub enum WorkloadError {
 pub struct PortTraffic {
     /// Datapath port number the frames arrive on.
     pub in_port: u32,
-    /// All frames back to back.
+    /// The frames' bytes (back to back, or spread out:
+    /// [`Workload::set_frame_stride`]).
     pub data: Vec<u8>,
-    /// Frame `i` is `data[offsets[i]..offsets[i + 1]]`.
-    pub offsets: Vec<usize>,
+    /// Frame `i` is `data[starts[i]..starts[i] + lens[i]]`.
+    pub starts: Vec<usize>,
+    /// Length of each frame.
+    pub lens: Vec<u32>,
 }
 
 impl PortTraffic {
+    /// Frames stored back to back: frame `i` is
+    /// `data[offsets[i]..offsets[i + 1]]` (`offsets` non-decreasing, one
+    /// more entry than frames, the last at most `data.len()`).
+    pub fn packed(in_port: u32, data: Vec<u8>, offsets: &[usize]) -> Self {
+        PortTraffic {
+            in_port,
+            data,
+            starts: offsets
+                .iter()
+                .take(offsets.len().saturating_sub(1))
+                .copied()
+                .collect(),
+            lens: offsets.windows(2).map(|o| (o[1] - o[0]) as u32).collect(),
+        }
+    }
+
     /// Number of frames.
     pub fn len(&self) -> usize {
-        self.offsets.len() - 1
+        self.starts.len()
     }
 
     /// True when there is no frame (never, for a loaded workload).
@@ -177,10 +196,16 @@ impl PortTraffic {
         self.len() == 0
     }
 
+    /// The longest frame.
+    pub fn max_len(&self) -> usize {
+        self.lens.iter().max().map_or(0, |&l| l as usize)
+    }
+
     /// Frame `i` (`i < len()`).
     #[inline(always)]
     pub fn frame(&self, i: usize) -> &[u8] {
-        &self.data[self.offsets[i]..self.offsets[i + 1]]
+        let s = self.starts[i];
+        &self.data[s..s + self.lens[i] as usize]
     }
 }
 
@@ -201,6 +226,28 @@ impl Workload {
     /// Total number of frames over all ports.
     pub fn packet_count(&self) -> usize {
         self.ports.iter().map(PortTraffic::len).sum()
+    }
+
+    /// Spreads every port's frames `stride` bytes apart (at least the
+    /// longest frame), instead of back to back: the memory layout of a
+    /// capture held one packet per DPDK mbuf, as `net_pcap` with
+    /// `infinite_rx` holds it (an mbuf every few KB), so the source's
+    /// cache misses match the OVS harness's. `0` keeps them packed.
+    pub fn set_frame_stride(&mut self, stride: usize) {
+        if stride == 0 {
+            return;
+        }
+        for p in &mut self.ports {
+            let stride = stride.max(p.max_len());
+            let mut data = vec![0u8; p.len() * stride];
+            for i in 0..p.len() {
+                let f = p.frame(i);
+                let at = i * stride;
+                data[at..at + f.len()].copy_from_slice(f);
+            }
+            p.starts = (0..p.len()).map(|i| i * stride).collect();
+            p.data = data;
+        }
     }
 }
 
@@ -242,20 +289,16 @@ pub fn load(spec: &WorkloadSpec) -> Result<Workload, WorkloadError> {
     let mut ports = Vec::new();
     let mut start = 0;
     for (i, n) in part_sizes(seq.len(), MAX_PER_PORT).into_iter().enumerate() {
-        let mut p = PortTraffic {
-            in_port: part_port(i),
-            data: Vec::with_capacity(n * w.frame_len()),
-            offsets: Vec::with_capacity(n + 1),
-        };
-        p.offsets.push(0);
+        let mut data = Vec::with_capacity(n * w.frame_len());
+        let mut offsets = Vec::with_capacity(n + 1);
+        offsets.push(0);
         for &f in &seq[start..start + n] {
             // Workload invariant: every sequence entry indexes a frame.
-            p.data
-                .extend_from_slice(frames.get(f as usize).unwrap_or_default());
-            p.offsets.push(p.data.len());
+            data.extend_from_slice(frames.get(f as usize).unwrap_or_default());
+            offsets.push(data.len());
         }
         start += n;
-        ports.push(p);
+        ports.push(PortTraffic::packed(part_port(i), data, &offsets));
     }
     let rules_text = w.rules_text();
     let tables = parse_tables(&rules_text, &spec.name())?;
@@ -303,11 +346,7 @@ fn load_capture(spec: &WorkloadSpec, pcap: &Path, rules: &Path) -> Result<Worklo
         if f.is_empty() {
             return Err(WorkloadError::Empty(part.clone()));
         }
-        ports.push(PortTraffic {
-            in_port: part_port(i),
-            data: f.data,
-            offsets: f.offsets,
-        });
+        ports.push(PortTraffic::packed(part_port(i), f.data, &f.offsets));
     }
     Ok(Workload {
         spec: spec.clone(),
@@ -366,5 +405,11 @@ mod tests {
         assert_eq!(w.packet_count(), 5000, "rounds up to >= 4096 packets");
         assert_eq!(w.ports[0].frame(0).len(), 60);
         assert!(w.rules_text.contains("udp,actions=output:2"));
+        let f7 = w.ports[0].frame(7).to_vec();
+        let mut w = w;
+        w.set_frame_stride(4096);
+        assert_eq!(w.ports[0].frame(7), &f7[..]);
+        assert_eq!(w.ports[0].starts[7], 7 * 4096);
+        assert_eq!(w.packet_count(), 5000);
     }
 }

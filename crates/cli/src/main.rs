@@ -35,7 +35,7 @@ enum Command {
     /// Benchmark the datapath: replay workloads from memory on one pinned
     /// core and report Mpps, cycles per packet and hits per tier, per
     /// configuration.
-    Bench(cmd_bench::Args),
+    Bench(Box<cmd_bench::Args>),
 }
 
 fn main() {
@@ -44,7 +44,7 @@ fn main() {
         Command::Trace(a) => cmd_trace::run(a),
         Command::Run(a) => cmd_run::run(a),
         Command::Gen(a) => cmd_gen::run(a),
-        Command::Bench(a) => cmd_bench::run(a),
+        Command::Bench(a) => cmd_bench::run(*a),
     };
     if let Err(e) = result {
         eprintln!("flowpath: {e:#}");

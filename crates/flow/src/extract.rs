@@ -68,8 +68,9 @@
 use flowpath_wire::ethernet::{self, ethertype, is_vlan_tpid, EthernetFrame};
 use flowpath_wire::icmpv6::{msg_type as icmp6_type, nd_opt};
 use flowpath_wire::ip_proto;
+use flowpath_wire::ipv4::{FLAG_MF, FRAG_OFFSET_MASK};
 use flowpath_wire::ipv6::{is_ext_header, Ipv6ExtHeader, Ipv6FragHeader};
-use flowpath_wire::{ArpPacket, Ipv4Packet, Ipv6Packet, TcpPacket};
+use flowpath_wire::{ArpPacket, Ipv6Packet, TcpPacket};
 
 use crate::key::{FlowKey, FRAG_ANY, FRAG_LATER, VLAN_CFI};
 
@@ -143,15 +144,19 @@ fn extract_impl(frame: &[u8], in_port: u32) -> (FlowKey, Layers) {
     let mut layers = Layers::EMPTY;
     k.set_in_port(in_port);
 
-    let Ok(eth) = EthernetFrame::new_checked(frame) else {
+    // The Ethernet header as one fixed-size array: the addresses and type
+    // come out of it without a bounds check per field.
+    let Some(&[d0, d1, d2, d3, d4, d5, s0, s1, s2, s3, s4, s5, t0, t1]) =
+        frame.first_chunk::<{ EthernetFrame::<&[u8]>::HEADER_LEN }>()
+    else {
         return (k, layers);
     };
-    k.set_dl_dst(eth.dst_addr().to_u64());
-    k.set_dl_src(eth.src_addr().to_u64());
+    k.set_dl_dst(u64::from_be_bytes([0, 0, d0, d1, d2, d3, d4, d5]));
+    k.set_dl_src(u64::from_be_bytes([0, 0, s0, s1, s2, s3, s4, s5]));
 
     // `off` is the offset of the current type field.
     let mut off = 12usize;
-    let mut ty = eth.ethertype();
+    let mut ty = u16::from_be_bytes([t0, t1]);
     while is_vlan_tpid(ty) && layers.vlan_count < MAX_VLAN_TAGS {
         // TPID at off, TCI at off+2, next type at off+4..off+6.
         let Some(&[t0, t1, n0, n1]) = frame.get(off + 2..off + 6) else {
@@ -217,28 +222,42 @@ fn offset(off: usize) -> u16 {
 
 /// Validates an IPv4 header and extracts its fields. Returns the protocol,
 /// the fragment bits, the payload's offset in `l3` and the payload.
+///
+/// The checks are those of `Ipv4Packet::check_len` (≥ 20 bytes, version
+/// 4, IHL ≥ 5, `IHL*4 ≤ total length ≤ bytes available`), made on the
+/// fixed 20-byte header array so that no field read needs its own bounds
+/// check (the differential tests against etherparse and the capture corpus
+/// hold it to the view's behaviour).
 #[inline(always)]
 fn ipv4<'a>(k: &mut FlowKey, l3: &'a [u8]) -> Option<(u8, u8, usize, &'a [u8])> {
-    let ip = Ipv4Packet::new_checked(l3).ok()?;
-    if l3.len().saturating_sub(usize::from(ip.total_len())) > MAX_L2_PAD {
+    let h: &[u8; 20] = l3.first_chunk()?;
+    if h[0] >> 4 != 4 {
         return None;
     }
-    k.set_nw_src(u32::from_be_bytes(ip.src_bytes()));
-    k.set_nw_dst(u32::from_be_bytes(ip.dst_bytes()));
-    let proto = ip.protocol();
+    let hl = usize::from(h[0] & 0x0f) * 4;
+    let total = usize::from(u16::from_be_bytes([h[2], h[3]]));
+    if hl < 20 || total < hl || l3.len() < total {
+        return None;
+    }
+    if l3.len() - total > MAX_L2_PAD {
+        return None;
+    }
+    k.set_nw_src(u32::from_be_bytes([h[12], h[13], h[14], h[15]]));
+    k.set_nw_dst(u32::from_be_bytes([h[16], h[17], h[18], h[19]]));
+    let proto = h[9];
+    let flags_frag = u16::from_be_bytes([h[6], h[7]]);
     let mut frag = 0;
-    if ip.is_fragment() {
+    if flags_frag & (FLAG_MF | FRAG_OFFSET_MASK) != 0 {
         frag = FRAG_ANY;
-        if ip.is_later_fragment() {
+        if flags_frag & FRAG_OFFSET_MASK != 0 {
             frag |= FRAG_LATER;
         }
     }
     k.set_nw_proto(proto);
-    k.set_nw_tos(ip.tos());
-    k.set_nw_ttl(ip.ttl());
+    k.set_nw_tos(h[1]);
+    k.set_nw_ttl(h[8]);
     k.set_nw_frag(frag);
-    let hl = ip.header_len();
-    let payload = l3.get(hl..usize::from(ip.total_len())).unwrap_or(&[]);
+    let payload = l3.get(hl..total).unwrap_or(&[]);
     Some((proto, frag, hl, payload))
 }
 
