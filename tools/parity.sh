@@ -14,7 +14,7 @@
 #   --no-huge         DPDK without hugepages (passed to ovs-dpdk-bench.sh)
 # Environment: W, M, R = OVS warm-up s / interval s / intervals (10, 5, 3, as
 # RESULTS.md); FP_WARMUP_MS, FP_DURATION_MS, FP_INTERVALS = flowpath's
-# warm-up, interval and intervals per configuration (1000, 2000, 3);
+# warm-up, interval and intervals per configuration (1100, 2000, 3);
 # FLOWPATH = the binary (default: cargo build --release, target/release);
 # ANCHOR = the OVS-DPDK anchor directory (default ../shared/anchors/ovs-dpdk
 # next to the repository).
@@ -33,7 +33,7 @@ ROOT="$(cd "$(dirname "$(readlink -f "$0")")/.." && pwd)"
 OUT=/tmp/parity PCAPS=/tmp/ovsbench/pcap SKIP_OVS=false SKIP_FP=false ONLY=. NOHUGE=""
 ANCHOR=${ANCHOR:-$ROOT/../shared/anchors/ovs-dpdk}
 W=${W:-10} M=${M:-5} R=${R:-3}
-FP_WARMUP_MS=${FP_WARMUP_MS:-1000} FP_DURATION_MS=${FP_DURATION_MS:-2000} FP_INTERVALS=${FP_INTERVALS:-3}
+FP_WARMUP_MS=${FP_WARMUP_MS:-1100} FP_DURATION_MS=${FP_DURATION_MS:-2000} FP_INTERVALS=${FP_INTERVALS:-3}
 while [ $# -gt 0 ]; do
     case "$1" in
         --out) OUT=$2; shift 2 ;;
@@ -79,6 +79,7 @@ CASES=(
 if ! $SKIP_OVS; then
     command -v ovs-vsctl >/dev/null || { log "OVS not installed (see the header)"; exit 1; }
     rm -f "$OUT/ovs.csv"
+    HUGE_BEFORE=$(cat /proc/sys/vm/nr_hugepages 2>/dev/null || echo 0)
     # The netdev datapath creates a tap device named "ovs-netdev"; if
     # another OVS on this machine already has one, ours runs in a private
     # network namespace (the harness talks to it over unix sockets under
@@ -101,6 +102,13 @@ if ! $SKIP_OVS; then
             > "$OUT/logs/ovs-$tag.log" 2>&1 || { log "OVS $tag failed: see $OUT/logs/ovs-$tag.log"; tail -5 "$OUT/logs/ovs-$tag.log" >&2; }
         grep -E '^(MEAN|WARNING)' "$OUT/logs/ovs-$tag.log" >&2 || true
     done
+    # Unmount the harness's hugetlbfs and give back the hugepages it
+    # reserved (if none is in use), so that the flowpath runs and the rest
+    # of the machine get that memory back.
+    "$ANCHOR/ovs-dpdk-bench.sh" --stop || true
+    if [ "$(awk '/HugePages_Free/ {print $2}' /proc/meminfo)" = "$(cat /proc/sys/vm/nr_hugepages)" ]; then
+        echo "$HUGE_BEFORE" > /proc/sys/vm/nr_hugepages 2>/dev/null || true
+    fi
 fi
 
 # --- flowpath -----------------------------------------------------------------

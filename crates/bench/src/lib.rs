@@ -86,36 +86,61 @@ pub struct Report {
     pub emc_fill: Vec<EmcFill>,
 }
 
-/// Runs every (workload, configuration) of `plan`, loading each workload
-/// once, and calls `progress` along the way.
+/// Runs every (workload, configuration) of `plan`, `opts.rounds` times
+/// (each round loads each workload once), and calls `progress` along the
+/// way. Each result is the round with the median Mpps; `mpps_rounds` lists
+/// every round's (sorted).
 pub fn run_plan(
     plan: &Plan,
     opts: &RunOptions,
     progress: &mut dyn FnMut(Progress<'_>),
 ) -> Result<Report, BenchError> {
-    let total = plan.len();
+    let rounds = opts.rounds.max(1) as usize;
+    let total = plan.len() * rounds;
     let mut report = Report::default();
     let mut index = 0;
-    for (spec, configs) in &plan.runs {
-        let name = spec.name();
-        progress(Progress::Loading { workload: &name });
-        let mut w = load(spec).map_err(|source| BenchError::Workload {
-            name: name.clone(),
-            source,
-        })?;
-        w.set_frame_stride(opts.frame_stride);
-        for cfg in configs {
-            progress(Progress::Running {
-                workload: &name,
-                config: &cfg.label,
-                index,
-                total,
-            });
-            let r = run(&w, cfg, opts)?;
-            progress(Progress::Done(&r));
-            report.results.push(r);
-            index += 1;
+    // samples[k] = the results of the k-th (workload, configuration) of the
+    // plan, one per round.
+    let mut samples: Vec<Vec<BenchResult>> = vec![Vec::new(); plan.len()];
+    for round in 0..rounds {
+        let mut k0 = 0;
+        for (spec, configs) in &plan.runs {
+            let name = spec.name();
+            progress(Progress::Loading { workload: &name });
+            let mut w = load(spec).map_err(|source| BenchError::Workload {
+                name: name.clone(),
+                source,
+            })?;
+            w.set_frame_stride(opts.frame_stride);
+            // Each round starts at another configuration, so a slow spell
+            // of the machine does not always hit the same one.
+            for j in 0..configs.len() {
+                let c = (j + round) % configs.len();
+                let cfg = &configs[c];
+                progress(Progress::Running {
+                    workload: &name,
+                    config: &cfg.label,
+                    index,
+                    total,
+                });
+                let r = run(&w, cfg, opts)?;
+                progress(Progress::Done(&r));
+                samples[k0 + c].push(r);
+                index += 1;
+            }
+            k0 += configs.len();
         }
+    }
+    for mut s in samples {
+        s.sort_by(|a, b| a.mpps.total_cmp(&b.mpps));
+        let per_round: Vec<f64> = s.iter().map(|r| r.mpps).collect();
+        if s.is_empty() {
+            continue;
+        }
+        // The median round (the lower middle one for an even count).
+        let mut r = s.swap_remove((s.len() - 1) / 2);
+        r.mpps_rounds = per_round;
+        report.results.push(r);
     }
     if let Some((spec, target, cap)) = &plan.emc_fill {
         let name = spec.name();
@@ -177,4 +202,47 @@ pub fn emc_fill_table(report: &Report) -> String {
         })
         .collect();
     output::render(&head, &rows, 2)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use flowpath_trafficgen::Order;
+    use std::time::Duration;
+
+    #[test]
+    fn rounds_keep_plan_order_and_report_the_median() {
+        let p = Plan::grid(
+            "t",
+            vec![WorkloadSpec::Flows {
+                flows: 16,
+                order: Order::RoundRobin,
+            }],
+            &parse_configs("emc,none,emc+dfc").unwrap(),
+        );
+        let opts = RunOptions {
+            warmup: Duration::from_millis(2),
+            duration: Duration::from_millis(10),
+            intervals: 1,
+            tsc_mhz: 2600.0,
+            frame_stride: 0,
+            rounds: 3,
+        };
+        let mut done = 0;
+        let rep = run_plan(&p, &opts, &mut |e| {
+            if let Progress::Done(r) = e {
+                assert!(r.is_consistent());
+                done += 1;
+            }
+        })
+        .unwrap();
+        assert_eq!(done, 9);
+        let labels: Vec<&str> = rep.results.iter().map(|r| r.config.as_str()).collect();
+        assert_eq!(labels, ["emc", "none", "emc+dfc"]);
+        for r in &rep.results {
+            assert_eq!(r.mpps_rounds.len(), 3);
+            assert!(r.mpps_rounds.windows(2).all(|w| w[0] <= w[1]));
+            assert_eq!(r.mpps, r.mpps_rounds[1], "median round");
+        }
+    }
 }

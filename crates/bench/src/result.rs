@@ -45,6 +45,9 @@ pub struct BenchResult {
     pub measured_s: f64,
     /// Mpps of each measured interval (`mpps` is their mean).
     pub mpps_intervals: Vec<f64>,
+    /// With several rounds: every round's Mpps, sorted (this result is the
+    /// median round); empty for a single run.
+    pub mpps_rounds: Vec<f64>,
     /// Packets sent to output ports during the interval.
     pub tx_packets: u64,
     /// Share of the interval the measuring thread was on its CPU (%), when
@@ -125,6 +128,7 @@ pub(crate) mod tests {
             pcap_packets: 4096,
             measured_s: 1.5,
             mpps_intervals: vec![mpps],
+            mpps_rounds: vec![],
             tx_packets: 100,
             oncpu_pct: Some(99.5),
             tsc_mhz: 2600.0,

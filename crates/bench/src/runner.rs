@@ -38,8 +38,11 @@ use flowpath_io::tsc::{rdtsc, UNIT};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// Default warm-up.
-pub const DEFAULT_WARMUP: Duration = Duration::from_millis(500);
+/// Default warm-up: just over one second, so that the datapath's periodic
+/// decisions, which it takes once per second of the time it is given
+/// (subtable re-ranking, the Cuckoo Distributor's on/off switch), have been
+/// taken once before the measurement starts.
+pub const DEFAULT_WARMUP: Duration = Duration::from_millis(1100);
 /// Default measured interval.
 pub const DEFAULT_DURATION: Duration = Duration::from_millis(1500);
 /// TSC rate assumed when none can be detected (this project's reference
@@ -61,6 +64,9 @@ pub struct RunOptions {
     /// Bytes between the starts of stored frames (0 = back to back; see
     /// [`Workload::set_frame_stride`]).
     pub frame_stride: usize,
+    /// Rounds over the whole plan ([`crate::run_plan`] reports the median
+    /// round of each run).
+    pub rounds: u32,
 }
 
 impl Default for RunOptions {
@@ -71,6 +77,7 @@ impl Default for RunOptions {
             intervals: 1,
             tsc_mhz: detect_tsc_mhz().unwrap_or(FALLBACK_TSC_MHZ),
             frame_stride: 0,
+            rounds: 1,
         }
     }
 }
@@ -238,6 +245,7 @@ pub fn run(w: &Workload, cfg: &BenchConfig, opts: &RunOptions) -> Result<BenchRe
         pcap_packets: w.packet_count(),
         measured_s: secs,
         mpps_intervals: interval_mpps,
+        mpps_rounds: Vec::new(),
         tx_packets: r.sink.packets,
         oncpu_pct,
         tsc_mhz: opts.tsc_mhz,
@@ -313,6 +321,7 @@ mod tests {
             intervals: 1,
             tsc_mhz: 2600.0,
             frame_stride: 0,
+            rounds: 1,
         }
     }
 

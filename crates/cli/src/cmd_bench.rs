@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 const AFTER_LONG_HELP: &str = "\
-With no arguments, runs the default grid (about a minute): flows 1 / 1k / 100k / 1M \
+With no arguments, runs the default grid (about a minute and a half): flows 1 / 1k / 100k / 1M \
 round robin and the 20-subtable Cuckoo Distributor workload (20 x 50000 flows), under \
 EMC only (OVS's default), EMC+SMC, EMC+DFC, EMC+CD and no caches; prints the table and \
 writes bench-results.csv, bench-results.json and bench-results.svg (in --out-dir).
@@ -84,8 +84,10 @@ pub struct Args {
     /// Cross product: megaflows on and/or off.
     #[arg(long, value_name = "on|off,...", value_delimiter = ',')]
     megaflows: Vec<String>,
-    /// Warm-up before each measured interval (ms).
-    #[arg(long, default_value_t = 500, value_name = "MS")]
+    /// Warm-up before the measured intervals (ms; the default covers the
+    /// first subtable re-ranking and Cuckoo Distributor decision, which
+    /// happen after 1 s).
+    #[arg(long, default_value_t = 1100, value_name = "MS")]
     warmup_ms: u64,
     /// Measured interval per configuration (ms).
     #[arg(long, default_value_t = 1500, value_name = "MS")]
@@ -94,6 +96,11 @@ pub struct Args {
     /// warm-up (Mpps = their mean, as the OVS harness's -r).
     #[arg(long, default_value_t = 1, value_name = "N")]
     intervals: u32,
+    /// Run the whole plan this many times, rotating the order of the
+    /// configurations; each result is the median round (robust against
+    /// slow spells of a shared machine).
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    rounds: u32,
     /// Store the frames this many bytes apart instead of back to back
     /// (e.g. 4096: one packet per DPDK mbuf, as the OVS harness's net_pcap
     /// holds them), so the copy into the rx buffers misses the caches as
@@ -263,6 +270,7 @@ pub fn run(args: Args) -> Result<()> {
         duration: Duration::from_millis(args.duration_ms),
         intervals: args.intervals.max(1),
         frame_stride: args.frame_stride,
+        rounds: args.rounds.max(1),
         tsc_mhz: args.tsc_mhz.unwrap_or(RunOptions::default().tsc_mhz),
     };
     let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
@@ -272,9 +280,10 @@ pub fn run(args: Args) -> Result<()> {
         .collect::<Vec<_>>()
         .join(" ");
     let header = format!(
-        "{}: {} runs, warm-up {} ms + {} x {} ms each; {pinned}; TSC {:.0} MHz; load average {load}",
+        "{}: {} runs x {} round(s), warm-up {} ms + {} x {} ms each; {pinned}; TSC {:.0} MHz; load average {load}",
         p.title,
         p.len(),
+        opts.rounds,
         args.warmup_ms,
         args.intervals.max(1),
         args.duration_ms,
@@ -284,7 +293,7 @@ pub fn run(args: Args) -> Result<()> {
     let bar = if args.quiet {
         ProgressBar::hidden()
     } else {
-        let b = ProgressBar::new(p.len() as u64);
+        let b = ProgressBar::new((p.len() * opts.rounds as usize) as u64);
         b.set_style(
             ProgressStyle::with_template("{bar:30} {pos}/{len} {elapsed} {msg}")
                 .unwrap_or_else(|_| ProgressStyle::default_bar()),
