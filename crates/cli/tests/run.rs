@@ -514,28 +514,13 @@ fn dump_flows_text_and_json() {
 }
 
 fn corpus_dir() -> PathBuf {
-    match std::env::var_os("FLOWPATH_PCAPS") {
-        Some(d) => PathBuf::from(d),
-        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/pcaps"),
-    }
+    flowpath_io::corpus::shared_pcaps_dir(env!("CARGO_MANIFEST_DIR"))
 }
 
 fn walk(d: &Path, out: &mut Vec<PathBuf>) {
-    let mut entries: Vec<PathBuf> = std::fs::read_dir(d)
-        .unwrap_or_else(|e| panic!("{}: {e}", d.display()))
-        .map(|e| e.unwrap().path())
-        .collect();
-    entries.sort();
-    for p in entries {
-        if p.is_dir() {
-            walk(&p, out);
-        } else {
-            let name = p.file_name().unwrap().to_string_lossy().into_owned();
-            if name != "LICENSE" && name != "COPYING" && !name.ends_with(".md") {
-                out.push(p);
-            }
-        }
-    }
+    let files =
+        flowpath_io::corpus::capture_files(d).unwrap_or_else(|e| panic!("{}: {e}", d.display()));
+    out.extend(files);
 }
 
 #[test]

@@ -11,32 +11,13 @@ use flowpath_flow::key::{FlowKey, FRAG_ANY, FRAG_LATER, VLAN_CFI};
 use flowpath_io::{PcapReader, LINKTYPE_ETHERNET};
 
 fn corpus_dir() -> PathBuf {
-    match std::env::var_os("FLOWPATH_PCAPS") {
-        Some(d) => PathBuf::from(d),
-        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/pcaps"),
-    }
+    flowpath_io::corpus::shared_pcaps_dir(env!("CARGO_MANIFEST_DIR"))
 }
 
 fn walk(d: &Path, out: &mut Vec<PathBuf>) {
-    let mut entries: Vec<_> = std::fs::read_dir(d)
-        .unwrap_or_else(|e| panic!("{}: {e}", d.display()))
-        .flatten()
-        .map(|e| e.path())
-        .collect();
-    entries.sort();
-    for p in entries {
-        if p.is_dir() {
-            walk(&p, out);
-        } else {
-            let name = p
-                .file_name()
-                .map(|n| n.to_string_lossy().into_owned())
-                .unwrap_or_default();
-            if name != "LICENSE" && name != "COPYING" && !name.ends_with(".md") {
-                out.push(p);
-            }
-        }
-    }
+    let files =
+        flowpath_io::corpus::capture_files(d).unwrap_or_else(|e| panic!("{}: {e}", d.display()));
+    out.extend(files);
 }
 
 fn check_invariants(frame: &[u8], k: &FlowKey, l: &Layers, in_port: u32) {

@@ -21,6 +21,7 @@
 //! of the workspace will live in this crate).
 
 pub mod affinity;
+pub mod corpus;
 pub mod error;
 pub mod frames;
 pub mod reader;
