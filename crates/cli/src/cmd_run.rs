@@ -22,10 +22,7 @@ use anyhow::{bail, Context, Result};
 use flowpath_datapath::{Config, Outputs, PortSink, SecondLevel, Switch};
 use flowpath_flow::{Match, Style};
 use flowpath_io::{load_ethernet_frames, tsc, IoError, PcapWriter};
-use flowpath_ofproto::classifier::{parse_prefixes, DEFAULT_PREFIXES};
 use flowpath_ofproto::odp::format_actions;
-use flowpath_ofproto::parse::parse_rules;
-use flowpath_ofproto::tables::RuleTables;
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -64,9 +61,8 @@ Defaults follow OVS: EMC on with emc-insert-inv-prob 100, no second-level cache\
 (smc-enable=false), megaflows on, flow-limit 200000, max-idle 10000 ms.\n\
 The datapath's time is the capture's timestamps (ms).")]
 pub struct Args {
-    /// Rule file in `ovs-ofctl add-flows` syntax (one flow per line).
-    #[arg(long, value_name = "RULES.flows")]
-    rules: PathBuf,
+    #[command(flatten)]
+    rules: crate::rule_args::RuleArgs,
     /// Ethernet capture (pcap or pcapng) whose frames arrive on --in-port.
     #[arg(long, value_name = "IN.pcap")]
     pcap: PathBuf,
@@ -99,17 +95,6 @@ pub struct Args {
     /// removed (checked every 500 ms).
     #[arg(long, value_name = "MS", default_value_t = 10_000)]
     max_idle: u64,
-    /// Prefix-tracking fields, like OVS's Flow_Table:prefixes
-    /// (`none`, or up to three of nw_dst, nw_src, ipv6_dst, ipv6_src).
-    #[arg(long, value_name = "FIELDS", default_value = "nw_dst,nw_src")]
-    prefixes: String,
-    /// Prefix-tracking fields for one table, overriding --prefixes there:
-    /// `T=FIELDS` (e.g. `1=none`); repeatable.
-    #[arg(long = "table-prefixes", value_name = "T=FIELDS")]
-    table_prefixes: Vec<String>,
-    /// Ports that ALL and FLOOD send to (default: every port the rules name).
-    #[arg(long, value_name = "P,P,...", value_delimiter = ',')]
-    ports: Option<Vec<u32>>,
     /// Also print the megaflows, as `ovs-appctl dpctl/dump-flows`.
     #[arg(long)]
     dump_flows: bool,
@@ -167,20 +152,7 @@ struct FlowJson {
 
 /// Runs `flowpath run`.
 pub fn run(args: Args) -> Result<()> {
-    let text = std::fs::read_to_string(&args.rules)
-        .with_context(|| format!("cannot read rule file {}", args.rules.display()))?;
-    let name = args.rules.display().to_string();
-    let rules = parse_rules(&text, Some(&name))?;
-    let prefixes = if args.prefixes == "nw_dst,nw_src" {
-        DEFAULT_PREFIXES.to_vec()
-    } else {
-        parse_prefixes(&args.prefixes).context("--prefixes")?
-    };
-    let per_table = crate::cmd_trace::parse_table_prefixes(&args.table_prefixes)?;
-    let mut tables = RuleTables::with_table_prefixes(rules, &prefixes, &per_table);
-    if let Some(p) = &args.ports {
-        tables.set_ports(p.clone());
-    }
+    let tables = args.rules.load()?;
 
     // IoError messages name the file (and record, link type): flatten them
     // so the OS error is not printed twice.

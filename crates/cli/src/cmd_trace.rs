@@ -6,10 +6,8 @@
 //! per packet: `{"packet", "megaflow", "actions"}`.
 
 use anyhow::{bail, Context, Result};
-use flowpath_ofproto::classifier::{parse_prefixes, DEFAULT_PREFIXES};
 use flowpath_ofproto::odp::format_actions;
-use flowpath_ofproto::parse::{parse_match, parse_rules};
-use flowpath_ofproto::tables::RuleTables;
+use flowpath_ofproto::parse::parse_match;
 use flowpath_ofproto::xlate::xlate;
 use std::io::Write;
 use std::path::PathBuf;
@@ -22,20 +20,8 @@ flowpath trace --rules examples/nmap.flows --packets packets.txt --json\n\n\
 A packet is written in ovs-ofctl flow syntax; fields not mentioned are 0.\n\
 Megaflow is the widest match that is sure to get the same datapath actions.")]
 pub struct Args {
-    /// Rule file in `ovs-ofctl add-flows` syntax (one flow per line).
-    #[arg(long, value_name = "RULES.flows")]
-    rules: PathBuf,
-    /// Prefix-tracking fields, like OVS's Flow_Table:prefixes
-    /// (`none`, or up to three of nw_dst, nw_src, ipv6_dst, ipv6_src).
-    #[arg(long, value_name = "FIELDS", default_value = "nw_dst,nw_src")]
-    prefixes: String,
-    /// Prefix-tracking fields for one table, overriding --prefixes there:
-    /// `T=FIELDS` (e.g. `1=none`, `2=ipv6_dst`); repeatable.
-    #[arg(long = "table-prefixes", value_name = "T=FIELDS")]
-    table_prefixes: Vec<String>,
-    /// Ports that ALL and FLOOD send to (default: every port the rules name).
-    #[arg(long, value_name = "P,P,...", value_delimiter = ',')]
-    ports: Option<Vec<u32>>,
+    #[command(flatten)]
+    rules: crate::rule_args::RuleArgs,
     /// A file of packet descriptions, one per line ('#' comments allowed).
     #[arg(long, value_name = "FILE", conflicts_with = "flow")]
     packets: Option<PathBuf>,
@@ -57,20 +43,7 @@ struct TraceJson<'a> {
 
 /// Runs `flowpath trace`.
 pub fn run(args: Args) -> Result<()> {
-    let text = std::fs::read_to_string(&args.rules)
-        .with_context(|| format!("cannot read rule file {}", args.rules.display()))?;
-    let name = args.rules.display().to_string();
-    let rules = parse_rules(&text, Some(&name))?;
-    let prefixes = if args.prefixes == "nw_dst,nw_src" {
-        DEFAULT_PREFIXES.to_vec()
-    } else {
-        parse_prefixes(&args.prefixes).context("--prefixes")?
-    };
-    let per_table = parse_table_prefixes(&args.table_prefixes)?;
-    let mut tables = RuleTables::with_table_prefixes(rules, &prefixes, &per_table);
-    if let Some(p) = args.ports {
-        tables.set_ports(p);
-    }
+    let tables = args.rules.load()?;
     let packets: Vec<(usize, String)> = match (&args.flow, &args.packets) {
         (Some(f), _) => vec![(0, f.clone())],
         (None, Some(path)) => {
@@ -110,25 +83,4 @@ pub fn run(args: Args) -> Result<()> {
     }
     out.flush()?;
     Ok(())
-}
-
-/// Parses `--table-prefixes T=FIELDS` values.
-pub fn parse_table_prefixes(items: &[String]) -> Result<Vec<(u8, Vec<flowpath_flow::FieldId>)>> {
-    let mut out = Vec::new();
-    for item in items {
-        let (t, fields) = item.split_once('=').with_context(|| {
-            format!("--table-prefixes '{item}': expected T=FIELDS, e.g. 1=nw_dst")
-        })?;
-        let t: u8 = t
-            .trim()
-            .parse()
-            .ok()
-            .filter(|t| *t < 255)
-            .with_context(|| {
-                format!("--table-prefixes '{item}': '{t}' is not a table number (0 to 254)")
-            })?;
-        let f = parse_prefixes(fields).with_context(|| format!("--table-prefixes '{item}'"))?;
-        out.push((t, f));
-    }
-    Ok(out)
 }

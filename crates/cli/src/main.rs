@@ -11,6 +11,7 @@ mod cmd_bench;
 mod cmd_gen;
 mod cmd_run;
 mod cmd_trace;
+mod rule_args;
 
 use clap::{Parser, Subcommand};
 
