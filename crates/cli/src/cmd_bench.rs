@@ -32,7 +32,7 @@ smc, dfc, cd, dfc-proposal (DFC + 1-way 16K EMC), nomf (megaflows off), none. \
 Tiers not named are off: 'emc' is OVS's default, 'smc' is SMC with the EMC off. \
 Or build a cross product with --emc-inv-prob, --second and --megaflows.
 
-Workloads: --flows N,N,... (--order rr|uniform), --subtables SxD,..., --nmap HxP,..., \
+Workloads: --flows N,N,... (--order rr|uniform|zipf:S), --subtables SxD,..., --nmap HxP,..., \
 or --pcap FILE --rules FILE for any capture; a .parts file (the OVS-DPDK harness's \
 make-pcaps.sh output) lists one capture per input port (in_port 1, 11, 12, 13), polled \
 round robin. Generated workloads of more than 250000 packets are split over ports the \
@@ -56,7 +56,7 @@ pub struct Args {
     /// `flows` workloads: numbers of flows.
     #[arg(long, value_name = "N,N,...", value_delimiter = ',')]
     flows: Vec<u64>,
-    /// Packet order of the `flows` workloads: rr or uniform.
+    /// Packet order of the `flows` workloads: rr, uniform or zipf:S (as `flowpath gen flows`).
     #[arg(long, default_value = "rr")]
     order: Order,
     /// `subtables` workloads: S rules (masks) x D destinations each.

@@ -49,6 +49,7 @@
 use crate::batch::BATCH_SIZE;
 use crate::dpcls::NO_SUBTABLE;
 use crate::hash::Rng;
+use crate::prefetch::prefetch;
 
 /// Default number of buckets (16 entries each: 1M entries, 4 MB).
 pub const CD_DEFAULT_BUCKETS: usize = 1 << 16;
@@ -196,6 +197,16 @@ impl Cd {
     pub fn lookup_batch(&self, hashes: &[u32], todo: u32, out: &mut [u16; BATCH_SIZE]) -> u32 {
         // Pass 1: primary buckets of all packets (insertion fills the
         // primary bucket first, so most hits are there).
+        // Pass 0: start loading every packet's primary bucket.
+        let mut m = todo;
+        while m != 0 {
+            let i = m.trailing_zeros() as usize;
+            m &= m - 1;
+            let (b1, _, _) = self.buckets(hashes[i]);
+            if let Some(line) = self.lines.get(self.at(b1, 0).0) {
+                prefetch(line);
+            }
+        }
         let mut c1 = [0u32; BATCH_SIZE];
         let mut bk = [0usize; BATCH_SIZE];
         let mut m = todo;

@@ -81,11 +81,10 @@ impl Dfc {
             m &= m - 1;
             idx[i] = self.flows[(hashes[i] & self.mask) as usize];
         }
-        // Pass 2: liveness, and touch every candidate megaflow's compare
-        // line so their cache misses overlap.
+        // Pass 2: liveness, and prefetch every candidate megaflow's
+        // compare line so their cache misses overlap.
         let mut live = 0u32;
         let mut refs = [MegaflowRef::NONE; BATCH_SIZE];
-        let mut touched = 0u64;
         let mut m = todo;
         while m != 0 {
             let i = m.trailing_zeros() as usize;
@@ -93,10 +92,9 @@ impl Dfc {
             if let Some(r) = table.live_at(idx[i]) {
                 refs[i] = r;
                 live |= 1 << i;
-                touched ^= table.touch(idx[i]);
+                table.prefetch(idx[i]);
             }
         }
-        std::hint::black_box(touched);
         // Pass 3: confirm by masked compare.
         let mut found = 0;
         let mut m = live;

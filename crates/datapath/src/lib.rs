@@ -25,15 +25,17 @@
 //! | [`smc`], [`dfc`], [`cd`] | the second-level caches |
 //! | [`batch`], [`pipeline`], [`upcall`] | the cascade and its interfaces |
 //! | [`config`], [`stats`] | run-time knobs, counters |
+//! | [`prefetch`] | the software prefetch hint, the crate's only `unsafe` |
 //! | [`packet`], [`execute`] | packet buffers with headroom; actions on bytes, outputs per port |
 //! | [`slowpath`] | the rule tables behind the upcall; revalidation |
 //! | [`switch`] | the worker loop: frames in, cascade, actions, frames out |
 //!
 //! Rules of the crate: no I/O, no clock reads, no locks and no allocation on
 //! the packet path (time and cycles are arguments); caches store indices,
-//! never references; no `unsafe`.
+//! never references; no `unsafe` outside [`prefetch`] (one fenced
+//! intrinsic call).
 
-#![forbid(unsafe_code)]
+#![deny(unsafe_code)]
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
 pub mod batch;
@@ -48,6 +50,7 @@ pub mod hash;
 pub mod megaflow;
 pub mod packet;
 pub mod pipeline;
+pub mod prefetch;
 pub mod slowpath;
 pub mod smc;
 pub mod stats;

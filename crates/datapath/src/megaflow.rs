@@ -36,6 +36,7 @@
 //! Threads: owned by one datapath worker; the revalidator's decisions
 //! reach it as calls between batches.
 
+use crate::prefetch::prefetch;
 use flowpath_flow::{FlowKey, FlowMask, FLOW_WORDS};
 use flowpath_ofproto::odp::DpActions;
 
@@ -261,11 +262,13 @@ impl MegaflowTable {
         diff == 0
     }
 
-    /// Reads (and returns) the first word of slot `index`'s compare data,
-    /// so a batch can start all its cache misses before comparing any.
+    /// Starts loading the first line of slot `index`'s compare data, so a
+    /// batch can start all its cache misses before comparing any.
     #[inline(always)]
-    pub fn touch(&self, index: u32) -> u64 {
-        self.hot.get(index as usize).map_or(0, |h| h.pairs[0][1])
+    pub fn prefetch(&self, index: u32) {
+        if let Some(h) = self.hot.get(index as usize) {
+            prefetch(h);
+        }
     }
 
     /// The megaflow `r` names, if live.

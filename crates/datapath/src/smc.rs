@@ -30,6 +30,7 @@
 use crate::batch::BATCH_SIZE;
 use crate::hash::Rng;
 use crate::megaflow::{MegaflowRef, MegaflowTable};
+use crate::prefetch::prefetch;
 use flowpath_flow::FlowKey;
 
 /// Default number of entries (OVS: `SMC_ENTRIES` = 1 << 20).
@@ -100,6 +101,15 @@ impl Smc {
         table: &MegaflowTable,
         out: &mut [MegaflowRef; BATCH_SIZE],
     ) -> u32 {
+        // Pass 0: start loading every packet's bucket.
+        let mut m = todo;
+        while m != 0 {
+            let i = m.trailing_zeros() as usize;
+            m &= m - 1;
+            if let Some(b) = self.buckets.get((hashes[i] & self.mask) as usize) {
+                prefetch(b);
+            }
+        }
         let mut cand = [0u8; BATCH_SIZE];
         let mut bidx = [0usize; BATCH_SIZE];
         let mut m = todo;
@@ -117,21 +127,16 @@ impl Smc {
             cand[i] = c;
             bidx[i] = b;
         }
-        // Pass 2: liveness of the first candidate, and touch its compare
-        // line so the cache misses of all packets overlap.
-        let mut first = [EMPTY; BATCH_SIZE];
-        let mut touched = 0u64;
+        // Pass 2: prefetch the first candidate's compare line so the cache
+        // misses of all packets overlap.
         let mut m = todo;
         while m != 0 {
             let i = m.trailing_zeros() as usize;
             m &= m - 1;
             if cand[i] != 0 {
-                let f = self.buckets[bidx[i]].flows[cand[i].trailing_zeros() as usize];
-                first[i] = f;
-                touched ^= table.touch(f);
+                table.prefetch(self.buckets[bidx[i]].flows[cand[i].trailing_zeros() as usize]);
             }
         }
-        std::hint::black_box(touched);
         // Pass 3: confirm by masked compare (other candidates only when the
         // first fails: two flows with one signature in one bucket).
         let mut found = 0;
