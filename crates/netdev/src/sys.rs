@@ -1,0 +1,193 @@
+//! Small fenced wrappers over the syscalls several port kinds share:
+//! interface lookup, sockets as owned descriptors, mapped memory that
+//! unmaps itself, and `poll(2)` for idle waiting.
+//!
+//! Every `unsafe` block is one libc call on values this module checked or
+//! built itself, with a `// SAFETY:` note.
+#![allow(unsafe_code)]
+
+use crate::NetdevError;
+use std::ffi::CString;
+use std::os::fd::{FromRawFd, OwnedFd, RawFd};
+
+/// The interface index of `ifname`, or `NoSuchInterface` for `port`.
+pub fn ifindex(port: &str, ifname: &str) -> Result<u32, NetdevError> {
+    let c = CString::new(ifname).map_err(|_| NetdevError::NoSuchInterface {
+        port: port.to_string(),
+        ifname: ifname.to_string(),
+    })?;
+    // SAFETY: `c` is a valid NUL-terminated string that outlives the call.
+    let idx = unsafe { libc::if_nametoindex(c.as_ptr()) };
+    if idx == 0 {
+        return Err(NetdevError::NoSuchInterface {
+            port: port.to_string(),
+            ifname: ifname.to_string(),
+        });
+    }
+    Ok(idx)
+}
+
+/// `socket(domain, ty | SOCK_CLOEXEC, proto)` as an owned descriptor.
+pub fn socket(port: &str, domain: i32, ty: i32, proto: i32) -> Result<OwnedFd, NetdevError> {
+    // SAFETY: plain integer arguments.
+    let fd = unsafe { libc::socket(domain, ty | libc::SOCK_CLOEXEC, proto) };
+    if fd < 0 {
+        return Err(NetdevError::last_os(port, "socket"));
+    }
+    // SAFETY: `fd` was just returned by socket() and is owned by nobody else.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// `setsockopt` with a plain-old-data value.
+pub fn setsockopt<T: Copy>(
+    port: &str,
+    fd: RawFd,
+    level: i32,
+    name: i32,
+    val: &T,
+    what: &str,
+) -> Result<(), NetdevError> {
+    // SAFETY: `val` points to a live, initialised `T` of the size passed;
+    // the kernel only reads it.
+    let rc = unsafe {
+        libc::setsockopt(
+            fd,
+            level,
+            name,
+            (val as *const T).cast(),
+            std::mem::size_of::<T>() as libc::socklen_t,
+        )
+    };
+    if rc < 0 {
+        return Err(NetdevError::last_os(port, what));
+    }
+    Ok(())
+}
+
+/// `getsockopt` into a plain-old-data value (all-zero bit patterns valid).
+pub fn getsockopt<T: Copy + Default>(
+    port: &str,
+    fd: RawFd,
+    level: i32,
+    name: i32,
+    what: &str,
+) -> Result<T, NetdevError> {
+    let mut val = T::default();
+    let mut len = std::mem::size_of::<T>() as libc::socklen_t;
+    // SAFETY: `val` is a live `T` of `len` bytes the kernel may write.
+    let rc = unsafe { libc::getsockopt(fd, level, name, (&mut val as *mut T).cast(), &mut len) };
+    if rc < 0 {
+        return Err(NetdevError::last_os(port, what));
+    }
+    Ok(val)
+}
+
+/// A shared mapping of a descriptor (a packet ring, an XDP ring, a UMEM),
+/// unmapped on drop.
+#[derive(Debug)]
+pub struct Mmap {
+    ptr: *mut u8,
+    len: usize,
+}
+
+// SAFETY: the mapping is plain memory owned by this value; which thread
+// touches it is governed by the owner (one queue, one thread at a time).
+unsafe impl Send for Mmap {}
+
+impl Mmap {
+    /// Maps `len` bytes of `fd` at `offset`, read-write, shared.
+    pub fn map(
+        port: &str,
+        fd: RawFd,
+        len: usize,
+        offset: i64,
+        what: &str,
+    ) -> Result<Mmap, NetdevError> {
+        // SAFETY: a fresh mapping chosen by the kernel (addr NULL); no
+        // existing memory is affected.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED | libc::MAP_POPULATE,
+                fd,
+                offset,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(NetdevError::last_os(port, what));
+        }
+        Ok(Mmap {
+            ptr: p.cast(),
+            len,
+        })
+    }
+
+    /// Anonymous private memory of `len` bytes (an AF_XDP UMEM), zeroed.
+    pub fn anonymous(port: &str, len: usize) -> Result<Mmap, NetdevError> {
+        // SAFETY: a fresh anonymous mapping; no existing memory is affected.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_POPULATE,
+                -1,
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(NetdevError::last_os(port, "mmap (umem)"));
+        }
+        Ok(Mmap {
+            ptr: p.cast(),
+            len,
+        })
+    }
+
+    /// Start of the mapping.
+    pub fn ptr(&self) -> *mut u8 {
+        self.ptr
+    }
+
+    /// Length in bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// True for an empty mapping (never, in practice).
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
+impl Drop for Mmap {
+    fn drop(&mut self) {
+        // SAFETY: `ptr`/`len` are exactly what mmap returned, unmapped once.
+        unsafe { libc::munmap(self.ptr.cast(), self.len) };
+    }
+}
+
+/// Waits until one of `fds` is readable or `timeout_ms` passes (an idle
+/// PMD's back-off). Returns how many are readable (0 on timeout or
+/// interruption).
+pub fn wait_readable(fds: &[RawFd], timeout_ms: i32) -> usize {
+    let mut pfds = [libc::pollfd {
+        fd: -1,
+        events: 0,
+        revents: 0,
+    }; 64];
+    let n = fds.len().min(pfds.len());
+    for (p, fd) in pfds.iter_mut().zip(fds) {
+        p.fd = *fd;
+        p.events = libc::POLLIN;
+    }
+    if n == 0 {
+        std::thread::sleep(std::time::Duration::from_millis(timeout_ms.max(0) as u64));
+        return 0;
+    }
+    // SAFETY: `pfds[..n]` is a valid, initialised array of pollfd.
+    let rc = unsafe { libc::poll(pfds.as_mut_ptr(), n as libc::nfds_t, timeout_ms) };
+    rc.max(0) as usize
+}
