@@ -19,7 +19,7 @@
 //! frame's timestamp.
 
 use anyhow::{bail, Context, Result};
-use flowpath_datapath::{Config, Outputs, PortSink, SecondLevel, Switch};
+use flowpath_datapath::{Outputs, PortSink, Switch};
 use flowpath_flow::{Match, Style};
 use flowpath_io::{load_ethernet_frames, tsc, IoError, PcapWriter};
 use flowpath_ofproto::odp::format_actions;
@@ -27,30 +27,6 @@ use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-
-/// The second-level cache, as named on the command line.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-enum SecondArg {
-    /// Signature match cache (OVS `smc-enable=true`).
-    Smc,
-    /// Datapath flow cache (the 2017 ovs-dev proposal).
-    Dfc,
-    /// Cuckoo Distributor (the 2017 ovs-dev proposal).
-    Cd,
-    /// No second-level cache (OVS's default).
-    None,
-}
-
-impl From<SecondArg> for SecondLevel {
-    fn from(s: SecondArg) -> Self {
-        match s {
-            SecondArg::Smc => SecondLevel::Smc,
-            SecondArg::Dfc => SecondLevel::Dfc,
-            SecondArg::Cd => SecondLevel::Cd,
-            SecondArg::None => SecondLevel::None,
-        }
-    }
-}
 
 /// Arguments of `flowpath run`.
 #[derive(clap::Args)]
@@ -73,28 +49,8 @@ pub struct Args {
     /// missing; a port that sends nothing gets no file).
     #[arg(long, value_name = "DIR")]
     out_dir: Option<PathBuf>,
-    /// Second-level cache between the EMC and the megaflow classifier.
-    #[arg(long, value_enum, value_name = "CACHE", default_value = "none")]
-    second_level: SecondArg,
-    /// EMC insertion: a miss is inserted with probability 1/N (1 = always,
-    /// 0 = never), as OVS's other_config:emc-insert-inv-prob.
-    #[arg(long, value_name = "N", default_value_t = 100)]
-    emc_insert_inv_prob: u32,
-    /// Turn the exact match cache off (OVS's emc-enable=false).
-    #[arg(long)]
-    no_emc: bool,
-    /// Install exact-match megaflows, as `ovs-appctl
-    /// upcall/disable-megaflows`.
-    #[arg(long)]
-    no_megaflows: bool,
-    /// No megaflow is installed while this many are live (the packet still
-    /// gets its actions; counted as a failed upcall).
-    #[arg(long, value_name = "N", default_value_t = 200_000)]
-    flow_limit: usize,
-    /// Megaflows idle for longer than this (ms of capture time) are
-    /// removed (checked every 500 ms).
-    #[arg(long, value_name = "MS", default_value_t = 10_000)]
-    max_idle: u64,
+    #[command(flatten)]
+    dp: crate::dp_args::DatapathArgs,
     /// Also print the megaflows, as `ovs-appctl dpctl/dump-flows`.
     #[arg(long)]
     dump_flows: bool,
@@ -168,15 +124,7 @@ pub fn run(args: Args) -> Result<()> {
             .with_context(|| format!("--out-dir: cannot create {}", dir.display()))?;
     }
 
-    let cfg = Config {
-        emc_enable: !args.no_emc,
-        emc_insert_inv_prob: args.emc_insert_inv_prob,
-        second_level: args.second_level.into(),
-        megaflows: !args.no_megaflows,
-        flow_limit: args.flow_limit,
-        max_idle_ms: args.max_idle,
-        ..Config::default()
-    };
+    let cfg = args.dp.config();
     let mut sw = Switch::with_rules(cfg, Arc::new(tables)).context("datapath configuration")?;
     let mut sink = PcapSink {
         dir: args.out_dir.clone(),

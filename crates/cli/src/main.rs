@@ -8,9 +8,12 @@
 #![forbid(unsafe_code)]
 
 mod cmd_bench;
+mod cmd_ctl;
 mod cmd_gen;
 mod cmd_run;
+mod cmd_switch;
 mod cmd_trace;
+mod dp_args;
 mod rule_args;
 
 use clap::{Parser, Subcommand};
@@ -37,6 +40,13 @@ enum Command {
     /// core and report Mpps, cycles per packet and hits per tier, per
     /// configuration.
     Bench(Box<cmd_bench::Args>),
+    /// Run the switch on live ports (AF_XDP, AF_PACKET, tap, pcap) with
+    /// PMD threads and a control socket that `flowpath ctl` and
+    /// `ovs-appctl` talk to.
+    Switch(Box<cmd_switch::Args>),
+    /// Send a command to a running switch's control socket, like
+    /// `ovs-appctl -t SOCKET COMMAND [ARGS...]`.
+    Ctl(cmd_ctl::Args),
 }
 
 fn main() {
@@ -46,6 +56,11 @@ fn main() {
         Command::Run(a) => cmd_run::run(a),
         Command::Gen(a) => cmd_gen::run(a),
         Command::Bench(a) => cmd_bench::run(*a),
+        Command::Switch(a) => cmd_switch::run(*a),
+        Command::Ctl(a) => match cmd_ctl::run(a) {
+            Ok(code) => std::process::exit(code),
+            Err(e) => Err(e),
+        },
     };
     if let Err(e) = result {
         eprintln!("flowpath: {e:#}");

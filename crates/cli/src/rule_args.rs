@@ -47,7 +47,7 @@ impl RuleArgs {
 }
 
 /// Parses `--table-prefixes T=FIELDS` values.
-fn parse_table_prefixes(items: &[String]) -> Result<Vec<(u8, Vec<FieldId>)>> {
+pub fn parse_table_prefixes(items: &[String]) -> Result<Vec<(u8, Vec<FieldId>)>> {
     let mut out = Vec::new();
     for item in items {
         let (t, fields) = item.split_once('=').with_context(|| {

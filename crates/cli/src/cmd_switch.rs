@@ -1,0 +1,110 @@
+//! `flowpath switch`: the switch on live ports, with a control socket.
+//!
+//! Parses the options into a [`SwitchdConfig`] and runs
+//! [`flowpath_switchd::Switchd`] until SIGINT, SIGTERM or `ctl exit`.
+
+use anyhow::{bail, Context, Result};
+use flowpath_netdev::PortSpec;
+use flowpath_ofproto::classifier::parse_prefixes;
+use flowpath_ofproto::parse::parse_rules;
+use flowpath_switchd::rules::RuleSet;
+use flowpath_switchd::{Switchd, SwitchdConfig};
+use std::path::PathBuf;
+
+/// Arguments of `flowpath switch`.
+#[derive(clap::Args)]
+#[command(after_help = "Ports (--port N=SPEC, N = OpenFlow and datapath port number):\n  \
+afxdp:IFNAME[,mode=native|generic][,queues=N]   AF_XDP sockets + our XDP redirect program\n  \
+afpacket:IFNAME[,queues=N]                      AF_PACKET TPACKET_V3 ring(s), vnet headers (GSO kept)\n  \
+tap:NAME                                        a tap interface, created and deleted by the switch\n  \
+pcap:FILE[,loop]                                receive a capture's frames (once, or looped)\n  \
+pcap-out:FILE                                   write what the port is sent to a capture\n  \
+null                                            discard what the port is sent\n\n\
+Example (two namespaces joined through the switch):\n  \
+flowpath switch --rules fwd.flows --port 1=afxdp:p1 --port 2=afpacket:p2 --ctl /tmp/fp.ctl\n  \
+flowpath ctl --ctl /tmp/fp.ctl dpif-netdev/pmd-stats-show     (or: ovs-appctl -t /tmp/fp.ctl ...)\n\n\
+The control socket defaults to $FLOWPATH_RUNDIR/flowpath.ctl ($FLOWPATH_RUNDIR defaults to\n\
+/run/flowpath). Stop with SIGINT, SIGTERM or `flowpath ctl exit`.")]
+pub struct Args {
+    /// Rule file in `ovs-ofctl add-flows` syntax.
+    #[arg(long, value_name = "RULES.flows")]
+    rules: PathBuf,
+    /// A port: N=SPEC (repeatable; see below).
+    #[arg(long = "port", value_name = "N=SPEC", required = true)]
+    ports: Vec<String>,
+    /// CPUs to run PMD threads on, one PMD each (e.g. `1` or `0,1`);
+    /// default: one PMD, not pinned.
+    #[arg(long, value_name = "CPU,...", value_delimiter = ',')]
+    pmd_cpus: Vec<usize>,
+    /// Control socket path.
+    #[arg(long, value_name = "PATH")]
+    ctl: Option<PathBuf>,
+    /// Write the process id here (removed on exit).
+    #[arg(long, value_name = "PATH")]
+    pidfile: Option<PathBuf>,
+    /// Prefix-tracking fields, like OVS's Flow_Table:prefixes.
+    #[arg(long, value_name = "FIELDS", default_value = "nw_dst,nw_src")]
+    prefixes: String,
+    /// Prefix-tracking fields for one table: `T=FIELDS`; repeatable.
+    #[arg(long = "table-prefixes", value_name = "T=FIELDS")]
+    table_prefixes: Vec<String>,
+    #[command(flatten)]
+    dp: crate::dp_args::DatapathArgs,
+}
+
+/// The default control socket: `$FLOWPATH_RUNDIR/flowpath.ctl`.
+pub fn default_ctl() -> PathBuf {
+    let dir = std::env::var_os("FLOWPATH_RUNDIR").unwrap_or_else(|| "/run/flowpath".into());
+    PathBuf::from(dir).join("flowpath.ctl")
+}
+
+/// Parses `N=SPEC`.
+fn parse_port(s: &str) -> Result<(u32, PortSpec)> {
+    let (n, spec) = s
+        .split_once('=')
+        .with_context(|| format!("--port '{s}': expected N=SPEC, e.g. 1=afxdp:p1"))?;
+    let n: u32 = n
+        .trim()
+        .parse()
+        .ok()
+        .filter(|n| (1..=0xfeff).contains(n))
+        .with_context(|| format!("--port '{s}': '{n}' is not a port number (1 to 65279)"))?;
+    let spec = PortSpec::parse(spec).map_err(|e| anyhow::anyhow!("--port {n}: {e}"))?;
+    Ok((n, spec))
+}
+
+/// Runs `flowpath switch`.
+pub fn run(args: Args) -> Result<()> {
+    let text = std::fs::read_to_string(&args.rules)
+        .with_context(|| format!("cannot read rule file {}", args.rules.display()))?;
+    let rules = parse_rules(&text, Some(&args.rules.display().to_string()))?;
+    let prefixes = parse_prefixes(&args.prefixes).context("--prefixes")?;
+    let per_table = crate::rule_args::parse_table_prefixes(&args.table_prefixes)?;
+    let mut ports = Vec::new();
+    for p in &args.ports {
+        ports.push(parse_port(p)?);
+    }
+    let mut nums: Vec<u32> = ports.iter().map(|(n, _)| *n).collect();
+    nums.sort_unstable();
+    if let Some(w) = nums.windows(2).find(|w| w[0] == w[1]) {
+        bail!("--port {}: port number given twice", w[0]);
+    }
+    let ctl_path = args.ctl.clone().unwrap_or_else(default_ctl);
+    let cfg = SwitchdConfig {
+        rules: RuleSet::new(rules, prefixes, per_table, nums),
+        ports,
+        pmd_cpus: args.pmd_cpus.clone(),
+        datapath: args.dp.config(),
+        ctl_path: ctl_path.clone(),
+        pidfile: args.pidfile.clone(),
+    };
+    let sw = Switchd::start(cfg)?;
+    eprintln!(
+        "flowpath: switch running: {} ports, {} PMD thread(s), control socket {}",
+        args.ports.len(),
+        args.pmd_cpus.len().max(1),
+        ctl_path.display()
+    );
+    sw.run_until_stopped()?;
+    Ok(())
+}

@@ -1,0 +1,70 @@
+//! The datapath options shared by `flowpath run` and `flowpath switch`
+//! (OVS's other_config names and defaults).
+
+use flowpath_datapath::{Config, SecondLevel};
+
+/// The second-level cache, as named on the command line.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum SecondArg {
+    /// Signature match cache (OVS `smc-enable=true`).
+    Smc,
+    /// Datapath flow cache (the 2017 ovs-dev proposal).
+    Dfc,
+    /// Cuckoo Distributor (the 2017 ovs-dev proposal).
+    Cd,
+    /// No second-level cache (OVS's default).
+    None,
+}
+
+impl From<SecondArg> for SecondLevel {
+    fn from(s: SecondArg) -> Self {
+        match s {
+            SecondArg::Smc => SecondLevel::Smc,
+            SecondArg::Dfc => SecondLevel::Dfc,
+            SecondArg::Cd => SecondLevel::Cd,
+            SecondArg::None => SecondLevel::None,
+        }
+    }
+}
+
+/// Datapath options.
+#[derive(clap::Args)]
+pub struct DatapathArgs {
+    /// Second-level cache between the EMC and the megaflow classifier.
+    #[arg(long, value_enum, value_name = "CACHE", default_value = "none")]
+    second_level: SecondArg,
+    /// EMC insertion: a miss is inserted with probability 1/N (1 = always,
+    /// 0 = never), as OVS's other_config:emc-insert-inv-prob.
+    #[arg(long, value_name = "N", default_value_t = 100)]
+    emc_insert_inv_prob: u32,
+    /// Turn the exact match cache off (OVS's emc-enable=false).
+    #[arg(long)]
+    no_emc: bool,
+    /// Install exact-match megaflows, as `ovs-appctl
+    /// upcall/disable-megaflows`.
+    #[arg(long)]
+    no_megaflows: bool,
+    /// No megaflow is installed while this many are live (the packet still
+    /// gets its actions; counted as a failed upcall).
+    #[arg(long, value_name = "N", default_value_t = 200_000)]
+    flow_limit: usize,
+    /// Megaflows idle for longer than this (ms of datapath time) are
+    /// removed (checked every 500 ms).
+    #[arg(long, value_name = "MS", default_value_t = 10_000)]
+    max_idle: u64,
+}
+
+impl DatapathArgs {
+    /// The datapath configuration these options give.
+    pub fn config(&self) -> Config {
+        Config {
+            emc_enable: !self.no_emc,
+            emc_insert_inv_prob: self.emc_insert_inv_prob,
+            second_level: self.second_level.into(),
+            megaflows: !self.no_megaflows,
+            flow_limit: self.flow_limit,
+            max_idle_ms: self.max_idle,
+            ..Config::default()
+        }
+    }
+}

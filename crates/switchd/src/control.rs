@@ -1,0 +1,505 @@
+//! The control commands: what `flowpath ctl` and `ovs-appctl -t SOCKET`
+//! can ask a running switch. Names, arguments and output follow Open
+//! vSwitch where it has the command; a command whose output is a table
+//! also takes `--json`.
+//!
+//! Each handler runs on a control-server thread. It reads or changes the
+//! switch's state under the control lock and asks PMDs through their
+//! command queues, waiting at most [`PMD_ANSWER_TIMEOUT`] for each — a PMD
+//! that does not answer gives an error reply, never a stuck client.
+
+use crate::pmd::{PmdCmd, PmdSnapshot};
+use crate::rules::{self, Selector};
+use crate::{CtlState, Shared};
+use flowpath_datapath::{Config, SecondLevel};
+use flowpath_flow::FlowKey;
+use flowpath_ofproto::parse::parse_match;
+use flowpath_ofproto::xlate::xlate;
+use flowpath_unixctl::{CommandSpec, Handler};
+use std::fmt::Write;
+use std::sync::mpsc::{sync_channel, SyncSender, TrySendError};
+use std::sync::{Arc, MutexGuard};
+use std::time::Duration;
+
+/// How long a handler waits for a PMD's answer.
+pub const PMD_ANSWER_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Every command, for `list-commands` and argument checking.
+pub fn commands() -> Vec<CommandSpec> {
+    let c = |name: &str, usage: &str, min: usize, max: usize| CommandSpec {
+        name: name.to_string(),
+        usage: usage.to_string(),
+        min_args: min,
+        max_args: max,
+    };
+    vec![
+        c("version", "", 0, 0),
+        c("exit", "", 0, 0),
+        c("dpif-netdev/pmd-stats-show", "[--json]", 0, 1),
+        c("dpif-netdev/pmd-stats-clear", "", 0, 0),
+        c("dpif-netdev/pmd-rxq-show", "[--json]", 0, 1),
+        c("dpctl/show", "[--json]", 0, 1),
+        c("dpctl/dump-flows", "[--json]", 0, 1),
+        c("dpctl/del-flows", "", 0, 0),
+        c("ofproto/trace", "[BRIDGE] FLOW", 1, 2),
+        c("add-flow", "RULE", 1, usize::MAX),
+        c("add-flows", "FILE", 1, 1),
+        c("del-flows", "[MATCH]", 0, usize::MAX),
+        c("replace-flows", "FILE", 1, 1),
+        c("dump-flows", "[--json] [MATCH]", 0, usize::MAX),
+        c("config/set", "KEY=VALUE...", 1, usize::MAX),
+        c("config/show", "[--json]", 0, 1),
+    ]
+}
+
+/// The handler the control server calls.
+pub struct Control {
+    sh: Arc<Shared>,
+}
+
+impl Control {
+    /// A handler over the switch's shared state.
+    pub fn new(sh: Arc<Shared>) -> Control {
+        Control { sh }
+    }
+
+    fn state(&self) -> MutexGuard<'_, CtlState> {
+        self.sh.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Sends `make(reply)` to every PMD and collects the answers in PMD
+    /// order.
+    fn ask_all<T: Send + 'static>(
+        &self,
+        make: impl Fn(SyncSender<T>) -> PmdCmd,
+    ) -> Result<Vec<T>, String> {
+        let mut waiting = Vec::new();
+        for p in &self.sh.pmds {
+            let (tx, rx) = sync_channel(1);
+            match p.cmds.try_send(make(tx)) {
+                Ok(()) => waiting.push((p.id, rx)),
+                Err(TrySendError::Full(_)) => {
+                    return Err(format!("pmd {} is busy (command queue full); try again", p.id))
+                }
+                Err(TrySendError::Disconnected(_)) => {
+                    return Err(format!("pmd {} has stopped", p.id))
+                }
+            }
+        }
+        let mut out = Vec::new();
+        for (id, rx) in waiting {
+            out.push(
+                rx.recv_timeout(PMD_ANSWER_TIMEOUT)
+                    .map_err(|_| format!("pmd {id} did not answer within 5 s"))?,
+            );
+        }
+        Ok(out)
+    }
+
+    /// Publishes `st.rules` to every PMD; returns megaflows removed.
+    fn publish(&self, st: &CtlState) -> Result<usize, String> {
+        let tables = st.rules.tables();
+        let removed = self.ask_all(|r| PmdCmd::PublishRules(tables.clone(), r))?;
+        Ok(removed.iter().sum())
+    }
+
+    fn pmd_stats_show(&self, json: bool) -> Result<String, String> {
+        let snaps = self.ask_all(PmdCmd::Stats)?;
+        if json {
+            let v: Vec<serde_json::Value> = snaps.iter().map(snapshot_json).collect();
+            return Ok(format!("{}\n", serde_json::Value::Array(v)));
+        }
+        let mut out = String::new();
+        for s in &snaps {
+            let _ = writeln!(out, "pmd thread numa_id 0 core_id {}:", core_name(s));
+            out.push_str(&s.report.to_string());
+            let total = s.idle_cycles + s.report.processing_cycles;
+            let pct = |c: u64| {
+                if total == 0 {
+                    0.0
+                } else {
+                    100.0 * c as f64 / total as f64
+                }
+            };
+            let _ = writeln!(
+                out,
+                "  idle cycles: {} ({:.2}%)",
+                s.idle_cycles,
+                pct(s.idle_cycles)
+            );
+        }
+        out.push_str("main thread:\n  packets received: 0\n");
+        Ok(out)
+    }
+
+    fn pmd_rxq_show(&self, json: bool) -> Result<String, String> {
+        let snaps = self.ask_all(PmdCmd::Stats)?;
+        if json {
+            let v: Vec<serde_json::Value> = snaps
+                .iter()
+                .map(|s| {
+                    serde_json::json!({
+                        "pmd": s.id,
+                        "core_id": s.core,
+                        "rxqs": s.rxqs.iter().map(|q| serde_json::json!({
+                            "port_no": q.port_no,
+                            "port": q.port,
+                            "queue_id": q.queue_id,
+                            "usage_pct": usage(s, q.cycles),
+                            "packets": q.stats.packets,
+                            "enabled": q.failed.is_none(),
+                        })).collect::<Vec<_>>(),
+                    })
+                })
+                .collect();
+            return Ok(format!("{}\n", serde_json::Value::Array(v)));
+        }
+        let mut out = String::new();
+        for s in &snaps {
+            let _ = writeln!(out, "pmd thread numa_id 0 core_id {}:", core_name(s));
+            let _ = writeln!(out, "  isolated : false");
+            for q in &s.rxqs {
+                let _ = writeln!(
+                    out,
+                    "  port: {:<16} queue-id: {:>2} ({})  pmd usage: {:>3.0} %",
+                    q.port,
+                    q.queue_id,
+                    if q.failed.is_none() {
+                        "enabled"
+                    } else {
+                        "failed"
+                    },
+                    usage(s, q.cycles)
+                );
+            }
+        }
+        Ok(out)
+    }
+
+    fn dpctl_show(&self, json: bool) -> Result<String, String> {
+        let snaps = self.ask_all(PmdCmd::Stats)?;
+        let mut rx: std::collections::BTreeMap<u32, flowpath_netdev::QueueStats> =
+            Default::default();
+        let (mut hit, mut missed, mut lost, mut flows) = (0u64, 0u64, 0u64, 0u64);
+        for s in &snaps {
+            for q in &s.rxqs {
+                rx.entry(q.port_no).or_default().add(&q.stats);
+            }
+            let r = &s.report;
+            hit += r.emc_hits + r.smc_hits + r.dfc_hits + r.cd_hits + r.megaflow_hits;
+            missed += r.miss_with_success_upcall + r.miss_with_failed_upcall;
+            lost += r.lost;
+            flows += r.megaflows;
+        }
+        let ports: Vec<serde_json::Value> = self
+            .sh
+            .ports
+            .iter()
+            .map(|p| {
+                let r = rx.get(&p.port_no).copied().unwrap_or_default();
+                let t = self.sh.tx.stats(p.port_no);
+                serde_json::json!({
+                    "port_no": p.port_no, "name": p.name, "type": p.kind,
+                    "detail": p.detail, "n_rxq": p.n_rxq,
+                    "rx": {"packets": r.packets, "bytes": r.bytes, "dropped": r.dropped, "errors": r.errors},
+                    "tx": {"packets": t.packets, "bytes": t.bytes, "dropped": t.dropped, "errors": t.errors},
+                })
+            })
+            .collect();
+        if json {
+            let v = serde_json::json!({
+                "lookups": {"hit": hit, "missed": missed, "lost": lost},
+                "flows": flows,
+                "ports": ports,
+            });
+            return Ok(format!("{v}\n"));
+        }
+        let mut out = String::new();
+        let _ = writeln!(out, "flowpath@switch:");
+        let _ = writeln!(out, "  lookups: hit:{hit} missed:{missed} lost:{lost}");
+        let _ = writeln!(out, "  flows: {flows}");
+        for (p, j) in self.sh.ports.iter().zip(&ports) {
+            let detail = if p.detail.is_empty() {
+                String::new()
+            } else {
+                format!(": {}", p.detail)
+            };
+            let _ = writeln!(out, "  port {}: {} ({}{detail})", p.port_no, p.name, p.kind);
+            for dir in ["rx", "tx"] {
+                let c = &j[dir];
+                let _ = writeln!(
+                    out,
+                    "    {} packets:{} bytes:{} dropped:{} errors:{}",
+                    dir.to_uppercase(),
+                    c["packets"],
+                    c["bytes"],
+                    c["dropped"],
+                    c["errors"]
+                );
+            }
+        }
+        Ok(out)
+    }
+
+    fn dump_megaflows(&self, json: bool) -> Result<String, String> {
+        if json {
+            let all: Vec<serde_json::Value> = self
+                .ask_all(PmdCmd::DumpFlowsJson)?
+                .into_iter()
+                .flatten()
+                .collect();
+            return Ok(format!("{}\n", serde_json::Value::Array(all)));
+        }
+        let dumps = self.ask_all(PmdCmd::DumpFlows)?;
+        if self.sh.pmds.len() == 1 {
+            return Ok(dumps.into_iter().next().unwrap_or_default());
+        }
+        let mut out = String::new();
+        for (p, d) in self.sh.pmds.iter().zip(dumps) {
+            let _ = writeln!(out, "flow-dump from pmd on cpu core: {}", core_of(p.core));
+            out.push_str(&d);
+        }
+        Ok(out)
+    }
+
+    fn trace(&self, params: &[String]) -> Result<String, String> {
+        let flow = params.last().map(String::as_str).unwrap_or("");
+        let m = parse_match(flow).map_err(|e| e.to_string())?;
+        let key: FlowKey = m.key;
+        let tables = self.state().rules.tables();
+        Ok(format!("{}\n", xlate(&*tables, &key, true).report(&key, flow)))
+    }
+
+    fn rules_changed(&self, st: &CtlState, what: String) -> Result<String, String> {
+        let removed = self.publish(st)?;
+        Ok(format!(
+            "{what}; {} rules now, {removed} megaflows revalidated away\n",
+            st.rules.rules().len()
+        ))
+    }
+
+    fn add_flow(&self, params: &[String]) -> Result<String, String> {
+        let text = params.join(" ");
+        let rule = rules::parse_one(&text).map_err(|e| e.to_string())?;
+        let mut st = self.state();
+        st.rules.add(vec![rule]);
+        self.rules_changed(&st, "1 rule added".into())
+    }
+
+    fn add_flows(&self, file: &str, replace: bool) -> Result<String, String> {
+        let new = rules::load_file(file)?;
+        let n = new.len();
+        let mut st = self.state();
+        if replace {
+            st.rules.replace(new);
+            self.rules_changed(&st, format!("rules replaced by {n} from {file}"))
+        } else {
+            st.rules.add(new);
+            self.rules_changed(&st, format!("{n} rules added from {file}"))
+        }
+    }
+
+    fn del_flows(&self, params: &[String]) -> Result<String, String> {
+        let sel = Selector::parse(&params.join(",")).map_err(|e| e.to_string())?;
+        let mut st = self.state();
+        let n = st.rules.delete(&sel);
+        self.rules_changed(&st, format!("{n} rules deleted"))
+    }
+
+    fn dump_rules(&self, params: &[String]) -> Result<String, String> {
+        let json = params.iter().any(|p| p == "--json");
+        let rest: Vec<&str> = params
+            .iter()
+            .map(String::as_str)
+            .filter(|p| *p != "--json")
+            .collect();
+        let sel = Selector::parse(&rest.join(",")).map_err(|e| e.to_string())?;
+        let st = self.state();
+        if json {
+            let now = std::time::Instant::now();
+            let v: Vec<serde_json::Value> = st
+                .rules
+                .rules()
+                .iter()
+                .filter(|r| sel.selects(&r.rule))
+                .map(|r| {
+                    serde_json::json!({
+                        "table": r.rule.table,
+                        "priority": r.rule.priority,
+                        "cookie": r.rule.cookie,
+                        "match": r.rule.matching.format(flowpath_flow::Style::Rule),
+                        "actions": rules::format_actions_of(&r.rule),
+                        "duration_s": now.duration_since(r.added).as_secs_f64(),
+                    })
+                })
+                .collect();
+            return Ok(format!("{}\n", serde_json::Value::Array(v)));
+        }
+        Ok(rules::dump_flows(&st.rules, &sel, None))
+    }
+
+    fn config_set(&self, params: &[String]) -> Result<String, String> {
+        let mut st = self.state();
+        let mut cfg = st.datapath.clone();
+        for p in params {
+            let (k, v) = p
+                .split_once('=')
+                .ok_or_else(|| format!("'{p}': expected KEY=VALUE"))?;
+            set_key(&mut cfg, k.trim(), v.trim())?;
+        }
+        cfg.validate().map_err(|e| e.to_string())?;
+        let c2 = cfg.clone();
+        for r in self.ask_all(|r| PmdCmd::SetConfig(Box::new(c2.clone()), r))? {
+            r?;
+        }
+        st.datapath = cfg;
+        Ok(config_text(&st.datapath))
+    }
+}
+
+fn first(params: &[String]) -> &str {
+    params.first().map_or("", String::as_str)
+}
+
+fn usage(s: &PmdSnapshot, cycles: u64) -> f64 {
+    let total = s.idle_cycles + s.report.processing_cycles;
+    if total == 0 {
+        0.0
+    } else {
+        100.0 * cycles as f64 / total as f64
+    }
+}
+
+fn core_of(c: Option<usize>) -> String {
+    c.map_or("any".to_string(), |c| c.to_string())
+}
+
+fn core_name(s: &PmdSnapshot) -> String {
+    core_of(s.core)
+}
+
+fn snapshot_json(s: &PmdSnapshot) -> serde_json::Value {
+    let mut v = serde_json::to_value(s.report).unwrap_or_default();
+    if let Some(o) = v.as_object_mut() {
+        o.insert("pmd".into(), s.id.into());
+        o.insert("core_id".into(), serde_json::to_value(s.core).unwrap_or_default());
+        o.insert("idle_cycles".into(), s.idle_cycles.into());
+        o.insert("emc_occupancy".into(), s.emc_occupancy.into());
+        o.insert("rx_oversize".into(), s.rx_oversize.into());
+        o.insert(
+            "output".into(),
+            serde_json::to_value(s.sink).unwrap_or_default(),
+        );
+    }
+    v
+}
+
+/// Applies one `config/set` key (OVS's other_config names).
+fn set_key(cfg: &mut Config, k: &str, v: &str) -> Result<(), String> {
+    let num = |v: &str| -> Result<u64, String> {
+        v.parse()
+            .map_err(|_| format!("{k}={v}: expected a non-negative number"))
+    };
+    let boolean = |v: &str| -> Result<bool, String> {
+        match v {
+            "true" | "on" | "1" => Ok(true),
+            "false" | "off" | "0" => Ok(false),
+            _ => Err(format!("{k}={v}: expected true or false")),
+        }
+    };
+    match k {
+        "emc-insert-inv-prob" => {
+            cfg.emc_insert_inv_prob = u32::try_from(num(v)?)
+                .map_err(|_| format!("{k}={v}: too large"))?
+        }
+        "emc-enable" => cfg.emc_enable = boolean(v)?,
+        "second-level" => {
+            cfg.second_level = match v {
+                "smc" => SecondLevel::Smc,
+                "dfc" => SecondLevel::Dfc,
+                "cd" => SecondLevel::Cd,
+                "none" => SecondLevel::None,
+                _ => return Err(format!("{k}={v}: expected smc, dfc, cd or none")),
+            }
+        }
+        "megaflows" => cfg.megaflows = boolean(v)?,
+        "flow-limit" => cfg.flow_limit = num(v)? as usize,
+        "max-idle" => cfg.max_idle_ms = num(v)?,
+        _ => {
+            return Err(format!(
+                "unknown key '{k}' (emc-insert-inv-prob, emc-enable, second-level, megaflows, \
+                 flow-limit, max-idle)"
+            ))
+        }
+    }
+    Ok(())
+}
+
+fn config_text(c: &Config) -> String {
+    format!(
+        "emc-enable={}\nemc-insert-inv-prob={}\nsecond-level={}\nmegaflows={}\nflow-limit={}\nmax-idle={}\n",
+        c.emc_enable,
+        c.emc_insert_inv_prob,
+        c.second_level.name(),
+        c.megaflows,
+        c.flow_limit,
+        c.max_idle_ms
+    )
+}
+
+fn config_json(c: &Config) -> String {
+    format!(
+        "{}\n",
+        serde_json::json!({
+            "emc-enable": c.emc_enable,
+            "emc-insert-inv-prob": c.emc_insert_inv_prob,
+            "second-level": c.second_level.name(),
+            "megaflows": c.megaflows,
+            "flow-limit": c.flow_limit,
+            "max-idle": c.max_idle_ms,
+        })
+    )
+}
+
+impl Handler for Control {
+    fn call(&self, method: &str, params: &[String]) -> Result<String, String> {
+        let json = params.iter().any(|p| p == "--json");
+        match method {
+            "version" => Ok(format!("flowpath {}\n", env!("CARGO_PKG_VERSION"))),
+            "exit" => {
+                self.sh
+                    .stop
+                    .store(true, std::sync::atomic::Ordering::Relaxed);
+                Ok(String::new())
+            }
+            "dpif-netdev/pmd-stats-show" => self.pmd_stats_show(json),
+            "dpif-netdev/pmd-stats-clear" => {
+                self.ask_all(PmdCmd::ClearStats)?;
+                Ok(String::new())
+            }
+            "dpif-netdev/pmd-rxq-show" => self.pmd_rxq_show(json),
+            "dpctl/show" => self.dpctl_show(json),
+            "dpctl/dump-flows" => self.dump_megaflows(json),
+            "dpctl/del-flows" => {
+                let n: usize = self.ask_all(PmdCmd::DelFlows)?.iter().sum();
+                Ok(format!("{n} megaflows deleted\n"))
+            }
+            "ofproto/trace" => self.trace(params),
+            "add-flow" => self.add_flow(params),
+            "add-flows" => self.add_flows(first(params), false),
+            "replace-flows" => self.add_flows(first(params), true),
+            "del-flows" => self.del_flows(params),
+            "dump-flows" => self.dump_rules(params),
+            "config/set" => self.config_set(params),
+            "config/show" => {
+                let st = self.state();
+                Ok(if json {
+                    config_json(&st.datapath)
+                } else {
+                    config_text(&st.datapath)
+                })
+            }
+            _ => Err(format!("\"{method}\" is not a valid command")),
+        }
+    }
+}

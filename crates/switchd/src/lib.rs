@@ -1,0 +1,294 @@
+//! The running switch: `flowpath switch`.
+//!
+//! What: [`Switchd::start`] opens the ports ([`ports`]), starts one PMD
+//! thread per configured CPU ([`pmd`]: rx queues → `Switch` → tx), binds
+//! the control socket (unixctl JSON-RPC, [`control`]: statistics,
+//! megaflow dumps, rules and configuration at run time), and runs until
+//! `exit`, SIGINT or SIGTERM; then it stops the PMDs, closes the ports
+//! (detaching XDP programs, deleting taps, unmapping rings), removes the
+//! control socket and the pidfile.
+//!
+//! Why shaped so: the datapath (`Switch`, the same code `flowpath run`
+//! and `flowpath bench` measure) is driven, never reimplemented, here;
+//! this crate touches no packet bytes and no cache internals. Ports come
+//! from `netdev`, the protocol from `unixctl`; this crate gives commands
+//! their meaning.
+//!
+//! Threads (see DESIGN.md): PMD threads own their `Switch` and rx queues
+//! and are reached only through their bounded command queues, drained
+//! between bursts; the control server's threads run command handlers,
+//! which hold the switch's control lock (one command changes rules or
+//! configuration at a time) and wait for PMD answers with a time limit;
+//! the main thread waits for a stop request. Rule changes build a new
+//! immutable `RuleTables` and publish it to every PMD; the reply to the
+//! command is sent only after every PMD has revalidated its megaflows
+//! against it.
+
+pub mod control;
+pub mod pmd;
+pub mod ports;
+pub mod rules;
+
+use flowpath_datapath::{Config, Switch};
+use flowpath_netdev::{NetdevError, OpenPort, PortSpec};
+use pmd::{Pmd, PmdCmd, RxqSlot};
+use ports::{PortInfo, TxTable};
+use rules::RuleSet;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{sync_channel, SyncSender};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// Commands waiting for one PMD at most (beyond this a request is
+/// refused as "busy" instead of queued).
+pub const PMD_QUEUE_DEPTH: usize = 64;
+
+/// Everything `flowpath switch` is started with.
+pub struct SwitchdConfig {
+    /// `(port number, spec)`, numbers distinct, 1..=65279.
+    pub ports: Vec<(u32, PortSpec)>,
+    /// One PMD per CPU listed; empty = one PMD, not pinned.
+    pub pmd_cpus: Vec<usize>,
+    /// Datapath configuration (each PMD's `Switch`).
+    pub datapath: Config,
+    /// The rules.
+    pub rules: RuleSet,
+    /// Control socket path.
+    pub ctl_path: PathBuf,
+    /// Pidfile to write (and remove on exit).
+    pub pidfile: Option<PathBuf>,
+}
+
+/// Why the switch could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum SwitchdError {
+    /// A port could not be opened (names the port).
+    #[error("{0}")]
+    Port(#[from] NetdevError),
+    /// The control socket could not be bound.
+    #[error("control socket: {0}")]
+    Control(#[from] flowpath_unixctl::UnixctlError),
+    /// A bad setting.
+    #[error("{0}")]
+    Config(String),
+    /// A file (pidfile) could not be written.
+    #[error("{what}: {source}")]
+    Io {
+        /// What was being written.
+        what: String,
+        /// The OS error.
+        source: std::io::Error,
+    },
+}
+
+/// A PMD as the control side sees it.
+pub struct PmdHandle {
+    /// Index.
+    pub id: usize,
+    /// Pinned CPU.
+    pub core: Option<usize>,
+    /// Its command queue.
+    pub cmds: SyncSender<PmdCmd>,
+}
+
+/// What control commands change, under one lock.
+pub struct CtlState {
+    /// The rules.
+    pub rules: RuleSet,
+    /// The datapath configuration every PMD runs with.
+    pub datapath: Config,
+}
+
+/// What the control handlers share.
+pub struct Shared {
+    /// The PMDs.
+    pub pmds: Vec<PmdHandle>,
+    /// Transmit sides (for their counters).
+    pub tx: Arc<TxTable>,
+    /// The ports.
+    pub ports: Vec<PortInfo>,
+    /// Rules and configuration.
+    pub state: Mutex<CtlState>,
+    /// Set to stop the switch.
+    pub stop: Arc<AtomicBool>,
+    /// When the switch started.
+    pub started: Instant,
+}
+
+/// A running switch.
+pub struct Switchd {
+    shared: Arc<Shared>,
+    threads: Vec<JoinHandle<()>>,
+    open: Vec<OpenPort>,
+    server: Option<flowpath_unixctl::Server>,
+    pidfile: Option<PathBuf>,
+}
+
+impl Switchd {
+    /// Opens the ports, starts the PMDs and the control socket. On error
+    /// everything already opened or started is closed again.
+    pub fn start(cfg: SwitchdConfig) -> Result<Switchd, SwitchdError> {
+        cfg.datapath
+            .validate()
+            .map_err(|e| SwitchdError::Config(e.to_string()))?;
+        let ncpu = std::thread::available_parallelism().map_or(1, |n| n.get());
+        for c in &cfg.pmd_cpus {
+            if *c >= ncpu {
+                return Err(SwitchdError::Config(format!(
+                    "--pmd-cpus: CPU {c} does not exist (this machine has CPUs 0-{})",
+                    ncpu - 1
+                )));
+            }
+        }
+        let mut seen = std::collections::BTreeSet::new();
+        for (n, s) in &cfg.ports {
+            if *n == 0 || *n > 0xfeff {
+                return Err(SwitchdError::Config(format!(
+                    "port {n}={s}: port numbers are 1 to 65279"
+                )));
+            }
+            if !seen.insert(*n) {
+                return Err(SwitchdError::Config(format!("port {n} given twice")));
+            }
+        }
+        let opened = ports::open_all(&cfg.ports)?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let epoch = Instant::now();
+        let tables = cfg.rules.tables();
+        let cores: Vec<Option<usize>> = if cfg.pmd_cpus.is_empty() {
+            vec![None]
+        } else {
+            cfg.pmd_cpus.iter().map(|c| Some(*c)).collect()
+        };
+        // Round-robin rx queue assignment (OVS's pmd-rxq-assign=roundrobin).
+        let mut slots: Vec<Vec<RxqSlot>> = cores.iter().map(|_| Vec::new()).collect();
+        for (i, q) in opened.rxqs.into_iter().enumerate() {
+            slots[i % cores.len()].push(RxqSlot {
+                port_no: q.port_no,
+                port_name: q.name,
+                queue_id: q.queue_id,
+                rxq: q.rxq,
+                cycles: 0,
+                failed: None,
+            });
+        }
+        let mut pmds = Vec::new();
+        let mut threads = Vec::new();
+        for (id, (core, rxqs)) in cores.iter().zip(slots).enumerate() {
+            let sw = Switch::with_rules(cfg.datapath.clone(), tables.clone())
+                .map_err(|e| SwitchdError::Config(e.to_string()))?;
+            let (tx, rx) = sync_channel(PMD_QUEUE_DEPTH);
+            let pmd = Pmd {
+                id,
+                core: *core,
+                sw,
+                rxqs,
+                tx: opened.tx.clone(),
+                cmds: rx,
+                stop: stop.clone(),
+                epoch,
+            };
+            let h = std::thread::Builder::new()
+                .name(format!("pmd{id}"))
+                .spawn(move || pmd.run())
+                .map_err(|e| SwitchdError::Io {
+                    what: "cannot start a PMD thread".into(),
+                    source: e,
+                })?;
+            threads.push(h);
+            pmds.push(PmdHandle {
+                id,
+                core: *core,
+                cmds: tx,
+            });
+        }
+        let shared = Arc::new(Shared {
+            pmds,
+            tx: opened.tx,
+            ports: opened.info,
+            state: Mutex::new(CtlState {
+                rules: cfg.rules,
+                datapath: cfg.datapath,
+            }),
+            stop: stop.clone(),
+            started: epoch,
+        });
+        let mut me = Switchd {
+            shared: shared.clone(),
+            threads,
+            open: opened.open,
+            server: None,
+            pidfile: None,
+        };
+        let server = flowpath_unixctl::Server::bind(
+            &cfg.ctl_path,
+            control::commands(),
+            Arc::new(control::Control::new(shared)),
+        );
+        match server {
+            Ok(s) => me.server = Some(s),
+            Err(e) => {
+                me.shutdown();
+                return Err(e.into());
+            }
+        }
+        if let Some(p) = cfg.pidfile {
+            if let Err(e) = std::fs::write(&p, format!("{}\n", std::process::id())) {
+                me.shutdown();
+                return Err(SwitchdError::Io {
+                    what: format!("cannot write pidfile {}", p.display()),
+                    source: e,
+                });
+            }
+            me.pidfile = Some(p);
+        }
+        Ok(me)
+    }
+
+    /// The flag that stops the switch when set (by `exit`, a signal, or a
+    /// test).
+    pub fn stop_flag(&self) -> Arc<AtomicBool> {
+        self.shared.stop.clone()
+    }
+
+    /// The control-side state (for tests and the embedding program).
+    pub fn shared(&self) -> &Arc<Shared> {
+        &self.shared
+    }
+
+    /// Waits until SIGINT, SIGTERM or the `exit` command, then shuts down.
+    pub fn run_until_stopped(self) -> Result<(), SwitchdError> {
+        for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+            signal_hook::flag::register(sig, self.shared.stop.clone()).map_err(|e| {
+                SwitchdError::Io {
+                    what: "cannot install a signal handler".into(),
+                    source: e,
+                }
+            })?;
+        }
+        while !self.shared.stop.load(Ordering::Relaxed) {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        self.shutdown();
+        Ok(())
+    }
+
+    /// Stops the PMDs, closes the ports and the control socket, removes
+    /// the pidfile.
+    pub fn shutdown(mut self) {
+        self.shared.stop.store(true, Ordering::Relaxed);
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+        if let Some(s) = self.server.take() {
+            s.shutdown();
+        }
+        self.shared.tx.flush_all();
+        self.open.clear();
+        if let Some(p) = self.pidfile.take() {
+            let _ = std::fs::remove_file(p);
+        }
+    }
+}

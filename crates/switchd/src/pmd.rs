@@ -1,0 +1,410 @@
+//! A PMD (poll-mode driver) thread: polls its rx queues, runs each burst
+//! through its own [`Switch`] (EMC, second-level cache, dpcls, upcalls
+//! inline) and hands each output port its packets.
+//!
+//! What a PMD owns: its `Switch` (caches, megaflows), its rx queues and
+//! their counters. What it shares: the ports' transmit sides (a lock per
+//! port, taken once per output burst — uncontended with one PMD) and the
+//! rule tables (an `Arc` swapped by a command).
+//!
+//! How other threads reach it: through a bounded command queue it drains
+//! between bursts ([`PmdCmd`]); each command carries the channel its
+//! answer goes back on. Nothing on the per-packet path takes a lock
+//! other than the tx burst lock, allocates or makes a syscall besides the
+//! ports' own rx/tx calls.
+//!
+//! Idle back-off: while a queue had packets in the last 200 µs the PMD
+//! busy-polls; after that it waits in `poll(2)` on its queues'
+//! descriptors for up to 10 ms at a time (waking at once when a frame
+//! arrives), so an idle switch costs almost no CPU — OVS's
+//! `pmd-maxsleep` idea, with a wake-up on traffic.
+//!
+//! Time: the PMD reads the monotonic clock once per loop iteration (vDSO,
+//! no syscall) and passes milliseconds since the switch started to the
+//! datapath, which reads no clock itself. Processing cycles are TSC
+//! cycles around each burst (receive, classify, execute, transmit), as
+//! OVS counts them; idle cycles are the rest of the loop.
+
+use crate::ports::{TxPort, TxTable};
+use flowpath_datapath::{Config, Outputs, PmdStatsReport, PortSink, Switch, BATCH_SIZE};
+use flowpath_io::tsc;
+use flowpath_netdev::offload::finish;
+use flowpath_netdev::{wait_readable, QueueStats, RxMeta, RxQueue, TxFrame};
+use flowpath_ofproto::tables::RuleTables;
+use std::os::fd::RawFd;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{Receiver, SyncSender, TryRecvError};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Busy-poll this long after the last packet before sleeping.
+const BUSY_AFTER_TRAFFIC: Duration = Duration::from_micros(200);
+/// Longest single sleep of an idle PMD (bounds command latency too).
+const IDLE_SLEEP_MS: i32 = 10;
+
+/// One rx queue as a PMD polls it.
+pub struct RxqSlot {
+    /// Datapath (OpenFlow) port number.
+    pub port_no: u32,
+    /// Port name for `pmd-rxq-show`.
+    pub port_name: String,
+    /// Queue id within the port.
+    pub queue_id: usize,
+    /// The queue.
+    pub rxq: Box<dyn RxQueue>,
+    /// Processing cycles spent on this queue's bursts.
+    pub cycles: u64,
+    /// Set when the queue failed; it is no longer polled.
+    pub failed: Option<String>,
+}
+
+/// A snapshot of one rx queue, for `pmd-rxq-show` and `dpctl/show`.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct RxqInfo {
+    /// Port number.
+    pub port_no: u32,
+    /// Port name.
+    pub port: String,
+    /// Queue id.
+    pub queue_id: usize,
+    /// Counters.
+    #[serde(skip)]
+    pub stats: QueueStats,
+    /// Processing cycles on this queue.
+    pub cycles: u64,
+    /// Why the queue stopped, if it did.
+    pub failed: Option<String>,
+}
+
+/// What a PMD answers to [`PmdCmd::Stats`].
+#[derive(Clone, Debug)]
+pub struct PmdSnapshot {
+    /// PMD index.
+    pub id: usize,
+    /// CPU it is pinned to.
+    pub core: Option<usize>,
+    /// Datapath counters.
+    pub report: PmdStatsReport,
+    /// Idle cycles (loop iterations that processed nothing).
+    pub idle_cycles: u64,
+    /// Output-side counters.
+    pub sink: SinkStats,
+    /// Receive-side frames refused as oversize.
+    pub rx_oversize: u64,
+    /// Its rx queues.
+    pub rxqs: Vec<RxqInfo>,
+    /// The EMC's entries in use.
+    pub emc_occupancy: usize,
+}
+
+/// Commands a PMD executes between bursts.
+pub enum PmdCmd {
+    /// Answer a [`PmdSnapshot`].
+    Stats(SyncSender<PmdSnapshot>),
+    /// Zero the counters.
+    ClearStats(SyncSender<()>),
+    /// Answer the megaflows as `dpctl/dump-flows` text.
+    DumpFlows(SyncSender<String>),
+    /// Answer the megaflows as JSON objects.
+    DumpFlowsJson(SyncSender<Vec<serde_json::Value>>),
+    /// Remove every megaflow (and cache entry); answer how many.
+    DelFlows(SyncSender<usize>),
+    /// Use new rule tables: revalidate the megaflows, answer how many were
+    /// removed. No packet processed after the answer uses the old rules.
+    PublishRules(Arc<RuleTables>, SyncSender<usize>),
+    /// Apply a datapath configuration; answer the outcome.
+    SetConfig(Box<Config>, SyncSender<Result<(), String>>),
+}
+
+/// Output-side counters of a PMD.
+#[derive(Clone, Copy, Debug, Default, serde::Serialize)]
+pub struct SinkStats {
+    /// Packets sent to a port number the switch does not have.
+    pub no_such_port: u64,
+    /// Frames finished in software (checksum, segmentation) for a port
+    /// without offloads.
+    pub offload_finished: u64,
+    /// Frames that could not be finished (malformed or unsupported
+    /// offload state): dropped.
+    pub offload_dropped: u64,
+    /// Output bursts that found their port's tx lock taken.
+    pub tx_lock_contended: u64,
+}
+
+/// The PMD's output side: one tx burst per port per batch.
+struct Sink<'a> {
+    tx: &'a TxTable,
+    metas: &'a [RxMeta; BATCH_SIZE],
+    scratch: &'a mut Vec<u8>,
+    stats: &'a mut SinkStats,
+}
+
+impl PortSink for Sink<'_> {
+    fn send(&mut self, port: u32, packets: Outputs<'_>) {
+        let Some(txp) = self.tx.get(port) else {
+            self.stats.no_such_port += packets.len() as u64;
+            return;
+        };
+        let metas = self.metas;
+        let meta = |tag: u64| metas.get(tag as usize).copied().unwrap_or_default();
+        let mut q = match txp.queue.try_lock() {
+            Ok(q) => q,
+            Err(std::sync::TryLockError::WouldBlock) => {
+                self.stats.tx_lock_contended += 1;
+                txp.lock()
+            }
+            Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
+        };
+        if txp.takes_vnet_hdr {
+            q.send(&mut packets.iter().map(|p| {
+                let m = meta(p.tag);
+                TxFrame {
+                    data: p.data,
+                    vnet: m.vnet,
+                    timestamp_ns: m.timestamp_ns,
+                }
+            }));
+            return;
+        }
+        // A port without offloads: runs of plain frames go as one burst;
+        // a frame with offload state is finished in software, in order.
+        let n = packets.len();
+        let needs = |i: usize| {
+            packets
+                .get(i)
+                .and_then(|p| meta(p.tag).vnet)
+                .is_some_and(|v| !v.is_plain())
+        };
+        let mut i = 0;
+        while i < n {
+            let start = i;
+            while i < n && !needs(i) {
+                i += 1;
+            }
+            if i > start {
+                q.send(&mut (start..i).filter_map(|j| packets.get(j)).map(|p| TxFrame {
+                    data: p.data,
+                    vnet: None,
+                    timestamp_ns: meta(p.tag).timestamp_ns,
+                }));
+            }
+            if i < n {
+                if let Some(p) = packets.get(i) {
+                    let m = meta(p.tag);
+                    let v = m.vnet.unwrap_or_default();
+                    let stats = &mut *self.stats;
+                    let r = finish(p.data, &v, self.scratch, &mut |seg| {
+                        q.send(&mut std::iter::once(TxFrame {
+                            data: seg,
+                            vnet: None,
+                            timestamp_ns: m.timestamp_ns,
+                        }));
+                    });
+                    match r {
+                        Ok(_) => stats.offload_finished += 1,
+                        Err(_) => stats.offload_dropped += 1,
+                    }
+                }
+                i += 1;
+            }
+        }
+    }
+}
+
+/// A PMD thread's state.
+pub struct Pmd {
+    /// Index.
+    pub id: usize,
+    /// CPU to pin to.
+    pub core: Option<usize>,
+    /// The datapath worker.
+    pub sw: Switch,
+    /// Rx queues polled.
+    pub rxqs: Vec<RxqSlot>,
+    /// Transmit sides of all ports.
+    pub tx: Arc<TxTable>,
+    /// Commands.
+    pub cmds: Receiver<PmdCmd>,
+    /// Set to stop.
+    pub stop: Arc<AtomicBool>,
+    /// Time zero of the datapath clock.
+    pub epoch: Instant,
+}
+
+impl Pmd {
+    /// The thread's body: poll until `stop`.
+    pub fn run(mut self) {
+        if let Some(c) = self.core {
+            if let Err(e) = flowpath_io::affinity::pin_current_thread(c) {
+                eprintln!("flowpath: pmd {}: cannot pin to CPU {c}: {e}", self.id);
+            }
+        }
+        let mut metas = [RxMeta::default(); BATCH_SIZE];
+        let mut scratch: Vec<u8> = Vec::with_capacity(65_536);
+        let mut sink_stats = SinkStats::default();
+        let mut idle_cycles = 0u64;
+        let mut last_traffic = Instant::now();
+        let fds: Vec<RawFd> = self.rxqs.iter().filter_map(|s| s.rxq.poll_fd()).collect();
+        let has_fdless = self.rxqs.iter().any(|s| s.rxq.poll_fd().is_none());
+        while !self.stop.load(Ordering::Relaxed) {
+            let loop_start = tsc::rdtsc();
+            let now = Instant::now();
+            let now_ms = now.duration_since(self.epoch).as_millis() as u64;
+            let mut got = 0usize;
+            for slot in self.rxqs.iter_mut() {
+                if slot.failed.is_some() {
+                    continue;
+                }
+                let t0 = tsc::rdtsc();
+                let sw = &mut self.sw;
+                let port = slot.port_no;
+                let r = slot.rxq.recv(BATCH_SIZE, &mut |frame, meta| {
+                    let i = sw.pending();
+                    if let Some(m) = metas.get_mut(i) {
+                        *m = meta;
+                        // Cannot fail: at most BATCH_SIZE frames per burst.
+                        let _ = sw.push(port, frame, i as u64);
+                    }
+                });
+                match r {
+                    Ok(0) => {}
+                    Ok(n) => {
+                        got += n;
+                        let mut sink = Sink {
+                            tx: &self.tx,
+                            metas: &metas,
+                            scratch: &mut scratch,
+                            stats: &mut sink_stats,
+                        };
+                        self.sw.flush(now_ms, &mut sink);
+                        let c = tsc::rdtsc().wrapping_sub(t0);
+                        self.sw.add_processing_cycles(c);
+                        slot.cycles += c;
+                    }
+                    Err(e) => {
+                        eprintln!("flowpath: pmd {}: {e}; queue no longer polled", self.id);
+                        slot.failed = Some(e.to_string());
+                    }
+                }
+            }
+            self.sw.housekeeping(now_ms);
+            self.drain_commands(now_ms, &mut sink_stats, idle_cycles);
+            if got > 0 {
+                last_traffic = now;
+            } else {
+                idle_cycles += tsc::rdtsc().wrapping_sub(loop_start);
+                if now.duration_since(last_traffic) > BUSY_AFTER_TRAFFIC {
+                    self.tx.flush_all();
+                    // Queues without a descriptor (captures) are polled
+                    // every millisecond while idle.
+                    let timeout = if has_fdless || fds.is_empty() {
+                        1
+                    } else {
+                        IDLE_SLEEP_MS
+                    };
+                    wait_readable(&fds, timeout);
+                }
+            }
+        }
+        self.tx.flush_all();
+    }
+
+    fn drain_commands(&mut self, now_ms: u64, sink: &mut SinkStats, idle: u64) {
+        loop {
+            let cmd = match self.cmds.try_recv() {
+                Ok(c) => c,
+                Err(TryRecvError::Empty) | Err(TryRecvError::Disconnected) => return,
+            };
+            // A reply channel whose requester gave up is not an error.
+            match cmd {
+                PmdCmd::Stats(r) => {
+                    let _ = r.send(self.snapshot(*sink, idle));
+                }
+                PmdCmd::ClearStats(r) => {
+                    self.sw.clear_stats();
+                    *sink = SinkStats::default();
+                    for s in self.rxqs.iter_mut() {
+                        s.cycles = 0;
+                    }
+                    let _ = r.send(());
+                }
+                PmdCmd::DumpFlows(r) => {
+                    let _ = r.send(self.sw.datapath().dump_flows(now_ms));
+                }
+                PmdCmd::DumpFlowsJson(r) => {
+                    let _ = r.send(dump_json(&self.sw, now_ms));
+                }
+                PmdCmd::DelFlows(r) => {
+                    let n = self.sw.datapath().megaflow_count();
+                    self.sw.datapath_mut().flush();
+                    let _ = r.send(n);
+                }
+                PmdCmd::PublishRules(t, r) => {
+                    let n = self.sw.publish_rules(t);
+                    let _ = r.send(n);
+                }
+                PmdCmd::SetConfig(cfg, r) => {
+                    let res = self
+                        .sw
+                        .datapath_mut()
+                        .set_config(*cfg)
+                        .map_err(|e| e.to_string());
+                    let _ = r.send(res);
+                }
+            }
+        }
+    }
+
+    fn snapshot(&self, sink: SinkStats, idle_cycles: u64) -> PmdSnapshot {
+        PmdSnapshot {
+            id: self.id,
+            core: self.core,
+            report: self.sw.report(),
+            idle_cycles,
+            sink,
+            rx_oversize: self.sw.rx_stats().oversize,
+            rxqs: self
+                .rxqs
+                .iter()
+                .map(|s| RxqInfo {
+                    port_no: s.port_no,
+                    port: s.port_name.clone(),
+                    queue_id: s.queue_id,
+                    stats: s.rxq.stats(),
+                    cycles: s.cycles,
+                    failed: s.failed.clone(),
+                })
+                .collect(),
+            emc_occupancy: self.sw.datapath().emc_occupancy(),
+        }
+    }
+}
+
+/// The megaflows as JSON objects (`megaflow`, `packets`, `bytes`,
+/// `used_ms_ago`, `actions`).
+fn dump_json(sw: &Switch, now_ms: u64) -> Vec<serde_json::Value> {
+    use flowpath_flow::{Match, Style};
+    let flows = sw.datapath().megaflows();
+    flows
+        .live_refs()
+        .filter_map(|r| Some((flows.get(r)?, flows.stats(r)?)))
+        .map(|(mf, st)| {
+            serde_json::json!({
+                "megaflow": Match::new(&mf.key, &mf.mask).format(Style::Megaflow),
+                "packets": st.packets,
+                "bytes": st.bytes,
+                "used_ms_ago": st.used_ms.map(|t| now_ms.saturating_sub(t)),
+                "actions": crate::rules::format_dp_actions(&mf.actions),
+            })
+        })
+        .collect()
+}
+
+impl TxPort {
+    /// Locks the queue (poisoning ignored: a queue has no invariant a
+    /// panicking holder could break half-way that matters more than
+    /// forwarding on).
+    pub fn lock(&self) -> std::sync::MutexGuard<'_, Box<dyn flowpath_netdev::TxQueue>> {
+        self.queue.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}

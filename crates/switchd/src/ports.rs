@@ -1,0 +1,140 @@
+//! The switch's ports: opened from their specs, split into rx queues
+//! (handed to PMD threads) and a shared transmit side per port.
+//!
+//! Opening is all or nothing: if one port fails, the ones already opened
+//! are closed again (their programs detached, taps deleted) before the
+//! error, which names the port, is returned.
+
+use flowpath_netdev::{NetdevError, OpenPort, PortSpec, QueueStats, RxQueue, TxQueue};
+use std::sync::{Arc, Mutex};
+
+/// A port's transmit side, shared by the PMDs.
+pub struct TxPort {
+    /// Port number.
+    pub port_no: u32,
+    /// Port name (its spec).
+    pub name: String,
+    /// Whether frames may keep their offload state.
+    pub takes_vnet_hdr: bool,
+    /// The queue, locked once per output burst.
+    pub queue: Mutex<Box<dyn TxQueue>>,
+}
+
+/// Port number → transmit side.
+#[derive(Default)]
+pub struct TxTable {
+    by_port: Vec<Option<Arc<TxPort>>>,
+}
+
+impl TxTable {
+    /// The port numbered `port`.
+    #[inline]
+    pub fn get(&self, port: u32) -> Option<&TxPort> {
+        self.by_port.get(port as usize).and_then(|p| p.as_deref())
+    }
+
+    /// Every port, ascending.
+    pub fn iter(&self) -> impl Iterator<Item = &TxPort> {
+        self.by_port.iter().filter_map(|p| p.as_deref())
+    }
+
+    /// Flushes every port's pending transmit work (best effort).
+    pub fn flush_all(&self) {
+        for p in self.iter() {
+            let _ = p.lock().flush();
+        }
+    }
+
+    /// Transmit counters of `port`.
+    pub fn stats(&self, port: u32) -> QueueStats {
+        self.get(port).map(|p| p.lock().stats()).unwrap_or_default()
+    }
+}
+
+/// An rx queue waiting to be assigned to a PMD.
+pub struct PendingRxq {
+    /// Port number.
+    pub port_no: u32,
+    /// Port name.
+    pub name: String,
+    /// Queue id.
+    pub queue_id: usize,
+    /// The queue.
+    pub rxq: Box<dyn RxQueue>,
+}
+
+/// What `dpctl/show` says of a port.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct PortInfo {
+    /// Port number.
+    pub port_no: u32,
+    /// Its spec.
+    pub name: String,
+    /// Kind.
+    pub kind: &'static str,
+    /// Kind-specific facts.
+    pub detail: String,
+    /// Rx queues.
+    pub n_rxq: usize,
+}
+
+/// All ports, opened.
+pub struct Ports {
+    /// Transmit sides.
+    pub tx: Arc<TxTable>,
+    /// Rx queues, to be given to PMDs.
+    pub rxqs: Vec<PendingRxq>,
+    /// Facts for `dpctl/show`.
+    pub info: Vec<PortInfo>,
+    /// The opened ports (their guards: programs, interfaces), closed when
+    /// dropped — after the PMDs have stopped.
+    pub open: Vec<OpenPort>,
+}
+
+/// Opens every `(number, spec)`. Numbers must be distinct and in
+/// 1..=65279 (checked by the caller's parser, again here).
+pub fn open_all(specs: &[(u32, PortSpec)]) -> Result<Ports, NetdevError> {
+    let mut open: Vec<OpenPort> = Vec::new();
+    let mut info = Vec::new();
+    let mut rxqs = Vec::new();
+    let max = specs.iter().map(|(n, _)| *n).max().unwrap_or(0) as usize;
+    let mut by_port: Vec<Option<Arc<TxPort>>> = (0..=max).map(|_| None).collect();
+    for (no, spec) in specs {
+        // On error, `open` (already opened ports) is dropped here: each
+        // closes itself.
+        let mut p = flowpath_netdev::open(spec)?;
+        let name = spec.to_string();
+        info.push(PortInfo {
+            port_no: *no,
+            name: name.clone(),
+            kind: p.kind,
+            detail: p.detail.clone(),
+            n_rxq: p.rxqs.len(),
+        });
+        for (q, rxq) in std::mem::take(&mut p.rxqs).into_iter().enumerate() {
+            rxqs.push(PendingRxq {
+                port_no: *no,
+                name: name.clone(),
+                queue_id: q,
+                rxq,
+            });
+        }
+        let tx = std::mem::replace(
+            &mut p.tx,
+            Box::new(flowpath_netdev::null::NullTx::default()),
+        );
+        by_port[*no as usize] = Some(Arc::new(TxPort {
+            port_no: *no,
+            name,
+            takes_vnet_hdr: tx.takes_vnet_hdr(),
+            queue: Mutex::new(tx),
+        }));
+        open.push(p);
+    }
+    Ok(Ports {
+        tx: Arc::new(TxTable { by_port }),
+        rxqs,
+        info,
+        open,
+    })
+}

@@ -1,0 +1,252 @@
+//! The running switch with capture ports (no privileges needed): frames
+//! from a `pcap:` port go through the PMD and the rules to a `pcap-out:`
+//! port exactly as the rules say; rules and configuration change at run
+//! time through the control socket; `exit` stops the switch.
+
+use flowpath_datapath::Config;
+use flowpath_io::{load_ethernet_frames, PcapWriter};
+use flowpath_netdev::PortSpec;
+use flowpath_ofproto::parse::parse_rules;
+use flowpath_switchd::rules::RuleSet;
+use flowpath_switchd::{Switchd, SwitchdConfig};
+use flowpath_unixctl::Client;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+fn temp_dir(name: &str) -> PathBuf {
+    let d = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join("switchd")
+        .join(name);
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// Ethernet + IPv4 + UDP to `dst_port`, `len` bytes.
+fn udp_frame(src_port: u16, dst_port: u16, len: usize) -> Vec<u8> {
+    let mut f = vec![0u8; len.max(42)];
+    f[..6].copy_from_slice(&[2, 0, 0, 0, 0, 2]);
+    f[6..12].copy_from_slice(&[2, 0, 0, 0, 0, 1]);
+    f[12..14].copy_from_slice(&[0x08, 0x00]);
+    let ip_len = (f.len() - 14) as u16;
+    f[14] = 0x45;
+    f[16..18].copy_from_slice(&ip_len.to_be_bytes());
+    f[22] = 64;
+    f[23] = 17;
+    f[26..30].copy_from_slice(&[10, 0, 0, 1]);
+    f[30..34].copy_from_slice(&[10, 0, 0, 2]);
+    f[34..36].copy_from_slice(&src_port.to_be_bytes());
+    f[36..38].copy_from_slice(&dst_port.to_be_bytes());
+    f[38..40].copy_from_slice(&(ip_len - 20).to_be_bytes());
+    f
+}
+
+fn write_capture(path: &Path, frames: &[Vec<u8>]) {
+    let mut w = PcapWriter::create(path, 0).unwrap();
+    for (i, f) in frames.iter().enumerate() {
+        w.write(1_000_000_000 + i as u64 * 1000, f).unwrap();
+    }
+    w.finish().unwrap();
+}
+
+fn start(dir: &Path, rules: &str, ports: Vec<(u32, PortSpec)>) -> (Switchd, PathBuf) {
+    let ctl = dir.join("fp.ctl");
+    let nums = ports.iter().map(|p| p.0).collect();
+    let cfg = SwitchdConfig {
+        ports,
+        pmd_cpus: Vec::new(),
+        datapath: Config {
+            second_level: flowpath_datapath::SecondLevel::None,
+            ..Config::default()
+        },
+        rules: RuleSet::new(parse_rules(rules, None).unwrap(), vec![], vec![], nums),
+        ctl_path: ctl.clone(),
+        pidfile: Some(dir.join("fp.pid")),
+    };
+    (Switchd::start(cfg).expect("switch starts"), ctl)
+}
+
+fn call(ctl: &Path, method: &str, params: &[&str]) -> Result<String, String> {
+    let mut c = Client::connect(ctl, Duration::from_secs(10)).unwrap();
+    let p: Vec<String> = params.iter().map(|s| s.to_string()).collect();
+    c.call(method, &p).unwrap()
+}
+
+fn json(ctl: &Path, method: &str) -> serde_json::Value {
+    let out = call(ctl, method, &["--json"]).unwrap();
+    serde_json::from_str(&out).unwrap()
+}
+
+fn port_tx(ctl: &Path, port: u32) -> u64 {
+    let v = json(ctl, "dpctl/show");
+    v["ports"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["port_no"] == port)
+        .unwrap()["tx"]["packets"]
+        .as_u64()
+        .unwrap()
+}
+
+/// Waits (bounded) until `cond` holds.
+fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
+    let t0 = Instant::now();
+    while !cond() {
+        assert!(t0.elapsed() < Duration::from_secs(20), "timed out: {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn capture_through_the_switch_as_the_rules_say() {
+    let dir = temp_dir("capture");
+    let frames: Vec<Vec<u8>> = (0..1000)
+        .map(|i| udp_frame(5000 + (i % 7) as u16, 1000 + (i % 10) as u16, 60 + i % 50))
+        .collect();
+    let input = dir.join("in.pcap");
+    write_capture(&input, &frames);
+    let out = dir.join("out.pcap");
+    let rules = "priority=10,udp,tp_dst=1005,actions=drop\npriority=1,in_port=1,actions=output:2\n";
+    let (sw, ctl) = start(
+        &dir,
+        rules,
+        vec![
+            (
+                1,
+                PortSpec::Pcap {
+                    path: input,
+                    looped: false,
+                },
+            ),
+            (2, PortSpec::PcapOut { path: out.clone() }),
+        ],
+    );
+    assert!(dir.join("fp.pid").exists());
+    wait_for("all frames received", || {
+        json(&ctl, "dpif-netdev/pmd-stats-show")[0]["packets_received"] == 1000
+    });
+    let text = call(&ctl, "dpif-netdev/pmd-stats-show", &[]).unwrap();
+    assert!(text.starts_with("pmd thread numa_id 0 core_id any:\n  packets received: 1000\n"), "{text}");
+    assert_eq!(port_tx(&ctl, 2), 900);
+    let flows = call(&ctl, "dpctl/dump-flows", &[]).unwrap();
+    assert!(flows.contains("actions:drop") && flows.contains("actions:2"), "{flows}");
+    let rxq = call(&ctl, "dpif-netdev/pmd-rxq-show", &[]).unwrap();
+    assert!(rxq.contains("port: pcap:") && rxq.contains("queue-id:  0"), "{rxq}");
+    sw.shutdown();
+    assert!(!ctl.exists(), "control socket removed");
+    assert!(!dir.join("fp.pid").exists(), "pidfile removed");
+    let got = load_ethernet_frames(&out).unwrap();
+    let want: Vec<&Vec<u8>> = frames
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| i % 10 != 5)
+        .map(|(_, f)| f)
+        .collect();
+    assert_eq!(got.len(), want.len());
+    for (i, w) in want.iter().enumerate() {
+        assert_eq!(got.get(i), Some(&w[..]), "frame {i} in order, unchanged");
+    }
+}
+
+#[test]
+fn rules_and_config_change_at_run_time() {
+    let dir = temp_dir("runtime");
+    let frames: Vec<Vec<u8>> = (0..64).map(|i| udp_frame(7, 2000 + i, 64)).collect();
+    let input = dir.join("loop.pcap");
+    write_capture(&input, &frames);
+    let fwd = "priority=1,in_port=1,actions=output:2\n";
+    let (sw, ctl) = start(
+        &dir,
+        fwd,
+        vec![
+            (
+                1,
+                PortSpec::Pcap {
+                    path: input,
+                    looped: true,
+                },
+            ),
+            (2, PortSpec::Null),
+            (3, PortSpec::Null),
+        ],
+    );
+    wait_for("traffic on port 2", || port_tx(&ctl, 2) > 10_000);
+
+    // replace-flows: from the reply on, nothing reaches port 2.
+    let to3 = dir.join("to3.flows");
+    std::fs::write(&to3, "priority=1,in_port=1,actions=output:3\n").unwrap();
+    let r = call(&ctl, "replace-flows", &[to3.to_str().unwrap()]).unwrap();
+    assert!(r.contains("rules replaced"), "{r}");
+    let at_reply = port_tx(&ctl, 2);
+    wait_for("traffic on port 3", || port_tx(&ctl, 3) > 10_000);
+    assert_eq!(port_tx(&ctl, 2), at_reply, "no packet by the old rules");
+
+    // add-flow / del-flows / dump-flows.
+    call(&ctl, "add-flow", &["priority=5,udp,tp_dst=2001,actions=output:2"]).unwrap();
+    let d = call(&ctl, "dump-flows", &[]).unwrap();
+    let lines: Vec<&str> = d.lines().collect();
+    assert_eq!(lines.len(), 2, "{d}");
+    assert!(lines[0].contains("priority=5,udp,tp_dst=2001 actions=output:2"), "{d}");
+    let before = port_tx(&ctl, 2);
+    wait_for("udp 2001 reaches port 2", || port_tx(&ctl, 2) > before + 100);
+    let r = call(&ctl, "del-flows", &["udp"]).unwrap();
+    assert!(r.starts_with("1 rules deleted"), "{r}");
+    let e = call(&ctl, "add-flow", &["priority=5,udp,tp_dst=99999,actions=drop"]).unwrap_err();
+    assert!(e.contains("tp_dst"), "{e}");
+
+    // Configuration.
+    let c = call(&ctl, "config/set", &["second-level=smc", "emc-enable=false"]).unwrap();
+    assert!(c.contains("second-level=smc") && c.contains("emc-enable=false"), "{c}");
+    let v = json(&ctl, "config/show");
+    assert_eq!(v["second-level"], "smc");
+    let e = call(&ctl, "config/set", &["flow-limit=x"]).unwrap_err();
+    assert!(e.contains("flow-limit=x"), "{e}");
+    let e = call(&ctl, "config/set", &["colour=blue"]).unwrap_err();
+    assert!(e.contains("unknown key 'colour'"), "{e}");
+    call(&ctl, "dpif-netdev/pmd-stats-clear", &[]).unwrap();
+    wait_for("smc hits after the change", || {
+        json(&ctl, "dpif-netdev/pmd-stats-show")[0]["smc_hits"]
+            .as_u64()
+            .unwrap()
+            > 100
+    });
+    let trace = call(
+        &ctl,
+        "ofproto/trace",
+        &["in_port=1,udp,nw_src=10.0.0.1,nw_dst=10.0.0.2,tp_dst=2000"],
+    )
+    .unwrap();
+    assert!(trace.contains("Datapath actions: 3"), "{trace}");
+
+    // exit stops the switch.
+    let stop = sw.stop_flag();
+    call(&ctl, "exit", &[]).unwrap();
+    assert!(stop.load(Ordering::Relaxed));
+    sw.shutdown();
+    assert!(!ctl.exists());
+}
+
+#[test]
+fn bad_capture_port_fails_naming_it() {
+    let dir = temp_dir("bad");
+    let missing = dir.join("missing.pcap");
+    let cfg = SwitchdConfig {
+        ports: vec![(
+            1,
+            PortSpec::Pcap {
+                path: missing.clone(),
+                looped: false,
+            },
+        )],
+        pmd_cpus: Vec::new(),
+        datapath: Config::default(),
+        rules: RuleSet::new(Vec::new(), vec![], vec![], vec![1]),
+        ctl_path: dir.join("fp.ctl"),
+        pidfile: None,
+    };
+    let e = Switchd::start(cfg).err().expect("fails").to_string();
+    assert!(e.contains("port 'pcap:") && e.contains("missing.pcap"), "{e}");
+    assert!(!dir.join("fp.ctl").exists());
+}
