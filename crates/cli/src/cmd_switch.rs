@@ -13,7 +13,8 @@ use std::path::PathBuf;
 
 /// Arguments of `flowpath switch`.
 #[derive(clap::Args)]
-#[command(after_help = "Ports (--port N=SPEC, N = OpenFlow and datapath port number):\n  \
+#[command(
+    after_help = "Ports (--port N=SPEC, N = OpenFlow and datapath port number):\n  \
 afxdp:IFNAME[,mode=native|generic][,queues=N]   AF_XDP sockets + our XDP redirect program\n  \
 afpacket:IFNAME[,queues=N]                      AF_PACKET TPACKET_V3 ring(s), vnet headers (GSO kept)\n  \
 tap:NAME                                        a tap interface, created and deleted by the switch\n  \
@@ -24,7 +25,8 @@ Example (two namespaces joined through the switch):\n  \
 flowpath switch --rules fwd.flows --port 1=afxdp:p1 --port 2=afpacket:p2 --ctl /tmp/fp.ctl\n  \
 flowpath ctl --ctl /tmp/fp.ctl dpif-netdev/pmd-stats-show     (or: ovs-appctl -t /tmp/fp.ctl ...)\n\n\
 The control socket defaults to $FLOWPATH_RUNDIR/flowpath.ctl ($FLOWPATH_RUNDIR defaults to\n\
-/run/flowpath). Stop with SIGINT, SIGTERM or `flowpath ctl exit`.")]
+/run/flowpath). Stop with SIGINT, SIGTERM or `flowpath ctl exit`."
+)]
 pub struct Args {
     /// Rule file in `ovs-ofctl add-flows` syntax.
     #[arg(long, value_name = "RULES.flows")]

@@ -126,7 +126,9 @@ impl Topo {
             (&t.b, &t.pb, &t.eb, "10.77.0.2/24", "02:00:00:77:00:02"),
         ] {
             sh_ok(&format!("ip netns add {ns}"));
-            sh_ok(&format!("ip link add {p} type veth peer name {e} netns {ns}"));
+            sh_ok(&format!(
+                "ip link add {p} type veth peer name {e} netns {ns}"
+            ));
             sh_ok(&format!(
                 "ip netns exec {ns} ip link set {e} address {mac} up && \
                  ip netns exec {ns} ip addr add {addr} dev {e} && \
@@ -147,7 +149,9 @@ impl Topo {
         } else {
             (&self.b, &self.eb)
         };
-        sh_ok(&format!("ip netns exec {ns} ethtool -K {e} tx off >/dev/null"));
+        sh_ok(&format!(
+            "ip netns exec {ns} ethtool -K {e} tx off >/dev/null"
+        ));
     }
 
     fn exec(&self, ns: &str, cmd: &str) -> Output {
@@ -411,7 +415,10 @@ fn replace_flows_under_traffic_and_ovs_appctl() {
     }
     let _g = LOCK.lock().unwrap_or_else(|p| p.into_inner());
     let t = Topo::new();
-    let ports = [format!("1=afpacket:{}", t.pa), format!("2=afpacket:{}", t.pb)];
+    let ports = [
+        format!("1=afpacket:{}", t.pa),
+        format!("2=afpacket:{}", t.pb),
+    ];
     let sw = Sw::start(test, FWD_RULES, &ports, &[]);
     assert!(ping(&t, true));
     let drop_file = sw.dir.join("drop.flows");
@@ -420,7 +427,17 @@ fn replace_flows_under_traffic_and_ovs_appctl() {
     std::fs::write(&fwd_file, FWD_RULES).unwrap();
     // Steady traffic A → B: 100 pings a second.
     let mut flood = Command::new("ip")
-        .args(["netns", "exec", &t.a, "ping", "-i", "0.01", "-W", "1", "10.77.0.2"])
+        .args([
+            "netns",
+            "exec",
+            &t.a,
+            "ping",
+            "-i",
+            "0.01",
+            "-W",
+            "1",
+            "10.77.0.2",
+        ])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -437,7 +454,10 @@ fn replace_flows_under_traffic_and_ovs_appctl() {
         "nothing forwarded by the old rules after the reply"
     );
     let dump = sw.ctl_ok(&["dump-flows"]);
-    assert!(dump.contains("priority=0 actions=drop") && !dump.contains("output"), "{dump}");
+    assert!(
+        dump.contains("priority=0 actions=drop") && !dump.contains("output"),
+        "{dump}"
+    );
     sw.ctl_ok(&["replace-flows", fwd_file.to_str().unwrap()]);
     std::thread::sleep(Duration::from_millis(500));
     assert!(sw.tx_packets(2) > later + 10, "forwarding restored");
@@ -446,11 +466,17 @@ fn replace_flows_under_traffic_and_ovs_appctl() {
 
     // A bad file changes nothing, and the error names line and field.
     let bad = sw.dir.join("bad.flows");
-    std::fs::write(&bad, "priority=1,actions=drop\npriority=2,nw_dst=1.2.3.400,actions=drop\n")
-        .unwrap();
+    std::fs::write(
+        &bad,
+        "priority=1,actions=drop\npriority=2,nw_dst=1.2.3.400,actions=drop\n",
+    )
+    .unwrap();
     let (code, _, err) = sw.ctl(&["replace-flows", bad.to_str().unwrap()]);
     assert_eq!(code, 2);
-    assert!(err.contains("bad.flows:2") && err.contains("nw_dst"), "{err}");
+    assert!(
+        err.contains("bad.flows:2") && err.contains("nw_dst"),
+        "{err}"
+    );
     assert!(sw.ctl_ok(&["dump-flows"]).contains("output:2"));
 
     // Every command through the real ovs-appctl prints what flowpath ctl
@@ -498,15 +524,25 @@ fn replace_flows_under_traffic_and_ovs_appctl() {
             continue;
         }
         assert_eq!(code, 0, "{c:?}: {err}");
-        assert_eq!(o.status.code(), Some(0), "ovs-appctl {c:?}: {}", String::from_utf8_lossy(&o.stderr));
-        if matches!(c0, "add-flow" | "del-flows" | "dpctl/del-flows" | "config/set") {
+        assert_eq!(
+            o.status.code(),
+            Some(0),
+            "ovs-appctl {c:?}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        if matches!(
+            c0,
+            "add-flow" | "del-flows" | "dpctl/del-flows" | "config/set"
+        ) {
             continue; // changes state: compared by effect below
         }
         assert_eq!(mask(&out), mask(&oout), "{c:?}");
     }
     let trace = sw.ctl_ok(&["ofproto/trace", trace_flow]);
     assert!(trace.contains("Datapath actions: drop"), "{trace}");
-    assert!(sw.ctl_ok(&["config/show"]).contains("emc-insert-inv-prob=1"));
+    assert!(sw
+        .ctl_ok(&["config/show"])
+        .contains("emc-insert-inv-prob=1"));
     let (code, _, err) = sw.ctl(&["config/set", "second-level=fast"]);
     assert_eq!(code, 2);
     assert!(err.contains("second-level=fast"), "{err}");
@@ -531,7 +567,11 @@ fn tap_port_idle_cpu_and_sigterm_under_traffic() {
         .exec(&t.a, "ping -c 3 -i 0.2 -W 2 10.77.0.3")
         .status
         .success();
-    assert!(ok, "the tap's address answers through the switch: {}", sw.stderr());
+    assert!(
+        ok,
+        "the tap's address answers through the switch: {}",
+        sw.stderr()
+    );
 
     // Idle: under 5 % of a core over 2 s, after a second without traffic.
     std::thread::sleep(Duration::from_secs(1));
@@ -595,11 +635,20 @@ fn bad_ports_fail_clearly_and_leave_nothing() {
             c.arg("--port").arg(p);
         }
         let o = c.output().unwrap();
-        (o.status.code(), String::from_utf8_lossy(&o.stderr).into_owned())
+        (
+            o.status.code(),
+            String::from_utf8_lossy(&o.stderr).into_owned(),
+        )
     };
     for (ports, want) in [
-        (vec![format!("1=afxdp:nosuchif0")], "no such interface 'nosuchif0'"),
-        (vec![format!("1=bogus:{}", t.pa)], "unknown port kind 'bogus'"),
+        (
+            vec![format!("1=afxdp:nosuchif0")],
+            "no such interface 'nosuchif0'",
+        ),
+        (
+            vec![format!("1=bogus:{}", t.pa)],
+            "unknown port kind 'bogus'",
+        ),
         (vec![format!("0=afpacket:{}", t.pa)], "port number"),
         (
             vec![format!("1=afpacket:{}", t.pa), format!("1=null")],

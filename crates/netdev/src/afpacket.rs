@@ -133,7 +133,9 @@ pub struct AfPacketRx {
 
 impl std::fmt::Debug for AfPacketRx {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("AfPacketRx").field("port", &self.port).finish()
+        f.debug_struct("AfPacketRx")
+            .field("port", &self.port)
+            .finish()
     }
 }
 
@@ -170,11 +172,7 @@ impl AfPacketRx {
 }
 
 impl RxQueue for AfPacketRx {
-    fn recv(
-        &mut self,
-        max: usize,
-        f: &mut dyn FnMut(&[u8], RxMeta),
-    ) -> Result<usize, NetdevError> {
+    fn recv(&mut self, max: usize, f: &mut dyn FnMut(&[u8], RxMeta)) -> Result<usize, NetdevError> {
         let mut n = 0;
         let bs = BLOCK_SIZE as usize;
         while n < max {
@@ -235,11 +233,7 @@ impl RxQueue for AfPacketRx {
                             std::ptr::copy(p, p.sub(4), 12);
                             let t = p.add(8);
                             std::ptr::copy_nonoverlapping(tpid.to_be_bytes().as_ptr(), t, 2);
-                            std::ptr::copy_nonoverlapping(
-                                tci.to_be_bytes().as_ptr(),
-                                t.add(2),
-                                2,
-                            );
+                            std::ptr::copy_nonoverlapping(tci.to_be_bytes().as_ptr(), t.add(2), 2);
                         }
                         start -= 4;
                         len += 4;
@@ -448,8 +442,22 @@ fn bind(port: &str, fd: RawFd, ifindex: u32, proto: u16) -> Result<(), NetdevErr
 fn open_rx(port: &str, ifindex: u32, fanout: Option<u32>) -> Result<AfPacketRx, NetdevError> {
     let fd = sys::socket(port, libc::AF_PACKET, libc::SOCK_RAW, 0)?;
     let raw = fd.as_raw_fd();
-    sys::setsockopt(port, raw, SOL_PACKET, PACKET_VNET_HDR, &1i32, "PACKET_VNET_HDR")?;
-    sys::setsockopt(port, raw, SOL_PACKET, PACKET_VERSION, &TPACKET_V3, "PACKET_VERSION")?;
+    sys::setsockopt(
+        port,
+        raw,
+        SOL_PACKET,
+        PACKET_VNET_HDR,
+        &1i32,
+        "PACKET_VNET_HDR",
+    )?;
+    sys::setsockopt(
+        port,
+        raw,
+        SOL_PACKET,
+        PACKET_VERSION,
+        &TPACKET_V3,
+        "PACKET_VERSION",
+    )?;
     let req = TpacketReq3 {
         block_size: BLOCK_SIZE,
         block_nr: BLOCK_NR,
@@ -458,7 +466,14 @@ fn open_rx(port: &str, ifindex: u32, fanout: Option<u32>) -> Result<AfPacketRx, 
         retire_blk_tov: RETIRE_TOV_MS,
         ..TpacketReq3::default()
     };
-    sys::setsockopt(port, raw, SOL_PACKET, PACKET_RX_RING, &req, "PACKET_RX_RING")?;
+    sys::setsockopt(
+        port,
+        raw,
+        SOL_PACKET,
+        PACKET_RX_RING,
+        &req,
+        "PACKET_RX_RING",
+    )?;
     let ring = Mmap::map(
         port,
         raw,
@@ -524,7 +539,14 @@ pub fn open(spec: &PortSpec) -> Result<OpenPort, NetdevError> {
     }
     let fd = sys::socket(&port, libc::AF_PACKET, libc::SOCK_RAW, 0)?;
     let raw = fd.as_raw_fd();
-    sys::setsockopt(&port, raw, SOL_PACKET, PACKET_VNET_HDR, &1i32, "PACKET_VNET_HDR")?;
+    sys::setsockopt(
+        &port,
+        raw,
+        SOL_PACKET,
+        PACKET_VNET_HDR,
+        &1i32,
+        "PACKET_VNET_HDR",
+    )?;
     let _ = sys::setsockopt(
         &port,
         raw,

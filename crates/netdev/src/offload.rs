@@ -308,7 +308,10 @@ mod tests {
             let seq = u32::from_be_bytes([s[38], s[39], s[40], s[41]]);
             assert_eq!(seq, 7 + 1448 * i as u32);
             assert_eq!(s[47] & 0x09 != 0, i == 2, "FIN/PSH on the last only");
-            assert_eq!(usize::from(u16::from_be_bytes([s[16], s[17]])), s.len() - 14);
+            assert_eq!(
+                usize::from(u16::from_be_bytes([s[16], s[17]])),
+                s.len() - 14
+            );
         }
     }
 
@@ -335,7 +338,10 @@ mod tests {
                 ..VnetHdr::default()
             },
         ] {
-            assert!(finish(&f, &v, &mut Vec::new(), &mut |_| {}).is_err(), "{v:?}");
+            assert!(
+                finish(&f, &v, &mut Vec::new(), &mut |_| {}).is_err(),
+                "{v:?}"
+            );
         }
         let v = VnetHdr {
             gso_type: GSO_UDP,

@@ -38,11 +38,7 @@ impl PcapRx {
 }
 
 impl RxQueue for PcapRx {
-    fn recv(
-        &mut self,
-        max: usize,
-        f: &mut dyn FnMut(&[u8], RxMeta),
-    ) -> Result<usize, NetdevError> {
+    fn recv(&mut self, max: usize, f: &mut dyn FnMut(&[u8], RxMeta)) -> Result<usize, NetdevError> {
         let total = self.frames.len();
         let mut n = 0;
         while n < max {

@@ -83,9 +83,11 @@ impl PortSpec {
             return Ok(PortSpec::Null);
         }
         let (kind, rest) = s_trim.split_once(':').ok_or_else(|| {
-            bad("expected KIND:NAME[,OPTIONS] with KIND one of afxdp, afpacket, tap, pcap, \
+            bad(
+                "expected KIND:NAME[,OPTIONS] with KIND one of afxdp, afpacket, tap, pcap, \
                  pcap-out, or 'null'"
-                .to_string())
+                    .to_string(),
+            )
         })?;
         let mut parts = rest.split(',');
         let name = parts.next().unwrap_or("").trim();
@@ -130,7 +132,9 @@ impl PortSpec {
                         .ok()
                         .filter(|q| (1..=MAX_QUEUES).contains(q))
                         .ok_or_else(|| {
-                            bad(format!("queues={v}: expected a number from 1 to {MAX_QUEUES}"))
+                            bad(format!(
+                                "queues={v}: expected a number from 1 to {MAX_QUEUES}"
+                            ))
                         })?;
                 }
                 ("mode", Some(v)) => {
@@ -152,7 +156,9 @@ impl PortSpec {
                     "interface name '{n}' is longer than 15 characters"
                 )));
             }
-            if n.bytes().any(|b| b == b'/' || b == b':' || b.is_ascii_whitespace() || b == 0) {
+            if n.bytes()
+                .any(|b| b == b'/' || b == b':' || b.is_ascii_whitespace() || b == 0)
+            {
                 return Err(bad(format!("'{n}' is not a valid interface name")));
             }
             Ok(n.to_string())
@@ -279,10 +285,16 @@ mod tests {
             ("p1", "expected KIND:NAME"),
             ("afxdp:", "missing the name"),
             ("foo:p1", "unknown port kind 'foo'"),
-            ("afxdp:p1,queues=0", "queues=0: expected a number from 1 to 64"),
+            (
+                "afxdp:p1,queues=0",
+                "queues=0: expected a number from 1 to 64",
+            ),
             ("afxdp:p1,queues=x", "queues=x"),
             ("afxdp:p1,mode=fast", "mode=fast"),
-            ("afpacket:p1,mode=native", "unknown option 'mode' for afpacket"),
+            (
+                "afpacket:p1,mode=native",
+                "unknown option 'mode' for afpacket",
+            ),
             ("tap:abcdefghijklmnopq", "longer than 15"),
             ("tap:a/b", "not a valid interface name"),
             ("pcap:x,loop=1", "takes no value"),

@@ -118,10 +118,7 @@ impl Mmap {
         if p == libc::MAP_FAILED {
             return Err(NetdevError::last_os(port, what));
         }
-        Ok(Mmap {
-            ptr: p.cast(),
-            len,
-        })
+        Ok(Mmap { ptr: p.cast(), len })
     }
 
     /// Anonymous private memory of `len` bytes (an AF_XDP UMEM), zeroed.
@@ -140,10 +137,7 @@ impl Mmap {
         if p == libc::MAP_FAILED {
             return Err(NetdevError::last_os(port, "mmap (umem)"));
         }
-        Ok(Mmap {
-            ptr: p.cast(),
-            len,
-        })
+        Ok(Mmap { ptr: p.cast(), len })
     }
 
     /// Start of the mapping.
@@ -152,13 +146,9 @@ impl Mmap {
     }
 
     /// Length in bytes.
+    #[allow(clippy::len_without_is_empty)]
     pub fn len(&self) -> usize {
         self.len
-    }
-
-    /// True for an empty mapping (never, in practice).
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
     }
 }
 

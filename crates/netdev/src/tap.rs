@@ -33,11 +33,7 @@ pub struct TapRx {
 }
 
 impl RxQueue for TapRx {
-    fn recv(
-        &mut self,
-        max: usize,
-        f: &mut dyn FnMut(&[u8], RxMeta),
-    ) -> Result<usize, NetdevError> {
+    fn recv(&mut self, max: usize, f: &mut dyn FnMut(&[u8], RxMeta)) -> Result<usize, NetdevError> {
         let mut n = 0;
         while n < max {
             // SAFETY: `buf` is a live, writable buffer of `buf.len()` bytes.
@@ -85,7 +81,8 @@ impl TxQueue for TapTx {
         let mut n = 0;
         for f in frames {
             // SAFETY: `f.data` is a live slice of `f.data.len()` bytes.
-            let r = unsafe { libc::write(self.fd.as_raw_fd(), f.data.as_ptr().cast(), f.data.len()) };
+            let r =
+                unsafe { libc::write(self.fd.as_raw_fd(), f.data.as_ptr().cast(), f.data.len()) };
             if r < 0 {
                 self.stats.dropped += 1;
             } else {
@@ -136,7 +133,10 @@ pub fn open(spec: &PortSpec) -> Result<OpenPort, NetdevError> {
     // TUNSETIFF reads and updates in place.
     let rc = unsafe { libc::ioctl(fd.as_raw_fd(), TUNSETIFF as _, &mut ifr) };
     if rc < 0 {
-        return Err(NetdevError::last_os(&port, format!("cannot create tap '{name}'")));
+        return Err(NetdevError::last_os(
+            &port,
+            format!("cannot create tap '{name}'"),
+        ));
     }
     set_up(&port, name)?;
     let tx_fd = fd
@@ -184,7 +184,10 @@ fn set_up(port: &str, name: &str) -> Result<(), NetdevError> {
     ifr.ifr_ifru.ifru_flags = flags | libc::IFF_UP as libc::c_short;
     // SAFETY: as above; the kernel reads the flags.
     if unsafe { libc::ioctl(s.as_raw_fd(), libc::SIOCSIFFLAGS as _, &ifr) } < 0 {
-        return Err(NetdevError::last_os(port, "bring the tap up (SIOCSIFFLAGS)"));
+        return Err(NetdevError::last_os(
+            port,
+            "bring the tap up (SIOCSIFFLAGS)",
+        ));
     }
     Ok(())
 }

@@ -79,7 +79,10 @@ impl Control {
             match p.cmds.try_send(make(tx)) {
                 Ok(()) => waiting.push((p.id, rx)),
                 Err(TrySendError::Full(_)) => {
-                    return Err(format!("pmd {} is busy (command queue full); try again", p.id))
+                    return Err(format!(
+                        "pmd {} is busy (command queue full); try again",
+                        p.id
+                    ))
                 }
                 Err(TrySendError::Disconnected(_)) => {
                     return Err(format!("pmd {} has stopped", p.id))
@@ -267,7 +270,10 @@ impl Control {
         let m = parse_match(flow).map_err(|e| e.to_string())?;
         let key: FlowKey = m.key;
         let tables = self.state().rules.tables();
-        Ok(format!("{}\n", xlate(&*tables, &key, true).report(&key, flow)))
+        Ok(format!(
+            "{}\n",
+            xlate(&*tables, &key, true).report(&key, flow)
+        ))
     }
 
     fn rules_changed(&self, st: &CtlState, what: String) -> Result<String, String> {
@@ -382,7 +388,10 @@ fn snapshot_json(s: &PmdSnapshot) -> serde_json::Value {
     let mut v = serde_json::to_value(s.report).unwrap_or_default();
     if let Some(o) = v.as_object_mut() {
         o.insert("pmd".into(), s.id.into());
-        o.insert("core_id".into(), serde_json::to_value(s.core).unwrap_or_default());
+        o.insert(
+            "core_id".into(),
+            serde_json::to_value(s.core).unwrap_or_default(),
+        );
         o.insert("idle_cycles".into(), s.idle_cycles.into());
         o.insert("emc_occupancy".into(), s.emc_occupancy.into());
         o.insert("rx_oversize".into(), s.rx_oversize.into());
@@ -409,8 +418,8 @@ fn set_key(cfg: &mut Config, k: &str, v: &str) -> Result<(), String> {
     };
     match k {
         "emc-insert-inv-prob" => {
-            cfg.emc_insert_inv_prob = u32::try_from(num(v)?)
-                .map_err(|_| format!("{k}={v}: too large"))?
+            cfg.emc_insert_inv_prob =
+                u32::try_from(num(v)?).map_err(|_| format!("{k}={v}: too large"))?
         }
         "emc-enable" => cfg.emc_enable = boolean(v)?,
         "second-level" => {

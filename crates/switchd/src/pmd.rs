@@ -182,11 +182,13 @@ impl PortSink for Sink<'_> {
                 i += 1;
             }
             if i > start {
-                q.send(&mut (start..i).filter_map(|j| packets.get(j)).map(|p| TxFrame {
-                    data: p.data,
-                    vnet: None,
-                    timestamp_ns: meta(p.tag).timestamp_ns,
-                }));
+                q.send(
+                    &mut (start..i).filter_map(|j| packets.get(j)).map(|p| TxFrame {
+                        data: p.data,
+                        vnet: None,
+                        timestamp_ns: meta(p.tag).timestamp_ns,
+                    }),
+                );
             }
             if i < n {
                 if let Some(p) = packets.get(i) {

@@ -140,8 +140,7 @@ impl Selector {
             return false;
         }
         let m = &self.matching;
-        m.mask.is_subset_of(&r.matching.mask)
-            && r.matching.key.eq_masked(&m.key, &m.mask)
+        m.mask.is_subset_of(&r.matching.mask) && r.matching.key.eq_masked(&m.key, &m.mask)
     }
 }
 
@@ -178,7 +177,10 @@ pub fn dump_flows(set: &RuleSet, sel: &Selector, counts: Option<&[(u64, u64)]>) 
     for (i, ir) in rows {
         let r = &ir.rule;
         let dur = now.duration_since(ir.added).as_secs_f64();
-        out.push_str(&format!(" cookie={:#x}, duration={dur:.3}s, table={}, ", r.cookie, r.table));
+        out.push_str(&format!(
+            " cookie={:#x}, duration={dur:.3}s, table={}, ",
+            r.cookie, r.table
+        ));
         if let Some(c) = counts.and_then(|c| c.get(i)) {
             out.push_str(&format!("n_packets={}, n_bytes={}, ", c.0, c.1));
         }
@@ -235,13 +237,11 @@ mod tests {
 
     #[test]
     fn delete_is_non_strict() {
-        let mut s = set(
-            "priority=10,tcp,tp_dst=80,actions=output:2\n\
+        let mut s = set("priority=10,tcp,tp_dst=80,actions=output:2\n\
              priority=9,tcp,actions=output:2\n\
              priority=8,udp,actions=output:2\n\
              table=1,priority=8,tcp,actions=output:2\n\
-             priority=1,actions=drop\n",
-        );
+             priority=1,actions=drop\n");
         assert_eq!(s.delete(&Selector::parse("table=0,tcp").unwrap()), 2);
         assert_eq!(s.rules().len(), 3);
         assert_eq!(s.delete(&Selector::parse("tcp").unwrap()), 1);

@@ -128,12 +128,21 @@ fn capture_through_the_switch_as_the_rules_say() {
         json(&ctl, "dpif-netdev/pmd-stats-show")[0]["packets_received"] == 1000
     });
     let text = call(&ctl, "dpif-netdev/pmd-stats-show", &[]).unwrap();
-    assert!(text.starts_with("pmd thread numa_id 0 core_id any:\n  packets received: 1000\n"), "{text}");
+    assert!(
+        text.starts_with("pmd thread numa_id 0 core_id any:\n  packets received: 1000\n"),
+        "{text}"
+    );
     assert_eq!(port_tx(&ctl, 2), 900);
     let flows = call(&ctl, "dpctl/dump-flows", &[]).unwrap();
-    assert!(flows.contains("actions:drop") && flows.contains("actions:2"), "{flows}");
+    assert!(
+        flows.contains("actions:drop") && flows.contains("actions:2"),
+        "{flows}"
+    );
     let rxq = call(&ctl, "dpif-netdev/pmd-rxq-show", &[]).unwrap();
-    assert!(rxq.contains("port: pcap:") && rxq.contains("queue-id:  0"), "{rxq}");
+    assert!(
+        rxq.contains("port: pcap:") && rxq.contains("queue-id:  0"),
+        "{rxq}"
+    );
     sw.shutdown();
     assert!(!ctl.exists(), "control socket removed");
     assert!(!dir.join("fp.pid").exists(), "pidfile removed");
@@ -184,21 +193,44 @@ fn rules_and_config_change_at_run_time() {
     assert_eq!(port_tx(&ctl, 2), at_reply, "no packet by the old rules");
 
     // add-flow / del-flows / dump-flows.
-    call(&ctl, "add-flow", &["priority=5,udp,tp_dst=2001,actions=output:2"]).unwrap();
+    call(
+        &ctl,
+        "add-flow",
+        &["priority=5,udp,tp_dst=2001,actions=output:2"],
+    )
+    .unwrap();
     let d = call(&ctl, "dump-flows", &[]).unwrap();
     let lines: Vec<&str> = d.lines().collect();
     assert_eq!(lines.len(), 2, "{d}");
-    assert!(lines[0].contains("priority=5,udp,tp_dst=2001 actions=output:2"), "{d}");
+    assert!(
+        lines[0].contains("priority=5,udp,tp_dst=2001 actions=output:2"),
+        "{d}"
+    );
     let before = port_tx(&ctl, 2);
-    wait_for("udp 2001 reaches port 2", || port_tx(&ctl, 2) > before + 100);
+    wait_for("udp 2001 reaches port 2", || {
+        port_tx(&ctl, 2) > before + 100
+    });
     let r = call(&ctl, "del-flows", &["udp"]).unwrap();
     assert!(r.starts_with("1 rules deleted"), "{r}");
-    let e = call(&ctl, "add-flow", &["priority=5,udp,tp_dst=99999,actions=drop"]).unwrap_err();
+    let e = call(
+        &ctl,
+        "add-flow",
+        &["priority=5,udp,tp_dst=99999,actions=drop"],
+    )
+    .unwrap_err();
     assert!(e.contains("tp_dst"), "{e}");
 
     // Configuration.
-    let c = call(&ctl, "config/set", &["second-level=smc", "emc-enable=false"]).unwrap();
-    assert!(c.contains("second-level=smc") && c.contains("emc-enable=false"), "{c}");
+    let c = call(
+        &ctl,
+        "config/set",
+        &["second-level=smc", "emc-enable=false"],
+    )
+    .unwrap();
+    assert!(
+        c.contains("second-level=smc") && c.contains("emc-enable=false"),
+        "{c}"
+    );
     let v = json(&ctl, "config/show");
     assert_eq!(v["second-level"], "smc");
     let e = call(&ctl, "config/set", &["flow-limit=x"]).unwrap_err();
@@ -247,6 +279,9 @@ fn bad_capture_port_fails_naming_it() {
         pidfile: None,
     };
     let e = Switchd::start(cfg).err().expect("fails").to_string();
-    assert!(e.contains("port 'pcap:") && e.contains("missing.pcap"), "{e}");
+    assert!(
+        e.contains("port 'pcap:") && e.contains("missing.pcap"),
+        "{e}"
+    );
     assert!(!dir.join("fp.ctl").exists());
 }

@@ -136,7 +136,8 @@ impl Server {
             if UnixStream::connect(path).is_ok() {
                 return Err(UnixctlError::InUse(p));
             }
-            std::fs::remove_file(path).map_err(|e| sock_err("cannot remove the stale socket", e))?;
+            std::fs::remove_file(path)
+                .map_err(|e| sock_err("cannot remove the stale socket", e))?;
         }
         let listener = UnixListener::bind(path).map_err(|e| sock_err("cannot bind", e))?;
         listener
@@ -298,7 +299,11 @@ fn serve(mut s: UnixStream, inner: &Inner) {
         match s.read(&mut chunk) {
             Ok(0) => return,
             Ok(n) => buf.extend_from_slice(&chunk[..n]),
-            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut | ErrorKind::Interrupted) => {}
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    ErrorKind::WouldBlock | ErrorKind::TimedOut | ErrorKind::Interrupted
+                ) => {}
             Err(_) => return,
         }
     }
@@ -344,7 +349,12 @@ fn dispatch(inner: &Inner, req: Request) -> (Value, Result<String, String>) {
     let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| h.call(&method, &params)));
     match r {
         Ok(r) => (id, r),
-        Err(_) => (id, Err(format!("\"{method}\" failed: internal error (handler panicked)"))),
+        Err(_) => (
+            id,
+            Err(format!(
+                "\"{method}\" failed: internal error (handler panicked)"
+            )),
+        ),
     }
 }
 
@@ -365,13 +375,24 @@ mod tests {
     #[test]
     fn requests_parse_and_bad_ones_are_refused() {
         let r = parse_request(br#"{"id":3,"method":"version","params":[]}"#).unwrap();
-        assert_eq!((r.id, r.method.as_str(), r.params.len()), (json!(3), "version", 0));
+        assert_eq!(
+            (r.id, r.method.as_str(), r.params.len()),
+            (json!(3), "version", 0)
+        );
         let r = parse_request(br#"{"id":"x","method":"a","params":["1","2"]}"#).unwrap();
         assert_eq!(r.params, vec!["1", "2"]);
         for (bad, id, msg) in [
             (&br#"{"id":1,"params":[]}"#[..], json!(1), "no \"method\""),
-            (br#"{"id":1,"method":"a","params":[1]}"#, json!(1), "array of strings"),
-            (br#"{"id":1,"method":"a","params":"x"}"#, json!(1), "array of strings"),
+            (
+                br#"{"id":1,"method":"a","params":[1]}"#,
+                json!(1),
+                "array of strings",
+            ),
+            (
+                br#"{"id":1,"method":"a","params":"x"}"#,
+                json!(1),
+                "array of strings",
+            ),
             (br#"[1,2]"#, Value::Null, "not a JSON object"),
             (br#"{"id":1,"#, Value::Null, "malformed"),
         ] {
