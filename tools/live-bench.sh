@@ -67,7 +67,7 @@ fp_cycles() { # prints avg processing cycles per packet since the last clear
 }
 ovs_cycles() {
   ovs-appctl -t /tmp/ovsafxdp/run/ovs-vswitchd.ctl dpif-netdev/pmd-stats-show \
-    | awk '/avg processing cycles per packet/ {print $NF; exit}'
+    | awk -F': ' '/avg processing cycles per packet/ {split($2, a, " "); print a[1]; exit}'
 }
 blast() { # label flows cyclesfn
   local c=""

@@ -20,6 +20,16 @@ pub trait Lookup {
     /// The highest-priority rule of `table` matching `key`; with `wc`, ORs
     /// into it the key bits the answer depended on.
     fn lookup(&self, table: u8, key: &FlowKey, wc: Option<&mut FlowMask>) -> Option<&Rule>;
+    /// [`Lookup::lookup`], with the rule's index where the tables number
+    /// their rules (`None` where they do not).
+    fn lookup_indexed(
+        &self,
+        table: u8,
+        key: &FlowKey,
+        wc: Option<&mut FlowMask>,
+    ) -> Option<(Option<u32>, &Rule)> {
+        self.lookup(table, key, wc).map(|r| (None, r))
+    }
     /// The bridge's ports (targets of `ALL` and `FLOOD`), ascending.
     fn ports(&self) -> &[u32];
 }
@@ -122,6 +132,17 @@ impl Lookup for RuleTables {
     fn lookup(&self, table: u8, key: &FlowKey, wc: Option<&mut FlowMask>) -> Option<&Rule> {
         let c = self.tables[usize::from(table)].as_ref()?;
         c.lookup(key, wc).map(|(id, _)| &self.rules[id as usize])
+    }
+
+    fn lookup_indexed(
+        &self,
+        table: u8,
+        key: &FlowKey,
+        wc: Option<&mut FlowMask>,
+    ) -> Option<(Option<u32>, &Rule)> {
+        let c = self.tables[usize::from(table)].as_ref()?;
+        c.lookup(key, wc)
+            .map(|(id, _)| (Some(id), &self.rules[id as usize]))
     }
 
     fn ports(&self) -> &[u32] {

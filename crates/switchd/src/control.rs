@@ -49,6 +49,12 @@ pub fn commands() -> Vec<CommandSpec> {
         c("dump-flows", "[--json] [MATCH]", 0, usize::MAX),
         c("config/set", "KEY=VALUE...", 1, usize::MAX),
         c("config/show", "[--json]", 0, 1),
+        c("upcall/show", "[--json]", 0, 1),
+        c("upcall/disable-megaflows", "", 0, 0),
+        c("upcall/enable-megaflows", "", 0, 0),
+        c("upcall/set-flow-limit", "NUMBER", 1, 1),
+        c("revalidator/purge", "", 0, 0),
+        c("revalidator/wait", "", 0, 0),
     ]
 }
 
@@ -99,11 +105,33 @@ impl Control {
         Ok(out)
     }
 
-    /// Publishes `st.rules` to every PMD; returns megaflows removed.
-    fn publish(&self, st: &CtlState) -> Result<usize, String> {
-        let tables = st.rules.tables();
-        let removed = self.ask_all(|r| PmdCmd::PublishRules(tables.clone(), r))?;
-        Ok(removed.iter().sum())
+    /// Publishes `st.rules`: the PMDs' upcalls use them from the answer
+    /// on. The caller then releases the control lock and runs a
+    /// revalidator round ([`Control::finish_rule_change`]).
+    fn publish(&self, st: &CtlState) -> Result<(), String> {
+        let p = st.rules.publish();
+        self.sh.set_published(p.clone());
+        self.ask_all(|r| PmdCmd::SwapRules(p.tables.clone(), r))?;
+        Ok(())
+    }
+
+    /// After a rule change (lock released): one revalidator round, so that
+    /// every megaflow the change affects is gone before the reply.
+    fn finish_rule_change(&self, what: String, n_rules: usize) -> Result<String, String> {
+        let before = self.upcall_stats().revalidated;
+        self.sh.reval_wait()?;
+        let removed = self.upcall_stats().revalidated - before;
+        Ok(format!(
+            "{what}; {n_rules} rules now, {removed} megaflows revalidated away\n"
+        ))
+    }
+
+    fn upcall_stats(&self) -> crate::revalidator::UpcallStats {
+        *self
+            .sh
+            .upcall_stats
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
     }
 
     fn pmd_stats_show(&self, json: bool) -> Result<String, String> {
@@ -276,40 +304,75 @@ impl Control {
         ))
     }
 
-    fn rules_changed(&self, st: &CtlState, what: String) -> Result<String, String> {
-        let removed = self.publish(st)?;
-        Ok(format!(
-            "{what}; {} rules now, {removed} megaflows revalidated away\n",
-            st.rules.rules().len()
-        ))
+    /// Changes the rules with `f` under the control lock, publishes them,
+    /// and revalidates (lock released).
+    fn change_rules(
+        &self,
+        f: impl FnOnce(&mut rules::RuleSet) -> String,
+    ) -> Result<String, String> {
+        let (what, n) = {
+            let mut st = self.state();
+            let what = f(&mut st.rules);
+            self.publish(&st)?;
+            (what, st.rules.rules().len())
+        };
+        self.finish_rule_change(what, n)
     }
 
     fn add_flow(&self, params: &[String]) -> Result<String, String> {
         let text = params.join(" ");
         let rule = rules::parse_one(&text).map_err(|e| e.to_string())?;
-        let mut st = self.state();
-        st.rules.add(vec![rule]);
-        self.rules_changed(&st, "1 rule added".into())
+        self.change_rules(|rs| {
+            rs.add(vec![rule]);
+            "1 rule added".into()
+        })
     }
 
     fn add_flows(&self, file: &str, replace: bool) -> Result<String, String> {
         let new = rules::load_file(file)?;
         let n = new.len();
-        let mut st = self.state();
-        if replace {
-            st.rules.replace(new);
-            self.rules_changed(&st, format!("rules replaced by {n} from {file}"))
-        } else {
-            st.rules.add(new);
-            self.rules_changed(&st, format!("{n} rules added from {file}"))
-        }
+        self.change_rules(|rs| {
+            if replace {
+                rs.replace(new);
+                format!("rules replaced by {n} from {file}")
+            } else {
+                rs.add(new);
+                format!("{n} rules added from {file}")
+            }
+        })
     }
 
     fn del_flows(&self, params: &[String]) -> Result<String, String> {
         let sel = Selector::parse(&params.join(",")).map_err(|e| e.to_string())?;
-        let mut st = self.state();
-        let n = st.rules.delete(&sel);
-        self.rules_changed(&st, format!("{n} rules deleted"))
+        self.change_rules(|rs| format!("{} rules deleted", rs.delete(&sel)))
+    }
+
+    fn upcall_show(&self, json: bool) -> Result<String, String> {
+        let u = self.upcall_stats();
+        if json {
+            return Ok(format!("{}\n", serde_json::to_value(u).unwrap_or_default()));
+        }
+        let mut out = String::new();
+        let _ = writeln!(out, "netdev@flowpath:");
+        let _ = writeln!(
+            out,
+            "  flows         : (current {}) (avg {}) (max {}) (limit {})",
+            u.current, u.avg, u.max, u.limit
+        );
+        let _ = writeln!(out, "  dump duration : {}ms", u.dump_duration_ms);
+        let _ = writeln!(out, "  ufid enabled : true");
+        let _ = writeln!(out);
+        let _ = writeln!(out, "  0: (keys {})", u.current);
+        Ok(out)
+    }
+
+    fn set_megaflows(&self, on: bool) -> Result<String, String> {
+        self.config_set(&[format!("megaflows={on}")])?;
+        self.sh.reval_purge()?;
+        Ok(format!(
+            "megaflows {}\n",
+            if on { "enabled" } else { "disabled" }
+        ))
     }
 
     fn dump_rules(&self, params: &[String]) -> Result<String, String> {
@@ -341,7 +404,7 @@ impl Control {
                 .collect();
             return Ok(format!("{}\n", serde_json::Value::Array(v)));
         }
-        Ok(rules::dump_flows(&st.rules, &sel, None))
+        Ok(rules::dump_flows(&st.rules, &sel))
     }
 
     fn config_set(&self, params: &[String]) -> Result<String, String> {
@@ -354,6 +417,12 @@ impl Control {
             set_key(&mut cfg, k.trim(), v.trim())?;
         }
         cfg.validate().map_err(|e| e.to_string())?;
+        self.sh
+            .flow_limit_cfg
+            .store(cfg.flow_limit, std::sync::atomic::Ordering::Relaxed);
+        self.sh
+            .max_idle_ms
+            .store(cfg.max_idle_ms, std::sync::atomic::Ordering::Relaxed);
         let c2 = cfg.clone();
         for r in self.ask_all(|r| PmdCmd::SetConfig(Box::new(c2.clone()), r))? {
             r?;
@@ -500,6 +569,24 @@ impl Handler for Control {
             "del-flows" => self.del_flows(params),
             "dump-flows" => self.dump_rules(params),
             "config/set" => self.config_set(params),
+            "upcall/show" => self.upcall_show(json),
+            "upcall/disable-megaflows" => self.set_megaflows(false),
+            "upcall/enable-megaflows" => self.set_megaflows(true),
+            "upcall/set-flow-limit" => {
+                let n: usize = first(params)
+                    .parse()
+                    .map_err(|_| format!("'{}' is not a number", first(params)))?;
+                self.config_set(&[format!("flow-limit={n}")])?;
+                Ok(format!("set flow_limit to {n}\n"))
+            }
+            "revalidator/purge" => {
+                self.sh.reval_purge()?;
+                Ok(String::new())
+            }
+            "revalidator/wait" => {
+                self.sh.reval_wait()?;
+                Ok(String::new())
+            }
             "config/show" => {
                 let st = self.state();
                 Ok(if json {

@@ -27,15 +27,17 @@
 pub mod control;
 pub mod pmd;
 pub mod ports;
+pub mod revalidator;
 pub mod rules;
 
 use flowpath_datapath::{Config, Switch};
 use flowpath_netdev::{NetdevError, OpenPort, PortSpec};
 use pmd::{Pmd, PmdCmd, RxqSlot};
 use ports::{PortInfo, TxTable};
-use rules::RuleSet;
+use revalidator::{RevalCmd, UpcallStats};
+use rules::{Published, RuleSet};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::{sync_channel, SyncSender};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -113,8 +115,64 @@ pub struct Shared {
     pub state: Mutex<CtlState>,
     /// Set to stop the switch.
     pub stop: Arc<AtomicBool>,
-    /// When the switch started.
+    /// When the switch started (time zero of the datapath clock).
     pub started: Instant,
+    /// The rules the PMDs and the revalidator use now.
+    pub published: Mutex<Published>,
+    /// The configured `flow-limit` (the dynamic limit's ceiling).
+    pub flow_limit_cfg: AtomicUsize,
+    /// `max-idle` in ms.
+    pub max_idle_ms: AtomicU64,
+    /// `upcall/show`'s figures, as of the last revalidator round.
+    pub upcall_stats: Mutex<UpcallStats>,
+    /// The revalidator's request queue.
+    pub reval: Mutex<Option<SyncSender<RevalCmd>>>,
+}
+
+impl Shared {
+    /// The published rules.
+    pub fn published(&self) -> Published {
+        self.published
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Replaces the published rules (the caller swaps them on the PMDs).
+    pub fn set_published(&self, p: Published) {
+        *self.published.lock().unwrap_or_else(|e| e.into_inner()) = p;
+    }
+
+    fn reval_send(&self, c: RevalCmd) -> Result<(), String> {
+        let g = self.reval.lock().unwrap_or_else(|p| p.into_inner());
+        match g.as_ref() {
+            Some(tx) => tx
+                .try_send(c)
+                .map_err(|_| "the revalidator is busy; try again".to_string()),
+            None => Err("the revalidator is not running".into()),
+        }
+    }
+
+    /// Asks for a revalidator round soon (does not wait).
+    pub fn reval_kick(&self) -> Result<(), String> {
+        self.reval_send(RevalCmd::RunNow(None))
+    }
+
+    /// Runs a revalidator round and waits for it (at most 60 s).
+    pub fn reval_wait(&self) -> Result<(), String> {
+        let (tx, rx) = sync_channel(1);
+        self.reval_send(RevalCmd::RunNow(Some(tx)))?;
+        rx.recv_timeout(Duration::from_secs(60))
+            .map_err(|_| "the revalidator did not finish a round within 60 s".to_string())
+    }
+
+    /// Deletes every megaflow on every PMD and waits.
+    pub fn reval_purge(&self) -> Result<(), String> {
+        let (tx, rx) = sync_channel(1);
+        self.reval_send(RevalCmd::Purge(tx))?;
+        rx.recv_timeout(Duration::from_secs(60))
+            .map_err(|_| "the purge did not finish within 60 s".to_string())
+    }
 }
 
 /// A running switch.
@@ -156,7 +214,8 @@ impl Switchd {
         let opened = ports::open_all(&cfg.ports)?;
         let stop = Arc::new(AtomicBool::new(false));
         let epoch = Instant::now();
-        let tables = cfg.rules.tables();
+        let published = cfg.rules.publish();
+        let tables = published.tables.clone();
         let cores: Vec<Option<usize>> = if cfg.pmd_cpus.is_empty() {
             vec![None]
         } else {
@@ -189,6 +248,7 @@ impl Switchd {
                 cmds: rx,
                 stop: stop.clone(),
                 epoch,
+                dyn_limit: None,
             };
             let h = std::thread::Builder::new()
                 .name(format!("pmd{id}"))
@@ -208,13 +268,40 @@ impl Switchd {
             pmds,
             tx: opened.tx,
             ports: opened.info,
+            flow_limit_cfg: AtomicUsize::new(cfg.datapath.flow_limit),
+            max_idle_ms: AtomicU64::new(cfg.datapath.max_idle_ms),
+            upcall_stats: Mutex::new(UpcallStats {
+                limit: cfg.datapath.flow_limit,
+                ..UpcallStats::default()
+            }),
+            published: Mutex::new(published),
             state: Mutex::new(CtlState {
                 rules: cfg.rules,
                 datapath: cfg.datapath,
             }),
             stop: stop.clone(),
             started: epoch,
+            reval: Mutex::new(None),
         });
+        let (rtx, rrx) = sync_channel(16);
+        *shared.reval.lock().unwrap_or_else(|p| p.into_inner()) = Some(rtx);
+        let sh2 = shared.clone();
+        match std::thread::Builder::new()
+            .name("revalidator".into())
+            .spawn(move || revalidator::run(sh2, rrx))
+        {
+            Ok(h) => threads.push(h),
+            Err(e) => {
+                stop.store(true, Ordering::Relaxed);
+                for t in threads {
+                    let _ = t.join();
+                }
+                return Err(SwitchdError::Io {
+                    what: "cannot start the revalidator thread".into(),
+                    source: e,
+                });
+            }
+        }
         let mut me = Switchd {
             shared: shared.clone(),
             threads,

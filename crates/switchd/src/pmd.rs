@@ -109,11 +109,18 @@ pub enum PmdCmd {
     DumpFlowsJson(SyncSender<Vec<serde_json::Value>>),
     /// Remove every megaflow (and cache entry); answer how many.
     DelFlows(SyncSender<usize>),
-    /// Use new rule tables: revalidate the megaflows, answer how many were
-    /// removed. No packet processed after the answer uses the old rules.
-    PublishRules(Arc<RuleTables>, SyncSender<usize>),
+    /// Upcalls use these rule tables from now on (the revalidator deals
+    /// with the installed megaflows); answer when swapped.
+    SwapRules(Arc<RuleTables>, SyncSender<()>),
     /// Apply a datapath configuration; answer the outcome.
     SetConfig(Box<Config>, SyncSender<Result<(), String>>),
+    /// Answer a dump of the megaflows for the revalidator.
+    Dump(SyncSender<Vec<crate::revalidator::DumpEntry>>),
+    /// Delete these megaflows (stale handles are ignored); answer how many
+    /// went.
+    Delete(Vec<flowpath_datapath::MegaflowRef>, SyncSender<usize>),
+    /// The revalidator's dynamic flow limit.
+    SetFlowLimit(usize),
 }
 
 /// Output-side counters of a PMD.
@@ -231,6 +238,8 @@ pub struct Pmd {
     pub stop: Arc<AtomicBool>,
     /// Time zero of the datapath clock.
     pub epoch: Instant,
+    /// The flow limit the revalidator set last, if any.
+    pub dyn_limit: Option<usize>,
 }
 
 impl Pmd {
@@ -289,7 +298,6 @@ impl Pmd {
                     }
                 }
             }
-            self.sw.housekeeping(now_ms);
             self.drain_commands(now_ms, &mut sink_stats, idle_cycles);
             if got > 0 {
                 last_traffic = now;
@@ -341,17 +349,35 @@ impl Pmd {
                     self.sw.datapath_mut().flush();
                     let _ = r.send(n);
                 }
-                PmdCmd::PublishRules(t, r) => {
-                    let n = self.sw.publish_rules(t);
-                    let _ = r.send(n);
+                PmdCmd::SwapRules(t, r) => {
+                    self.sw.upcall_mut().set_tables(t);
+                    let _ = r.send(());
                 }
                 PmdCmd::SetConfig(cfg, r) => {
+                    let mut cfg = *cfg;
+                    if let Some(l) = self.dyn_limit {
+                        cfg.flow_limit = cfg.flow_limit.min(l);
+                    }
                     let res = self
                         .sw
                         .datapath_mut()
-                        .set_config(*cfg)
+                        .set_config(cfg)
                         .map_err(|e| e.to_string());
                     let _ = r.send(res);
+                }
+                PmdCmd::Dump(r) => {
+                    let _ = r.send(crate::revalidator::dump(&self.sw));
+                }
+                PmdCmd::Delete(refs, r) => {
+                    let _ = r.send(crate::revalidator::delete(&mut self.sw, &refs));
+                }
+                PmdCmd::SetFlowLimit(l) => {
+                    self.dyn_limit = Some(l);
+                    let mut cfg = self.sw.datapath().config().clone();
+                    cfg.flow_limit = l;
+                    // Only the limit changes: cannot fail validation (the
+                    // limit is at least 1000).
+                    let _ = self.sw.datapath_mut().set_config(cfg);
                 }
             }
         }

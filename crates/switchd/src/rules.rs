@@ -19,13 +19,36 @@ use flowpath_ofproto::tables::RuleTables;
 use std::sync::Arc;
 use std::time::Instant;
 
-/// A rule with the time it was installed.
+/// A rule with the time it was installed and its statistics.
 #[derive(Clone, Debug)]
 pub struct InstalledRule {
     /// The rule.
     pub rule: Rule,
     /// When it was added (or last replaced).
     pub added: Instant,
+    /// Unique for the switch's lifetime: statistics find their rule by it
+    /// across rule changes.
+    pub uid: u64,
+    /// Packets of the megaflows that went through this rule (pushed by
+    /// the revalidator).
+    pub packets: u64,
+    /// Their bytes.
+    pub bytes: u64,
+    /// When a packet last went through it (as far as the revalidator
+    /// has seen).
+    pub last_used: Option<Instant>,
+}
+
+/// A published version of the rules: the immutable tables the PMDs and the
+/// revalidator translate with, and the rule uids by table index.
+#[derive(Clone, Debug)]
+pub struct Published {
+    /// Increases with every change.
+    pub version: u64,
+    /// The tables.
+    pub tables: Arc<RuleTables>,
+    /// `uids[i]` is the uid of `tables.rules()[i]`.
+    pub uids: Arc<Vec<u64>>,
 }
 
 /// The editable rule list and the table options it is built with.
@@ -35,6 +58,8 @@ pub struct RuleSet {
     prefixes: Vec<FieldId>,
     per_table: Vec<(u8, Vec<FieldId>)>,
     ports: Vec<u32>,
+    next_uid: u64,
+    version: u64,
 }
 
 impl RuleSet {
@@ -51,6 +76,8 @@ impl RuleSet {
             prefixes,
             per_table,
             ports,
+            next_uid: 1,
+            version: 0,
         };
         s.add(rules);
         s
@@ -63,10 +90,70 @@ impl RuleSet {
 
     /// The immutable tables for the PMDs.
     pub fn tables(&self) -> Arc<RuleTables> {
+        self.publish().tables
+    }
+
+    /// The tables with their version and rule uids. The rule set holds no
+    /// two rules with the same table, priority and match, so the tables
+    /// keep every rule in this order and index `i` is rule `i` here.
+    pub fn publish(&self) -> Published {
         let rules: Vec<Rule> = self.rules.iter().map(|r| r.rule.clone()).collect();
         let mut t = RuleTables::with_table_prefixes(rules, &self.prefixes, &self.per_table);
         t.set_ports(self.ports.clone());
-        Arc::new(t)
+        Published {
+            version: self.version,
+            tables: Arc::new(t),
+            uids: Arc::new(self.rules.iter().map(|r| r.uid).collect()),
+        }
+    }
+
+    /// The version the next [`RuleSet::publish`] carries.
+    pub fn version(&self) -> u64 {
+        self.version
+    }
+
+    /// Adds statistics pushed by the revalidator: `(uid, packets, bytes)`
+    /// for rules that still exist; the others are ignored.
+    pub fn credit(&mut self, deltas: &[(u64, u64, u64)], now: Instant) {
+        if deltas.is_empty() {
+            return;
+        }
+        let pos: std::collections::HashMap<u64, usize> = self
+            .rules
+            .iter()
+            .enumerate()
+            .map(|(i, r)| (r.uid, i))
+            .collect();
+        for (uid, p, b) in deltas {
+            if let Some(&i) = pos.get(uid) {
+                let r = &mut self.rules[i];
+                r.packets += p;
+                r.bytes += b;
+                if *p > 0 {
+                    r.last_used = Some(now);
+                }
+            }
+        }
+    }
+
+    /// Removes the rules whose `idle_timeout` or `hard_timeout` (seconds)
+    /// has passed at `now`, as OpenFlow expires them; returns how many.
+    pub fn expire(&mut self, now: Instant) -> usize {
+        let before = self.rules.len();
+        self.rules.retain(|r| {
+            let age = now.saturating_duration_since(r.added).as_secs_f64();
+            let idle = now
+                .saturating_duration_since(r.last_used.unwrap_or(r.added))
+                .as_secs_f64();
+            let hard_ok = r.rule.hard_timeout == 0 || age < f64::from(r.rule.hard_timeout);
+            let idle_ok = r.rule.idle_timeout == 0 || idle < f64::from(r.rule.idle_timeout);
+            hard_ok && idle_ok
+        });
+        let n = before - self.rules.len();
+        if n > 0 {
+            self.version += 1;
+        }
+        n
     }
 
     /// Adds `rules`; a rule with the same table, priority and match as an
@@ -80,8 +167,17 @@ impl RuleSet {
                     && r.rule.matching == rule.matching
             };
             self.rules.retain(|r| !same(r));
-            self.rules.push(InstalledRule { rule, added: now });
+            self.rules.push(InstalledRule {
+                rule,
+                added: now,
+                uid: self.next_uid,
+                packets: 0,
+                bytes: 0,
+                last_used: None,
+            });
+            self.next_uid += 1;
         }
+        self.version += 1;
     }
 
     /// Replaces every rule with `rules`.
@@ -96,6 +192,7 @@ impl RuleSet {
     pub fn delete(&mut self, sel: &Selector) -> usize {
         let before = self.rules.len();
         self.rules.retain(|r| !sel.selects(&r.rule));
+        self.version += 1;
         before - self.rules.len()
     }
 }
@@ -159,38 +256,34 @@ pub fn load_file(path: &str) -> Result<Vec<Rule>, String> {
 /// The `dump-flows` text: one line per rule, as `ovs-ofctl dump-flows`
 /// prints it (` cookie=0x0, duration=1.234s, table=0, n_packets=…,
 /// n_bytes=…, priority=…,MATCH actions=…`), sorted by table and then by
-/// descending priority. `counts` gives each rule's packets and bytes
-/// (same order as [`RuleSet::rules`]), when the switch keeps them.
-pub fn dump_flows(set: &RuleSet, sel: &Selector, counts: Option<&[(u64, u64)]>) -> String {
+/// descending priority, with the statistics the revalidator pushed
+/// (`n_packets`, `n_bytes`, `idle_age` in seconds).
+pub fn dump_flows(set: &RuleSet, sel: &Selector) -> String {
     let now = Instant::now();
-    let mut rows: Vec<(usize, &InstalledRule)> = set
-        .rules
-        .iter()
-        .enumerate()
-        .filter(|(_, r)| sel.selects(&r.rule))
-        .collect();
+    let mut rows: Vec<&InstalledRule> = set.rules.iter().filter(|r| sel.selects(&r.rule)).collect();
     rows.sort_by(|a, b| {
-        (a.1.rule.table, std::cmp::Reverse(a.1.rule.priority))
-            .cmp(&(b.1.rule.table, std::cmp::Reverse(b.1.rule.priority)))
+        (a.rule.table, std::cmp::Reverse(a.rule.priority))
+            .cmp(&(b.rule.table, std::cmp::Reverse(b.rule.priority)))
     });
     let mut out = String::new();
-    for (i, ir) in rows {
+    for ir in rows {
         let r = &ir.rule;
         let dur = now.duration_since(ir.added).as_secs_f64();
         out.push_str(&format!(
             " cookie={:#x}, duration={dur:.3}s, table={}, ",
             r.cookie, r.table
         ));
-        if let Some(c) = counts.and_then(|c| c.get(i)) {
-            out.push_str(&format!("n_packets={}, n_bytes={}, ", c.0, c.1));
-        }
+        out.push_str(&format!("n_packets={}, n_bytes={}, ", ir.packets, ir.bytes));
         if r.idle_timeout != 0 {
             out.push_str(&format!("idle_timeout={}, ", r.idle_timeout));
         }
         if r.hard_timeout != 0 {
             out.push_str(&format!("hard_timeout={}, ", r.hard_timeout));
         }
-        out.push_str(&format!("priority={}", r.priority));
+        let idle = now
+            .duration_since(ir.last_used.unwrap_or(ir.added))
+            .as_secs();
+        out.push_str(&format!("idle_age={idle}, priority={}", r.priority));
         let m = r.matching.format(Style::Rule);
         if !m.is_empty() {
             out.push(',');
@@ -229,7 +322,7 @@ mod tests {
         let mut s = set("priority=10,tcp,actions=output:2\npriority=5,actions=drop\n");
         s.add(vec![parse_one("priority=10,tcp,actions=output:1").unwrap()]);
         assert_eq!(s.rules().len(), 2);
-        let d = dump_flows(&s, &Selector::parse("").unwrap(), None);
+        let d = dump_flows(&s, &Selector::parse("").unwrap());
         assert!(d.contains("priority=10,tcp actions=output:1"), "{d}");
         assert!(!d.contains("output:2"), "{d}");
         assert!(d.starts_with(" cookie=0x0, duration="), "{d}");

@@ -1,0 +1,393 @@
+//! The revalidator: every 500 ms (and at once after a rule change or
+//! `revalidator/purge`) it dumps every PMD's megaflows through the PMD's
+//! command queue and, off the PMDs:
+//!
+//! - expires megaflows idle for longer than `max-idle`;
+//! - re-translates each megaflow against the current rules (only when
+//!   the rules changed since it last did, as OVS's ukeys remember) and
+//!   deletes those whose actions changed or whose megaflow the new
+//!   translation would make narrower — so rule changes reach every PMD
+//!   without a PMD translating anything;
+//! - pushes each megaflow's packet and byte deltas to the rules its
+//!   translation went through (`dump-flows`' `n_packets`, `n_bytes`,
+//!   `idle_age`), and expires rules by their `idle_timeout` and
+//!   `hard_timeout`;
+//! - adjusts the flow limit as OVS's `udpif_revalidator` does, from how
+//!   long the dump and revalidation took: above 2000 ms the limit is
+//!   divided by the duration in seconds, above 1300 ms it takes 3/4, below
+//!   1000 ms it grows by 1000 while under `flows × 1000 / duration`;
+//!   never below 1000, never above the configured `flow-limit`.
+//!
+//! [`Revalidator`] is the logic, driven by dumps and time passed in (so it
+//! is tested without threads); [`run`] is the thread around it.
+//!
+//! Threads: the revalidator thread owns a [`Revalidator`]; it reads the
+//! published rules, sends PMDs commands and waits for their answers
+//! (bounded), and takes the control lock only briefly to credit rule
+//! statistics and expire rules. Control handlers never hold that lock
+//! while they wait for a round.
+
+use crate::pmd::PmdCmd;
+use crate::rules::Published;
+use crate::Shared;
+use flowpath_datapath::{MegaflowRef, Switch};
+use flowpath_flow::{FlowKey, FlowMask};
+use flowpath_ofproto::odp::DpActions;
+use flowpath_ofproto::xlate::xlate_recording_rules;
+use std::collections::HashMap;
+use std::sync::atomic::Ordering;
+use std::sync::mpsc::{sync_channel, Receiver, RecvTimeoutError, SyncSender};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Interval between rounds (OVS's revalidator wakes every 500 ms).
+pub const ROUND_INTERVAL: Duration = Duration::from_millis(500);
+/// The flow limit never goes below this.
+pub const MIN_FLOW_LIMIT: usize = 1000;
+
+/// One megaflow as a PMD dumps it.
+#[derive(Clone, Debug)]
+pub struct DumpEntry {
+    /// Its handle in the PMD.
+    pub mf: MegaflowRef,
+    /// Key (zero outside the mask).
+    pub key: FlowKey,
+    /// Mask.
+    pub mask: FlowMask,
+    /// Datapath actions.
+    pub actions: DpActions,
+    /// Packets that hit it.
+    pub packets: u64,
+    /// Their bytes.
+    pub bytes: u64,
+    /// Last hit (datapath ms), if any.
+    pub used_ms: Option<u64>,
+    /// Installation time (datapath ms).
+    pub created_ms: u64,
+}
+
+/// Dumps `sw`'s megaflows (on the PMD's thread, between bursts).
+pub fn dump(sw: &Switch) -> Vec<DumpEntry> {
+    let flows = sw.datapath().megaflows();
+    flows
+        .live_refs()
+        .filter_map(|r| {
+            let (m, st) = (flows.get(r)?, flows.stats(r)?);
+            Some(DumpEntry {
+                mf: r,
+                key: m.key,
+                mask: m.mask,
+                actions: m.actions.clone(),
+                packets: st.packets,
+                bytes: st.bytes,
+                used_ms: st.used_ms,
+                created_ms: st.created_ms,
+            })
+        })
+        .collect()
+}
+
+/// Removes `refs` from `sw` (stale refs are ignored); returns how many.
+pub fn delete(sw: &mut Switch, refs: &[MegaflowRef]) -> usize {
+    refs.iter()
+        .filter(|r| sw.datapath_mut().remove_megaflow(**r))
+        .count()
+}
+
+/// What the revalidator remembers of a megaflow (OVS's ukey).
+#[derive(Clone, Debug, Default)]
+struct Ukey {
+    packets: u64,
+    bytes: u64,
+    /// Uids of the rules its translation went through.
+    rules: Vec<u64>,
+    /// Rules version it was last translated with.
+    version: u64,
+}
+
+/// The outcome of one round.
+#[derive(Clone, Debug, Default)]
+pub struct RoundOutcome {
+    /// Per PMD, the megaflows to delete.
+    pub deletions: Vec<Vec<MegaflowRef>>,
+    /// `(rule uid, packets, bytes)` to credit.
+    pub rule_deltas: Vec<(u64, u64, u64)>,
+    /// Megaflows deleted for idleness.
+    pub expired: usize,
+    /// Megaflows deleted because the rules now translate them otherwise.
+    pub changed: usize,
+    /// Megaflows translated this round.
+    pub translated: usize,
+    /// Megaflows seen.
+    pub flows: usize,
+}
+
+/// `upcall/show`'s figures.
+#[derive(Clone, Copy, Debug, Default, serde::Serialize)]
+pub struct UpcallStats {
+    /// Megaflows at the last dump.
+    pub current: usize,
+    /// Running average of `current` over rounds.
+    pub avg: usize,
+    /// Largest `current` seen.
+    pub max: usize,
+    /// The flow limit in force.
+    pub limit: usize,
+    /// Duration of the last round (dump, revalidation, deletions), ms.
+    pub dump_duration_ms: u64,
+    /// Rounds done.
+    pub rounds: u64,
+    /// Megaflows deleted as idle, in all.
+    pub expired: u64,
+    /// Megaflows deleted after rule changes, in all.
+    pub revalidated: u64,
+}
+
+/// The revalidator's state and logic (no threads, no clock).
+#[derive(Debug)]
+pub struct Revalidator {
+    ukeys: Vec<HashMap<MegaflowRef, Ukey>>,
+    /// Current (dynamic) flow limit.
+    pub flow_limit: usize,
+    /// Figures for `upcall/show`.
+    pub stats: UpcallStats,
+}
+
+impl Revalidator {
+    /// For `n_pmds` PMDs, starting at `flow_limit`.
+    pub fn new(n_pmds: usize, flow_limit: usize) -> Revalidator {
+        Revalidator {
+            ukeys: (0..n_pmds).map(|_| HashMap::new()).collect(),
+            flow_limit,
+            stats: UpcallStats {
+                limit: flow_limit,
+                ..UpcallStats::default()
+            },
+        }
+    }
+
+    /// Forgets every megaflow (after a purge: their handles are gone).
+    pub fn forget(&mut self) {
+        for u in &mut self.ukeys {
+            u.clear();
+        }
+    }
+
+    /// Revalidates one dump per PMD at datapath time `now_ms`.
+    pub fn revalidate(
+        &mut self,
+        dumps: &[Vec<DumpEntry>],
+        rules: &Published,
+        now_ms: u64,
+        max_idle_ms: u64,
+    ) -> RoundOutcome {
+        let mut out = RoundOutcome {
+            deletions: vec![Vec::new(); dumps.len()],
+            ..RoundOutcome::default()
+        };
+        let mut deltas: HashMap<u64, (u64, u64)> = HashMap::new();
+        for (pmd, dump) in dumps.iter().enumerate() {
+            if pmd >= self.ukeys.len() {
+                self.ukeys.resize_with(pmd + 1, HashMap::new);
+            }
+            let mut old = std::mem::take(&mut self.ukeys[pmd]);
+            let mut new = HashMap::with_capacity(dump.len());
+            for e in dump {
+                out.flows += 1;
+                let mut u = old.remove(&e.mf).unwrap_or_default();
+                let mut keep = true;
+                // A new ukey has version 0, which no published rule set
+                // has (the first is 1).
+                if u.version != rules.version {
+                    let x = xlate_recording_rules(&*rules.tables, &e.key);
+                    out.translated += 1;
+                    keep = x.error.is_none()
+                        && x.actions == e.actions
+                        && x.megaflow.is_subset_of(&e.mask);
+                    u.rules = x
+                        .rules
+                        .iter()
+                        .filter_map(|i| rules.uids.get(*i as usize).copied())
+                        .collect();
+                    u.version = rules.version;
+                }
+                // Statistics first: a deleted megaflow's last packets count.
+                let (dp, db) = (
+                    e.packets.saturating_sub(u.packets),
+                    e.bytes.saturating_sub(u.bytes),
+                );
+                if dp > 0 || db > 0 {
+                    for uid in &u.rules {
+                        let d = deltas.entry(*uid).or_default();
+                        d.0 += dp;
+                        d.1 += db;
+                    }
+                }
+                u.packets = e.packets;
+                u.bytes = e.bytes;
+                let idle = now_ms.saturating_sub(e.used_ms.unwrap_or(e.created_ms));
+                if !keep {
+                    out.changed += 1;
+                    out.deletions[pmd].push(e.mf);
+                } else if idle > max_idle_ms {
+                    out.expired += 1;
+                    out.deletions[pmd].push(e.mf);
+                } else {
+                    new.insert(e.mf, u);
+                }
+            }
+            self.ukeys[pmd] = new;
+        }
+        out.rule_deltas = deltas.into_iter().map(|(k, (p, b))| (k, p, b)).collect();
+        out.rule_deltas.sort_unstable();
+        let s = &mut self.stats;
+        s.rounds += 1;
+        s.current = out.flows;
+        s.max = s.max.max(out.flows);
+        s.avg = ((s.avg as u64 * (s.rounds - 1) + out.flows as u64) / s.rounds) as usize;
+        s.expired += out.expired as u64;
+        s.revalidated += out.changed as u64;
+        out
+    }
+
+    /// OVS's flow-limit adjustment after a round that took `duration_ms`
+    /// with `n_flows` megaflows; `max_limit` is the configured
+    /// `flow-limit`. Returns the new limit.
+    pub fn adjust_flow_limit(
+        &mut self,
+        duration_ms: u64,
+        n_flows: usize,
+        max_limit: usize,
+    ) -> usize {
+        let duration = duration_ms.max(1) as usize;
+        let mut limit = self.flow_limit;
+        if duration > 2000 {
+            limit /= duration / 1000;
+        } else if duration > 1300 {
+            limit = limit * 3 / 4;
+        } else if duration < 1000 && limit < n_flows.saturating_mul(1000) / duration {
+            limit += 1000;
+        }
+        limit = limit.max(MIN_FLOW_LIMIT).min(max_limit.max(MIN_FLOW_LIMIT));
+        self.flow_limit = limit;
+        self.stats.limit = limit;
+        self.stats.dump_duration_ms = duration_ms;
+        limit
+    }
+}
+
+/// Requests to the revalidator thread.
+pub enum RevalCmd {
+    /// Run a round now; answer when it is done.
+    RunNow(Option<SyncSender<()>>),
+    /// Delete every megaflow now (`revalidator/purge`); answer when done.
+    Purge(SyncSender<()>),
+}
+
+/// The revalidator thread's body.
+pub fn run(sh: Arc<Shared>, cmds: Receiver<RevalCmd>) {
+    let limit = sh.flow_limit_cfg.load(Ordering::Relaxed);
+    let mut r = Revalidator::new(sh.pmds.len(), limit);
+    let mut next = Instant::now() + ROUND_INTERVAL;
+    while !sh.stop.load(Ordering::Relaxed) {
+        let wait = next
+            .saturating_duration_since(Instant::now())
+            .min(Duration::from_millis(50));
+        let mut waiters = Vec::new();
+        match cmds.recv_timeout(wait) {
+            Ok(RevalCmd::RunNow(w)) => waiters.extend(w),
+            Ok(RevalCmd::Purge(w)) => {
+                for p in &sh.pmds {
+                    let (tx, rx) = sync_channel(1);
+                    if p.cmds.send(PmdCmd::DelFlows(tx)).is_ok() {
+                        let _ = rx.recv_timeout(Duration::from_secs(5));
+                    }
+                }
+                r.forget();
+                waiters.push(w);
+            }
+            Err(RecvTimeoutError::Timeout) => {
+                if Instant::now() < next {
+                    continue;
+                }
+            }
+            Err(RecvTimeoutError::Disconnected) => return,
+        }
+        // Requests that came in meanwhile join this round.
+        while let Ok(c) = cmds.try_recv() {
+            match c {
+                RevalCmd::RunNow(w) => waiters.extend(w),
+                RevalCmd::Purge(w) => waiters.push(w),
+            }
+        }
+        round(&sh, &mut r);
+        for w in waiters {
+            let _ = w.send(());
+        }
+        next = Instant::now() + ROUND_INTERVAL;
+    }
+}
+
+/// One round against the PMDs.
+fn round(sh: &Shared, r: &mut Revalidator) {
+    let t0 = Instant::now();
+    let published = sh.published();
+    let mut dumps = Vec::new();
+    for p in &sh.pmds {
+        let (tx, rx) = sync_channel(1);
+        if p.cmds.send(PmdCmd::Dump(tx)).is_err() {
+            dumps.push(Vec::new());
+            continue;
+        }
+        dumps.push(rx.recv_timeout(Duration::from_secs(5)).unwrap_or_default());
+    }
+    let now_ms = sh.started.elapsed().as_millis() as u64;
+    let max_idle = sh.max_idle_ms.load(Ordering::Relaxed);
+    let out = r.revalidate(&dumps, &published, now_ms, max_idle);
+    for (p, del) in sh.pmds.iter().zip(&out.deletions) {
+        if del.is_empty() {
+            continue;
+        }
+        let (tx, rx) = sync_channel(1);
+        if p.cmds.send(PmdCmd::Delete(del.clone(), tx)).is_ok() {
+            let _ = rx.recv_timeout(Duration::from_secs(5));
+        }
+    }
+    // Rule statistics and rule timeouts.
+    let expired_rules = {
+        let mut st = sh.state.lock().unwrap_or_else(|p| p.into_inner());
+        let now = Instant::now();
+        st.rules.credit(&out.rule_deltas, now);
+        let n = st.rules.expire(now);
+        if n > 0 {
+            let p = st.rules.publish();
+            drop(st);
+            sh.set_published(p.clone());
+            for pmd in &sh.pmds {
+                let (tx, rx) = sync_channel(1);
+                if pmd
+                    .cmds
+                    .send(PmdCmd::SwapRules(p.tables.clone(), tx))
+                    .is_ok()
+                {
+                    let _ = rx.recv_timeout(Duration::from_secs(5));
+                }
+            }
+        }
+        n
+    };
+    let duration = t0.elapsed().as_millis() as u64;
+    let max = sh.flow_limit_cfg.load(Ordering::Relaxed);
+    let old = r.flow_limit;
+    let limit = r.adjust_flow_limit(duration, out.flows, max);
+    if limit != old {
+        for p in &sh.pmds {
+            let _ = p.cmds.try_send(PmdCmd::SetFlowLimit(limit));
+        }
+    }
+    *sh.upcall_stats.lock().unwrap_or_else(|p| p.into_inner()) = r.stats;
+    if expired_rules > 0 {
+        // Megaflows of expired rules go at the next round, right away.
+        let _ = sh.reval_kick();
+    }
+}
