@@ -366,10 +366,10 @@ impl Pmd {
                     let _ = r.send(res);
                 }
                 PmdCmd::Dump(r) => {
-                    let _ = r.send(crate::revalidator::dump(&self.sw));
+                    let _ = r.send(crate::revalidator::dump(self.sw.datapath()));
                 }
                 PmdCmd::Delete(refs, r) => {
-                    let _ = r.send(crate::revalidator::delete(&mut self.sw, &refs));
+                    let _ = r.send(crate::revalidator::delete(self.sw.datapath_mut(), &refs));
                 }
                 PmdCmd::SetFlowLimit(l) => {
                     self.dyn_limit = Some(l);

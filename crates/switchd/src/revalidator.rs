@@ -30,7 +30,7 @@
 use crate::pmd::PmdCmd;
 use crate::rules::Published;
 use crate::Shared;
-use flowpath_datapath::{MegaflowRef, Switch};
+use flowpath_datapath::{Datapath, MegaflowRef};
 use flowpath_flow::{FlowKey, FlowMask};
 use flowpath_ofproto::odp::DpActions;
 use flowpath_ofproto::xlate::xlate_recording_rules;
@@ -66,9 +66,9 @@ pub struct DumpEntry {
     pub created_ms: u64,
 }
 
-/// Dumps `sw`'s megaflows (on the PMD's thread, between bursts).
-pub fn dump(sw: &Switch) -> Vec<DumpEntry> {
-    let flows = sw.datapath().megaflows();
+/// Dumps `dp`'s megaflows (on the PMD's thread, between bursts).
+pub fn dump(dp: &Datapath) -> Vec<DumpEntry> {
+    let flows = dp.megaflows();
     flows
         .live_refs()
         .filter_map(|r| {
@@ -87,11 +87,9 @@ pub fn dump(sw: &Switch) -> Vec<DumpEntry> {
         .collect()
 }
 
-/// Removes `refs` from `sw` (stale refs are ignored); returns how many.
-pub fn delete(sw: &mut Switch, refs: &[MegaflowRef]) -> usize {
-    refs.iter()
-        .filter(|r| sw.datapath_mut().remove_megaflow(**r))
-        .count()
+/// Removes `refs` from `dp` (stale refs are ignored); returns how many.
+pub fn delete(dp: &mut Datapath, refs: &[MegaflowRef]) -> usize {
+    refs.iter().filter(|r| dp.remove_megaflow(**r)).count()
 }
 
 /// What the revalidator remembers of a megaflow (OVS's ukey).
@@ -118,6 +116,9 @@ pub struct RoundOutcome {
     pub changed: usize,
     /// Megaflows translated this round.
     pub translated: usize,
+    /// Megaflows deleted because a PMD held more than the flow limit
+    /// (the least recently used ones).
+    pub over_limit: usize,
     /// Megaflows seen.
     pub flows: usize,
 }
@@ -192,6 +193,7 @@ impl Revalidator {
             }
             let mut old = std::mem::take(&mut self.ukeys[pmd]);
             let mut new = HashMap::with_capacity(dump.len());
+            let mut kept: Vec<(u64, MegaflowRef)> = Vec::new();
             for e in dump {
                 out.flows += 1;
                 let mut u = old.remove(&e.mf).unwrap_or_default();
@@ -233,7 +235,18 @@ impl Revalidator {
                     out.expired += 1;
                     out.deletions[pmd].push(e.mf);
                 } else {
+                    kept.push((e.used_ms.unwrap_or(e.created_ms), e.mf));
                     new.insert(e.mf, u);
+                }
+            }
+            // Over the (lowered) flow limit: the least recently used go.
+            if kept.len() > self.flow_limit {
+                kept.sort_unstable_by_key(|k| k.0);
+                let excess = kept.len() - self.flow_limit;
+                for (_, mf) in kept.into_iter().take(excess) {
+                    new.remove(&mf);
+                    out.deletions[pmd].push(mf);
+                    out.over_limit += 1;
                 }
             }
             self.ukeys[pmd] = new;

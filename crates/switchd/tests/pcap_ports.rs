@@ -285,3 +285,179 @@ fn bad_capture_port_fails_naming_it() {
     );
     assert!(!dir.join("fp.ctl").exists());
 }
+
+fn start_pmds(
+    dir: &Path,
+    rules: &str,
+    ports: Vec<(u32, PortSpec)>,
+    pmd_cpus: Vec<usize>,
+    dp: Config,
+) -> (Switchd, PathBuf) {
+    let ctl = dir.join("fp.ctl");
+    let nums = ports.iter().map(|p| p.0).collect();
+    let cfg = SwitchdConfig {
+        ports,
+        pmd_cpus,
+        datapath: dp,
+        rules: RuleSet::new(parse_rules(rules, None).unwrap(), vec![], vec![], nums),
+        ctl_path: ctl.clone(),
+        pidfile: None,
+    };
+    (Switchd::start(cfg).expect("switch starts"), ctl)
+}
+
+#[test]
+fn two_pmds_forward_exactly_and_take_rule_changes() {
+    let dir = temp_dir("two-pmds");
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let pmd_cpus = if cpus >= 2 { vec![0, 1] } else { vec![0, 0] };
+    let a: Vec<Vec<u8>> = (0..3000)
+        .map(|i| udp_frame(1, 3000 + (i % 50) as u16, 70))
+        .collect();
+    let b: Vec<Vec<u8>> = (0..2000)
+        .map(|i| udp_frame(2, 4000 + (i % 30) as u16, 90))
+        .collect();
+    let (pa, pb) = (dir.join("a.pcap"), dir.join("b.pcap"));
+    write_capture(&pa, &a);
+    write_capture(&pb, &b);
+    let out = dir.join("out.pcap");
+    let rules = "priority=1,in_port=1,actions=output:3\npriority=1,in_port=2,actions=output:4\n";
+    let (sw, ctl) = start_pmds(
+        &dir,
+        rules,
+        vec![
+            (
+                1,
+                PortSpec::Pcap {
+                    path: pa,
+                    looped: false,
+                },
+            ),
+            (
+                2,
+                PortSpec::Pcap {
+                    path: pb,
+                    looped: false,
+                },
+            ),
+            (3, PortSpec::PcapOut { path: out.clone() }),
+            (4, PortSpec::Null),
+        ],
+        pmd_cpus,
+        Config::default(),
+    );
+    wait_for("both captures received", || {
+        let v = json(&ctl, "dpif-netdev/pmd-stats-show");
+        v.as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p["packets_received"].as_u64().unwrap())
+            .sum::<u64>()
+            == 5000
+    });
+    let v = json(&ctl, "dpif-netdev/pmd-stats-show");
+    let per: Vec<u64> = v
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["packets_received"].as_u64().unwrap())
+        .collect();
+    assert_eq!(per.len(), 2);
+    let mut sorted = per.clone();
+    sorted.sort_unstable();
+    assert_eq!(sorted, vec![2000, 3000], "one capture per PMD: {per:?}");
+    let rxq = json(&ctl, "dpif-netdev/pmd-rxq-show");
+    for p in rxq.as_array().unwrap() {
+        assert_eq!(p["rxqs"].as_array().unwrap().len(), 1, "{rxq}");
+    }
+    assert_eq!(port_tx(&ctl, 3), 3000);
+    assert_eq!(port_tx(&ctl, 4), 2000);
+    // Rule statistics reach dump-flows after a revalidator round.
+    call(&ctl, "revalidator/wait", &[]).unwrap();
+    let d = call(&ctl, "dump-flows", &[]).unwrap();
+    let counted: u64 = d
+        .lines()
+        .filter_map(|l| {
+            l.split("n_packets=")
+                .nth(1)?
+                .split(',')
+                .next()?
+                .parse::<u64>()
+                .ok()
+        })
+        .sum();
+    let megaflow_pkts: u64 = json(&ctl, "dpctl/dump-flows")
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["packets"].as_u64().unwrap())
+        .sum();
+    assert_eq!(counted, megaflow_pkts, "{d}");
+    assert!(counted > 4000, "{d}");
+    let u = call(&ctl, "upcall/show", &[]).unwrap();
+    assert!(
+        u.contains("flows         : (current 2)") && u.contains("(limit 200000)"),
+        "{u}"
+    );
+    sw.shutdown();
+    let got = load_ethernet_frames(&out).unwrap();
+    assert_eq!(got.len(), 3000);
+    for (i, f) in a.iter().enumerate() {
+        assert_eq!(got.get(i), Some(&f[..]), "frame {i}");
+    }
+}
+
+#[test]
+fn two_pmds_looped_replace_flows_reaches_both() {
+    let dir = temp_dir("two-pmds-loop");
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let pmd_cpus = if cpus >= 2 { vec![0, 1] } else { vec![0, 0] };
+    let a: Vec<Vec<u8>> = (0..64).map(|i| udp_frame(1, 3000 + i, 64)).collect();
+    let (pa, pb) = (dir.join("a.pcap"), dir.join("b.pcap"));
+    write_capture(&pa, &a);
+    write_capture(&pb, &a);
+    let rules = "priority=1,actions=output:3\n";
+    let (sw, ctl) = start_pmds(
+        &dir,
+        rules,
+        vec![
+            (
+                1,
+                PortSpec::Pcap {
+                    path: pa,
+                    looped: true,
+                },
+            ),
+            (
+                2,
+                PortSpec::Pcap {
+                    path: pb,
+                    looped: true,
+                },
+            ),
+            (3, PortSpec::Null),
+            (4, PortSpec::Null),
+        ],
+        pmd_cpus,
+        Config::default(),
+    );
+    wait_for("traffic on port 3", || port_tx(&ctl, 3) > 20_000);
+    let f = dir.join("to4.flows");
+    std::fs::write(&f, "priority=1,actions=output:4\n").unwrap();
+    call(&ctl, "replace-flows", &[f.to_str().unwrap()]).unwrap();
+    let at_reply = port_tx(&ctl, 3);
+    wait_for("traffic on port 4", || port_tx(&ctl, 4) > 20_000);
+    assert_eq!(port_tx(&ctl, 3), at_reply, "neither PMD used the old rules");
+    let v = json(&ctl, "dpif-netdev/pmd-stats-show");
+    for p in v.as_array().unwrap() {
+        assert!(p["packets_received"].as_u64().unwrap() > 1000, "{v}");
+    }
+    // The per-PMD megaflow dump names each PMD.
+    let d = call(&ctl, "dpctl/dump-flows", &[]).unwrap();
+    assert_eq!(
+        d.matches("flow-dump from pmd on cpu core").count(),
+        2,
+        "{d}"
+    );
+    sw.shutdown();
+}

@@ -1,0 +1,263 @@
+//! The revalidator's logic, deterministically: a datapath worker driven
+//! with keys and passed-in time, the revalidator fed its dumps, no
+//! threads.
+//!
+//! - After random rule changes, what the revalidator keeps is exactly what
+//!   the slow path alone gives under the new rules (every kept megaflow's
+//!   actions, and every packet processed afterwards).
+//! - Rule counters: for single-table rule sets the sum of the rules'
+//!   `n_packets` equals the packets the megaflows carried.
+//! - Idle megaflows expire after `max-idle`; rules expire by their idle
+//!   and hard timeouts.
+//! - Each step of OVS's dynamic flow limit, and the least recently used
+//!   megaflows going when a PMD holds more than the limit.
+
+use flowpath_datapath::{Batch, Config, Datapath, SlowPath, BATCH_SIZE, EXACT_MASK};
+use flowpath_flow::FlowKey;
+use flowpath_ofproto::parse::parse_rules;
+use flowpath_ofproto::testgen::{rule_set, Rng};
+use flowpath_ofproto::xlate::xlate;
+use flowpath_switchd::revalidator::{delete, dump, Revalidator};
+use flowpath_switchd::rules::RuleSet;
+use std::time::{Duration, Instant};
+
+/// Processes `keys` in batches at time `now`; returns the actions each
+/// packet got.
+fn process(dp: &mut Datapath, sp: &mut SlowPath, keys: &[FlowKey], now: u64) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut batch = Batch::new();
+    for chunk in keys.chunks(BATCH_SIZE) {
+        batch.clear();
+        for k in chunk {
+            batch.push(*k, 100).unwrap();
+        }
+        dp.process_batch(&mut batch, now, sp);
+        for i in 0..chunk.len() {
+            out.push(format!("{:?}", batch.actions(i, dp)));
+        }
+    }
+    out
+}
+
+fn exact(mut k: FlowKey) -> FlowKey {
+    for (w, m) in k.w.iter_mut().zip(EXACT_MASK.w) {
+        *w &= m;
+    }
+    k
+}
+
+#[test]
+fn random_rule_changes_keep_only_what_the_new_rules_say() {
+    let mut total_changed = 0;
+    for seed in 1..=40u64 {
+        let mut r = Rng(seed * 7919);
+        let (a, _) = rule_set(&mut r);
+        let (b, _) = rule_set(&mut r);
+        let mut rs = RuleSet::new(a.clone(), vec![], vec![], vec![1, 2, 3, 4]);
+        let pa = rs.publish();
+        let keys: Vec<FlowKey> = (0..300)
+            .map(|_| exact(flowpath_ofproto::testgen::packet(&mut r, &a)))
+            .collect();
+        let mut dp = Datapath::new(Config::default()).unwrap();
+        let mut sp = SlowPath::new(pa.tables.clone());
+        process(&mut dp, &mut sp, &keys, 10);
+        let mut rv = Revalidator::new(1, 200_000);
+        let o = rv.revalidate(&[dump(&dp)], &pa, 20, 10_000);
+        assert_eq!(o.changed + o.expired, 0, "seed {seed}: nothing changes");
+        // The rules change; the PMD only swaps its tables.
+        rs.replace(b.clone());
+        let pb = rs.publish();
+        sp.set_tables(pb.tables.clone());
+        let o = rv.revalidate(&[dump(&dp)], &pb, 30, 10_000);
+        total_changed += o.changed;
+        assert_eq!(delete(&mut dp, &o.deletions[0]), o.deletions[0].len());
+        for e in dump(&dp) {
+            let x = xlate(&*pb.tables, &e.key, false);
+            assert_eq!(
+                x.actions, e.actions,
+                "seed {seed}: kept megaflow {:?}",
+                e.key
+            );
+            assert!(x.megaflow.is_subset_of(&e.mask), "seed {seed}");
+        }
+        let got = process(&mut dp, &mut sp, &keys, 40);
+        for (k, g) in keys.iter().zip(&got) {
+            let want = xlate(&*pb.tables, k, false);
+            if want.error.is_none() {
+                assert_eq!(*g, format!("{:?}", &want.actions[..]), "seed {seed}: {k:?}");
+            }
+        }
+    }
+    assert!(
+        total_changed > 40,
+        "the rule changes did change megaflows: {total_changed}"
+    );
+}
+
+fn tcp(dst: u16, src: u16) -> FlowKey {
+    let mut k = FlowKey::zero();
+    k.set_in_port(1);
+    k.set_dl_type(0x0800);
+    k.set_nw_proto(6);
+    k.set_nw_ttl(64);
+    k.set_tp_dst(dst);
+    k.set_tp_src(src);
+    exact(k)
+}
+
+#[test]
+fn rule_counters_add_up_to_the_megaflows_packets() {
+    let text = "priority=30,tcp,tp_dst=80,actions=output:2\n\
+                priority=20,tcp,tp_dst=0x100/0xff00,actions=output:3\n\
+                priority=10,tcp,actions=output:4\n\
+                priority=0,actions=drop\n";
+    let mut rs = RuleSet::new(
+        parse_rules(text, None).unwrap(),
+        vec![],
+        vec![],
+        vec![1, 2, 3, 4],
+    );
+    let p = rs.publish();
+    let mut dp = Datapath::new(Config::default()).unwrap();
+    let mut sp = SlowPath::new(p.tables.clone());
+    let mut rv = Revalidator::new(1, 200_000);
+    let mut r = Rng(99);
+    for round in 0..5u64 {
+        let keys: Vec<FlowKey> = (0..500)
+            .map(|_| {
+                let d = [80, 0x105, 0x1ff, 22, 443][r.below(5) as usize];
+                tcp(d, 1000 + r.below(20) as u16)
+            })
+            .collect();
+        process(&mut dp, &mut sp, &keys, round * 100);
+        let o = rv.revalidate(&[dump(&dp)], &p, round * 100 + 50, 10_000);
+        rs.credit(&o.rule_deltas, Instant::now());
+    }
+    let carried: u64 = dump(&dp).iter().map(|e| e.packets).sum();
+    let counted: u64 = rs.rules().iter().map(|r| r.packets).sum();
+    assert!(carried > 2000, "{carried}");
+    assert_eq!(counted, carried);
+    let bytes: u64 = rs.rules().iter().map(|r| r.bytes).sum();
+    assert_eq!(bytes, carried * 100);
+    let by_prio: Vec<(u16, u64)> = rs
+        .rules()
+        .iter()
+        .map(|r| (r.rule.priority, r.packets))
+        .collect();
+    assert!(
+        by_prio.iter().all(|(p, n)| *p == 0 || *n > 0),
+        "{by_prio:?}"
+    );
+    let d = flowpath_switchd::rules::dump_flows(
+        &rs,
+        &flowpath_switchd::rules::Selector::parse("").unwrap(),
+    );
+    assert!(d.contains(&format!("n_packets={}", by_prio[0].1)), "{d}");
+}
+
+#[test]
+fn idle_megaflows_expire_after_max_idle() {
+    let p = RuleSet::new(
+        parse_rules("tcp,actions=output:2\n", None).unwrap(),
+        vec![],
+        vec![],
+        vec![1, 2],
+    )
+    .publish();
+    let mut dp = Datapath::new(Config {
+        megaflows: false,
+        ..Config::default()
+    })
+    .unwrap();
+    let mut sp = SlowPath::new(p.tables.clone());
+    let keys: Vec<FlowKey> = (0..100).map(|i| tcp(80, i)).collect();
+    process(&mut dp, &mut sp, &keys, 1000);
+    process(&mut dp, &mut sp, &keys[..50], 3000);
+    let mut rv = Revalidator::new(1, 200_000);
+    let o = rv.revalidate(&[dump(&dp)], &p, 5000, 10_000);
+    assert_eq!(o.expired, 0);
+    // Flows first seen at 1000 and never hit again are idle since 1000;
+    // those hit at 3000 since 3000.
+    let o = rv.revalidate(&[dump(&dp)], &p, 12_000, 10_000);
+    assert_eq!(o.expired, 50);
+    delete(&mut dp, &o.deletions[0]);
+    assert_eq!(dp.megaflow_count(), 50);
+    let o = rv.revalidate(&[dump(&dp)], &p, 14_000, 10_000);
+    assert_eq!(o.expired, 50);
+    delete(&mut dp, &o.deletions[0]);
+    assert_eq!(dp.megaflow_count(), 0);
+    assert_eq!(rv.stats.expired, 100);
+}
+
+#[test]
+fn rules_expire_by_idle_and_hard_timeouts() {
+    let text = "priority=3,idle_timeout=1,tcp,actions=output:2\n\
+                priority=2,hard_timeout=2,udp,actions=output:2\n\
+                priority=1,actions=drop\n";
+    let mut rs = RuleSet::new(parse_rules(text, None).unwrap(), vec![], vec![], vec![1, 2]);
+    let t0 = Instant::now();
+    let ms = |n: u64| t0 + Duration::from_millis(n);
+    assert_eq!(rs.expire(ms(500)), 0);
+    let idle_uid = rs.rules()[0].uid;
+    rs.credit(&[(idle_uid, 5, 500)], ms(800));
+    assert_eq!(rs.expire(ms(1500)), 0, "the idle rule was used at 0.8 s");
+    assert_eq!(rs.expire(ms(1900)), 1, "idle for more than 1 s");
+    assert_eq!(rs.rules().len(), 2);
+    assert_eq!(rs.expire(ms(1950)), 0);
+    assert_eq!(rs.expire(ms(2100)), 1, "hard timeout 2 s");
+    assert_eq!(rs.rules().len(), 1);
+    assert_eq!(rs.rules()[0].rule.priority, 1);
+}
+
+#[test]
+fn dynamic_flow_limit_steps() {
+    let mut rv = Revalidator::new(1, 200_000);
+    // Above 2000 ms: divided by the duration in seconds.
+    assert_eq!(rv.adjust_flow_limit(2500, 150_000, 200_000), 100_000);
+    // Above 1300 ms: three quarters.
+    assert_eq!(rv.adjust_flow_limit(1500, 100_000, 200_000), 75_000);
+    // Between 1000 and 1300 ms: unchanged.
+    assert_eq!(rv.adjust_flow_limit(1100, 100_000, 200_000), 75_000);
+    // Below 1000 ms while under flows × 1000 / duration: +1000.
+    assert_eq!(rv.adjust_flow_limit(500, 100_000, 200_000), 76_000);
+    // ... but not when the flows are few.
+    assert_eq!(rv.adjust_flow_limit(500, 10, 200_000), 76_000);
+    // Never above the configured flow-limit, never below 1000.
+    assert_eq!(rv.adjust_flow_limit(10, 1_000_000, 76_500), 76_500);
+    assert_eq!(rv.adjust_flow_limit(9000, 1_000_000, 200_000), 8_500);
+    assert_eq!(rv.adjust_flow_limit(9000, 1_000_000, 200_000), 1_000);
+    assert_eq!(rv.stats.limit, 1_000);
+    assert_eq!(rv.stats.dump_duration_ms, 9000);
+}
+
+#[test]
+fn least_recently_used_megaflows_go_above_the_limit() {
+    let p = RuleSet::new(
+        parse_rules("tcp,actions=output:2\n", None).unwrap(),
+        vec![],
+        vec![],
+        vec![1, 2],
+    )
+    .publish();
+    let mut dp = Datapath::new(Config {
+        megaflows: false,
+        ..Config::default()
+    })
+    .unwrap();
+    let mut sp = SlowPath::new(p.tables.clone());
+    let keys: Vec<FlowKey> = (0..1500).map(|i| tcp(80, i)).collect();
+    process(&mut dp, &mut sp, &keys, 0);
+    process(&mut dp, &mut sp, &keys[1000..], 100);
+    let mut rv = Revalidator::new(1, 1000);
+    let o = rv.revalidate(&[dump(&dp)], &p, 200, 10_000);
+    assert_eq!(o.over_limit, 500);
+    delete(&mut dp, &o.deletions[0]);
+    assert_eq!(dp.megaflow_count(), 1000);
+    // The ones used at 100 stayed.
+    let kept: Vec<u16> = dump(&dp).iter().map(|e| e.key.tp_src()).collect();
+    assert!(
+        kept.iter().filter(|s| **s >= 1000).count() == 500,
+        "{}",
+        kept.len()
+    );
+}
