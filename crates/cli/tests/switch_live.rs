@@ -678,3 +678,51 @@ fn bad_ports_fail_clearly_and_leave_nothing() {
         assert!(!l.contains("xdp"), "no XDP program left: {l}");
     }
 }
+
+#[test]
+fn two_pmds_two_queues_iperf_and_rule_counters() {
+    let test = "two_pmds_two_queues_iperf_and_rule_counters";
+    if !can_run(test, &["ip", "ping", "iperf3", "ethtool"]) {
+        return;
+    }
+    let _g = LOCK.lock().unwrap_or_else(|p| p.into_inner());
+    let t = Topo::new();
+    let ports = [
+        format!("1=afpacket:{},queues=2", t.pa),
+        format!("2=afpacket:{},queues=2", t.pb),
+    ];
+    let sw = Sw::start(test, FWD_RULES, &ports, &["--pmd-cpus", "0,1"]);
+    assert!(ping(&t, true), "{}", sw.stderr());
+    let rxq = sw.json(&["dpif-netdev/pmd-rxq-show", "--json"]);
+    let per_pmd: Vec<usize> = rxq
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["rxqs"].as_array().unwrap().len())
+        .collect();
+    assert_eq!(per_pmd, vec![2, 2], "{rxq}");
+    let n_packets = |sw: &Sw| -> u64 {
+        let d = sw.ctl_ok(&["dump-flows", "in_port=1"]);
+        d.split("n_packets=")
+            .nth(1)
+            .and_then(|s| s.split(',').next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("{d}"))
+    };
+    sw.ctl_ok(&["revalidator/wait"]);
+    let before = n_packets(&sw);
+    let gbps = iperf(&t, 3, 4);
+    println!("{test}: iperf3 TCP 4 streams, 3 s, 2 PMDs: {gbps:.2} Gbit/s");
+    sw.ctl_ok(&["revalidator/wait"]);
+    let after = n_packets(&sw);
+    assert!(after > before + 1000, "n_packets grew: {before} -> {after}");
+    let stats = sw.json(&["dpif-netdev/pmd-stats-show", "--json"]);
+    let busy: Vec<u64> = stats
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["packets_received"].as_u64().unwrap())
+        .collect();
+    println!("{test}: packets per PMD {busy:?}");
+    assert!(busy.iter().all(|n| *n > 0), "both PMDs received: {busy:?}");
+}
