@@ -725,4 +725,12 @@ fn two_pmds_two_queues_iperf_and_rule_counters() {
         .collect();
     println!("{test}: packets per PMD {busy:?}");
     assert!(busy.iter().all(|n| *n > 0), "both PMDs received: {busy:?}");
+    // A tx queue per PMD on each port: no tx lock was ever contended.
+    let show = sw.json(&["dpctl/show", "--json"]);
+    for p in show["ports"].as_array().unwrap() {
+        assert_eq!(p["n_txq"], 2, "{show}");
+    }
+    for p in stats.as_array().unwrap() {
+        assert_eq!(p["output"]["tx_lock_contended"], 0, "{stats}");
+    }
 }

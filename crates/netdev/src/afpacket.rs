@@ -521,8 +521,44 @@ fn open_rx(port: &str, ifindex: u32, fanout: Option<u32>) -> Result<AfPacketRx, 
     })
 }
 
-/// Opens an `afpacket:` port.
-pub fn open(spec: &PortSpec) -> Result<OpenPort, NetdevError> {
+/// Opens a transmit socket bound to `ifindex` (it receives nothing).
+fn open_tx(port: &str, ifindex: u32) -> Result<AfPacketTx, NetdevError> {
+    let fd = sys::socket(port, libc::AF_PACKET, libc::SOCK_RAW, 0)?;
+    let raw = fd.as_raw_fd();
+    sys::setsockopt(
+        port,
+        raw,
+        SOL_PACKET,
+        PACKET_VNET_HDR,
+        &1i32,
+        "PACKET_VNET_HDR",
+    )?;
+    let _ = sys::setsockopt(
+        port,
+        raw,
+        SOL_PACKET,
+        PACKET_QDISC_BYPASS,
+        &1i32,
+        "PACKET_QDISC_BYPASS",
+    );
+    // Protocol 0: this socket receives nothing.
+    bind(port, raw, ifindex, 0)?;
+    // SAFETY: mmsghdr and iovec are plain data for which all-zero is valid
+    // (null pointers, zero lengths); they are filled before each use.
+    let msgs: Box<[libc::mmsghdr; TX_BURST]> = Box::new(unsafe { std::mem::zeroed() });
+    // SAFETY: as above.
+    let iovs: Box<[[libc::iovec; 2]; TX_BURST]> = Box::new(unsafe { std::mem::zeroed() });
+    Ok(AfPacketTx {
+        fd,
+        hdrs: Box::new([[0; VNET_HDR_LEN]; TX_BURST]),
+        iovs,
+        msgs,
+        stats: QueueStats::default(),
+    })
+}
+
+/// Opens an `afpacket:` port with `extra` more transmit sockets.
+pub fn open(spec: &PortSpec, extra: usize) -> Result<OpenPort, NetdevError> {
     let port = spec.to_string();
     let PortSpec::AfPacket { ifname, queues } = spec else {
         return Err(NetdevError::BadSpec {
@@ -537,43 +573,18 @@ pub fn open(spec: &PortSpec) -> Result<OpenPort, NetdevError> {
     for _ in 0..*queues {
         rxqs.push(Box::new(open_rx(&port, ifindex, fanout)?));
     }
-    let fd = sys::socket(&port, libc::AF_PACKET, libc::SOCK_RAW, 0)?;
-    let raw = fd.as_raw_fd();
-    sys::setsockopt(
-        &port,
-        raw,
-        SOL_PACKET,
-        PACKET_VNET_HDR,
-        &1i32,
-        "PACKET_VNET_HDR",
-    )?;
-    let _ = sys::setsockopt(
-        &port,
-        raw,
-        SOL_PACKET,
-        PACKET_QDISC_BYPASS,
-        &1i32,
-        "PACKET_QDISC_BYPASS",
-    );
-    // Protocol 0: this socket receives nothing.
-    bind(&port, raw, ifindex, 0)?;
-    // SAFETY: mmsghdr and iovec are plain data for which all-zero is valid
-    // (null pointers, zero lengths); they are filled before each use.
-    let msgs: Box<[libc::mmsghdr; TX_BURST]> = Box::new(unsafe { std::mem::zeroed() });
-    // SAFETY: as above.
-    let iovs: Box<[[libc::iovec; 2]; TX_BURST]> = Box::new(unsafe { std::mem::zeroed() });
+    let tx = open_tx(&port, ifindex)?;
+    let mut more_tx: Vec<Box<dyn TxQueue>> = Vec::new();
+    for _ in 0..extra {
+        more_tx.push(Box::new(open_tx(&port, ifindex)?));
+    }
     Ok(OpenPort {
         spec: spec.clone(),
         kind: "afpacket",
         detail: format!("TPACKET_V3, vnet_hdr, {queues} rxq"),
         rxqs,
-        tx: Box::new(AfPacketTx {
-            fd,
-            hdrs: Box::new([[0; VNET_HDR_LEN]; TX_BURST]),
-            iovs,
-            msgs,
-            stats: QueueStats::default(),
-        }),
+        tx: Box::new(tx),
+        more_tx,
         guard: None,
     })
 }

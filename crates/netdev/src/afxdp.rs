@@ -632,8 +632,9 @@ fn rx_queue_count(ifname: &str) -> u32 {
         .max(1)
 }
 
-/// Opens an `afxdp:` port.
-pub fn open(spec: &PortSpec) -> Result<OpenPort, NetdevError> {
+/// Opens an `afxdp:` port; up to `extra` more transmit queues (the tx
+/// rings of queues 1, 2, ... — as many as the port has rx queues).
+pub fn open(spec: &PortSpec, extra: usize) -> Result<OpenPort, NetdevError> {
     let port = spec.to_string();
     let PortSpec::AfXdp {
         ifname,
@@ -746,14 +747,20 @@ pub fn open(spec: &PortSpec) -> Result<OpenPort, NetdevError> {
         }));
     };
     let zc = xsks.iter().all(|x| x.zero_copy);
-    let tx_free: Vec<u64> = (NUM_FRAMES / 2..NUM_FRAMES)
-        .map(|i| u64::from(i * FRAME_SIZE))
-        .collect();
-    let tx = XskTx {
-        xsk: xsks[0].clone(),
-        free: tx_free,
+    let tx_of = |x: &Arc<Xsk>| XskTx {
+        xsk: x.clone(),
+        free: (NUM_FRAMES / 2..NUM_FRAMES)
+            .map(|i| u64::from(i * FRAME_SIZE))
+            .collect(),
         stats: QueueStats::default(),
     };
+    let tx = tx_of(&xsks[0]);
+    let more_tx: Vec<Box<dyn TxQueue>> = xsks
+        .iter()
+        .skip(1)
+        .take(extra)
+        .map(|x| Box::new(tx_of(x)) as Box<dyn TxQueue>)
+        .collect();
     let rxqs: Vec<Box<dyn RxQueue>> = xsks
         .into_iter()
         .map(|xsk| {
@@ -773,6 +780,7 @@ pub fn open(spec: &PortSpec) -> Result<OpenPort, NetdevError> {
         ),
         rxqs,
         tx: Box::new(tx),
+        more_tx,
         guard: Some(Box::new(XdpGuard {
             _link: link,
             _prog: prog,

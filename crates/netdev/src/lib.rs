@@ -153,6 +153,11 @@ pub struct OpenPort {
     pub rxqs: Vec<Box<dyn RxQueue>>,
     /// The transmit side.
     pub tx: Box<dyn TxQueue>,
+    /// More independent transmit queues, when asked for ([`open_with`])
+    /// and the kind of port has them: one per PMD thread, so PMDs do not
+    /// share a queue (AF_PACKET: a socket each; AF_XDP: the tx ring of
+    /// each rx queue's socket; tap: a descriptor each; null).
+    pub more_tx: Vec<Box<dyn TxQueue>>,
     /// Dropped last, after the queues: detaches programs, deletes
     /// interfaces the port created.
     pub guard: Option<Box<dyn Send>>,
@@ -177,14 +182,21 @@ impl Drop for OpenPort {
     }
 }
 
-/// Opens `spec`. Errors name the port and the reason; on error nothing
-/// is left attached or created.
+/// Opens `spec` with one transmit queue. Errors name the port and the
+/// reason; on error nothing is left attached or created.
 pub fn open(spec: &PortSpec) -> Result<OpenPort, NetdevError> {
+    open_with(spec, 1)
+}
+
+/// Opens `spec` with up to `txqs` transmit queues (`tx` plus
+/// `more_tx`), as many as the kind of port has.
+pub fn open_with(spec: &PortSpec, txqs: usize) -> Result<OpenPort, NetdevError> {
+    let extra = txqs.saturating_sub(1);
     match spec {
-        PortSpec::AfXdp { .. } => afxdp::open(spec),
-        PortSpec::AfPacket { .. } => afpacket::open(spec),
-        PortSpec::Tap { .. } => tap::open(spec),
+        PortSpec::AfXdp { .. } => afxdp::open(spec, extra),
+        PortSpec::AfPacket { .. } => afpacket::open(spec, extra),
+        PortSpec::Tap { .. } => tap::open(spec, extra),
         PortSpec::Pcap { .. } | PortSpec::PcapOut { .. } => pcap::open(spec),
-        PortSpec::Null => Ok(null::open(spec)),
+        PortSpec::Null => Ok(null::open(spec, extra)),
     }
 }

@@ -29,14 +29,17 @@ impl TxQueue for NullTx {
     }
 }
 
-/// Opens a `null` port.
-pub fn open(spec: &PortSpec) -> OpenPort {
+/// Opens a `null` port with `extra` more transmit queues.
+pub fn open(spec: &PortSpec, extra: usize) -> OpenPort {
     OpenPort {
         spec: spec.clone(),
         kind: "null",
         detail: String::new(),
         rxqs: Vec::new(),
         tx: Box::new(NullTx::default()),
+        more_tx: (0..extra)
+            .map(|_| Box::new(NullTx::default()) as Box<dyn TxQueue>)
+            .collect(),
         guard: None,
     }
 }

@@ -209,6 +209,7 @@ pub fn open(spec: &PortSpec) -> Result<OpenPort, NetdevError> {
                     stats: QueueStats::default(),
                 })],
                 tx: Box::new(DropTx::default()),
+                more_tx: Vec::new(),
                 guard: None,
             })
         }
@@ -228,6 +229,7 @@ pub fn open(spec: &PortSpec) -> Result<OpenPort, NetdevError> {
                     stats: QueueStats::default(),
                     error: None,
                 }),
+                more_tx: Vec::new(),
                 guard: None,
             })
         }

@@ -99,8 +99,9 @@ impl TxQueue for TapTx {
     }
 }
 
-/// Opens a `tap:` port: creates the interface and brings it up.
-pub fn open(spec: &PortSpec) -> Result<OpenPort, NetdevError> {
+/// Opens a `tap:` port: creates the interface and brings it up; `extra`
+/// more transmit queues (descriptors of the same tap).
+pub fn open(spec: &PortSpec, extra: usize) -> Result<OpenPort, NetdevError> {
     let port = spec.to_string();
     let PortSpec::Tap { name } = spec else {
         return Err(NetdevError::BadSpec {
@@ -142,6 +143,15 @@ pub fn open(spec: &PortSpec) -> Result<OpenPort, NetdevError> {
     let tx_fd = fd
         .try_clone()
         .map_err(|e| NetdevError::os(&port, "dup", e))?;
+    let mut more_tx: Vec<Box<dyn TxQueue>> = Vec::new();
+    for _ in 0..extra {
+        more_tx.push(Box::new(TapTx {
+            fd: fd
+                .try_clone()
+                .map_err(|e| NetdevError::os(&port, "dup", e))?,
+            stats: QueueStats::default(),
+        }));
+    }
     Ok(OpenPort {
         spec: spec.clone(),
         kind: "tap",
@@ -156,6 +166,7 @@ pub fn open(spec: &PortSpec) -> Result<OpenPort, NetdevError> {
             fd: tx_fd,
             stats: QueueStats::default(),
         }),
+        more_tx,
         guard: None,
     })
 }

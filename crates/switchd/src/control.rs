@@ -231,7 +231,7 @@ impl Control {
                 let t = self.sh.tx.stats(p.port_no);
                 serde_json::json!({
                     "port_no": p.port_no, "name": p.name, "type": p.kind,
-                    "detail": p.detail, "n_rxq": p.n_rxq,
+                    "detail": p.detail, "n_rxq": p.n_rxq, "n_txq": p.n_txq,
                     "rx": {"packets": r.packets, "bytes": r.bytes, "dropped": r.dropped, "errors": r.errors},
                     "tx": {"packets": t.packets, "bytes": t.bytes, "dropped": t.dropped, "errors": t.errors},
                 })

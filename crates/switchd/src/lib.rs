@@ -211,7 +211,8 @@ impl Switchd {
                 return Err(SwitchdError::Config(format!("port {n} given twice")));
             }
         }
-        let opened = ports::open_all(&cfg.ports)?;
+        let n_pmds = cfg.pmd_cpus.len().max(1);
+        let opened = ports::open_all(&cfg.ports, n_pmds)?;
         let stop = Arc::new(AtomicBool::new(false));
         let epoch = Instant::now();
         let published = cfg.rules.publish();

@@ -140,6 +140,7 @@ pub struct SinkStats {
 
 /// The PMD's output side: one tx burst per port per batch.
 struct Sink<'a> {
+    pmd: usize,
     tx: &'a TxTable,
     metas: &'a [RxMeta; BATCH_SIZE],
     scratch: &'a mut Vec<u8>,
@@ -154,11 +155,12 @@ impl PortSink for Sink<'_> {
         };
         let metas = self.metas;
         let meta = |tag: u64| metas.get(tag as usize).copied().unwrap_or_default();
-        let mut q = match txp.queue.try_lock() {
+        let qm = txp.queue_for(self.pmd);
+        let mut q = match qm.try_lock() {
             Ok(q) => q,
             Err(std::sync::TryLockError::WouldBlock) => {
                 self.stats.tx_lock_contended += 1;
-                txp.lock()
+                TxPort::lock(qm)
             }
             Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
         };
@@ -282,6 +284,7 @@ impl Pmd {
                     Ok(n) => {
                         got += n;
                         let mut sink = Sink {
+                            pmd: self.id,
                             tx: &self.tx,
                             metas: &metas,
                             scratch: &mut scratch,
@@ -304,7 +307,7 @@ impl Pmd {
             } else {
                 idle_cycles += tsc::rdtsc().wrapping_sub(loop_start);
                 if now.duration_since(last_traffic) > BUSY_AFTER_TRAFFIC {
-                    self.tx.flush_all();
+                    self.tx.flush_for(self.id);
                     // Queues without a descriptor (captures) are polled
                     // every millisecond while idle.
                     let timeout = if has_fdless || fds.is_empty() {
@@ -426,13 +429,4 @@ fn dump_json(sw: &Switch, now_ms: u64) -> Vec<serde_json::Value> {
             })
         })
         .collect()
-}
-
-impl TxPort {
-    /// Locks the queue (poisoning ignored: a queue has no invariant a
-    /// panicking holder could break half-way that matters more than
-    /// forwarding on).
-    pub fn lock(&self) -> std::sync::MutexGuard<'_, Box<dyn flowpath_netdev::TxQueue>> {
-        self.queue.lock().unwrap_or_else(|p| p.into_inner())
-    }
 }

@@ -16,8 +16,32 @@ pub struct TxPort {
     pub name: String,
     /// Whether frames may keep their offload state.
     pub takes_vnet_hdr: bool,
-    /// The queue, locked once per output burst.
-    pub queue: Mutex<Box<dyn TxQueue>>,
+    /// The queues, each locked once per output burst: PMD `i` uses queue
+    /// `i % len`, so with a queue per PMD no lock is ever contended.
+    pub queues: Vec<Mutex<Box<dyn TxQueue>>>,
+}
+
+impl TxPort {
+    /// The queue PMD `pmd` uses.
+    #[inline]
+    pub fn queue_for(&self, pmd: usize) -> &Mutex<Box<dyn TxQueue>> {
+        &self.queues[pmd % self.queues.len()]
+    }
+
+    /// Locks `q` (poisoning ignored: a panicking holder leaves nothing
+    /// half-done that matters more than forwarding on).
+    pub fn lock(q: &Mutex<Box<dyn TxQueue>>) -> std::sync::MutexGuard<'_, Box<dyn TxQueue>> {
+        q.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Counters of all queues together.
+    pub fn stats(&self) -> QueueStats {
+        let mut s = QueueStats::default();
+        for q in &self.queues {
+            s.add(&Self::lock(q).stats());
+        }
+        s
+    }
 }
 
 /// Port number → transmit side.
@@ -41,13 +65,22 @@ impl TxTable {
     /// Flushes every port's pending transmit work (best effort).
     pub fn flush_all(&self) {
         for p in self.iter() {
-            let _ = p.lock().flush();
+            for q in &p.queues {
+                let _ = TxPort::lock(q).flush();
+            }
+        }
+    }
+
+    /// Flushes the queues PMD `pmd` uses.
+    pub fn flush_for(&self, pmd: usize) {
+        for p in self.iter() {
+            let _ = TxPort::lock(p.queue_for(pmd)).flush();
         }
     }
 
     /// Transmit counters of `port`.
     pub fn stats(&self, port: u32) -> QueueStats {
-        self.get(port).map(|p| p.lock().stats()).unwrap_or_default()
+        self.get(port).map(TxPort::stats).unwrap_or_default()
     }
 }
 
@@ -76,6 +109,8 @@ pub struct PortInfo {
     pub detail: String,
     /// Rx queues.
     pub n_rxq: usize,
+    /// Tx queues.
+    pub n_txq: usize,
 }
 
 /// All ports, opened.
@@ -91,9 +126,10 @@ pub struct Ports {
     pub open: Vec<OpenPort>,
 }
 
-/// Opens every `(number, spec)`. Numbers must be distinct and in
-/// 1..=65279 (checked by the caller's parser, again here).
-pub fn open_all(specs: &[(u32, PortSpec)]) -> Result<Ports, NetdevError> {
+/// Opens every `(number, spec)` with up to `txqs` transmit queues each
+/// (one per PMD). Numbers must be distinct and in 1..=65279 (checked by
+/// the caller).
+pub fn open_all(specs: &[(u32, PortSpec)], txqs: usize) -> Result<Ports, NetdevError> {
     let mut open: Vec<OpenPort> = Vec::new();
     let mut info = Vec::new();
     let mut rxqs = Vec::new();
@@ -102,7 +138,7 @@ pub fn open_all(specs: &[(u32, PortSpec)]) -> Result<Ports, NetdevError> {
     for (no, spec) in specs {
         // On error, `open` (already opened ports) is dropped here: each
         // closes itself.
-        let mut p = flowpath_netdev::open(spec)?;
+        let mut p = flowpath_netdev::open_with(spec, txqs)?;
         let name = spec.to_string();
         info.push(PortInfo {
             port_no: *no,
@@ -110,6 +146,7 @@ pub fn open_all(specs: &[(u32, PortSpec)]) -> Result<Ports, NetdevError> {
             kind: p.kind,
             detail: p.detail.clone(),
             n_rxq: p.rxqs.len(),
+            n_txq: 1 + p.more_tx.len(),
         });
         for (q, rxq) in std::mem::take(&mut p.rxqs).into_iter().enumerate() {
             rxqs.push(PendingRxq {
@@ -123,11 +160,16 @@ pub fn open_all(specs: &[(u32, PortSpec)]) -> Result<Ports, NetdevError> {
             &mut p.tx,
             Box::new(flowpath_netdev::null::NullTx::default()),
         );
+        let takes_vnet_hdr = tx.takes_vnet_hdr();
+        let queues = std::iter::once(tx)
+            .chain(std::mem::take(&mut p.more_tx))
+            .map(Mutex::new)
+            .collect();
         by_port[*no as usize] = Some(Arc::new(TxPort {
             port_no: *no,
             name,
-            takes_vnet_hdr: tx.takes_vnet_hdr(),
-            queue: Mutex::new(tx),
+            takes_vnet_hdr,
+            queues,
         }));
         open.push(p);
     }

@@ -372,6 +372,15 @@ fn two_pmds_forward_exactly_and_take_rule_changes() {
     }
     assert_eq!(port_tx(&ctl, 3), 3000);
     assert_eq!(port_tx(&ctl, 4), 2000);
+    // null ports have a tx queue per PMD; a capture output has one, shared.
+    let show = json(&ctl, "dpctl/show");
+    let txq: Vec<u64> = show["ports"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["n_txq"].as_u64().unwrap())
+        .collect();
+    assert_eq!(txq, vec![1, 1, 1, 2], "{show}");
     // Rule statistics reach dump-flows after a revalidator round.
     call(&ctl, "revalidator/wait", &[]).unwrap();
     let d = call(&ctl, "dump-flows", &[]).unwrap();
