@@ -8,7 +8,7 @@
 use flowpath_unixctl::{Client, CommandSpec, Handler, Server, UnixctlError, MAX_REQUEST};
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -63,14 +63,14 @@ fn server(name: &str) -> (Server, PathBuf) {
     (s, p)
 }
 
-fn call(p: &PathBuf, m: &str, args: &[&str]) -> Result<String, String> {
+fn call(p: &Path, m: &str, args: &[&str]) -> Result<String, String> {
     let mut c = Client::connect(p, Duration::from_secs(5)).unwrap();
     let a: Vec<String> = args.iter().map(|s| s.to_string()).collect();
     c.call(m, &a).unwrap()
 }
 
 /// Sends raw bytes and reads until the server closes or 2 s pass.
-fn raw(p: &PathBuf, bytes: &[u8]) -> String {
+fn raw(p: &Path, bytes: &[u8]) -> String {
     let mut s = UnixStream::connect(p).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
     let _ = s.write_all(bytes);
