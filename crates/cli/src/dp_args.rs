@@ -52,6 +52,11 @@ pub struct DatapathArgs {
     /// removed (checked every 500 ms).
     #[arg(long, value_name = "MS", default_value_t = 10_000)]
     max_idle: u64,
+    /// Upcall budget against new-flow storms: at most N upcalls per input
+    /// port per millisecond; further misses are dropped before the slow
+    /// path (counted as failed upcalls). 0 = no budget (OVS).
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    upcall_budget: u32,
 }
 
 impl DatapathArgs {
@@ -64,6 +69,7 @@ impl DatapathArgs {
             megaflows: !self.no_megaflows,
             flow_limit: self.flow_limit,
             max_idle_ms: self.max_idle,
+            upcall_budget_per_ms: self.upcall_budget,
             ..Config::default()
         }
     }

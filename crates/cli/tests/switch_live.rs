@@ -187,7 +187,13 @@ impl Sw {
         std::fs::create_dir_all(&dir).unwrap();
         let rf = dir.join("rules.flows");
         std::fs::write(&rf, rules).unwrap();
-        let ctl = dir.join("fp.ctl");
+        // Socket paths must stay under SUN_LEN (108 bytes), whatever the
+        // depth of the checkout: the socket lives in the system temp dir.
+        let ctl = std::env::temp_dir().join(format!(
+            "fp{}-{}.ctl",
+            std::process::id(),
+            SEQ.fetch_add(1, Ordering::Relaxed)
+        ));
         let mut cmd = Command::new(BIN);
         cmd.arg("switch")
             .arg("--rules")
@@ -630,7 +636,7 @@ fn bad_ports_fail_clearly_and_leave_nothing() {
             .arg("--rules")
             .arg(&rf)
             .arg("--ctl")
-            .arg(dir.join("x.ctl"));
+            .arg(std::env::temp_dir().join(format!("fpbad{}.ctl", std::process::id())));
         for p in ports {
             c.arg("--port").arg(p);
         }

@@ -115,6 +115,14 @@ pub struct Config {
     /// `max-idle` (ms, default 10000): the idle time after which
     /// [`crate::Datapath::expire_idle`] callers usually remove a megaflow.
     pub max_idle_ms: u64,
+    /// Upcall budget (a defence against new-flow storms; 0 = none, OVS's
+    /// behaviour): each input port (16 fair buckets, by `in_port mod 16`)
+    /// may make at most this many upcalls per millisecond of the
+    /// datapath's clock; further misses in that millisecond are dropped
+    /// without reaching the slow path, counted as failed upcalls and in
+    /// `upcall_budget_drops`.
+    #[serde(default)]
+    pub upcall_budget_per_ms: u32,
     /// Subtable re-ranking interval (ms, default 1000).
     pub subtable_rerank_interval_ms: u64,
     /// Seed of the caches' PRNGs (insertion probability, replacement).
@@ -137,6 +145,7 @@ impl Default for Config {
             flow_limit: 200_000,
             megaflows: true,
             max_idle_ms: 10_000,
+            upcall_budget_per_ms: 0,
             subtable_rerank_interval_ms: 1000,
             seed: 0x5eed_f10f_9a7b_0001,
         }

@@ -130,6 +130,10 @@ pub struct Datapath {
     flows: MegaflowTable,
     stats: PmdStats,
     next_rerank_ms: Option<u64>,
+    /// The upcall budget's current millisecond and the upcalls each input
+    /// port bucket made in it.
+    budget_ms: u64,
+    budget_used: [u32; 16],
 }
 
 /// Bitmap of the packets of `todo` whose in_port is `port`.
@@ -161,6 +165,8 @@ impl Datapath {
             flows: MegaflowTable::new(),
             stats: PmdStats::default(),
             next_rerank_ms: None,
+            budget_ms: 0,
+            budget_used: [0; 16],
             cfg,
         })
     }
@@ -622,6 +628,21 @@ impl Datapath {
                         }
                     }
                 }
+            }
+            let budget = self.cfg.upcall_budget_per_ms;
+            if budget > 0 {
+                if now_ms != self.budget_ms {
+                    self.budget_ms = now_ms;
+                    self.budget_used = [0; 16];
+                }
+                let b = &mut self.budget_used[(key.in_port() & 15) as usize];
+                if *b >= budget {
+                    verdicts[i] = Verdict::Drop(DropReason::UpcallFailed);
+                    self.stats.miss_with_failed_upcall += 1;
+                    self.stats.upcall_budget_drops += 1;
+                    continue;
+                }
+                *b += 1;
             }
             match upcall.upcall(key) {
                 Ok((actions, mask)) => {

@@ -44,6 +44,9 @@ pub struct PmdStats {
     pub lost: u64,
     /// Cycles spent processing, as reported by the caller.
     pub processing_cycles: u64,
+    /// Of `miss_with_failed_upcall`: misses dropped by the upcall budget
+    /// without an upcall.
+    pub upcall_budget_drops: u64,
 }
 
 impl PmdStats {

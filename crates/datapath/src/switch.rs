@@ -374,6 +374,37 @@ mod tests {
     }
 
     #[test]
+    fn upcall_budget_is_per_port_and_per_millisecond() {
+        let cfg = Config {
+            megaflows: false,
+            upcall_budget_per_ms: 4,
+            ..Config::default()
+        };
+        let mut sw = Switch::with_rules(cfg, rules("udp,actions=output:9\n")).unwrap();
+        let mut sink = NullSink::default();
+        let flood: Vec<Vec<u8>> = (0..32).map(|i| udp_frame(1000 + i, 60)).collect();
+        let frames = |port_base: u16| -> Vec<Vec<u8>> {
+            (0..32).map(|i| udp_frame(port_base + i, 60)).collect()
+        };
+        // 32 new flows on port 1 and 32 on port 2 in the same millisecond:
+        // 4 upcalls each, the others dropped without one.
+        sw.process(1, flood.iter().map(|f| (&f[..], 0)), 7, &mut sink);
+        let p2 = frames(2000);
+        sw.process(2, p2.iter().map(|f| (&f[..], 0)), 7, &mut sink);
+        let st = *sw.datapath().stats();
+        assert_eq!(st.miss_with_success_upcall, 8);
+        assert_eq!(st.upcall_budget_drops, 56);
+        assert_eq!(st.miss_with_failed_upcall, 56);
+        assert_eq!(sink.packets, 8);
+        // The next millisecond has a fresh budget; installed flows hit.
+        sw.process(1, flood.iter().map(|f| (&f[..], 0)), 8, &mut sink);
+        let st = *sw.datapath().stats();
+        assert_eq!(st.miss_with_success_upcall, 12);
+        assert_eq!(st.upcall_budget_drops, 56 + 24);
+        assert_eq!(st.decided(), st.packets_received);
+    }
+
+    #[test]
     fn publish_rules_revalidates() {
         let mut sw =
             Switch::with_rules(Config::default(), rules("udp,actions=output:2\n")).unwrap();

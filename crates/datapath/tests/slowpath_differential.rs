@@ -72,6 +72,18 @@ fn configs(limit: usize) -> Vec<Config> {
             }
         }
     }
+    // The upcall budget (a storm defence) active: 1 or 3 upcalls per port
+    // per millisecond.
+    for (budget, megaflows) in [(1, true), (3, false)] {
+        v.push(Config {
+            megaflows,
+            upcall_budget_per_ms: budget,
+            emc_entries: 16,
+            smc_entries: 16,
+            flow_limit: limit,
+            ..Config::default()
+        });
+    }
     v
 }
 
@@ -133,13 +145,23 @@ fn run(
                     .map_err(|e| TestCaseError::fail(e.to_string()))?;
             }
             let before = *dp.stats();
+            let mut budget_drops = 0u64;
             dp.process_batch(&mut batch, now, &mut sp);
             for (i, k) in chunk.iter().enumerate() {
                 let want = xlate(&**tables, k, false);
                 let v = batch.verdicts()[i];
                 if let Verdict::Drop(reason) = v {
                     prop_assert_eq!(reason, DropReason::UpcallFailed);
-                    prop_assert!(want.error.is_some(), "dropped {:?} but xlate succeeds", k);
+                    if want.error.is_none() {
+                        // Only the upcall budget drops a packet the rules
+                        // would forward.
+                        prop_assert!(
+                            cfg.upcall_budget_per_ms > 0,
+                            "dropped {:?} but xlate succeeds",
+                            k
+                        );
+                        budget_drops += 1;
+                    }
                     continue;
                 }
                 prop_assert!(v != Verdict::Pending);
@@ -176,6 +198,10 @@ fn run(
                 ..PmdStats::default()
             };
             prop_assert_eq!(delta, t, "counters vs verdicts");
+            // Budget drops are failed upcalls, each counted once more in
+            // their own counter; a failed translation is never one.
+            let bd = after.upcall_budget_drops - before.upcall_budget_drops;
+            prop_assert!(bd >= budget_drops && bd <= delta.miss_with_failed_upcall);
             prop_assert_eq!(after.decided(), after.packets_received);
             prop_assert!(dp.megaflow_count() <= cfg.flow_limit);
             total = PmdStats {

@@ -728,7 +728,7 @@ pub fn open(spec: &PortSpec, extra: usize) -> Result<OpenPort, NetdevError> {
                 attached = Some((l, *name));
                 break;
             }
-            Err(NetdevError::Os { source, .. })
+            Err(NetdevError::Os { err: source, .. })
                 if matches!(source.raw_os_error(), Some(libc::EBUSY | libc::EEXIST)) =>
             {
                 return Err(NetdevError::os(

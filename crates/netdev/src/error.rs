@@ -20,24 +20,24 @@ pub enum NetdevError {
         ifname: String,
     },
     /// A system call failed.
-    #[error("port '{port}': {what}: {source}{hint}")]
+    #[error("port '{port}': {what}: {err}{hint}")]
     Os {
         /// The port's spec.
         port: String,
         /// What was being done.
         what: String,
-        /// The OS error.
-        source: std::io::Error,
+        /// The OS error (in the message, so not a `source()`).
+        err: std::io::Error,
         /// A hint (privileges, interface busy), with its leading "; ".
         hint: String,
     },
     /// A capture file could not be read or written.
-    #[error("port '{port}': {source}")]
+    #[error("port '{port}': {err}")]
     Capture {
         /// The port's spec.
         port: String,
         /// The reader's or writer's error (names the file).
-        source: flowpath_io::IoError,
+        err: flowpath_io::IoError,
     },
 }
 
@@ -63,7 +63,7 @@ impl NetdevError {
         NetdevError::Os {
             port: port.to_string(),
             what: what.into(),
-            source,
+            err: source,
             hint,
         }
     }

@@ -150,7 +150,7 @@ impl TxQueue for PcapTx {
         match self.error.take() {
             Some(source) => Err(NetdevError::Capture {
                 port: self.port.clone(),
-                source,
+                err: source,
             }),
             None => Ok(()),
         }
@@ -184,7 +184,7 @@ pub fn open(spec: &PortSpec) -> Result<OpenPort, NetdevError> {
         PortSpec::Pcap { path, looped } => {
             let frames = load_ethernet_frames(path).map_err(|source| NetdevError::Capture {
                 port: port.clone(),
-                source,
+                err: source,
             })?;
             if let Some(e) = &frames.stopped_early {
                 eprintln!(
@@ -216,7 +216,7 @@ pub fn open(spec: &PortSpec) -> Result<OpenPort, NetdevError> {
         PortSpec::PcapOut { path } => {
             let w = PcapWriter::create(path, 0).map_err(|source| NetdevError::Capture {
                 port: port.clone(),
-                source,
+                err: source,
             })?;
             Ok(OpenPort {
                 spec: spec.clone(),

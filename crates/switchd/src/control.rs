@@ -158,6 +158,7 @@ impl Control {
                 s.idle_cycles,
                 pct(s.idle_cycles)
             );
+            let _ = writeln!(out, "  upcall budget drops: {}", s.upcall_budget_drops);
         }
         out.push_str("main thread:\n  packets received: 0\n");
         Ok(out)
@@ -464,6 +465,7 @@ fn snapshot_json(s: &PmdSnapshot) -> serde_json::Value {
         o.insert("idle_cycles".into(), s.idle_cycles.into());
         o.insert("emc_occupancy".into(), s.emc_occupancy.into());
         o.insert("rx_oversize".into(), s.rx_oversize.into());
+        o.insert("upcall_budget_drops".into(), s.upcall_budget_drops.into());
         o.insert(
             "output".into(),
             serde_json::to_value(s.sink).unwrap_or_default(),
@@ -503,10 +505,14 @@ fn set_key(cfg: &mut Config, k: &str, v: &str) -> Result<(), String> {
         "megaflows" => cfg.megaflows = boolean(v)?,
         "flow-limit" => cfg.flow_limit = num(v)? as usize,
         "max-idle" => cfg.max_idle_ms = num(v)?,
+        "upcall-budget" => {
+            cfg.upcall_budget_per_ms =
+                u32::try_from(num(v)?).map_err(|_| format!("{k}={v}: too large"))?
+        }
         _ => {
             return Err(format!(
                 "unknown key '{k}' (emc-insert-inv-prob, emc-enable, second-level, megaflows, \
-                 flow-limit, max-idle)"
+                 flow-limit, max-idle, upcall-budget)"
             ))
         }
     }
@@ -515,13 +521,14 @@ fn set_key(cfg: &mut Config, k: &str, v: &str) -> Result<(), String> {
 
 fn config_text(c: &Config) -> String {
     format!(
-        "emc-enable={}\nemc-insert-inv-prob={}\nsecond-level={}\nmegaflows={}\nflow-limit={}\nmax-idle={}\n",
+        "emc-enable={}\nemc-insert-inv-prob={}\nsecond-level={}\nmegaflows={}\nflow-limit={}\nmax-idle={}\nupcall-budget={}\n",
         c.emc_enable,
         c.emc_insert_inv_prob,
         c.second_level.name(),
         c.megaflows,
         c.flow_limit,
-        c.max_idle_ms
+        c.max_idle_ms,
+        c.upcall_budget_per_ms
     )
 }
 
@@ -535,6 +542,7 @@ fn config_json(c: &Config) -> String {
             "megaflows": c.megaflows,
             "flow-limit": c.flow_limit,
             "max-idle": c.max_idle_ms,
+            "upcall-budget": c.upcall_budget_per_ms,
         })
     )
 }

@@ -68,21 +68,35 @@ pub struct SwitchdConfig {
 pub enum SwitchdError {
     /// A port could not be opened (names the port).
     #[error("{0}")]
-    Port(#[from] NetdevError),
+    Port(NetdevError),
     /// The control socket could not be bound.
     #[error("control socket: {0}")]
-    Control(#[from] flowpath_unixctl::UnixctlError),
+    Control(flowpath_unixctl::UnixctlError),
     /// A bad setting.
     #[error("{0}")]
     Config(String),
     /// A file (pidfile) could not be written.
-    #[error("{what}: {source}")]
+    #[error("{what}: {err}")]
     Io {
         /// What was being written.
         what: String,
-        /// The OS error.
-        source: std::io::Error,
+        /// The OS error (in the message, so not a `source()`).
+        err: std::io::Error,
     },
+}
+
+// The wrapped errors are part of the message (one line, as the binary
+// prints it), so they are not `source()`s that would print twice.
+impl From<NetdevError> for SwitchdError {
+    fn from(e: NetdevError) -> Self {
+        SwitchdError::Port(e)
+    }
+}
+
+impl From<flowpath_unixctl::UnixctlError> for SwitchdError {
+    fn from(e: flowpath_unixctl::UnixctlError) -> Self {
+        SwitchdError::Control(e)
+    }
 }
 
 /// A PMD as the control side sees it.
@@ -256,7 +270,7 @@ impl Switchd {
                 .spawn(move || pmd.run())
                 .map_err(|e| SwitchdError::Io {
                     what: "cannot start a PMD thread".into(),
-                    source: e,
+                    err: e,
                 })?;
             threads.push(h);
             pmds.push(PmdHandle {
@@ -299,7 +313,7 @@ impl Switchd {
                 }
                 return Err(SwitchdError::Io {
                     what: "cannot start the revalidator thread".into(),
-                    source: e,
+                    err: e,
                 });
             }
         }
@@ -327,7 +341,7 @@ impl Switchd {
                 me.shutdown();
                 return Err(SwitchdError::Io {
                     what: format!("cannot write pidfile {}", p.display()),
-                    source: e,
+                    err: e,
                 });
             }
             me.pidfile = Some(p);
@@ -352,7 +366,7 @@ impl Switchd {
             signal_hook::flag::register(sig, self.shared.stop.clone()).map_err(|e| {
                 SwitchdError::Io {
                     what: "cannot install a signal handler".into(),
-                    source: e,
+                    err: e,
                 }
             })?;
         }

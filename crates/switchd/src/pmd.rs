@@ -95,6 +95,8 @@ pub struct PmdSnapshot {
     pub rxqs: Vec<RxqInfo>,
     /// The EMC's entries in use.
     pub emc_occupancy: usize,
+    /// Misses dropped by the upcall budget.
+    pub upcall_budget_drops: u64,
 }
 
 /// Commands a PMD executes between bursts.
@@ -407,6 +409,7 @@ impl Pmd {
                 })
                 .collect(),
             emc_occupancy: self.sw.datapath().emc_occupancy(),
+            upcall_budget_drops: self.sw.datapath().stats().upcall_budget_drops,
         }
     }
 }

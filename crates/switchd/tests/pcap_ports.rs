@@ -42,6 +42,15 @@ fn udp_frame(src_port: u16, dst_port: u16, len: usize) -> Vec<u8> {
     f
 }
 
+/// A control socket path under SUN_LEN (108 bytes) whatever the
+/// checkout's depth: in the system temp dir, named after the test's dir.
+fn short_sock(dir: &Path) -> PathBuf {
+    let name = dir
+        .file_name()
+        .map_or("x".into(), |n| n.to_string_lossy().into_owned());
+    std::env::temp_dir().join(format!("fp{}-{name}.ctl", std::process::id()))
+}
+
 fn write_capture(path: &Path, frames: &[Vec<u8>]) {
     let mut w = PcapWriter::create(path, 0).unwrap();
     for (i, f) in frames.iter().enumerate() {
@@ -51,7 +60,7 @@ fn write_capture(path: &Path, frames: &[Vec<u8>]) {
 }
 
 fn start(dir: &Path, rules: &str, ports: Vec<(u32, PortSpec)>) -> (Switchd, PathBuf) {
-    let ctl = dir.join("fp.ctl");
+    let ctl = short_sock(dir);
     let nums = ports.iter().map(|p| p.0).collect();
     let cfg = SwitchdConfig {
         ports,
@@ -233,6 +242,9 @@ fn rules_and_config_change_at_run_time() {
     );
     let v = json(&ctl, "config/show");
     assert_eq!(v["second-level"], "smc");
+    call(&ctl, "config/set", &["upcall-budget=5"]).unwrap();
+    assert_eq!(json(&ctl, "config/show")["upcall-budget"], 5);
+    call(&ctl, "config/set", &["upcall-budget=0"]).unwrap();
     let e = call(&ctl, "config/set", &["flow-limit=x"]).unwrap_err();
     assert!(e.contains("flow-limit=x"), "{e}");
     let e = call(&ctl, "config/set", &["colour=blue"]).unwrap_err();
@@ -275,7 +287,7 @@ fn bad_capture_port_fails_naming_it() {
         pmd_cpus: Vec::new(),
         datapath: Config::default(),
         rules: RuleSet::new(Vec::new(), vec![], vec![], vec![1]),
-        ctl_path: dir.join("fp.ctl"),
+        ctl_path: short_sock(&dir),
         pidfile: None,
     };
     let e = Switchd::start(cfg).err().expect("fails").to_string();
@@ -283,7 +295,7 @@ fn bad_capture_port_fails_naming_it() {
         e.contains("port 'pcap:") && e.contains("missing.pcap"),
         "{e}"
     );
-    assert!(!dir.join("fp.ctl").exists());
+    assert!(!short_sock(&dir).exists());
 }
 
 fn start_pmds(
@@ -293,7 +305,7 @@ fn start_pmds(
     pmd_cpus: Vec<usize>,
     dp: Config,
 ) -> (Switchd, PathBuf) {
-    let ctl = dir.join("fp.ctl");
+    let ctl = short_sock(dir);
     let nums = ports.iter().map(|p| p.0).collect();
     let cfg = SwitchdConfig {
         ports,

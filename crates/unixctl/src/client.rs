@@ -31,7 +31,7 @@ impl Client {
                 ErrorKind::PermissionDenied => " (run as root?)",
                 _ => "",
             },
-            source,
+            err: source,
         })?;
         let _ = s.set_read_timeout(Some(Duration::from_millis(100)));
         let _ = s.set_write_timeout(Some(timeout));

@@ -68,14 +68,14 @@ where
 #[derive(Debug, thiserror::Error)]
 pub enum UnixctlError {
     /// The socket could not be created or connected to.
-    #[error("{path}: {what}: {source}{hint}")]
+    #[error("{path}: {what}: {err}{hint}")]
     Socket {
         /// The socket path.
         path: String,
         /// What was being done.
         what: &'static str,
         /// The OS error.
-        source: std::io::Error,
+        err: std::io::Error,
         /// A hint, with its leading "; ".
         hint: &'static str,
     },

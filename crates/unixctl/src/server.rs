@@ -125,7 +125,7 @@ impl Server {
             UnixctlError::Socket {
                 path: p.clone(),
                 what,
-                source,
+                err: source,
                 hint,
             }
         };
