@@ -10,6 +10,8 @@
 //! | `smc`, `dfc`, `cd` | that second-level cache |
 //! | `dfc-proposal` | the DFC patch's set-up: DFC plus a 1-way, 16K-entry EMC |
 //! | `nomf` | megaflows off (`upcall/disable-megaflows`: exact-match megaflows) |
+//! | `ub:N` | upcall budget: N upcalls per input port per ms (storm defence) |
+//! | `mb:N` | mask budget: N subtables per input port (TSE defence) |
 //! | `none` | nothing (alone: no caches, every packet searches the dpcls) |
 //!
 //! Tiers not named are off: `emc` alone is OVS's default (EMC, no SMC),
@@ -97,13 +99,23 @@ pub fn parse_config(spec: &str) -> Result<BenchConfig, GridError> {
                 cfg.emc_ways = p.emc_ways;
                 set_second(SecondLevel::Dfc, &mut cfg)?;
             }
+            t if t.starts_with("ub:") || t.starts_with("mb:") => {
+                let n: u32 = t[3..]
+                    .parse()
+                    .map_err(|_| err(spec, format!("{t:?}: N must be a number")))?;
+                if t.starts_with("ub:") {
+                    cfg.upcall_budget_per_ms = n;
+                } else {
+                    cfg.mask_budget = n as usize;
+                }
+            }
             t => {
                 let Some(n) = t.strip_prefix("emc:") else {
                     return Err(err(
                         spec,
                         format!(
                             "unknown token {t:?} (expected emc, emc:N, smc, dfc, cd, \
-                             dfc-proposal, nomf or none)"
+                             dfc-proposal, nomf, ub:N, mb:N or none)"
                         ),
                     ));
                 };
@@ -142,6 +154,12 @@ pub fn canonical_label(cfg: &Config) -> String {
     }
     if !cfg.megaflows {
         parts.push("nomf".into());
+    }
+    if cfg.upcall_budget_per_ms > 0 {
+        parts.push(format!("ub:{}", cfg.upcall_budget_per_ms));
+    }
+    if cfg.mask_budget > 0 {
+        parts.push(format!("mb:{}", cfg.mask_budget));
     }
     if parts.is_empty() {
         "none".into()

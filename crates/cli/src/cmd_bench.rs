@@ -28,7 +28,7 @@ writes bench-results.csv, bench-results.json and bench-results.svg (in --out-dir
 
 Configurations (--config, comma-separated) name the tiers they have, joined by '+', \
 optionally labelled LABEL=...: emc (insert probability 1/100), emc:N (1/N; emc:0 = off), \
-smc, dfc, cd, dfc-proposal (DFC + 1-way 16K EMC), nomf (megaflows off), none. \
+smc, dfc, cd, dfc-proposal (DFC + 1-way 16K EMC), nomf (megaflows off), ub:N (upcall budget, N per port per ms), mb:N (mask budget, N subtables per port), none. \
 Tiers not named are off: 'emc' is OVS's default, 'smc' is SMC with the EMC off. \
 Or build a cross product with --emc-inv-prob, --second and --megaflows.
 

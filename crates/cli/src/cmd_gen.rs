@@ -14,8 +14,8 @@ use std::time::Duration;
 
 use anyhow::Context;
 use flowpath_trafficgen::{
-    generate, ChurnSpec, FlowsSpec, NmapRuleSet, NmapSpec, Options, Order, Profile, ScanOrder,
-    SubtablesSpec, UdpChecksum, Workload,
+    generate, AttackMix, ChurnSpec, FlowsSpec, NmapRuleSet, NmapSpec, Options, Order, Profile,
+    ScanOrder, StormSpec, SubtablesSpec, TseSpec, UdpChecksum, Workload,
 };
 use pcap_file::pcap::{PcapHeader, PcapPacket, PcapWriter};
 use pcap_file::{DataLink, Endianness, TsResolution};
@@ -111,6 +111,28 @@ Flow f is 10.0.0.0+f -> 20.0.0.0+f, UDP 1024 -> 5001; rules as `flows`. Length: 
 --duration seconds, or --packets, or by default 2N/R seconds (the working set \
 replaced twice), at least --min-packets. The schedule uses no randomness.")]
     Churn(ChurnArgs),
+    /// Tuple Space Explosion attack traffic mixed with established flows.
+    #[command(long_about = "\
+The Tuple Space Explosion attack (Csikor et al., CoNEXT 2019; CVE-2019-25076) \
+against an ACL: allow tcp,nw_src=10.0.0.0/8,nw_dst=10.1.2.3,tp_dst=80, drop the rest. \
+With prefix tracking, a packet that first differs from the allowed values at bit b \
+of a field gets a megaflow un-wildcarding b+1 bits: the attack walks every \
+(first differing bit of nw_src's /8 or none) x (of nw_dst or none) x (of tp_dst or \
+none), 5048 shapes, each a new flow, so the datapath collects megaflow masks.
+
+Legitimate traffic: --flows established TCP flows 10.0.0.x -> 10.1.2.3:80, round \
+robin. --share PCT (or --attack-pps N at the capture's 1 Mpps) sets the attack's \
+share of the packets, interleaved evenly. Defences: flowpath bench/run/switch \
+--mask-budget N (bench token mb:N).")]
+    Tse(AttackArgs),
+    /// A flood of new flows mixed with established flows.
+    #[command(long_about = "\
+An upcall storm: --flows established UDP flows (the `flows` profile's addressing, \
+10.0.0.0+f -> 20.0.0.0+f) and, at --share PCT of the packets, packets each of a \
+brand-new flow (seeded random source 11.x.y.z and port). With megaflows off (or \
+rules that make megaflows exact) every such packet is an upcall on the forwarding \
+core. Rules as `flows`. Defence: --upcall-budget N (bench token ub:N).")]
+    Storm(AttackArgs),
 }
 
 /// Options every profile takes.
@@ -182,6 +204,27 @@ struct NmapArgs {
     /// priority=0,actions=output:2).
     #[arg(long, value_enum, value_name = "SET", default_value_t = RuleSetArg::Port90)]
     rules_set: RuleSetArg,
+    #[command(flatten)]
+    common: Common,
+}
+
+#[derive(clap::Args)]
+struct AttackArgs {
+    /// Legitimate (established) flows.
+    #[arg(long, value_name = "N", default_value_t = 1000)]
+    flows: u64,
+    /// Share of packets that are attack packets, in percent (0..=100).
+    #[arg(
+        long,
+        value_name = "PCT",
+        default_value_t = 10.0,
+        conflicts_with = "attack_pps"
+    )]
+    share: f64,
+    /// Attack packets per second at the capture's 1,000,000 pps (sets the
+    /// share instead of --share).
+    #[arg(long, value_name = "N")]
+    attack_pps: Option<u64>,
     #[command(flatten)]
     common: Common,
 }
@@ -328,6 +371,14 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             };
             (Profile::Churn(spec), a.common)
         }
+        ProfileCmd::Tse(a) => {
+            let mix = attack_mix(&a)?;
+            (Profile::Tse(TseSpec { mix }), a.common)
+        }
+        ProfileCmd::Storm(a) => {
+            let mix = attack_mix(&a)?;
+            (Profile::Storm(StormSpec { mix }), a.common)
+        }
     };
     let opts = Options {
         seed: common.seed,
@@ -392,4 +443,33 @@ fn write_pcap(path: &Path, w: &Workload) -> anyhow::Result<()> {
     }
     writer.into_writer().flush()?;
     Ok(())
+}
+
+/// The attack mix from `--flows`, `--share` / `--attack-pps`.
+fn attack_mix(a: &AttackArgs) -> anyhow::Result<AttackMix> {
+    let share = match a.attack_pps {
+        Some(n) => {
+            let pps = flowpath_trafficgen::DEFAULT_PPS;
+            if n > pps {
+                anyhow::bail!(
+                    "invalid value '{n}' for --attack-pps: at most {pps} (the capture's rate)"
+                );
+            }
+            n as f64 / pps as f64
+        }
+        None => {
+            if !(0.0..=100.0).contains(&a.share) {
+                anyhow::bail!(
+                    "invalid value '{}' for --share: a percentage from 0 to 100",
+                    a.share
+                );
+            }
+            a.share / 100.0
+        }
+    };
+    Ok(AttackMix {
+        flows: a.flows,
+        share,
+        packets: None,
+    })
 }

@@ -57,6 +57,11 @@ pub struct DatapathArgs {
     /// path (counted as failed upcalls). 0 = no budget (OVS).
     #[arg(long, value_name = "N", default_value_t = 0)]
     upcall_budget: u32,
+    /// Mask budget against tuple space explosion: once an input port has
+    /// N megaflow masks (subtables), new megaflows are widened into an
+    /// existing mask or exact match. 0 = no budget (OVS).
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    mask_budget: usize,
 }
 
 impl DatapathArgs {
@@ -70,6 +75,7 @@ impl DatapathArgs {
             flow_limit: self.flow_limit,
             max_idle_ms: self.max_idle,
             upcall_budget_per_ms: self.upcall_budget,
+            mask_budget: self.mask_budget,
             ..Config::default()
         }
     }

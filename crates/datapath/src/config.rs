@@ -123,6 +123,15 @@ pub struct Config {
     /// `upcall_budget_drops`.
     #[serde(default)]
     pub upcall_budget_per_ms: u32,
+    /// Mask budget per input port (a defence against the Tuple Space
+    /// Explosion attack; 0 = none, OVS's behaviour): once a port's dpcls
+    /// has this many subtables, a megaflow whose mask has no subtable yet
+    /// is installed under the widest existing mask that covers it (more
+    /// bits exact: still correct, just narrower), or, if none does, under
+    /// the exact-match mask — so the port never has more than budget + 1
+    /// subtables. Counted in `masks_widened`.
+    #[serde(default)]
+    pub mask_budget: usize,
     /// Subtable re-ranking interval (ms, default 1000).
     pub subtable_rerank_interval_ms: u64,
     /// Seed of the caches' PRNGs (insertion probability, replacement).
@@ -146,6 +155,7 @@ impl Default for Config {
             megaflows: true,
             max_idle_ms: 10_000,
             upcall_budget_per_ms: 0,
+            mask_budget: 0,
             subtable_rerank_interval_ms: 1000,
             seed: 0x5eed_f10f_9a7b_0001,
         }

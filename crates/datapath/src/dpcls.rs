@@ -196,7 +196,8 @@ impl Dpcls {
         })
     }
 
-    fn find_subtable(&self, mask: &FlowMask) -> Option<u16> {
+    /// The subtable holding megaflows with exactly `mask`, if any.
+    pub fn find_subtable(&self, mask: &FlowMask) -> Option<u16> {
         self.by_mask.get(mask).copied()
     }
 

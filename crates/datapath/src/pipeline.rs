@@ -329,7 +329,7 @@ impl Datapath {
         actions: DpActions,
         now_ms: u64,
     ) -> Result<(MegaflowRef, u16), DpActions> {
-        let mask = self.effective_mask(mask);
+        let mut mask = self.effective_mask(mask);
         let port = key.in_port();
         let ci = match self.classifier_index(port) {
             Some(ci) => ci,
@@ -338,6 +338,29 @@ impl Datapath {
                 self.classifiers.len() - 1
             }
         };
+        let budget = self.cfg.mask_budget;
+        if budget > 0 {
+            let cls = &self.classifiers[ci].1;
+            if cls.n_subtables() >= budget && cls.find_subtable(&mask).is_none() {
+                // Un-wildcard more bits: the widest existing mask that
+                // covers this one, else exact match. Either way the
+                // megaflow only shrinks, so it stays correct.
+                let bits = |m: &FlowMask| m.w.iter().map(|w| w.count_ones()).sum::<u32>();
+                mask = cls
+                    .ranked()
+                    .iter()
+                    .filter_map(|&id| cls.subtable(id))
+                    .map(|s| *s.mask())
+                    .filter(|m| mask.is_subset_of(m))
+                    .min_by_key(bits)
+                    .unwrap_or_else(|| {
+                        let mut m = mask.union(&EXACT_MASK);
+                        m.w[W_META] |= IN_PORT_MASK;
+                        m
+                    });
+                self.stats.masks_widened += 1;
+            }
+        }
         if !self.classifiers[ci].1.has_room_for(&mask) {
             return Err(actions);
         }

@@ -47,6 +47,9 @@ pub struct PmdStats {
     /// Of `miss_with_failed_upcall`: misses dropped by the upcall budget
     /// without an upcall.
     pub upcall_budget_drops: u64,
+    /// Megaflows installed under a wider-than-computed mask because their
+    /// port was at its mask budget.
+    pub masks_widened: u64,
 }
 
 impl PmdStats {

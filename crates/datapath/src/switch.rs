@@ -404,6 +404,45 @@ mod tests {
         assert_eq!(st.decided(), st.packets_received);
     }
 
+    /// Tuple space explosion in miniature: ports differing from the allowed
+    /// one at each bit make port-prefix tracking produce a mask per bit.
+    #[test]
+    fn mask_budget_bounds_subtables_and_keeps_actions() {
+        let attack: Vec<Vec<u8>> = (0..16).map(|b| udp_frame(80 ^ (1 << b), 60)).collect();
+        let count = |budget: usize| {
+            let cfg = Config {
+                mask_budget: budget,
+                ..Config::default()
+            };
+            let t = rules("priority=10,udp,tp_dst=80,actions=output:2\npriority=0,actions=drop\n");
+            let mut sw = Switch::with_rules(cfg, t).unwrap();
+            let mut sink = NullSink::default();
+            sw.process(1, attack.iter().map(|f| (&f[..], 0)), 0, &mut sink);
+            let legit = udp_frame(80, 60);
+            sw.process(1, [(&legit[..], 0)], 1, &mut sink);
+            // Replayed: every packet now hits an installed megaflow.
+            sw.process(1, attack.iter().map(|f| (&f[..], 0)), 2, &mut sink);
+            let subtables = sw.datapath().dpcls(1).map_or(0, |c| c.n_subtables());
+            (
+                subtables,
+                sw.datapath().stats().masks_widened,
+                sink.packets,
+                *sw.datapath().stats(),
+            )
+        };
+        let (free, w0, out0, _) = count(0);
+        assert!(free >= 16, "the attack makes a mask per bit: {free}");
+        assert_eq!(w0, 0);
+        let (bounded, w, out, st) = count(4);
+        assert!(bounded <= 5, "{bounded} subtables with a budget of 4");
+        assert!(w > 0);
+        assert_eq!((out, out0), (1, 1), "only the allowed port is output");
+        assert_eq!(
+            st.miss_with_success_upcall, 17,
+            "each packet installed once"
+        );
+    }
+
     #[test]
     fn publish_rules_revalidates() {
         let mut sw =

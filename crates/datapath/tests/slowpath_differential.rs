@@ -72,6 +72,18 @@ fn configs(limit: usize) -> Vec<Config> {
             }
         }
     }
+    // The mask budget (a TSE defence) active: 1 or 2 subtables per port
+    // before megaflows are widened into existing ones or exact match.
+    for (mask_budget, second_level) in [(1, SecondLevel::Smc), (2, SecondLevel::None)] {
+        v.push(Config {
+            mask_budget,
+            second_level,
+            emc_entries: 16,
+            smc_entries: 16,
+            flow_limit: limit,
+            ..Config::default()
+        });
+    }
     // The upcall budget (a storm defence) active: 1 or 3 upcalls per port
     // per millisecond.
     for (budget, megaflows) in [(1, true), (3, false)] {

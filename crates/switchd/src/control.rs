@@ -505,6 +505,7 @@ fn set_key(cfg: &mut Config, k: &str, v: &str) -> Result<(), String> {
         "megaflows" => cfg.megaflows = boolean(v)?,
         "flow-limit" => cfg.flow_limit = num(v)? as usize,
         "max-idle" => cfg.max_idle_ms = num(v)?,
+        "mask-budget" => cfg.mask_budget = num(v)? as usize,
         "upcall-budget" => {
             cfg.upcall_budget_per_ms =
                 u32::try_from(num(v)?).map_err(|_| format!("{k}={v}: too large"))?
@@ -512,7 +513,7 @@ fn set_key(cfg: &mut Config, k: &str, v: &str) -> Result<(), String> {
         _ => {
             return Err(format!(
                 "unknown key '{k}' (emc-insert-inv-prob, emc-enable, second-level, megaflows, \
-                 flow-limit, max-idle, upcall-budget)"
+                 flow-limit, max-idle, upcall-budget, mask-budget)"
             ))
         }
     }

@@ -40,6 +40,7 @@
 #![forbid(unsafe_code)]
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
+pub mod attack;
 pub mod churn;
 pub mod flows;
 pub mod frame;
@@ -49,6 +50,7 @@ pub mod subtables;
 pub mod workload;
 pub mod zipf;
 
+pub use attack::{AttackMix, StormSpec, TseSpec};
 pub use churn::ChurnSpec;
 pub use flows::{FlowsSpec, Order};
 pub use frame::{Frames, UdpChecksum};
@@ -109,6 +111,11 @@ pub enum Profile {
     Nmap(NmapSpec),
     /// Short-lived flows arriving at a rate (see [`churn`]).
     Churn(ChurnSpec),
+    /// Tuple Space Explosion traffic mixed with established flows (see
+    /// [`attack`]).
+    Tse(TseSpec),
+    /// A new-flow storm mixed with established flows (see [`attack`]).
+    Storm(StormSpec),
 }
 
 /// Why a workload could not be generated. Each variant names the
@@ -153,6 +160,8 @@ pub fn generate(profile: &Profile, opts: &Options) -> Result<Workload, Error> {
         Profile::Subtables(s) => subtables::generate(s, opts),
         Profile::Nmap(s) => nmap::generate(s, opts),
         Profile::Churn(s) => churn::generate(s, opts),
+        Profile::Tse(s) => attack::generate_tse(s, opts),
+        Profile::Storm(s) => attack::generate_storm(s, opts),
     }
 }
 
