@@ -78,7 +78,7 @@ fn megaflows_off_nmap_scan_respects_the_dynamic_flow_limit() {
     assert!(g.status.success(), "{}", String::from_utf8_lossy(&g.stderr));
     // Under SUN_LEN (108 bytes) whatever the checkout's depth.
     let sock = std::env::temp_dir().join(format!("fpnm{}.ctl", std::process::id()));
-    let max = 30_000u64;
+    let max = 1_000_000u64;
     let child = Command::new(BIN)
         .arg("switch")
         .arg("--rules")
@@ -103,11 +103,15 @@ fn megaflows_off_nmap_scan_respects_the_dynamic_flow_limit() {
         std::thread::sleep(Duration::from_millis(50));
     }
     let mut prev_limit = max;
+    let mut prev_prev_limit = max;
     let mut prev_round = 0;
     let mut seen = Vec::new();
     let start = Instant::now();
-    while seen.len() < 6 || !seen.iter().any(|(c, l, _)| c == l) {
-        assert!(start.elapsed() < Duration::from_secs(60), "{seen:?}");
+    // Rounds until the limit came down (dumps of several hundred thousand
+    // megaflows take over 1.3 s) and two more rounds, or 14 rounds.
+    let mut lowered_at = None;
+    loop {
+        assert!(start.elapsed() < Duration::from_secs(120), "{seen:?}");
         std::thread::sleep(Duration::from_millis(200));
         ctl(&sock, &["revalidator/wait"]);
         let v: serde_json::Value =
@@ -116,9 +120,14 @@ fn megaflows_off_nmap_scan_respects_the_dynamic_flow_limit() {
         let (round, cur, limit, dur) =
             (g("rounds"), g("current"), g("limit"), g("dump_duration_ms"));
         seen.push((cur, limit, dur));
+        // The PMD stops installing at the limit in force. When the limit
+        // comes down, the megaflows already over it go at the next round
+        // (least recently used first), so a dump sees at most the larger
+        // of the last two limits.
+        let bound = prev_limit.max(prev_prev_limit);
         assert!(
-            cur <= prev_limit,
-            "{cur} megaflows over the limit {prev_limit} in force"
+            cur <= bound,
+            "{cur} megaflows over the limits in force ({bound}): {seen:?}"
         );
         if round == prev_round + 1 {
             assert_eq!(
@@ -127,19 +136,25 @@ fn megaflows_off_nmap_scan_respects_the_dynamic_flow_limit() {
                 "round {round}: {seen:?}"
             );
         }
+        prev_prev_limit = prev_limit;
         prev_limit = limit;
         prev_round = round;
+        if limit < max && lowered_at.is_none() {
+            lowered_at = Some(seen.len());
+        }
+        if lowered_at.is_some_and(|l| seen.len() >= l + 2) || seen.len() >= 14 {
+            break;
+        }
     }
     println!("nmap megaflows off, flow-limit {max}: (current, limit, dump ms) per round: {seen:?}");
-    // The scan keeps bringing new flows: the datapath filled up to the
-    // limit and upcalls beyond it failed (counted, still forwarded).
+    // The scan keeps bringing new flows: once over the limit, upcalls
+    // fail (counted; the packets still get their actions).
     let s: serde_json::Value =
         serde_json::from_str(&ctl(&sock, &["dpif-netdev/pmd-stats-show", "--json"])).unwrap();
     assert!(s[0]["miss_with_failed_upcall"].as_u64().unwrap() > 0, "{s}");
-    assert!(
-        seen.iter().any(|(c, l, _)| c == l),
-        "reached the limit: {seen:?}"
-    );
+    // Dumps this large are slow on the machines of this project (1.4-2.1 s
+    // on the Zen 1 VM): the limit must have come down.
+    assert!(lowered_at.is_some(), "the flow limit came down: {seen:?}");
     let text = ctl(&sock, &["upcall/show"]);
     assert!(
         text.contains("flows         : (current ") && text.contains("dump duration : "),
