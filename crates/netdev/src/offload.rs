@@ -127,10 +127,11 @@ pub fn finish(
     if thl < 20 || hdr_end > frame.len() || mss == 0 {
         return Err(FinishError::Malformed);
     }
-    if v4 && (frame.len() < l3 + 20 || frame[l3] >> 4 != 4) {
+    // The L4 header starts after a whole IP header.
+    if v4 && (frame.len() < l3 + 20 || frame[l3] >> 4 != 4 || l4 < l3 + 20) {
         return Err(FinishError::Malformed);
     }
-    if !v4 && (frame.len() < l3 + 40 || frame[l3] >> 4 != 6) {
+    if !v4 && (frame.len() < l3 + 40 || frame[l3] >> 4 != 6 || l4 < l3 + 40) {
         return Err(FinishError::Malformed);
     }
     let payload = &frame[hdr_end..];
@@ -313,6 +314,30 @@ mod tests {
                 s.len() - 14
             );
         }
+    }
+
+    /// Found by the `netdev_offload` fuzz target
+    /// (crash-698842a4e9b833683ed42cf6070247ea18aa4441): an IPv6 GSO frame
+    /// whose `csum_start` points inside the IPv6 header underflowed the
+    /// payload length computation.
+    #[test]
+    fn fuzz_crash_698842a4_ipv6_l4_inside_the_ip_header() {
+        let input: [u8; 166] = [
+            59, 4, 0, 0, 0, 255, 24, 0, 0, 0, 0, 0, 1, 255, 255, 255, 255, 255, 255, 107, 107, 107,
+            107, 107, 107, 107, 107, 107, 107, 107, 107, 107, 107, 107, 107, 107, 107, 107, 107,
+            107, 107, 107, 107, 107, 107, 107, 107, 107, 107, 107, 107, 107, 107, 107, 107, 107,
+            107, 107, 107, 107, 107, 107, 107, 107, 107, 107, 107, 107, 107, 107, 107, 107, 107,
+            107, 107, 107, 107, 107, 107, 107, 107, 107, 107, 107, 107, 107, 107, 107, 107, 107,
+            107, 107, 107, 255, 255, 0, 0, 0, 64, 0, 0, 0, 0, 0, 255, 24, 0, 0, 0, 0, 0, 1, 255,
+            255, 255, 255, 255, 255, 255, 255, 0, 0, 0, 64, 0, 0, 0, 165, 85, 85, 254, 205, 205,
+            205, 205, 205, 205, 205, 205, 205, 205, 205, 205, 205, 205, 205, 205, 205, 205, 205,
+            205, 255, 255, 255, 0, 193, 0, 255, 85, 23, 5, 0, 0, 0, 0, 0,
+        ];
+        let mut h = [0u8; VNET_HDR_LEN];
+        h.copy_from_slice(&input[..VNET_HDR_LEN]);
+        let v = VnetHdr::from_bytes(&h);
+        let r = finish(&input[VNET_HDR_LEN..], &v, &mut Vec::new(), &mut |_| {});
+        assert_eq!(r, Err(FinishError::Malformed));
     }
 
     #[test]
