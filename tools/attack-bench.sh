@@ -7,7 +7,11 @@
 # flowpath: `flowpath bench --pcap P --rules R --config ...` (one PMD-like
 # pinned core, from memory). OVS: ../shared/anchors/ovs-dpdk/ovs-dpdk-bench.sh
 # (DPDK net_pcap from memory, one PMD). Legitimate Mpps = total Mpps x
-# (1 - share): every packet is processed, attack ones included.
+# (1 - share): every packet is processed, attack ones included. Capacity
+# kept = total Mpps with the attack / total Mpps without: the share of the
+# switch's packet rate the attack leaves (in a replay the attack packets
+# take slots from the legitimate ones, so legitimate Mpps alone would fall
+# with the share even for a switch the attack costs nothing).
 #
 # env: OUT (default /tmp/attack-bench), FLOWPATH (binary), ANCHOR,
 # NO_OVS=1 to skip OVS, SHARES (default "0 1 10 50").
@@ -27,7 +31,7 @@ if [ -z "${NO_OVS:-}" ] && [ -x "$ANCHOR/ovs-dpdk-bench.sh" ] && [ "$(id -u)" = 
   [ -x /usr/lib/openvswitch-switch-dpdk/ovs-vswitchd-dpdk ] && ovs_ok=true
 fi
 echo "# attack-bench $(date -u +%FT%TZ) commit $(git -C "$ROOT" rev-parse --short HEAD) cpu '$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)'"
-echo "| workload | attack share | configuration | total Mpps | legitimate Mpps | legitimate kept |"
+echo "| workload | attack share | configuration | total Mpps | legitimate Mpps | capacity kept (total Mpps vs no attack) |"
 echo "|---|---|---|---|---|---|"
 for wl in tse storm; do
   case $wl in
@@ -47,15 +51,15 @@ for r in v:
 PY
 )
     while read -r cfg mpps legit; do
-      [ "$sh" = 0 ] && base[$cfg]=$legit
-      kept=$(python3 -c "b=float('${base[$cfg]:-0}'); print(f'{100*float($legit)/b:.0f} %' if b else '-')")
+      [ "$sh" = 0 ] && base[$cfg]=$mpps
+      kept=$(python3 -c "b=float('${base[$cfg]:-0}'); print(f'{100*float($mpps)/b:.0f} %' if b else '-')")
       echo "| $wl | $sh % | flowpath $cfg | $mpps | $legit | $kept |"
     done <<<"$rows"
     if $ovs_ok; then
-      o=$("$ANCHOR/ovs-dpdk-bench.sh" -w 3 -m 3 -r 2 $ovs_args --tag "$wl-$sh" "$p.flows" "$p.pcap" 2>/dev/null | awk '/Mpps/ {for (i=1;i<=NF;i++) if ($i ~ /Mpps/) {print $(i-1); exit}}' | tail -1)
+      o=$("$ANCHOR/ovs-dpdk-bench.sh" -w 3 -m 3 -r 2 $ovs_args --tag "$wl-$sh" "$p.flows" "$p.pcap" 2>/dev/null | grep -o 'MEAN Mpps=[0-9.]*' | cut -d= -f2 | tail -1)
       legit=$(python3 -c "print(f'{float(\"${o:-0}\") * (1 - $sh/100):.3f}')")
-      [ "$sh" = 0 ] && base[ovs]=$legit
-      kept=$(python3 -c "b=float('${base[ovs]:-0}'); print(f'{100*float($legit)/b:.0f} %' if b else '-')")
+      [ "$sh" = 0 ] && base[ovs]=${o:-0}
+      kept=$(python3 -c "b=float('${base[ovs]:-0}'); print(f'{100*float(\"${o:-0}\")/b:.0f} %' if b else '-')")
       echo "| $wl | $sh % | OVS-DPDK (default$ovs_args) | ${o:-?} | $legit | $kept |"
     fi
   done
