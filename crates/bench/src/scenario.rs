@@ -9,9 +9,11 @@
 //! | `emc-prob` | flows-rr 1k … 1M | EMC insert probability 1/1 … 1/4000 and off; plus packets to fill the EMC | the conditional EMC insertion patch (`emc-insert-inv-prob`) |
 //! | `nmap` | nmap 15 hosts × 65535 ports | megaflows on / off | the OVS-DPDK nmap/megaflow evaluation |
 //! | `parity` | the OVS-DPDK anchor's main workloads | several configurations each (best is compared) | `tools/parity.sh` |
+//! | `tse` | Tuple Space Explosion at 0 / 1 / 10 / 50 % of packets, 1000 established flows | OVS defaults, mask budget 8, SMC, SMC + mask budget | Csikor et al., CoNEXT 2019 (`tools/attack-bench.sh` adds OVS-DPDK) |
+//! | `storm` | new-flow storm at 0 / 1 / 10 / 50 %, megaflows off | no budget, upcall budget 2/ms/port | the upcall-storm weakness of inline upcalls |
 
 use crate::grid::{parse_configs, BenchConfig};
-use crate::workload::WorkloadSpec;
+use crate::workload::{AttackKind, WorkloadSpec};
 use flowpath_trafficgen::Order;
 use std::fmt;
 use std::str::FromStr;
@@ -31,17 +33,23 @@ pub enum Scenario {
     Nmap,
     /// The OVS-DPDK parity set.
     Parity,
+    /// Tuple Space Explosion sweep, with and without defences.
+    Tse,
+    /// New-flow storm sweep, with and without the upcall budget.
+    Storm,
 }
 
 impl Scenario {
     /// All scenarios.
-    pub const ALL: [Scenario; 6] = [
+    pub const ALL: [Scenario; 8] = [
         Scenario::Default,
         Scenario::Dfc,
         Scenario::Cd,
         Scenario::EmcProb,
         Scenario::Nmap,
         Scenario::Parity,
+        Scenario::Tse,
+        Scenario::Storm,
     ];
 
     /// The command-line name.
@@ -53,6 +61,8 @@ impl Scenario {
             Scenario::EmcProb => "emc-prob",
             Scenario::Nmap => "nmap",
             Scenario::Parity => "parity",
+            Scenario::Tse => "tse",
+            Scenario::Storm => "storm",
         }
     }
 }
@@ -65,7 +75,7 @@ impl fmt::Display for Scenario {
 
 /// An unknown scenario name.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("unknown scenario {0:?} (expected default, dfc, cd, emc-prob, nmap or parity)")]
+#[error("unknown scenario {0:?} (expected default, dfc, cd, emc-prob, nmap, parity, tse or storm)")]
 pub struct UnknownScenario(pub String);
 
 impl FromStr for Scenario {
@@ -129,9 +139,26 @@ fn rr(n: u64) -> WorkloadSpec {
 /// The configurations of the default grid.
 pub const DEFAULT_CONFIGS: &str = "emc,emc+smc,emc+dfc,emc+cd,none";
 
+fn attack(kind: AttackKind) -> Vec<WorkloadSpec> {
+    [0, 1, 10, 50]
+        .into_iter()
+        .map(|share_pct| WorkloadSpec::Attack { kind, share_pct })
+        .collect()
+}
+
 /// The plan of `s`.
 pub fn plan(s: Scenario) -> Plan {
     match s {
+        Scenario::Tse => Plan::grid(
+            "Tuple Space Explosion: attack share of packets vs defences",
+            attack(AttackKind::Tse),
+            &configs("ovs-default=emc,emc+mb:8,smc,smc+mb:8"),
+        ),
+        Scenario::Storm => Plan::grid(
+            "New-flow storm (megaflows off): attack share vs upcall budget",
+            attack(AttackKind::Storm),
+            &configs("megaflows-off=emc+nomf,emc+nomf+ub:2"),
+        ),
         Scenario::Default => Plan::grid(
             "flowpath bench: default grid",
             vec![

@@ -69,6 +69,15 @@ pub enum WorkloadSpec {
         /// Ports per host (P).
         ports: u64,
     },
+    /// An attack mixed with 1000 established flows (200,000 packets):
+    /// `tse` or `storm` at `share_pct` % of the packets (`flowpath gen
+    /// tse|storm`).
+    Attack {
+        /// `tse` or `storm`.
+        kind: AttackKind,
+        /// The attack's share of the packets, in percent.
+        share_pct: u32,
+    },
     /// A capture (`.pcap`/`.pcapng`, or a `.parts` list of captures, one
     /// input port each) and its rules.
     Pcap {
@@ -77,6 +86,24 @@ pub enum WorkloadSpec {
         /// The `ovs-ofctl add-flows` file.
         rules: PathBuf,
     },
+}
+
+/// Which attack an [`WorkloadSpec::Attack`] is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AttackKind {
+    /// Tuple Space Explosion.
+    Tse,
+    /// New-flow storm.
+    Storm,
+}
+
+impl AttackKind {
+    fn name(self) -> &'static str {
+        match self {
+            AttackKind::Tse => "tse",
+            AttackKind::Storm => "storm",
+        }
+    }
 }
 
 impl WorkloadSpec {
@@ -89,6 +116,7 @@ impl WorkloadSpec {
                 format!("subtables-{subtables}x{dsts}")
             }
             WorkloadSpec::Nmap { hosts, ports } => format!("nmap-{hosts}x{ports}"),
+            WorkloadSpec::Attack { kind, share_pct } => format!("{}-{share_pct}pct", kind.name()),
             WorkloadSpec::Pcap { pcap, .. } => pcap
                 .file_name()
                 .map(|n| n.to_string_lossy().to_string())
@@ -108,7 +136,7 @@ impl WorkloadSpec {
             WorkloadSpec::Flows { flows, .. } => Some(*flows),
             WorkloadSpec::Subtables { subtables, dsts } => Some(subtables * dsts),
             WorkloadSpec::Nmap { hosts, ports } => Some(hosts * ports),
-            WorkloadSpec::Pcap { .. } => None,
+            WorkloadSpec::Attack { .. } | WorkloadSpec::Pcap { .. } => None,
         }
     }
 
@@ -119,6 +147,7 @@ impl WorkloadSpec {
             WorkloadSpec::Flows { order, .. } => format!("flows-{order}"),
             WorkloadSpec::Subtables { subtables, .. } => format!("subtables-{subtables}"),
             WorkloadSpec::Nmap { .. } => "nmap".into(),
+            WorkloadSpec::Attack { kind, .. } => kind.name().into(),
             WorkloadSpec::Pcap { .. } => "pcap".into(),
         }
     }
@@ -281,6 +310,17 @@ pub fn load(spec: &WorkloadSpec) -> Result<Workload, WorkloadError> {
             order: ScanOrder::Random,
             rules: NmapRuleSet::Port90,
         }),
+        WorkloadSpec::Attack { kind, share_pct } => {
+            let mix = flowpath_trafficgen::AttackMix {
+                flows: 1000,
+                share: f64::from(*share_pct) / 100.0,
+                packets: Some(200_000),
+            };
+            match kind {
+                AttackKind::Tse => Profile::Tse(flowpath_trafficgen::TseSpec { mix }),
+                AttackKind::Storm => Profile::Storm(flowpath_trafficgen::StormSpec { mix }),
+            }
+        }
         WorkloadSpec::Pcap { pcap, rules } => return load_capture(spec, pcap, rules),
     };
     let w = generate(&profile, &Options::default())?;

@@ -39,7 +39,8 @@ round robin. Generated workloads of more than 250000 packets are split over port
 same way, so both switches see the same ports.
 
 Scenarios (--scenario) reproduce the seeds' tables: dfc, cd, emc-prob, nmap; parity is \
-the OVS-DPDK comparison set (tools/parity.sh).
+the OVS-DPDK comparison set (tools/parity.sh); tse and storm sweep an attack's share of \
+the packets (0/1/10/50 %) against the defences (tools/attack-bench.sh adds OVS-DPDK).
 
 Every frame is copied into an rx buffer, extracted, classified and its actions executed \
 (outputs counted), on one core pinned like a PMD (the last CPU unless --cpu/--no-pin). \
