@@ -195,6 +195,11 @@ fn print_text(out: &mut impl Write, sw: &Switch, dump_flows: bool, now_ms: u64) 
     }
     let x = sw.exec_stats();
     writeln!(out, "  dropped: {}", x.dropped)?;
+    writeln!(
+        out,
+        "  never valid (dropped before classification): {}",
+        sw.rx_stats().invalid
+    )?;
     writeln!(out, "  controller: {}", x.controller)?;
     if dump_flows {
         writeln!(out, "megaflows (dpctl/dump-flows):")?;
@@ -214,6 +219,7 @@ fn print_json(out: &mut impl Write, sw: &Switch, dump_flows: bool) -> Result<()>
         .map(|p| (p.port.to_string(), p.packets.into()))
         .collect();
     obj.insert("output_packets".into(), ports.into());
+    obj.insert("rx_invalid".into(), sw.rx_stats().invalid.into());
     if dump_flows {
         let flows = sw.datapath().megaflows();
         let list: Vec<FlowJson> = flows

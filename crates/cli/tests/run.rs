@@ -379,6 +379,7 @@ fn json_statistics_add_up() {
                 "avg_processing_cycles_per_packet",
                 "megaflows",
                 "output_packets",
+                "rx_invalid",
             ];
             expect.extend_from_slice(&TIERS);
             expect.sort_unstable();
@@ -543,18 +544,26 @@ fn every_corpus_capture_runs_or_fails_clearly() {
     let tmp = temp_dir("corpus");
     let rules = tmp.join("r.flows");
     std::fs::write(&rules, "priority=0,actions=output:2\n").unwrap();
-    let (mut ran, mut refused, mut packets) = (0, 0, 0u64);
+    let (mut ran, mut refused, mut packets, mut invalid_total) = (0, 0, 0u64, 0u64);
     for f in &files {
         let args = ["run", "--rules", s(&rules), "--pcap", s(f), "--json"];
         match load_ethernet_frames(f) {
             Ok(frames) => {
                 let v = json(&ok(&args));
                 let n = frames.len() as u64;
-                assert_eq!(v["packets_received"], n, "{}", f.display());
+                let received = v["packets_received"].as_u64().unwrap();
+                let invalid = v["rx_invalid"].as_u64().unwrap();
+                assert_eq!(received + invalid, n, "{}", f.display());
                 let sent = v["output_packets"]
                     .get("2")
                     .map_or(0, |x| x.as_u64().unwrap());
-                assert_eq!(sent, n, "{}: every packet output to port 2", f.display());
+                assert_eq!(
+                    sent,
+                    received,
+                    "{}: every valid packet output to port 2",
+                    f.display()
+                );
+                invalid_total += invalid;
                 ran += 1;
                 packets += n;
             }
@@ -574,7 +583,13 @@ fn every_corpus_capture_runs_or_fails_clearly() {
             }
         }
     }
-    println!("{ran} captures run ({packets} packets), {refused} refused");
+    println!(
+        "{ran} captures run ({packets} packets, {invalid_total} never valid), {refused} refused"
+    );
+    assert!(
+        invalid_total < packets / 100,
+        "few frames are never valid: {invalid_total}"
+    );
     assert!(ran >= 100 && refused >= 5, "{ran} run, {refused} refused");
     assert!(packets >= 100_000);
 }

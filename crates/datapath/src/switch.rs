@@ -32,7 +32,8 @@
 //! once buffers and queues have grown to the traffic (a frame longer than
 //! any before grows its rx buffer once; a miss's upcall allocates).
 //! Counters: every pushed frame is either refused as oversize
-//! ([`RxStats::oversize`]) or counted in the datapath's
+//! ([`RxStats::oversize`]) or as never valid ([`RxStats::invalid`]), or
+//! counted in the datapath's
 //! `packets_received`, and then in exactly one of its tiers.
 //!
 //! Threads: a `Switch` is owned by its worker thread; rule tables are
@@ -46,7 +47,7 @@ use crate::pipeline::Datapath;
 use crate::slowpath::{revalidate, SlowPath};
 use crate::stats::PmdStatsReport;
 use crate::upcall::Upcall;
-use flowpath_flow::extract::{extract_into, Layers};
+use flowpath_flow::extract::{extract_into, never_valid, Layers};
 use flowpath_ofproto::tables::RuleTables;
 use std::sync::Arc;
 
@@ -63,6 +64,10 @@ pub struct RxStats {
     pub bytes: u64,
     /// Frames refused for exceeding [`crate::packet::MAX_FRAME_LEN`].
     pub oversize: u64,
+    /// Frames dropped before classification as never valid (shorter
+    /// than an Ethernet header, or impossible IPv4 header lengths: see
+    /// [`flowpath_flow::extract::never_valid`]): no upcall, no megaflow.
+    pub invalid: u64,
 }
 
 /// One datapath worker with its buffers. See the module documentation.
@@ -121,6 +126,10 @@ impl<U: Upcall> Switch<U> {
     pub fn push(&mut self, in_port: u32, frame: &[u8], tag: u64) -> Result<(), BatchFull> {
         if self.batch.is_full() {
             return Err(BatchFull);
+        }
+        if never_valid(frame).is_some() {
+            self.rx.invalid += 1;
+            return Ok(());
         }
         let i = self.batch.len();
         let buf = &mut self.bufs[i];
@@ -342,6 +351,26 @@ mod tests {
             .map(|p| (p.port, p.packets))
             .collect();
         assert_eq!(ports, vec![(2, 47), (3, 23)]);
+    }
+
+    #[test]
+    fn never_valid_frames_cost_no_upcall() {
+        let mut sw = Switch::with_rules(Config::default(), rules("actions=output:2\n")).unwrap();
+        let mut sink = NullSink::default();
+        let runt = [0u8; 10];
+        let mut bad_ihl = udp_frame(1, 60);
+        bad_ihl[14] = 0x42;
+        let good = udp_frame(1, 60);
+        sw.process(
+            1,
+            [(&runt[..], 0), (&bad_ihl[..], 1), (&good[..], 2)],
+            0,
+            &mut sink,
+        );
+        assert_eq!(sw.rx_stats().invalid, 2);
+        assert_eq!(sw.report().packets_received, 1);
+        assert_eq!(sw.report().miss_with_success_upcall, 1);
+        assert_eq!(sink.packets, 1);
     }
 
     #[test]

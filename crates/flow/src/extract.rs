@@ -115,6 +115,51 @@ pub fn extract(frame: &[u8], in_port: u32) -> FlowKey {
     extract_with_layers(frame, in_port).0
 }
 
+/// Why a frame can never be a valid packet (see [`never_valid`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Invalid {
+    /// Shorter than an Ethernet header (14 bytes).
+    Runt,
+    /// An IPv4 header (EtherType 0x0800 after any VLAN tags) whose
+    /// version is not 4, whose header length is under 20 bytes, or whose
+    /// total length is shorter than its own header.
+    BadIpv4Header,
+}
+
+/// Input that no sender can have meant as a packet: a frame shorter than
+/// an Ethernet header, or an IPv4 header with impossible lengths. The
+/// datapath drops such frames before classification (no upcall, no
+/// megaflow), counted; a frame cut short by a capture's snap length is
+/// *not* such input (its headers are whole) and is classified as usual.
+/// Reads at most the first bytes of the headers; never panics.
+pub fn never_valid(frame: &[u8]) -> Option<Invalid> {
+    if frame.len() < 14 {
+        return Some(Invalid::Runt);
+    }
+    let be16 = |i: usize| -> Option<u16> {
+        Some(u16::from_be_bytes([*frame.get(i)?, *frame.get(i + 1)?]))
+    };
+    let mut off = 12;
+    let mut et = be16(off)?;
+    while et == 0x8100 || et == 0x88a8 {
+        off += 4;
+        et = be16(off)?;
+    }
+    if et != 0x0800 {
+        return None;
+    }
+    let l3 = off + 2;
+    let v = *frame.get(l3)?;
+    let ihl = usize::from(v & 0x0f) * 4;
+    if v >> 4 != 4 || ihl < 20 {
+        return Some(Invalid::BadIpv4Header);
+    }
+    match be16(l3 + 2) {
+        Some(total) if usize::from(total) < ihl => Some(Invalid::BadIpv4Header),
+        _ => None,
+    }
+}
+
 /// Extracts the flow key of `frame` and the offsets of its layers.
 pub fn extract_with_layers(frame: &[u8], in_port: u32) -> (FlowKey, Layers) {
     extract_impl(frame, in_port)
@@ -431,6 +476,34 @@ fn arp(k: &mut FlowKey, l3: &[u8]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn never_valid_frames() {
+        let mut f = vec![0u8; 60];
+        f[12..14].copy_from_slice(&[0x08, 0x00]);
+        f[14] = 0x45;
+        f[16..18].copy_from_slice(&46u16.to_be_bytes());
+        assert_eq!(never_valid(&f), None);
+        assert_eq!(never_valid(&f[..13]), Some(Invalid::Runt));
+        assert_eq!(never_valid(&f[..14]), None, "no IP header bytes: L2 only");
+        assert_eq!(never_valid(&f[..20]), None, "cut by a snap length");
+        let mut g = f.clone();
+        g[14] = 0x44;
+        assert_eq!(never_valid(&g), Some(Invalid::BadIpv4Header));
+        g[14] = 0x65;
+        assert_eq!(never_valid(&g), Some(Invalid::BadIpv4Header));
+        let mut h = f.clone();
+        h[16..18].copy_from_slice(&19u16.to_be_bytes());
+        assert_eq!(never_valid(&h), Some(Invalid::BadIpv4Header));
+        // Behind a VLAN tag too; other EtherTypes are not looked at.
+        let mut v = vec![0u8; 64];
+        v[12..14].copy_from_slice(&[0x81, 0x00]);
+        v[16..18].copy_from_slice(&[0x08, 0x00]);
+        v[18] = 0x43;
+        assert_eq!(never_valid(&v), Some(Invalid::BadIpv4Header));
+        v[16..18].copy_from_slice(&[0x86, 0xdd]);
+        assert_eq!(never_valid(&v), None);
+    }
 
     #[test]
     fn extract_into_overwrites_and_matches() {

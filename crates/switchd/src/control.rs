@@ -159,6 +159,11 @@ impl Control {
                 pct(s.idle_cycles)
             );
             let _ = writeln!(out, "  upcall budget drops: {}", s.upcall_budget_drops);
+            let _ = writeln!(
+                out,
+                "  never valid (dropped before classification): {}",
+                s.rx_invalid
+            );
         }
         out.push_str("main thread:\n  packets received: 0\n");
         Ok(out)
@@ -466,6 +471,7 @@ fn snapshot_json(s: &PmdSnapshot) -> serde_json::Value {
         o.insert("emc_occupancy".into(), s.emc_occupancy.into());
         o.insert("rx_oversize".into(), s.rx_oversize.into());
         o.insert("upcall_budget_drops".into(), s.upcall_budget_drops.into());
+        o.insert("rx_invalid".into(), s.rx_invalid.into());
         o.insert(
             "output".into(),
             serde_json::to_value(s.sink).unwrap_or_default(),

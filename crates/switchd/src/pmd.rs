@@ -97,6 +97,8 @@ pub struct PmdSnapshot {
     pub emc_occupancy: usize,
     /// Misses dropped by the upcall budget.
     pub upcall_budget_drops: u64,
+    /// Frames dropped before classification as never valid.
+    pub rx_invalid: u64,
 }
 
 /// Commands a PMD executes between bursts.
@@ -410,6 +412,7 @@ impl Pmd {
                 .collect(),
             emc_occupancy: self.sw.datapath().emc_occupancy(),
             upcall_budget_drops: self.sw.datapath().stats().upcall_budget_drops,
+            rx_invalid: self.sw.rx_stats().invalid,
         }
     }
 }
