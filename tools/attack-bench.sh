@@ -30,6 +30,7 @@ if [ -z "${NO_OVS:-}" ] && [ -x "$ANCHOR/ovs-dpdk-bench.sh" ] && [ "$(id -u)" = 
   fi
   [ -x /usr/lib/openvswitch-switch-dpdk/ovs-vswitchd-dpdk ] && ovs_ok=true
 fi
+exec > >(tee "$OUT/attack-bench.md")
 echo "# attack-bench $(date -u +%FT%TZ) commit $(git -C "$ROOT" rev-parse --short HEAD) cpu '$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)'"
 echo "| workload | attack share | configuration | total Mpps | legitimate Mpps | capacity kept (total Mpps vs no attack) |"
 echo "|---|---|---|---|---|---|"
@@ -65,3 +66,4 @@ PY
   done
   unset base
 done
+python3 "$ROOT/tools/plot-attack.py" "$OUT/attack-bench.md" "$OUT/attack-sweep.svg" && echo "plot: $OUT/attack-sweep.svg"
