@@ -37,7 +37,7 @@ echo "|---|---|---|---|---|---|"
 for wl in tse storm; do
   case $wl in
     tse) configs="ovs-default=emc,emc+mb:8,smc,smc+mb:8"; ovs_args="" ;;
-    storm) configs="megaflows-off=emc+nomf,emc+nomf+ub:2"; ovs_args="--no-megaflows" ;;
+    storm) configs="megaflows-off=emc+nomf,emc+nomf+ub:1,emc+nomf+ub:2"; ovs_args="--no-megaflows" ;;
   esac
   declare -A base=()
   for sh in $SHARES; do

@@ -10,7 +10,7 @@
 //! | `nmap` | nmap 15 hosts × 65535 ports | megaflows on / off | the OVS-DPDK nmap/megaflow evaluation |
 //! | `parity` | the OVS-DPDK anchor's main workloads | several configurations each (best is compared) | `tools/parity.sh` |
 //! | `tse` | Tuple Space Explosion at 0 / 1 / 10 / 50 % of packets, 1000 established flows | OVS defaults, mask budget 8, SMC, SMC + mask budget | Csikor et al., CoNEXT 2019 (`tools/attack-bench.sh` adds OVS-DPDK) |
-//! | `storm` | new-flow storm at 0 / 1 / 10 / 50 %, megaflows off | no budget, upcall budget 2/ms/port | the upcall-storm weakness of inline upcalls |
+//! | `storm` | new-flow storm at 0 / 1 / 10 / 50 %, megaflows off | no budget, upcall budget 1 and 2 /ms/port | the upcall-storm weakness of inline upcalls |
 
 use crate::grid::{parse_configs, BenchConfig};
 use crate::workload::{AttackKind, WorkloadSpec};
@@ -157,7 +157,7 @@ pub fn plan(s: Scenario) -> Plan {
         Scenario::Storm => Plan::grid(
             "New-flow storm (megaflows off): attack share vs upcall budget",
             attack(AttackKind::Storm),
-            &configs("megaflows-off=emc+nomf,emc+nomf+ub:2"),
+            &configs("megaflows-off=emc+nomf,emc+nomf+ub:1,emc+nomf+ub:2"),
         ),
         Scenario::Default => Plan::grid(
             "flowpath bench: default grid",
