@@ -40,15 +40,16 @@ fn run_json(rules: &Path, pcap: &Path, extra: &[&str]) -> serde_json::Value {
     serde_json::from_str(&ok(&a)).unwrap()
 }
 
-#[test]
-fn tse_makes_masks_and_the_mask_budget_bounds_them() {
-    let d = dir("tse");
-    let pcap = d.join("tse.pcap");
+/// `flowpath gen KIND --share SHARE --flows 100 --packets 20000` into a
+/// fresh directory: (directory, capture, gen's summary line).
+fn generate(kind: &str, share: &str) -> (PathBuf, PathBuf, String) {
+    let d = dir(kind);
+    let pcap = d.join(format!("{kind}.pcap"));
     let out = ok(&[
         "gen",
-        "tse",
+        kind,
         "--share",
-        "50",
+        share,
         "--flows",
         "100",
         "--packets",
@@ -56,6 +57,12 @@ fn tse_makes_masks_and_the_mask_budget_bounds_them() {
         "-o",
         pcap.to_str().unwrap(),
     ]);
+    (d, pcap, out)
+}
+
+#[test]
+fn tse_makes_masks_and_the_mask_budget_bounds_them() {
+    let (d, pcap, out) = generate("tse", "50");
     assert!(out.contains("attack_packets=9950"), "{out}");
     let rules = d.join("tse.flows");
     let text = std::fs::read_to_string(&rules).unwrap();
@@ -81,20 +88,7 @@ fn tse_makes_masks_and_the_mask_budget_bounds_them() {
 
 #[test]
 fn storm_floods_upcalls_and_the_budget_caps_them() {
-    let d = dir("storm");
-    let pcap = d.join("storm.pcap");
-    let out = ok(&[
-        "gen",
-        "storm",
-        "--share",
-        "10",
-        "--flows",
-        "100",
-        "--packets",
-        "20000",
-        "-o",
-        pcap.to_str().unwrap(),
-    ]);
+    let (d, pcap, out) = generate("storm", "10");
     assert!(out.contains("new_flows=1990"), "{out}");
     let rules = d.join("storm.flows");
     let free = run_json(&rules, &pcap, &["--no-megaflows"]);

@@ -438,18 +438,25 @@ fn bind(port: &str, fd: RawFd, ifindex: u32, proto: u16) -> Result<(), NetdevErr
     Ok(())
 }
 
-/// Opens one rx socket with its ring.
-fn open_rx(port: &str, ifindex: u32, fanout: Option<u32>) -> Result<AfPacketRx, NetdevError> {
+/// An AF_PACKET socket with virtio-net headers on (they must be set
+/// before a ring is).
+fn vnet_socket(port: &str) -> Result<OwnedFd, NetdevError> {
     let fd = sys::socket(port, libc::AF_PACKET, libc::SOCK_RAW, 0)?;
-    let raw = fd.as_raw_fd();
     sys::setsockopt(
         port,
-        raw,
+        fd.as_raw_fd(),
         SOL_PACKET,
         PACKET_VNET_HDR,
         &1i32,
         "PACKET_VNET_HDR",
     )?;
+    Ok(fd)
+}
+
+/// Opens one rx socket with its ring.
+fn open_rx(port: &str, ifindex: u32, fanout: Option<u32>) -> Result<AfPacketRx, NetdevError> {
+    let fd = vnet_socket(port)?;
+    let raw = fd.as_raw_fd();
     sys::setsockopt(
         port,
         raw,
@@ -523,16 +530,8 @@ fn open_rx(port: &str, ifindex: u32, fanout: Option<u32>) -> Result<AfPacketRx, 
 
 /// Opens a transmit socket bound to `ifindex` (it receives nothing).
 fn open_tx(port: &str, ifindex: u32) -> Result<AfPacketTx, NetdevError> {
-    let fd = sys::socket(port, libc::AF_PACKET, libc::SOCK_RAW, 0)?;
+    let fd = vnet_socket(port)?;
     let raw = fd.as_raw_fd();
-    sys::setsockopt(
-        port,
-        raw,
-        SOL_PACKET,
-        PACKET_VNET_HDR,
-        &1i32,
-        "PACKET_VNET_HDR",
-    )?;
     let _ = sys::setsockopt(
         port,
         raw,

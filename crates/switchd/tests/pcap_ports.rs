@@ -60,20 +60,16 @@ fn write_capture(path: &Path, frames: &[Vec<u8>]) {
 }
 
 fn start(dir: &Path, rules: &str, ports: Vec<(u32, PortSpec)>) -> (Switchd, PathBuf) {
-    let ctl = short_sock(dir);
-    let nums = ports.iter().map(|p| p.0).collect();
-    let cfg = SwitchdConfig {
-        ports,
-        pmd_cpus: Vec::new(),
-        datapath: Config {
-            second_level: flowpath_datapath::SecondLevel::None,
-            ..Config::default()
-        },
-        rules: RuleSet::new(parse_rules(rules, None).unwrap(), vec![], vec![], nums),
-        ctl_path: ctl.clone(),
-        pidfile: Some(dir.join("fp.pid")),
+    let dp = Config {
+        second_level: flowpath_datapath::SecondLevel::None,
+        ..Config::default()
     };
-    (Switchd::start(cfg).expect("switch starts"), ctl)
+    start_pmds(dir, rules, ports, Vec::new(), dp)
+}
+
+/// A `pcap:` port spec.
+fn pcap_in(path: PathBuf, looped: bool) -> PortSpec {
+    PortSpec::Pcap { path, looped }
 }
 
 fn call(ctl: &Path, method: &str, params: &[&str]) -> Result<String, String> {
@@ -122,13 +118,7 @@ fn capture_through_the_switch_as_the_rules_say() {
         &dir,
         rules,
         vec![
-            (
-                1,
-                PortSpec::Pcap {
-                    path: input,
-                    looped: false,
-                },
-            ),
+            (1, pcap_in(input, false)),
             (2, PortSpec::PcapOut { path: out.clone() }),
         ],
     );
@@ -179,13 +169,7 @@ fn rules_and_config_change_at_run_time() {
         &dir,
         fwd,
         vec![
-            (
-                1,
-                PortSpec::Pcap {
-                    path: input,
-                    looped: true,
-                },
-            ),
+            (1, pcap_in(input, true)),
             (2, PortSpec::Null),
             (3, PortSpec::Null),
         ],
@@ -277,13 +261,7 @@ fn bad_capture_port_fails_naming_it() {
     let dir = temp_dir("bad");
     let missing = dir.join("missing.pcap");
     let cfg = SwitchdConfig {
-        ports: vec![(
-            1,
-            PortSpec::Pcap {
-                path: missing.clone(),
-                looped: false,
-            },
-        )],
+        ports: vec![(1, pcap_in(missing.clone(), false))],
         pmd_cpus: Vec::new(),
         datapath: Config::default(),
         rules: RuleSet::new(Vec::new(), vec![], vec![], vec![1]),
@@ -313,7 +291,7 @@ fn start_pmds(
         datapath: dp,
         rules: RuleSet::new(parse_rules(rules, None).unwrap(), vec![], vec![], nums),
         ctl_path: ctl.clone(),
-        pidfile: None,
+        pidfile: Some(dir.join("fp.pid")),
     };
     (Switchd::start(cfg).expect("switch starts"), ctl)
 }
@@ -338,20 +316,8 @@ fn two_pmds_forward_exactly_and_take_rule_changes() {
         &dir,
         rules,
         vec![
-            (
-                1,
-                PortSpec::Pcap {
-                    path: pa,
-                    looped: false,
-                },
-            ),
-            (
-                2,
-                PortSpec::Pcap {
-                    path: pb,
-                    looped: false,
-                },
-            ),
+            (1, pcap_in(pa, false)),
+            (2, pcap_in(pb, false)),
             (3, PortSpec::PcapOut { path: out.clone() }),
             (4, PortSpec::Null),
         ],
@@ -442,20 +408,8 @@ fn two_pmds_looped_replace_flows_reaches_both() {
         &dir,
         rules,
         vec![
-            (
-                1,
-                PortSpec::Pcap {
-                    path: pa,
-                    looped: true,
-                },
-            ),
-            (
-                2,
-                PortSpec::Pcap {
-                    path: pb,
-                    looped: true,
-                },
-            ),
+            (1, pcap_in(pa, true)),
+            (2, pcap_in(pb, true)),
             (3, PortSpec::Null),
             (4, PortSpec::Null),
         ],

@@ -155,8 +155,9 @@ fn rule_counters_add_up_to_the_megaflows_packets() {
     assert!(d.contains(&format!("n_packets={}", by_prio[0].1)), "{d}");
 }
 
-#[test]
-fn idle_megaflows_expire_after_max_idle() {
+/// `tcp,actions=output:2` published, and a datapath with megaflows off
+/// (one exact-match megaflow per packet) and its slow path.
+fn exact_match_tcp() -> (flowpath_switchd::rules::Published, Datapath, SlowPath) {
     let p = RuleSet::new(
         parse_rules("tcp,actions=output:2\n", None).unwrap(),
         vec![],
@@ -164,12 +165,18 @@ fn idle_megaflows_expire_after_max_idle() {
         vec![1, 2],
     )
     .publish();
-    let mut dp = Datapath::new(Config {
+    let dp = Datapath::new(Config {
         megaflows: false,
         ..Config::default()
     })
     .unwrap();
-    let mut sp = SlowPath::new(p.tables.clone());
+    let sp = SlowPath::new(p.tables.clone());
+    (p, dp, sp)
+}
+
+#[test]
+fn idle_megaflows_expire_after_max_idle() {
+    let (p, mut dp, mut sp) = exact_match_tcp();
     let keys: Vec<FlowKey> = (0..100).map(|i| tcp(80, i)).collect();
     process(&mut dp, &mut sp, &keys, 1000);
     process(&mut dp, &mut sp, &keys[..50], 3000);
@@ -232,19 +239,7 @@ fn dynamic_flow_limit_steps() {
 
 #[test]
 fn least_recently_used_megaflows_go_above_the_limit() {
-    let p = RuleSet::new(
-        parse_rules("tcp,actions=output:2\n", None).unwrap(),
-        vec![],
-        vec![],
-        vec![1, 2],
-    )
-    .publish();
-    let mut dp = Datapath::new(Config {
-        megaflows: false,
-        ..Config::default()
-    })
-    .unwrap();
-    let mut sp = SlowPath::new(p.tables.clone());
+    let (p, mut dp, mut sp) = exact_match_tcp();
     let keys: Vec<FlowKey> = (0..1500).map(|i| tcp(80, i)).collect();
     process(&mut dp, &mut sp, &keys, 0);
     process(&mut dp, &mut sp, &keys[1000..], 100);

@@ -155,6 +155,31 @@ impl Mix64 {
     }
 }
 
+/// The packet sequence of a mix: legitimate packets round robin over the
+/// first `mix.flows` frames, and for attack packet `a` (0, 1, ...) a new
+/// frame that `push_attack(frames, a)` appends. Returns the sequence and
+/// the number of attack packets.
+fn interleave(
+    mix: &AttackMix,
+    total: u64,
+    frames: &mut Frames,
+    mut push_attack: impl FnMut(&mut Frames, u64),
+) -> (Vec<u32>, u64) {
+    let mut sequence = Vec::with_capacity(total as usize);
+    let (mut legit, mut attack) = (0u64, 0u64);
+    for j in 0..total {
+        if mix.is_attack_packet(j) {
+            push_attack(frames, attack);
+            sequence.push((frames.len() - 1) as u32);
+            attack += 1;
+        } else {
+            sequence.push((legit % mix.flows) as u32);
+            legit += 1;
+        }
+    }
+    (sequence, attack)
+}
+
 pub(crate) fn generate_tse(spec: &TseSpec, opts: &Options) -> Result<Workload, Error> {
     let total = spec.mix.check(opts)?;
     let n = spec.mix.flows;
@@ -167,20 +192,11 @@ pub(crate) fn generate_tse(spec: &TseSpec, opts: &Options) -> Result<Workload, E
             dport: TSE_PORT,
         });
     }
-    let mut sequence = Vec::with_capacity(total as usize);
-    let (mut legit, mut attack) = (0u64, 0u64);
-    for j in 0..total {
-        if spec.mix.is_attack_packet(j) {
-            let shape = tse_shape(attack);
-            let salt = (attack / (9 * 33 * 17 - 1)) as u32 ^ opts.seed as u32;
-            frames.push_tcp_syn(&tse_packet(shape, 1024 + (attack % 60_000) as u16, salt));
-            sequence.push((frames.len() - 1) as u32);
-            attack += 1;
-        } else {
-            sequence.push((legit % n) as u32);
-            legit += 1;
-        }
-    }
+    let (sequence, attack) = interleave(&spec.mix, total, &mut frames, |frames, a| {
+        let shape = tse_shape(a);
+        let salt = (a / (9 * 33 * 17 - 1)) as u32 ^ opts.seed as u32;
+        frames.push_tcp_syn(&tse_packet(shape, 1024 + (a % 60_000) as u16, salt));
+    });
     let description = format!(
         "workload=tse flows={n} share={:.3} packets={total} attack_packets={attack} frame_size={}",
         spec.mix.share, opts.frame_size
@@ -202,26 +218,17 @@ pub(crate) fn generate_storm(spec: &StormSpec, opts: &Options) -> Result<Workloa
         frames.push_udp(&crate::flows::flow(i), opts.udp_checksum);
     }
     let mut rng = Mix64(opts.seed ^ 0x5707_3a11);
-    let mut sequence = Vec::with_capacity(total as usize);
-    let (mut legit, mut attack) = (0u64, 0u64);
-    for j in 0..total {
-        if spec.mix.is_attack_packet(j) {
-            let r = rng.next();
-            // Sources outside the established flows' 10.0.0.0/8.
-            let flow = crate::frame::UdpFlow {
-                src: ip([11, 0, 0, 0]) | (r as u32 & 0x00ff_ffff),
-                dst: ip([20, 0, 0, 0]).wrapping_add((r >> 24) as u32 % n as u32),
-                sport: 1024 + ((r >> 48) as u16 % 60_000),
-                dport: 5001,
-            };
-            frames.push_udp(&flow, opts.udp_checksum);
-            sequence.push((frames.len() - 1) as u32);
-            attack += 1;
-        } else {
-            sequence.push((legit % n) as u32);
-            legit += 1;
-        }
-    }
+    let (sequence, attack) = interleave(&spec.mix, total, &mut frames, |frames, _| {
+        let r = rng.next();
+        // Sources outside the established flows' 10.0.0.0/8.
+        let flow = crate::frame::UdpFlow {
+            src: ip([11, 0, 0, 0]) | (r as u32 & 0x00ff_ffff),
+            dst: ip([20, 0, 0, 0]).wrapping_add((r >> 24) as u32 % n as u32),
+            sport: 1024 + ((r >> 48) as u16 % 60_000),
+            dport: 5001,
+        };
+        frames.push_udp(&flow, opts.udp_checksum);
+    });
     let description = format!(
         "workload=storm flows={n} share={:.3} packets={total} new_flows={attack} frame_size={}",
         spec.mix.share, opts.frame_size
