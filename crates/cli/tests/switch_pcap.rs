@@ -152,9 +152,18 @@ fn megaflows_off_nmap_scan_respects_the_dynamic_flow_limit() {
     let s: serde_json::Value =
         serde_json::from_str(&ctl(&sock, &["dpif-netdev/pmd-stats-show", "--json"])).unwrap();
     assert!(s[0]["miss_with_failed_upcall"].as_u64().unwrap() > 0, "{s}");
-    // Dumps this large are slow on the machines of this project (1.4-2.1 s
-    // on the Zen 1 VM): the limit must have come down.
-    assert!(lowered_at.is_some(), "the flow limit came down: {seen:?}");
+    // Dumps this large are slow on the Zen 1 VM of this project (1.4-2.1 s
+    // in a release build): there the limit came down, as the round-by-round
+    // check above requires whenever a dump takes over 1300 ms. A machine
+    // fast enough to dump a million megaflows in under 1.3 s keeps it up,
+    // as OVS would.
+    let slow = seen.iter().any(|(_, _, d)| *d > 1300);
+    assert_eq!(
+        slow,
+        lowered_at.is_some(),
+        "slow dumps lower the limit: {seen:?}"
+    );
+    println!("dumps over 1300 ms seen: {slow}");
     let text = ctl(&sock, &["upcall/show"]);
     assert!(
         text.contains("flows         : (current ") && text.contains("dump duration : "),
