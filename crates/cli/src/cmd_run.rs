@@ -229,7 +229,7 @@ fn print_json(out: &mut impl Write, sw: &Switch, dump_flows: bool) -> Result<()>
                 megaflow: Match::new(&mf.key, &mf.mask).format(Style::Megaflow),
                 packets: st.packets,
                 bytes: st.bytes,
-                actions: format_actions(&mf.actions),
+                actions: format_actions(mf.actions),
             })
             .collect();
         obj.insert("flows".into(), serde_json::to_value(list)?);

@@ -27,7 +27,6 @@
 //! | defaults + SMC / DFC / CD / none, 100k flows, 20 subtables | 78 / 101 / 128 / 241 | emc 7 % |
 //! | DFC proposal (DFC + 1-way 16K EMC), same | 94 | |
 
-use flowpath_datapath::dpcls::Dpcls;
 use flowpath_datapath::emc::Emc;
 use flowpath_datapath::hash::{hash_compact, packet_hash, rss5_hash};
 use flowpath_datapath::megaflow::{MegaflowRef, MegaflowTable};
@@ -206,7 +205,7 @@ fn bench_raw_emc() {
     let keys: Vec<FlowKey> = (0..2048).map(flow_key).collect();
     let mut emc = Emc::new(8192, 2, 1, 1);
     for k in &keys {
-        let r = table.insert(k, &m, vec![], 1, 0, 0);
+        let r = table.insert(k, &m, vec![], 0).expect("distinct keys").0;
         emc.insert(k, packet_hash(k), r, &table);
     }
     let hashes: Vec<u32> = keys.iter().map(packet_hash).collect();
@@ -234,13 +233,14 @@ fn bench_raw_emc() {
 
     for s in [1u32, 10, 20] {
         let mut table = MegaflowTable::new();
-        let mut cls = Dpcls::new();
         let keys: Vec<FlowKey> = (0..10_000).map(flow_key).collect();
         for (i, k) in keys.iter().enumerate() {
-            let r = table.insert(k, &class_mask(i as u32 % s), vec![], 1, 0, 0);
-            cls.insert(k, &class_mask(i as u32 % s), r.index)
+            table
+                .insert(k, &class_mask(i as u32 % s), vec![], 0)
                 .expect("distinct keys");
         }
+        let ci = table.classifier_index(1).expect("port 1 has megaflows");
+        let cls = table.classifier_mut(ci);
         let rounds = 20;
         let (mut idx, mut sub, mut lk) = ([0u32; BATCH_SIZE], [0u16; BATCH_SIZE], 0u64);
         let mut best = f64::MAX;

@@ -92,7 +92,7 @@ impl Dfc {
             if let Some(r) = table.live_at(idx[i]) {
                 refs[i] = r;
                 live |= 1 << i;
-                table.prefetch(idx[i]);
+                table.prefetch_key(idx[i]);
             }
         }
         // Pass 3: confirm by masked compare.
@@ -136,7 +136,7 @@ mod tests {
         m.w[0] = 0xffff_ffff;
         m.w[1] = 0xffff_fff0;
         let refs: Vec<_> = (0..100u32)
-            .map(|i| t.insert(&key(i << 4), &m, vec![], 2, 0, 0))
+            .map(|i| t.insert(&key(i << 4), &m, vec![], 0).unwrap().0)
             .collect();
         let mut d = Dfc::new(64);
         let lookup = |d: &Dfc, t: &MegaflowTable, k: &FlowKey| {
@@ -161,7 +161,7 @@ mod tests {
         t.remove(refs[1]);
         assert_eq!(lookup(&d, &t, &k), None, "removed megaflow misses");
         // Slot reused by a megaflow that does not match: still a miss.
-        t.insert(&key(99 << 4), &m, vec![], 2, 0, 0);
+        t.insert(&key(1000 << 4), &m, vec![], 0).unwrap();
         assert_eq!(lookup(&d, &t, &k), None);
         d.clear();
         assert_eq!(d.entries(), 64);

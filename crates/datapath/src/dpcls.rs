@@ -32,7 +32,7 @@
 //! Threads: owned by one worker.
 
 use crate::batch::BATCH_SIZE;
-use crate::subtable::{Duplicate, Probe, Subtable};
+use crate::subtable::{Duplicate, Probe, Removed, Subtable};
 use flowpath_flow::{FlowKey, FlowMask};
 use std::collections::HashMap;
 
@@ -208,13 +208,14 @@ impl Dpcls {
     }
 
     /// Inserts megaflow `flow` (key, mask) into the subtable for `mask`,
-    /// creating it (last in rank) if needed. Returns the subtable id.
+    /// creating it (last in rank) if needed. Returns the subtable id and
+    /// the megaflow's entry in it.
     pub fn insert(
         &mut self,
         key: &FlowKey,
         mask: &FlowMask,
         flow: u32,
-    ) -> Result<u16, InsertError> {
+    ) -> Result<(u16, u32), InsertError> {
         let id = match self.find_subtable(mask) {
             Some(id) => id,
             None if self.ranked.len() < MAX_SUBTABLES => self.add_subtable(mask),
@@ -224,7 +225,7 @@ impl Dpcls {
             return Err(InsertError::Full); // unreachable: id was just found or created
         };
         match st.insert(key, flow) {
-            Ok(()) => Ok(id),
+            Ok(entry) => Ok((id, entry)),
             Err(Duplicate(existing)) => {
                 if st.is_empty() {
                     self.remove_subtable(id);
@@ -267,15 +268,30 @@ impl Dpcls {
         }
     }
 
-    /// Removes the megaflow with `key` from subtable `id`; removes the
-    /// subtable when it becomes empty. Returns the megaflow index.
-    pub fn remove(&mut self, id: u16, key: &FlowKey) -> Option<u32> {
+    /// Removes entry `entry` of subtable `id`; removes the subtable when
+    /// it becomes empty. Returns what moved (see [`Removed`]).
+    pub fn remove(&mut self, id: u16, entry: u32) -> Option<Removed> {
         let st = self.subtables.get_mut(id as usize)?.as_mut()?;
-        let flow = st.remove(key)?;
+        let r = st.remove_entry(entry)?;
         if st.is_empty() {
             self.remove_subtable(id);
         }
-        Some(flow)
+        Some(r)
+    }
+
+    /// Heap bytes held by the subtables and the classifier's own tables.
+    pub fn heap_bytes(&self) -> usize {
+        let subtables: usize = self
+            .subtables
+            .iter()
+            .flatten()
+            .map(Subtable::heap_bytes)
+            .sum();
+        subtables
+            + self.subtables.capacity() * std::mem::size_of::<Option<Subtable>>()
+            + self.by_mask.capacity() * (std::mem::size_of::<(FlowMask, u16)>() + 1)
+            + (self.hits.capacity() * 8 + self.free.capacity() * 2)
+            + (self.ranked.capacity() + self.rank_of.capacity()) * 2
     }
 
     /// Sorts the search order by hits since the last call (most first;
@@ -312,9 +328,9 @@ mod tests {
     #[test]
     fn subtables_created_ranked_and_removed() {
         let mut c = Dpcls::new();
-        let a = c.insert(&key(0x01), &mask_bits(0xff), 10).unwrap();
-        let b = c.insert(&key(0x200), &mask_bits(0xff00), 11).unwrap();
-        assert_eq!(c.insert(&key(0x02), &mask_bits(0xff), 12), Ok(a));
+        let (a, _) = c.insert(&key(0x01), &mask_bits(0xff), 10).unwrap();
+        let (b, eb) = c.insert(&key(0x200), &mask_bits(0xff00), 11).unwrap();
+        assert_eq!(c.insert(&key(0x02), &mask_bits(0xff), 12), Ok((a, 1)));
         assert_eq!(
             c.insert(&key(0x101), &mask_bits(0xff), 13),
             Err(InsertError::Duplicate(10))
@@ -336,7 +352,7 @@ mod tests {
         c.lookup_batch(&keys, 0b11, &mut out, &mut sub, &mut lk);
         assert_eq!(lk, 2);
         // Removing the last megaflow of b removes b.
-        assert_eq!(c.remove(b, &key(0x200)), Some(11));
+        assert_eq!(c.remove(b, eb).map(|r| r.flow), Some(11));
         assert_eq!(c.n_subtables(), 1);
         assert_eq!(c.rank_of(b), None);
         assert_eq!(c.rank_of(a), Some(1));

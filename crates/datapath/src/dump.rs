@@ -37,7 +37,7 @@ impl Datapath {
                 st.packets,
                 st.bytes,
                 used,
-                format_actions(&mf.actions)
+                format_actions(mf.actions)
             );
         }
         out

@@ -215,7 +215,7 @@ mod tests {
         full.w[0] = u64::MAX;
         full.w[1] = u64::MAX;
         let refs = (0..n)
-            .map(|i| t.insert(&key(i), &full, vec![], 1, 0, 0))
+            .map(|i| t.insert(&key(i), &full, vec![], 0).unwrap().0)
             .collect();
         (t, refs)
     }
@@ -248,7 +248,10 @@ mod tests {
         t.remove(refs[3]);
         assert_eq!(lookup(&e, &t, &key(3)), None, "dead megaflow is a miss");
         // Its slot is now free and is taken before a live one.
-        let r = t.insert(&key(3), &FlowMask::catchall(), vec![], 1, 0, 0);
+        let r = t
+            .insert(&key(3), &FlowMask::catchall(), vec![], 0)
+            .unwrap()
+            .0;
         e.insert(&key(3), packet_hash(&key(3)), r, &t);
         assert_eq!(lookup(&e, &t, &key(3)), Some(r));
     }

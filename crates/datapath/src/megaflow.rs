@@ -1,44 +1,61 @@
-//! The megaflow table: a per-worker slab of installed megaflows.
+//! The megaflow table: a per-worker slab of installed megaflows, with the
+//! dpcls classifiers that hold their keys.
 //!
-//! What: every megaflow the worker has installed — masked key, mask,
-//! datapath actions, statistics, and where it lives in the dpcls — in a
-//! slab addressed by [`MegaflowRef`] `{ index, gen }`.
+//! What: every megaflow the worker has installed, addressed by
+//! [`MegaflowRef`] `{ index, gen }`, and the per-in_port [`Dpcls`]
+//! classifiers. A megaflow is stored once, in pieces sized by who reads
+//! them:
+//! - `slots`: 16 bytes per megaflow — generation, dpcls (classifier,
+//!   subtable, entry) and action-list id. Every cache hit reads it (the
+//!   liveness check), and it is all a hit needs to reach the actions.
+//! - the key: only in its subtable's entry, masked and gathered to the
+//!   mask's non-zero words; the mask lives once per subtable
+//!   ([`crate::subtable`]). SMC and DFC confirm their hits against that
+//!   entry ([`MegaflowTable::matches`]); dumps expand it back.
+//! - actions: interned. Megaflows with equal datapath actions share one
+//!   immutable list (`ActionTable`, reference-counted, freed with its
+//!   last megaflow); a slot holds its 4-byte id.
+//! - `counters`: packets, bytes, last use, TCP flags — 32 bytes, written on
+//!   every hit, apart so hits do not dirty the slots.
+//! - `created`: installation time, cold (dumps and idle expiry only).
 //!
-//! Why a slab with generations: the caches (EMC, SMC, DFC) must not hold
-//! references (a freed megaflow would dangle or be kept alive) and must not
-//! be scanned on every removal. They store an index (+ generation); removal
-//! bumps the slot's generation, so a stale [`MegaflowRef`] fails the cheap
+//! Why: the caches (EMC, SMC, DFC) must not hold references (a freed
+//! megaflow would dangle or be kept alive) and must not be scanned on
+//! every removal. They store an index (+ generation); removal bumps the
+//! slot's generation, so a stale [`MegaflowRef`] fails the cheap
 //! [`MegaflowTable::is_live`] check. SMC and DFC store the bare index and
-//! confirm every hit by a masked compare against the slot's (key, mask):
-//! if the slot was reused for another megaflow that also matches the
-//! packet, that megaflow is a correct answer too.
-//!
-//! Layout, by who reads what on the packet path:
-//! - `gens`: one `u32` per slot, odd = live. A liveness check (every cache
-//!   hit) reads 4 bytes from a compact array (400 KB for 100K megaflows).
-//! - `hot`: what a masked compare (SMC, DFC) reads — the word map and the
-//!   (mask, key) pairs of the mask's non-zero words, packed, 64-byte
-//!   aligned: a megaflow over ≤ 3 words (IPv4 5-tuple: meta, addresses,
-//!   ports) is compared from a single cache line.
-//! - `stats`: written on every hit, apart so hits do not dirty `hot`.
-//! - `cold`: the full key, mask and actions (dump, revalidation, action
-//!   execution).
+//! confirm every hit by a masked compare against the slot's entry: if the
+//! slot was reused for another megaflow that also matches the packet, that
+//! megaflow is a correct answer too. Storing each piece once, and sharing
+//! what megaflows have in common (mask, actions), is what makes a megaflow
+//! cost ~150 bytes instead of ~2.5 KB (BENCHMARKS.md, "Memory per
+//! megaflow"). Every array grows by an eighth when full (not doubling),
+//! and the free slots form a list threaded through the slots themselves:
+//! no allocation per install in the common case, and memory follows the
+//! megaflows installed.
 //!
 //! Invariants:
-//! - a slot is live iff `gens[i]` is odd iff it is not on the free list;
-//!   `gens[i]` is the generation of the ref handed out for the live
-//!   megaflow in slot `i`;
+//! - a slot is live iff its `gen` is odd; a free slot's `entry` is the
+//!   next free slot (`NIL` ends the list); `gen` is the generation of the
+//!   ref handed out for the live megaflow in the slot;
 //! - removal and reuse each bump the generation, so a freed slot's
 //!   generation is even (no ref has it) and a reused slot's is new: no stale
 //!   ref is ever live;
-//! - `key` has no bit outside `mask`; `hot[i]` is derived from `cold[i]`.
+//! - a live slot's (`cls`, `sub`, `entry`) names an existing subtable entry
+//!   whose megaflow index is the slot's; every subtable entry is named by
+//!   exactly one live slot;
+//! - a live slot's action id names a list whose reference count counts it.
 //!
 //! Threads: owned by one datapath worker; the revalidator's decisions
 //! reach it as calls between batches.
 
+use crate::dpcls::{Dpcls, InsertError};
 use crate::prefetch::prefetch;
-use flowpath_flow::{FlowKey, FlowMask, FLOW_WORDS};
-use flowpath_ofproto::odp::DpActions;
+use crate::subtable::reserve_gently;
+use flowpath_flow::{FlowKey, FlowMask};
+use flowpath_ofproto::odp::{DpAction, DpActions};
+use std::collections::HashMap;
+use std::sync::Arc;
 
 /// Names an installed megaflow: slab index plus the slot's generation.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
@@ -73,86 +90,220 @@ pub struct MegaflowStats {
     pub tcp_flags: u16,
 }
 
-/// One megaflow's match and actions.
-#[derive(Clone, Debug)]
-pub struct Megaflow {
+/// One megaflow's match and actions, as read back from the table (the key
+/// and mask are expanded from the subtable's compact entry).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Megaflow<'a> {
     /// Key, zero outside `mask`.
     pub key: FlowKey,
     /// Significant bits.
     pub mask: FlowMask,
-    /// Bitmap of the words of `mask` that are non-zero.
-    pub word_map: u16,
-    /// The datapath actions.
-    pub actions: DpActions,
+    /// The datapath actions (shared with every megaflow that has them).
+    pub actions: &'a [DpAction],
     /// Input port (the dpcls it lives in).
     pub in_port: u32,
-    /// Slot of its subtable in that dpcls.
+    /// Id of its subtable in that dpcls.
     pub subtable: u16,
 }
 
-impl Megaflow {
-    /// True when `packet` falls inside this megaflow (compares only the
-    /// mask's non-zero words).
-    #[inline(always)]
+impl Megaflow<'_> {
+    /// True when `packet` falls inside this megaflow.
     pub fn matches(&self, packet: &FlowKey) -> bool {
-        let mut map = self.word_map;
-        let mut diff = 0u64;
-        while map != 0 {
-            let i = map.trailing_zeros() as usize;
-            map &= map - 1;
-            diff |= (packet.w[i] & self.mask.w[i]) ^ self.key.w[i];
-        }
-        diff == 0
+        packet.masked(&self.mask) == self.key
     }
 }
 
-/// The compare-side copy of a megaflow: (mask, key) of the non-zero mask
-/// words, in word order.
-#[derive(Clone, Copy, Debug)]
-#[repr(C, align(64))]
-struct Hot {
-    word_map: u16,
-    n: u8,
-    pairs: [[u64; 2]; FLOW_WORDS],
+/// Why [`MegaflowTable::insert`] installed nothing.
+#[derive(Clone, Debug, PartialEq)]
+pub enum InstallError {
+    /// A megaflow with the same mask and masked key is live: it, and its
+    /// subtable.
+    Duplicate(MegaflowRef, u16),
+    /// The in_port's classifier has no room for another mask: the actions
+    /// are given back.
+    NoRoom(DpActions),
 }
 
-impl Hot {
-    fn new(key: &FlowKey, mask: &FlowMask) -> Self {
-        let mut h = Hot {
-            word_map: word_map(mask),
-            n: 0,
-            pairs: [[0; 2]; FLOW_WORDS],
-        };
-        for i in 0..FLOW_WORDS {
-            if mask.w[i] != 0 {
-                h.pairs[h.n as usize] = [mask.w[i], key.w[i] & mask.w[i]];
-                h.n += 1;
-            }
+/// Ends the free list.
+const NIL: u32 = u32::MAX;
+
+/// Slots, counters and creation times grow by at least this many.
+const MIN_STEP: usize = 256;
+
+/// What a cache hit reads. See the module documentation.
+#[derive(Clone, Copy, Debug)]
+#[repr(C)]
+struct Slot {
+    gen: u32,
+    /// Entry in the subtable (live) or next free slot (free).
+    entry: u32,
+    actions: u32,
+    cls: u16,
+    sub: u16,
+}
+
+/// What a hit writes.
+#[derive(Clone, Copy, Debug)]
+struct Counters {
+    packets: u64,
+    bytes: u64,
+    /// `NEVER` until the first hit.
+    used_ms: u64,
+    tcp_flags: u16,
+}
+
+const NEVER: u64 = u64::MAX;
+
+impl Counters {
+    const ZERO: Counters = Counters {
+        packets: 0,
+        bytes: 0,
+        used_ms: NEVER,
+        tcp_flags: 0,
+    };
+}
+
+/// One interned action list.
+#[derive(Debug)]
+struct ActionList {
+    actions: Arc<[DpAction]>,
+    refs: u32,
+}
+
+/// Interned datapath action lists: equal lists share one id.
+#[derive(Debug)]
+struct ActionTable {
+    lists: Vec<ActionList>,
+    by_value: HashMap<Arc<[DpAction]>, u32>,
+    free: Vec<u32>,
+    /// What freed ids point to (shared, never allocated again).
+    empty: Arc<[DpAction]>,
+}
+
+impl Default for ActionTable {
+    fn default() -> Self {
+        ActionTable {
+            lists: Vec::new(),
+            by_value: HashMap::new(),
+            free: Vec::new(),
+            empty: Arc::from(Vec::new()),
         }
-        h
+    }
+}
+
+impl ActionTable {
+    /// The id of `actions`, adding a reference (install path).
+    fn intern(&mut self, actions: DpActions) -> u32 {
+        if let Some(&id) = self.by_value.get(&actions[..]) {
+            self.lists[id as usize].refs += 1;
+            return id;
+        }
+        let list: Arc<[DpAction]> = Arc::from(actions);
+        let entry = ActionList {
+            actions: Arc::clone(&list),
+            refs: 1,
+        };
+        let id = match self.free.pop() {
+            Some(id) => {
+                self.lists[id as usize] = entry;
+                id
+            }
+            None => {
+                self.lists.push(entry);
+                (self.lists.len() - 1) as u32
+            }
+        };
+        self.by_value.insert(list, id);
+        id
+    }
+
+    /// Drops a reference; the list is freed with its last one.
+    fn release(&mut self, id: u32) {
+        let Some(l) = self.lists.get_mut(id as usize) else {
+            return;
+        };
+        l.refs -= 1;
+        if l.refs == 0 {
+            let list = std::mem::replace(&mut l.actions, Arc::clone(&self.empty));
+            self.by_value.remove(&list[..]);
+            self.free.push(id);
+        }
+    }
+
+    #[inline(always)]
+    fn get(&self, id: u32) -> &[DpAction] {
+        self.lists.get(id as usize).map_or(&[], |l| &l.actions)
+    }
+
+    fn len(&self) -> usize {
+        self.lists.len() - self.free.len()
+    }
+
+    fn heap_bytes(&self) -> usize {
+        let lists: usize = self
+            .lists
+            .iter()
+            .filter(|l| l.refs > 0)
+            .map(|l| 16 + std::mem::size_of_val::<[DpAction]>(&l.actions))
+            .sum();
+        lists
+            + self.lists.capacity() * std::mem::size_of::<ActionList>()
+            + self.by_value.capacity() * (std::mem::size_of::<(Arc<[DpAction]>, u32)>() + 1)
+            + self.free.capacity() * 4
+    }
+}
+
+/// Heap bytes held by a [`MegaflowTable`], by part.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MemoryReport {
+    /// Live megaflows.
+    pub megaflows: usize,
+    /// Slots (16 bytes each, capacity included).
+    pub slots: usize,
+    /// Hit counters and creation times.
+    pub counters: usize,
+    /// The dpcls classifiers: subtables' indexes and entries (the keys).
+    pub dpcls: usize,
+    /// Interned action lists.
+    pub actions: usize,
+    /// Distinct action lists.
+    pub action_lists: usize,
+}
+
+impl MemoryReport {
+    /// Sum of the parts.
+    pub fn total(&self) -> usize {
+        self.slots + self.counters + self.dpcls + self.actions
     }
 }
 
 /// The slab. See the module documentation.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct MegaflowTable {
-    gens: Vec<u32>,
-    hot: Vec<Hot>,
-    stats: Vec<MegaflowStats>,
-    cold: Vec<Megaflow>,
-    free: Vec<u32>,
+    slots: Vec<Slot>,
+    counters: Vec<Counters>,
+    created: Vec<u64>,
+    free_head: u32,
+    /// Generation of slots created from now on (odd).
+    gen_floor: u32,
     n_live: usize,
+    classifiers: Vec<(u32, Dpcls)>,
+    actions: ActionTable,
 }
 
-/// Bitmap of the non-zero words of `mask`.
-pub fn word_map(mask: &FlowMask) -> u16 {
-    let mut map = 0u16;
-    for i in 0..FLOW_WORDS {
-        if mask.w[i] != 0 {
-            map |= 1 << i;
+impl Default for MegaflowTable {
+    fn default() -> Self {
+        MegaflowTable {
+            slots: Vec::new(),
+            counters: Vec::new(),
+            created: Vec::new(),
+            free_head: NIL,
+            gen_floor: 1,
+            n_live: 0,
+            classifiers: Vec::new(),
+            actions: ActionTable::default(),
         }
     }
-    map
 }
 
 impl MegaflowTable {
@@ -173,113 +324,217 @@ impl MegaflowTable {
 
     /// Slots ever allocated (live + free).
     pub fn capacity(&self) -> usize {
-        self.cold.len()
+        self.slots.len()
     }
 
-    /// Installs a megaflow; `key` is masked here. Allocates only when the
-    /// free list is empty (install happens on the upcall path).
+    /// Position of `port`'s classifier, if it has one.
+    #[inline(always)]
+    pub fn classifier_index(&self, port: u32) -> Option<usize> {
+        self.classifiers.iter().position(|(p, _)| *p == port)
+    }
+
+    /// The classifier at position `ci` (from [`Self::classifier_index`]).
+    #[inline(always)]
+    pub fn classifier(&self, ci: usize) -> &Dpcls {
+        &self.classifiers[ci].1
+    }
+
+    /// The classifier at position `ci`, mutable (lookups count hits).
+    #[inline(always)]
+    pub fn classifier_mut(&mut self, ci: usize) -> &mut Dpcls {
+        &mut self.classifiers[ci].1
+    }
+
+    /// The dpcls of `in_port`, if any megaflow was ever installed for it.
+    pub fn dpcls(&self, in_port: u32) -> Option<&Dpcls> {
+        self.classifier_index(in_port).map(|ci| self.classifier(ci))
+    }
+
+    /// Every classifier, mutable (re-ranking).
+    pub fn classifiers_mut(&mut self) -> impl Iterator<Item = &mut Dpcls> {
+        self.classifiers.iter_mut().map(|(_, c)| c)
+    }
+
+    /// Installs a megaflow for `key` (masked here) under `mask` in
+    /// `key.in_port()`'s classifier, created on first use. Allocates only
+    /// when an array must grow (install happens on the upcall path).
     pub fn insert(
         &mut self,
         key: &FlowKey,
         mask: &FlowMask,
         actions: DpActions,
-        in_port: u32,
-        subtable: u16,
         now_ms: u64,
-    ) -> MegaflowRef {
-        let mf = Megaflow {
-            key: key.masked(mask),
-            mask: *mask,
-            word_map: word_map(mask),
-            actions,
-            in_port,
-            subtable,
+    ) -> Result<(MegaflowRef, u16), InstallError> {
+        let port = key.in_port();
+        let ci = match self.classifier_index(port) {
+            Some(ci) => ci,
+            None if self.classifiers.len() < usize::from(u16::MAX) => {
+                self.classifiers.push((port, Dpcls::new()));
+                self.classifiers.len() - 1
+            }
+            None => return Err(InstallError::NoRoom(actions)),
         };
-        let hot = Hot::new(key, mask);
-        let st = MegaflowStats {
-            created_ms: now_ms,
-            ..MegaflowStats::default()
+        let index = if self.free_head != NIL {
+            self.free_head
+        } else {
+            if self.slots.len() >= NIL as usize {
+                return Err(InstallError::NoRoom(actions));
+            }
+            self.slots.len() as u32
+        };
+        let (sub, entry) = match self.classifiers[ci].1.insert(key, mask, index) {
+            Ok(x) => x,
+            Err(InsertError::Duplicate(existing)) => {
+                let r = self.live_at(existing);
+                return match r {
+                    Some(r) => Err(InstallError::Duplicate(r, self.slots[r.index as usize].sub)),
+                    // Unreachable by the invariants (every entry's slot is live).
+                    None => Err(InstallError::NoRoom(actions)),
+                };
+            }
+            Err(InsertError::Full) => return Err(InstallError::NoRoom(actions)),
+        };
+        let slot = Slot {
+            gen: self.gen_floor,
+            entry,
+            actions: self.actions.intern(actions),
+            cls: ci as u16,
+            sub,
         };
         self.n_live += 1;
-        if let Some(i) = self.free.pop() {
-            let iu = i as usize;
-            self.cold[iu] = mf;
-            self.hot[iu] = hot;
-            self.stats[iu] = st;
-            self.gens[iu] = self.gens[iu].wrapping_add(1);
-            MegaflowRef {
-                index: i,
-                gen: self.gens[iu],
-            }
+        let i = index as usize;
+        if index == self.free_head {
+            self.free_head = self.slots[i].entry;
+            let gen = self.slots[i].gen.wrapping_add(1);
+            self.slots[i] = Slot { gen, ..slot };
+            self.counters[i] = Counters::ZERO;
+            self.created[i] = now_ms;
         } else {
-            let i = self.cold.len();
-            assert!(
-                i < u32::MAX as usize,
-                "megaflow table index space exhausted"
-            );
-            self.cold.push(mf);
-            self.hot.push(hot);
-            self.stats.push(st);
-            self.gens.push(1);
-            MegaflowRef {
-                index: i as u32,
-                gen: 1,
-            }
+            reserve_gently(&mut self.slots, 1, MIN_STEP);
+            reserve_gently(&mut self.counters, 1, MIN_STEP);
+            reserve_gently(&mut self.created, 1, MIN_STEP);
+            self.slots.push(slot);
+            self.counters.push(Counters::ZERO);
+            self.created.push(now_ms);
         }
+        Ok((
+            MegaflowRef {
+                index,
+                gen: self.slots[i].gen,
+            },
+            sub,
+        ))
     }
 
     /// True when `r` names a live megaflow.
     #[inline(always)]
     pub fn is_live(&self, r: MegaflowRef) -> bool {
-        self.gens.get(r.index as usize) == Some(&r.gen) && r.gen & 1 == 1
+        self.slots
+            .get(r.index as usize)
+            .is_some_and(|s| s.gen == r.gen && r.gen & 1 == 1)
     }
 
     /// The ref of the live megaflow in slot `index`, if any.
     #[inline(always)]
     pub fn live_at(&self, index: u32) -> Option<MegaflowRef> {
-        match self.gens.get(index as usize) {
-            Some(&gen) if gen & 1 == 1 => Some(MegaflowRef { index, gen }),
+        match self.slots.get(index as usize) {
+            Some(s) if s.gen & 1 == 1 => Some(MegaflowRef { index, gen: s.gen }),
             _ => None,
         }
     }
 
-    /// True when `packet` falls inside the megaflow in slot `index` (live
-    /// or not: check liveness first). Reads only the packed (mask, key)
-    /// pairs of the mask's non-zero words.
+    /// True when `packet` falls inside the megaflow in slot `index` (false
+    /// if the slot is free). Compares the subtable's entry: the mask's
+    /// non-zero words only.
     #[inline(always)]
     pub fn matches(&self, index: u32, packet: &FlowKey) -> bool {
-        let h = &self.hot[index as usize];
-        let mut map = h.word_map;
-        let mut diff = 0u64;
-        let mut j = 0;
-        while map != 0 {
-            let i = map.trailing_zeros() as usize;
-            map &= map - 1;
-            let [m, k] = h.pairs[j];
-            diff |= (packet.w[i] & m) ^ k;
-            j += 1;
-        }
-        diff == 0
+        let Some(s) = self.slots.get(index as usize) else {
+            return false;
+        };
+        s.gen & 1 == 1
+            && self
+                .classifiers
+                .get(s.cls as usize)
+                .and_then(|(_, c)| c.subtable(s.sub))
+                .is_some_and(|st| st.entry_matches(s.entry, packet))
     }
 
-    /// Starts loading the first line of slot `index`'s compare data, so a
-    /// batch can start all its cache misses before comparing any.
+    /// Starts loading slot `index`, so a batch can start all its cache
+    /// misses before reading any.
     #[inline(always)]
     pub fn prefetch(&self, index: u32) {
-        if let Some(h) = self.hot.get(index as usize) {
-            prefetch(h);
+        if let Some(s) = self.slots.get(index as usize) {
+            prefetch(s);
         }
     }
 
-    /// The megaflow `r` names, if live.
+    /// Reads slot `index` (prefetched earlier) and starts loading the key
+    /// entry a [`Self::matches`] will compare.
     #[inline(always)]
-    pub fn get(&self, r: MegaflowRef) -> Option<&Megaflow> {
-        self.is_live(r).then(|| &self.cold[r.index as usize])
+    pub fn prefetch_key(&self, index: u32) {
+        if let Some(s) = self.slots.get(index as usize) {
+            if let Some(st) = self
+                .classifiers
+                .get(s.cls as usize)
+                .and_then(|(_, c)| c.subtable(s.sub))
+            {
+                st.prefetch_entry(s.entry);
+            }
+        }
+    }
+
+    /// The megaflow `r` names, if live (key and mask expanded: dumps and
+    /// revalidation, not the packet path).
+    pub fn get(&self, r: MegaflowRef) -> Option<Megaflow<'_>> {
+        if !self.is_live(r) {
+            return None;
+        }
+        let s = &self.slots[r.index as usize];
+        let (in_port, cls) = self.classifiers.get(s.cls as usize)?;
+        let st = cls.subtable(s.sub)?;
+        Some(Megaflow {
+            key: st.entry_key(s.entry)?,
+            mask: *st.mask(),
+            actions: self.actions.get(s.actions),
+            in_port: *in_port,
+            subtable: s.sub,
+        })
+    }
+
+    /// The actions of megaflow `r` (empty if it is no longer live).
+    #[inline(always)]
+    pub fn actions(&self, r: MegaflowRef) -> &[DpAction] {
+        match self.slots.get(r.index as usize) {
+            Some(s) if s.gen == r.gen && r.gen & 1 == 1 => self.actions.get(s.actions),
+            _ => &[],
+        }
     }
 
     /// The statistics of the megaflow `r` names, if live.
-    pub fn stats(&self, r: MegaflowRef) -> Option<&MegaflowStats> {
-        self.is_live(r).then(|| &self.stats[r.index as usize])
+    pub fn stats(&self, r: MegaflowRef) -> Option<MegaflowStats> {
+        if !self.is_live(r) {
+            return None;
+        }
+        let i = r.index as usize;
+        let c = &self.counters[i];
+        Some(MegaflowStats {
+            packets: c.packets,
+            bytes: c.bytes,
+            used_ms: (c.used_ms != NEVER).then_some(c.used_ms),
+            created_ms: self.created[i],
+            tcp_flags: c.tcp_flags,
+        })
+    }
+
+    /// Time of the last hit, or of installation if never hit, of the
+    /// megaflow `r` names, if live (idle expiry).
+    pub fn last_used_ms(&self, r: MegaflowRef) -> Option<u64> {
+        if !self.is_live(r) {
+            return None;
+        }
+        let i = r.index as usize;
+        let used = self.counters[i].used_ms;
+        Some(if used == NEVER { self.created[i] } else { used })
     }
 
     /// Replaces the actions of a live megaflow (revalidation). Returns
@@ -288,25 +543,16 @@ impl MegaflowTable {
         if !self.is_live(r) {
             return false;
         }
-        self.cold[r.index as usize].actions = actions;
+        let id = self.actions.intern(actions);
+        let old = std::mem::replace(&mut self.slots[r.index as usize].actions, id);
+        self.actions.release(old);
         true
-    }
-
-    /// Records the dpcls subtable a live megaflow was placed in.
-    pub fn set_subtable(&mut self, r: MegaflowRef, subtable: u16) {
-        if self.is_live(r) {
-            self.cold[r.index as usize].subtable = subtable;
-        }
     }
 
     /// Counts a hit. `r` must be live (the caller has just found it).
     #[inline(always)]
     pub fn account(&mut self, r: MegaflowRef, bytes: u32, tcp_flags: u16, now_ms: u64) {
-        let s = &mut self.stats[r.index as usize];
-        s.packets += 1;
-        s.bytes += u64::from(bytes);
-        s.used_ms = Some(now_ms);
-        s.tcp_flags |= tcp_flags;
+        self.account_n(r, 1, u64::from(bytes), tcp_flags, now_ms);
     }
 
     /// Counts `packets` hits totalling `bytes` at once (a run of
@@ -321,33 +567,78 @@ impl MegaflowTable {
         tcp_flags: u16,
         now_ms: u64,
     ) {
-        let s = &mut self.stats[r.index as usize];
-        s.packets += packets;
-        s.bytes += bytes;
-        s.used_ms = Some(now_ms);
-        s.tcp_flags |= tcp_flags;
+        if let Some(c) = self.counters.get_mut(r.index as usize) {
+            c.packets += packets;
+            c.bytes += bytes;
+            c.used_ms = now_ms;
+            c.tcp_flags |= tcp_flags;
+        }
     }
 
-    /// Frees the slot of `r` and returns its megaflow's (in_port,
-    /// subtable, key) so the caller can remove it from its dpcls; `None`
-    /// if `r` is stale.
-    pub fn remove(&mut self, r: MegaflowRef) -> Option<(u32, u16, FlowKey)> {
+    /// Removes the megaflow `r` names from its dpcls and frees its slot;
+    /// every cache then misses it. Returns false if `r` is stale.
+    pub fn remove(&mut self, r: MegaflowRef) -> bool {
         if !self.is_live(r) {
-            return None;
+            return false;
         }
         let i = r.index as usize;
-        self.gens[i] = self.gens[i].wrapping_add(1);
-        self.free.push(r.index);
+        let s = self.slots[i];
+        if let Some((_, cls)) = self.classifiers.get_mut(s.cls as usize) {
+            if let Some(rm) = cls.remove(s.sub, s.entry) {
+                if let Some((flow, entry)) = rm.moved {
+                    if let Some(m) = self.slots.get_mut(flow as usize) {
+                        m.entry = entry;
+                    }
+                }
+            }
+        }
+        self.actions.release(s.actions);
+        self.slots[i].gen = s.gen.wrapping_add(1);
+        self.slots[i].entry = self.free_head;
+        self.free_head = r.index;
         self.n_live -= 1;
-        let e = &mut self.cold[i];
-        // Drop the actions now rather than at reuse.
-        e.actions = DpActions::new();
-        Some((e.in_port, e.subtable, e.key))
+        if self.n_live == 0 {
+            self.clear();
+        }
+        true
+    }
+
+    /// Removes every megaflow and classifier and gives the memory back.
+    pub fn clear(&mut self) {
+        let max_gen = self.slots.iter().map(|s| s.gen).max().unwrap_or(0);
+        // Slots created from now on start above every generation handed
+        // out so far, so no ref held anywhere becomes live again.
+        self.gen_floor = self.gen_floor.max(max_gen.wrapping_add(2) | 1);
+        self.slots = Vec::new();
+        self.counters = Vec::new();
+        self.created = Vec::new();
+        self.free_head = NIL;
+        self.n_live = 0;
+        self.classifiers = Vec::new();
+        self.actions = ActionTable::default();
     }
 
     /// Refs of all live megaflows, in slot order.
     pub fn live_refs(&self) -> impl Iterator<Item = MegaflowRef> + '_ {
-        (0..self.gens.len() as u32).filter_map(|i| self.live_at(i))
+        (0..self.slots.len() as u32).filter_map(|i| self.live_at(i))
+    }
+
+    /// Heap bytes held, by part.
+    pub fn memory(&self) -> MemoryReport {
+        MemoryReport {
+            megaflows: self.n_live,
+            slots: self.slots.capacity() * std::mem::size_of::<Slot>(),
+            counters: self.counters.capacity() * std::mem::size_of::<Counters>()
+                + self.created.capacity() * 8,
+            dpcls: self
+                .classifiers
+                .iter()
+                .map(|(_, c)| c.heap_bytes())
+                .sum::<usize>()
+                + self.classifiers.capacity() * std::mem::size_of::<(u32, Dpcls)>(),
+            actions: self.actions.heap_bytes(),
+            action_lists: self.actions.len(),
+        }
     }
 }
 
@@ -358,6 +649,7 @@ mod tests {
 
     fn k(x: u64) -> FlowKey {
         let mut k = FlowKey::zero();
+        k.set_in_port(1);
         k.w[1] = x;
         k
     }
@@ -368,43 +660,125 @@ mod tests {
         m
     }
 
+    fn ins(t: &mut MegaflowTable, key: u64, actions: DpActions, now: u64) -> MegaflowRef {
+        t.insert(&k(key), &m(), actions, now).unwrap().0
+    }
+
     #[test]
     fn insert_get_remove_reuse() {
         let mut t = MegaflowTable::new();
-        let a = t.insert(&k(0x1ff), &m(), vec![DpAction::Output(1)], 1, 0, 5);
+        let a = ins(&mut t, 0x1ff, vec![DpAction::Output(1)], 5);
+        let _keep = ins(&mut t, 0x1, vec![], 5);
         assert_eq!(t.get(a).unwrap().key.w[1], 0xff, "key is masked");
-        assert_eq!(t.len(), 1);
+        assert_eq!(t.get(a).unwrap().in_port, 1);
+        assert_eq!(t.get(a).unwrap().mask, m());
+        assert_eq!(t.len(), 2);
         assert!(t.get(a).unwrap().matches(&k(0x3ff)));
         assert!(!t.get(a).unwrap().matches(&k(0x3fe)));
         assert!(t.matches(a.index, &k(0x3ff)));
         assert!(!t.matches(a.index, &k(0x3fe)));
         assert_eq!(t.live_at(a.index), Some(a));
-        assert_eq!(t.remove(a).map(|x| x.0), Some(1));
+        assert_eq!(
+            t.insert(&k(0x2ff), &m(), vec![], 6),
+            Err(InstallError::Duplicate(a, t.get(a).unwrap().subtable))
+        );
+        assert!(t.remove(a));
         assert!(!t.is_live(a));
-        assert!(t.remove(a).is_none(), "double remove is a no-op");
-        assert_eq!(t.len(), 0);
-        let b = t.insert(&k(2), &m(), vec![], 1, 0, 6);
+        assert!(
+            !t.matches(a.index, &k(0x3ff)),
+            "a free slot matches nothing"
+        );
+        assert!(!t.remove(a), "double remove is a no-op");
+        assert_eq!(t.len(), 1);
+        let b = ins(&mut t, 2, vec![], 6);
         assert_eq!(b.index, a.index, "slot reused");
         assert_ne!(b.gen, a.gen);
         assert!(!t.is_live(a), "old ref stays dead after reuse");
         assert!(t.is_live(b));
         assert!(!t.is_live(MegaflowRef::NONE));
-        assert_eq!(t.live_refs().collect::<Vec<_>>(), vec![b]);
+        assert_eq!(t.live_refs().count(), 2);
     }
 
     #[test]
     fn stats_accumulate() {
         let mut t = MegaflowTable::new();
-        let a = t.insert(&k(1), &m(), vec![], 1, 0, 5);
+        let a = ins(&mut t, 1, vec![], 5);
         assert_eq!(t.stats(a).unwrap().used_ms, None);
+        assert_eq!(t.last_used_ms(a), Some(5));
         t.account(a, 60, 0x02, 7);
         t.account(a, 40, 0x10, 9);
         let s = t.stats(a).unwrap();
         assert_eq!(
-            (s.packets, s.bytes, s.used_ms, s.tcp_flags),
-            (2, 100, Some(9), 0x12)
+            (s.packets, s.bytes, s.used_ms, s.created_ms, s.tcp_flags),
+            (2, 100, Some(9), 5, 0x12)
         );
         assert!(t.set_actions(a, vec![DpAction::Output(3)]));
-        assert_eq!(t.get(a).unwrap().actions, vec![DpAction::Output(3)]);
+        assert_eq!(t.get(a).unwrap().actions, &[DpAction::Output(3)]);
+        assert_eq!(t.actions(a), &[DpAction::Output(3)]);
+    }
+
+    #[test]
+    fn action_lists_are_shared_and_freed_with_their_last_megaflow() {
+        let mut t = MegaflowTable::new();
+        let out = |p| vec![DpAction::Output(p)];
+        let refs: Vec<MegaflowRef> = (0..100)
+            .map(|i| ins(&mut t, i, out(i as u32 % 3), 0))
+            .collect();
+        assert_eq!(t.memory().action_lists, 3);
+        let same = |a: MegaflowRef, b: MegaflowRef| std::ptr::eq(t.actions(a), t.actions(b));
+        assert!(same(refs[0], refs[3]), "equal lists are one list");
+        assert!(!same(refs[0], refs[1]));
+        // Revalidation moves one megaflow to a new list, and back.
+        assert!(t.set_actions(refs[0], out(7)));
+        assert_eq!(t.memory().action_lists, 4);
+        assert!(t.set_actions(refs[0], out(0)));
+        assert_eq!(t.memory().action_lists, 3);
+        for r in refs.iter().filter(|r| r.index % 3 == 1) {
+            assert!(t.remove(*r));
+        }
+        assert_eq!(
+            t.memory().action_lists,
+            2,
+            "output:1's list went with its last megaflow"
+        );
+        assert_eq!(t.actions(refs[2]), &[DpAction::Output(2)]);
+    }
+
+    #[test]
+    fn removal_keeps_every_slot_pointing_at_its_entry() {
+        // Removing from the middle moves the subtable's last entry; the
+        // moved megaflow's slot must follow.
+        let mut t = MegaflowTable::new();
+        let refs: Vec<MegaflowRef> = (0..64).map(|i| ins(&mut t, i, vec![], 0)).collect();
+        for r in refs.iter().step_by(2) {
+            assert!(t.remove(*r));
+        }
+        for (i, r) in refs.iter().enumerate() {
+            if i % 2 == 1 {
+                assert!(t.matches(r.index, &k(i as u64)), "megaflow {i}");
+                assert_eq!(t.get(*r).unwrap().key.w[1], i as u64);
+            } else {
+                assert!(t.get(*r).is_none());
+            }
+        }
+    }
+
+    #[test]
+    fn emptying_the_table_frees_it_and_keeps_old_refs_dead() {
+        let mut t = MegaflowTable::new();
+        let refs: Vec<MegaflowRef> = (0..200).map(|i| ins(&mut t, i, vec![], 0)).collect();
+        assert!(t.memory().total() > 200 * 16);
+        for r in &refs {
+            assert!(t.remove(*r));
+        }
+        assert_eq!(t.memory().total(), 0, "{:?}", t.memory());
+        let again: Vec<MegaflowRef> = (0..200).map(|i| ins(&mut t, i, vec![], 0)).collect();
+        assert!(
+            refs.iter().all(|r| !t.is_live(*r)),
+            "no old ref comes back to life"
+        );
+        assert!(again.iter().all(|r| t.is_live(*r)));
+        t.clear();
+        assert!(t.is_empty() && again.iter().all(|r| !t.is_live(*r)));
     }
 }

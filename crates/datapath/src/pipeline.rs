@@ -41,12 +41,13 @@ use crate::batch::{Batch, DropReason, Tier, Verdict, BATCH_SIZE};
 use crate::cd::{Cd, CdReport};
 use crate::config::{Config, ConfigError, SecondLevel};
 use crate::dfc::Dfc;
-use crate::dpcls::{Dpcls, InsertError, NO_SUBTABLE};
+use crate::dpcls::{Dpcls, NO_SUBTABLE};
 use crate::emc::Emc;
-use crate::megaflow::{Megaflow, MegaflowRef, MegaflowTable};
+use crate::megaflow::{InstallError, Megaflow, MegaflowRef, MegaflowTable};
 use crate::smc::Smc;
 use crate::stats::{PmdStats, PmdStatsReport};
 use crate::upcall::{Upcall, UpcallError};
+use flowpath_flow::extract::possible_words;
 use flowpath_flow::key::{
     W_ARP_SHA, W_ARP_THA, W_IPV6_MISC, W_L2_DST, W_L2_SRC, W_META, W_NW, W_TP,
 };
@@ -72,6 +73,24 @@ pub const EXACT_MASK: FlowMask = {
     }
     FlowMask { w }
 };
+
+/// The exact-match mask for `key`'s kind of packet (as OVS's
+/// `flow_wildcards_init_for_packet`): [`EXACT_MASK`] limited to the words
+/// the extractor can fill for its `dl_type` and `nw_proto`
+/// ([`possible_words`]; both fields are exact in the mask, so every packet
+/// of the megaflow shares them). An IPv4 exact-match megaflow needs five
+/// words instead of fourteen. (Any mask that covers the slow path's is
+/// correct; this one also keeps the megaflow exact.)
+pub fn exact_mask_for(key: &FlowKey) -> FlowMask {
+    let words = possible_words(key.dl_type(), key.nw_proto());
+    let mut m = EXACT_MASK;
+    for (i, w) in m.w.iter_mut().enumerate() {
+        if words >> i & 1 == 0 {
+            *w = 0;
+        }
+    }
+    m
+}
 
 /// The in_port bits of the mask, always made exact in megaflows.
 const IN_PORT_MASK: u64 = 0xffff_ffff;
@@ -126,7 +145,7 @@ pub struct Datapath {
     cfg: Config,
     emc: Emc,
     second: SecondCache,
-    classifiers: Vec<(u32, Dpcls)>,
+    /// The megaflows, with the per-in_port dpcls that hold their keys.
     flows: MegaflowTable,
     stats: PmdStats,
     next_rerank_ms: Option<u64>,
@@ -161,7 +180,6 @@ impl Datapath {
                 cfg.seed,
             ),
             second: SecondCache::new(&cfg),
-            classifiers: Vec::new(),
             flows: MegaflowTable::new(),
             stats: PmdStats::default(),
             next_rerank_ms: None,
@@ -248,21 +266,19 @@ impl Datapath {
     }
 
     /// The megaflow `r` names, if live.
-    pub fn megaflow(&self, r: MegaflowRef) -> Option<&Megaflow> {
+    pub fn megaflow(&self, r: MegaflowRef) -> Option<Megaflow<'_>> {
         self.flows.get(r)
     }
 
     /// The actions of megaflow `r` (empty if it is no longer live).
+    #[inline(always)]
     pub fn actions(&self, r: MegaflowRef) -> &[DpAction] {
-        self.flows.get(r).map_or(&[], |m| &m.actions)
+        self.flows.actions(r)
     }
 
-    /// The dpcls of `in_port`, if any megaflow was ever installed for it.
+    /// The dpcls of `in_port`, if it has live megaflows.
     pub fn dpcls(&self, in_port: u32) -> Option<&Dpcls> {
-        self.classifiers
-            .iter()
-            .find(|(p, _)| *p == in_port)
-            .map(|(_, c)| c)
+        self.flows.dpcls(in_port)
     }
 
     /// Number of EMC entries naming a live megaflow (scans the EMC: for
@@ -284,17 +300,12 @@ impl Datapath {
         }
     }
 
-    #[inline(always)]
-    fn classifier_index(&self, port: u32) -> Option<usize> {
-        self.classifiers.iter().position(|(p, _)| *p == port)
-    }
-
     /// Periodic work driven by the passed-in time.
     fn tick(&mut self, now_ms: u64) {
         match self.next_rerank_ms {
             None => self.next_rerank_ms = Some(now_ms + self.cfg.subtable_rerank_interval_ms),
             Some(t) if now_ms >= t => {
-                for (_, c) in &mut self.classifiers {
+                for c in self.flows.classifiers_mut() {
                     c.rerank();
                 }
                 self.next_rerank_ms = Some(now_ms + self.cfg.subtable_rerank_interval_ms);
@@ -306,12 +317,13 @@ impl Datapath {
         }
     }
 
-    /// The mask a megaflow is installed with, given the slow path's.
-    fn effective_mask(&self, mask: &FlowMask) -> FlowMask {
+    /// The mask a megaflow for `key` is installed with, given the slow
+    /// path's.
+    fn effective_mask(&self, key: &FlowKey, mask: &FlowMask) -> FlowMask {
         let mut m = if self.cfg.megaflows {
             *mask
         } else {
-            mask.union(&EXACT_MASK)
+            mask.union(&exact_mask_for(key))
         };
         m.w[W_META] |= IN_PORT_MASK;
         m
@@ -329,76 +341,44 @@ impl Datapath {
         actions: DpActions,
         now_ms: u64,
     ) -> Result<(MegaflowRef, u16), DpActions> {
-        let mut mask = self.effective_mask(mask);
-        let port = key.in_port();
-        let ci = match self.classifier_index(port) {
-            Some(ci) => ci,
-            None => {
-                self.classifiers.push((port, Dpcls::new()));
-                self.classifiers.len() - 1
-            }
-        };
+        let mut mask = self.effective_mask(key, mask);
         let budget = self.cfg.mask_budget;
         if budget > 0 {
-            let cls = &self.classifiers[ci].1;
-            if cls.n_subtables() >= budget && cls.find_subtable(&mask).is_none() {
-                // Un-wildcard more bits: the widest existing mask that
-                // covers this one, else exact match. Either way the
-                // megaflow only shrinks, so it stays correct.
-                let bits = |m: &FlowMask| m.w.iter().map(|w| w.count_ones()).sum::<u32>();
-                mask = cls
-                    .ranked()
-                    .iter()
-                    .filter_map(|&id| cls.subtable(id))
-                    .map(|s| *s.mask())
-                    .filter(|m| mask.is_subset_of(m))
-                    .min_by_key(bits)
-                    .unwrap_or_else(|| {
-                        let mut m = mask.union(&EXACT_MASK);
-                        m.w[W_META] |= IN_PORT_MASK;
-                        m
-                    });
-                self.stats.masks_widened += 1;
-            }
-        }
-        if !self.classifiers[ci].1.has_room_for(&mask) {
-            return Err(actions);
-        }
-        let r = self
-            .flows
-            .insert(key, &mask, actions, port, NO_SUBTABLE, now_ms);
-        match self.classifiers[ci].1.insert(key, &mask, r.index) {
-            Ok(sub) => {
-                self.flows.set_subtable(r, sub);
-                Ok((r, sub))
-            }
-            Err(e) => {
-                // Unreachable in the pipeline (it looks a key up before
-                // installing, and room was checked); kept total.
-                let existing = match e {
-                    InsertError::Duplicate(i) => self.flows.live_at(i),
-                    InsertError::Full => None,
-                };
-                let actions = self.flows.get(r).map(|m| m.actions.clone());
-                self.flows.remove(r);
-                match existing {
-                    Some(x) => Ok((x, self.flows.get(x).map_or(NO_SUBTABLE, |m| m.subtable))),
-                    None => Err(actions.unwrap_or_default()),
+            if let Some(cls) = self.flows.dpcls(key.in_port()) {
+                if cls.n_subtables() >= budget && cls.find_subtable(&mask).is_none() {
+                    // Un-wildcard more bits: the widest existing mask that
+                    // covers this one, else exact match. Either way the
+                    // megaflow only shrinks, so it stays correct.
+                    let bits = |m: &FlowMask| m.w.iter().map(|w| w.count_ones()).sum::<u32>();
+                    mask = cls
+                        .ranked()
+                        .iter()
+                        .filter_map(|&id| cls.subtable(id))
+                        .map(|s| *s.mask())
+                        .filter(|m| mask.is_subset_of(m))
+                        .min_by_key(bits)
+                        .unwrap_or_else(|| {
+                            let mut m = mask.union(&exact_mask_for(key));
+                            m.w[W_META] |= IN_PORT_MASK;
+                            m
+                        });
+                    self.stats.masks_widened += 1;
                 }
             }
+        }
+        match self.flows.insert(key, &mask, actions, now_ms) {
+            Ok(x) => Ok(x),
+            // Unreachable in the pipeline (it looks a key up before
+            // installing); kept total.
+            Err(InstallError::Duplicate(r, sub)) => Ok((r, sub)),
+            Err(InstallError::NoRoom(actions)) => Err(actions),
         }
     }
 
     /// Removes a megaflow from the table and its dpcls; every cache then
     /// misses it. Returns false if `r` was not live.
     pub fn remove_megaflow(&mut self, r: MegaflowRef) -> bool {
-        let Some((port, sub, key)) = self.flows.remove(r) else {
-            return false;
-        };
-        if let Some(ci) = self.classifier_index(port) {
-            self.classifiers[ci].1.remove(sub, &key);
-        }
-        true
+        self.flows.remove(r)
     }
 
     /// Removes every megaflow not hit for more than `max_idle_ms` (a
@@ -409,10 +389,7 @@ impl Datapath {
             let Some(r) = self.flows.live_at(i) else {
                 continue;
             };
-            let last = self
-                .flows
-                .stats(r)
-                .map_or(now_ms, |s| s.used_ms.unwrap_or(s.created_ms));
+            let last = self.flows.last_used_ms(r).unwrap_or(now_ms);
             if now_ms.saturating_sub(last) > max_idle_ms {
                 self.remove_megaflow(r);
                 n += 1;
@@ -423,12 +400,7 @@ impl Datapath {
 
     /// Removes every megaflow and empties every cache.
     pub fn flush(&mut self) {
-        for i in 0..self.flows.capacity() as u32 {
-            if let Some(r) = self.flows.live_at(i) {
-                self.remove_megaflow(r);
-            }
-        }
-        self.classifiers.clear();
+        self.flows.clear();
         self.emc.clear();
         self.second.clear();
     }
@@ -550,10 +522,9 @@ impl Datapath {
             let port = keys[todo.trailing_zeros() as usize].in_port();
             let grp = port_group(keys, todo, port);
             todo &= !grp;
-            let Some(ci) = self.classifier_index(port) else {
+            let Some(ci) = self.flows.classifier_index(port) else {
                 continue;
             };
-            let cls = &mut self.classifiers[ci].1;
             let mut idx = [0u32; BATCH_SIZE];
             let mut sub = [NO_SUBTABLE; BATCH_SIZE];
             let mut grp_rem = grp;
@@ -562,7 +533,11 @@ impl Datapath {
             if let SecondCache::Cd(cd) = &mut self.second {
                 if cd.is_active() {
                     let hinted = cd.lookup_batch(hashes, grp_rem, &mut sub);
-                    let f = cls.lookup_directed(&sub, keys, hinted, &mut idx);
+                    let f = self
+                        .flows
+                        .classifier_mut(ci)
+                        .lookup_directed(&sub, keys, hinted, &mut idx);
+                    let cls = self.flows.classifier(ci);
                     each(f, |j| {
                         if let Some(r) = self.flows.live_at(idx[j]) {
                             verdicts[j] = Verdict::Megaflow {
@@ -588,7 +563,14 @@ impl Datapath {
                 continue;
             }
             let mut lookups = 0u64;
-            let f = cls.lookup_batch(keys, grp_rem, &mut idx, &mut sub, &mut lookups);
+            let f = self.flows.classifier_mut(ci).lookup_batch(
+                keys,
+                grp_rem,
+                &mut idx,
+                &mut sub,
+                &mut lookups,
+            );
+            let cls = self.flows.classifier(ci);
             self.stats.subtable_lookups += lookups + u64::from((misdirected & f).count_ones());
             let mut hit = 0u32;
             each(f, |j| {
@@ -636,8 +618,7 @@ impl Datapath {
             // An earlier packet of this batch may have installed a megaflow
             // that covers this one: look again before asking the slow path.
             if installed {
-                if let Some(ci) = self.classifier_index(key.in_port()) {
-                    let cls = &self.classifiers[ci].1;
+                if let Some(cls) = self.flows.dpcls(key.in_port()) {
                     if let Some((idx, sub)) = cls.lookup_one(key) {
                         if let Some(r) = self.flows.live_at(idx) {
                             verdicts[i] = Verdict::Megaflow {

@@ -1,61 +1,73 @@
 //! A dpcls subtable: every megaflow of one mask, in a hash table.
 //!
-//! What: the megaflows of one in_port's classifier that share a mask,
-//! stored as (hash, masked key → megaflow index) in an open-addressing
-//! table of 8-slot buckets with linear probing between buckets.
+//! What: the megaflows of one in_port's classifier that share a mask. Each
+//! megaflow is an *entry*: its key gathered under the mask (only the mask's
+//! non-zero words, masked) followed by its megaflow index, packed densely
+//! in `keys` (stride `n + 1` words, no holes). A hash index of 8-slot
+//! buckets with linear probing between buckets maps (32-bit hash) → entry.
 //!
 //! Why this shape: at subtable creation the mask's non-zero words are
-//! listed once (`words`, with their mask values in `mvals`). A stored key is
-//! just those words, gathered and masked, followed by its megaflow index,
-//! packed contiguously (`recs`, stride `n + 1` words), so an IPv4 5-tuple
-//! mask of three words costs 32 bytes per entry, a lookup hashes and
-//! compares three words, not sixteen, and the index comes with the key's
-//! cache line. The
-//! 32-bit hashes live apart from the keys, eight to a 32-byte bucket, so a
-//! lookup reads one bucket and compares its eight hashes at once (the
-//! compiler vectorizes it); the key is read only when a hash matches. In
-//! tuple space search most subtable lookups are misses, and a miss stops at
-//! the first bucket with a free slot: with the load factor kept ≤ 1/2 that
-//! is the home bucket ~95 % of the time, so a miss costs one 32-byte read.
-//! Deletion shifts entries of later buckets back (no tombstones).
-//! (A variant with 16-bit signatures packed eight to 16 bytes and matched
-//! with SWAR arithmetic was measured 10–15 % slower on cache-resident
-//! subtables — 121 vs 106 ns/packet for 20 subtables — and only ~5 %
-//! faster at 100K flows, so the 32-bit layout stays.)
+//! listed once (`words`, with their mask values in `mvals`), so the mask
+//! lives once per subtable and a key costs only its own words: an IPv4
+//! exact-match megaflow (five words) is 48 bytes of entry. The entry is the
+//! megaflow's only copy of its key: the megaflow table points here
+//! (subtable, entry) instead of keeping a key and mask per megaflow, and
+//! the second-level caches confirm their hits against it. A bucket is one
+//! 64-byte line: eight 32-bit hashes, then the eight entries they index;
+//! a lookup reads the bucket, compares its eight hashes at once (the
+//! compiler vectorizes it) and reads an entry only when a hash matches —
+//! the same two cache lines per hit as a layout with keys in the slots,
+//! but the slots (two to four per megaflow at a load factor between 1/4
+//! and 1/2) cost 8 bytes each instead of a whole key. In tuple space search
+//! most subtable lookups are misses, and a miss stops at the first bucket
+//! with a free slot: with the load factor kept ≤ 1/2 that is the home
+//! bucket ~95 % of the time, so a miss costs one line. Deletion shifts
+//! slots of later buckets back (no tombstones) and moves the last entry
+//! into the freed one (the caller learns which megaflow moved); the index
+//! halves when it falls under 1/8 full, and the entries' storage grows and
+//! shrinks in steps of 1/8 (not doubling): memory follows the megaflows
+//! installed.
 //!
 //! Batched lookup ([`Subtable::lookup_batch`]) works in three passes over
 //! the batch's unclassified packets, so that the loads of all packets in a
 //! pass are independent and the CPU keeps many cache misses in flight:
 //! hash every packet and match its home bucket ([`Subtable::probe_start`]);
-//! read the first candidate's record ([`Subtable::probe_touch`]); compare
+//! read the first candidate's entry ([`Subtable::probe_touch`]); compare
 //! keys ([`Subtable::probe_finish`]). Packets with no matching hash and a
 //! non-full bucket drop out after the first pass. No allocation.
 //!
 //! Invariants: a slot is empty iff its hash is 0 (real hashes 0 are stored
-//! as 1); an entry whose home bucket is `h` and that sits in bucket `x`
-//! implies buckets `h..x` (cyclic, `x` excluded) are full; `len * 2 <=
-//! capacity`; one entry per distinct masked key (the dpcls never installs
-//! two megaflows with the same mask and masked key).
+//! as 1); a slot whose home bucket is `h` and that sits in bucket `x`
+//! implies buckets `h..x` (cyclic, `x` excluded) are full; every entry
+//! `0..len` is indexed by exactly one slot, whose hash is its key's;
+//! `len * 2 <= slots`; one entry per distinct masked key (the dpcls never
+//! installs two megaflows with the same mask and masked key).
 //!
 //! Threads: owned by its worker's dpcls.
 
 use crate::batch::BATCH_SIZE;
 use crate::hash::hash_compact;
+use crate::prefetch::prefetch;
 use flowpath_flow::{FlowKey, FlowMask, FLOW_WORDS};
 
 /// Slots per bucket.
 const WAYS: usize = 8;
 
+/// One line of the hash index: eight hashes (0 = empty slot) and the
+/// entries they index.
 #[derive(Clone, Copy, Debug, Default)]
-#[repr(C, align(32))]
-struct Bucket([u32; WAYS]);
+#[repr(C, align(64))]
+struct Bucket {
+    hashes: [u32; WAYS],
+    entries: [u32; WAYS],
+}
 
 impl Bucket {
     /// Bitmap of the slots holding hash `h`.
     #[inline(always)]
     fn matches(&self, h: u32) -> u32 {
         let mut m = 0u32;
-        for (w, x) in self.0.iter().enumerate() {
+        for (w, x) in self.hashes.iter().enumerate() {
             m |= u32::from(*x == h) << w;
         }
         m
@@ -83,6 +95,23 @@ fn keys_equal(a: &[u64], b: &[u64]) -> bool {
     a.iter().zip(b).fold(0u64, |d, (x, y)| d | (x ^ y)) == 0
 }
 
+/// Makes room for `extra` more elements, growing by an eighth of the
+/// current capacity (at least `min_step`) instead of doubling, so the
+/// unused tail stays small. Install path only.
+pub(crate) fn reserve_gently<T>(v: &mut Vec<T>, extra: usize, min_step: usize) {
+    if v.len() + extra > v.capacity() {
+        v.reserve_exact((v.capacity() / 8).max(min_step).max(extra));
+    }
+}
+
+/// Gives back storage when less than half of it is used (keeps an eighth
+/// spare). Removal path only.
+pub(crate) fn shrink_gently<T>(v: &mut Vec<T>, min_cap: usize) {
+    if v.capacity() > min_cap && v.len() * 2 < v.capacity() {
+        v.shrink_to((v.len() + v.len() / 8).max(min_cap));
+    }
+}
+
 /// One subtable. See the module documentation.
 #[derive(Clone, Debug)]
 pub struct Subtable {
@@ -91,7 +120,7 @@ pub struct Subtable {
     words: [u8; FLOW_WORDS],
     mvals: [u64; FLOW_WORDS],
     buckets: Vec<Bucket>,
-    recs: Vec<u64>,
+    keys: Vec<u64>,
     len: usize,
 }
 
@@ -120,6 +149,21 @@ impl Probe {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Duplicate(pub u32);
 
+/// What a removal did: the removed entry's megaflow index, and the
+/// megaflow whose entry moved into the freed place (its new entry), if
+/// one did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Removed {
+    /// Megaflow index of the removed entry.
+    pub flow: u32,
+    /// `(megaflow index, new entry)` of the entry moved into the hole.
+    pub moved: Option<(u32, u32)>,
+}
+
+/// Fewest buckets; also the smallest entry storage step (in entries).
+const MIN_BUCKETS: usize = 1;
+const MIN_ENTRY_STEP: usize = 8;
+
 impl Subtable {
     /// An empty subtable for `mask`.
     pub fn new(mask: &FlowMask) -> Self {
@@ -138,8 +182,8 @@ impl Subtable {
             n,
             words,
             mvals,
-            buckets: vec![Bucket::default(); 1],
-            recs: vec![0; WAYS * (n + 1)],
+            buckets: vec![Bucket::default(); MIN_BUCKETS],
+            keys: Vec::new(),
             len: 0,
         }
     }
@@ -164,6 +208,12 @@ impl Subtable {
         self.len == 0
     }
 
+    /// Heap bytes held (index and entries, capacity included).
+    pub fn heap_bytes(&self) -> usize {
+        self.buckets.capacity() * std::mem::size_of::<Bucket>()
+            + self.keys.capacity() * std::mem::size_of::<u64>()
+    }
+
     /// Gathers `key`'s words under the mask into `out[..n]`; returns the
     /// hash (never 0). Specialized for the common small word counts so the
     /// loops unroll (the branch on `n` is predictable within a batch).
@@ -174,6 +224,7 @@ impl Subtable {
             2 => self.gather_n::<2>(key, out),
             3 => self.gather_n::<3>(key, out),
             4 => self.gather_n::<4>(key, out),
+            5 => self.gather_n::<5>(key, out),
             _ => self.gather_any(key, out),
         }
     }
@@ -206,18 +257,26 @@ impl Subtable {
         self.buckets.len() - 1
     }
 
+    /// The entry in slot `slot` (which must be occupied).
     #[inline(always)]
-    fn key_at(&self, slot: usize) -> &[u64] {
-        let r = slot * (self.n + 1);
-        &self.recs[r..r + self.n]
+    fn entry_of(&self, slot: usize) -> usize {
+        self.buckets[slot / WAYS].entries[slot % WAYS] as usize
     }
 
+    /// The gathered key words of entry `e`.
     #[inline(always)]
-    fn flow_at(&self, slot: usize) -> u32 {
-        self.recs[slot * (self.n + 1) + self.n] as u32
+    fn key_of(&self, e: usize) -> &[u64] {
+        let r = e * (self.n + 1);
+        &self.keys[r..r + self.n]
     }
 
-    /// Finds the slot of the entry with gathered key `g` and hash `h`,
+    /// The megaflow index of entry `e`.
+    #[inline(always)]
+    fn flow_of(&self, e: usize) -> u32 {
+        self.keys[e * (self.n + 1) + self.n] as u32
+    }
+
+    /// Finds the slot whose entry has gathered key `g` and hash `h`,
     /// starting at bucket `b` whose hash matches are `m`.
     #[inline(always)]
     fn probe(&self, g: &[u64], h: u32, mut b: usize, mut m: u32) -> Option<usize> {
@@ -226,7 +285,7 @@ impl Subtable {
             while m != 0 {
                 let slot = b * WAYS + m.trailing_zeros() as usize;
                 m &= m - 1;
-                if keys_equal(self.key_at(slot), g) {
+                if keys_equal(self.key_of(self.entry_of(slot)), g) {
                     return Some(slot);
                 }
             }
@@ -248,7 +307,8 @@ impl Subtable {
     pub fn lookup_one(&self, key: &FlowKey) -> Option<u32> {
         let mut g = [0u64; FLOW_WORDS];
         let h = self.gather(key, &mut g);
-        self.find(&g[..self.n], h).map(|s| self.flow_at(s))
+        self.find(&g[..self.n], h)
+            .map(|s| self.flow_of(self.entry_of(s)))
     }
 
     /// First pass of a lookup: hashes `key` and matches its home bucket.
@@ -265,14 +325,14 @@ impl Subtable {
         }
     }
 
-    /// Second pass: reads the first word of the first candidate's record
-    /// (so that all packets' record loads are in flight together).
+    /// Second pass: reads the first word of the first candidate's entry
+    /// (so that all packets' entry loads are in flight together).
     #[inline(always)]
     pub fn probe_touch(&self, p: &mut Probe) {
         let cand = p.cand & ((1 << WAYS) - 1);
         if cand != 0 {
             let slot = (p.cand >> WAYS) as usize * WAYS + cand.trailing_zeros() as usize;
-            p.k0 = self.recs[slot * (self.n + 1)];
+            p.k0 = self.keys[self.entry_of(slot) * (self.n + 1)];
         }
     }
 
@@ -288,21 +348,23 @@ impl Subtable {
         let b = h as usize & self.bucket_mask();
         let mut cand = p.cand & ((1 << WAYS) - 1);
         if cand != 0 {
-            // The first word of the first candidate's record was read by
+            // The first word of the first candidate's entry was read by
             // `probe_touch` (for n = 0 it is the megaflow index: the
             // comparison is skipped).
             let slot = b * WAYS + cand.trailing_zeros() as usize;
-            if (self.n == 0 || p.k0 == g[0]) && keys_equal(self.key_at(slot), g) {
-                return Some(self.flow_at(slot));
+            let e = self.entry_of(slot);
+            if (self.n == 0 || p.k0 == g[0]) && keys_equal(self.key_of(e), g) {
+                return Some(self.flow_of(e));
             }
             cand &= cand - 1;
         }
-        self.probe(g, h, b, cand).map(|s| self.flow_at(s))
+        self.probe(g, h, b, cand)
+            .map(|s| self.flow_of(self.entry_of(s)))
     }
 
     /// Looks up every packet of `keys` whose bit is set in `todo`; writes
     /// the megaflow index of each hit into `out` and returns the bitmap of
-    /// hits. See the module documentation for the two passes.
+    /// hits. See the module documentation for the passes.
     #[inline]
     pub fn lookup_batch(&self, keys: &[FlowKey], todo: u32, out: &mut [u32; BATCH_SIZE]) -> u32 {
         let mut probes = [Probe::NONE; BATCH_SIZE];
@@ -333,73 +395,138 @@ impl Subtable {
         found
     }
 
-    /// Inserts the megaflow `flow` with key `key` (masked here). Grows the
-    /// table when it would pass half full (allocates: install path only).
-    pub fn insert(&mut self, key: &FlowKey, flow: u32) -> Result<(), Duplicate> {
+    /// True when `packet` falls inside entry `e` (false for an entry that
+    /// does not exist).
+    #[inline(always)]
+    pub fn entry_matches(&self, e: u32, packet: &FlowKey) -> bool {
+        let r = e as usize * (self.n + 1);
+        let Some(k) = self.keys.get(r..r + self.n) else {
+            return false;
+        };
+        let mut diff = 0u64;
+        for ((&w, &m), &v) in self.words.iter().zip(&self.mvals).zip(k) {
+            diff |= (packet.w[w as usize & (FLOW_WORDS - 1)] & m) ^ v;
+        }
+        diff == 0
+    }
+
+    /// Starts loading entry `e`'s first line.
+    #[inline(always)]
+    pub fn prefetch_entry(&self, e: u32) {
+        if let Some(x) = self.keys.get(e as usize * (self.n + 1)) {
+            prefetch(x);
+        }
+    }
+
+    /// The masked key of entry `e`, expanded to a whole [`FlowKey`] (zero
+    /// outside the mask), if the entry exists.
+    pub fn entry_key(&self, e: u32) -> Option<FlowKey> {
+        let r = e as usize * (self.n + 1);
+        let k = self.keys.get(r..r + self.n)?;
+        let mut key = FlowKey::zero();
+        for (&w, &v) in self.words.iter().zip(k) {
+            key.w[w as usize] = v;
+        }
+        Some(key)
+    }
+
+    /// The megaflow index of entry `e`, if it exists.
+    pub fn entry_flow(&self, e: u32) -> Option<u32> {
+        ((e as usize) < self.len).then(|| self.flow_of(e as usize))
+    }
+
+    /// Inserts the megaflow `flow` with key `key` (masked here); returns
+    /// its entry. Grows the index when it would pass half full and the
+    /// entries' storage by an eighth when full (allocates: install path
+    /// only).
+    pub fn insert(&mut self, key: &FlowKey, flow: u32) -> Result<u32, Duplicate> {
         let mut g = [0u64; FLOW_WORDS];
         let h = self.gather(key, &mut g);
         if let Some(s) = self.find(&g[..self.n], h) {
-            return Err(Duplicate(self.flow_at(s)));
+            return Err(Duplicate(self.flow_of(self.entry_of(s))));
         }
         if (self.len + 1) * 2 > self.buckets.len() * WAYS {
-            self.grow();
+            self.rebuild(self.buckets.len() * 2);
         }
-        self.place(&g[..self.n], h, flow);
+        let stride = self.n + 1;
+        reserve_gently(&mut self.keys, stride, MIN_ENTRY_STEP * stride);
+        let e = self.len as u32;
+        self.keys.extend_from_slice(&g[..self.n]);
+        self.keys.push(u64::from(flow));
+        self.place(h, e);
         self.len += 1;
-        Ok(())
+        Ok(e)
     }
 
-    fn place(&mut self, g: &[u64], h: u32, flow: u32) {
+    /// Puts (hash, entry) in the first free slot from its home bucket on.
+    fn place(&mut self, h: u32, e: u32) {
         let bm = self.bucket_mask();
         let mut b = h as usize & bm;
         loop {
             let free = self.buckets[b].matches(0);
             if free != 0 {
                 let w = free.trailing_zeros() as usize;
-                self.buckets[b].0[w] = h;
-                let r = (b * WAYS + w) * (self.n + 1);
-                self.recs[r..r + self.n].copy_from_slice(g);
-                self.recs[r + self.n] = u64::from(flow);
+                self.buckets[b].hashes[w] = h;
+                self.buckets[b].entries[w] = e;
                 return;
             }
             b = (b + 1) & bm;
         }
     }
 
-    fn grow(&mut self) {
-        let nb = self.buckets.len() * 2;
-        let stride = self.n + 1;
-        let old_b = std::mem::replace(&mut self.buckets, vec![Bucket::default(); nb]);
-        let old_r = std::mem::replace(&mut self.recs, vec![0; nb * WAYS * stride]);
-        for (b, bucket) in old_b.iter().enumerate() {
-            for (w, &h) in bucket.0.iter().enumerate() {
+    /// Rebuilds the index with `nb` buckets (a power of two that keeps the
+    /// load ≤ 1/2); entries stay where they are.
+    fn rebuild(&mut self, nb: usize) {
+        let old = std::mem::replace(&mut self.buckets, vec![Bucket::default(); nb]);
+        for bucket in &old {
+            for (&h, &e) in bucket.hashes.iter().zip(&bucket.entries) {
                 if h != 0 {
-                    let r = (b * WAYS + w) * stride;
-                    self.place(&old_r[r..r + self.n], h, old_r[r + self.n] as u32);
+                    self.place(h, e);
                 }
             }
         }
     }
 
     fn move_slot(&mut self, from: usize, to: usize) {
-        let stride = self.n + 1;
-        self.buckets[to / WAYS].0[to % WAYS] = self.buckets[from / WAYS].0[from % WAYS];
-        self.buckets[from / WAYS].0[from % WAYS] = 0;
-        self.recs
-            .copy_within(from * stride..(from + 1) * stride, to * stride);
+        let (fb, fw, tb, tw) = (from / WAYS, from % WAYS, to / WAYS, to % WAYS);
+        self.buckets[tb].hashes[tw] = self.buckets[fb].hashes[fw];
+        self.buckets[tb].entries[tw] = self.buckets[fb].entries[fw];
+        self.buckets[fb].hashes[fw] = 0;
     }
 
-    /// Removes the entry for `key` (masked here); returns its megaflow
-    /// index.
-    pub fn remove(&mut self, key: &FlowKey) -> Option<u32> {
-        let mut g = [0u64; FLOW_WORDS];
-        let h = self.gather(key, &mut g);
-        let s = self.find(&g[..self.n], h)?;
-        let flow = self.flow_at(s);
-        self.buckets[s / WAYS].0[s % WAYS] = 0;
-        self.len -= 1;
-        // Restore the invariant: an entry of a later bucket whose probe
-        // path crosses the hole's bucket moves into the hole.
+    /// The hash of entry `e`'s key (as stored in its slot).
+    fn hash_of(&self, e: usize) -> u32 {
+        nonzero(hash_compact(self.key_of(e)))
+    }
+
+    /// The slot indexing entry `e`.
+    fn slot_of(&self, e: usize) -> Option<usize> {
+        let h = self.hash_of(e);
+        let bm = self.bucket_mask();
+        let mut b = h as usize & bm;
+        for _ in 0..self.buckets.len() {
+            let bucket = &self.buckets[b];
+            let mut m = bucket.matches(h);
+            while m != 0 {
+                let w = m.trailing_zeros() as usize;
+                m &= m - 1;
+                if bucket.entries[w] as usize == e {
+                    return Some(b * WAYS + w);
+                }
+            }
+            if !bucket.is_full() {
+                return None;
+            }
+            b = (b + 1) & bm;
+        }
+        None
+    }
+
+    /// Empties slot `s` and restores the probing invariant: a slot of a
+    /// later bucket whose probe path crosses the hole's bucket moves into
+    /// the hole.
+    fn clear_slot(&mut self, s: usize) {
+        self.buckets[s / WAYS].hashes[s % WAYS] = 0;
         let bm = self.bucket_mask();
         let mut hole = s;
         let mut j = (s / WAYS + 1) & bm;
@@ -407,7 +534,7 @@ impl Subtable {
             let hb = hole / WAYS;
             let mut moved = false;
             for w in 0..WAYS {
-                let eh = self.buckets[j].0[w];
+                let eh = self.buckets[j].hashes[w];
                 if eh == 0 {
                     continue;
                 }
@@ -424,14 +551,54 @@ impl Subtable {
             }
             j = (j + 1) & bm;
         }
-        Some(flow)
     }
 
-    /// Megaflow indices of all entries (any order).
+    /// Removes entry `e`: the last entry moves into its place. Returns
+    /// what happened, or `None` if there is no entry `e`.
+    pub fn remove_entry(&mut self, e: u32) -> Option<Removed> {
+        let e = e as usize;
+        if e >= self.len {
+            return None;
+        }
+        let s = self.slot_of(e)?;
+        let flow = self.flow_of(e);
+        self.clear_slot(s);
+        let last = self.len - 1;
+        let stride = self.n + 1;
+        let mut moved = None;
+        if e != last {
+            // Re-point the last entry's slot, then move its words.
+            if let Some(ls) = self.slot_of(last) {
+                self.buckets[ls / WAYS].entries[ls % WAYS] = e as u32;
+            }
+            self.keys
+                .copy_within(last * stride..(last + 1) * stride, e * stride);
+            moved = Some((self.flow_of(e), e as u32));
+        }
+        self.keys.truncate(last * stride);
+        self.len = last;
+        shrink_gently(&mut self.keys, MIN_ENTRY_STEP * stride);
+        let mut nb = self.buckets.len();
+        while nb > MIN_BUCKETS && self.len * 8 < nb * WAYS {
+            nb /= 2;
+        }
+        if nb != self.buckets.len() {
+            self.rebuild(nb);
+        }
+        Some(Removed { flow, moved })
+    }
+
+    /// Removes the entry for `key` (masked here).
+    pub fn remove(&mut self, key: &FlowKey) -> Option<Removed> {
+        let mut g = [0u64; FLOW_WORDS];
+        let h = self.gather(key, &mut g);
+        let s = self.find(&g[..self.n], h)?;
+        self.remove_entry(self.entry_of(s) as u32)
+    }
+
+    /// Megaflow indices of all entries, in entry order.
     pub fn flows(&self) -> impl Iterator<Item = u32> + '_ {
-        (0..self.buckets.len() * WAYS)
-            .filter(|&s| self.buckets[s / WAYS].0[s % WAYS] != 0)
-            .map(|s| self.flow_at(s))
+        (0..self.len).map(|e| self.flow_of(e))
     }
 }
 
@@ -465,7 +632,11 @@ mod tests {
         let m = mask(&[(1, 0xffff), (5, 0xf0)]);
         let mut st = Subtable::new(&m);
         for i in 0..1000u64 {
-            st.insert(&key(i, i << 4), i as u32).unwrap();
+            assert_eq!(
+                st.insert(&key(i, i << 4), i as u32),
+                Ok(i as u32),
+                "entries are dense"
+            );
         }
         assert_eq!(st.len(), 1000);
         assert_eq!(
@@ -478,7 +649,7 @@ mod tests {
         assert_eq!(st.lookup_one(&key(7, 8 << 4)), None);
         // Remove every third; the rest stay findable (backward shift).
         for i in (0..1000u64).step_by(3) {
-            assert_eq!(st.remove(&key(i, i << 4)), Some(i as u32));
+            assert_eq!(st.remove(&key(i, i << 4)).map(|r| r.flow), Some(i as u32));
         }
         assert_eq!(st.remove(&key(0, 0)), None);
         let keys: Vec<FlowKey> = (0..32u64).map(|i| key(i * 31, (i * 31) << 4)).collect();
@@ -503,8 +674,11 @@ mod tests {
         let m = mask(&[(1, u64::MAX)]);
         let mut st = Subtable::new(&m);
         let n = 40_000u64;
+        // Where each megaflow's entry is, kept as the megaflow table keeps
+        // it: from insert's answer and every removal's `moved`.
+        let mut entry: Vec<Option<u32>> = vec![None; n as usize];
         for i in 0..n {
-            st.insert(&key(i, 0), i as u32).unwrap();
+            entry[i as usize] = Some(st.insert(&key(i, 0), i as u32).unwrap());
         }
         let full = st.buckets.iter().filter(|b| b.is_full()).count();
         assert!(full > 30, "test needs full buckets: {full}");
@@ -516,8 +690,19 @@ mod tests {
                     .wrapping_mul(6364136223846793005)
                     .wrapping_add(1442695040888963407);
                 let i = (x >> 33) % n;
-                let r = st.remove(&key(i, 0));
+                let r = if round % 2 == 0 {
+                    st.remove(&key(i, 0))
+                } else {
+                    entry[i as usize].and_then(|e| st.remove_entry(e))
+                };
                 assert_eq!(r.is_some(), present[i as usize]);
+                if let Some(r) = r {
+                    assert_eq!(r.flow, i as u32);
+                    entry[i as usize] = None;
+                    if let Some((f, e)) = r.moved {
+                        entry[f as usize] = Some(e);
+                    }
+                }
                 present[i as usize] = false;
             }
             for i in 0..n {
@@ -526,9 +711,31 @@ mod tests {
                     present[i as usize].then_some(i as u32),
                     "round {round} key {i}"
                 );
+                if let Some(e) = entry[i as usize] {
+                    assert_eq!(st.entry_flow(e), Some(i as u32), "round {round} key {i}");
+                    assert!(st.entry_matches(e, &key(i, 0)));
+                    assert!(!st.entry_matches(e, &key(i + 1, 0)));
+                    assert_eq!(st.entry_key(e), Some(key(i, 0)));
+                }
             }
         }
         assert_eq!(st.len(), present.iter().filter(|p| **p).count());
+        // Emptying it gives the memory back.
+        let big = st.heap_bytes();
+        for i in 0..n {
+            if let Some(e) = entry[i as usize] {
+                let r = st.remove_entry(e).unwrap();
+                if let Some((f, e)) = r.moved {
+                    entry[f as usize] = Some(e);
+                }
+            }
+        }
+        assert!(st.is_empty());
+        assert!(
+            st.heap_bytes() * 100 < big,
+            "{} of {big} bytes kept",
+            st.heap_bytes()
+        );
     }
 
     #[test]
@@ -539,7 +746,7 @@ mod tests {
         assert_eq!(st.lookup_one(&key(9, 9)), Some(4));
         let mut out = [0u32; BATCH_SIZE];
         assert_eq!(st.lookup_batch(&[key(3, 3)], 1, &mut out), 1);
-        assert_eq!(st.remove(&key(0, 0)), Some(4));
+        assert_eq!(st.remove(&key(0, 0)).map(|r| r.flow), Some(4));
         assert!(st.is_empty());
     }
 }

@@ -126,6 +126,34 @@ pub enum Invalid {
     BadIpv4Header,
 }
 
+/// Bitmap of the key words (bit `i` = word `i`) that the extractor can
+/// make non-zero in a key with this `dl_type` and `nw_proto`: what an
+/// exact-match megaflow of such packets must cover (the datapath's
+/// `exact_mask_for`). IPv4 keys use words 0–4 only — except with nw_proto
+/// 58, whose ICMPv6 neighbour discovery fields (nd_sll, nd_tll, nd_target)
+/// are extracted from IPv4 too, as OVS's extraction does; ARP and RARP keys
+/// add the hardware addresses (5, 6); any other type may use every word.
+/// The extraction tests check it on generated packets and on the capture
+/// corpus.
+pub fn possible_words(dl_type: u16, nw_proto: u8) -> u16 {
+    const BASE: u16 = 0b1_1111;
+    match (dl_type, nw_proto) {
+        (ethertype::IPV4, ip_proto::ICMPV6) => BASE | 1 << 5 | 1 << 6 | 1 << 12 | 1 << 13,
+        (ethertype::IPV4, _) => BASE,
+        (ethertype::ARP | ethertype::RARP, _) => BASE | 1 << 5 | 1 << 6,
+        _ => 0x3fff,
+    }
+}
+
+/// Bitmap of the non-zero words of `key`.
+pub fn used_words(key: &FlowKey) -> u16 {
+    let mut m = 0u16;
+    for (i, w) in key.w.iter().enumerate() {
+        m |= u16::from(*w != 0) << i;
+    }
+    m
+}
+
 /// Input that no sender can have meant as a packet: a frame shorter than
 /// an Ethernet header, or an IPv4 header with impossible lengths. The
 /// datapath drops such frames before classification (no upcall, no

@@ -27,7 +27,7 @@ use etherparse::{
     Ipv6FragmentHeaderSlice, Ipv6HeaderSlice, Ipv6RawExtHeaderSlice, NetSlice, SingleVlanSlice,
     SlicedPacket, TcpHeaderSlice, TransportSlice, UdpHeaderSlice, VlanSlice,
 };
-use flowpath_flow::extract::{extract_with_layers, Layers, NONE};
+use flowpath_flow::extract::{extract_with_layers, possible_words, used_words, Layers, NONE};
 use flowpath_flow::key::{FlowKey, FRAG_ANY, FRAG_LATER, VLAN_CFI};
 use proptest::prelude::*;
 use proptest::strategy::ValueTree;
@@ -573,6 +573,7 @@ fn check(frame: &[u8]) -> Result<FlowKey, Declined> {
     let (k, l) = extract_with_layers(frame, 0x1234_5678);
     check_layers(frame, &l);
     assert_eq!(k.w[14] | k.w[15], 0);
+    assert_words_possible(&k);
     let e = oracle(frame, 0x1234_5678)?;
     assert_eq!(Expect { key: k, layers: l }, e, "frame {frame:02x?}");
     Ok(k)
@@ -749,4 +750,11 @@ fn etherparse_fragment_bug() {
     f.extend([0u8; 8]);
     let k = check(&f).expect("modelled");
     assert_eq!((k.nw_frag(), k.nw_proto()), (FRAG_ANY | FRAG_LATER, 44));
+}
+
+/// The key uses only the words `possible_words` allows for its protocol
+/// (what exact-match megaflows cover).
+fn assert_words_possible(k: &FlowKey) {
+    let extra = used_words(k) & !possible_words(k.dl_type(), k.nw_proto());
+    assert_eq!(extra, 0, "words {extra:#x} used by {k:?}");
 }

@@ -6,7 +6,7 @@
 
 use std::path::{Path, PathBuf};
 
-use flowpath_flow::extract::{extract_with_layers, Layers, NONE};
+use flowpath_flow::extract::{extract_with_layers, possible_words, used_words, Layers, NONE};
 use flowpath_flow::key::{FlowKey, FRAG_ANY, FRAG_LATER, VLAN_CFI};
 use flowpath_io::{PcapReader, LINKTYPE_ETHERNET};
 
@@ -30,6 +30,7 @@ fn walk(d: &Path, out: &mut Vec<PathBuf>) {
 fn check_invariants(frame: &[u8], k: &FlowKey, l: &Layers, in_port: u32) {
     assert_eq!(k.in_port(), in_port);
     assert_eq!(k.w[14] | k.w[15], 0);
+    assert_words_possible(k);
     if l.l3 != NONE {
         assert!(usize::from(l.l3) <= frame.len());
     }
@@ -373,4 +374,11 @@ fn malformed_ip_headers_give_l2_only() {
             );
         }
     }
+}
+
+/// The key uses only the words `possible_words` allows for its protocol
+/// (what exact-match megaflows cover).
+fn assert_words_possible(k: &FlowKey) {
+    let extra = used_words(k) & !possible_words(k.dl_type(), k.nw_proto());
+    assert_eq!(extra, 0, "words {extra:#x} used by {k:?}");
 }

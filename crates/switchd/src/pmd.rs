@@ -431,7 +431,7 @@ fn dump_json(sw: &Switch, now_ms: u64) -> Vec<serde_json::Value> {
                 "packets": st.packets,
                 "bytes": st.bytes,
                 "used_ms_ago": st.used_ms.map(|t| now_ms.saturating_sub(t)),
-                "actions": crate::rules::format_dp_actions(&mf.actions),
+                "actions": crate::rules::format_dp_actions(mf.actions),
             })
         })
         .collect()

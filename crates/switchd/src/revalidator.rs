@@ -77,7 +77,7 @@ pub fn dump(dp: &Datapath) -> Vec<DumpEntry> {
                 mf: r,
                 key: m.key,
                 mask: m.mask,
-                actions: m.actions.clone(),
+                actions: m.actions.to_vec(),
                 packets: st.packets,
                 bytes: st.bytes,
                 used_ms: st.used_ms,
