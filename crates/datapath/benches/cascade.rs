@@ -240,7 +240,6 @@ fn bench_raw_emc() {
                 .expect("distinct keys");
         }
         let ci = table.classifier_index(1).expect("port 1 has megaflows");
-        let cls = table.classifier_mut(ci);
         let rounds = 20;
         let (mut idx, mut sub, mut lk) = ([0u32; BATCH_SIZE], [0u16; BATCH_SIZE], 0u64);
         let mut best = f64::MAX;
@@ -256,8 +255,8 @@ fn bench_raw_emc() {
                     } else {
                         (1 << kc.len()) - 1
                     };
-                    hits += cls
-                        .lookup_batch(black_box(kc), all, &mut idx, &mut sub, &mut lk)
+                    hits += table
+                        .dpcls_lookup_batch(ci, black_box(kc), all, &mut idx, &mut sub, &mut lk)
                         .count_ones();
                 }
             }

@@ -80,9 +80,11 @@ impl Dfc {
             let i = m.trailing_zeros() as usize;
             m &= m - 1;
             idx[i] = self.flows[(hashes[i] & self.mask) as usize];
+            // Start loading the megaflow's hot line (liveness, key, actions)
+            // so the batch's misses overlap.
+            table.prefetch(idx[i]);
         }
-        // Pass 2: liveness, and prefetch every candidate megaflow's
-        // compare line so their cache misses overlap.
+        // Pass 2: liveness.
         let mut live = 0u32;
         let mut refs = [MegaflowRef::NONE; BATCH_SIZE];
         let mut m = todo;
@@ -92,7 +94,6 @@ impl Dfc {
             if let Some(r) = table.live_at(idx[i]) {
                 refs[i] = r;
                 live |= 1 << i;
-                table.prefetch_key(idx[i]);
             }
         }
         // Pass 3: confirm by masked compare.

@@ -32,7 +32,7 @@
 //! Threads: owned by one worker.
 
 use crate::batch::BATCH_SIZE;
-use crate::subtable::{Duplicate, Probe, Removed, Subtable};
+use crate::subtable::{Duplicate, KeyStore, Probe, Subtable};
 use flowpath_flow::{FlowKey, FlowMask};
 use std::collections::HashMap;
 
@@ -109,13 +109,14 @@ impl Dpcls {
     /// megaflow index to `out` and the subtable id to `out_sub`, and adds
     /// the subtable's rank to `lookups`. Returns the bitmap of hits.
     #[inline]
-    pub fn lookup_batch(
+    pub fn lookup_batch<K: KeyStore>(
         &mut self,
         keys: &[FlowKey],
         todo: u32,
         out: &mut [u32; BATCH_SIZE],
         out_sub: &mut [u16; BATCH_SIZE],
         lookups: &mut u64,
+        ks: &K,
     ) -> u32 {
         let mut rem = todo;
         for (pos, &id) in self.ranked.iter().enumerate() {
@@ -125,7 +126,7 @@ impl Dpcls {
             let Some(st) = self.subtables[id as usize].as_ref() else {
                 continue; // unreachable by the `ranked` invariant
             };
-            let f = st.lookup_batch(keys, rem, out);
+            let f = st.lookup_batch(keys, rem, out, ks);
             if f != 0 {
                 let n = u64::from(f.count_ones());
                 self.hits[id as usize] += n;
@@ -146,12 +147,13 @@ impl Dpcls {
     /// Cuckoo Distributor's directed lookup), all packets' first halves
     /// before any second half. Hits count towards their subtable's rank.
     #[inline]
-    pub fn lookup_directed(
+    pub fn lookup_directed<K: KeyStore>(
         &mut self,
         subs: &[u16; BATCH_SIZE],
         keys: &[FlowKey],
         todo: u32,
         out: &mut [u32; BATCH_SIZE],
+        ks: &K,
     ) -> u32 {
         let mut probes = [Probe::NONE; BATCH_SIZE];
         let mut m = todo;
@@ -167,7 +169,7 @@ impl Dpcls {
             let i = m.trailing_zeros() as usize;
             m &= m - 1;
             if let Some(st) = self.subtable(subs[i]) {
-                st.probe_touch(&mut probes[i]);
+                st.probe_touch(&mut probes[i], ks);
             }
         }
         let mut found = 0;
@@ -178,7 +180,7 @@ impl Dpcls {
             let Some(st) = self.subtable(subs[i]) else {
                 continue;
             };
-            if let Some(f) = st.probe_finish(&keys[i], probes[i]) {
+            if let Some(f) = st.probe_finish(&keys[i], probes[i], ks) {
                 out[i] = f;
                 found |= 1 << i;
                 self.hits[subs[i] as usize] += 1;
@@ -188,10 +190,10 @@ impl Dpcls {
     }
 
     /// Looks one key up in rank order; returns (megaflow index, subtable id).
-    pub fn lookup_one(&self, key: &FlowKey) -> Option<(u32, u16)> {
+    pub fn lookup_one<K: KeyStore>(&self, key: &FlowKey, ks: &K) -> Option<(u32, u16)> {
         self.ranked.iter().find_map(|&id| {
             self.subtable(id)
-                .and_then(|st| st.lookup_one(key))
+                .and_then(|st| st.lookup_one(key, ks))
                 .map(|f| (f, id))
         })
     }
@@ -208,14 +210,15 @@ impl Dpcls {
     }
 
     /// Inserts megaflow `flow` (key, mask) into the subtable for `mask`,
-    /// creating it (last in rank) if needed. Returns the subtable id and
-    /// the megaflow's entry in it.
-    pub fn insert(
+    /// creating it (last in rank) if needed; its words go to `ks`. Returns
+    /// the subtable id.
+    pub fn insert<K: KeyStore>(
         &mut self,
         key: &FlowKey,
         mask: &FlowMask,
         flow: u32,
-    ) -> Result<(u16, u32), InsertError> {
+        ks: &mut K,
+    ) -> Result<u16, InsertError> {
         let id = match self.find_subtable(mask) {
             Some(id) => id,
             None if self.ranked.len() < MAX_SUBTABLES => self.add_subtable(mask),
@@ -224,8 +227,8 @@ impl Dpcls {
         let Some(st) = self.subtables[id as usize].as_mut() else {
             return Err(InsertError::Full); // unreachable: id was just found or created
         };
-        match st.insert(key, flow) {
-            Ok(entry) => Ok((id, entry)),
+        match st.insert(key, flow, ks) {
+            Ok(()) => Ok(id),
             Err(Duplicate(existing)) => {
                 if st.is_empty() {
                     self.remove_subtable(id);
@@ -268,15 +271,20 @@ impl Dpcls {
         }
     }
 
-    /// Removes entry `entry` of subtable `id`; removes the subtable when
-    /// it becomes empty. Returns what moved (see [`Removed`]).
-    pub fn remove(&mut self, id: u16, entry: u32) -> Option<Removed> {
-        let st = self.subtables.get_mut(id as usize)?.as_mut()?;
-        let r = st.remove_entry(entry)?;
+    /// Removes megaflow `flow` from subtable `id` (its words are read from
+    /// `ks`); removes the subtable when it becomes empty. Returns false if
+    /// it was not there.
+    pub fn remove<K: KeyStore>(&mut self, id: u16, flow: u32, ks: &K) -> bool {
+        let Some(st) = self.subtables.get_mut(id as usize).and_then(Option::as_mut) else {
+            return false;
+        };
+        if !st.remove(flow, ks) {
+            return false;
+        }
         if st.is_empty() {
             self.remove_subtable(id);
         }
-        Some(r)
+        true
     }
 
     /// Heap bytes held by the subtables and the classifier's own tables.
@@ -312,6 +320,20 @@ impl Dpcls {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::HashMap;
+
+    /// A key store for tests: each megaflow's words in a map.
+    #[derive(Default)]
+    struct Keys(HashMap<u32, Vec<u64>>);
+
+    impl KeyStore for Keys {
+        fn words(&self, flow: u32, n: usize) -> &[u64] {
+            &self.0[&flow][..n]
+        }
+        fn set_words(&mut self, flow: u32, words: &[u64]) {
+            self.0.insert(flow, words.to_vec());
+        }
+    }
 
     fn mask_bits(w1: u64) -> FlowMask {
         let mut m = FlowMask::catchall();
@@ -328,11 +350,14 @@ mod tests {
     #[test]
     fn subtables_created_ranked_and_removed() {
         let mut c = Dpcls::new();
-        let (a, _) = c.insert(&key(0x01), &mask_bits(0xff), 10).unwrap();
-        let (b, eb) = c.insert(&key(0x200), &mask_bits(0xff00), 11).unwrap();
-        assert_eq!(c.insert(&key(0x02), &mask_bits(0xff), 12), Ok((a, 1)));
+        let mut ks = Keys::default();
+        let a = c.insert(&key(0x01), &mask_bits(0xff), 10, &mut ks).unwrap();
+        let b = c
+            .insert(&key(0x200), &mask_bits(0xff00), 11, &mut ks)
+            .unwrap();
+        assert_eq!(c.insert(&key(0x02), &mask_bits(0xff), 12, &mut ks), Ok(a));
         assert_eq!(
-            c.insert(&key(0x101), &mask_bits(0xff), 13),
+            c.insert(&key(0x101), &mask_bits(0xff), 13, &mut ks),
             Err(InsertError::Duplicate(10))
         );
         assert_eq!(c.n_subtables(), 2);
@@ -341,7 +366,7 @@ mod tests {
         let keys = [key(0x200), key(0x2ff)];
         let (mut out, mut sub, mut lk) = ([0; BATCH_SIZE], [0; BATCH_SIZE], 0);
         assert_eq!(
-            c.lookup_batch(&keys, 0b11, &mut out, &mut sub, &mut lk),
+            c.lookup_batch(&keys, 0b11, &mut out, &mut sub, &mut lk, &ks),
             0b11
         );
         assert_eq!((out[0], sub[0], lk), (11, b, 4), "2 lookups each at rank 2");
@@ -349,24 +374,25 @@ mod tests {
         assert_eq!(c.ranked(), &[b, a]);
         assert_eq!(c.rank_of(b), Some(1));
         lk = 0;
-        c.lookup_batch(&keys, 0b11, &mut out, &mut sub, &mut lk);
+        c.lookup_batch(&keys, 0b11, &mut out, &mut sub, &mut lk, &ks);
         assert_eq!(lk, 2);
         // Removing the last megaflow of b removes b.
-        assert_eq!(c.remove(b, eb).map(|r| r.flow), Some(11));
+        assert!(c.remove(b, 11, &ks));
+        assert!(!c.remove(b, 11, &ks));
         assert_eq!(c.n_subtables(), 1);
         assert_eq!(c.rank_of(b), None);
         assert_eq!(c.rank_of(a), Some(1));
-        assert_eq!(c.lookup_one(&key(0x1200)), None);
-        assert_eq!(c.lookup_one(&key(0x1202)), Some((12, a)));
+        assert_eq!(c.lookup_one(&key(0x1200), &ks), None);
+        assert_eq!(c.lookup_one(&key(0x1202), &ks), Some((12, a)));
         let mut subs = [b; BATCH_SIZE];
         assert_eq!(
-            c.lookup_directed(&subs, &keys, 0b11, &mut out),
+            c.lookup_directed(&subs, &keys, 0b11, &mut out, &ks),
             0,
             "stale id misses"
         );
         subs[1] = a;
         assert_eq!(
-            c.lookup_directed(&subs, &[key(0x1202), key(0x1202)], 0b11, &mut out),
+            c.lookup_directed(&subs, &[key(0x1202), key(0x1202)], 0b11, &mut out, &ks),
             0b10
         );
         assert_eq!(out[1], 12);
@@ -376,13 +402,18 @@ mod tests {
     #[test]
     fn subtable_limit_refuses_new_masks_only() {
         let mut c = Dpcls::new();
+        let mut ks = Keys::default();
         for i in 0..MAX_SUBTABLES as u64 {
-            c.insert(&key(0), &mask_bits(i + 1), i as u32).unwrap();
+            c.insert(&key(0), &mask_bits(i + 1), i as u32, &mut ks)
+                .unwrap();
         }
         let new_mask = mask_bits(1 << 40);
         assert!(!c.has_room_for(&new_mask));
-        assert_eq!(c.insert(&key(0), &new_mask, 7), Err(InsertError::Full));
+        assert_eq!(
+            c.insert(&key(0), &new_mask, 7, &mut ks),
+            Err(InsertError::Full)
+        );
         assert!(c.has_room_for(&mask_bits(1)));
-        assert!(c.insert(&key(1), &mask_bits(1), 9).is_ok());
+        assert!(c.insert(&key(1), &mask_bits(1), 9, &mut ks).is_ok());
     }
 }

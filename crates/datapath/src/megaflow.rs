@@ -1,22 +1,25 @@
 //! The megaflow table: a per-worker slab of installed megaflows, with the
-//! dpcls classifiers that hold their keys.
+//! dpcls classifiers that index them.
 //!
 //! What: every megaflow the worker has installed, addressed by
 //! [`MegaflowRef`] `{ index, gen }`, and the per-in_port [`Dpcls`]
 //! classifiers. A megaflow is stored once, in pieces sized by who reads
 //! them:
-//! - `slots`: 16 bytes per megaflow — generation, dpcls (classifier,
-//!   subtable, entry) and action-list id. Every cache hit reads it (the
-//!   liveness check), and it is all a hit needs to reach the actions.
-//! - the key: only in its subtable's entry, masked and gathered to the
-//!   mask's non-zero words; the mask lives once per subtable
-//!   ([`crate::subtable`]). SMC and DFC confirm their hits against that
-//!   entry ([`MegaflowTable::matches`]); dumps expand it back.
+//! - `hot`: one 64-byte line per megaflow — generation, action-list id,
+//!   mask id, dpcls (classifier, subtable) and the key: the mask's non-zero
+//!   words of the masked key, inline up to six words (an IPv4 exact-match
+//!   megaflow has five; typical megaflows two or three), in a spill slab
+//!   beyond. A hit of any tier reads this one line: the EMC's liveness
+//!   check and actions, SMC/DFC's masked compare, the dpcls' key compare
+//!   (its buckets hold the megaflow index next to the hash).
+//! - masks: once per distinct mask (`Masks`, reference-counted by the
+//!   megaflows using it), with the list of its non-zero words that a
+//!   compare walks.
 //! - actions: interned. Megaflows with equal datapath actions share one
 //!   immutable list (`ActionTable`, reference-counted, freed with its
-//!   last megaflow); a slot holds its 4-byte id.
+//!   last megaflow); the hot line holds its 4-byte id.
 //! - `counters`: packets, bytes, last use, TCP flags — 32 bytes, written on
-//!   every hit, apart so hits do not dirty the slots.
+//!   every hit, apart so hits do not dirty the hot lines.
 //! - `created`: installation time, cold (dumps and idle expiry only).
 //!
 //! Why: the caches (EMC, SMC, DFC) must not hold references (a freed
@@ -24,35 +27,37 @@
 //! every removal. They store an index (+ generation); removal bumps the
 //! slot's generation, so a stale [`MegaflowRef`] fails the cheap
 //! [`MegaflowTable::is_live`] check. SMC and DFC store the bare index and
-//! confirm every hit by a masked compare against the slot's entry: if the
-//! slot was reused for another megaflow that also matches the packet, that
-//! megaflow is a correct answer too. Storing each piece once, and sharing
-//! what megaflows have in common (mask, actions), is what makes a megaflow
-//! cost ~150 bytes instead of ~2.5 KB (BENCHMARKS.md, "Memory per
+//! confirm every hit by a masked compare against the megaflow's key: if
+//! the slot was reused for another megaflow that also matches the packet,
+//! that megaflow is a correct answer too. Storing each piece once, and
+//! sharing what megaflows have in common (mask, actions), is what makes a
+//! megaflow cost ~150 bytes instead of ~2.5 KB (BENCHMARKS.md, "Memory per
 //! megaflow"). Every array grows by an eighth when full (not doubling),
-//! and the free slots form a list threaded through the slots themselves:
-//! no allocation per install in the common case, and memory follows the
-//! megaflows installed.
+//! free slots form a list threaded through the hot lines, and when the
+//! last megaflow goes everything is freed: no allocation per install in
+//! the common case, and memory follows the megaflows installed.
 //!
 //! Invariants:
-//! - a slot is live iff its `gen` is odd; a free slot's `entry` is the
+//! - a slot is live iff its `gen` is odd; a free slot's `actions` is the
 //!   next free slot (`NIL` ends the list); `gen` is the generation of the
 //!   ref handed out for the live megaflow in the slot;
-//! - removal and reuse each bump the generation, so a freed slot's
-//!   generation is even (no ref has it) and a reused slot's is new: no stale
-//!   ref is ever live;
-//! - a live slot's (`cls`, `sub`, `entry`) names an existing subtable entry
-//!   whose megaflow index is the slot's; every subtable entry is named by
-//!   exactly one live slot;
-//! - a live slot's action id names a list whose reference count counts it.
+//! - removal and reuse each bump the generation, and slots created after
+//!   the table was emptied start above every generation handed out, so no
+//!   stale ref is ever live;
+//! - a live slot is indexed by exactly one subtable slot, of the subtable
+//!   (`cls`, `sub`), whose mask is the slot's mask id's; its stored words
+//!   are its key gathered under that mask;
+//! - a live slot's action id and mask id are counted in their tables'
+//!   reference counts; a spill record is owned by exactly one live slot.
 //!
 //! Threads: owned by one datapath worker; the revalidator's decisions
 //! reach it as calls between batches.
 
+use crate::batch::BATCH_SIZE;
 use crate::dpcls::{Dpcls, InsertError};
 use crate::prefetch::prefetch;
-use crate::subtable::reserve_gently;
-use flowpath_flow::{FlowKey, FlowMask};
+use crate::subtable::{reserve_gently, KeyStore};
+use flowpath_flow::{FlowKey, FlowMask, FLOW_WORDS};
 use flowpath_ofproto::odp::{DpAction, DpActions};
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -127,19 +132,173 @@ pub enum InstallError {
 /// Ends the free list.
 const NIL: u32 = u32::MAX;
 
-/// Slots, counters and creation times grow by at least this many.
+/// Hot lines, counters and creation times grow by at least this many.
 const MIN_STEP: usize = 256;
 
-/// What a cache hit reads. See the module documentation.
+/// Key words kept in the hot line; longer keys go to the spill slab.
+const INLINE: usize = 6;
+
+/// What a hit reads: one cache line. See the module documentation.
 #[derive(Clone, Copy, Debug)]
-#[repr(C)]
-struct Slot {
+#[repr(C, align(64))]
+struct Hot {
     gen: u32,
-    /// Entry in the subtable (live) or next free slot (free).
-    entry: u32,
+    /// Action-list id (live) or the next free slot (free).
     actions: u32,
+    /// Mask id (`Masks`).
+    mask: u16,
+    /// Classifier position and subtable id in it.
     cls: u16,
     sub: u16,
+    _pad: u16,
+    /// The key's words under the mask (n ≤ `INLINE`), or in `key[0]` the
+    /// index of its spill record.
+    key: [u64; INLINE],
+}
+
+impl Hot {
+    const FREE: Hot = Hot {
+        gen: 0,
+        actions: NIL,
+        mask: 0,
+        cls: 0,
+        sub: 0,
+        _pad: 0,
+        key: [0; INLINE],
+    };
+}
+
+/// The hot lines and the spill slab: where the dpcls finds megaflows'
+/// keys.
+#[derive(Debug, Default)]
+struct Records {
+    hot: Vec<Hot>,
+    spill: Vec<[u64; FLOW_WORDS]>,
+    spill_free: Vec<u32>,
+}
+
+impl KeyStore for Records {
+    #[inline(always)]
+    fn words(&self, flow: u32, n: usize) -> &[u64] {
+        // `flow` comes from a subtable slot: a live slot by the invariants.
+        let h = &self.hot[flow as usize];
+        if n <= INLINE {
+            &h.key[..n]
+        } else {
+            &self.spill[h.key[0] as usize][..n]
+        }
+    }
+
+    fn set_words(&mut self, flow: u32, words: &[u64]) {
+        let n = words.len();
+        if n <= INLINE {
+            self.hot[flow as usize].key[..n].copy_from_slice(words);
+            return;
+        }
+        let i = match self.spill_free.pop() {
+            Some(i) => i as usize,
+            None => {
+                reserve_gently(&mut self.spill, 1, 16);
+                self.spill.push([0; FLOW_WORDS]);
+                self.spill.len() - 1
+            }
+        };
+        self.spill[i][..n].copy_from_slice(words);
+        self.hot[flow as usize].key[0] = i as u64;
+    }
+}
+
+impl Records {
+    /// Frees slot `flow`'s spill record, if its key (of `n` words) has one.
+    fn release_spill(&mut self, flow: u32, n: usize) {
+        if n > INLINE {
+            let i = self.hot[flow as usize].key[0];
+            self.spill_free.push(i as u32);
+        }
+    }
+}
+
+/// One distinct mask: what a masked compare walks.
+#[derive(Clone, Copy, Debug)]
+struct MaskView {
+    n: usize,
+    words: [u8; FLOW_WORDS],
+    mvals: [u64; FLOW_WORDS],
+}
+
+impl MaskView {
+    fn new(mask: &FlowMask) -> Self {
+        let mut v = MaskView {
+            n: 0,
+            words: [0; FLOW_WORDS],
+            mvals: [0; FLOW_WORDS],
+        };
+        for (i, &m) in mask.w.iter().enumerate() {
+            if m != 0 {
+                v.words[v.n] = i as u8;
+                v.mvals[v.n] = m;
+                v.n += 1;
+            }
+        }
+        v
+    }
+}
+
+/// The distinct masks of the live megaflows, reference-counted.
+#[derive(Debug, Default)]
+struct Masks {
+    views: Vec<MaskView>,
+    refs: Vec<u32>,
+    by_mask: HashMap<FlowMask, u16>,
+    free: Vec<u16>,
+}
+
+impl Masks {
+    /// The id of `mask`, adding a reference; `None` if 65,535 distinct
+    /// masks are live.
+    fn acquire(&mut self, mask: &FlowMask) -> Option<u16> {
+        if let Some(&id) = self.by_mask.get(mask) {
+            self.refs[id as usize] += 1;
+            return Some(id);
+        }
+        let id = match self.free.pop() {
+            Some(id) => {
+                self.views[id as usize] = MaskView::new(mask);
+                self.refs[id as usize] = 1;
+                id
+            }
+            None if self.views.len() < usize::from(u16::MAX) => {
+                self.views.push(MaskView::new(mask));
+                self.refs.push(1);
+                (self.views.len() - 1) as u16
+            }
+            None => return None,
+        };
+        self.by_mask.insert(*mask, id);
+        Some(id)
+    }
+
+    /// Drops a reference; the mask is forgotten with its last one.
+    fn release(&mut self, id: u16) {
+        let i = id as usize;
+        self.refs[i] -= 1;
+        if self.refs[i] == 0 {
+            let v = &self.views[i];
+            let mut m = FlowMask::catchall();
+            for j in 0..v.n {
+                m.w[v.words[j] as usize] = v.mvals[j];
+            }
+            self.by_mask.remove(&m);
+            self.free.push(id);
+        }
+    }
+
+    fn heap_bytes(&self) -> usize {
+        self.views.capacity() * std::mem::size_of::<MaskView>()
+            + self.refs.capacity() * 4
+            + self.free.capacity() * 2
+            + self.by_mask.capacity() * (std::mem::size_of::<(FlowMask, u16)>() + 1)
+    }
 }
 
 /// What a hit writes.
@@ -254,15 +413,15 @@ impl ActionTable {
 }
 
 /// Heap bytes held by a [`MegaflowTable`], by part.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
 pub struct MemoryReport {
     /// Live megaflows.
     pub megaflows: usize,
-    /// Slots (16 bytes each, capacity included).
-    pub slots: usize,
+    /// Hot lines (64 bytes each, capacity included) and spilled keys.
+    pub records: usize,
     /// Hit counters and creation times.
     pub counters: usize,
-    /// The dpcls classifiers: subtables' indexes and entries (the keys).
+    /// The dpcls classifiers (subtables' indexes) and the distinct masks.
     pub dpcls: usize,
     /// Interned action lists.
     pub actions: usize,
@@ -273,16 +432,17 @@ pub struct MemoryReport {
 impl MemoryReport {
     /// Sum of the parts.
     pub fn total(&self) -> usize {
-        self.slots + self.counters + self.dpcls + self.actions
+        self.records + self.counters + self.dpcls + self.actions
     }
 }
 
 /// The slab. See the module documentation.
 #[derive(Debug)]
 pub struct MegaflowTable {
-    slots: Vec<Slot>,
+    records: Records,
     counters: Vec<Counters>,
     created: Vec<u64>,
+    masks: Masks,
     free_head: u32,
     /// Generation of slots created from now on (odd).
     gen_floor: u32,
@@ -294,9 +454,10 @@ pub struct MegaflowTable {
 impl Default for MegaflowTable {
     fn default() -> Self {
         MegaflowTable {
-            slots: Vec::new(),
+            records: Records::default(),
             counters: Vec::new(),
             created: Vec::new(),
+            masks: Masks::default(),
             free_head: NIL,
             gen_floor: 1,
             n_live: 0,
@@ -324,7 +485,7 @@ impl MegaflowTable {
 
     /// Slots ever allocated (live + free).
     pub fn capacity(&self) -> usize {
-        self.slots.len()
+        self.records.hot.len()
     }
 
     /// Position of `port`'s classifier, if it has one.
@@ -339,13 +500,7 @@ impl MegaflowTable {
         &self.classifiers[ci].1
     }
 
-    /// The classifier at position `ci`, mutable (lookups count hits).
-    #[inline(always)]
-    pub fn classifier_mut(&mut self, ci: usize) -> &mut Dpcls {
-        &mut self.classifiers[ci].1
-    }
-
-    /// The dpcls of `in_port`, if any megaflow was ever installed for it.
+    /// The dpcls of `in_port`, if it has live megaflows.
     pub fn dpcls(&self, in_port: u32) -> Option<&Dpcls> {
         self.classifier_index(in_port).map(|ci| self.classifier(ci))
     }
@@ -353,6 +508,53 @@ impl MegaflowTable {
     /// Every classifier, mutable (re-ranking).
     pub fn classifiers_mut(&mut self) -> impl Iterator<Item = &mut Dpcls> {
         self.classifiers.iter_mut().map(|(_, c)| c)
+    }
+
+    /// Ranked batched lookup in classifier `ci` ([`Dpcls::lookup_batch`]).
+    #[inline]
+    pub fn dpcls_lookup_batch(
+        &mut self,
+        ci: usize,
+        keys: &[FlowKey],
+        todo: u32,
+        out: &mut [u32; BATCH_SIZE],
+        out_sub: &mut [u16; BATCH_SIZE],
+        lookups: &mut u64,
+    ) -> u32 {
+        let MegaflowTable {
+            classifiers,
+            records,
+            ..
+        } = self;
+        classifiers[ci]
+            .1
+            .lookup_batch(keys, todo, out, out_sub, lookups, records)
+    }
+
+    /// Directed lookup in classifier `ci` ([`Dpcls::lookup_directed`]).
+    #[inline]
+    pub fn dpcls_lookup_directed(
+        &mut self,
+        ci: usize,
+        subs: &[u16; BATCH_SIZE],
+        keys: &[FlowKey],
+        todo: u32,
+        out: &mut [u32; BATCH_SIZE],
+    ) -> u32 {
+        let MegaflowTable {
+            classifiers,
+            records,
+            ..
+        } = self;
+        classifiers[ci]
+            .1
+            .lookup_directed(subs, keys, todo, out, records)
+    }
+
+    /// One key looked up in `in_port`'s classifier, in rank order: the
+    /// megaflow index and its subtable.
+    pub fn dpcls_lookup_one(&self, in_port: u32, key: &FlowKey) -> Option<(u32, u16)> {
+        self.dpcls(in_port)?.lookup_one(key, &self.records)
     }
 
     /// Installs a megaflow for `key` (masked here) under `mask` in
@@ -374,112 +576,120 @@ impl MegaflowTable {
             }
             None => return Err(InstallError::NoRoom(actions)),
         };
-        let index = if self.free_head != NIL {
-            self.free_head
-        } else {
-            if self.slots.len() >= NIL as usize {
+        // The slot first: the subtable writes the key into it.
+        let pushed = self.free_head == NIL;
+        let index = if pushed {
+            if self.records.hot.len() >= NIL as usize {
                 return Err(InstallError::NoRoom(actions));
             }
-            self.slots.len() as u32
-        };
-        let (sub, entry) = match self.classifiers[ci].1.insert(key, mask, index) {
-            Ok(x) => x,
-            Err(InsertError::Duplicate(existing)) => {
-                let r = self.live_at(existing);
-                return match r {
-                    Some(r) => Err(InstallError::Duplicate(r, self.slots[r.index as usize].sub)),
-                    // Unreachable by the invariants (every entry's slot is live).
-                    None => Err(InstallError::NoRoom(actions)),
-                };
-            }
-            Err(InsertError::Full) => return Err(InstallError::NoRoom(actions)),
-        };
-        let slot = Slot {
-            gen: self.gen_floor,
-            entry,
-            actions: self.actions.intern(actions),
-            cls: ci as u16,
-            sub,
-        };
-        self.n_live += 1;
-        let i = index as usize;
-        if index == self.free_head {
-            self.free_head = self.slots[i].entry;
-            let gen = self.slots[i].gen.wrapping_add(1);
-            self.slots[i] = Slot { gen, ..slot };
-            self.counters[i] = Counters::ZERO;
-            self.created[i] = now_ms;
+            reserve_gently(&mut self.records.hot, 1, MIN_STEP);
+            self.records.hot.push(Hot {
+                gen: self.gen_floor.wrapping_sub(1),
+                ..Hot::FREE
+            });
+            (self.records.hot.len() - 1) as u32
         } else {
-            reserve_gently(&mut self.slots, 1, MIN_STEP);
+            self.free_head
+        };
+        let undo = |t: &mut MegaflowTable| {
+            if pushed {
+                t.records.hot.pop();
+            }
+        };
+        let Some(mask_id) = self.masks.acquire(mask) else {
+            undo(self);
+            return Err(InstallError::NoRoom(actions));
+        };
+        let sub = match self.classifiers[ci]
+            .1
+            .insert(key, mask, index, &mut self.records)
+        {
+            Ok(sub) => sub,
+            Err(e) => {
+                undo(self);
+                self.masks.release(mask_id);
+                return Err(match e {
+                    InsertError::Duplicate(existing) => match self.live_at(existing) {
+                        Some(r) => {
+                            InstallError::Duplicate(r, self.records.hot[r.index as usize].sub)
+                        }
+                        // Unreachable by the invariants (every indexed slot is live).
+                        None => InstallError::NoRoom(actions),
+                    },
+                    InsertError::Full => InstallError::NoRoom(actions),
+                });
+            }
+        };
+        let i = index as usize;
+        if !pushed {
+            self.free_head = self.records.hot[i].actions;
+        }
+        let h = &mut self.records.hot[i];
+        h.gen = h.gen.wrapping_add(1);
+        h.actions = self.actions.intern(actions);
+        h.mask = mask_id;
+        h.cls = ci as u16;
+        h.sub = sub;
+        let gen = h.gen;
+        if pushed {
             reserve_gently(&mut self.counters, 1, MIN_STEP);
             reserve_gently(&mut self.created, 1, MIN_STEP);
-            self.slots.push(slot);
             self.counters.push(Counters::ZERO);
             self.created.push(now_ms);
+        } else {
+            self.counters[i] = Counters::ZERO;
+            self.created[i] = now_ms;
         }
-        Ok((
-            MegaflowRef {
-                index,
-                gen: self.slots[i].gen,
-            },
-            sub,
-        ))
+        self.n_live += 1;
+        Ok((MegaflowRef { index, gen }, sub))
     }
 
     /// True when `r` names a live megaflow.
     #[inline(always)]
     pub fn is_live(&self, r: MegaflowRef) -> bool {
-        self.slots
+        self.records
+            .hot
             .get(r.index as usize)
-            .is_some_and(|s| s.gen == r.gen && r.gen & 1 == 1)
+            .is_some_and(|h| h.gen == r.gen && r.gen & 1 == 1)
     }
 
     /// The ref of the live megaflow in slot `index`, if any.
     #[inline(always)]
     pub fn live_at(&self, index: u32) -> Option<MegaflowRef> {
-        match self.slots.get(index as usize) {
-            Some(s) if s.gen & 1 == 1 => Some(MegaflowRef { index, gen: s.gen }),
+        match self.records.hot.get(index as usize) {
+            Some(h) if h.gen & 1 == 1 => Some(MegaflowRef { index, gen: h.gen }),
             _ => None,
         }
     }
 
     /// True when `packet` falls inside the megaflow in slot `index` (false
-    /// if the slot is free). Compares the subtable's entry: the mask's
-    /// non-zero words only.
+    /// if the slot is free). Compares the mask's non-zero words only, from
+    /// the slot's hot line.
     #[inline(always)]
     pub fn matches(&self, index: u32, packet: &FlowKey) -> bool {
-        let Some(s) = self.slots.get(index as usize) else {
+        let Some(h) = self.records.hot.get(index as usize) else {
             return false;
         };
-        s.gen & 1 == 1
-            && self
-                .classifiers
-                .get(s.cls as usize)
-                .and_then(|(_, c)| c.subtable(s.sub))
-                .is_some_and(|st| st.entry_matches(s.entry, packet))
+        if h.gen & 1 == 0 {
+            return false;
+        }
+        let Some(v) = self.masks.views.get(h.mask as usize) else {
+            return false;
+        };
+        let k = self.records.words(index, v.n);
+        let mut diff = 0u64;
+        for ((&w, &m), &x) in v.words.iter().zip(&v.mvals).zip(k) {
+            diff |= (packet.w[w as usize & (FLOW_WORDS - 1)] & m) ^ x;
+        }
+        diff == 0
     }
 
-    /// Starts loading slot `index`, so a batch can start all its cache
-    /// misses before reading any.
+    /// Starts loading slot `index`'s hot line (everything a hit reads), so
+    /// a batch can start all its cache misses before reading any.
     #[inline(always)]
     pub fn prefetch(&self, index: u32) {
-        if let Some(s) = self.slots.get(index as usize) {
-            prefetch(s);
-        }
-    }
-
-    /// Reads slot `index` (prefetched earlier) and starts loading the key
-    /// entry a [`Self::matches`] will compare.
-    #[inline(always)]
-    pub fn prefetch_key(&self, index: u32) {
-        if let Some(s) = self.slots.get(index as usize) {
-            if let Some(st) = self
-                .classifiers
-                .get(s.cls as usize)
-                .and_then(|(_, c)| c.subtable(s.sub))
-            {
-                st.prefetch_entry(s.entry);
-            }
+        if let Some(h) = self.records.hot.get(index as usize) {
+            prefetch(h);
         }
     }
 
@@ -489,23 +699,29 @@ impl MegaflowTable {
         if !self.is_live(r) {
             return None;
         }
-        let s = &self.slots[r.index as usize];
-        let (in_port, cls) = self.classifiers.get(s.cls as usize)?;
-        let st = cls.subtable(s.sub)?;
+        let h = &self.records.hot[r.index as usize];
+        let v = self.masks.views.get(h.mask as usize)?;
+        let (in_port, _) = self.classifiers.get(h.cls as usize)?;
+        let (mut key, mut mask) = (FlowKey::zero(), FlowMask::catchall());
+        for (j, &x) in self.records.words(r.index, v.n).iter().enumerate() {
+            let w = v.words[j] as usize;
+            key.w[w] = x;
+            mask.w[w] = v.mvals[j];
+        }
         Some(Megaflow {
-            key: st.entry_key(s.entry)?,
-            mask: *st.mask(),
-            actions: self.actions.get(s.actions),
+            key,
+            mask,
+            actions: self.actions.get(h.actions),
             in_port: *in_port,
-            subtable: s.sub,
+            subtable: h.sub,
         })
     }
 
     /// The actions of megaflow `r` (empty if it is no longer live).
     #[inline(always)]
     pub fn actions(&self, r: MegaflowRef) -> &[DpAction] {
-        match self.slots.get(r.index as usize) {
-            Some(s) if s.gen == r.gen && r.gen & 1 == 1 => self.actions.get(s.actions),
+        match self.records.hot.get(r.index as usize) {
+            Some(h) if h.gen == r.gen && r.gen & 1 == 1 => self.actions.get(h.actions),
             _ => &[],
         }
     }
@@ -544,7 +760,7 @@ impl MegaflowTable {
             return false;
         }
         let id = self.actions.intern(actions);
-        let old = std::mem::replace(&mut self.slots[r.index as usize].actions, id);
+        let old = std::mem::replace(&mut self.records.hot[r.index as usize].actions, id);
         self.actions.release(old);
         true
     }
@@ -582,19 +798,17 @@ impl MegaflowTable {
             return false;
         }
         let i = r.index as usize;
-        let s = self.slots[i];
-        if let Some((_, cls)) = self.classifiers.get_mut(s.cls as usize) {
-            if let Some(rm) = cls.remove(s.sub, s.entry) {
-                if let Some((flow, entry)) = rm.moved {
-                    if let Some(m) = self.slots.get_mut(flow as usize) {
-                        m.entry = entry;
-                    }
-                }
-            }
+        let h = self.records.hot[i];
+        let n = self.masks.views.get(h.mask as usize).map_or(0, |v| v.n);
+        if let Some((_, cls)) = self.classifiers.get_mut(h.cls as usize) {
+            cls.remove(h.sub, r.index, &self.records);
         }
-        self.actions.release(s.actions);
-        self.slots[i].gen = s.gen.wrapping_add(1);
-        self.slots[i].entry = self.free_head;
+        self.records.release_spill(r.index, n);
+        self.masks.release(h.mask);
+        self.actions.release(h.actions);
+        let slot = &mut self.records.hot[i];
+        slot.gen = h.gen.wrapping_add(1);
+        slot.actions = self.free_head;
         self.free_head = r.index;
         self.n_live -= 1;
         if self.n_live == 0 {
@@ -605,13 +819,14 @@ impl MegaflowTable {
 
     /// Removes every megaflow and classifier and gives the memory back.
     pub fn clear(&mut self) {
-        let max_gen = self.slots.iter().map(|s| s.gen).max().unwrap_or(0);
+        let max_gen = self.records.hot.iter().map(|h| h.gen).max().unwrap_or(0);
         // Slots created from now on start above every generation handed
         // out so far, so no ref held anywhere becomes live again.
         self.gen_floor = self.gen_floor.max(max_gen.wrapping_add(2) | 1);
-        self.slots = Vec::new();
+        self.records = Records::default();
         self.counters = Vec::new();
         self.created = Vec::new();
+        self.masks = Masks::default();
         self.free_head = NIL;
         self.n_live = 0;
         self.classifiers = Vec::new();
@@ -620,14 +835,17 @@ impl MegaflowTable {
 
     /// Refs of all live megaflows, in slot order.
     pub fn live_refs(&self) -> impl Iterator<Item = MegaflowRef> + '_ {
-        (0..self.slots.len() as u32).filter_map(|i| self.live_at(i))
+        (0..self.records.hot.len() as u32).filter_map(|i| self.live_at(i))
     }
 
     /// Heap bytes held, by part.
     pub fn memory(&self) -> MemoryReport {
+        let r = &self.records;
         MemoryReport {
             megaflows: self.n_live,
-            slots: self.slots.capacity() * std::mem::size_of::<Slot>(),
+            records: r.hot.capacity() * std::mem::size_of::<Hot>()
+                + r.spill.capacity() * std::mem::size_of::<[u64; FLOW_WORDS]>()
+                + r.spill_free.capacity() * 4,
             counters: self.counters.capacity() * std::mem::size_of::<Counters>()
                 + self.created.capacity() * 8,
             dpcls: self
@@ -635,7 +853,8 @@ impl MegaflowTable {
                 .iter()
                 .map(|(_, c)| c.heap_bytes())
                 .sum::<usize>()
-                + self.classifiers.capacity() * std::mem::size_of::<(u32, Dpcls)>(),
+                + self.classifiers.capacity() * std::mem::size_of::<(u32, Dpcls)>()
+                + self.masks.heap_bytes(),
             actions: self.actions.heap_bytes(),
             action_lists: self.actions.len(),
         }
@@ -761,6 +980,48 @@ mod tests {
                 assert!(t.get(*r).is_none());
             }
         }
+    }
+
+    #[test]
+    fn long_keys_spill_and_come_back() {
+        // A mask of ten words: keys longer than the hot line's six.
+        let mut wide = FlowMask::catchall();
+        for w in 0..10 {
+            wide.w[w] = u64::MAX;
+        }
+        let key = |i: u64| {
+            let mut k = k(i);
+            for w in 2..10 {
+                k.w[w] = i * 31 + w as u64;
+            }
+            k
+        };
+        let mut t = MegaflowTable::new();
+        let short = ins(&mut t, 0xfe, vec![], 0);
+        let refs: Vec<MegaflowRef> = (0..100)
+            .map(|i| t.insert(&key(i), &wide, vec![], 0).unwrap().0)
+            .collect();
+        for r in refs.iter().step_by(3) {
+            assert!(t.remove(*r));
+        }
+        // Freed spill records are reused.
+        let more: Vec<MegaflowRef> = (100..120)
+            .map(|i| t.insert(&key(i), &wide, vec![], 0).unwrap().0)
+            .collect();
+        for (i, r) in (0..100).zip(&refs).chain((100..120).zip(&more)) {
+            let live = i >= 100 || i % 3 != 0;
+            assert_eq!(t.matches(r.index, &key(i)), live, "megaflow {i}");
+            assert_eq!(
+                t.dpcls_lookup_one(1, &key(i)).map(|x| x.0),
+                live.then_some(r.index)
+            );
+            if live {
+                assert_eq!(t.get(*r).unwrap().key, key(i));
+                assert_eq!(t.get(*r).unwrap().mask, wide);
+            }
+        }
+        assert!(t.matches(short.index, &k(0xfe)));
+        assert!(t.memory().records >= 80 * 128, "{:?}", t.memory());
     }
 
     #[test]

@@ -535,8 +535,7 @@ impl Datapath {
                     let hinted = cd.lookup_batch(hashes, grp_rem, &mut sub);
                     let f = self
                         .flows
-                        .classifier_mut(ci)
-                        .lookup_directed(&sub, keys, hinted, &mut idx);
+                        .dpcls_lookup_directed(ci, &sub, keys, hinted, &mut idx);
                     let cls = self.flows.classifier(ci);
                     each(f, |j| {
                         if let Some(r) = self.flows.live_at(idx[j]) {
@@ -563,13 +562,9 @@ impl Datapath {
                 continue;
             }
             let mut lookups = 0u64;
-            let f = self.flows.classifier_mut(ci).lookup_batch(
-                keys,
-                grp_rem,
-                &mut idx,
-                &mut sub,
-                &mut lookups,
-            );
+            let f =
+                self.flows
+                    .dpcls_lookup_batch(ci, keys, grp_rem, &mut idx, &mut sub, &mut lookups);
             let cls = self.flows.classifier(ci);
             self.stats.subtable_lookups += lookups + u64::from((misdirected & f).count_ones());
             let mut hit = 0u32;
@@ -618,8 +613,8 @@ impl Datapath {
             // An earlier packet of this batch may have installed a megaflow
             // that covers this one: look again before asking the slow path.
             if installed {
-                if let Some(cls) = self.flows.dpcls(key.in_port()) {
-                    if let Some((idx, sub)) = cls.lookup_one(key) {
+                if let Some((idx, sub)) = self.flows.dpcls_lookup_one(key.in_port(), key) {
+                    if let Some(cls) = self.flows.dpcls(key.in_port()) {
                         if let Some(r) = self.flows.live_at(idx) {
                             verdicts[i] = Verdict::Megaflow {
                                 flow: r,

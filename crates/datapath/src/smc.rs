@@ -127,24 +127,14 @@ impl Smc {
             cand[i] = c;
             bidx[i] = b;
         }
-        // Pass 2: prefetch the first candidate's slot so the cache misses
-        // of all packets overlap.
+        // Pass 2: prefetch the first candidate's compare line so the cache
+        // misses of all packets overlap.
         let mut m = todo;
         while m != 0 {
             let i = m.trailing_zeros() as usize;
             m &= m - 1;
             if cand[i] != 0 {
                 table.prefetch(self.buckets[bidx[i]].flows[cand[i].trailing_zeros() as usize]);
-            }
-        }
-        // Pass 2b: read each first candidate's slot and start loading the
-        // key entry it points to.
-        let mut m = todo;
-        while m != 0 {
-            let i = m.trailing_zeros() as usize;
-            m &= m - 1;
-            if cand[i] != 0 {
-                table.prefetch_key(self.buckets[bidx[i]].flows[cand[i].trailing_zeros() as usize]);
             }
         }
         // Pass 3: confirm by masked compare (other candidates only when the

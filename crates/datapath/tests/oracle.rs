@@ -51,9 +51,8 @@ impl World {
         self.table.dpcls(1)
     }
 
-    fn cls_mut(&mut self) -> Option<&mut Dpcls> {
-        let ci = self.table.classifier_index(1)?;
-        Some(self.table.classifier_mut(ci))
+    fn lookup_one(&self, key: &FlowKey) -> Option<(u32, u16)> {
+        self.table.dpcls_lookup_one(1, key)
     }
 }
 
@@ -90,8 +89,10 @@ fn batch_lookup(w: &mut World, keys: &[FlowKey]) -> Vec<Option<MegaflowRef>> {
         } else {
             (1 << chunk.len()) - 1
         };
-        let f = match w.cls_mut() {
-            Some(c) => c.lookup_batch(chunk, all, &mut idx, &mut sub, &mut lk),
+        let f = match w.table.classifier_index(1) {
+            Some(ci) => w
+                .table
+                .dpcls_lookup_batch(ci, chunk, all, &mut idx, &mut sub, &mut lk),
             None => 0,
         };
         for (i, x) in idx.iter().enumerate().take(chunk.len()) {
@@ -122,7 +123,7 @@ proptest! {
                 Some(r) => prop_assert!(o.contains(r), "returned a non-matching megaflow"),
                 None => prop_assert!(o.is_empty(), "missed a matching megaflow"),
             }
-            prop_assert_eq!(w.cls().and_then(|c| c.lookup_one(k)).map(|x| x.0), g.map(|r| r.index));
+            prop_assert_eq!(w.lookup_one(k).map(|x| x.0), g.map(|r| r.index));
         }
         // Remove some megaflows; nothing returns them afterwards.
         for i in removals {
@@ -133,7 +134,7 @@ proptest! {
         }
         prop_assert_eq!(w.cls().map_or(0, |c| c.n_megaflows()), w.refs.len());
         prop_assert_eq!(w.table.len(), w.refs.len());
-        if let Some(c) = w.cls_mut() {
+        for c in w.table.classifiers_mut() {
             c.rerank();
         }
         let got = batch_lookup(&mut w, &traffic);
@@ -221,11 +222,12 @@ proptest! {
             if cd.lookup_batch(&hs, 1, &mut sub) == 1 {
                 // A CD answer is only a hint: the directed lookup confirms.
                 let mut idx = [0u32; BATCH_SIZE];
-                if w.cls_mut().is_some_and(|c| c.lookup_directed(&sub, ks, 1, &mut idx) == 1) {
+                let ci = w.table.classifier_index(1);
+                if ci.is_some_and(|ci| w.table.dpcls_lookup_directed(ci, &sub, ks, 1, &mut idx) == 1) {
                     prop_assert!(o.iter().any(|r| r.index == idx[0]));
                 }
             }
-            if let Some((idx, s)) = w.cls().and_then(|c| c.lookup_one(k)) {
+            if let Some((idx, s)) = w.lookup_one(k) {
                 let r = w.table.live_at(idx).unwrap();
                 emc.insert(k, h, r, &w.table);
                 emc1.insert(k, h, r, &w.table);
