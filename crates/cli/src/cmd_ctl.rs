@@ -15,7 +15,9 @@ use std::time::Duration;
 dpif-netdev/pmd-stats-show, dpif-netdev/pmd-stats-clear, dpif-netdev/pmd-rxq-show,\n  \
 dpctl/show, dpctl/dump-flows, dpctl/del-flows, ofproto/trace FLOW,\n  \
 add-flow RULE, add-flows FILE, del-flows [MATCH], replace-flows FILE, dump-flows,\n  \
-config/set KEY=VALUE, config/show, version, exit.\n\
+config/set KEY=VALUE, config/show, upcall/show, upcall/set-flow-limit N,\n  \
+upcall/disable-megaflows, upcall/enable-megaflows, revalidator/purge,\n  \
+revalidator/wait, memory/show, version, exit.\n\
 Commands that print a table take --json."
 )]
 pub struct Args {

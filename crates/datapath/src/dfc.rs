@@ -80,8 +80,13 @@ impl Dfc {
             let i = m.trailing_zeros() as usize;
             m &= m - 1;
             idx[i] = self.flows[(hashes[i] & self.mask) as usize];
-            // Start loading the megaflow's hot line (liveness, key, actions)
-            // so the batch's misses overlap.
+        }
+        // Pass 1b: start loading every megaflow's hot line (liveness, key,
+        // actions) so the batch's misses overlap.
+        let mut m = todo;
+        while m != 0 {
+            let i = m.trailing_zeros() as usize;
+            m &= m - 1;
             table.prefetch(idx[i]);
         }
         // Pass 2: liveness.

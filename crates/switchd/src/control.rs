@@ -55,6 +55,7 @@ pub fn commands() -> Vec<CommandSpec> {
         c("upcall/set-flow-limit", "NUMBER", 1, 1),
         c("revalidator/purge", "", 0, 0),
         c("revalidator/wait", "", 0, 0),
+        c("memory/show", "[--json]", 0, 1),
     ]
 }
 
@@ -372,6 +373,49 @@ impl Control {
         Ok(out)
     }
 
+    /// Heap bytes of each PMD's megaflows, and the process's resident
+    /// set (OVS's `memory/show` reports counts of its objects; this adds
+    /// what they cost).
+    fn memory_show(&self, json: bool) -> Result<String, String> {
+        let snaps = self.ask_all(PmdCmd::Stats)?;
+        let rss_kb = resident_kb();
+        if json {
+            let pmds: Vec<serde_json::Value> = snaps
+                .iter()
+                .map(|s| serde_json::json!({"pmd": s.id, "memory": s.memory}))
+                .collect();
+            return Ok(format!(
+                "{}\n",
+                serde_json::json!({"pmds": pmds, "rss_kb": rss_kb})
+            ));
+        }
+        let mut out = String::new();
+        let (mut flows, mut bytes) = (0usize, 0usize);
+        for s in &snaps {
+            let m = &s.memory;
+            flows += m.megaflows;
+            bytes += m.total();
+            let _ = writeln!(
+                out,
+                "pmd {}: megaflows:{} bytes:{} (hot lines {}, counters {}, dpcls {}, actions {} in {} lists)",
+                s.id,
+                m.megaflows,
+                m.total(),
+                m.records,
+                m.counters,
+                m.dpcls,
+                m.actions,
+                m.action_lists
+            );
+        }
+        let per = bytes.checked_div(flows).unwrap_or(0);
+        let _ = writeln!(out, "megaflows:{flows} bytes:{bytes} ({per} per megaflow)");
+        if let Some(kb) = rss_kb {
+            let _ = writeln!(out, "process resident:{kb} kB");
+        }
+        Ok(out)
+    }
+
     fn set_megaflows(&self, on: bool) -> Result<String, String> {
         self.config_set(&[format!("megaflows={on}")])?;
         self.sh.reval_purge()?;
@@ -598,6 +642,7 @@ impl Handler for Control {
                 self.sh.reval_purge()?;
                 Ok(String::new())
             }
+            "memory/show" => self.memory_show(json),
             "revalidator/wait" => {
                 self.sh.reval_wait()?;
                 Ok(String::new())
@@ -613,4 +658,11 @@ impl Handler for Control {
             _ => Err(format!("\"{method}\" is not a valid command")),
         }
     }
+}
+
+/// The process's resident set size (kB), from /proc/self/status.
+fn resident_kb() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
 }

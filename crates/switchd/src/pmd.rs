@@ -99,6 +99,8 @@ pub struct PmdSnapshot {
     pub upcall_budget_drops: u64,
     /// Frames dropped before classification as never valid.
     pub rx_invalid: u64,
+    /// Heap bytes of its megaflows (slab, dpcls, actions).
+    pub memory: flowpath_datapath::MemoryReport,
 }
 
 /// Commands a PMD executes between bursts.
@@ -413,6 +415,7 @@ impl Pmd {
             emc_occupancy: self.sw.datapath().emc_occupancy(),
             upcall_budget_drops: self.sw.datapath().stats().upcall_budget_drops,
             rx_invalid: self.sw.rx_stats().invalid,
+            memory: self.sw.datapath().megaflows().memory(),
         }
     }
 }

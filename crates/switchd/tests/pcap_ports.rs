@@ -142,6 +142,23 @@ fn capture_through_the_switch_as_the_rules_say() {
         rxq.contains("port: pcap:") && rxq.contains("queue-id:  0"),
         "{rxq}"
     );
+    // memory/show: the megaflows dpctl/dump-flows lists, and what they cost.
+    let n_flows = flows.lines().count() as u64;
+    let mem = json(&ctl, "memory/show");
+    let m = &mem["pmds"][0]["memory"];
+    assert_eq!(m["megaflows"].as_u64(), Some(n_flows), "{mem}");
+    assert_eq!(
+        m["action_lists"].as_u64(),
+        Some(2),
+        "drop and output:2: {mem}"
+    );
+    assert!(m["records"].as_u64().unwrap() >= 64 * n_flows, "{mem}");
+    assert!(mem["rss_kb"].as_u64().unwrap() > 0, "{mem}");
+    let text = call(&ctl, "memory/show", &[]).unwrap();
+    assert!(
+        text.starts_with(&format!("pmd 0: megaflows:{n_flows} bytes:")),
+        "{text}"
+    );
     sw.shutdown();
     assert!(!ctl.exists(), "control socket removed");
     assert!(!dir.join("fp.pid").exists(), "pidfile removed");
