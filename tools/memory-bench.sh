@@ -44,12 +44,15 @@ offline() {
 
 rss_kb() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status"; }
 
+fp_pid=""
 live() {
-  local topo=$ANCHOR/topo.sh ovs=$ANCHOR/ovs-afxdp.sh fp_pid=""
+  local topo=$ANCHOR/topo.sh ovs=$ANCHOR/ovs-afxdp.sh
+  # Runs at exit (after this function has returned): globals only. Stops
+  # only the switch this script started, by PID.
   cleanup() {
-    [ -n "$fp_pid" ] && kill -TERM "$fp_pid" 2>/dev/null && wait "$fp_pid" 2>/dev/null || true
-    "$ovs" stop >/dev/null 2>&1 || true
-    "$topo" down >/dev/null 2>&1 || true
+    if [ -n "${fp_pid:-}" ]; then kill -TERM "$fp_pid" 2>/dev/null || true; wait "$fp_pid" 2>/dev/null || true; fi
+    "$ANCHOR/ovs-afxdp.sh" stop >/dev/null 2>&1 || true
+    "$ANCHOR/topo.sh" down >/dev/null 2>&1 || true
   }
   trap cleanup EXIT
   "$topo" up >/dev/null
