@@ -726,6 +726,19 @@ impl MegaflowTable {
         }
     }
 
+    /// The actions of megaflow `r` as the shared, immutable list every
+    /// megaflow with them holds (a reference count, no copy: dumps).
+    pub fn actions_shared(&self, r: MegaflowRef) -> Option<Arc<[DpAction]>> {
+        if !self.is_live(r) {
+            return None;
+        }
+        let h = &self.records.hot[r.index as usize];
+        self.actions
+            .lists
+            .get(h.actions as usize)
+            .map(|l| Arc::clone(&l.actions))
+    }
+
     /// The statistics of the megaflow `r` names, if live.
     pub fn stats(&self, r: MegaflowRef) -> Option<MegaflowStats> {
         if !self.is_live(r) {
@@ -946,6 +959,8 @@ mod tests {
         assert_eq!(t.memory().action_lists, 3);
         let same = |a: MegaflowRef, b: MegaflowRef| std::ptr::eq(t.actions(a), t.actions(b));
         assert!(same(refs[0], refs[3]), "equal lists are one list");
+        let shared = t.actions_shared(refs[0]).unwrap();
+        assert!(Arc::ptr_eq(&shared, &t.actions_shared(refs[3]).unwrap()));
         assert!(!same(refs[0], refs[1]));
         // Revalidation moves one megaflow to a new list, and back.
         assert!(t.set_actions(refs[0], out(7)));

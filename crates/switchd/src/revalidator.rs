@@ -32,7 +32,7 @@ use crate::rules::Published;
 use crate::Shared;
 use flowpath_datapath::{Datapath, MegaflowRef};
 use flowpath_flow::{FlowKey, FlowMask};
-use flowpath_ofproto::odp::DpActions;
+use flowpath_ofproto::odp::DpAction;
 use flowpath_ofproto::xlate::xlate_recording_rules;
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
@@ -54,8 +54,9 @@ pub struct DumpEntry {
     pub key: FlowKey,
     /// Mask.
     pub mask: FlowMask,
-    /// Datapath actions.
-    pub actions: DpActions,
+    /// Datapath actions (the PMD's interned list, shared: a dump copies
+    /// no action list).
+    pub actions: Arc<[DpAction]>,
     /// Packets that hit it.
     pub packets: u64,
     /// Their bytes.
@@ -77,7 +78,7 @@ pub fn dump(dp: &Datapath) -> Vec<DumpEntry> {
                 mf: r,
                 key: m.key,
                 mask: m.mask,
-                actions: m.actions.to_vec(),
+                actions: flows.actions_shared(r)?,
                 packets: st.packets,
                 bytes: st.bytes,
                 used_ms: st.used_ms,
@@ -204,7 +205,7 @@ impl Revalidator {
                     let x = xlate_recording_rules(&*rules.tables, &e.key);
                     out.translated += 1;
                     keep = x.error.is_none()
-                        && x.actions == e.actions
+                        && x.actions[..] == e.actions[..]
                         && x.megaflow.is_subset_of(&e.mask);
                     u.rules = x
                         .rules

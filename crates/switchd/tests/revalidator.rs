@@ -74,7 +74,8 @@ fn random_rule_changes_keep_only_what_the_new_rules_say() {
         for e in dump(&dp) {
             let x = xlate(&*pb.tables, &e.key, false);
             assert_eq!(
-                x.actions, e.actions,
+                x.actions[..],
+                e.actions[..],
                 "seed {seed}: kept megaflow {:?}",
                 e.key
             );
