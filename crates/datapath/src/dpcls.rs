@@ -320,20 +320,7 @@ impl Dpcls {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::collections::HashMap;
-
-    /// A key store for tests: each megaflow's words in a map.
-    #[derive(Default)]
-    struct Keys(HashMap<u32, Vec<u64>>);
-
-    impl KeyStore for Keys {
-        fn words(&self, flow: u32, n: usize) -> &[u64] {
-            &self.0[&flow][..n]
-        }
-        fn set_words(&mut self, flow: u32, words: &[u64]) {
-            self.0.insert(flow, words.to_vec());
-        }
-    }
+    use crate::subtable::TestKeys as Keys;
 
     fn mask_bits(w1: u64) -> FlowMask {
         let mut m = FlowMask::catchall();

@@ -218,9 +218,11 @@ impl Records {
     }
 }
 
-/// One distinct mask: what a masked compare walks.
+/// One distinct mask, and what a masked compare walks: its non-zero
+/// words and their mask values.
 #[derive(Clone, Copy, Debug)]
 struct MaskView {
+    mask: FlowMask,
     n: usize,
     words: [u8; FLOW_WORDS],
     mvals: [u64; FLOW_WORDS],
@@ -229,6 +231,7 @@ struct MaskView {
 impl MaskView {
     fn new(mask: &FlowMask) -> Self {
         let mut v = MaskView {
+            mask: *mask,
             n: 0,
             words: [0; FLOW_WORDS],
             mvals: [0; FLOW_WORDS],
@@ -283,12 +286,7 @@ impl Masks {
         let i = id as usize;
         self.refs[i] -= 1;
         if self.refs[i] == 0 {
-            let v = &self.views[i];
-            let mut m = FlowMask::catchall();
-            for j in 0..v.n {
-                m.w[v.words[j] as usize] = v.mvals[j];
-            }
-            self.by_mask.remove(&m);
+            self.by_mask.remove(&self.views[i].mask);
             self.free.push(id);
         }
     }
@@ -521,14 +519,8 @@ impl MegaflowTable {
         out_sub: &mut [u16; BATCH_SIZE],
         lookups: &mut u64,
     ) -> u32 {
-        let MegaflowTable {
-            classifiers,
-            records,
-            ..
-        } = self;
-        classifiers[ci]
-            .1
-            .lookup_batch(keys, todo, out, out_sub, lookups, records)
+        let (cls, records) = self.split(ci);
+        cls.lookup_batch(keys, todo, out, out_sub, lookups, records)
     }
 
     /// Directed lookup in classifier `ci` ([`Dpcls::lookup_directed`]).
@@ -541,14 +533,15 @@ impl MegaflowTable {
         todo: u32,
         out: &mut [u32; BATCH_SIZE],
     ) -> u32 {
-        let MegaflowTable {
-            classifiers,
-            records,
-            ..
-        } = self;
-        classifiers[ci]
-            .1
-            .lookup_directed(subs, keys, todo, out, records)
+        let (cls, records) = self.split(ci);
+        cls.lookup_directed(subs, keys, todo, out, records)
+    }
+
+    /// Classifier `ci`, mutable (lookups count hits), with the records
+    /// its subtables compare keys against.
+    #[inline(always)]
+    fn split(&mut self, ci: usize) -> (&mut Dpcls, &Records) {
+        (&mut self.classifiers[ci].1, &self.records)
     }
 
     /// One key looked up in `in_port`'s classifier, in rank order: the
@@ -702,15 +695,13 @@ impl MegaflowTable {
         let h = &self.records.hot[r.index as usize];
         let v = self.masks.views.get(h.mask as usize)?;
         let (in_port, _) = self.classifiers.get(h.cls as usize)?;
-        let (mut key, mut mask) = (FlowKey::zero(), FlowMask::catchall());
-        for (j, &x) in self.records.words(r.index, v.n).iter().enumerate() {
-            let w = v.words[j] as usize;
-            key.w[w] = x;
-            mask.w[w] = v.mvals[j];
+        let mut key = FlowKey::zero();
+        for (&w, &x) in v.words.iter().zip(self.records.words(r.index, v.n)) {
+            key.w[w as usize] = x;
         }
         Some(Megaflow {
             key,
-            mask,
+            mask: v.mask,
             actions: self.actions.get(h.actions),
             in_port: *in_port,
             subtable: h.sub,

@@ -518,23 +518,26 @@ impl Subtable {
     }
 }
 
+/// A key store for the subtable and dpcls unit tests: each megaflow's
+/// words in a map.
+#[cfg(test)]
+#[derive(Default)]
+pub(crate) struct TestKeys(std::collections::HashMap<u32, Vec<u64>>);
+
+#[cfg(test)]
+impl KeyStore for TestKeys {
+    fn words(&self, flow: u32, n: usize) -> &[u64] {
+        &self.0[&flow][..n]
+    }
+    fn set_words(&mut self, flow: u32, words: &[u64]) {
+        self.0.insert(flow, words.to_vec());
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::collections::HashMap;
-
-    /// A key store for tests: each megaflow's words in a map.
-    #[derive(Default)]
-    struct Keys(HashMap<u32, Vec<u64>>);
-
-    impl KeyStore for Keys {
-        fn words(&self, flow: u32, n: usize) -> &[u64] {
-            &self.0[&flow][..n]
-        }
-        fn set_words(&mut self, flow: u32, words: &[u64]) {
-            self.0.insert(flow, words.to_vec());
-        }
-    }
+    type Keys = TestKeys;
 
     fn mask(words: &[(usize, u64)]) -> FlowMask {
         let mut m = FlowMask::catchall();
