@@ -2,16 +2,29 @@
 """Differential check of `flowpath trace` against a running OVS 3.1.
 
 Developer tool, not part of CI: needs ovs-vswitchd running with a netdev
-bridge br0 (fail_mode=secure) whose dummy ports p1..pN have OpenFlow port
-numbers 1..N and datapath port numbers 2..N+1 (created in that order after
-the bridge). Usage:
+bridge br0 (fail_mode=secure) with dummy ports p1..p4 at OpenFlow ports
+1..4, as tools/ovs-sandbox.sh starts it. Usage:
 
-  tools/ovs-compare.py --ctl /path/ovs-vswitchd.PID.ctl --rundir DIR \
-      [--seed S] [--rulesets N] [--packets M] [--flowpath target/debug/flowpath]
+  tools/ovs-sandbox.sh start 4
+  OVS_RUNDIR=/tmp/ovs-sandbox tools/ovs-compare.py [--normal] \
+      [--seed S] [--rulesets N] [--packets M] [--flowpath target/debug/flowpath] \
+      [--record FILE] [--ctl /path/ovs-vswitchd.PID.ctl]
 
 Generates random rule sets and packets, traces each packet with both, and
 prints every difference in datapath actions, plus megaflows where OVS's is
 wider than ours (ours must never be narrower) or they differ at all.
+
+--normal: rule sets built around actions=NORMAL (with matches and other
+actions before it), random 802.1Q port configurations (tag= / trunks= on
+OVS, --port-vlan on flowpath) and packet sequences over a few MACs;
+each packet is traced with `ofproto/trace ... -generate` (which learns, as
+a received packet would) and with `flowpath trace --learn`, the MAC
+tables flushed between rule sets. Flooding order differs between the two
+(OVS uses its port list's order), so actions are compared as the set of
+(port, VLAN tags, header rewrites) each output sends.
+
+Port numbers come from `ovs-appctl dpif/show` (tools/ovs-sandbox.sh makes
+datapath port = OpenFlow port, LOCAL = datapath port 100).
 """
 import argparse, json, os, random, re, subprocess, sys, tempfile
 
@@ -109,8 +122,16 @@ def rnd_packet(r):
         p += ["ipv6_src=2001:db8::1", "ipv6_dst=2001:db8::%x" % r.randrange(16), "nw_ttl=64", "tp_dst=%d" % r.choice([80, 90, 443])]
     return ",".join(p)
 
-def map_ovs_actions(s):
-    # OVS datapath port d is OpenFlow port d-1 (bridge created before ports).
+DP2OF = {}
+CTL = []  # ["-t", path] when --ctl is given; else ovs-appctl finds OVS_RUNDIR's
+
+def load_port_map():
+    # "    p1 1/1: (dummy)" / "    br0 65534/100: (dummy-internal)": OpenFlow/datapath.
+    out = subprocess.run(["ovs-appctl"] + CTL + ["dpif/show"], capture_output=True, text=True).stdout
+    for m in re.finditer(r"^\s+\S+ (\d+)/(\d+):", out, re.M):
+        DP2OF[m.group(2)] = m.group(1)
+
+def split_top(s):
     out, depth, tok = [], 0, ""
     for ch in s + ",":
         if ch == "(":
@@ -118,23 +139,189 @@ def map_ovs_actions(s):
         elif ch == ")":
             depth -= 1
         if ch == "," and depth == 0:
-            out.append(str(int(tok) - 1) if tok.isdigit() else tok)
+            if tok:
+                out.append(tok)
             tok = ""
         else:
             tok += ch
-    return ",".join(out)
+    return out
+
+def map_ovs_actions(s):
+    return ",".join(DP2OF.get(t, t) if t.isdigit() else t for t in split_top(s))
+
+def load_rules(rules, of13_fallback=False):
+    """Writes `rules` to a temporary file and loads them into br0 (replacing
+    its flows); returns (file, completed ovs-ofctl process)."""
+    with tempfile.NamedTemporaryFile("w", suffix=".flows", delete=False) as f:
+        f.write("\n".join(rules) + "\n")
+        rf = f.name
+    subprocess.run(["ovs-ofctl", "del-flows", "br0"], check=True)
+    res = subprocess.run(["ovs-ofctl", "add-flows", "br0", rf], capture_output=True, text=True)
+    if res.returncode and of13_fallback and "mod_vlan" not in open(rf).read():
+        # (OpenFlow 1.1+ encodes mod_vlan_vid with different semantics.)
+        res = subprocess.run(["ovs-ofctl", "-O", "OpenFlow13", "add-flows", "br0", rf], capture_output=True, text=True)
+    return rf, res
+
+def write_packets(pkts):
+    with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as f:
+        f.write("\n".join(pkts) + "\n")
+        return f.name
+
+def ovs_trace(pkt, *extra):
+    """OVS's (Megaflow, Datapath actions) for `pkt`, ports mapped to OpenFlow
+    numbers; None (after printing why) when OVS cannot trace it."""
+    oo = subprocess.run(["ovs-appctl"] + CTL + ["ofproto/trace", "br0", pkt] + list(extra), capture_output=True, text=True)
+    o = oo.stdout + oo.stderr
+    mfm = re.search(r"^Megaflow: (.*)$", o, re.M)
+    if not mfm:
+        print("OVS could not trace", pkt, o[:300])
+        return None
+    da = re.sub(r"userspace\(pid=0,controller\([^)]*\)\)", "userspace(controller)", re.search(r"^Datapath actions: (.*)$", o, re.M).group(1))
+    return mfm.group(1), map_ovs_actions(da)
+
+def flowpath_trace(a, rf, pf, extra=()):
+    """flowpath's JSON answers for the packets of file `pf` (None, after
+    printing why, if it fails)."""
+    fp = subprocess.run([a.flowpath, "trace", "--rules", rf, "--packets", pf, "--json", "--ports", "1,2,3,4"] + list(extra), capture_output=True, text=True)
+    if fp.returncode:
+        print("flowpath failed:", fp.stderr, open(rf).read())
+        return None
+    return [json.loads(l) for l in fp.stdout.splitlines()]
+
+def canon_actions(s):
+    """The set of (port, tags, rewrites) the outputs of an action list send."""
+    tags, mods, outs = [], [], []
+    for t in split_top(s):
+        if t.isdigit():
+            outs.append((t, tuple(tags), tuple(mods)))
+        elif t.startswith("push_vlan("):
+            tags.insert(0, t)
+        elif t == "pop_vlan":
+            if tags:
+                tags.pop(0)
+            else:
+                mods.append("pop")
+        elif t == "drop":
+            pass
+        else:
+            mods.append(t)
+    return sorted(set(outs)), mods if not outs else []
+
+MACS = ["50:54:00:00:00:%02x" % i for i in range(1, 6)]
+
+def rnd_normal_rules(r):
+    rules = ["table=0,priority=0,actions=NORMAL"]
+    for _ in range(r.randint(0, 4)):
+        k = r.random()
+        prio = r.randint(1, 1000)
+        if k < 0.25:
+            rules.append("table=0,priority=%d,dl_src=%s,actions=drop" % (prio, r.choice(MACS)))
+        elif k < 0.45:
+            rules.append("table=0,priority=%d,in_port=%d,actions=mod_dl_src:%s,NORMAL" % (prio, r.randint(1, 4), r.choice(MACS)))
+        elif k < 0.6:
+            rules.append("table=0,priority=%d,ip,nw_dst=10.0.0.%d,actions=NORMAL,output:%d" % (prio, r.randint(1, 4), r.randint(1, 4)))
+        elif k < 0.75:
+            rules.append("table=0,priority=%d,tcp,tp_dst=80,actions=mod_vlan_vid:%d,NORMAL" % (prio, r.randint(1, 3)))
+        elif k < 0.85:
+            rules.append("table=0,priority=%d,dl_vlan=%d,actions=strip_vlan,NORMAL" % (prio, r.randint(1, 3)))
+        else:
+            rules.append("table=0,priority=%d,arp,actions=resubmit(,1)" % prio)
+            rules.append("table=1,priority=0,actions=NORMAL")
+    return rules
+
+def rnd_vlan_config(r):
+    cfg = {}
+    for p in range(1, 5):
+        k = r.random()
+        if k < 0.2:
+            cfg[p] = ("tag", r.randint(1, 3))
+        elif k < 0.35:
+            cfg[p] = ("trunks", sorted(set(r.choice([0, 1, 2, 3]) for _ in range(2))))
+    return cfg
+
+def rnd_normal_packet(r):
+    p = ["in_port=%d" % r.randint(1, 4)]
+    if r.random() < 0.25:
+        p.append("dl_vlan=%d" % r.choice([0, 1, 2, 3]))
+        if r.random() < 0.3:
+            p.append("dl_vlan_pcp=%d" % r.randint(0, 7))
+    src = r.choice(MACS)
+    k = r.random()
+    dst = "ff:ff:ff:ff:ff:ff" if k < 0.15 else "01:00:5e:00:00:01" if k < 0.2 else "01:80:c2:00:00:00" if k < 0.22 else r.choice(MACS)
+    p += ["dl_src=" + src, "dl_dst=" + dst]
+    proto = r.choice(["tcp", "udp", "arp", "ip", "ipv6"])
+    p.append(proto)
+    if proto in ("tcp", "udp", "ip"):
+        p += ["nw_src=10.0.0.%d" % r.randint(1, 4), "nw_dst=10.0.0.%d" % r.randint(1, 4), "nw_ttl=64"]
+    if proto in ("tcp", "udp"):
+        pre = "tp" if proto == "tcp" else "udp"
+        p += [pre + "_src=%d" % r.choice([1024, 5000]), pre + "_dst=%d" % r.choice([80, 22])]
+    if proto == "arp":
+        a = r.randint(1, 4)
+        p += ["arp_op=%d" % r.choice([1, 2]), "arp_spa=10.0.0.%d" % a, "arp_tpa=10.0.0.%d" % r.choice([a, r.randint(1, 4)])]
+    return ",".join(p)
+
+def normal_main(a, r, rec):
+    vs = ["ovs-vsctl", "--db=unix:%s/db.sock" % os.environ.get("OVS_RUNDIR", "/tmp/ovs-sandbox")]
+    diffs = mfd = total = 0
+    for rs in range(a.rulesets):
+        rules = rnd_normal_rules(r)
+        cfg = rnd_vlan_config(r)
+        for p in range(1, 5):
+            args = vs + ["clear", "port", "p%d" % p, "tag", "--", "clear", "port", "p%d" % p, "trunks"]
+            subprocess.run(args, check=True)
+            if p in cfg:
+                kind, v = cfg[p]
+                val = str(v) if kind == "tag" else "[" + ",".join(map(str, v)) + "]"
+                subprocess.run(vs + ["set", "port", "p%d" % p, "%s=%s" % (kind, val)], check=True)
+        rf, res = load_rules(rules)
+        if res.returncode:
+            print("OVS rejected rule set", rs, res.stderr, open(rf).read())
+            continue
+        subprocess.run(["ovs-appctl"] + CTL + ["revalidator/wait"], capture_output=True)
+        subprocess.run(["ovs-appctl"] + CTL + ["fdb/flush", "br0"], check=True, capture_output=True)
+        pkts = [rnd_normal_packet(r) for _ in range(a.packets)]
+        pf = write_packets(pkts)
+        pv = []
+        for p, (kind, v) in sorted(cfg.items()):
+            pv += ["--port-vlan", "%d=%s" % (p, "vlan=%d" % v if kind == "tag" else "trunks=" + ",".join(map(str, v)))]
+        ours = flowpath_trace(a, rf, pf, ["--learn"] + pv)
+        if ours is None:
+            continue
+        for pkt, mine in zip(pkts, ours):
+            total += 1
+            t = ovs_trace(pkt, "-generate")
+            if t is None:
+                continue
+            mf, da = t
+            if rec:
+                rec.write(json.dumps({"set": "%d/%d" % (a.seed, rs), "rules": rules, "vlans": pv, "packet": pkt, "megaflow": mf, "actions": da}) + "\n")
+            if canon_actions(da) != canon_actions(mine["actions"].replace("65534", "LOCAL")) and canon_actions(da) != canon_actions(mine["actions"]):
+                diffs += 1
+                print("ACTIONS DIFFER\n  rules: %s\n  vlans: %s\n  packet: %s\n  ovs:  %s\n  ours: %s" % ("\n         ".join(rules), " ".join(pv), pkt, da, mine["actions"]))
+            elif mf != mine["megaflow"]:
+                mfd += 1
+                print("MEGAFLOW DIFFERS\n  rules: %s\n  vlans: %s\n  packet: %s\n  ovs:  %s\n  ours: %s" % ("\n         ".join(rules), " ".join(pv), pkt, mf, mine["megaflow"]))
+        os.unlink(rf); os.unlink(pf)
+    print("NORMAL: rule sets %d, packets %d, action diffs %d, megaflow diffs %d" % (a.rulesets, total, diffs, mfd))
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--ctl", required=True)
+    ap.add_argument("--ctl", help="ovs-vswitchd's control socket (default: the one in $OVS_RUNDIR)")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--rulesets", type=int, default=20)
     ap.add_argument("--packets", type=int, default=30)
     ap.add_argument("--flowpath", default="target/debug/flowpath")
     ap.add_argument("--record", help="append OVS's answers (rules, packet, megaflow, actions) as JSON lines to this file")
+    ap.add_argument("--normal", action="store_true", help="NORMAL rule sets, VLAN ports and learning packet sequences")
     a = ap.parse_args()
     r = random.Random(a.seed)
     rec = open(a.record, "a") if a.record else None
+    if a.ctl:
+        CTL.extend(["-t", a.ctl])
+    load_port_map()
+    if a.normal:
+        return normal_main(a, r, rec)
     diffs = narrower = wider = total = 0
     for rs in range(a.rulesets):
         ntables = r.randint(1, 3)
@@ -144,41 +331,23 @@ def main():
                 parts, proto = rnd_match(r, ntables)
                 prio = r.randint(0, 65535)
                 rules.append("table=%d,priority=%d,%s%sactions=%s" % (t, prio, ",".join(parts), "," if parts else "", rnd_actions(r, proto, t, ntables)))
-        with tempfile.NamedTemporaryFile("w", suffix=".flows", delete=False) as f:
-            f.write("\n".join(rules) + "\n")
-            rf = f.name
-        subprocess.run(["ovs-ofctl", "del-flows", "br0"], check=True)
-        res = subprocess.run(["ovs-ofctl", "add-flows", "br0", rf], capture_output=True, text=True)
-        if res.returncode:
-            if "mod_vlan" in open(rf).read():
-                # OpenFlow 1.1+ encodes mod_vlan_vid with different semantics.
-                continue
-            res = subprocess.run(["ovs-ofctl", "-O", "OpenFlow13", "add-flows", "br0", rf], capture_output=True, text=True)
+        rf, res = load_rules(rules, of13_fallback=True)
+        if res.returncode and "mod_vlan" in open(rf).read():
+            continue
         if res.returncode:
             print("OVS rejected rule set", rs, res.stderr, open(rf).read())
             continue
         pkts = [rnd_packet(r) for _ in range(a.packets)]
-        with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as f:
-            f.write("\n".join(pkts) + "\n")
-            pf = f.name
-        fp = subprocess.run([a.flowpath, "trace", "--rules", rf, "--packets", pf, "--json", "--ports", "1,2,3,4"], capture_output=True, text=True)
-        if fp.returncode:
-            print("flowpath failed:", fp.stderr, open(rf).read())
+        pf = write_packets(pkts)
+        ours = flowpath_trace(a, rf, pf)
+        if ours is None:
             continue
-        ours = [json.loads(l) for l in fp.stdout.splitlines()]
         for pkt, mine in zip(pkts, ours):
             total += 1
-            oo = subprocess.run(["ovs-appctl", "-t", a.ctl, "ofproto/trace", "br0", pkt], capture_output=True, text=True)
-            o = oo.stdout + oo.stderr
-            mfm = re.search(r"^Megaflow: (.*)$", o, re.M)
-            if not mfm:
-                print("OVS could not trace", pkt, o[:300])
+            t = ovs_trace(pkt)
+            if t is None:
                 continue
-            mf = mfm.group(1)
-            da = re.sub(r"userspace\(pid=0,controller\([^)]*\)\)", "userspace(controller)", re.search(r"^Datapath actions: (.*)$", o, re.M).group(1))
-            da = map_ovs_actions(da) if False else map_ovs_actions(da)
-            if "in_port" in rf and False:
-                pass
+            mf, da = t
             if rec and "OpenFlow13" not in " ".join(res.args):
                 rec.write(json.dumps({"rules": rules, "packet": pkt, "megaflow": mf, "actions": da}) + "\n")
             if da != mine["actions"]:

@@ -19,10 +19,12 @@
 //! frame's timestamp.
 
 use anyhow::{bail, Context, Result};
+use flowpath_datapath::slowpath::{uses_normal, SlowPath};
 use flowpath_datapath::{Outputs, PortSink, Switch};
 use flowpath_flow::{Match, Style};
 use flowpath_io::{load_ethernet_frames, tsc, IoError, PcapWriter};
 use flowpath_ofproto::odp::format_actions;
+use flowpath_ofproto::tables::Lookup;
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -125,7 +127,15 @@ pub fn run(args: Args) -> Result<()> {
     }
 
     let cfg = args.dp.config();
-    let mut sw = Switch::with_rules(cfg, Arc::new(tables)).context("datapath configuration")?;
+    let normal = uses_normal(&tables);
+    if normal && args.rules.ports.is_none() && tables.ports().is_empty() {
+        eprintln!(
+            "flowpath: warning: the rules use NORMAL but name no port, so it floods only to LOCAL; give the bridge's ports with --ports 1,2,..."
+        );
+    }
+    let bridge = Arc::new(args.rules.bridge()?);
+    let mut sw = Switch::new(cfg, SlowPath::with_bridge(Arc::new(tables), bridge))
+        .context("datapath configuration")?;
     let mut sink = PcapSink {
         dir: args.out_dir.clone(),
         writers: BTreeMap::new(),
@@ -139,9 +149,20 @@ pub fn run(args: Args) -> Result<()> {
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
     if args.json {
-        print_json(&mut out, &sw, args.dump_flows)?;
+        print_json(&mut out, &sw, args.dump_flows, normal, now_ms)?;
     } else {
         print_text(&mut out, &sw, args.dump_flows, now_ms)?;
+        if normal {
+            if let Some(b) = sw.upcall().bridge() {
+                let macs = b.macs();
+                writeln!(
+                    out,
+                    "MAC learning table (fdb/show; learned {}, moved {}, expired {}, evicted {}):",
+                    macs.stats.learned, macs.stats.moved, macs.stats.expired, macs.stats.evicted
+                )?;
+                write!(out, "{}", macs.show(now_ms, port_name))?;
+            }
+        }
     }
     out.flush()?;
     Ok(())
@@ -208,7 +229,22 @@ fn print_text(out: &mut impl Write, sw: &Switch, dump_flows: bool, now_ms: u64) 
     Ok(())
 }
 
-fn print_json(out: &mut impl Write, sw: &Switch, dump_flows: bool) -> Result<()> {
+/// A port number as `fdb/show` prints it.
+fn port_name(p: u32) -> String {
+    if p == flowpath_ofproto::action::OFPP_LOCAL {
+        "LOCAL".into()
+    } else {
+        p.to_string()
+    }
+}
+
+fn print_json(
+    out: &mut impl Write,
+    sw: &Switch,
+    dump_flows: bool,
+    normal: bool,
+    now_ms: u64,
+) -> Result<()> {
     let mut obj = match serde_json::to_value(sw.report())? {
         serde_json::Value::Object(m) => m,
         _ => bail!("statistics did not serialize to an object"),
@@ -220,6 +256,22 @@ fn print_json(out: &mut impl Write, sw: &Switch, dump_flows: bool) -> Result<()>
         .collect();
     obj.insert("output_packets".into(), ports.into());
     obj.insert("rx_invalid".into(), sw.rx_stats().invalid.into());
+    if let Some(b) = sw.upcall().bridge().filter(|_| normal) {
+        let macs = b.macs();
+        let fdb: Vec<serde_json::Value> = macs
+            .entries(now_ms)
+            .iter()
+            .map(|e| {
+                serde_json::json!({
+                    "port": port_name(e.port),
+                    "vlan": e.vlan,
+                    "mac": flowpath_ofproto::normal::format_mac(e.mac),
+                    "age": e.age_s(now_ms),
+                })
+            })
+            .collect();
+        obj.insert("fdb".into(), fdb.into());
+    }
     if dump_flows {
         let flows = sw.datapath().megaflows();
         let list: Vec<FlowJson> = flows

@@ -6,10 +6,12 @@
 use anyhow::{bail, Context, Result};
 use flowpath_netdev::PortSpec;
 use flowpath_ofproto::classifier::parse_prefixes;
+use flowpath_ofproto::normal::{parse_vlan_mode, Bridge, MacTable, PortVlans, VlanMode};
 use flowpath_ofproto::parse::parse_rules;
 use flowpath_switchd::rules::RuleSet;
 use flowpath_switchd::{Switchd, SwitchdConfig};
 use std::path::PathBuf;
+use std::sync::Arc;
 
 /// Arguments of `flowpath switch`.
 #[derive(clap::Args)]
@@ -20,7 +22,9 @@ afpacket:IFNAME[,queues=N]                      AF_PACKET TPACKET_V3 ring(s), vn
 tap:NAME                                        a tap interface, created and deleted by the switch\n  \
 pcap:FILE[,loop]                                receive a capture's frames (once, or looped)\n  \
 pcap-out:FILE                                   write what the port is sent to a capture\n  \
-null                                            discard what the port is sent\n\n\
+null                                            discard what the port is sent\n\
+Any of them may end with 802.1Q options for NORMAL: ,vlan=V (access port of VLAN V) or\n\
+,trunks=V1,V2,... (trunk of those VLANs; default: trunk of every VLAN).\n\n\
 Example (two namespaces joined through the switch):\n  \
 flowpath switch --rules fwd.flows --port 1=afxdp:p1 --port 2=afpacket:p2 --ctl /tmp/fp.ctl\n  \
 flowpath ctl --ctl /tmp/fp.ctl dpif-netdev/pmd-stats-show     (or: ovs-appctl -t /tmp/fp.ctl ...)\n\n\
@@ -50,6 +54,14 @@ pub struct Args {
     /// Prefix-tracking fields for one table: `T=FIELDS`; repeatable.
     #[arg(long = "table-prefixes", value_name = "T=FIELDS")]
     table_prefixes: Vec<String>,
+    /// Most entries of NORMAL's MAC learning table (OVS's
+    /// other_config:mac-table-size).
+    #[arg(long, value_name = "N", default_value_t = flowpath_ofproto::normal::DEFAULT_MAC_TABLE_SIZE)]
+    mac_table_size: usize,
+    /// Seconds a learned MAC stays without traffic from it (OVS's
+    /// other_config:mac-aging-time).
+    #[arg(long, value_name = "S", default_value_t = flowpath_ofproto::normal::DEFAULT_MAC_AGING_S)]
+    mac_aging: u64,
     #[command(flatten)]
     dp: crate::dp_args::DatapathArgs,
 }
@@ -60,8 +72,41 @@ pub fn default_ctl() -> PathBuf {
     PathBuf::from(dir).join("flowpath.ctl")
 }
 
-/// Parses `N=SPEC`.
-fn parse_port(s: &str) -> Result<(u32, PortSpec)> {
+/// Splits the 802.1Q options (`vlan=V`, `tag=V`, `trunks=V1,V2,...`) off a
+/// port spec: the spec without them, and the VLAN mode.
+fn split_vlan(spec: &str) -> Result<(String, VlanMode)> {
+    let mut rest = Vec::new();
+    let mut vlan: Option<String> = None;
+    let mut in_trunks = false;
+    for tok in spec.split(',') {
+        let t = tok.trim();
+        if in_trunks && !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit()) {
+            if let Some(v) = vlan.as_mut() {
+                v.push(',');
+                v.push_str(t);
+            }
+            continue;
+        }
+        in_trunks = false;
+        if t.starts_with("vlan=") || t.starts_with("tag=") || t.starts_with("trunks=") {
+            if vlan.is_some() {
+                bail!("give one of vlan=V or trunks=V1,V2,... per port");
+            }
+            in_trunks = t.starts_with("trunks=");
+            vlan = Some(t.to_string());
+        } else {
+            rest.push(tok);
+        }
+    }
+    let mode = match vlan {
+        Some(v) => parse_vlan_mode(&v).map_err(|e| anyhow::anyhow!("{e}"))?,
+        None => VlanMode::TrunkAll,
+    };
+    Ok((rest.join(","), mode))
+}
+
+/// Parses `N=SPEC[,vlan=V|,trunks=V1,V2]`.
+fn parse_port(s: &str) -> Result<(u32, PortSpec, VlanMode)> {
     let (n, spec) = s
         .split_once('=')
         .with_context(|| format!("--port '{s}': expected N=SPEC, e.g. 1=afxdp:p1"))?;
@@ -71,8 +116,9 @@ fn parse_port(s: &str) -> Result<(u32, PortSpec)> {
         .ok()
         .filter(|n| (1..=0xfeff).contains(n))
         .with_context(|| format!("--port '{s}': '{n}' is not a port number (1 to 65279)"))?;
-    let spec = PortSpec::parse(spec).map_err(|e| anyhow::anyhow!("--port {n}: {e}"))?;
-    Ok((n, spec))
+    let (spec, mode) = split_vlan(spec).map_err(|e| anyhow::anyhow!("--port {n}: {e}"))?;
+    let spec = PortSpec::parse(&spec).map_err(|e| anyhow::anyhow!("--port {n}: {e}"))?;
+    Ok((n, spec, mode))
 }
 
 /// Runs `flowpath switch`.
@@ -83,9 +129,21 @@ pub fn run(args: Args) -> Result<()> {
     let prefixes = parse_prefixes(&args.prefixes).context("--prefixes")?;
     let per_table = crate::rule_args::parse_table_prefixes(&args.table_prefixes)?;
     let mut ports = Vec::new();
+    let mut vlans = PortVlans::default();
     for p in &args.ports {
-        ports.push(parse_port(p)?);
+        let (n, spec, mode) = parse_port(p)?;
+        vlans.set(n, mode);
+        ports.push((n, spec));
     }
+    if args.mac_table_size == 0 {
+        bail!("--mac-table-size must be at least 1");
+    }
+    // The switch has no LOCAL port device: NORMAL floods to the ports.
+    let bridge = Arc::new(Bridge::new(
+        MacTable::new(args.mac_table_size, args.mac_aging),
+        vlans,
+        false,
+    ));
     let mut nums: Vec<u32> = ports.iter().map(|(n, _)| *n).collect();
     nums.sort_unstable();
     if let Some(w) = nums.windows(2).find(|w| w[0] == w[1]) {
@@ -99,6 +157,7 @@ pub fn run(args: Args) -> Result<()> {
         datapath: args.dp.config(),
         ctl_path: ctl_path.clone(),
         pidfile: args.pidfile.clone(),
+        bridge,
     };
     let sw = Switchd::start(cfg)?;
     eprintln!(

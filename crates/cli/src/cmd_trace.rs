@@ -6,9 +6,10 @@
 //! per packet: `{"packet", "megaflow", "actions"}`.
 
 use anyhow::{bail, Context, Result};
+use flowpath_ofproto::normal::NormalEnv;
 use flowpath_ofproto::odp::format_actions;
-use flowpath_ofproto::parse::parse_match;
-use flowpath_ofproto::xlate::xlate;
+use flowpath_ofproto::parse::parse_packet;
+use flowpath_ofproto::xlate::xlate_with;
 use std::io::Write;
 use std::path::PathBuf;
 
@@ -17,8 +18,14 @@ use std::path::PathBuf;
 #[command(after_help = "Examples:\n  \
 flowpath trace --rules examples/nmap.flows 'in_port=1,tcp,nw_src=7.7.7.1,nw_dst=7.7.7.104,tp_src=1234,tp_dst=90'\n  \
 flowpath trace --rules examples/nmap.flows --packets packets.txt --json\n\n\
-A packet is written in ovs-ofctl flow syntax; fields not mentioned are 0.\n\
-Megaflow is the widest match that is sure to get the same datapath actions.")]
+A packet is written in ovs-ofctl flow syntax (in_port=1,tcp,tp_dst=80) or as a datapath flow\n\
+(in_port(1),eth(src=..,dst=..),eth_type(0x0800),ipv4(src=..,dst=..,proto=6,frag=no),tcp(dst=80));\n\
+fields not mentioned are 0.\n\
+Megaflow is the widest match that is sure to get the same datapath actions.\n\n\
+NORMAL: the bridge's ports are --ports (or those the rules name) and LOCAL (unless --no-local);\n\
+--port-vlan N=vlan=V / N=trunks=V1,V2 configures 802.1Q; --learn fills the MAC table from the\n\
+packets traced so far, e.g. trace a reply after its request:\n  \
+flowpath trace --rules normal.flows --ports 1,2,3 --learn --packets conversation.txt")]
 pub struct Args {
     #[command(flatten)]
     rules: crate::rule_args::RuleArgs,
@@ -28,6 +35,12 @@ pub struct Args {
     /// One JSON object per packet instead of the text report.
     #[arg(long)]
     json: bool,
+    /// NORMAL learns each packet's source before the next packet is
+    /// traced (as if each had been received), so a packet file can fill
+    /// the MAC learning table; without it the table stays empty and NORMAL
+    /// floods (OVS's ofproto/trace does not learn either).
+    #[arg(long)]
+    learn: bool,
     /// The packet, e.g. `in_port=1,tcp,nw_src=7.7.7.1,nw_dst=7.7.7.104,tp_dst=90`.
     #[arg(value_name = "FLOW", required_unless_present = "packets")]
     flow: Option<String>,
@@ -44,6 +57,8 @@ struct TraceJson<'a> {
 /// Runs `flowpath trace`.
 pub fn run(args: Args) -> Result<()> {
     let tables = args.rules.load()?;
+    let bridge = args.rules.bridge()?;
+    let mut macs = bridge.macs();
     let packets: Vec<(usize, String)> = match (&args.flow, &args.packets) {
         (Some(f), _) => vec![(0, f.clone())],
         (None, Some(path)) => {
@@ -61,12 +76,18 @@ pub fn run(args: Args) -> Result<()> {
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
     for (n, (line_no, line)) in packets.iter().enumerate() {
-        let m = parse_match(line).map_err(|e| match &pfile {
+        let key = parse_packet(line).map_err(|e| match &pfile {
             Some(f) => anyhow::anyhow!("{f}:{line_no}: {e}"),
             None => anyhow::anyhow!("{e}"),
         })?;
-        let key = m.key;
-        let x = xlate(&tables, &key, !args.json);
+        let env = NormalEnv {
+            vlans: &bridge.vlans,
+            macs: &mut macs,
+            now_ms: 0,
+            learn: args.learn,
+            local: bridge.local,
+        };
+        let x = xlate_with(&tables, &key, !args.json, false, Some(env));
         if args.json {
             let obj = TraceJson {
                 packet: line,

@@ -1,10 +1,12 @@
 //! The rule-table options shared by `flowpath trace` and `flowpath run`:
 //! the rule file, prefix tracking (all tables and per table) and the ports
-//! that `ALL`/`FLOOD` reach, and loading them into [`RuleTables`].
+//! that `ALL`/`FLOOD` reach, and loading them into [`RuleTables`]; the
+//! bridge state `NORMAL` uses (ports' VLANs, MAC table size and aging).
 
 use anyhow::{Context, Result};
 use flowpath_flow::FieldId;
 use flowpath_ofproto::classifier::parse_prefixes;
+use flowpath_ofproto::normal::{parse_vlan_mode, Bridge, MacTable, PortVlans};
 use flowpath_ofproto::parse::parse_rules;
 use flowpath_ofproto::tables::RuleTables;
 use std::path::PathBuf;
@@ -23,9 +25,28 @@ pub struct RuleArgs {
     /// `T=FIELDS` (e.g. `1=none`, `2=ipv6_dst`); repeatable.
     #[arg(long = "table-prefixes", value_name = "T=FIELDS")]
     pub table_prefixes: Vec<String>,
-    /// Ports that ALL and FLOOD send to (default: every port the rules name).
+    /// The bridge's ports: where ALL, FLOOD and NORMAL's flooding send
+    /// (default: every port the rules name).
     #[arg(long, value_name = "P,P,...", value_delimiter = ',')]
     pub ports: Option<Vec<u32>>,
+    /// 802.1Q configuration of one port for NORMAL: `N=vlan=V` (access
+    /// port of VLAN V: untagged in and out) or `N=trunks=V1,V2,...` (trunk
+    /// of those VLANs); ports not given trunk every VLAN. Repeatable.
+    #[arg(long = "port-vlan", value_name = "N=vlan=V|N=trunks=V,...")]
+    pub port_vlan: Vec<String>,
+    /// Most entries of NORMAL's MAC learning table (OVS's
+    /// other_config:mac-table-size); the least recently used entry makes
+    /// room for a new one.
+    #[arg(long, value_name = "N", default_value_t = flowpath_ofproto::normal::DEFAULT_MAC_TABLE_SIZE)]
+    pub mac_table_size: usize,
+    /// Seconds a learned MAC stays without traffic from it (OVS's
+    /// other_config:mac-aging-time).
+    #[arg(long, value_name = "S", default_value_t = flowpath_ofproto::normal::DEFAULT_MAC_AGING_S)]
+    pub mac_aging: u64,
+    /// The bridge has no LOCAL port (by default NORMAL floods to LOCAL
+    /// too, as OVS's bridges always have one).
+    #[arg(long)]
+    pub no_local: bool,
 }
 
 impl RuleArgs {
@@ -43,6 +64,38 @@ impl RuleArgs {
             tables.set_ports(p.clone());
         }
         Ok(tables)
+    }
+}
+
+impl RuleArgs {
+    /// The bridge state NORMAL uses: an empty learning table of the given
+    /// size and aging, the ports' VLANs, LOCAL or not.
+    pub fn bridge(&self) -> Result<Bridge> {
+        let mut vlans = PortVlans::default();
+        for item in &self.port_vlan {
+            let (n, mode) = item.split_once('=').with_context(|| {
+                format!("--port-vlan '{item}': expected N=vlan=V or N=trunks=V1,V2")
+            })?;
+            let n: u32 = n
+                .trim()
+                .parse()
+                .ok()
+                .filter(|n| (1..0xff00).contains(n))
+                .with_context(|| {
+                    format!("--port-vlan '{item}': '{n}' is not a port number (1 to 65279)")
+                })?;
+            let mode =
+                parse_vlan_mode(mode).map_err(|e| anyhow::anyhow!("--port-vlan '{item}': {e}"))?;
+            vlans.set(n, mode);
+        }
+        if self.mac_table_size == 0 {
+            anyhow::bail!("--mac-table-size must be at least 1");
+        }
+        Ok(Bridge::new(
+            MacTable::new(self.mac_table_size, self.mac_aging),
+            vlans,
+            !self.no_local,
+        ))
     }
 }
 

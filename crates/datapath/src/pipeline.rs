@@ -643,7 +643,7 @@ impl Datapath {
                 }
                 *b += 1;
             }
-            match upcall.upcall(key) {
+            match upcall.upcall_at(key, now_ms) {
                 Ok((actions, mask)) => {
                     if self.flows.len() >= self.cfg.flow_limit {
                         upcall_actions[i] = actions;

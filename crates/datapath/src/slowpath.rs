@@ -24,14 +24,54 @@
 //! worker calls the upcall inline on its own thread. Translation
 //! allocates (it is the miss path, not the per-packet hit path).
 
-use crate::megaflow::MegaflowRef;
+use crate::megaflow::{Megaflow, MegaflowRef};
 use crate::pipeline::Datapath;
 use crate::upcall::{Upcall, UpcallError};
 use flowpath_flow::{FlowKey, FlowMask};
+use flowpath_ofproto::action::Action;
+use flowpath_ofproto::normal::{Bridge, MacChanges, NormalEnv};
 use flowpath_ofproto::odp::DpActions;
 use flowpath_ofproto::tables::RuleTables;
-use flowpath_ofproto::xlate::xlate;
+use flowpath_ofproto::xlate::{xlate, xlate_with, Xlate};
+use std::collections::HashSet;
 use std::sync::Arc;
+
+/// How often each worker sweeps aged-out MACs from the learning table.
+const MAC_EXPIRE_INTERVAL_MS: u64 = 1000;
+
+/// Translates `key` through `tables` with `bridge`'s `NORMAL` state
+/// (learning from it when `learn`), at `now_ms`.
+pub fn translate(
+    tables: &RuleTables,
+    bridge: Option<&Bridge>,
+    key: &FlowKey,
+    learn: bool,
+    now_ms: u64,
+) -> Xlate {
+    match bridge {
+        Some(b) if uses_normal(tables) => {
+            let mut macs = b.macs();
+            let env = NormalEnv {
+                vlans: &b.vlans,
+                macs: &mut macs,
+                now_ms,
+                learn,
+                local: b.local,
+            };
+            xlate_with(tables, key, false, false, Some(env))
+        }
+        _ => xlate(tables, key, false),
+    }
+}
+
+/// True when some rule of `tables` uses `NORMAL` (only then is the learning
+/// table locked for a translation).
+pub fn uses_normal(tables: &RuleTables) -> bool {
+    tables
+        .rules()
+        .iter()
+        .any(|r| r.actions.contains(&Action::Normal))
+}
 
 /// Counters of the slow path.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -46,18 +86,51 @@ pub struct SlowPathStats {
 #[derive(Clone, Debug)]
 pub struct SlowPath {
     tables: Arc<RuleTables>,
+    bridge: Option<Arc<Bridge>>,
+    /// The learning table's change number this worker has revalidated up
+    /// to.
+    mac_seen: u64,
+    next_expire_ms: u64,
+    last_now_ms: u64,
     stats: SlowPathStats,
     last_error: Option<String>,
 }
 
 impl SlowPath {
-    /// A slow path over `tables`.
+    /// A slow path over `tables` (`NORMAL` sees an empty learning table
+    /// and learns nothing: see [`SlowPath::with_bridge`]).
     pub fn new(tables: Arc<RuleTables>) -> Self {
         SlowPath {
             tables,
+            bridge: None,
+            mac_seen: 0,
+            next_expire_ms: 0,
+            last_now_ms: 0,
             stats: SlowPathStats::default(),
             last_error: None,
         }
+    }
+
+    /// A slow path over `tables` whose `NORMAL` learns into and forwards
+    /// by `bridge`'s table (shared with the bridge's other workers).
+    pub fn with_bridge(tables: Arc<RuleTables>, bridge: Arc<Bridge>) -> Self {
+        let mut sp = SlowPath::new(tables);
+        sp.mac_seen = bridge.seq();
+        sp.bridge = Some(bridge);
+        sp
+    }
+
+    /// The bridge state `NORMAL` uses, if any.
+    pub fn bridge(&self) -> Option<&Arc<Bridge>> {
+        self.bridge.as_ref()
+    }
+
+    /// Re-checks every live megaflow of `dp` against `tables` (with this
+    /// slow path's bridge state, without learning): see [`revalidate`].
+    pub fn revalidate(&self, dp: &mut Datapath, tables: &RuleTables) -> usize {
+        revalidate_where(dp, tables, self.bridge.as_deref(), self.last_now_ms, |_| {
+            true
+        })
     }
 
     /// The current rule tables.
@@ -84,14 +157,55 @@ impl SlowPath {
 
 impl Upcall for SlowPath {
     fn upcall(&mut self, key: &FlowKey) -> Result<(DpActions, FlowMask), UpcallError> {
+        let now = self.last_now_ms;
+        self.upcall_at(key, now)
+    }
+
+    fn upcall_at(
+        &mut self,
+        key: &FlowKey,
+        now_ms: u64,
+    ) -> Result<(DpActions, FlowMask), UpcallError> {
         self.stats.upcalls += 1;
-        let x = xlate(&*self.tables, key, false);
+        self.last_now_ms = self.last_now_ms.max(now_ms);
+        let x = translate(&self.tables, self.bridge.as_deref(), key, true, now_ms);
         if let Some(e) = x.error {
             self.stats.failed += 1;
             self.last_error = Some(e);
             return Err(UpcallError::Failed);
         }
         Ok((x.actions, x.megaflow))
+    }
+
+    /// Ages the learning table (once a second) and revalidates the
+    /// megaflows whose destination MAC's entry changed since this worker
+    /// last looked (learned, moved, expired, evicted; everything after a
+    /// flush). Lock-free when nothing changed.
+    fn after_batch(&mut self, dp: &mut Datapath, now_ms: u64) -> usize {
+        let Some(b) = self.bridge.clone() else {
+            return 0;
+        };
+        self.last_now_ms = self.last_now_ms.max(now_ms);
+        if now_ms >= self.next_expire_ms {
+            self.next_expire_ms = now_ms + MAC_EXPIRE_INTERVAL_MS;
+            b.macs().expire(now_ms);
+        }
+        if b.seq() == self.mac_seen {
+            return 0;
+        }
+        let (changes, seq) = b.macs().changes_since(self.mac_seen);
+        self.mac_seen = seq;
+        let dl_dst_exact = |m: &Megaflow<'_>| m.mask.to_key().dl_dst() == 0xffff_ffff_ffff;
+        match changes {
+            MacChanges::None => 0,
+            MacChanges::All => revalidate_where(dp, &self.tables, Some(&b), now_ms, dl_dst_exact),
+            MacChanges::Some(v) => {
+                let macs: HashSet<u64> = v.iter().map(|&(_, mac)| mac).collect();
+                revalidate_where(dp, &self.tables, Some(&b), now_ms, |m| {
+                    dl_dst_exact(m) && macs.contains(&m.key.dl_dst())
+                })
+            }
+        }
     }
 }
 
@@ -102,11 +216,26 @@ impl Upcall for SlowPath {
 /// it covers still gets its actions. Returns how many were removed.
 /// Between batches only (allocates).
 pub fn revalidate(dp: &mut Datapath, tables: &RuleTables) -> usize {
+    revalidate_where(dp, tables, None, 0, |_| true)
+}
+
+/// [`revalidate`] of the megaflows `which` selects, with `bridge`'s
+/// `NORMAL` state at `now_ms` (no learning).
+pub fn revalidate_where(
+    dp: &mut Datapath,
+    tables: &RuleTables,
+    bridge: Option<&Bridge>,
+    now_ms: u64,
+    which: impl Fn(&Megaflow<'_>) -> bool,
+) -> usize {
     let refs: Vec<MegaflowRef> = dp.megaflows().live_refs().collect();
     let mut removed = 0;
     for r in refs {
-        let keep = dp.megaflow(r).is_some_and(|m| {
-            let x = xlate(tables, &m.key, false);
+        let keep = dp.megaflow(r).is_none_or(|m| {
+            if !which(&m) {
+                return true;
+            }
+            let x = translate(tables, bridge, &m.key, false, now_ms);
             x.error.is_none() && x.actions == m.actions && x.megaflow.is_subset_of(&m.mask)
         });
         if !keep && dp.remove_megaflow(r) {

@@ -44,7 +44,7 @@ use crate::config::{Config, ConfigError};
 use crate::execute::{ExecStats, Executor, PacketMeta, PortSink, PortStats};
 use crate::packet::PacketBuf;
 use crate::pipeline::Datapath;
-use crate::slowpath::{revalidate, SlowPath};
+use crate::slowpath::SlowPath;
 use crate::stats::PmdStatsReport;
 use crate::upcall::Upcall;
 use flowpath_flow::extract::{extract_into, never_valid, Layers};
@@ -91,10 +91,10 @@ impl Switch<SlowPath> {
     }
 
     /// Publishes a new rule version (between batches): megaflows whose
-    /// translation changed are removed ([`revalidate`]), then upcalls use
+    /// translation changed are removed ([`crate::slowpath::revalidate`]), then upcalls use
     /// the new tables. Returns how many megaflows were removed.
     pub fn publish_rules(&mut self, tables: Arc<RuleTables>) -> usize {
-        let removed = revalidate(&mut self.dp, &tables);
+        let removed = self.upcall.revalidate(&mut self.dp, &tables);
         self.upcall.set_tables(tables);
         removed
     }
@@ -181,6 +181,7 @@ impl<U: Upcall> Switch<U> {
         }
         self.exec.flush(&self.bufs[..n], sink);
         self.batch.clear();
+        self.upcall.after_batch(&mut self.dp, now_ms);
         n
     }
 
@@ -205,10 +206,13 @@ impl<U: Upcall> Switch<U> {
         n
     }
 
-    /// Periodic work between batches: every [`SWEEP_INTERVAL_MS`] of the
-    /// caller's clock, removes the megaflows idle for longer than the
-    /// configured `max_idle_ms`. Returns how many were removed.
+    /// Periodic work between batches: lets the slow path revalidate what
+    /// its own state changes made stale ([`Upcall::after_batch`]: MAC
+    /// learning), and every [`SWEEP_INTERVAL_MS`] of the caller's clock
+    /// removes the megaflows idle for longer than the configured
+    /// `max_idle_ms`. Returns how many idle megaflows were removed.
     pub fn housekeeping(&mut self, now_ms: u64) -> usize {
+        self.upcall.after_batch(&mut self.dp, now_ms);
         match self.next_sweep_ms {
             Some(t) if now_ms < t => 0,
             None => {

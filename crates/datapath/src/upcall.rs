@@ -14,6 +14,7 @@
 //!
 //! Threads: called on the worker's thread, between tiers of one batch.
 
+use crate::pipeline::Datapath;
 use flowpath_flow::{FlowKey, FlowMask};
 use flowpath_ofproto::odp::DpActions;
 
@@ -34,6 +35,23 @@ pub enum UpcallError {
 pub trait Upcall {
     /// Classifies `key`: its datapath actions and the megaflow mask.
     fn upcall(&mut self, key: &FlowKey) -> Result<(DpActions, FlowMask), UpcallError>;
+
+    /// [`Upcall::upcall`] at time `now_ms` of the worker's clock (what the
+    /// datapath calls; the slow path's MAC learning needs the time).
+    fn upcall_at(
+        &mut self,
+        key: &FlowKey,
+        _now_ms: u64,
+    ) -> Result<(DpActions, FlowMask), UpcallError> {
+        self.upcall(key)
+    }
+
+    /// Called after each batch (between batches, on the worker's thread):
+    /// the slow path may revalidate megaflows its own state change made
+    /// stale (MAC learning). Returns how many megaflows it removed.
+    fn after_batch(&mut self, _dp: &mut Datapath, _now_ms: u64) -> usize {
+        0
+    }
 }
 
 impl<F> Upcall for F

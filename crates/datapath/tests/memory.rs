@@ -16,6 +16,8 @@
 // The counting allocator is the one unsafe item: it forwards to `System`.
 #![allow(unsafe_code)]
 
+mod common;
+
 use flowpath_datapath::execute::NullSink;
 use flowpath_datapath::{Config, Switch};
 use flowpath_ofproto::parse::parse_rules;
@@ -69,23 +71,12 @@ static GLOBAL: Counting = Counting;
 /// An Ethernet + IPv4 + UDP frame, 60 bytes, distinct per `i` (source
 /// address and port), destination port `i % 4`.
 fn frame(i: u32) -> Vec<u8> {
-    let mut f = vec![0u8; 60];
-    f[..6].copy_from_slice(&[2, 0, 0, 0, 0, 2]);
-    f[6..12].copy_from_slice(&[2, 0, 0, 0, 0, 1]);
-    f[12..14].copy_from_slice(&[0x08, 0x00]);
-    let ip = &mut f[14..34];
-    ip[0] = 0x45;
-    ip[2..4].copy_from_slice(&46u16.to_be_bytes());
-    ip[8] = 64;
-    ip[9] = 17;
-    ip[12..16].copy_from_slice(&(0x0a00_0000 | (i >> 8)).to_be_bytes());
-    ip[16..20].copy_from_slice(&[10, 1, 0, 1]);
-    let c = flowpath_wire::checksum::checksum(ip);
-    ip[10..12].copy_from_slice(&c.to_be_bytes());
-    f[34..36].copy_from_slice(&(1024 + (i & 0xff) as u16).to_be_bytes());
-    f[36..38].copy_from_slice(&((i % 4) as u16).to_be_bytes());
-    f[38..40].copy_from_slice(&26u16.to_be_bytes());
-    f
+    common::udp_frame(
+        [2, 0, 0, 0, 0, 2],
+        [2, 0, 0, 0, 0, 1],
+        ((0x0a00_0000 | (i >> 8)).to_be_bytes(), [10, 1, 0, 1]),
+        (1024 + (i & 0xff) as u16, (i % 4) as u16),
+    )
 }
 
 /// Live heap bytes per megaflow after installing `n` exact-match

@@ -56,6 +56,10 @@ pub enum Action {
     /// Send to every port except the input port and ports with flooding
     /// disabled (`FLOOD`).
     Flood,
+    /// Switch the packet as an L2 learning switch (`NORMAL`): learn its
+    /// source, send it to the port its destination was learned on, or
+    /// flood it (see [`crate::normal`]).
+    Normal,
     /// Send (at most `max_len` bytes of) the packet to the controller
     /// (`CONTROLLER:65535`).
     Controller {
@@ -110,7 +114,6 @@ const LEGACY: &[(&str, FieldId)] = &[
 /// OVS actions (and reserved ports) that flowpath does not implement: they
 /// are named as unsupported rather than unknown.
 const UNSUPPORTED: &[&str] = &[
-    "normal",
     "table",
     "learn",
     "ct",
@@ -183,6 +186,7 @@ impl fmt::Display for Action {
             Action::InPort => f.write_str("IN_PORT"),
             Action::All => f.write_str("ALL"),
             Action::Flood => f.write_str("FLOOD"),
+            Action::Normal => f.write_str("NORMAL"),
             Action::Controller { max_len } => write!(f, "CONTROLLER:{max_len}"),
             Action::Resubmit { port, table } => match (port, table) {
                 (None, None) => f.write_str("resubmit:IN_PORT"),
@@ -327,9 +331,10 @@ enum Dest {
     All,
     Flood,
     Controller,
+    Normal,
 }
 
-const PORT_RANGE: &str = "1 to 65279, or IN_PORT, ALL, FLOOD, CONTROLLER, LOCAL";
+const PORT_RANGE: &str = "1 to 65279, or IN_PORT, ALL, FLOOD, CONTROLLER, LOCAL, NORMAL";
 
 fn parse_port(name: &str, s: &str) -> Result<Dest, RuleError> {
     let s = s.trim();
@@ -339,7 +344,8 @@ fn parse_port(name: &str, s: &str) -> Result<Dest, RuleError> {
         "flood" => Some(Dest::Flood),
         "controller" => Some(Dest::Controller),
         "local" => Some(Dest::Number(OFPP_LOCAL)),
-        "normal" | "table" => return unsupported(name, &format!("port {s}")),
+        "normal" => Some(Dest::Normal),
+        "table" => return unsupported(name, &format!("port {s}")),
         "none" | "any" => return fail(name, format!("{s} is not a valid port ({PORT_RANGE})")),
         _ => None,
     };
@@ -358,7 +364,8 @@ fn parse_port(name: &str, s: &str) -> Result<Dest, RuleError> {
         0xfffc => Ok(Dest::All),
         0xfffd => Ok(Dest::Controller),
         0xfffe => Ok(Dest::Number(OFPP_LOCAL)),
-        0xfff9 | 0xfffa => unsupported(name, &format!("reserved port {n:#x}")),
+        0xfffa => Ok(Dest::Normal),
+        0xfff9 => unsupported(name, &format!("reserved port {n:#x}")),
         _ => fail(name, format!("port {s} is out of range ({PORT_RANGE})")),
     }
 }
@@ -372,6 +379,7 @@ fn port_action(p: Dest) -> Action {
         Dest::Controller => Action::Controller {
             max_len: CONTROLLER_MAX_LEN,
         },
+        Dest::Normal => Action::Normal,
     }
 }
 
@@ -615,6 +623,8 @@ fn parse_one(item: &str, matching: &Match, table: u8) -> Result<Option<Action>, 
                         Some((k, _)) if k.trim() == "max_len" => {
                             return unsupported(name, "output with max_len (truncation)")
                         }
+                        // `output(3)`: the port alone.
+                        None if port.is_none() && !kv.is_empty() => port = Some(kv),
                         _ => return fail(name, format!("unexpected '{kv}' in output(...)")),
                     }
                 }
@@ -628,6 +638,7 @@ fn parse_one(item: &str, matching: &Match, table: u8) -> Result<Option<Action>, 
         "in_port" => no_arg(name, arg, Action::InPort)?,
         "all" => no_arg(name, arg, Action::All)?,
         "flood" => no_arg(name, arg, Action::Flood)?,
+        "normal" => no_arg(name, arg, Action::Normal)?,
         "local" => no_arg(name, arg, Action::Output(OFPP_LOCAL))?,
         "controller" => parse_controller(name, arg)?,
         "resubmit" => parse_resubmit(name, arg)?,
@@ -825,6 +836,15 @@ mod tests {
         assert!(p("mod_vlan_pcp:8").is_err());
         assert!(p("dec_ttl(1,2)").unwrap_err().msg.contains("not supported"));
         assert_eq!(round("goto_table:2"), "goto_table:2");
+        assert_eq!(round("NORMAL"), "NORMAL");
+        assert_eq!(round("normal"), "NORMAL");
+        assert_eq!(p("output:NORMAL").unwrap(), vec![Action::Normal]);
+        assert_eq!(p("output(3)").unwrap(), vec![Action::Output(3)]);
+        assert_eq!(p("output(port=3)").unwrap(), vec![Action::Output(3)]);
+        assert!(p("output(3,4)").is_err());
+        assert_eq!(p("output:0xfffa").unwrap(), vec![Action::Normal]);
+        assert!(p("NORMAL:1").is_err());
+        assert!(p("resubmit:NORMAL").is_err());
         assert!(parse_actions("goto_table:2", &tcp(), 2).is_err());
         assert!(p("goto_table:2,output:1").is_err());
         assert_eq!(p("drop").unwrap(), vec![]);
@@ -836,7 +856,6 @@ mod tests {
     #[test]
     fn unknown_and_unsupported() {
         for a in [
-            "NORMAL",
             "learn(table=1)",
             "ct(commit)",
             "note:00",

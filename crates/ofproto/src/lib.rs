@@ -17,7 +17,9 @@
 
 pub mod action;
 pub mod classifier;
+pub mod dpflow;
 pub mod linear;
+pub mod normal;
 pub mod odp;
 pub mod parse;
 pub mod rule;

@@ -7,7 +7,8 @@
 //!
 //! The syntax (ovs-ofctl(8), "Flow Syntax"): `key=value` pairs and bare
 //! keywords separated by commas and/or white space (white space around `=`
-//! is tolerated); `actions=` comes last and takes the rest of the text.
+//! is tolerated); `actions=` (or `action=`) comes last and takes the rest
+//! of the text.
 //! Keys are the rule keywords (`table`, `priority`, `cookie`,
 //! `idle_timeout`, `hard_timeout`), the field names and aliases of the
 //! registry ([`flowpath_flow::field`]), with their value syntax
@@ -88,7 +89,7 @@ fn tokenize(text: &str) -> Result<Vec<Item<'_>>, RuleError> {
                 ));
             }
             j += 1;
-            if key == "actions" {
+            if key == "actions" || key == "action" {
                 out.push(Item::Actions(&text[j..]));
                 return Ok(out);
             }
@@ -364,6 +365,17 @@ pub fn parse_rules(text: &str, file: Option<&str>) -> Result<Vec<Rule>, RuleErro
     Ok(rules)
 }
 
+/// Parses a packet description for `flowpath trace`: an `ovs-ofctl` match
+/// (`in_port=1,tcp,tp_dst=80`) or a datapath flow
+/// (`in_port(1),eth(...),eth_type(0x0800),ipv4(...)`), as `ofproto/trace`
+/// takes either. Fields not given are 0.
+pub fn parse_packet(text: &str) -> Result<flowpath_flow::FlowKey, RuleError> {
+    if crate::dpflow::is_dp_flow(text) {
+        return crate::dpflow::parse_dp_flow(text).map(|(k, _)| k);
+    }
+    parse_match(text).map(|m| m.key)
+}
+
 /// Parses just a match (`in_port=1,tcp,tp_dst=80`): fields and protocol
 /// keywords, with the same syntax and checks as a rule's match.
 pub fn parse_match(text: &str) -> Result<Match, RuleError> {
@@ -413,6 +425,17 @@ mod tests {
             vec![Item::Pair("tp_dst", ""), Item::Actions("drop")]
         );
         assert_eq!(tokenize(" \t, ").unwrap(), vec![]);
+        // `action=` is accepted for `actions=`, as OVS does.
+        assert_eq!(
+            tokenize("table=0 in_port=1 priority=16,tcp,action=output(3)").unwrap(),
+            vec![
+                Item::Pair("table", "0"),
+                Item::Pair("in_port", "1"),
+                Item::Pair("priority", "16"),
+                Item::Word("tcp"),
+                Item::Actions("output(3)"),
+            ]
+        );
     }
 
     #[test]

@@ -123,7 +123,8 @@ pub fn rule_text(r: &mut Rng, table: u8, ntables: u8, prio: u16) -> String {
     let mut acts: Vec<String> = Vec::new();
     for _ in 0..r.below(4) {
         let a = match r.below(20) {
-            0..=5 => format!("output:{}", 1 + r.below(4)),
+            0..=4 => format!("output:{}", 1 + r.below(4)),
+            5 => "NORMAL".into(),
             6 if table + 1 < ntables => {
                 format!(
                     "resubmit(,{})",

@@ -312,7 +312,7 @@ fn unsupported_things() {
         ("mpls actions=drop", "mpls"),
         ("mpls_label=3 actions=drop", "mpls_label"),
         ("send_flow_rem actions=drop", "send_flow_rem"),
-        ("actions=NORMAL", "NORMAL"),
+        ("actions=learn(table=1)", "learn"),
         ("actions=learn(table=1,NXM_OF_VLAN_TCI[0..11])", "learn"),
         ("actions=ct(commit,table=1)", "ct"),
         ("actions=note:00.11", "note"),

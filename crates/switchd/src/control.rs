@@ -13,8 +13,9 @@ use crate::rules::{self, Selector};
 use crate::{CtlState, Shared};
 use flowpath_datapath::{Config, SecondLevel};
 use flowpath_flow::FlowKey;
-use flowpath_ofproto::parse::parse_match;
-use flowpath_ofproto::xlate::xlate;
+use flowpath_ofproto::normal::NormalEnv;
+use flowpath_ofproto::parse::parse_packet;
+use flowpath_ofproto::xlate::xlate_with;
 use flowpath_unixctl::{CommandSpec, Handler};
 use std::fmt::Write;
 use std::sync::mpsc::{sync_channel, SyncSender, TrySendError};
@@ -56,6 +57,9 @@ pub fn commands() -> Vec<CommandSpec> {
         c("revalidator/purge", "", 0, 0),
         c("revalidator/wait", "", 0, 0),
         c("memory/show", "[--json]", 0, 1),
+        c("fdb/show", "[BRIDGE] [--json]", 0, 2),
+        c("fdb/flush", "[BRIDGE]", 0, 1),
+        c("fdb/stats-show", "[BRIDGE]", 0, 1),
     ]
 }
 
@@ -302,13 +306,68 @@ impl Control {
 
     fn trace(&self, params: &[String]) -> Result<String, String> {
         let flow = params.last().map(String::as_str).unwrap_or("");
-        let m = parse_match(flow).map_err(|e| e.to_string())?;
-        let key: FlowKey = m.key;
+        let key: FlowKey = parse_packet(flow).map_err(|e| e.to_string())?;
         let tables = self.state().rules.tables();
-        Ok(format!(
-            "{}\n",
-            xlate(&*tables, &key, true).report(&key, flow)
-        ))
+        let b = &self.sh.bridge;
+        let mut macs = b.macs();
+        let env = NormalEnv {
+            vlans: &b.vlans,
+            macs: &mut macs,
+            now_ms: self.now_ms(),
+            learn: false,
+            local: b.local,
+        };
+        let x = xlate_with(&*tables, &key, true, false, Some(env));
+        Ok(format!("{}\n", x.report(&key, flow)))
+    }
+
+    /// The datapath clock (ms since the switch started).
+    fn now_ms(&self) -> u64 {
+        self.sh.started.elapsed().as_millis() as u64
+    }
+
+    /// A port number as OVS names it in `fdb/show` (its name when it has
+    /// one).
+    fn port_name(&self, p: u32) -> String {
+        if p == flowpath_ofproto::action::OFPP_LOCAL {
+            return "LOCAL".into();
+        }
+        p.to_string()
+    }
+
+    fn fdb_show(&self, json: bool) -> Result<String, String> {
+        let now = self.now_ms();
+        let macs = self.sh.bridge.macs();
+        if json {
+            let v: Vec<serde_json::Value> = macs
+                .entries(now)
+                .iter()
+                .map(|e| {
+                    serde_json::json!({
+                        "port": self.port_name(e.port),
+                        "vlan": e.vlan,
+                        "mac": flowpath_ofproto::normal::format_mac(e.mac),
+                        "age": e.age_s(now),
+                    })
+                })
+                .collect();
+            return Ok(format!("{}\n", serde_json::Value::Array(v)));
+        }
+        Ok(macs.show(now, |p| self.port_name(p)))
+    }
+
+    fn fdb_stats(&self) -> String {
+        let macs = self.sh.bridge.macs();
+        let s = macs.stats;
+        format!(
+            "Statistics for bridge \"br0\":\n  Current/maximum MAC entries in the table: {}/{}\n  Current static MAC entries in the table : 0\n  Total number of learned MAC entries     : {}\n  Total number of expired MAC entries     : {}\n  Total number of evicted MAC entries     : {}\n  Total number of port moved MAC entries  : {}\n",
+            macs.entries(self.now_ms()).len(),
+            macs.max_entries(),
+            s.learned,
+            s.expired,
+            s.evicted,
+            s.moved
+        )
     }
 
     /// Changes the rules with `f` under the control lock, publishes them,
@@ -643,6 +702,12 @@ impl Handler for Control {
                 Ok(String::new())
             }
             "memory/show" => self.memory_show(json),
+            "fdb/show" => self.fdb_show(json),
+            "fdb/flush" => {
+                self.sh.bridge.macs().flush();
+                Ok("table successfully flushed\n".into())
+            }
+            "fdb/stats-show" => Ok(self.fdb_stats()),
             "revalidator/wait" => {
                 self.sh.reval_wait()?;
                 Ok(String::new())

@@ -30,8 +30,9 @@ pub mod ports;
 pub mod revalidator;
 pub mod rules;
 
-use flowpath_datapath::{Config, Switch};
+use flowpath_datapath::{Config, SlowPath, Switch};
 use flowpath_netdev::{NetdevError, OpenPort, PortSpec};
+use flowpath_ofproto::normal::Bridge;
 use pmd::{Pmd, PmdCmd, RxqSlot};
 use ports::{PortInfo, TxTable};
 use revalidator::{RevalCmd, UpcallStats};
@@ -61,6 +62,9 @@ pub struct SwitchdConfig {
     pub ctl_path: PathBuf,
     /// Pidfile to write (and remove on exit).
     pub pidfile: Option<PathBuf>,
+    /// `NORMAL`'s state: the MAC learning table every PMD shares, the
+    /// ports' VLANs, LOCAL or not.
+    pub bridge: Arc<Bridge>,
 }
 
 /// Why the switch could not start.
@@ -141,6 +145,9 @@ pub struct Shared {
     pub upcall_stats: Mutex<UpcallStats>,
     /// The revalidator's request queue.
     pub reval: Mutex<Option<SyncSender<RevalCmd>>>,
+    /// `NORMAL`'s state (MAC learning table, VLANs), shared by the PMDs'
+    /// slow paths, the revalidator and `fdb/*`.
+    pub bridge: Arc<Bridge>,
 }
 
 impl Shared {
@@ -251,7 +258,8 @@ impl Switchd {
         let mut pmds = Vec::new();
         let mut threads = Vec::new();
         for (id, (core, rxqs)) in cores.iter().zip(slots).enumerate() {
-            let sw = Switch::with_rules(cfg.datapath.clone(), tables.clone())
+            let sp = SlowPath::with_bridge(tables.clone(), cfg.bridge.clone());
+            let sw = Switch::new(cfg.datapath.clone(), sp)
                 .map_err(|e| SwitchdError::Config(e.to_string()))?;
             let (tx, rx) = sync_channel(PMD_QUEUE_DEPTH);
             let pmd = Pmd {
@@ -297,6 +305,7 @@ impl Switchd {
             stop: stop.clone(),
             started: epoch,
             reval: Mutex::new(None),
+            bridge: cfg.bridge.clone(),
         });
         let (rtx, rrx) = sync_channel(16);
         *shared.reval.lock().unwrap_or_else(|p| p.into_inner()) = Some(rtx);

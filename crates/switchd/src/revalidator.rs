@@ -32,8 +32,9 @@ use crate::rules::Published;
 use crate::Shared;
 use flowpath_datapath::{Datapath, MegaflowRef};
 use flowpath_flow::{FlowKey, FlowMask};
+use flowpath_ofproto::normal::{Bridge, NormalEnv};
 use flowpath_ofproto::odp::DpAction;
-use flowpath_ofproto::xlate::xlate_recording_rules;
+use flowpath_ofproto::xlate::xlate_with;
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::sync::mpsc::{sync_channel, Receiver, RecvTimeoutError, SyncSender};
@@ -153,6 +154,8 @@ pub struct Revalidator {
     pub flow_limit: usize,
     /// Figures for `upcall/show`.
     pub stats: UpcallStats,
+    /// `NORMAL`'s state (translations look it up without learning).
+    pub bridge: Option<Arc<Bridge>>,
 }
 
 impl Revalidator {
@@ -165,6 +168,7 @@ impl Revalidator {
                 limit: flow_limit,
                 ..UpcallStats::default()
             },
+            bridge: None,
         }
     }
 
@@ -202,7 +206,20 @@ impl Revalidator {
                 // A new ukey has version 0, which no published rule set
                 // has (the first is 1).
                 if u.version != rules.version {
-                    let x = xlate_recording_rules(&*rules.tables, &e.key);
+                    let x = match &self.bridge {
+                        Some(b) => {
+                            let mut macs = b.macs();
+                            let env = NormalEnv {
+                                vlans: &b.vlans,
+                                macs: &mut macs,
+                                now_ms,
+                                learn: false,
+                                local: b.local,
+                            };
+                            xlate_with(&*rules.tables, &e.key, false, true, Some(env))
+                        }
+                        None => xlate_with(&*rules.tables, &e.key, false, true, None),
+                    };
                     out.translated += 1;
                     keep = x.error.is_none()
                         && x.actions[..] == e.actions[..]
@@ -302,6 +319,7 @@ pub enum RevalCmd {
 pub fn run(sh: Arc<Shared>, cmds: Receiver<RevalCmd>) {
     let limit = sh.flow_limit_cfg.load(Ordering::Relaxed);
     let mut r = Revalidator::new(sh.pmds.len(), limit);
+    r.bridge = Some(sh.bridge.clone());
     let mut next = Instant::now() + ROUND_INTERVAL;
     while !sh.stop.load(Ordering::Relaxed) {
         let wait = next

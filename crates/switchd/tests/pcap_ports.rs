@@ -278,6 +278,7 @@ fn bad_capture_port_fails_naming_it() {
     let dir = temp_dir("bad");
     let missing = dir.join("missing.pcap");
     let cfg = SwitchdConfig {
+        bridge: Default::default(),
         ports: vec![(1, pcap_in(missing.clone(), false))],
         pmd_cpus: Vec::new(),
         datapath: Config::default(),
@@ -303,6 +304,7 @@ fn start_pmds(
     let ctl = short_sock(dir);
     let nums = ports.iter().map(|p| p.0).collect();
     let cfg = SwitchdConfig {
+        bridge: Default::default(),
         ports,
         pmd_cpus,
         datapath: dp,
