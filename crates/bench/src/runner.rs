@@ -33,8 +33,10 @@ use crate::result::BenchResult;
 use crate::workload::Workload;
 use flowpath_datapath::execute::NullSink;
 use flowpath_datapath::switch::Switch;
+use flowpath_datapath::SlowPath;
 use flowpath_datapath::{ConfigError, BATCH_SIZE};
 use flowpath_io::tsc::{rdtsc, UNIT};
+use flowpath_ofproto::normal::{Bridge, MacTable, PortVlans};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -124,7 +126,15 @@ impl<'w> Replay<'w> {
     fn new(w: &'w Workload, cfg: &BenchConfig) -> Result<Self, ConfigError> {
         Ok(Replay {
             w,
-            sw: Switch::with_rules(cfg.dp.clone(), Arc::clone(&w.tables))?,
+            // NORMAL learns into a table of this replay's own, flooding
+            // to LOCAL too, as an OVS bridge.
+            sw: Switch::new(
+                cfg.dp.clone(),
+                SlowPath::with_bridge(
+                    Arc::clone(&w.tables),
+                    Arc::new(Bridge::new(MacTable::default(), PortVlans::default(), true)),
+                ),
+            )?,
             sink: NullSink::default(),
             cursors: vec![0; w.ports.len()],
             port: 0,

@@ -23,7 +23,7 @@
 use flowpath_io::load_ethernet_frames;
 use flowpath_ofproto::classifier::DEFAULT_PREFIXES;
 use flowpath_ofproto::parse::parse_rules;
-use flowpath_ofproto::tables::RuleTables;
+use flowpath_ofproto::tables::{Lookup, RuleTables};
 use flowpath_trafficgen::{
     generate, FlowsSpec, NmapRuleSet, NmapSpec, Options, Order, Profile, ScanOrder, SubtablesSpec,
 };
@@ -288,9 +288,24 @@ pub fn part_sizes(total: usize, max: usize) -> Vec<usize> {
     (0..n).map(|i| base + usize::from(i < rem)).collect()
 }
 
-fn parse_tables(text: &str, name: &str) -> Result<Arc<RuleTables>, WorkloadError> {
+/// The rule tables of a workload whose traffic arrives on `ports`. When
+/// the rules use `NORMAL`, the bridge's ports (where it floods) are the
+/// input ports, port 2 (the harness's output port) and the ports the
+/// rules name; the bench's bridge also has LOCAL.
+fn parse_tables(
+    text: &str,
+    name: &str,
+    ports: &[PortTraffic],
+) -> Result<Arc<RuleTables>, WorkloadError> {
     let rules = parse_rules(text, Some(name)).map_err(|e| WorkloadError::Rules(e.to_string()))?;
-    Ok(Arc::new(RuleTables::new(rules, DEFAULT_PREFIXES)))
+    let mut tables = RuleTables::new(rules, DEFAULT_PREFIXES);
+    if flowpath_datapath::slowpath::uses_normal(&tables) {
+        let mut p: Vec<u32> = tables.ports().to_vec();
+        p.extend(ports.iter().map(|t| t.in_port));
+        p.push(2);
+        tables.set_ports(p);
+    }
+    Ok(Arc::new(tables))
 }
 
 /// Loads `spec` into memory.
@@ -309,6 +324,7 @@ pub fn load(spec: &WorkloadSpec) -> Result<Workload, WorkloadError> {
             ports: *ports,
             order: ScanOrder::Random,
             rules: NmapRuleSet::Port90,
+            normal: false,
         }),
         WorkloadSpec::Attack { kind, share_pct } => {
             let mix = flowpath_trafficgen::AttackMix {
@@ -341,7 +357,7 @@ pub fn load(spec: &WorkloadSpec) -> Result<Workload, WorkloadError> {
         ports.push(PortTraffic::packed(part_port(i), data, &offsets));
     }
     let rules_text = w.rules_text();
-    let tables = parse_tables(&rules_text, &spec.name())?;
+    let tables = parse_tables(&rules_text, &spec.name(), &ports)?;
     Ok(Workload {
         spec: spec.clone(),
         ports,
@@ -379,7 +395,6 @@ fn load_capture(spec: &WorkloadSpec, pcap: &Path, rules: &Path) -> Result<Worklo
         path: rules.to_path_buf(),
         source,
     })?;
-    let tables = parse_tables(&rules_text, &rules.display().to_string())?;
     let mut ports = Vec::new();
     for (i, part) in capture_parts(pcap)?.iter().enumerate() {
         let f = load_ethernet_frames(part)?;
@@ -388,6 +403,7 @@ fn load_capture(spec: &WorkloadSpec, pcap: &Path, rules: &Path) -> Result<Worklo
         }
         ports.push(PortTraffic::packed(part_port(i), f.data, &f.offsets));
     }
+    let tables = parse_tables(&rules_text, &rules.display().to_string(), &ports)?;
     Ok(Workload {
         spec: spec.clone(),
         ports,

@@ -201,9 +201,15 @@ struct NmapArgs {
     #[arg(long, value_enum, default_value_t = ScanOrderArg::Random)]
     order: ScanOrderArg,
     /// Rules to classify the scan against (each followed by
-    /// priority=0,actions=output:2).
+    /// priority=0,actions=output:2, or with --normal by
+    /// priority=0,actions=NORMAL).
     #[arg(long, value_enum, value_name = "SET", default_value_t = RuleSetArg::Port90)]
     rules_set: RuleSetArg,
+    /// End the rules with priority=0,actions=NORMAL, as the seed
+    /// evaluation's bridge (run them with --ports 1,2: the scanner's
+    /// targets never answer, so NORMAL floods to every other port).
+    #[arg(long)]
+    normal: bool,
     #[command(flatten)]
     common: Common,
 }
@@ -287,6 +293,16 @@ enum RuleSetArg {
     /// priority=65533,tcp,tp_dst=90,actions=drop.
     #[value(name = "allow-over-drop")]
     AllowOverDrop,
+    /// allow-over-drop plus priority=65533,tcp,tp_dst=91,actions=drop.
+    #[value(name = "allow-over-drop-91")]
+    AllowOverDrop91,
+    /// priority=65535,tcp,nw_dst=7.7.7.104,tp_dst=0x58/0xfff8,actions=drop over
+    /// priority=65534,tcp,tp_dst=0x50/0xfff0,actions=drop.
+    #[value(name = "masked-nested")]
+    MaskedNested,
+    /// As masked-nested, both at priority 65535.
+    #[value(name = "masked-nested-same-prio")]
+    MaskedNestedSamePrio,
 }
 
 impl From<RuleSetArg> for NmapRuleSet {
@@ -300,6 +316,9 @@ impl From<RuleSetArg> for NmapRuleSet {
             RuleSetArg::Nested => NmapRuleSet::Nested,
             RuleSetArg::NestedSamePrio => NmapRuleSet::NestedSamePrio,
             RuleSetArg::AllowOverDrop => NmapRuleSet::AllowOverDrop,
+            RuleSetArg::AllowOverDrop91 => NmapRuleSet::AllowOverDrop91,
+            RuleSetArg::MaskedNested => NmapRuleSet::MaskedNested,
+            RuleSetArg::MaskedNestedSamePrio => NmapRuleSet::MaskedNestedSamePrio,
         }
     }
 }
@@ -353,6 +372,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 ports: a.ports,
                 order,
                 rules: a.rules_set.into(),
+                normal: a.normal,
             };
             (Profile::Nmap(spec), a.common)
         }

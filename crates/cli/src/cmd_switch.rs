@@ -169,3 +169,28 @@ pub fn run(args: Args) -> Result<()> {
     sw.run_until_stopped()?;
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn port_specs_with_vlans() {
+        let (n, spec, mode) = parse_port("1=afxdp:p1,mode=generic,vlan=10").unwrap();
+        assert_eq!((n, mode), (1, VlanMode::Access(10)));
+        assert_eq!(spec, PortSpec::parse("afxdp:p1,mode=generic").unwrap());
+        let (_, spec, mode) = parse_port("2=afpacket:p2,trunks=20,10,queues=2").unwrap();
+        assert_eq!(mode, VlanMode::Trunk(vec![10, 20]));
+        assert_eq!(spec, PortSpec::parse("afpacket:p2,queues=2").unwrap());
+        let (_, _, mode) = parse_port("3=null").unwrap();
+        assert_eq!(mode, VlanMode::TrunkAll);
+        for bad in [
+            "1=null,vlan=4096",
+            "1=null,vlan=1,trunks=2",
+            "1=null,trunks=x",
+        ] {
+            let e = parse_port(bad).unwrap_err().to_string();
+            assert!(e.starts_with("--port 1:"), "{bad}: {e}");
+        }
+    }
+}

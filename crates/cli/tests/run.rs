@@ -684,3 +684,62 @@ fn bad_inputs_give_clear_errors() {
     ]);
     assert!(err.contains("--out-dir") && err.contains("a-file"), "{err}");
 }
+
+/// The seed evaluation's bridge: `gen nmap --normal` writes
+/// `priority=0,actions=NORMAL` as the catch-all; `run` learns the
+/// scanner's MAC, floods the probes (their targets never answer) to the
+/// other ports and LOCAL, and installs OVS's NORMAL megaflows (both MACs
+/// exact) — 17 of them for the port-90 drop rule, as OVS 3.1.
+#[test]
+fn nmap_scan_through_normal() {
+    let d = temp_dir("nmap-normal");
+    let pcap = d.join("scan.pcap");
+    let rules = d.join("scan.flows");
+    ok(&[
+        "gen",
+        "nmap",
+        "--hosts",
+        "2",
+        "--normal",
+        "-o",
+        s(&pcap),
+        "--rules-out",
+        s(&rules),
+    ]);
+    let text = std::fs::read_to_string(&rules).unwrap();
+    assert_eq!(
+        text,
+        "priority=65535,tcp,tp_dst=90,actions=drop\npriority=0,actions=NORMAL\n"
+    );
+    let out = ok(&[
+        "run",
+        "--rules",
+        s(&rules),
+        "--pcap",
+        s(&pcap),
+        "--ports",
+        "1,2",
+        "--json",
+        "--dump-flows",
+    ]);
+    let v = json(&out);
+    assert_eq!(v["packets_received"], 131_070, "{v}");
+    assert_eq!(v["megaflows"], 17, "{v}");
+    assert_eq!(v["output_packets"]["2"], 131_068, "{v}");
+    assert_eq!(v["output_packets"]["65534"], 131_068, "{v}");
+    assert_eq!(v["fdb"][0]["port"], "1", "{v}");
+    // NORMAL's megaflows match both MACs; the drop rule's does not (the
+    // packet never reached NORMAL).
+    for f in v["flows"].as_array().unwrap() {
+        let mf = f["megaflow"].as_str().unwrap();
+        let macs = mf.contains("dl_src=02:00:00:00:00:01,dl_dst=02:00:00:00:00:02");
+        assert_eq!(macs, f["actions"] != "drop", "{f}");
+    }
+    // Without --ports the bridge has no port but LOCAL: a warning says so.
+    let o = flowpath(&["run", "--rules", s(&rules), "--pcap", s(&pcap)]);
+    assert!(o.status.success());
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("give the bridge's ports with --ports"),
+        "{o:?}"
+    );
+}

@@ -40,7 +40,9 @@ use std::sync::Arc;
 const MAC_EXPIRE_INTERVAL_MS: u64 = 1000;
 
 /// Translates `key` through `tables` with `bridge`'s `NORMAL` state
-/// (learning from it when `learn`), at `now_ms`.
+/// (learning from it when `learn`), at `now_ms`. Give `bridge` only when
+/// the tables use `NORMAL` ([`uses_normal`]): it is locked for the
+/// translation.
 pub fn translate(
     tables: &RuleTables,
     bridge: Option<&Bridge>,
@@ -49,7 +51,7 @@ pub fn translate(
     now_ms: u64,
 ) -> Xlate {
     match bridge {
-        Some(b) if uses_normal(tables) => {
+        Some(b) => {
             let mut macs = b.macs();
             let env = NormalEnv {
                 vlans: &b.vlans,
@@ -60,7 +62,7 @@ pub fn translate(
             };
             xlate_with(tables, key, false, false, Some(env))
         }
-        _ => xlate(tables, key, false),
+        None => xlate(tables, key, false),
     }
 }
 
@@ -86,6 +88,8 @@ pub struct SlowPathStats {
 #[derive(Clone, Debug)]
 pub struct SlowPath {
     tables: Arc<RuleTables>,
+    /// Whether `tables` use `NORMAL`.
+    normal: bool,
     bridge: Option<Arc<Bridge>>,
     /// The learning table's change number this worker has revalidated up
     /// to.
@@ -101,6 +105,7 @@ impl SlowPath {
     /// and learns nothing: see [`SlowPath::with_bridge`]).
     pub fn new(tables: Arc<RuleTables>) -> Self {
         SlowPath {
+            normal: uses_normal(&tables),
             tables,
             bridge: None,
             mac_seen: 0,
@@ -128,9 +133,13 @@ impl SlowPath {
     /// Re-checks every live megaflow of `dp` against `tables` (with this
     /// slow path's bridge state, without learning): see [`revalidate`].
     pub fn revalidate(&self, dp: &mut Datapath, tables: &RuleTables) -> usize {
-        revalidate_where(dp, tables, self.bridge.as_deref(), self.last_now_ms, |_| {
-            true
-        })
+        let bridge = self.bridge.as_deref().filter(|_| uses_normal(tables));
+        revalidate_where(dp, tables, bridge, self.last_now_ms, |_| true)
+    }
+
+    /// The bridge, if the current tables use `NORMAL`.
+    fn normal_bridge(&self) -> Option<&Bridge> {
+        self.bridge.as_deref().filter(|_| self.normal)
     }
 
     /// The current rule tables.
@@ -141,6 +150,7 @@ impl SlowPath {
     /// Replaces the rule tables (between batches); returns the old ones.
     /// Installed megaflows are not checked: see [`revalidate`].
     pub fn set_tables(&mut self, tables: Arc<RuleTables>) -> Arc<RuleTables> {
+        self.normal = uses_normal(&tables);
         std::mem::replace(&mut self.tables, tables)
     }
 
@@ -168,7 +178,7 @@ impl Upcall for SlowPath {
     ) -> Result<(DpActions, FlowMask), UpcallError> {
         self.stats.upcalls += 1;
         self.last_now_ms = self.last_now_ms.max(now_ms);
-        let x = translate(&self.tables, self.bridge.as_deref(), key, true, now_ms);
+        let x = translate(&self.tables, self.normal_bridge(), key, true, now_ms);
         if let Some(e) = x.error {
             self.stats.failed += 1;
             self.last_error = Some(e);
@@ -182,7 +192,7 @@ impl Upcall for SlowPath {
     /// last looked (learned, moved, expired, evicted; everything after a
     /// flush). Lock-free when nothing changed.
     fn after_batch(&mut self, dp: &mut Datapath, now_ms: u64) -> usize {
-        let Some(b) = self.bridge.clone() else {
+        let Some(b) = self.bridge.clone().filter(|_| self.normal) else {
             return 0;
         };
         self.last_now_ms = self.last_now_ms.max(now_ms);

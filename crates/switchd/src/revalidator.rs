@@ -192,6 +192,11 @@ impl Revalidator {
             ..RoundOutcome::default()
         };
         let mut deltas: HashMap<u64, (u64, u64)> = HashMap::new();
+        // NORMAL's table is locked per translation only if the rules use it.
+        let bridge = self
+            .bridge
+            .as_deref()
+            .filter(|_| flowpath_datapath::slowpath::uses_normal(&rules.tables));
         for (pmd, dump) in dumps.iter().enumerate() {
             if pmd >= self.ukeys.len() {
                 self.ukeys.resize_with(pmd + 1, HashMap::new);
@@ -206,7 +211,7 @@ impl Revalidator {
                 // A new ukey has version 0, which no published rule set
                 // has (the first is 1).
                 if u.version != rules.version {
-                    let x = match &self.bridge {
+                    let x = match bridge {
                         Some(b) => {
                             let mut macs = b.macs();
                             let env = NormalEnv {

@@ -6,12 +6,14 @@
 use flowpath_datapath::Config;
 use flowpath_io::{load_ethernet_frames, PcapWriter};
 use flowpath_netdev::PortSpec;
+use flowpath_ofproto::normal::{Bridge, MacTable, PortVlans, VlanMode};
 use flowpath_ofproto::parse::parse_rules;
 use flowpath_switchd::rules::RuleSet;
 use flowpath_switchd::{Switchd, SwitchdConfig};
 use flowpath_unixctl::Client;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 fn temp_dir(name: &str) -> PathBuf {
@@ -301,10 +303,21 @@ fn start_pmds(
     pmd_cpus: Vec<usize>,
     dp: Config,
 ) -> (Switchd, PathBuf) {
+    start_bridge(dir, rules, ports, pmd_cpus, dp, Bridge::default())
+}
+
+fn start_bridge(
+    dir: &Path,
+    rules: &str,
+    ports: Vec<(u32, PortSpec)>,
+    pmd_cpus: Vec<usize>,
+    dp: Config,
+    bridge: Bridge,
+) -> (Switchd, PathBuf) {
     let ctl = short_sock(dir);
     let nums = ports.iter().map(|p| p.0).collect();
     let cfg = SwitchdConfig {
-        bridge: Default::default(),
+        bridge: Arc::new(bridge),
         ports,
         pmd_cpus,
         datapath: dp,
@@ -453,5 +466,86 @@ fn two_pmds_looped_replace_flows_reaches_both() {
         2,
         "{d}"
     );
+    sw.shutdown();
+}
+
+#[test]
+fn normal_learns_floods_by_vlan_and_shows_its_table() {
+    let dir = temp_dir("normal");
+    let input = dir.join("in.pcap");
+    // 100 frames from 02:00:00:00:00:01 to 02:00:00:00:00:02 (unknown:
+    // flooded to the other ports of VLAN 0).
+    let frames: Vec<Vec<u8>> = (0..100).map(|i| udp_frame(1000 + i, 80, 60)).collect();
+    write_capture(&input, &frames);
+    let mut vlans = PortVlans::default();
+    vlans.set(4, VlanMode::Access(10));
+    let bridge = Bridge::new(MacTable::new(16, 300), vlans, false);
+    let (sw, ctl) = start_bridge(
+        &dir,
+        "priority=0,actions=NORMAL\n",
+        vec![
+            (1, pcap_in(input, false)),
+            (
+                2,
+                PortSpec::PcapOut {
+                    path: dir.join("out2.pcap"),
+                },
+            ),
+            (3, PortSpec::Null),
+            (4, PortSpec::Null),
+        ],
+        Vec::new(),
+        Config::default(),
+        bridge,
+    );
+    wait_for("all frames received", || {
+        json(&ctl, "dpif-netdev/pmd-stats-show")[0]["packets_received"] == 100
+    });
+    assert_eq!(port_tx(&ctl, 2), 100);
+    assert_eq!(port_tx(&ctl, 3), 100);
+    assert_eq!(port_tx(&ctl, 4), 0, "port 4 is an access port of VLAN 10");
+    let fdb = call(&ctl, "fdb/show", &["br0"]).unwrap();
+    assert_eq!(
+        fdb.lines().next(),
+        Some(" port  VLAN  MAC                Age"),
+        "{fdb}"
+    );
+    assert!(
+        fdb.lines()
+            .nth(1)
+            .unwrap()
+            .starts_with("    1     0  02:00:00:00:00:01"),
+        "{fdb}"
+    );
+    let v = json(&ctl, "fdb/show");
+    assert_eq!(v[0]["mac"], "02:00:00:00:00:01", "{v}");
+    let stats = call(&ctl, "fdb/stats-show", &[]).unwrap();
+    assert!(
+        stats.contains("Current/maximum MAC entries in the table: 1/16")
+            && stats.contains("Total number of learned MAC entries     : 1"),
+        "{stats}"
+    );
+    // The megaflow NORMAL installed matches both MACs exactly.
+    let flows = call(&ctl, "dpctl/dump-flows", &[]).unwrap();
+    assert!(
+        flows.contains("dl_src=02:00:00:00:00:01,dl_dst=02:00:00:00:00:02")
+            && flows.contains("actions:2,3"),
+        "{flows}"
+    );
+    // A trace (datapath-flow syntax) of the reply: forwarded to port 1,
+    // and the trace does not learn.
+    let t = call(
+        &ctl,
+        "ofproto/trace",
+        &["br0", "in_port(2),eth(src=02:00:00:00:00:02,dst=02:00:00:00:00:01),eth_type(0x0800),ipv4(src=10.0.0.2,dst=10.0.0.1,proto=17,ttl=64,frag=no),udp(src=80,dst=1000)"],
+    )
+    .unwrap();
+    assert!(t.contains("Datapath actions: 1"), "{t}");
+    assert_eq!(call(&ctl, "fdb/show", &[]).unwrap().lines().count(), 2);
+    assert_eq!(
+        call(&ctl, "fdb/flush", &["br0"]).unwrap(),
+        "table successfully flushed\n"
+    );
+    assert_eq!(call(&ctl, "fdb/show", &[]).unwrap().lines().count(), 1);
     sw.shutdown();
 }

@@ -39,6 +39,9 @@ pub const SCANNER_PORT: u16 = 40000;
 pub const FIRST_HOST: [u8; 4] = [7, 7, 7, 101];
 /// The catch-all rule appended to every rule set.
 pub const DEFAULT_RULE: &str = "priority=0,actions=output:2";
+/// The seed evaluation's catch-all (OVS's default bridge rule), with
+/// [`NmapSpec::normal`].
+pub const NORMAL_RULE: &str = "priority=0,actions=NORMAL";
 
 /// Parameters of the `nmap` profile.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -51,6 +54,9 @@ pub struct NmapSpec {
     pub order: ScanOrder,
     /// Rules the scan is classified against.
     pub rules: NmapRuleSet,
+    /// End the rules with `priority=0,actions=NORMAL` (the seed
+    /// evaluation's bridge) instead of `priority=0,actions=output:2`.
+    pub normal: bool,
 }
 
 /// Probe order of the scan.
@@ -122,11 +128,21 @@ pub enum NmapRuleSet {
     /// actions=output:2` above `priority=65533,tcp,tp_dst=90,actions=drop`:
     /// port 90 is dropped except on host 7.7.7.104.
     AllowOverDrop,
+    /// `allow-over-drop-91`: `allow-over-drop` plus
+    /// `priority=65533,tcp,tp_dst=91,actions=drop`.
+    AllowOverDrop91,
+    /// `masked-nested`: `priority=65535,tcp,nw_dst=7.7.7.104,
+    /// tp_dst=0x58/0xfff8,actions=drop` over `priority=65534,tcp,
+    /// tp_dst=0x50/0xfff0,actions=drop`: ports 80-95 dropped everywhere.
+    MaskedNested,
+    /// `masked-nested-same-prio`: the same two rules, both at 65535 (they
+    /// agree where they overlap, so the verdict is defined).
+    MaskedNestedSamePrio,
 }
 
 impl NmapRuleSet {
     /// Every rule set, in the order of the help text.
-    pub const ALL: [NmapRuleSet; 8] = [
+    pub const ALL: [NmapRuleSet; 11] = [
         NmapRuleSet::Port90,
         NmapRuleSet::Ports90To91,
         NmapRuleSet::Ports22And5900,
@@ -135,6 +151,9 @@ impl NmapRuleSet {
         NmapRuleSet::Nested,
         NmapRuleSet::NestedSamePrio,
         NmapRuleSet::AllowOverDrop,
+        NmapRuleSet::AllowOverDrop91,
+        NmapRuleSet::MaskedNested,
+        NmapRuleSet::MaskedNestedSamePrio,
     ];
 
     /// The name used on the command line.
@@ -148,11 +167,19 @@ impl NmapRuleSet {
             NmapRuleSet::Nested => "nested",
             NmapRuleSet::NestedSamePrio => "nested-same-prio",
             NmapRuleSet::AllowOverDrop => "allow-over-drop",
+            NmapRuleSet::AllowOverDrop91 => "allow-over-drop-91",
+            NmapRuleSet::MaskedNested => "masked-nested",
+            NmapRuleSet::MaskedNestedSamePrio => "masked-nested-same-prio",
         }
     }
 
     /// The rules, `ovs-ofctl add-flows` syntax, catch-all rule included.
     pub fn rules(self) -> Vec<String> {
+        self.rules_with(DEFAULT_RULE)
+    }
+
+    /// The rules followed by `catch_all`.
+    pub fn rules_with(self, catch_all: &str) -> Vec<String> {
         let drop = |p: u16| format!("priority=65535,tcp,tp_dst={p},actions=drop");
         let mut r: Vec<String> = match self {
             NmapRuleSet::Port90 => vec![drop(90)],
@@ -174,8 +201,24 @@ impl NmapRuleSet {
                 "priority=65535,tcp,nw_dst=7.7.7.104,tp_dst=90,actions=output:2".into(),
                 "priority=65533,tcp,tp_dst=90,actions=drop".into(),
             ],
+            NmapRuleSet::AllowOverDrop91 => vec![
+                "priority=65535,tcp,nw_dst=7.7.7.104,tp_dst=90,actions=output:2".into(),
+                "priority=65533,tcp,tp_dst=90,actions=drop".into(),
+                "priority=65533,tcp,tp_dst=91,actions=drop".into(),
+            ],
+            NmapRuleSet::MaskedNested | NmapRuleSet::MaskedNestedSamePrio => {
+                let p = if self == NmapRuleSet::MaskedNested {
+                    65534
+                } else {
+                    65535
+                };
+                vec![
+                    "priority=65535,tcp,nw_dst=7.7.7.104,tp_dst=0x58/0xfff8,actions=drop".into(),
+                    format!("priority={p},tcp,tp_dst=0x50/0xfff0,actions=drop"),
+                ]
+            }
         };
-        r.push(DEFAULT_RULE.into());
+        r.push(catch_all.into());
         r
     }
 
@@ -197,6 +240,8 @@ impl NmapRuleSet {
                 port == 90
             }
             NmapRuleSet::AllowOverDrop => port == 90 && dst != ip([7, 7, 7, 104]),
+            NmapRuleSet::AllowOverDrop91 => (port == 90 && dst != ip([7, 7, 7, 104])) || port == 91,
+            NmapRuleSet::MaskedNested | NmapRuleSet::MaskedNestedSamePrio => port & 0xfff0 == 0x50,
         })
     }
 }
@@ -263,9 +308,10 @@ pub(crate) fn generate(spec: &NmapSpec, opts: &Options) -> Result<Workload, Erro
         Some(total) => scan.iter().copied().cycle().take(total as usize).collect(),
     };
     let description = format!(
-        "workload=nmap hosts={h} ports=1-{p} order={} rules={} packets={} seed={} frame_size={}",
+        "workload=nmap hosts={h} ports=1-{p} order={} rules={}{} packets={} seed={} frame_size={}",
         spec.order,
         spec.rules,
+        if spec.normal { "+NORMAL" } else { "" },
         sequence.len(),
         opts.seed,
         opts.frame_size
@@ -274,7 +320,11 @@ pub(crate) fn generate(spec: &NmapSpec, opts: &Options) -> Result<Workload, Erro
         frames,
         sequence,
         DEFAULT_PPS,
-        spec.rules.rules(),
+        spec.rules.rules_with(if spec.normal {
+            NORMAL_RULE
+        } else {
+            DEFAULT_RULE
+        }),
         description,
     ))
 }

@@ -189,6 +189,7 @@ fn nmap_is_byte_identical() {
             ports,
             order,
             rules: NmapRuleSet::Port90,
+            normal: false,
         })
     };
     check(

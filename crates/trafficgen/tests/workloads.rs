@@ -357,6 +357,7 @@ fn nmap(h: u64, p: u64, order: ScanOrder, rules: NmapRuleSet) -> Profile {
         ports: p,
         order,
         rules,
+        normal: false,
     })
 }
 
