@@ -33,7 +33,7 @@ def rnd_ip(r):
 
 def rnd_match(r, table_count):
     parts = []
-    proto = r.choice(["", "ip", "tcp", "udp", "tcp", "udp", "icmp", "arp", "ipv6", "tcp6"])
+    proto = r.choice(["", "ip", "tcp", "udp", "tcp", "udp", "icmp", "arp", "ipv6", "tcp6", "icmp6"])
     if proto:
         parts.append(proto)
     if r.random() < 0.3:
@@ -59,6 +59,15 @@ def rnd_match(r, table_count):
         parts.append("icmp_type=%d" % r.choice([0, 8, 3]))
     if proto == "arp" and r.random() < 0.5:
         parts.append("arp_op=%d" % r.choice([1, 2]))
+    if proto == "arp" and r.random() < 0.3:
+        parts.append("arp_sha=00:00:00:00:00:%02x" % r.randrange(3))
+    if proto == "tcp" and r.random() < 0.2:
+        parts.append("tcp_flags=%s" % r.choice(["+syn", "+syn-ack", "+ack"]))
+    if proto == "icmp6" and r.random() < 0.6:
+        t = r.choice([128, 135, 136])
+        parts.append("icmp_type=%d" % t)
+        if t != 128 and r.random() < 0.6:
+            parts.append("nd_target=1000::%d" % r.randrange(3))
     if proto == "tcp6" and r.random() < 0.5:
         parts.append("ipv6_dst=2001:db8::%x/%d" % (r.randrange(16), r.choice([64, 120, 128])))
     return parts, proto
@@ -104,7 +113,7 @@ def rnd_actions(r, proto, table, ntables):
     return ",".join(acts) if acts else "drop"
 
 def rnd_packet(r):
-    proto = r.choice(["tcp", "udp", "icmp", "arp", "tcp6", "ip"])
+    proto = r.choice(["tcp", "udp", "icmp", "arp", "tcp6", "ip", "icmp6"])
     p = ["in_port=%d" % r.randint(1, 4)]
     if r.random() < 0.2:
         p.append("dl_vlan=%d" % r.randint(1, 3))
@@ -117,7 +126,14 @@ def rnd_packet(r):
     if proto == "icmp":
         p.append("icmp_type=%d" % r.choice([0, 8, 3]))
     if proto == "arp":
-        p += ["arp_op=%d" % r.choice([1, 2]), "arp_spa=%s" % rnd_ip(r), "arp_tpa=%s" % rnd_ip(r)]
+        p += ["arp_op=%d" % r.choice([1, 2]), "arp_spa=%s" % rnd_ip(r), "arp_tpa=%s" % rnd_ip(r), "arp_sha=00:00:00:00:00:%02x" % r.randrange(3)]
+    if proto == "tcp" and r.random() < 0.5:
+        p.append("tcp_flags=0x%03x" % r.choice([0x002, 0x012, 0x010]))
+    if proto == "icmp6":
+        t = r.choice([128, 135, 136])
+        p += ["ipv6_src=2001:db8::1", "ipv6_dst=2001:db8::2", "nw_ttl=%d" % r.choice([64, 255]), "icmpv6_type=%d" % t, "icmpv6_code=0"]
+        if t in (135, 136):
+            p.append("nd_target=1000::%d" % r.randrange(3))
     if proto == "tcp6":
         p += ["ipv6_src=2001:db8::1", "ipv6_dst=2001:db8::%x" % r.randrange(16), "nw_ttl=64", "tp_dst=%d" % r.choice([80, 90, 443])]
     return ",".join(p)

@@ -79,10 +79,12 @@ fn stage_masks() -> &'static [FlowMask; 4] {
             &[InPort],
             &[EthSrc, EthDst, EthType, VlanTci],
             &[
-                NwSrc, NwDst, NwProto, NwTos, NwEcn, NwTtl, NwFrag, TcpFlags, ArpSha, ArpTha,
-                Ipv6Src, Ipv6Dst, Ipv6Label, NdTarget,
+                NwSrc, NwDst, NwProto, NwTos, NwEcn, NwTtl, NwFrag, Ipv6Src, Ipv6Dst, Ipv6Label,
             ],
-            &[TpSrc, TpDst],
+            // As OVS 3.1 (checked with its ofproto/trace): the ND target
+            // and link-layer addresses, ARP hardware addresses and TCP
+            // flags belong to the last stage, with the ports.
+            &[TpSrc, TpDst, TcpFlags, ArpSha, ArpTha, NdTarget],
         ];
         let mut out = [FlowMask::catchall(); 4];
         for (i, g) in groups.iter().enumerate() {
@@ -104,6 +106,31 @@ fn stage_of(field: FieldId) -> usize {
         .iter()
         .position(|s| !m.intersect(s).is_catchall())
         .unwrap_or(3)
+}
+
+/// The mask a rule is classified under. As OVS, which keeps ICMP type and
+/// code in the 16-bit transport port fields under a full 16-bit mask: an
+/// ICMP/ICMPv6 rule that matches the whole 8-bit type (code) matches all
+/// 16 bits of `tp_src` (`tp_dst`) — the same for ICMP packets, whose high
+/// byte is 0, but it puts such rules in the same subtables and port tries
+/// as TCP/UDP rules on whole ports, which shapes other packets' megaflows
+/// (checked against OVS 3.1's `ofproto/trace`).
+fn classifier_mask(m: &Match) -> FlowMask {
+    let (k, mk) = (m.key, m.mask.to_key());
+    let icmp = mk.dl_type() == 0xffff
+        && mk.nw_proto() == 0xff
+        && matches!((k.dl_type(), k.nw_proto()), (0x0800, 1) | (0x86dd, 58));
+    if !icmp {
+        return m.mask;
+    }
+    let mut out = mk;
+    if mk.tp_src() & 0xff == 0xff {
+        out.set_tp_src(0xffff);
+    }
+    if mk.tp_dst() & 0xff == 0xff {
+        out.set_tp_dst(0xffff);
+    }
+    FlowMask::from_key(&out)
 }
 
 fn ports_of(k: &FlowKey) -> u32 {
@@ -296,6 +323,8 @@ impl Classifier {
     /// the same match and priority should be replaced by the caller before
     /// (OVS semantics: an identical rule is a modification).
     pub fn insert(&mut self, m: &Match, priority: u16, id: u32) {
+        let mask = classifier_mask(m);
+        let m = &Match::new(&m.key, &mask);
         let key = m.key.masked(&m.mask);
         for t in self.tries.iter_mut() {
             let info = t.field.info();
@@ -440,6 +469,12 @@ impl Classifier {
             set_ports(&mut k, cur | need);
             *wc = FlowMask::from_key(&k);
             wc.or_assign(&seen);
+            // As OVS 3.1: the final stage's other fields (TCP flags, ND
+            // target, ARP/ND link-layer addresses) are un-wildcarded in
+            // full; only the ports are narrowed to the trie's prefix.
+            let mut rest = st.mask.to_key();
+            set_ports(&mut rest, 0);
+            wc.or_assign(&FlowMask::from_key(&rest));
             return None;
         }
         wc.or_assign(&st.mask);

@@ -219,9 +219,9 @@ impl Builder {
             }),
             "tcp_flags" => self.put(name, FieldId::TcpFlags, args),
             "icmp" | "icmpv6" => self.pairs(name, args, |b, k, v| match k {
-                // Same storage as tp_src/tp_dst.
-                "type" => b.put(name, FieldId::TpSrc, v),
-                "code" => b.put(name, FieldId::TpDst, v),
+                // 8-bit fields in the low bits of tp_src/tp_dst.
+                "type" => b.put(name, FieldId::IcmpType, v),
+                "code" => b.put(name, FieldId::IcmpCode, v),
                 _ => Err(unknown(k)),
             }),
             "arp" => self.pairs(name, args, |b, k, v| {

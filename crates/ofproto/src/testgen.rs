@@ -187,14 +187,20 @@ pub fn rule_set(r: &mut Rng) -> (Vec<Rule>, String) {
 }
 
 /// Makes a random key look like one the extractor produces: no TCI bits
-/// for absent tags, no fragment bits outside IP, no L4 fields in later
-/// fragments.
+/// for absent tags, 8-bit ICMP type and code, no fragment bits outside IP,
+/// no L4 fields in later fragments.
 pub fn normalize(mut k: FlowKey) -> FlowKey {
     if k.vlan_tci() & VLAN_CFI == 0 {
         k.set_vlan_tci(0);
         k.set_vlan_tci_inner(0);
     } else if k.vlan_tci_inner() & VLAN_CFI == 0 {
         k.set_vlan_tci_inner(0);
+    }
+    // ICMP type and code are 8 bits: the transport port fields' high bytes
+    // are 0.
+    if matches!((k.dl_type(), k.nw_proto()), (0x0800, 1) | (0x86dd, 58)) {
+        k.set_tp_src(k.tp_src() & 0xff);
+        k.set_tp_dst(k.tp_dst() & 0xff);
     }
     if !k.is_ip_any() {
         k.set_nw_frag(0);
