@@ -743,11 +743,88 @@ impl FieldId {
     }
 }
 
-/// Looks a field up by any of its names (case-sensitive, as OVS).
+/// The NXM and OXM names of the fields (`ovs-fields(7)`), with the field
+/// they name. Left out: `OXM_OF_VLAN_VID` (OpenFlow 1.2+ VLAN id with its
+/// own present bit), registers, metadata, tunnel and conntrack fields.
+pub const NXM_NAMES: &[(&str, FieldId)] = &[
+    ("NXM_OF_IN_PORT", FieldId::InPort),
+    ("OXM_OF_IN_PORT", FieldId::InPort),
+    ("NXM_OF_ETH_SRC", FieldId::EthSrc),
+    ("OXM_OF_ETH_SRC", FieldId::EthSrc),
+    ("NXM_OF_ETH_DST", FieldId::EthDst),
+    ("OXM_OF_ETH_DST", FieldId::EthDst),
+    ("NXM_OF_ETH_TYPE", FieldId::EthType),
+    ("OXM_OF_ETH_TYPE", FieldId::EthType),
+    ("NXM_OF_VLAN_TCI", FieldId::VlanTci),
+    ("OXM_OF_VLAN_PCP", FieldId::DlVlanPcp),
+    ("NXM_OF_IP_SRC", FieldId::NwSrc),
+    ("OXM_OF_IPV4_SRC", FieldId::NwSrc),
+    ("NXM_OF_IP_DST", FieldId::NwDst),
+    ("OXM_OF_IPV4_DST", FieldId::NwDst),
+    ("NXM_OF_IP_PROTO", FieldId::NwProto),
+    ("OXM_OF_IP_PROTO", FieldId::NwProto),
+    ("NXM_OF_IP_TOS", FieldId::NwTos),
+    ("OXM_OF_IP_DSCP", FieldId::IpDscp),
+    ("NXM_NX_IP_ECN", FieldId::NwEcn),
+    ("OXM_OF_IP_ECN", FieldId::NwEcn),
+    ("NXM_NX_IP_TTL", FieldId::NwTtl),
+    ("NXM_NX_IP_FRAG", FieldId::NwFrag),
+    ("NXM_OF_TCP_SRC", FieldId::TcpSrc),
+    ("OXM_OF_TCP_SRC", FieldId::TcpSrc),
+    ("NXM_OF_TCP_DST", FieldId::TcpDst),
+    ("OXM_OF_TCP_DST", FieldId::TcpDst),
+    ("NXM_OF_UDP_SRC", FieldId::UdpSrc),
+    ("OXM_OF_UDP_SRC", FieldId::UdpSrc),
+    ("NXM_OF_UDP_DST", FieldId::UdpDst),
+    ("OXM_OF_UDP_DST", FieldId::UdpDst),
+    ("OXM_OF_SCTP_SRC", FieldId::SctpSrc),
+    ("OXM_OF_SCTP_DST", FieldId::SctpDst),
+    ("NXM_NX_TCP_FLAGS", FieldId::TcpFlags),
+    ("OXM_OF_TCP_FLAGS", FieldId::TcpFlags),
+    ("NXM_OF_ICMP_TYPE", FieldId::IcmpType),
+    ("OXM_OF_ICMPV4_TYPE", FieldId::IcmpType),
+    ("NXM_OF_ICMP_CODE", FieldId::IcmpCode),
+    ("OXM_OF_ICMPV4_CODE", FieldId::IcmpCode),
+    ("NXM_NX_ICMPV6_TYPE", FieldId::Icmpv6Type),
+    ("OXM_OF_ICMPV6_TYPE", FieldId::Icmpv6Type),
+    ("NXM_NX_ICMPV6_CODE", FieldId::Icmpv6Code),
+    ("OXM_OF_ICMPV6_CODE", FieldId::Icmpv6Code),
+    ("NXM_OF_ARP_OP", FieldId::ArpOp),
+    ("OXM_OF_ARP_OP", FieldId::ArpOp),
+    ("NXM_OF_ARP_SPA", FieldId::ArpSpa),
+    ("OXM_OF_ARP_SPA", FieldId::ArpSpa),
+    ("NXM_OF_ARP_TPA", FieldId::ArpTpa),
+    ("OXM_OF_ARP_TPA", FieldId::ArpTpa),
+    ("NXM_NX_ARP_SHA", FieldId::ArpSha),
+    ("OXM_OF_ARP_SHA", FieldId::ArpSha),
+    ("NXM_NX_ARP_THA", FieldId::ArpTha),
+    ("OXM_OF_ARP_THA", FieldId::ArpTha),
+    ("NXM_NX_IPV6_SRC", FieldId::Ipv6Src),
+    ("OXM_OF_IPV6_SRC", FieldId::Ipv6Src),
+    ("NXM_NX_IPV6_DST", FieldId::Ipv6Dst),
+    ("OXM_OF_IPV6_DST", FieldId::Ipv6Dst),
+    ("NXM_NX_IPV6_LABEL", FieldId::Ipv6Label),
+    ("OXM_OF_IPV6_FLABEL", FieldId::Ipv6Label),
+    ("NXM_NX_ND_TARGET", FieldId::NdTarget),
+    ("OXM_OF_IPV6_ND_TARGET", FieldId::NdTarget),
+    ("NXM_NX_ND_SLL", FieldId::NdSll),
+    ("OXM_OF_IPV6_ND_SLL", FieldId::NdSll),
+    ("NXM_NX_ND_TLL", FieldId::NdTll),
+    ("OXM_OF_IPV6_ND_TLL", FieldId::NdTll),
+];
+
+/// Looks a field up by any of its names (case-sensitive, as OVS): its
+/// name, an alias, or its NXM/OXM name ([`NXM_NAMES`]).
 pub fn lookup(name: &str) -> Option<&'static FieldInfo> {
     FIELDS
         .iter()
         .find(|f| f.name == name || f.aliases.contains(&name))
+        .or_else(|| {
+            NXM_NAMES
+                .iter()
+                .find(|(n, _)| *n == name)
+                .map(|(_, id)| id.info())
+        })
 }
 
 fn low_mask(bits: u32) -> u128 {
@@ -870,6 +947,13 @@ mod tests {
     fn aliases_resolve() {
         assert_eq!(lookup("eth_src").unwrap().id, FieldId::EthSrc);
         assert_eq!(lookup("ip_dst").unwrap().id, FieldId::NwDst);
+        assert_eq!(lookup("NXM_OF_IP_DST").unwrap().id, FieldId::NwDst);
+        assert_eq!(
+            lookup("OXM_OF_IPV6_ND_TARGET").unwrap().id,
+            FieldId::NdTarget
+        );
+        assert!(lookup("nxm_of_ip_dst").is_none(), "case-sensitive");
+        assert!(lookup("NXM_NX_REG0").is_none());
         assert!(lookup("no_such_field").is_none());
     }
 

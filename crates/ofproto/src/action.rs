@@ -484,6 +484,17 @@ pub fn is_unsupported_field(name: &str) -> bool {
         "tunnel_id",
     ];
     const PREFIXES: &[&str] = &[
+        "NXM_NX_REG",
+        "NXM_NX_XREG",
+        "NXM_NX_XXREG",
+        "NXM_NX_TUN",
+        "NXM_NX_CT_",
+        "NXM_NX_PKT_MARK",
+        "OXM_OF_METADATA",
+        "OXM_OF_TUNNEL_ID",
+        "OXM_OF_MPLS",
+        "OXM_OF_VLAN_VID",
+        "NXM_NX_CONJ_ID",
         "tun_",
         "ct_",
         "mpls",

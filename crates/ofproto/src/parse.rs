@@ -33,7 +33,7 @@
 //! (proptest over arbitrary strings).
 
 use crate::action::{is_unsupported_field, parse_actions};
-use crate::rule::{Rule, RuleError};
+use crate::rule::{flags, Rule, RuleError};
 use flowpath_flow::field::{self, FieldId, FieldInfo};
 use flowpath_flow::matching::PROTOCOLS;
 use flowpath_flow::value::{parse_uint, parse_value};
@@ -124,24 +124,14 @@ const RULE_KEYWORDS: &[&str] = &[
     "cookie",
     "idle_timeout",
     "hard_timeout",
+    "importance",
 ];
 
 /// What `dump-flows` prints and OVS ignores on input.
 const IGNORED: &[&str] = &["duration", "n_packets", "n_bytes", "idle_age", "hard_age"];
 
 /// Flow flags and keywords OVS has that flowpath does not.
-const UNSUPPORTED_WORDS: &[&str] = &[
-    "send_flow_rem",
-    "check_overlap",
-    "reset_counts",
-    "no_packet_counts",
-    "no_byte_counts",
-    "no_readonly_table",
-    "allow_hidden_fields",
-    "mpls",
-    "mplsm",
-    "importance",
-];
+const UNSUPPORTED_WORDS: &[&str] = &["no_readonly_table", "allow_hidden_fields", "mpls", "mplsm"];
 
 /// Builds a match field by field, remembering what was given explicitly
 /// for the duplicate and prerequisite checks.
@@ -305,6 +295,20 @@ fn number(key: &str, value: &str, max: u128) -> Result<u128, RuleError> {
     Ok(n)
 }
 
+/// The bit of a flow-flag keyword (`send_flow_rem`, ...).
+fn flag_bit(w: &str) -> Option<u8> {
+    flags::NAMES.iter().find(|(n, _)| *n == w).map(|(_, b)| *b)
+}
+
+/// True when some packet matches both `a` and `b`: they agree on every bit
+/// both care about.
+fn overlap(a: &Match, b: &Match) -> bool {
+    (0..flowpath_flow::FLOW_WORDS).all(|i| {
+        let both = a.mask.w[i] & b.mask.w[i];
+        (a.key.w[i] ^ b.key.w[i]) & both == 0
+    })
+}
+
 /// Parses one flow in `ovs-ofctl add-flow` syntax (`line` is 0).
 pub fn parse_rule(text: &str) -> Result<Rule, RuleError> {
     let mut rule = Rule::default();
@@ -313,6 +317,9 @@ pub fn parse_rule(text: &str) -> Result<Rule, RuleError> {
     let mut actions = None;
     for item in tokenize(text)? {
         match item {
+            Item::Word(w) if flag_bit(w).is_some() => {
+                rule.flags |= flag_bit(w).unwrap_or(0);
+            }
             Item::Word(w) => b.word(w)?,
             Item::Pair(k, v) if RULE_KEYWORDS.contains(&k) => {
                 if seen.contains(&k) {
@@ -324,6 +331,7 @@ pub fn parse_rule(text: &str) -> Result<Rule, RuleError> {
                     "priority" => rule.priority = number(k, v, 0xffff)? as u16,
                     "idle_timeout" => rule.idle_timeout = number(k, v, 0xffff)? as u16,
                     "hard_timeout" => rule.hard_timeout = number(k, v, 0xffff)? as u16,
+                    "importance" => rule.importance = number(k, v, 0xffff)? as u16,
                     _ => {
                         if v.contains('/') {
                             return Err(RuleError::new(
@@ -349,18 +357,57 @@ pub fn parse_rule(text: &str) -> Result<Rule, RuleError> {
 }
 
 /// Parses an `add-flows` file: one flow per line, `#` to the end of a line
-/// is a comment, blank lines are skipped. All or nothing: the first error
-/// is returned (located at its 1-based line of `file`) and no rule is.
+/// is a comment, blank lines are skipped, a line ending in `\` continues on
+/// the next (as `ovs-ofctl` reads files). All or nothing: the first error
+/// is returned (located at the 1-based line of `file` where the flow
+/// starts) and no rule is. A flow with `check_overlap` is refused if an
+/// earlier flow of the same table and priority overlaps it.
 pub fn parse_rules(text: &str, file: Option<&str>) -> Result<Vec<Rule>, RuleError> {
-    let mut rules = Vec::new();
+    let mut rules: Vec<Rule> = Vec::new();
+    let mut flow = String::new();
+    let mut start = 0;
     for (i, line) in text.lines().enumerate() {
-        let flow = line.split('#').next().unwrap_or("");
-        if flow.trim().is_empty() {
+        let part = line.split('#').next().unwrap_or("");
+        if flow.is_empty() {
+            start = i + 1;
+        }
+        match part.trim_end().strip_suffix('\\') {
+            Some(head) => {
+                flow.push_str(head);
+                flow.push(' ');
+                continue;
+            }
+            None => flow.push_str(part),
+        }
+        let text = std::mem::take(&mut flow);
+        if text.trim().is_empty() {
             continue;
         }
-        let mut rule = parse_rule(flow).map_err(|e| e.at(file, i + 1))?;
-        rule.line = i + 1;
+        let mut rule = parse_rule(&text).map_err(|e| e.at(file, start))?;
+        rule.line = start;
+        if rule.flags & flags::CHECK_OVERLAP != 0 {
+            if let Some(o) = rules.iter().find(|o| {
+                o.table == rule.table
+                    && o.priority == rule.priority
+                    && overlap(&o.matching, &rule.matching)
+            }) {
+                return Err(RuleError::new(
+                    Some("check_overlap"),
+                    format!(
+                        "overlaps the flow on line {} (same table and priority)",
+                        o.line
+                    ),
+                )
+                .at(file, start));
+            }
+        }
         rules.push(rule);
+    }
+    if !flow.trim().is_empty() {
+        return Err(
+            RuleError::new(None, "the last line ends with '\\' but no line follows")
+                .at(file, start),
+        );
     }
     Ok(rules)
 }
@@ -526,6 +573,45 @@ mod tests {
         assert!(parse_match("priority=1").is_err());
         assert!(parse_match("tcp actions=drop").is_err());
         assert!(parse_match("tp_dst=80").is_err());
+    }
+
+    #[test]
+    fn flags_importance_and_continuations() {
+        let r = parse_rule("importance=7 send_flow_rem no_byte_counts priority=3 actions=drop")
+            .unwrap();
+        assert_eq!(r.importance, 7);
+        assert_eq!(r.flags, flags::SEND_FLOW_REM | flags::NO_BYTE_COUNTS);
+        assert_eq!(
+            r.to_string(),
+            "importance=7, send_flow_rem, no_byte_counts, priority=3 actions=drop"
+        );
+        assert_eq!(parse_rule(&r.to_string()).unwrap(), r);
+        let rules = parse_rules(
+            "priority=5,ip,\\\n  nw_dst=10.0.0.0/8 \\\n actions=output:1\nip actions=drop\n",
+            Some("c.flows"),
+        )
+        .unwrap();
+        assert_eq!((rules[0].line, rules[1].line), (1, 4));
+        assert_eq!(
+            rules[0].matching.format(Style::Rule),
+            "ip,nw_dst=10.0.0.0/8"
+        );
+        let e = parse_rules("ip actions=drop \\\n", Some("c.flows")).unwrap_err();
+        assert!(e.to_string().contains("no line follows"), "{e}");
+        // check_overlap: an overlapping flow of the same table and priority
+        // is refused, naming the earlier one; other priorities are fine.
+        let e = parse_rules(
+            "priority=5,ip,nw_dst=10.0.0.0/8 actions=drop\npriority=5,check_overlap,ip,nw_src=1.2.3.4 actions=drop\n",
+            Some("o.flows"),
+        )
+        .unwrap_err();
+        assert_eq!(e.line, 2);
+        assert!(e.to_string().contains("overlaps the flow on line 1"), "{e}");
+        assert!(parse_rules(
+            "priority=5,ip,nw_dst=10.0.0.0/8 actions=drop\npriority=5,check_overlap,ip,nw_dst=11.0.0.0/8 actions=drop\npriority=6,check_overlap,ip actions=drop\n",
+            None,
+        )
+        .is_ok());
     }
 
     #[test]

@@ -23,6 +23,30 @@ use std::fmt;
 /// The priority of a rule that gives none (OpenFlow's default, 0x8000).
 pub const DEFAULT_PRIORITY: u16 = 0x8000;
 
+/// Flow flags (`ovs-ofctl` keywords), [`Rule::flags`] bits.
+pub mod flags {
+    /// `send_flow_rem`: tell the controller when the flow is removed
+    /// (flowpath has no controller connection: kept and printed only).
+    pub const SEND_FLOW_REM: u8 = 1;
+    /// `check_overlap`: refuse the flow if one of the same table and
+    /// priority overlaps it (checked when the rules are loaded).
+    pub const CHECK_OVERLAP: u8 = 2;
+    /// `reset_counts`: a modification zeroes the flow's counters.
+    pub const RESET_COUNTS: u8 = 4;
+    /// `no_packet_counts`: the flow keeps no packet count.
+    pub const NO_PACKET_COUNTS: u8 = 8;
+    /// `no_byte_counts`: the flow keeps no byte count.
+    pub const NO_BYTE_COUNTS: u8 = 16;
+    /// Keywords and bits, in the order `ovs-ofctl` prints them.
+    pub const NAMES: [(&str, u8); 5] = [
+        ("send_flow_rem", SEND_FLOW_REM),
+        ("check_overlap", CHECK_OVERLAP),
+        ("reset_counts", RESET_COUNTS),
+        ("no_packet_counts", NO_PACKET_COUNTS),
+        ("no_byte_counts", NO_BYTE_COUNTS),
+    ];
+}
+
 /// One flow of a rule table.
 #[derive(Clone, PartialEq, Eq, Hash, Debug)]
 pub struct Rule {
@@ -36,6 +60,11 @@ pub struct Rule {
     pub idle_timeout: u16,
     /// Seconds after which the rule expires whatever its hits (0 = never).
     pub hard_timeout: u16,
+    /// Eviction importance (`importance=`; flowpath evicts no flows: kept
+    /// and printed).
+    pub importance: u16,
+    /// [`flags`] bits.
+    pub flags: u8,
     /// The packets the rule applies to.
     pub matching: Match,
     /// What it does with them; empty means drop.
@@ -54,6 +83,8 @@ impl Rule {
             cookie: 0,
             idle_timeout: 0,
             hard_timeout: 0,
+            importance: 0,
+            flags: 0,
             matching,
             actions,
             line: 0,
@@ -81,6 +112,14 @@ impl fmt::Display for Rule {
         }
         if self.hard_timeout != 0 {
             write!(f, "hard_timeout={}, ", self.hard_timeout)?;
+        }
+        if self.importance != 0 {
+            write!(f, "importance={}, ", self.importance)?;
+        }
+        for (name, bit) in flags::NAMES {
+            if self.flags & bit != 0 {
+                write!(f, "{name}, ")?;
+            }
         }
         write!(f, "priority={}", self.priority)?;
         let m = self.matching.format(Style::Rule);

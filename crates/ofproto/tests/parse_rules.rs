@@ -311,7 +311,7 @@ fn unsupported_things() {
         ("ct_state=+trk actions=drop", "ct_state"),
         ("mpls actions=drop", "mpls"),
         ("mpls_label=3 actions=drop", "mpls_label"),
-        ("send_flow_rem actions=drop", "send_flow_rem"),
+        ("NXM_NX_REG0=1 actions=drop", "NXM_NX_REG0"),
         ("actions=learn(table=1)", "learn"),
         ("actions=learn(table=1,NXM_OF_VLAN_TCI[0..11])", "learn"),
         ("actions=ct(commit,table=1)", "ct"),
