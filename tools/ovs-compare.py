@@ -86,8 +86,8 @@ def rnd_actions(r, proto, table, ntables):
             acts.append("mod_tp_dst:%d" % r.choice([80, 8080]))
         elif k < 0.72:
             acts.append("mod_dl_src:00:00:00:00:00:%02x" % r.randrange(256))
-        elif k < 0.77 and proto in ("ip", "tcp", "udp", "icmp", "ipv6", "tcp6"):
-            acts.append("dec_ttl")
+        elif k < 0.77:
+            acts.append(r.choice(["dec_ttl", "dec_ttl", "dec_ttl(1,2)"]))
         elif k < 0.82:
             acts.append("mod_vlan_vid:%d" % r.randint(1, 9))
         elif k < 0.86:
@@ -104,6 +104,10 @@ def rnd_actions(r, proto, table, ntables):
             acts.append("mod_vlan_pcp:%d" % r.randint(0, 7))
         elif k < 0.98 and proto in ("ipv6", "tcp6"):
             acts.append("set_field:2001:db8::99->ipv6_src")
+        elif k < 0.985:
+            acts.append("mod_nw_ttl:%d" % r.choice([1, 33]))
+        elif k < 0.99:
+            acts.append(r.choice(["note:00.11", "dec_ttl(1,2)", "mod_nw_ecn:2"]))
         else:
             acts.append("push_vlan:0x8100")
     if table + 1 < ntables and r.random() < 0.15:

@@ -283,6 +283,10 @@ impl Match {
         if is_arp {
             put(&mut parts, FieldId::ArpSha);
             put(&mut parts, FieldId::ArpTha);
+            // A megaflow of an ARP packet can have the TTL significant
+            // (`dec_ttl` reads it whatever the packet), printed last as OVS
+            // does.
+            put(&mut parts, FieldId::NwTtl);
         }
         if !is_arp {
             put(&mut parts, FieldId::NwTos);

@@ -40,6 +40,9 @@ pub const OFPP_IN_PORT: u32 = 0xfff8;
 /// The OpenFlow `LOCAL` reserved port (the switch's own interface); it is
 /// an ordinary output port number for flowpath.
 pub const OFPP_LOCAL: u32 = 0xfffe;
+/// Most controller ids a `dec_ttl(...)` takes.
+pub const MAX_DEC_TTL_IDS: usize = 8;
+
 /// The `max_len` of a `controller` action that gives no length.
 pub const CONTROLLER_MAX_LEN: u16 = 0xffff;
 
@@ -90,6 +93,14 @@ pub enum Action {
     },
     /// Decrement the IP TTL / hop limit (`dec_ttl`).
     DecTtl,
+    /// `dec_ttl(ID,...)`: as `DecTtl`, but an expired TTL sends one
+    /// packet-in per controller id (the first `n` of `ids`).
+    DecTtlIds {
+        /// Controller ids.
+        ids: [u16; MAX_DEC_TTL_IDS],
+        /// How many of `ids` are given (1..=[`MAX_DEC_TTL_IDS`]).
+        n: u8,
+    },
     /// Push a VLAN tag with this TPID (`push_vlan:0x8100`).
     PushVlan(u16),
     /// Remove the outer VLAN tag (`pop_vlan`, also read from `strip_vlan`).
@@ -119,14 +130,11 @@ const UNSUPPORTED: &[&str] = &[
     "ct",
     "ct_clear",
     "nat",
-    "note",
     "set_queue",
     "pop_queue",
     "enqueue",
     "group",
     "meter",
-    "mod_nw_ttl",
-    "mod_nw_ecn",
     "move",
     "load",
     "push_mpls",
@@ -223,6 +231,16 @@ impl fmt::Display for Action {
                 }
             }
             Action::DecTtl => f.write_str("dec_ttl"),
+            Action::DecTtlIds { ids, n } => {
+                f.write_str("dec_ttl(")?;
+                for (i, id) in ids.iter().take(usize::from(n)).enumerate() {
+                    if i > 0 {
+                        f.write_str(",")?;
+                    }
+                    write!(f, "{id}")?;
+                }
+                f.write_str(")")
+            }
             Action::PushVlan(tpid) => write!(f, "push_vlan:{tpid:#06x}"),
             Action::PopVlan => f.write_str("pop_vlan"),
             Action::ModVlanVid(v) => write!(f, "mod_vlan_vid:{v}"),
@@ -666,10 +684,51 @@ fn parse_one(item: &str, matching: &Match, table: u8) -> Result<Option<Action>, 
             Action::GotoTable(t)
         }
         "set_field" => parse_set_field(name, arg, matching)?,
+        // OpenFlow 1.1's TTL and ECN actions: unlike the 1.0 `mod_*`
+        // actions, OVS demands that the match pin IP (as set_field does),
+        // so they are `set_field`s (and print as such).
+        "mod_nw_ttl" | "mod_nw_ecn" => {
+            let v = match arg {
+                Arg::Colon(v) | Arg::Paren(v) => v.trim(),
+                Arg::None => return fail(name, format!("{name} needs a value")),
+            };
+            let field = if lname == "mod_nw_ttl" {
+                "nw_ttl"
+            } else {
+                "nw_ecn"
+            };
+            let text = format!("{v}->{field}");
+            parse_set_field(name, Arg::Colon(&text), matching)?
+        }
         "dec_ttl" => match arg {
             Arg::None => Action::DecTtl,
             Arg::Paren(s) if s.trim().is_empty() => Action::DecTtl,
-            _ => return unsupported(name, "dec_ttl with controller ids"),
+            // Controller ids: an expired TTL sends a packet-in to each.
+            Arg::Paren(s) => {
+                let mut ids = [0u16; MAX_DEC_TTL_IDS];
+                let mut n = 0;
+                for x in s.split(',') {
+                    let id = parse_uint(x.trim())
+                        .ok()
+                        .filter(|v| *v <= 0xffff)
+                        .ok_or_else(|| {
+                            RuleError::new(
+                                Some(name),
+                                format!("'{}' is not a controller id (0 to 65535)", x.trim()),
+                            )
+                        })?;
+                    if n == MAX_DEC_TTL_IDS {
+                        return unsupported(
+                            name,
+                            &format!("dec_ttl with more than {MAX_DEC_TTL_IDS} controller ids"),
+                        );
+                    }
+                    ids[n] = id as u16;
+                    n += 1;
+                }
+                Action::DecTtlIds { ids, n: n as u8 }
+            }
+            _ => return fail(name, "dec_ttl takes controller ids: dec_ttl(ID,ID,...)"),
         },
         "push_vlan" => {
             let s = need_arg(name, arg)?;
@@ -720,6 +779,17 @@ pub fn parse_actions(text: &str, matching: &Match, table: u8) -> Result<Vec<Acti
     let mut actions = Vec::new();
     let mut dropped = false;
     for item in split_actions(text)? {
+        // `note:HEX`: a comment for the controller that does nothing, as in
+        // OVS (flowpath does not keep it: dump-flows does not show it).
+        if let Some(hex) = item.trim().strip_prefix("note:") {
+            let ok = hex
+                .split('.')
+                .all(|b| b.len() <= 2 && (b.is_empty() || u8::from_str_radix(b, 16).is_ok()));
+            if !ok {
+                return fail("note", format!("'{hex}' is not hex bytes (note:00.11.22)"));
+            }
+            continue;
+        }
         match parse_one(item, matching, table)? {
             Some(a) => actions.push(a),
             None => dropped = true,
@@ -845,12 +915,20 @@ mod tests {
         assert!(p("push_vlan:0x9100").is_err());
         assert!(p("mod_vlan_vid:4096").is_err());
         assert!(p("mod_vlan_pcp:8").is_err());
-        assert!(p("dec_ttl(1,2)").unwrap_err().msg.contains("not supported"));
         assert_eq!(round("goto_table:2"), "goto_table:2");
         assert_eq!(round("NORMAL"), "NORMAL");
         assert_eq!(round("normal"), "NORMAL");
         assert_eq!(p("output:NORMAL").unwrap(), vec![Action::Normal]);
         assert_eq!(p("output(3)").unwrap(), vec![Action::Output(3)]);
+        assert_eq!(p("note:00.1f,output:2").unwrap(), vec![Action::Output(2)]);
+        assert!(p("note:xyz").is_err());
+        assert_eq!(round("dec_ttl(1,2)"), "dec_ttl(1,2)");
+        assert!(p("dec_ttl(1,x)").is_err());
+        assert!(p("dec_ttl(1,2,3,4,5,6,7,8,9)").is_err());
+        // p() parses for a `tcp` rule: IP is pinned.
+        assert_eq!(round("mod_nw_ttl:9"), "set_field:9->nw_ttl");
+        assert_eq!(round("mod_nw_ecn:2"), "set_field:2->nw_ecn");
+        assert!(parse_actions("mod_nw_ttl:9", &Match::catchall(), 0).is_err());
         assert_eq!(p("output(port=3)").unwrap(), vec![Action::Output(3)]);
         assert!(p("output(3,4)").is_err());
         assert_eq!(p("output:0xfffa").unwrap(), vec![Action::Normal]);
@@ -869,9 +947,7 @@ mod tests {
         for a in [
             "learn(table=1)",
             "ct(commit)",
-            "note:00",
             "set_queue:1",
-            "mod_nw_ttl:3",
             "enqueue:1:2",
             "group:1",
             "meter:1",

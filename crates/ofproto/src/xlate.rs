@@ -285,15 +285,21 @@ impl<L: Lookup> Ctx<'_, '_, L> {
                     mask,
                     legacy,
                 } => self.set_field(field, value, mask, legacy),
-                Action::DecTtl => {
-                    if !self.flow.is_ip_any() {
-                        continue;
-                    }
-                    // As OVS 3.1: an L3 rewrite makes nw_proto significant.
+                Action::DecTtl | Action::DecTtlIds { .. } => {
+                    let packet_ins = match *a {
+                        Action::DecTtlIds { n, .. } => usize::from(n),
+                        _ => 1,
+                    };
+                    // As OVS 3.1: the TTL and nw_proto become significant
+                    // whatever the packet (an ARP packet's megaflow gets
+                    // arp_op and nw_ttl); only IP packets are changed.
                     let mut m = self.wc.to_key();
                     m.set_nw_ttl(0xff);
                     m.set_nw_proto(0xff);
                     self.wc = FlowMask::from_key(&m);
+                    if !self.flow.is_ip_any() {
+                        continue;
+                    }
                     let ttl = self.flow.nw_ttl();
                     if ttl > 1 {
                         self.flow.set_nw_ttl(ttl - 1);
@@ -304,7 +310,9 @@ impl<L: Lookup> Ctx<'_, '_, L> {
                         // "invalid TTL") and this table's remaining actions
                         // are skipped.
                         self.commit();
-                        self.odp.push(DpAction::Controller);
+                        for _ in 0..packet_ins {
+                            self.odp.push(DpAction::Controller);
+                        }
                         return;
                     }
                 }

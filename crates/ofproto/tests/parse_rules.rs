@@ -315,13 +315,10 @@ fn unsupported_things() {
         ("actions=learn(table=1)", "learn"),
         ("actions=learn(table=1,NXM_OF_VLAN_TCI[0..11])", "learn"),
         ("actions=ct(commit,table=1)", "ct"),
-        ("actions=note:00.11", "note"),
         ("actions=set_queue:1", "set_queue"),
-        ("actions=mod_nw_ttl:3", "mod_nw_ttl"),
         ("actions=enqueue:1:2", "enqueue"),
         ("actions=group:1", "group"),
         ("actions=meter:1", "meter"),
-        ("actions=dec_ttl(1,2)", "dec_ttl"),
         ("actions=output:NXM_NX_REG0[]", "output"),
         ("actions=set_field:1->reg0", "set_field"),
     ] {
