@@ -45,6 +45,17 @@ const SUPPORTED: &[&str] = &[
     "other:pmd ports (dummy-pmd, --dummy-numa)",
 ];
 
+/// Tests whose expectation the installed OVS 3.1 itself does not give
+/// (checked with `tools/ovs-sandbox.sh`): the autotest suite runs them on
+/// its dummy datapath, whose features differ from the userspace datapath
+/// flowpath reproduces.
+const KNOWN: &[(&str, &str)] = &[(
+    "ofproto-dpif - write actions",
+    "OVS 3.1's netdev datapath gives `recirc_id=0,eth,icmp,in_port=1,nw_src=192.168.0.1,nw_frag=no` \
+     (nw_proto exact after the IPv4 set_field), as flowpath does; the test's `eth,ip,...` comes \
+     from the autotest dummy datapath",
+)];
+
 /// How `replay` says that the rules use something flowpath rejects by
 /// name (the test is then listed as not replayed, not as failed).
 const UNSUPPORTED: &str = "rules use what flowpath does not support: ";
@@ -331,6 +342,7 @@ fn replay(t: &Value) -> Result<(), String> {
 fn ovs_megaflow_tests() {
     let data = include_str!("../../ofproto/tests/data/ovs-at-megaflow.jsonl");
     let (mut passed, mut failed, mut skipped) = (Vec::new(), Vec::new(), Vec::new());
+    let mut known = Vec::new();
     for line in data.lines() {
         let t: Value = serde_json::from_str(line).unwrap();
         let title = t["title"].as_str().unwrap_or("").to_string();
@@ -346,12 +358,19 @@ fn ovs_megaflow_tests() {
         match replay(&t) {
             Ok(()) => passed.push(title),
             Err(e) if e.starts_with(UNSUPPORTED) => skipped.push(format!("{title} ({e})")),
-            Err(e) => failed.push(format!("{title}: {e}")),
+            Err(e) => match KNOWN.iter().find(|(k, _)| *k == title) {
+                Some((_, why)) => known.push(format!("{title}: {why}\n    ({e})")),
+                None => failed.push(format!("{title}: {e}")),
+            },
         }
     }
     println!("OVS megaflow tests reproduced ({}):", passed.len());
     for p in &passed {
         println!("  {p}");
+    }
+    println!("known differences, explained ({}):", known.len());
+    for k in &known {
+        println!("  {k}");
     }
     println!(
         "not replayed, bridge features flowpath lacks ({}):",

@@ -91,6 +91,12 @@ pub enum Action {
         /// whatever the match, and printed back in that form.
         legacy: bool,
     },
+    /// The `clear_actions` instruction: empties the action set.
+    ClearActions,
+    /// The `write_actions(...)` instruction: adds the rule's write set
+    /// ([`crate::rule::Rule::write_actions`]) to the action set, which runs
+    /// at the end of the pipeline.
+    WriteActions,
     /// Decrement the IP TTL / hop limit (`dec_ttl`).
     DecTtl,
     /// `dec_ttl(ID,...)`: as `DecTtl`, but an expired TTL sends one
@@ -151,8 +157,6 @@ const UNSUPPORTED: &[&str] = &[
     "autopath",
     "fin_timeout",
     "exit",
-    "clear_actions",
-    "write_actions",
     "write_metadata",
     "sample",
     "clone",
@@ -231,6 +235,8 @@ impl fmt::Display for Action {
                 }
             }
             Action::DecTtl => f.write_str("dec_ttl"),
+            Action::ClearActions => f.write_str("clear_actions"),
+            Action::WriteActions => f.write_str("write_actions"),
             Action::DecTtlIds { ids, n } => {
                 f.write_str("dec_ttl(")?;
                 for (i, id) in ids.iter().take(usize::from(n)).enumerate() {
@@ -258,6 +264,24 @@ pub fn format_actions(actions: &[Action]) -> String {
     actions
         .iter()
         .map(|a| a.to_string())
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// Prints a rule's instructions: its actions, with the
+/// [`Action::WriteActions`] marker expanded to `write_actions(...)` of
+/// `write_set` (`drop` when there is nothing).
+pub fn format_instructions(actions: &[Action], write_set: &[Action]) -> String {
+    if actions.is_empty() {
+        return "drop".into();
+    }
+    actions
+        .iter()
+        .map(|a| match a {
+            Action::WriteActions if write_set.is_empty() => "write_actions()".to_string(),
+            Action::WriteActions => format!("write_actions({})", format_actions(write_set)),
+            a => a.to_string(),
+        })
         .collect::<Vec<_>>()
         .join(",")
 }
@@ -684,6 +708,9 @@ fn parse_one(item: &str, matching: &Match, table: u8) -> Result<Option<Action>, 
             Action::GotoTable(t)
         }
         "set_field" => parse_set_field(name, arg, matching)?,
+        "clear_actions" | "write_actions" | "apply_actions" => {
+            return fail(name, "an instruction cannot be nested in an action list")
+        }
         // OpenFlow 1.1's TTL and ECN actions: unlike the 1.0 `mod_*`
         // actions, OVS demands that the match pin IP (as set_field does),
         // so they are `set_field`s (and print as such).
@@ -771,10 +798,115 @@ fn parse_one(item: &str, matching: &Match, table: u8) -> Result<Option<Action>, 
     Ok(Some(a))
 }
 
+/// Parses the text after `actions=` with OpenFlow 1.1+ instructions, as
+/// `ovs-ofctl` takes them, in their order: actions (applied at once;
+/// `apply_actions(...)` is refused as `ovs-ofctl` refuses it),
+/// `clear_actions`, `write_actions(...)`, `goto_table:T`. Returns the rule's action list (with the
+/// [`Action::ClearActions`] / [`Action::WriteActions`] markers where the
+/// instructions are) and the write set. Errors name the instruction; an
+/// out-of-order one is refused as `ovs-ofctl` refuses it.
+pub fn parse_instructions(
+    text: &str,
+    matching: &Match,
+    table: u8,
+) -> Result<(Vec<Action>, Vec<Action>), RuleError> {
+    let mut list = Vec::new();
+    let mut write_set = Vec::new();
+    // 0: actions, 1: clear_actions seen, 2: write_actions seen.
+    let mut phase = 0;
+    let mut plain = String::new();
+    let flush = |plain: &mut String, list: &mut Vec<Action>| -> Result<(), RuleError> {
+        if !plain.is_empty() {
+            list.extend(parse_actions(plain, matching, table)?);
+            plain.clear();
+        }
+        Ok(())
+    };
+    for item in split_actions(text)? {
+        let (name, arg) = split_action(item)?;
+        let order = |what: &str, before: &str| {
+            fail(
+                what,
+                format!(
+                    "invalid instruction ordering: {what} must appear before {before}, for OpenFlow 1.1+ compatibility"
+                ),
+            )
+        };
+        let later = |p: i32| {
+            if p == 2 {
+                "write_actions"
+            } else {
+                "clear_actions"
+            }
+        };
+        match name.to_ascii_lowercase().as_str() {
+            // As ovs-ofctl: actions are applied without naming the
+            // instruction.
+            "apply_actions" => {
+                return fail(name, "apply_actions is the default instruction");
+            }
+            "clear_actions" => {
+                check_no_arg(name, arg)?;
+                if phase > 0 {
+                    return order("clear_actions", "write_actions");
+                }
+                flush(&mut plain, &mut list)?;
+                list.push(Action::ClearActions);
+                phase = 1;
+            }
+            "write_actions" => {
+                let Arg::Paren(inner) = arg else {
+                    return fail(
+                        name,
+                        "write_actions takes a list: write_actions(ACTION,...)",
+                    );
+                };
+                if phase == 2 {
+                    return fail(name, "write_actions given twice");
+                }
+                flush(&mut plain, &mut list)?;
+                write_set = parse_actions(inner, matching, table)?;
+                if write_set.iter().any(|a| {
+                    matches!(
+                        a,
+                        Action::GotoTable(_) | Action::ClearActions | Action::WriteActions
+                    )
+                }) {
+                    return fail(name, "write_actions cannot hold instructions");
+                }
+                list.push(Action::WriteActions);
+                phase = 2;
+            }
+            "write_metadata" => return unsupported(name, "instruction write_metadata (metadata)"),
+            "goto_table" if phase > 0 => {
+                let a = parse_one(item, matching, table)?;
+                list.extend(a);
+            }
+            _ => {
+                if phase > 0 {
+                    return order("apply_actions", later(phase));
+                }
+                if !plain.is_empty() {
+                    plain.push(',');
+                }
+                plain.push_str(item);
+            }
+        }
+    }
+    flush(&mut plain, &mut list)?;
+    if let Some(i) = list.iter().position(|a| matches!(a, Action::GotoTable(_))) {
+        if i + 1 != list.len() {
+            return fail("goto_table", "goto_table must be the last action");
+        }
+    }
+    Ok((list, write_set))
+}
+
 /// Parses the text after `actions=` for a rule in `table` whose match is
 /// `matching` (`set_field` must have its prerequisites met by it;
 /// `goto_table` must go to a later table). An empty text or `drop` is the
-/// empty list. Errors name the action as written.
+/// empty list. Errors name the action as written. Instructions
+/// (`write_actions`, ...) are read by [`parse_instructions`].
 pub fn parse_actions(text: &str, matching: &Match, table: u8) -> Result<Vec<Action>, RuleError> {
     let mut actions = Vec::new();
     let mut dropped = false;
@@ -940,6 +1072,54 @@ mod tests {
         assert_eq!(p("").unwrap(), vec![]);
         assert!(p("drop,output:1").is_err());
         assert_eq!(format_actions(&[]), "drop");
+    }
+
+    #[test]
+    fn instructions() {
+        let i = |t: &str| parse_instructions(t, &tcp(), 0);
+        let (l, w) = i("output:1,clear_actions,write_actions(mod_dl_src:00:00:00:00:00:01,output:2),goto_table:3").unwrap();
+        assert_eq!(
+            l,
+            vec![
+                Action::Output(1),
+                Action::ClearActions,
+                Action::WriteActions,
+                Action::GotoTable(3)
+            ]
+        );
+        assert_eq!(w.len(), 2);
+        assert_eq!(
+            format_instructions(&l, &w),
+            "output:1,clear_actions,write_actions(mod_dl_src:00:00:00:00:00:01,output:2),goto_table:3"
+        );
+        for (bad, needle) in [
+            (
+                "write_actions(output:2),output:3",
+                "apply_actions must appear before write_actions",
+            ),
+            (
+                "clear_actions,output:3",
+                "apply_actions must appear before clear_actions",
+            ),
+            (
+                "write_actions(output:2),clear_actions",
+                "clear_actions must appear before write_actions",
+            ),
+            (
+                "write_actions(output:2),write_actions(output:3)",
+                "given twice",
+            ),
+            (
+                "apply_actions(output:1)",
+                "apply_actions is the default instruction",
+            ),
+            ("write_actions(goto_table:2)", "cannot hold instructions"),
+            ("output:1,write_actions(clear_actions)", "cannot be nested"),
+            ("write_metadata:1", "not supported"),
+        ] {
+            let e = i(bad).unwrap_err().to_string();
+            assert!(e.contains(needle), "{bad}: {e}");
+        }
     }
 
     #[test]

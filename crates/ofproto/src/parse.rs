@@ -32,7 +32,7 @@
 //! Invariant: every function here is total: no input makes it panic
 //! (proptest over arbitrary strings).
 
-use crate::action::{is_unsupported_field, parse_actions};
+use crate::action::{is_unsupported_field, parse_instructions};
 use crate::rule::{flags, Rule, RuleError};
 use flowpath_flow::field::{self, FieldId, FieldInfo};
 use flowpath_flow::matching::PROTOCOLS;
@@ -352,7 +352,7 @@ pub fn parse_rule(text: &str) -> Result<Rule, RuleError> {
     let Some(a) = actions else {
         return Err(RuleError::new(None, "must specify an action (actions=...)"));
     };
-    rule.actions = parse_actions(a, &rule.matching, rule.table)?;
+    (rule.actions, rule.write_actions) = parse_instructions(a, &rule.matching, rule.table)?;
     Ok(rule)
 }
 

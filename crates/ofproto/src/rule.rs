@@ -16,7 +16,7 @@
 //!
 //! Thread-safety: plain data.
 
-use crate::action::{format_actions, Action};
+use crate::action::{format_instructions, Action};
 use flowpath_flow::{Match, Style};
 use std::fmt;
 
@@ -67,8 +67,13 @@ pub struct Rule {
     pub flags: u8,
     /// The packets the rule applies to.
     pub matching: Match,
-    /// What it does with them; empty means drop.
+    /// What it does with them; empty means drop. May hold the
+    /// [`Action::ClearActions`] and [`Action::WriteActions`] instruction
+    /// markers.
     pub actions: Vec<Action>,
+    /// The actions `write_actions(...)` adds to the action set (empty when
+    /// the rule has no such instruction).
+    pub write_actions: Vec<Action>,
     /// 1-based line of the `add-flows` file it came from, 0 if none.
     pub line: usize,
 }
@@ -87,6 +92,7 @@ impl Rule {
             flags: 0,
             matching,
             actions,
+            write_actions: Vec::new(),
             line: 0,
         }
     }
@@ -126,7 +132,11 @@ impl fmt::Display for Rule {
         if !m.is_empty() {
             write!(f, ",{m}")?;
         }
-        write!(f, " actions={}", format_actions(&self.actions))
+        write!(
+            f,
+            " actions={}",
+            format_instructions(&self.actions, &self.write_actions)
+        )
     }
 }
 

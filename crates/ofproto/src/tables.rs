@@ -51,7 +51,7 @@ pub fn ports_of_rules(rules: &[Rule]) -> Vec<u32> {
         if m.mask.to_key().in_port() != 0 {
             set.insert(m.key.in_port());
         }
-        for a in &r.actions {
+        for a in r.actions.iter().chain(&r.write_actions) {
             match a {
                 Action::Output(p) => {
                     set.insert(*p);

@@ -151,6 +151,23 @@ pub fn rule_text(r: &mut Rng, table: u8, ntables: u8, prio: u16) -> String {
         };
         acts.push(a);
     }
+    // OpenFlow 1.1+ instructions, in their order.
+    if r.chance(8) {
+        acts.push("clear_actions".into());
+    }
+    if r.chance(12) {
+        let w = match r.below(4) {
+            0 => format!("output:{}", 1 + r.below(4)),
+            1 => format!(
+                "mod_dl_src:00:00:00:00:00:{:02x},output:{}",
+                r.below(256),
+                1 + r.below(4)
+            ),
+            2 => "strip_vlan,NORMAL".into(),
+            _ => format!("dec_ttl,output:{}", 1 + r.below(4)),
+        };
+        acts.push(format!("write_actions({w})"));
+    }
     if table + 1 < ntables && r.chance(15) {
         acts.push(format!("goto_table:{}", table + 1));
     }

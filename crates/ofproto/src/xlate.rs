@@ -88,6 +88,12 @@ struct Ctx<'a, 'e, L: Lookup> {
     orig: FlowKey,
     /// Record the rules hit (`Some`) or not.
     rules: Option<Vec<u32>>,
+    /// The OpenFlow action set (`write_actions` appends, `clear_actions`
+    /// empties), run when the pipeline ends.
+    action_set: Vec<Action>,
+    /// The table translation is in (for a `resubmit` without a table in
+    /// the action set).
+    cur_table: u8,
 }
 
 /// Translates `key` through `tables`. With `trace`, also records the
@@ -148,8 +154,13 @@ fn xlate_inner<L: Lookup>(
         base_tpid: tpids,
         orig: *key,
         rules: record.then(Vec::new),
+        action_set: Vec::new(),
+        cur_table: 0,
     };
     ctx.xlate_table(0);
+    if ctx.error.is_none() {
+        ctx.run_action_set();
+    }
     if ctx.error.is_some() {
         ctx.odp.clear();
     }
@@ -175,7 +186,55 @@ impl<L: Lookup> Ctx<'_, '_, L> {
         }
     }
 
+    /// Runs the action set at the end of the pipeline, in OpenFlow's order:
+    /// the last `strip_vlan`/`pop_vlan`, the last `push_vlan`, the last
+    /// `dec_ttl`, every set-field in the order written, then the last
+    /// output (`output`, `IN_PORT`, `ALL`, `FLOOD`, `NORMAL`,
+    /// `CONTROLLER`, `resubmit`); nothing at all without an output.
+    fn run_action_set(&mut self) {
+        let set = std::mem::take(&mut self.action_set);
+        if set.is_empty() {
+            return;
+        }
+        let last = |f: &dyn Fn(&Action) -> bool| set.iter().rev().find(|a| f(a)).copied();
+        let is_output = |a: &Action| {
+            matches!(
+                a,
+                Action::Output(_)
+                    | Action::InPort
+                    | Action::All
+                    | Action::Flood
+                    | Action::Normal
+                    | Action::Controller { .. }
+                    | Action::Resubmit { .. }
+            )
+        };
+        let Some(output) = last(&is_output) else {
+            self.note(0, "action set: no output, nothing to do");
+            return;
+        };
+        let mut list: Vec<Action> = Vec::new();
+        list.extend(last(&|a| matches!(a, Action::PopVlan)));
+        list.extend(last(&|a| matches!(a, Action::PushVlan(_))));
+        list.extend(last(&|a| {
+            matches!(a, Action::DecTtl | Action::DecTtlIds { .. })
+        }));
+        list.extend(set.iter().copied().filter(|a| {
+            matches!(
+                a,
+                Action::SetField { .. } | Action::ModVlanVid(_) | Action::ModVlanPcp(_)
+            )
+        }));
+        list.push(output);
+        if self.tracing {
+            self.note(0, "action set:");
+        }
+        let table = self.cur_table;
+        self.do_actions(&list, &[], table);
+    }
+
     fn xlate_table(&mut self, table: u8) {
+        self.cur_table = table;
         let tables = self.tables;
         let rule = match self.rules.as_mut() {
             None => tables.lookup(table, &self.flow, Some(&mut self.wc)),
@@ -214,12 +273,12 @@ impl<L: Lookup> Ctx<'_, '_, L> {
                 if r.actions.is_empty() && self.tracing {
                     self.note(indent + 1, "drop");
                 }
-                self.do_actions(&r.actions, table);
+                self.do_actions(&r.actions, &r.write_actions, table);
             }
         }
     }
 
-    fn do_actions(&mut self, actions: &[Action], table: u8) {
+    fn do_actions(&mut self, actions: &[Action], write_set: &[Action], table: u8) {
         let indent = self.depth + 1;
         for a in actions {
             if self.error.is_some() {
@@ -258,6 +317,8 @@ impl<L: Lookup> Ctx<'_, '_, L> {
                     self.odp.push(DpAction::Controller);
                 }
                 Action::Normal => self.xlate_normal(indent + 1),
+                Action::ClearActions => self.action_set.clear(),
+                Action::WriteActions => self.action_set.extend_from_slice(write_set),
                 Action::Resubmit { port, table: t } => {
                     let target = t.unwrap_or(table);
                     if !self.enter_resubmit() {

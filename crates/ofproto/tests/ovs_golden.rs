@@ -11,10 +11,11 @@
 //! megaflow from flowpath.
 
 use flowpath_ofproto::classifier::DEFAULT_PREFIXES;
+use flowpath_ofproto::normal::{MacTable, NormalEnv, PortVlans};
 use flowpath_ofproto::odp::format_actions;
 use flowpath_ofproto::parse::{parse_match, parse_rules};
 use flowpath_ofproto::tables::RuleTables;
-use flowpath_ofproto::xlate::xlate;
+use flowpath_ofproto::xlate::xlate_with;
 
 #[test]
 fn traces_match_ovs_3_1() {
@@ -34,7 +35,18 @@ fn traces_match_ovs_3_1() {
         tables.set_ports(vec![1, 2, 3, 4]);
         let pkt = v["packet"].as_str().unwrap();
         let key = parse_match(pkt).unwrap().key;
-        let x = xlate(&tables, &key, false);
+        // As `flowpath trace` (what tools/ovs-compare.py ran): NORMAL with
+        // an empty MAC table, no learning, flooding to LOCAL too.
+        let vlans = PortVlans::default();
+        let mut macs = MacTable::default();
+        let env = NormalEnv {
+            vlans: &vlans,
+            macs: &mut macs,
+            now_ms: 0,
+            learn: false,
+            local: true,
+        };
+        let x = xlate_with(&tables, &key, false, false, Some(env));
         let actions = format_actions(&x.actions);
         let megaflow = x.megaflow_text(&key);
         if actions != v["actions"].as_str().unwrap() || megaflow != v["megaflow"].as_str().unwrap()

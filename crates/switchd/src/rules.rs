@@ -296,7 +296,7 @@ pub fn dump_flows(set: &RuleSet, sel: &Selector) -> String {
 
 /// A rule's actions as `ovs-ofctl` prints them (`drop` when empty).
 pub fn format_actions_of(r: &Rule) -> String {
-    let s = flowpath_ofproto::action::format_actions(&r.actions);
+    let s = flowpath_ofproto::action::format_instructions(&r.actions, &r.write_actions);
     if s.is_empty() {
         "drop".to_string()
     } else {
