@@ -24,7 +24,8 @@
 #
 # Cases (the targets of BENCHMARKS.md): flows-rr 1 / 1000 / 100000 / 1000000
 # with OVS's defaults (EMC, no SMC); subtables-20x50000 with the defaults
-# and with SMC on (EMC off); nmap 15 x 65535 with megaflows on and off.
+# and with SMC on (EMC off); subtables-30x33333 (issue 11's row) with the
+# defaults; nmap 15 x 65535 with megaflows on and off.
 # flowpath runs each workload under several configurations: its row for
 # OVS's configuration, and its best configuration, are both reported.
 set -euo pipefail
@@ -60,6 +61,7 @@ gen() {  # name gen-pcap.py-args...
 }
 for n in 1 1000 100000 1000000; do gen "flows-$n-rr" flows --n "$n" --order rr; done
 gen subtables-20x50000 subtables --s 20 --d 50000
+gen subtables-30x33333 subtables --s 30 --d 33333
 gen nmap-15x65535 nmap --dsts 15
 
 # --- the cases ----------------------------------------------------------------
@@ -71,6 +73,7 @@ CASES=(
 "flows-rr-1000000|flows-1000000-rr||emc,emc+smc,smc,emc+dfc,dfc,none"
 "subtables-20x50000|subtables-20x50000||emc,emc+smc,smc,emc+dfc,dfc,emc+cd,cd,none"
 "subtables-20x50000-smc|subtables-20x50000|--smc --emc-inv-prob 0|smc,emc+smc,emc+dfc,dfc,emc+cd,cd"
+"subtables-30x33333|subtables-30x33333||emc,emc+smc,smc,emc+dfc,dfc,emc+cd,cd,none"
 "nmap-megaflows-on|nmap-15x65535||emc,smc,dfc,none"
 "nmap-megaflows-off|nmap-15x65535|--no-megaflows|emc+nomf,nomf,smc+nomf,dfc+nomf"
 )
