@@ -76,8 +76,10 @@ def rnd_actions(r, proto, table, ntables):
     acts = []
     for _ in range(r.randint(0, 3)):
         k = r.random()
-        if k < 0.45:
+        if k < 0.42:
             acts.append("output:%d" % r.randint(1, 4))
+        elif k < 0.45:
+            acts.append("output(port=%d,max_len=%d)" % (r.randint(1, 4), r.choice([14, 64, 1500])))
         elif k < 0.55 and table + 1 < ntables:
             acts.append("resubmit(,%d)" % r.randint(table + 1, ntables - 1))
         elif k < 0.62 and proto in ("ip", "tcp", "udp", "icmp"):

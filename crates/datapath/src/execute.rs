@@ -156,7 +156,7 @@ pub fn apply(
         },
         DpAction::PushVlan { tpid, tci } => push_vlan(pkt, meta, *tpid, *tci),
         DpAction::PopVlan => pop_vlan(pkt, meta),
-        DpAction::Output(_) | DpAction::Controller => Ok(()),
+        DpAction::Output(_) | DpAction::Controller | DpAction::Trunc(_) => Ok(()),
     }
 }
 
@@ -575,6 +575,8 @@ pub struct ExecStats {
     pub push_no_room: u64,
     /// `pop_vlan` on an untagged frame (packet left unchanged).
     pub pop_no_vlan: u64,
+    /// Outputs cut to a `trunc(N)` length (a shorter copy sent).
+    pub truncated: u64,
 }
 
 /// Cumulative output counters of one port.
@@ -653,16 +655,27 @@ impl Executor {
         // copy; the others carry the packet itself.
         let copy_before = actions
             .iter()
-            .rposition(|a| !matches!(a, DpAction::Output(_) | DpAction::Controller))
+            .rposition(|a| {
+                !matches!(
+                    a,
+                    DpAction::Output(_) | DpAction::Controller | DpAction::Trunc(_)
+                )
+            })
             .map_or(0, |i| i + 1);
         let mut delivered = false;
+        // `trunc(N)`: the next output carries at most N bytes (a copy).
+        let mut trunc: Option<usize> = None;
         for (j, a) in actions.iter().enumerate() {
             match a {
+                DpAction::Trunc(n) => trunc = Some(*n as usize),
                 DpAction::Output(port) => {
-                    let src = if j < copy_before {
-                        self.clone_of(pkt.data())
-                    } else {
-                        slot as u32
+                    let src = match trunc.take() {
+                        Some(n) if n < pkt.data().len() => {
+                            self.stats.truncated += 1;
+                            self.clone_of(&pkt.data()[..n])
+                        }
+                        _ if j < copy_before => self.clone_of(pkt.data()),
+                        _ => slot as u32,
                     };
                     self.queue.push(OutEntry {
                         port: *port,
@@ -673,6 +686,7 @@ impl Executor {
                     delivered = true;
                 }
                 DpAction::Controller => {
+                    trunc = None;
                     self.stats.controller += 1;
                     delivered = true;
                 }

@@ -533,6 +533,41 @@ fn outputs_before_a_change_carry_the_earlier_bytes() {
 }
 
 #[test]
+fn trunc_cuts_only_the_next_output() {
+    let f = tcp4(&[7; 40]);
+    let ttl = set(SetHeader::Ipv4, |k, m| {
+        k.set_nw_ttl(1);
+        m.set_nw_ttl(0xff);
+    });
+    let actions = [
+        DpAction::Trunc(20),
+        DpAction::Output(2),
+        DpAction::Output(3),
+        DpAction::Trunc(1000),
+        ttl,
+        DpAction::Output(4),
+    ];
+    let (mut p, mut meta) = load(&f);
+    let mut ex = Executor::new();
+    ex.execute(0, &mut p, &mut meta, &actions, 1);
+    let mut sink = Collect::default();
+    ex.flush(std::slice::from_ref(&p), &mut sink);
+    let got = sink.0;
+    assert_eq!(got.iter().map(|g| g.0).collect::<Vec<_>>(), vec![2, 3, 4]);
+    assert_eq!(got[0].1, f[..20], "truncated copy");
+    assert_eq!(
+        got[1].1, f,
+        "the next output is whole (and before the change)"
+    );
+    assert_eq!(
+        got[2].1,
+        run(&f, &actions[4..5]),
+        "longer than the packet: whole"
+    );
+    assert_eq!(ex.stats().truncated, 1);
+}
+
+#[test]
 fn flush_groups_per_port_in_order_and_counts() {
     let frames: Vec<Vec<u8>> = (0..5u8).map(|i| tcp4(&[i; 3])).collect();
     let mut bufs: Vec<PacketBuf> = Vec::new();

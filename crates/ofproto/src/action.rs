@@ -52,6 +52,14 @@ pub enum Action {
     /// Send the packet, as it is now, to this port (`output:2`, `2`;
     /// [`OFPP_LOCAL`] prints as `LOCAL`).
     Output(u32),
+    /// Send at most `max_len` bytes of the packet to `port`
+    /// (`output(port=P,max_len=N)`; a numbered port or LOCAL).
+    OutputTrunc {
+        /// The port.
+        port: u32,
+        /// Bytes kept (at least 14).
+        max_len: u32,
+    },
     /// Send the packet back out of the port it came in on (`IN_PORT`).
     InPort,
     /// Send to every port except the input port (`ALL`).
@@ -195,6 +203,11 @@ impl fmt::Display for Action {
         match *self {
             Action::Output(OFPP_LOCAL) => f.write_str("LOCAL"),
             Action::Output(p) => write!(f, "output:{p}"),
+            Action::OutputTrunc { port, max_len } => {
+                f.write_str("output(port=")?;
+                write_port(f, port)?;
+                write!(f, ",max_len={max_len})")
+            }
             Action::InPort => f.write_str("IN_PORT"),
             Action::All => f.write_str("ALL"),
             Action::Flood => f.write_str("FLOOD"),
@@ -670,11 +683,22 @@ fn parse_one(item: &str, matching: &Match, table: u8) -> Result<Option<Action>, 
         "output" => match arg {
             Arg::Paren(s) => {
                 let mut port = None;
+                let mut max_len = None;
                 for kv in s.split(',').map(str::trim) {
                     match kv.split_once('=') {
                         Some((k, v)) if k.trim() == "port" => port = Some(v),
-                        Some((k, _)) if k.trim() == "max_len" => {
-                            return unsupported(name, "output with max_len (truncation)")
+                        Some((k, v)) if k.trim() == "max_len" => {
+                            let n = parse_uint(v).map_err(|e| RuleError::new(Some(name), e.0))?;
+                            if n < 14 {
+                                return fail(
+                                    name,
+                                    format!("max_len {n} is less than the minimum value 14"),
+                                );
+                            }
+                            if n > u128::from(u32::MAX) {
+                                return fail(name, format!("max_len {n} is out of range"));
+                            }
+                            max_len = Some(n as u32);
                         }
                         // `output(3)`: the port alone.
                         None if port.is_none() && !kv.is_empty() => port = Some(kv),
@@ -684,7 +708,17 @@ fn parse_one(item: &str, matching: &Match, table: u8) -> Result<Option<Action>, 
                 let Some(p) = port else {
                     return fail(name, "output(...) needs port=PORT");
                 };
-                port_action(parse_port(name, p)?)
+                let dest = parse_port(name, p)?;
+                match (max_len, dest) {
+                    (None, d) => port_action(d),
+                    (Some(max_len), Dest::Number(port)) => Action::OutputTrunc { port, max_len },
+                    (Some(_), _) => {
+                        return fail(
+                            name,
+                            format!("output to unsupported truncate port: {}", p.trim()),
+                        )
+                    }
+                }
             }
             _ => port_action(parse_port(name, need_arg(name, arg)?)?),
         },
@@ -1052,6 +1086,22 @@ mod tests {
         assert_eq!(round("normal"), "NORMAL");
         assert_eq!(p("output:NORMAL").unwrap(), vec![Action::Normal]);
         assert_eq!(p("output(3)").unwrap(), vec![Action::Output(3)]);
+        assert_eq!(
+            round("output(port=2,max_len=100)"),
+            "output(port=2,max_len=100)"
+        );
+        assert_eq!(
+            round("output(max_len=64,port=LOCAL)"),
+            "output(port=LOCAL,max_len=64)"
+        );
+        assert!(p("output(port=2,max_len=13)")
+            .unwrap_err()
+            .msg
+            .contains("minimum value 14"));
+        assert!(p("output(port=NORMAL,max_len=100)")
+            .unwrap_err()
+            .msg
+            .contains("unsupported truncate port"));
         assert_eq!(p("note:00.1f,output:2").unwrap(), vec![Action::Output(2)]);
         assert!(p("note:xyz").is_err());
         assert_eq!(round("dec_ttl(1,2)"), "dec_ttl(1,2)");

@@ -63,6 +63,9 @@ pub enum DpAction {
     PopVlan,
     /// Send to the controller (counted; flowpath has no controller channel).
     Controller,
+    /// The next output sends at most this many bytes of the packet
+    /// (`trunc(N)`, from `output(port=P,max_len=N)`).
+    Trunc(u32),
 }
 
 /// A megaflow's action list. Empty means drop.
@@ -178,6 +181,7 @@ impl fmt::Display for DpAction {
             }
             DpAction::PopVlan => write!(f, "pop_vlan"),
             DpAction::Controller => write!(f, "userspace(controller)"),
+            DpAction::Trunc(n) => write!(f, "trunc({n})"),
         }
     }
 }

@@ -53,7 +53,7 @@ pub fn ports_of_rules(rules: &[Rule]) -> Vec<u32> {
         }
         for a in r.actions.iter().chain(&r.write_actions) {
             match a {
-                Action::Output(p) => {
+                Action::Output(p) | Action::OutputTrunc { port: p, .. } => {
                     set.insert(*p);
                 }
                 Action::Resubmit { port: Some(p), .. } => {

@@ -201,6 +201,7 @@ impl<L: Lookup> Ctx<'_, '_, L> {
             matches!(
                 a,
                 Action::Output(_)
+                    | Action::OutputTrunc { .. }
                     | Action::InPort
                     | Action::All
                     | Action::Flood
@@ -298,6 +299,15 @@ impl<L: Lookup> Ctx<'_, '_, L> {
                 Action::InPort => {
                     let p = self.flow.in_port();
                     self.output(p);
+                }
+                Action::OutputTrunc { port, max_len } => {
+                    if port == self.flow.in_port() {
+                        self.note(indent + 1, "skipping output to input port");
+                    } else {
+                        // As OVS: trunc(N) comes before the commit.
+                        self.odp.push(DpAction::Trunc(max_len));
+                        self.output(port);
+                    }
                 }
                 Action::All | Action::Flood => {
                     let in_port = self.flow.in_port();
