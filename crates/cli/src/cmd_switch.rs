@@ -54,6 +54,10 @@ pub struct Args {
     /// Prefix-tracking fields for one table: `T=FIELDS`; repeatable.
     #[arg(long = "table-prefixes", value_name = "T=FIELDS")]
     table_prefixes: Vec<String>,
+    /// Group table in `ovs-ofctl add-groups` syntax, for `group:N`
+    /// actions (`flowpath ctl dump-groups` shows it).
+    #[arg(long, value_name = "FILE.groups")]
+    groups: Option<PathBuf>,
     /// Most entries of NORMAL's MAC learning table (OVS's
     /// other_config:mac-table-size).
     #[arg(long, value_name = "N", default_value_t = flowpath_ofproto::normal::DEFAULT_MAC_TABLE_SIZE)]
@@ -150,8 +154,12 @@ pub fn run(args: Args) -> Result<()> {
         bail!("--port {}: port number given twice", w[0]);
     }
     let ctl_path = args.ctl.clone().unwrap_or_else(default_ctl);
+    let mut rule_set = RuleSet::new(rules, prefixes, per_table, nums);
+    rule_set
+        .set_groups(crate::rule_args::load_groups(args.groups.as_deref())?)
+        .map_err(|e| anyhow::anyhow!("{}: {e}", args.rules.display()))?;
     let cfg = SwitchdConfig {
-        rules: RuleSet::new(rules, prefixes, per_table, nums),
+        rules: rule_set,
         ports,
         pmd_cpus: args.pmd_cpus.clone(),
         datapath: args.dp.config(),

@@ -17,6 +17,11 @@ pub struct RuleArgs {
     /// Rule file in `ovs-ofctl add-flows` syntax (one flow per line).
     #[arg(long, value_name = "RULES.flows")]
     pub rules: PathBuf,
+    /// Group table in `ovs-ofctl add-groups` syntax (one group per line,
+    /// e.g. `group_id=1,type=all,bucket=output:2,bucket=output:3`), for
+    /// the rules' `group:N` actions.
+    #[arg(long, value_name = "FILE.groups")]
+    pub groups: Option<PathBuf>,
     /// Prefix-tracking fields, like OVS's Flow_Table:prefixes
     /// (`none`, or up to three of nw_dst, nw_src, ipv6_dst, ipv6_src).
     #[arg(long, value_name = "FIELDS", default_value = "nw_dst,nw_src")]
@@ -63,6 +68,9 @@ impl RuleArgs {
         if let Some(p) = &self.ports {
             tables.set_ports(p.clone());
         }
+        tables
+            .set_groups(load_groups(self.groups.as_deref())?)
+            .map_err(|e| anyhow::anyhow!("{name}: {e}"))?;
         Ok(tables)
     }
 }
@@ -97,6 +105,19 @@ impl RuleArgs {
             !self.no_local,
         ))
     }
+}
+
+/// Reads a groups file (none: no groups); errors name the file and line.
+pub fn load_groups(path: Option<&std::path::Path>) -> Result<Vec<flowpath_ofproto::group::Group>> {
+    let Some(path) = path else {
+        return Ok(Vec::new());
+    };
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("cannot read groups file {}", path.display()))?;
+    Ok(flowpath_ofproto::group::parse_groups(
+        &text,
+        Some(&path.display().to_string()),
+    )?)
 }
 
 /// Parses `--table-prefixes T=FIELDS` values.

@@ -60,6 +60,8 @@ pub enum Action {
         /// Bytes kept (at least 14).
         max_len: u32,
     },
+    /// Send the packet through group `N` (`group:N`, see [`crate::group`]).
+    Group(u32),
     /// Send the packet back out of the port it came in on (`IN_PORT`).
     InPort,
     /// Send to every port except the input port (`ALL`).
@@ -147,7 +149,6 @@ const UNSUPPORTED: &[&str] = &[
     "set_queue",
     "pop_queue",
     "enqueue",
-    "group",
     "meter",
     "move",
     "load",
@@ -209,6 +210,7 @@ impl fmt::Display for Action {
                 write!(f, ",max_len={max_len})")
             }
             Action::InPort => f.write_str("IN_PORT"),
+            Action::Group(g) => write!(f, "group:{g}"),
             Action::All => f.write_str("ALL"),
             Action::Flood => f.write_str("FLOOD"),
             Action::Normal => f.write_str("NORMAL"),
@@ -569,6 +571,21 @@ pub fn is_unsupported_field(name: &str) -> bool {
         || numbered("xxreg")
 }
 
+/// The "match" group buckets are parsed with ([`parse_bucket_actions`]):
+/// `set_field` prerequisites are then checked per packet, not at parse
+/// time.
+fn bucket_context() -> &'static Match {
+    static M: std::sync::OnceLock<Match> = std::sync::OnceLock::new();
+    M.get_or_init(Match::catchall)
+}
+
+/// Parses a group bucket's actions (no match to check `set_field`
+/// prerequisites against: they are checked when the bucket runs, as OVS
+/// does).
+pub fn parse_bucket_actions(text: &str) -> Result<Vec<Action>, RuleError> {
+    parse_actions(text, bucket_context(), 0)
+}
+
 fn parse_set_field(name: &str, arg: Arg<'_>, matching: &Match) -> Result<Action, RuleError> {
     let s = match arg {
         Arg::Colon(s) | Arg::Paren(s) => s,
@@ -591,9 +608,13 @@ fn parse_set_field(name: &str, arg: Arg<'_>, matching: &Match) -> Result<Action,
     if info.id == FieldId::DlVlan && value > 0xfff {
         return fail(name, "dl_vlan=0xffff (no VLAN) cannot be set; use pop_vlan");
     }
-    matching
-        .check_prereqs(info)
-        .map_err(|e| RuleError::new(Some(name), e))?;
+    // A group bucket has no match: as OVS, its set_field is checked
+    // against each packet when it runs (skipped without the prerequisites).
+    if !std::ptr::eq(matching, bucket_context()) {
+        matching
+            .check_prereqs(info)
+            .map_err(|e| RuleError::new(Some(name), e))?;
+    }
     Ok(Action::SetField {
         field: info.id,
         value,
@@ -742,6 +763,17 @@ fn parse_one(item: &str, matching: &Match, table: u8) -> Result<Option<Action>, 
             Action::GotoTable(t)
         }
         "set_field" => parse_set_field(name, arg, matching)?,
+        "group" => {
+            let s = need_arg(name, arg)?;
+            let g = parse_uint(s.trim()).map_err(|e| RuleError::new(Some(name), e.0))?;
+            if g > 0xffff_ff00 {
+                return fail(
+                    name,
+                    format!("{} is not a group id (0 to 4294967040)", s.trim()),
+                );
+            }
+            Action::Group(g as u32)
+        }
         "clear_actions" | "write_actions" | "apply_actions" => {
             return fail(name, "an instruction cannot be nested in an action list")
         }
@@ -1179,7 +1211,6 @@ mod tests {
             "ct(commit)",
             "set_queue:1",
             "enqueue:1:2",
-            "group:1",
             "meter:1",
         ] {
             let e = p(a).unwrap_err();

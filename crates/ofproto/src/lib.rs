@@ -18,6 +18,7 @@
 pub mod action;
 pub mod classifier;
 pub mod dpflow;
+pub mod group;
 pub mod linear;
 pub mod normal;
 pub mod odp;

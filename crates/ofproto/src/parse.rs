@@ -364,25 +364,7 @@ pub fn parse_rule(text: &str) -> Result<Rule, RuleError> {
 /// earlier flow of the same table and priority overlaps it.
 pub fn parse_rules(text: &str, file: Option<&str>) -> Result<Vec<Rule>, RuleError> {
     let mut rules: Vec<Rule> = Vec::new();
-    let mut flow = String::new();
-    let mut start = 0;
-    for (i, line) in text.lines().enumerate() {
-        let part = line.split('#').next().unwrap_or("");
-        if flow.is_empty() {
-            start = i + 1;
-        }
-        match part.trim_end().strip_suffix('\\') {
-            Some(head) => {
-                flow.push_str(head);
-                flow.push(' ');
-                continue;
-            }
-            None => flow.push_str(part),
-        }
-        let text = std::mem::take(&mut flow);
-        if text.trim().is_empty() {
-            continue;
-        }
+    for (start, text) in logical_lines(text, file)? {
         let mut rule = parse_rule(&text).map_err(|e| e.at(file, start))?;
         rule.line = start;
         if rule.flags & flags::CHECK_OVERLAP != 0 {
@@ -403,13 +385,42 @@ pub fn parse_rules(text: &str, file: Option<&str>) -> Result<Vec<Rule>, RuleErro
         }
         rules.push(rule);
     }
-    if !flow.trim().is_empty() {
+    Ok(rules)
+}
+
+/// The non-blank logical lines of an `ovs-ofctl` file with their first
+/// physical line: `#` starts a comment, a line ending in `\` continues on
+/// the next. Fails if the last line continues.
+pub(crate) fn logical_lines(
+    text: &str,
+    file: Option<&str>,
+) -> Result<Vec<(usize, String)>, RuleError> {
+    let mut out = Vec::new();
+    let mut cur = String::new();
+    let mut start = 0;
+    for (i, line) in text.lines().enumerate() {
+        let part = line.split('#').next().unwrap_or("");
+        if cur.is_empty() {
+            start = i + 1;
+        }
+        if let Some(head) = part.trim_end().strip_suffix('\\') {
+            cur.push_str(head);
+            cur.push(' ');
+            continue;
+        }
+        cur.push_str(part);
+        let t = std::mem::take(&mut cur);
+        if !t.trim().is_empty() {
+            out.push((start, t));
+        }
+    }
+    if !cur.trim().is_empty() {
         return Err(
             RuleError::new(None, "the last line ends with '\\' but no line follows")
                 .at(file, start),
         );
     }
-    Ok(rules)
+    Ok(out)
 }
 
 /// Parses a packet description for `flowpath trace`: an `ovs-ofctl` match

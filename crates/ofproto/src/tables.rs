@@ -32,6 +32,10 @@ pub trait Lookup {
     }
     /// The bridge's ports (targets of `ALL` and `FLOOD`), ascending.
     fn ports(&self) -> &[u32];
+    /// Group `id`, if the tables have it.
+    fn group(&self, _id: u32) -> Option<&crate::group::Group> {
+        None
+    }
 }
 
 /// All tables of a bridge.
@@ -40,6 +44,7 @@ pub struct RuleTables {
     rules: Vec<Rule>,
     tables: Vec<Option<Classifier>>,
     ports: Vec<u32>,
+    groups: std::collections::BTreeMap<u32, crate::group::Group>,
 }
 
 /// The ports a rule set mentions (in_port matches, outputs, resubmits).
@@ -107,7 +112,41 @@ impl RuleTables {
             rules,
             tables,
             ports,
+            groups: Default::default(),
         }
+    }
+
+    /// Installs the group table (`add-groups`). Fails, naming the rule's
+    /// line and the group, if a rule or bucket sends to a group that is
+    /// not in `groups` (as OVS refuses such a flow).
+    pub fn set_groups(&mut self, groups: Vec<crate::group::Group>) -> Result<(), String> {
+        use crate::action::Action;
+        let ids: std::collections::BTreeSet<u32> = groups.iter().map(|g| g.id).collect();
+        let missing = |acts: &[Action]| {
+            acts.iter().find_map(|a| match a {
+                Action::Group(g) if !ids.contains(g) => Some(*g),
+                _ => None,
+            })
+        };
+        for r in &self.rules {
+            if let Some(g) = missing(&r.actions).or_else(|| missing(&r.write_actions)) {
+                return Err(format!("line {}: group:{g}: no such group", r.line));
+            }
+        }
+        for grp in &groups {
+            for b in &grp.buckets {
+                if let Some(g) = missing(&b.actions) {
+                    return Err(format!("group {}: group:{g}: no such group", grp.id));
+                }
+            }
+        }
+        self.groups = groups.into_iter().map(|g| (g.id, g)).collect();
+        Ok(())
+    }
+
+    /// The groups, by id.
+    pub fn groups(&self) -> impl Iterator<Item = &crate::group::Group> {
+        self.groups.values()
     }
 
     /// Replaces the port list used by `ALL` and `FLOOD`.
@@ -147,6 +186,10 @@ impl Lookup for RuleTables {
 
     fn ports(&self) -> &[u32] {
         &self.ports
+    }
+
+    fn group(&self, id: u32) -> Option<&crate::group::Group> {
+        self.groups.get(&id)
     }
 }
 

@@ -40,6 +40,53 @@ use flowpath_flow::key::{FRAG_LATER, VLAN_CFI};
 use flowpath_flow::{FlowKey, FlowMask, Match, Style};
 use std::fmt::Write as _;
 
+/// An action set (or a group bucket, which OpenFlow executes as one) in
+/// execution order: the last `strip_vlan`/`pop_vlan`, the last
+/// `push_vlan`, the last `dec_ttl`, every set-field in the order written,
+/// then the last output (`output`, `IN_PORT`, `ALL`, `FLOOD`, `NORMAL`,
+/// `CONTROLLER`, `resubmit`, `group`, the group taking precedence).
+/// `None` without an output: nothing is done at all.
+fn action_set_order(set: &[Action]) -> Option<Vec<Action>> {
+    let last = |f: &dyn Fn(&Action) -> bool| set.iter().rev().find(|a| f(a)).copied();
+    let output = last(&|a| matches!(a, Action::Group(_))).or_else(|| {
+        last(&|a| {
+            matches!(
+                a,
+                Action::Output(_)
+                    | Action::OutputTrunc { .. }
+                    | Action::InPort
+                    | Action::All
+                    | Action::Flood
+                    | Action::Normal
+                    | Action::Controller { .. }
+                    | Action::Resubmit { .. }
+            )
+        })
+    })?;
+    let mut list: Vec<Action> = Vec::new();
+    list.extend(last(&|a| matches!(a, Action::PopVlan)));
+    list.extend(last(&|a| matches!(a, Action::PushVlan(_))));
+    list.extend(last(&|a| {
+        matches!(a, Action::DecTtl | Action::DecTtlIds { .. })
+    }));
+    list.extend(set.iter().copied().filter(|a| {
+        matches!(
+            a,
+            Action::SetField { .. } | Action::ModVlanVid(_) | Action::ModVlanPcp(_)
+        )
+    }));
+    list.push(output);
+    Some(list)
+}
+
+/// A 64-bit mixing function (splitmix64's finaliser): select groups'
+/// bucket choice.
+fn mix64(mut z: u64) -> u64 {
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
 /// Most nested resubmits (OVS's translation depth limit).
 pub const MAX_DEPTH: u32 = 64;
 /// Most resubmits in one translation (OVS's limit).
@@ -196,37 +243,10 @@ impl<L: Lookup> Ctx<'_, '_, L> {
         if set.is_empty() {
             return;
         }
-        let last = |f: &dyn Fn(&Action) -> bool| set.iter().rev().find(|a| f(a)).copied();
-        let is_output = |a: &Action| {
-            matches!(
-                a,
-                Action::Output(_)
-                    | Action::OutputTrunc { .. }
-                    | Action::InPort
-                    | Action::All
-                    | Action::Flood
-                    | Action::Normal
-                    | Action::Controller { .. }
-                    | Action::Resubmit { .. }
-            )
-        };
-        let Some(output) = last(&is_output) else {
+        let Some(list) = action_set_order(&set) else {
             self.note(0, "action set: no output, nothing to do");
             return;
         };
-        let mut list: Vec<Action> = Vec::new();
-        list.extend(last(&|a| matches!(a, Action::PopVlan)));
-        list.extend(last(&|a| matches!(a, Action::PushVlan(_))));
-        list.extend(last(&|a| {
-            matches!(a, Action::DecTtl | Action::DecTtlIds { .. })
-        }));
-        list.extend(set.iter().copied().filter(|a| {
-            matches!(
-                a,
-                Action::SetField { .. } | Action::ModVlanVid(_) | Action::ModVlanPcp(_)
-            )
-        }));
-        list.push(output);
         if self.tracing {
             self.note(0, "action set:");
         }
@@ -327,6 +347,16 @@ impl<L: Lookup> Ctx<'_, '_, L> {
                     self.odp.push(DpAction::Controller);
                 }
                 Action::Normal => self.xlate_normal(indent + 1),
+                Action::Group(id) => {
+                    // Groups nest (a bucket may send to a group): they count
+                    // towards the resubmit and depth limits.
+                    if !self.enter_resubmit() {
+                        return;
+                    }
+                    self.depth += 1;
+                    self.xlate_group(id, table);
+                    self.depth -= 1;
+                }
                 Action::ClearActions => self.action_set.clear(),
                 Action::WriteActions => self.action_set.extend_from_slice(write_set),
                 Action::Resubmit { port, table: t } => {
@@ -522,6 +552,140 @@ impl<L: Lookup> Ctx<'_, '_, L> {
                 }
             }
         }
+    }
+
+    /// Sends the packet through group `id` (see [`crate::group`]).
+    fn xlate_group(&mut self, id: u32, table: u8) {
+        use crate::group::GroupType;
+        let tables = self.tables;
+        let indent = self.depth;
+        let Some(g) = tables.group(id) else {
+            self.note(indent, &format!("group {id} does not exist: drop"));
+            return;
+        };
+        match g.kind {
+            GroupType::All => {
+                for b in &g.buckets {
+                    self.xlate_bucket(b, table);
+                }
+            }
+            GroupType::Indirect => {
+                if let Some(b) = g.buckets.first() {
+                    self.xlate_bucket(b, table);
+                }
+            }
+            GroupType::FastFailover => match g.buckets.iter().find(|b| self.bucket_live(b, 0)) {
+                Some(b) => self.xlate_bucket(b, table),
+                None => self.note(indent, &format!("group {id}: no live bucket: drop")),
+            },
+            GroupType::Select => {
+                let h = self.select_hash(g.fields.as_deref());
+                let best = g.buckets.iter().filter(|b| b.weight > 0).max_by_key(|b| {
+                    let score =
+                        mix64(h ^ u64::from(b.id).wrapping_mul(0x9e37_79b9_7f4a_7c15)) & 0xffff;
+                    (score * u64::from(b.weight), std::cmp::Reverse(b.id))
+                });
+                match best {
+                    Some(b) => {
+                        self.note(indent, &format!("group {id}: selected bucket {}", b.id));
+                        self.xlate_bucket(b, table);
+                    }
+                    None => self.note(indent, &format!("group {id}: no bucket: drop")),
+                }
+            }
+        }
+    }
+
+    /// Runs a bucket on the packet as it was before the group. As OVS
+    /// (and OpenFlow), a bucket's actions are an action set: ordered as
+    /// [`action_set_order`] orders them, nothing at all without an output.
+    fn xlate_bucket(&mut self, b: &crate::group::Bucket, table: u8) {
+        let Some(list) = action_set_order(&b.actions) else {
+            self.note(self.depth, "bucket without output: nothing to do");
+            return;
+        };
+        let (flow, tpid) = (self.flow, self.flow_tpid);
+        self.do_actions(&list, &[], table);
+        self.flow = flow;
+        self.flow_tpid = tpid;
+    }
+
+    /// Fast-failover liveness: a bucket is live if it watches nothing, a
+    /// port of the bridge, or a group with a live bucket.
+    fn bucket_live(&self, b: &crate::group::Bucket, depth: u32) -> bool {
+        if b.watch_port.is_none() && b.watch_group.is_none() {
+            return true;
+        }
+        let local = self.normal.as_ref().is_some_and(|e| e.local);
+        let port_live = b
+            .watch_port
+            .is_some_and(|p| self.tables.ports().contains(&p) || (p == OFPP_LOCAL && local));
+        port_live
+            || (depth < 32
+                && b.watch_group
+                    .and_then(|g| self.tables.group(g))
+                    .is_some_and(|g| g.buckets.iter().any(|x| self.bucket_live(x, depth + 1))))
+    }
+
+    /// A select group's hash of the packet: of `fields`, or of the
+    /// symmetric 5-tuple (Ethernet addresses, type and VLAN; IP addresses
+    /// and protocol; L4 ports), whose bits become significant.
+    fn select_hash(&mut self, fields: Option<&[FieldId]>) -> u64 {
+        let f = self.flow;
+        let sym = |a: u128, b: u128| if a < b { (a, b) } else { (b, a) };
+        let mut m = self.wc.to_key();
+        let mut h: u64 = 0x5bd1_e995;
+        let mut add = |v: u128| {
+            h = mix64(h ^ (v as u64) ^ ((v >> 64) as u64).rotate_left(17));
+        };
+        match fields {
+            Some(fields) => {
+                let mut mask = FlowMask::from_key(&m);
+                for id in fields {
+                    let info = id.info();
+                    if info.prereq.ok_for(&f) {
+                        add(info.get(&f));
+                        info.or_mask(&mut mask, info.full_mask());
+                    }
+                }
+                self.wc = mask;
+                return h;
+            }
+            None => {
+                let (a, b) = sym(u128::from(f.dl_src()), u128::from(f.dl_dst()));
+                add(a);
+                add(b);
+                add(u128::from(f.dl_type()));
+                add(u128::from(f.vlan_tci() & 0x1fff));
+                m.set_dl_src(0xffff_ffff_ffff);
+                m.set_dl_dst(0xffff_ffff_ffff);
+                m.set_vlan_tci(m.vlan_tci() | 0x1fff);
+                if f.is_ip_any() {
+                    let (a, b) = if f.is_ipv4() {
+                        m.set_nw_src(u32::MAX);
+                        m.set_nw_dst(u32::MAX);
+                        sym(u128::from(f.nw_src()), u128::from(f.nw_dst()))
+                    } else {
+                        m.set_ipv6_src(u128::MAX);
+                        m.set_ipv6_dst(u128::MAX);
+                        sym(f.ipv6_src(), f.ipv6_dst())
+                    };
+                    add(a);
+                    add(b);
+                    add(u128::from(f.nw_proto()));
+                    m.set_nw_proto(0xff);
+                    if matches!(f.nw_proto(), 6 | 17 | 132) && f.nw_frag() & FRAG_LATER == 0 {
+                        let (a, b) = sym(u128::from(f.tp_src()), u128::from(f.tp_dst()));
+                        add(a);
+                        add(b);
+                        m.set_tp_src(0xffff);
+                        m.set_tp_dst(0xffff);
+                    }
+                }
+            }
+        }
+        self.wc = FlowMask::from_key(&m);
+        h
     }
 
     /// Outputs to `port` with the VLAN tag its mode gives VLAN `vlan`, then

@@ -4,13 +4,17 @@
 //! rule set (loaded into OVS 3.1 with `ovs-ofctl add-flows`), a packet, and
 //! the `Megaflow:` and `Datapath actions:` lines that `ovs-appctl
 //! ofproto/trace` printed for it (datapath port numbers mapped back to
-//! OpenFlow port numbers). It was recorded with `tools/ovs-compare.py
+//! OpenFlow port numbers), and the group table when the rule set used one
+//! (loaded with `ovs-ofctl -O OpenFlow13 add-groups`; such rule sets and
+//! those with instructions were loaded with OpenFlow 1.3). It was recorded
+//! with `tools/ovs-compare.py
 //! --record` against a running ovs-vswitchd; see that script.
 //!
 //! Every recorded packet must get the same datapath actions and the same
 //! megaflow from flowpath.
 
 use flowpath_ofproto::classifier::DEFAULT_PREFIXES;
+use flowpath_ofproto::group::parse_groups;
 use flowpath_ofproto::normal::{MacTable, NormalEnv, PortVlans};
 use flowpath_ofproto::odp::format_actions;
 use flowpath_ofproto::parse::{parse_match, parse_rules};
@@ -33,6 +37,12 @@ fn traces_match_ovs_3_1() {
         let text = rules.join("\n");
         let mut tables = RuleTables::new(parse_rules(&text, None).unwrap(), DEFAULT_PREFIXES);
         tables.set_ports(vec![1, 2, 3, 4]);
+        if let Some(g) = v["groups"].as_array().filter(|g| !g.is_empty()) {
+            let text: Vec<&str> = g.iter().map(|x| x.as_str().unwrap()).collect();
+            tables
+                .set_groups(parse_groups(&text.join("\n"), None).unwrap())
+                .unwrap();
+        }
         let pkt = v["packet"].as_str().unwrap();
         let key = parse_match(pkt).unwrap().key;
         // As `flowpath trace` (what tools/ovs-compare.py ran): NORMAL with

@@ -317,7 +317,6 @@ fn unsupported_things() {
         ("actions=ct(commit,table=1)", "ct"),
         ("actions=set_queue:1", "set_queue"),
         ("actions=enqueue:1:2", "enqueue"),
-        ("actions=group:1", "group"),
         ("actions=meter:1", "meter"),
         ("actions=output:NXM_NX_REG0[]", "output"),
         ("actions=set_field:1->reg0", "set_field"),

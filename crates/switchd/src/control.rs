@@ -57,6 +57,7 @@ pub fn commands() -> Vec<CommandSpec> {
         c("revalidator/purge", "", 0, 0),
         c("revalidator/wait", "", 0, 0),
         c("memory/show", "[--json]", 0, 1),
+        c("dump-groups", "[BRIDGE]", 0, 1),
         c("fdb/show", "[BRIDGE] [--json]", 0, 2),
         c("fdb/flush", "[BRIDGE]", 0, 1),
         c("fdb/stats-show", "[BRIDGE]", 0, 1),
@@ -388,6 +389,10 @@ impl Control {
     fn add_flow(&self, params: &[String]) -> Result<String, String> {
         let text = params.join(" ");
         let rule = rules::parse_one(&text).map_err(|e| e.to_string())?;
+        self.state()
+            .rules
+            .check_groups(std::slice::from_ref(&rule))
+            .map_err(|e| e.replace("line 0: ", ""))?;
         self.change_rules(|rs| {
             rs.add(vec![rule]);
             "1 rule added".into()
@@ -396,6 +401,10 @@ impl Control {
 
     fn add_flows(&self, file: &str, replace: bool) -> Result<String, String> {
         let new = rules::load_file(file)?;
+        self.state()
+            .rules
+            .check_groups(&new)
+            .map_err(|e| format!("{file}: {e}"))?;
         let n = new.len();
         self.change_rules(|rs| {
             if replace {
@@ -703,6 +712,14 @@ impl Handler for Control {
             }
             "memory/show" => self.memory_show(json),
             "fdb/show" => self.fdb_show(json),
+            "dump-groups" => {
+                let st = self.state();
+                let mut out = String::new();
+                for g in st.rules.groups() {
+                    let _ = writeln!(out, " {g}");
+                }
+                Ok(out)
+            }
             "fdb/flush" => {
                 self.sh.bridge.macs().flush();
                 Ok("table successfully flushed\n".into())

@@ -58,6 +58,7 @@ pub struct RuleSet {
     prefixes: Vec<FieldId>,
     per_table: Vec<(u8, Vec<FieldId>)>,
     ports: Vec<u32>,
+    groups: Vec<flowpath_ofproto::group::Group>,
     next_uid: u64,
     version: u64,
 }
@@ -76,11 +77,35 @@ impl RuleSet {
             prefixes,
             per_table,
             ports,
+            groups: Vec::new(),
             next_uid: 1,
             version: 0,
         };
         s.add(rules);
         s
+    }
+
+    /// Installs the group table; fails (changing nothing) if a rule or
+    /// bucket sends to a group that is not among `groups`.
+    pub fn set_groups(
+        &mut self,
+        groups: Vec<flowpath_ofproto::group::Group>,
+    ) -> Result<(), String> {
+        let rules: Vec<Rule> = self.rules.iter().map(|r| r.rule.clone()).collect();
+        RuleTables::new(rules, &[]).set_groups(groups.clone())?;
+        self.groups = groups;
+        self.version += 1;
+        Ok(())
+    }
+
+    /// The groups, in id order.
+    pub fn groups(&self) -> &[flowpath_ofproto::group::Group] {
+        &self.groups
+    }
+
+    /// Fails if `rules` send to a group this rule set does not have.
+    pub fn check_groups(&self, rules: &[Rule]) -> Result<(), String> {
+        RuleTables::new(rules.to_vec(), &[]).set_groups(self.groups.clone())
     }
 
     /// The rules, in installation order.
@@ -100,6 +125,8 @@ impl RuleSet {
         let rules: Vec<Rule> = self.rules.iter().map(|r| r.rule.clone()).collect();
         let mut t = RuleTables::with_table_prefixes(rules, &self.prefixes, &self.per_table);
         t.set_ports(self.ports.clone());
+        // Checked when rules and groups are added (`check_groups`).
+        let _ = t.set_groups(self.groups.clone());
         Published {
             version: self.version,
             tables: Arc::new(t),

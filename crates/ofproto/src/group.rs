@@ -1,0 +1,375 @@
+//! OpenFlow groups, read in `ovs-ofctl add-group(s)` syntax.
+//!
+//! What: [`Group`] is a group table entry — an id, a type and buckets of
+//! actions; [`parse_group`] reads one (`group_id=1,type=all,bucket=output:1,
+//! bucket=output:2`), [`parse_groups`] a groups file (one per line, `#`
+//! comments, `\` continuations, all or nothing, errors naming file and
+//! line). The `group:N` action ([`crate::action::Action::Group`]) sends the
+//! packet through a group; translation ([`crate::xlate`]) gives the types
+//! OVS's meaning:
+//! - `all`: every bucket, each on the packet as it was before the group;
+//! - `indirect`: the one bucket;
+//! - `ff` / `fast_failover`: the first bucket whose `watch_port` is a port
+//!   of the bridge (or whose `watch_group` has such a bucket), none if no
+//!   bucket is live;
+//! - `select`: one bucket, chosen in the slow path by a hash of the
+//!   packet's symmetric 5-tuple (or of `fields(...)` with
+//!   `selection_method=hash`), weighted; the hashed fields become exact in
+//!   the megaflow. OVS 3.1 instead emits a datapath `hash` and recirculates
+//!   (`hash(sym_l4(0)),recirc(N)`): flowpath's datapath has no
+//!   recirculation, so its bucket choice (and megaflow) differs from OVS's
+//!   while keeping the same guarantee — packets of one connection take one
+//!   bucket.
+//!
+//! Thread-safety: plain data (part of the immutable rule tables).
+
+use crate::action::{parse_bucket_actions, Action};
+use crate::rule::RuleError;
+use flowpath_flow::field::{self, FieldId};
+use flowpath_flow::value::parse_uint;
+use std::fmt;
+
+/// A group's type.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GroupType {
+    /// Every bucket.
+    All,
+    /// One bucket, chosen by a hash of the packet.
+    Select,
+    /// The only bucket.
+    Indirect,
+    /// The first live bucket.
+    FastFailover,
+}
+
+impl GroupType {
+    fn name(self) -> &'static str {
+        match self {
+            GroupType::All => "all",
+            GroupType::Select => "select",
+            GroupType::Indirect => "indirect",
+            GroupType::FastFailover => "ff",
+        }
+    }
+}
+
+/// One bucket of a group.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Bucket {
+    /// `bucket_id:` (its position when not given).
+    pub id: u32,
+    /// `weight:` (select groups; 1 when not given).
+    pub weight: u16,
+    /// `watch_port:` (fast-failover liveness).
+    pub watch_port: Option<u32>,
+    /// `watch_group:` (fast-failover liveness).
+    pub watch_group: Option<u32>,
+    /// Its actions.
+    pub actions: Vec<Action>,
+}
+
+/// A group table entry.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Group {
+    /// `group_id=`.
+    pub id: u32,
+    /// `type=`.
+    pub kind: GroupType,
+    /// The buckets, in order.
+    pub buckets: Vec<Bucket>,
+    /// `selection_method=hash,fields(...)`: the fields a select group
+    /// hashes (`None`: the symmetric 5-tuple).
+    pub fields: Option<Vec<FieldId>>,
+}
+
+impl fmt::Display for Group {
+    /// As `ovs-ofctl dump-groups` prints it.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "group_id={},type={}", self.id, self.kind.name())?;
+        if let Some(fields) = &self.fields {
+            f.write_str(",selection_method=hash,fields(")?;
+            for (i, id) in fields.iter().enumerate() {
+                if i > 0 {
+                    f.write_str(",")?;
+                }
+                f.write_str(id.info().name)?;
+            }
+            f.write_str(")")?;
+        }
+        for (i, b) in self.buckets.iter().enumerate() {
+            f.write_str(",bucket=")?;
+            if b.id != i as u32 {
+                write!(f, "bucket_id:{},", b.id)?;
+            }
+            if b.weight != 1 {
+                write!(f, "weight:{},", b.weight)?;
+            }
+            if let Some(p) = b.watch_port {
+                write!(f, "watch_port:{p},")?;
+            }
+            if let Some(g) = b.watch_group {
+                write!(f, "watch_group:{g},")?;
+            }
+            write!(f, "actions={}", crate::action::format_actions(&b.actions))?;
+        }
+        Ok(())
+    }
+}
+
+fn err(field: &str, msg: impl Into<String>) -> RuleError {
+    RuleError::new(Some(field), msg)
+}
+
+/// Splits `text` at top-level (outside parentheses) occurrences of
+/// `bucket=`: the group's own part, then one part per bucket.
+fn split_buckets(text: &str) -> Vec<&str> {
+    let b = text.as_bytes();
+    let mut out = Vec::new();
+    let mut depth = 0i32;
+    let mut start = 0;
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'(' => depth += 1,
+            b')' => depth -= 1,
+            _ => {}
+        }
+        let at_item = i == 0 || matches!(b[i - 1], b',' | b' ' | b'\t');
+        if depth == 0 && at_item && text[i..].starts_with("bucket=") {
+            out.push(&text[start..i]);
+            i += "bucket=".len();
+            start = i;
+            continue;
+        }
+        i += 1;
+    }
+    out.push(&text[start..]);
+    out
+}
+
+fn num(field: &str, v: &str, max: u128) -> Result<u128, RuleError> {
+    let n = parse_uint(v.trim()).map_err(|e| err(field, e.0))?;
+    if n > max {
+        return Err(err(
+            field,
+            format!("{} is out of range (0 to {max})", v.trim()),
+        ));
+    }
+    Ok(n)
+}
+
+fn parse_bucket(text: &str, pos: usize) -> Result<Bucket, RuleError> {
+    let mut b = Bucket {
+        id: pos as u32,
+        weight: 1,
+        watch_port: None,
+        watch_group: None,
+        actions: Vec::new(),
+    };
+    let mut rest = text.trim().trim_matches(',').trim();
+    loop {
+        let (item, tail) = match rest.find(',') {
+            Some(i) => (&rest[..i], &rest[i + 1..]),
+            None => (rest, ""),
+        };
+        let kv = item.split_once(':').or_else(|| item.split_once('='));
+        match kv {
+            Some(("bucket_id", v)) => b.id = num("bucket_id", v, 0xffff_fffe)? as u32,
+            Some(("weight", v)) => b.weight = num("weight", v, 0xffff)? as u16,
+            Some(("watch_port", v)) => {
+                b.watch_port = Some(match v.trim() {
+                    "LOCAL" | "local" => crate::action::OFPP_LOCAL,
+                    v => num("watch_port", v, 0xfeff)? as u32,
+                })
+            }
+            Some(("watch_group", v)) => {
+                b.watch_group = Some(num("watch_group", v, 0xffff_ff00)? as u32)
+            }
+            _ => break,
+        }
+        rest = tail.trim();
+    }
+    let acts = rest.strip_prefix("actions=").unwrap_or(rest);
+    b.actions = parse_bucket_actions(acts)
+        .map_err(|e| RuleError::new(e.field.as_deref(), format!("bucket {pos}: {}", e.msg)))?;
+    if b.actions.iter().any(|a| {
+        matches!(
+            a,
+            Action::GotoTable(_) | Action::ClearActions | Action::WriteActions
+        )
+    }) {
+        return Err(err(
+            "bucket",
+            format!("bucket {pos}: instructions are not allowed in a bucket"),
+        ));
+    }
+    Ok(b)
+}
+
+/// Parses one group in `ovs-ofctl add-group` syntax.
+pub fn parse_group(text: &str) -> Result<Group, RuleError> {
+    let parts = split_buckets(text);
+    let head = parts.first().copied().unwrap_or("");
+    let (mut id, mut kind, mut method, mut fields) = (None, None, None, None);
+    let mut rest = head;
+    while !rest.trim().is_empty() {
+        let r = rest.trim_start_matches([',', ' ', '\t']);
+        if let Some(inner) = r.strip_prefix("fields(") {
+            let Some(end) = inner.find(')') else {
+                return Err(err("fields", "missing ')'"));
+            };
+            let mut v = Vec::new();
+            for name in inner[..end]
+                .split(',')
+                .map(str::trim)
+                .filter(|s| !s.is_empty())
+            {
+                let f = field::lookup(name)
+                    .ok_or_else(|| err("fields", format!("unknown field {name}")))?;
+                v.push(f.id);
+            }
+            fields = Some(v);
+            rest = &inner[end + 1..];
+            continue;
+        }
+        let end = r.find([',', ' ', '\t']).unwrap_or(r.len());
+        let item = &r[..end];
+        rest = &r[end..];
+        if item.is_empty() {
+            continue;
+        }
+        let (k, v) = item.split_once('=').unwrap_or((item, ""));
+        match k {
+            "group_id" => id = Some(num("group_id", v, 0xffff_ff00)? as u32),
+            "type" => {
+                kind = Some(match v {
+                    "all" => GroupType::All,
+                    "select" => GroupType::Select,
+                    "indirect" => GroupType::Indirect,
+                    "ff" | "fast_failover" => GroupType::FastFailover,
+                    _ => {
+                        return Err(err(
+                            "type",
+                            format!("'{v}' is not a group type (all, select, indirect, ff)"),
+                        ))
+                    }
+                })
+            }
+            "selection_method" => match v {
+                "hash" | "dp_hash" => method = Some(v.to_string()),
+                _ => {
+                    return Err(err(
+                        "selection_method",
+                        format!("'{v}' is not hash or dp_hash"),
+                    ))
+                }
+            },
+            "command_bucket_id" | "bucket_id" => {
+                return Err(err(
+                    k,
+                    "is for insert-buckets/remove-buckets, not supported by flowpath",
+                ))
+            }
+            _ => return Err(err(k, "unknown group keyword")),
+        }
+    }
+    let id = id.ok_or_else(|| err("group_id", "must specify a group_id"))?;
+    let kind = kind.ok_or_else(|| err("type", "must specify a type"))?;
+    let mut buckets = Vec::new();
+    for (i, p) in parts.iter().skip(1).enumerate() {
+        buckets.push(parse_bucket(p, i)?);
+    }
+    if kind == GroupType::Indirect && buckets.len() != 1 {
+        return Err(err("type", "an indirect group has exactly one bucket"));
+    }
+    if fields.is_some() && kind != GroupType::Select {
+        return Err(err("fields", "fields(...) is for select groups"));
+    }
+    if method.as_deref() == Some("hash") && fields.is_none() {
+        fields = Some(Vec::new());
+    }
+    Ok(Group {
+        id,
+        kind,
+        buckets,
+        fields,
+    })
+}
+
+/// Parses a groups file: one group per line, `#` comments, `\`
+/// continuations; all or nothing, the error located at its line; a group
+/// id given twice is refused.
+pub fn parse_groups(text: &str, file: Option<&str>) -> Result<Vec<Group>, RuleError> {
+    let mut out: Vec<(usize, Group)> = Vec::new();
+    for (start, t) in crate::parse::logical_lines(text, file)? {
+        let g = parse_group(t.trim()).map_err(|e| e.at(file, start))?;
+        if let Some((l, _)) = out.iter().find(|(_, o)| o.id == g.id) {
+            return Err(err(
+                "group_id",
+                format!("group {} given twice (first on line {l})", g.id),
+            )
+            .at(file, start));
+        }
+        out.push((start, g));
+    }
+    Ok(out.into_iter().map(|(_, g)| g).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_and_prints_as_dump_groups() {
+        let g = parse_group(
+            "group_id=3,type=all,bucket=mod_dl_src:00:00:00:00:00:01,output:2,bucket=output:3",
+        )
+        .unwrap();
+        assert_eq!(g.kind, GroupType::All);
+        assert_eq!(g.buckets.len(), 2);
+        assert_eq!(
+            g.to_string(),
+            "group_id=3,type=all,bucket=actions=mod_dl_src:00:00:00:00:00:01,output:2,bucket=actions=output:3"
+        );
+        assert_eq!(parse_group(&g.to_string()).unwrap(), g);
+        let g = parse_group(
+            "group_id=4,type=ff,bucket=watch_port:9,output:2,bucket=watch_port:3,actions=output:3",
+        )
+        .unwrap();
+        assert_eq!(g.buckets[0].watch_port, Some(9));
+        assert_eq!(g.buckets[1].actions, vec![Action::Output(3)]);
+        let g = parse_group("group_id=5 type=select selection_method=hash fields(ip_src,nw_proto) bucket=weight:10,output:1 bucket=bucket_id:7,output:2").unwrap();
+        assert_eq!(g.fields, Some(vec![FieldId::NwSrc, FieldId::NwProto]));
+        assert_eq!((g.buckets[0].weight, g.buckets[1].id), (10, 7));
+        assert_eq!(parse_group(&g.to_string()).unwrap(), g);
+    }
+
+    #[test]
+    fn errors_name_field_and_line() {
+        for (bad, needle) in [
+            ("type=all,bucket=output:1", "must specify a group_id"),
+            ("group_id=1,bucket=output:1", "must specify a type"),
+            ("group_id=1,type=foo", "not a group type"),
+            (
+                "group_id=1,type=indirect,bucket=output:1,bucket=output:2",
+                "exactly one bucket",
+            ),
+            ("group_id=1,type=all,bucket=goto_table:1", "bucket 0"),
+            ("group_id=1,type=all,fields(ip_src)", "for select groups"),
+            ("group_id=1,type=all,color=red", "unknown group keyword"),
+        ] {
+            let e = parse_group(bad).unwrap_err().to_string();
+            assert!(e.contains(needle), "{bad}: {e}");
+        }
+        let e = parse_groups(
+            "# g\ngroup_id=1,type=all,bucket=output:1\ngroup_id=1,type=all\n",
+            Some("g.groups"),
+        )
+        .unwrap_err();
+        assert_eq!(e.line, 3);
+        assert!(
+            e.to_string().contains("given twice (first on line 2)"),
+            "{e}"
+        );
+    }
+}
