@@ -59,6 +59,7 @@ pub enum FieldId {
     NdTarget,
     NdSll,
     NdTll,
+    VlanTci1,
 }
 
 /// Where a field's bits live in the key.
@@ -732,6 +733,19 @@ pub static FIELDS: &[FieldInfo] = &[
             true,
         )
     },
+    // The second (inner) 802.1Q tag's TCI, as OVS prints it in trace
+    // flows (`vlan_tci1=0x0000`); CFI bit = tag present.
+    f(
+        F::VlanTci1,
+        "vlan_tci1",
+        &[],
+        16,
+        bits(W_L2_SRC, 48, 16),
+        V::Hex { digits: 4 },
+        Prereq::NONE,
+        false,
+        true,
+    ),
 ];
 
 impl FieldId {

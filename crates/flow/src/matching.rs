@@ -251,6 +251,9 @@ impl Match {
                 parts.push(format!("vlan_tci=0x{tv:04x}/0x{tm:04x}"));
             }
         }
+        if style == Style::Rule {
+            put(&mut parts, FieldId::VlanTci1);
+        }
         put(&mut parts, FieldId::EthSrc);
         put(&mut parts, FieldId::EthDst);
         if !skip_type {
