@@ -58,10 +58,26 @@ pub fn commands() -> Vec<CommandSpec> {
         c("revalidator/wait", "", 0, 0),
         c("memory/show", "[--json]", 0, 1),
         c("dump-groups", "[BRIDGE]", 0, 1),
+        c("add-group", "GROUP", 1, usize::MAX),
+        c("mod-group", "GROUP", 1, usize::MAX),
+        c("add-groups", "FILE", 1, 1),
+        c("del-groups", "[group_id=N]", 0, usize::MAX),
         c("fdb/show", "[BRIDGE] [--json]", 0, 2),
         c("fdb/flush", "[BRIDGE]", 0, 1),
         c("fdb/stats-show", "[BRIDGE]", 0, 1),
     ]
+}
+
+/// A change to the group table.
+enum GroupChange {
+    /// `add-group`: a new group.
+    Add(String),
+    /// `mod-group`: replaces an existing group.
+    Modify(String),
+    /// `add-groups FILE`: adds or replaces each group of a file.
+    File(String),
+    /// `del-groups [group_id=N]`.
+    Delete(String),
 }
 
 /// The handler the control server calls.
@@ -399,6 +415,70 @@ impl Control {
         })
     }
 
+    /// Changes the group table (all or nothing), publishes it and
+    /// revalidates. A group that rules or buckets still send to cannot be
+    /// deleted (OVS would delete those flows; flowpath asks for it).
+    fn change_groups(&self, change: GroupChange) -> Result<String, String> {
+        use flowpath_ofproto::group::{parse_group, parse_groups};
+        let (msg, n) = {
+            let mut st = self.state();
+            let mut groups: Vec<flowpath_ofproto::group::Group> = st.rules.groups().to_vec();
+            let modify = matches!(change, GroupChange::Modify(_));
+            let msg = match change {
+                GroupChange::Add(text) | GroupChange::Modify(text) => {
+                    let g = parse_group(&text).map_err(|e| e.to_string())?;
+                    let id = g.id;
+                    match (groups.iter().position(|o| o.id == id), modify) {
+                        (Some(_), false) => {
+                            return Err(format!("group {id} exists (mod-group replaces it)"))
+                        }
+                        (None, true) => {
+                            return Err(format!("group {id} does not exist (add-group adds it)"))
+                        }
+                        (Some(i), true) => groups[i] = g,
+                        (None, false) => groups.push(g),
+                    }
+                    format!("group {id} installed")
+                }
+                GroupChange::File(file) => {
+                    let text = std::fs::read_to_string(&file)
+                        .map_err(|e| format!("cannot read {file}: {e}"))?;
+                    let new = parse_groups(&text, Some(&file)).map_err(|e| e.to_string())?;
+                    let n = new.len();
+                    for g in new {
+                        match groups.iter().position(|o| o.id == g.id) {
+                            Some(i) => groups[i] = g,
+                            None => groups.push(g),
+                        }
+                    }
+                    format!("{n} groups installed from {file}")
+                }
+                GroupChange::Delete(sel) => {
+                    let sel = sel.trim();
+                    let before = groups.len();
+                    match sel.strip_prefix("group_id=") {
+                        Some(v) => {
+                            let id: u32 = v
+                                .trim()
+                                .parse()
+                                .map_err(|_| format!("'{v}' is not a group id"))?;
+                            groups.retain(|g| g.id != id);
+                        }
+                        None if sel.is_empty() || sel == "br0" => groups.clear(),
+                        None => return Err(format!("'{sel}': expected group_id=N")),
+                    }
+                    format!("{} groups deleted", before - groups.len())
+                }
+            };
+            st.rules.set_groups(groups).map_err(|e| {
+                format!("groups unchanged: a rule or bucket would lose its group: {e}")
+            })?;
+            self.publish(&st)?;
+            (msg, st.rules.rules().len())
+        };
+        self.finish_rule_change(msg, n)
+    }
+
     fn add_flows(&self, file: &str, replace: bool) -> Result<String, String> {
         let new = rules::load_file(file)?;
         self.state()
@@ -694,6 +774,10 @@ impl Handler for Control {
             "add-flows" => self.add_flows(first(params), false),
             "replace-flows" => self.add_flows(first(params), true),
             "del-flows" => self.del_flows(params),
+            "add-group" => self.change_groups(GroupChange::Add(params.join(" "))),
+            "mod-group" => self.change_groups(GroupChange::Modify(params.join(" "))),
+            "add-groups" => self.change_groups(GroupChange::File(first(params).to_string())),
+            "del-groups" => self.change_groups(GroupChange::Delete(params.join(" "))),
             "dump-flows" => self.dump_rules(params),
             "config/set" => self.config_set(params),
             "upcall/show" => self.upcall_show(json),

@@ -549,3 +549,61 @@ fn normal_learns_floods_by_vlan_and_shows_its_table() {
     assert_eq!(call(&ctl, "fdb/show", &[]).unwrap().lines().count(), 1);
     sw.shutdown();
 }
+
+#[test]
+fn groups_change_at_run_time() {
+    let dir = temp_dir("groups");
+    let input = dir.join("in.pcap");
+    let frames: Vec<Vec<u8>> = (0..50).map(|i| udp_frame(1000 + i, 80, 60)).collect();
+    write_capture(&input, &frames);
+    let (sw, ctl) = start(
+        &dir,
+        "priority=0,actions=drop\n",
+        vec![
+            (1, pcap_in(input, true)),
+            (2, PortSpec::Null),
+            (3, PortSpec::Null),
+        ],
+    );
+    let all = "group_id=1,type=all,bucket=output:2,bucket=output:3";
+    assert!(call(&ctl, "add-group", &[all])
+        .unwrap()
+        .starts_with("group 1 installed;"));
+    assert!(call(&ctl, "add-group", &[all])
+        .unwrap_err()
+        .contains("exists"));
+    let dump = call(&ctl, "dump-groups", &[]).unwrap();
+    assert_eq!(
+        dump,
+        format!(
+            " {}\n",
+            "group_id=1,type=all,bucket=actions=output:2,bucket=actions=output:3"
+        )
+    );
+    call(&ctl, "add-flow", &["priority=5,udp,actions=group:1"]).unwrap();
+    assert!(call(&ctl, "add-flow", &["priority=6,tcp,actions=group:9"])
+        .unwrap_err()
+        .contains("group:9: no such group"));
+    wait_for("both buckets send", || {
+        port_tx(&ctl, 2) > 100 && port_tx(&ctl, 3) > 100
+    });
+    // In use: not deleted.
+    assert!(call(&ctl, "del-groups", &[])
+        .unwrap_err()
+        .contains("groups unchanged"));
+    // Modified to one bucket: port 3 stops growing.
+    call(&ctl, "mod-group", &["group_id=1,type=all,bucket=output:2"]).unwrap();
+    let t3 = port_tx(&ctl, 3);
+    let t2 = port_tx(&ctl, 2);
+    wait_for("port 2 keeps receiving", || port_tx(&ctl, 2) > t2 + 100);
+    assert!(
+        port_tx(&ctl, 3) <= t3 + 64,
+        "at most the batches in flight reach port 3"
+    );
+    call(&ctl, "del-flows", &["udp"]).unwrap();
+    assert!(call(&ctl, "del-groups", &["group_id=1"])
+        .unwrap()
+        .contains("1 groups deleted"));
+    assert_eq!(call(&ctl, "dump-groups", &[]).unwrap(), "");
+    sw.shutdown();
+}
