@@ -73,6 +73,7 @@ def rnd_match(r, table_count):
     return parts, proto
 
 GROUP_IDS = []  # the current rule set's groups (group:N actions pick from them)
+OF13 = [False]  # --of13: no OpenFlow 1.0-only actions, groups in most rule sets
 
 def rnd_groups(r):
     """1-3 groups of type all, indirect or ff (select is not compared: OVS
@@ -109,11 +110,11 @@ def rnd_actions(r, proto, table, ntables):
             acts.append("mod_dl_src:00:00:00:00:00:%02x" % r.randrange(256))
         elif k < 0.77:
             acts.append(r.choice(["dec_ttl", "dec_ttl", "dec_ttl(1,2)"] + ["group:%d" % g for g in GROUP_IDS]))
-        elif k < 0.82:
+        elif k < 0.82 and not OF13[0]:
             acts.append("mod_vlan_vid:%d" % r.randint(1, 9))
         elif k < 0.86:
             acts.append("strip_vlan")
-        elif k < 0.9 and proto in ("ip", "tcp", "udp", "icmp"):
+        elif k < 0.9 and proto in ("ip", "tcp", "udp", "icmp") and not OF13[0]:
             acts.append("mod_nw_tos:%d" % (r.randrange(8) * 4))
         elif k < 0.93:
             acts.append("in_port")
@@ -121,7 +122,7 @@ def rnd_actions(r, proto, table, ntables):
             acts.append("set_field:%s->nw_src" % rnd_ip(r))
         elif k < 0.96 and proto in ("tcp", "udp", "tcp6"):
             acts.append("set_field:%d->tp_src" % r.choice([1, 5000]))
-        elif k < 0.97:
+        elif k < 0.97 and not OF13[0]:
             acts.append("mod_vlan_pcp:%d" % r.randint(0, 7))
         elif k < 0.98 and proto in ("ipv6", "tcp6"):
             acts.append("set_field:2001:db8::99->ipv6_src")
@@ -137,7 +138,7 @@ def rnd_actions(r, proto, table, ntables):
     if acts != ["drop"]:
         if r.random() < 0.1:
             acts.append("clear_actions")
-        if r.random() < 0.2:
+        if r.random() < (0.35 if OF13[0] else 0.2):
             ws = []
             for _ in range(r.randint(1, 3)):
                 ws.append(r.choice(["output:%d" % r.randint(1, 4), "strip_vlan", "push_vlan:0x8100", "mod_dl_src:00:00:00:00:00:%02x" % r.randrange(256), "dec_ttl", "NORMAL"]
@@ -389,9 +390,11 @@ def main():
     ap.add_argument("--flowpath", default="target/debug/flowpath")
     ap.add_argument("--record", help="append OVS's answers (rules, packet, megaflow, actions) as JSON lines to this file")
     ap.add_argument("--normal", action="store_true", help="NORMAL rule sets, VLAN ports and learning packet sequences")
+    ap.add_argument("--of13", action="store_true", help="rule sets OpenFlow 1.3 can carry as flowpath means them (no mod_vlan_*/mod_nw_tos), with groups and instructions more often")
     a = ap.parse_args()
     r = random.Random(a.seed)
     rec = open(a.record, "a") if a.record else None
+    OF13[0] = a.of13
     if a.ctl:
         CTL.extend(["-t", a.ctl])
     load_port_map()
@@ -402,7 +405,7 @@ def main():
     diffs = narrower = wider = total = skipped = 0
     for rs in range(a.rulesets):
         ntables = r.randint(1, 3)
-        groups = rnd_groups(r) if r.random() < 0.3 else []
+        groups = rnd_groups(r) if r.random() < (0.8 if OF13[0] else 0.3) else []
         GROUP_IDS[:] = [i + 1 for i in range(len(groups))]
         rules = []
         for t in range(ntables):

@@ -14,6 +14,7 @@ use flowpath_flow::{FlowKey, FlowMask};
 pub struct LinearTables {
     rules: Vec<Rule>,
     ports: Vec<u32>,
+    groups: Vec<crate::group::Group>,
 }
 
 impl LinearTables {
@@ -27,12 +28,21 @@ impl LinearTables {
             kept.push(r);
         }
         let ports = ports_of_rules(&kept);
-        LinearTables { rules: kept, ports }
+        LinearTables {
+            rules: kept,
+            ports,
+            groups: Vec::new(),
+        }
     }
 
     /// Replaces the port list used by `ALL` and `FLOOD`.
     pub fn set_ports(&mut self, ports: Vec<u32>) {
         self.ports = ports;
+    }
+
+    /// Installs the groups (unchecked).
+    pub fn set_groups(&mut self, groups: Vec<crate::group::Group>) {
+        self.groups = groups;
     }
 }
 
@@ -52,5 +62,9 @@ impl Lookup for LinearTables {
 
     fn ports(&self) -> &[u32] {
         &self.ports
+    }
+
+    fn group(&self, id: u32) -> Option<&crate::group::Group> {
+        self.groups.iter().find(|g| g.id == id)
     }
 }

@@ -124,7 +124,8 @@ pub fn rule_text(r: &mut Rng, table: u8, ntables: u8, prio: u16) -> String {
     for _ in 0..r.below(4) {
         let a = match r.below(20) {
             0..=4 => format!("output:{}", 1 + r.below(4)),
-            5 => "NORMAL".into(),
+            5 if r.chance(50) => "NORMAL".into(),
+            5 => format!("group:{}", 1 + r.below(4)),
             6 if table + 1 < ntables => {
                 format!(
                     "resubmit(,{})",
@@ -178,6 +179,15 @@ pub fn rule_text(r: &mut Rng, table: u8, ntables: u8, prio: u16) -> String {
     };
     format!("{},actions={a}", p.join(","))
 }
+
+/// The group table the generated rule sets' `group:1` .. `group:4` use:
+/// an `all`, a `select` (default hash), a `select` on chosen fields and a
+/// fast-failover group whose first bucket watches a port that is not on
+/// the bridge.
+pub const GROUPS: &str = "group_id=1,type=all,bucket=output:1,bucket=mod_dl_src:00:00:00:00:00:09,output:2,bucket=dec_ttl,output:3\n\
+group_id=2,type=select,bucket=output:2,bucket=mod_nw_src:9.9.9.9,output:3,bucket=weight:5,output:4\n\
+group_id=3,type=select,selection_method=hash,fields(ip_dst,tcp_dst),bucket=output:1,bucket=output:4\n\
+group_id=4,type=ff,bucket=watch_port:9,output:9,bucket=watch_port:3,strip_vlan,output:3,bucket=output:2";
 
 /// A random rule set of 1–3 tables with distinct priorities per table,
 /// parsed, with its text.

@@ -640,6 +640,11 @@ impl<L: Lookup> Ctx<'_, '_, L> {
         };
         match fields {
             Some(fields) => {
+                // Whether a field counts depends on its prerequisites
+                // (dl_type, always exact, and nw_proto).
+                if f.is_ip_any() {
+                    m.set_nw_proto(0xff);
+                }
                 let mut mask = FlowMask::from_key(&m);
                 for id in fields {
                     let info = id.info();

@@ -63,7 +63,10 @@ fn select_is_symmetric_weighted_and_exact_on_the_5_tuple() {
         .unwrap()
         .key;
     let mf = xlate(&t, &k, false).megaflow_text(&k);
-    assert_eq!(mf, "recirc_id=0,eth,ip,in_port=1,nw_dst=2.2.2.2,nw_frag=no");
+    assert_eq!(
+        mf,
+        "recirc_id=0,eth,tcp,in_port=1,nw_dst=2.2.2.2,nw_frag=no"
+    );
 }
 
 #[test]

@@ -7,16 +7,19 @@
 //! by resubmit/goto_table, random priorities, protocols, in_port, VLAN and
 //! masked MAC matches, CIDR and arbitrary masks on addresses, arbitrary
 //! masks on ports, and actions that rewrite fields, decrement the TTL,
-//! push/pop VLAN tags, go to the controller or loop, and `NORMAL` (with
+//! push/pop VLAN tags, go to the controller or loop, send to groups
+//! (`all`, `select` on the 5-tuple and on chosen fields, fast-failover),
+//! and `NORMAL` (with
 //! random access/trunk ports and a MAC table that knows some of the
 //! packets' destinations).
 
 use flowpath_flow::field::FieldId;
 use flowpath_flow::{FlowKey, FlowMask, FLOW_WORDS};
+use flowpath_ofproto::group::parse_groups;
 use flowpath_ofproto::linear::LinearTables;
 use flowpath_ofproto::normal::{MacTable, NormalEnv, PortVlans, VlanMode};
 use flowpath_ofproto::tables::{Lookup, RuleTables};
-use flowpath_ofproto::testgen::{normalize, packet, rule_set, Rng};
+use flowpath_ofproto::testgen::{normalize, packet, rule_set, Rng, GROUPS};
 use flowpath_ofproto::xlate::{xlate_with, Xlate};
 use proptest::prelude::*;
 
@@ -67,10 +70,13 @@ fn check(seed: u64, prefixes: &[FieldId]) -> Result<(), TestCaseError> {
     let mut r = Rng(seed | 1);
     let (rules, _) = rule_set(&mut r);
     let mut normal = Normal::random(&mut r);
+    let groups = parse_groups(GROUPS, None).unwrap();
     let mut fast = RuleTables::new(rules.clone(), prefixes);
     fast.set_ports(vec![1, 2, 3, 4]);
+    fast.set_groups(groups.clone()).unwrap();
     let mut slow = LinearTables::new(rules.clone());
     slow.set_ports(vec![1, 2, 3, 4]);
+    slow.set_groups(groups);
     for _ in 0..24 {
         let pkt = packet(&mut r, &rules);
         let x = normal.xlate(&fast, &pkt);
