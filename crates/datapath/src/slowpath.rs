@@ -192,7 +192,12 @@ impl Upcall for SlowPath {
     /// last looked (learned, moved, expired, evicted; everything after a
     /// flush). Lock-free when nothing changed.
     fn after_batch(&mut self, dp: &mut Datapath, now_ms: u64) -> usize {
-        let Some(b) = self.bridge.clone().filter(|_| self.normal) else {
+        // Per batch: two branches and an atomic load when nothing changed
+        // (no lock, no reference-count traffic).
+        if !self.normal {
+            return 0;
+        }
+        let Some(b) = self.bridge.as_deref() else {
             return 0;
         };
         self.last_now_ms = self.last_now_ms.max(now_ms);
@@ -208,10 +213,10 @@ impl Upcall for SlowPath {
         let dl_dst_exact = |m: &Megaflow<'_>| m.mask.to_key().dl_dst() == 0xffff_ffff_ffff;
         match changes {
             MacChanges::None => 0,
-            MacChanges::All => revalidate_where(dp, &self.tables, Some(&b), now_ms, dl_dst_exact),
+            MacChanges::All => revalidate_where(dp, &self.tables, Some(b), now_ms, dl_dst_exact),
             MacChanges::Some(v) => {
                 let macs: HashSet<u64> = v.iter().map(|&(_, mac)| mac).collect();
-                revalidate_where(dp, &self.tables, Some(&b), now_ms, |m| {
+                revalidate_where(dp, &self.tables, Some(b), now_ms, |m| {
                     dl_dst_exact(m) && macs.contains(&m.key.dl_dst())
                 })
             }
