@@ -94,6 +94,9 @@ def rnd_actions(r, proto, table, ntables):
     acts = []
     if GROUP_IDS and r.random() < 0.3:
         acts.append("group:%d" % r.choice(GROUP_IDS))
+    if r.random() < 0.08:
+        acts.append(r.choice(["set_queue:%d" % r.randint(0, 9), "pop_queue"]
+                             + ([] if OF13[0] else ["enqueue:%d:%d" % (r.randint(1, 4), r.randint(0, 9))])))
     for _ in range(r.randint(0, 3)):
         k = r.random()
         if k < 0.42:
@@ -129,7 +132,8 @@ def rnd_actions(r, proto, table, ntables):
         elif k < 0.985:
             acts.append("mod_nw_ttl:%d" % r.choice([1, 33]))
         elif k < 0.99:
-            acts.append(r.choice(["note:00.11", "dec_ttl(1,2)", "mod_nw_ecn:2"]))
+            acts.append(r.choice(["note:00.11", "dec_ttl(1,2)", "mod_nw_ecn:2", "set_queue:%d" % r.randint(0, 9), "pop_queue"]
+                                 + ([] if OF13[0] else ["enqueue:%d:%d" % (r.randint(1, 4), r.randint(0, 9))])))
         else:
             acts.append("push_vlan:0x8100")
     if r.random() < 0.1:

@@ -156,7 +156,11 @@ pub fn apply(
         },
         DpAction::PushVlan { tpid, tci } => push_vlan(pkt, meta, *tpid, *tci),
         DpAction::PopVlan => pop_vlan(pkt, meta),
-        DpAction::Output(_) | DpAction::Controller | DpAction::Trunc(_) => Ok(()),
+        // The priority is metadata no port acts on (no QoS queues).
+        DpAction::Output(_)
+        | DpAction::Controller
+        | DpAction::Trunc(_)
+        | DpAction::SetPriority(_) => Ok(()),
     }
 }
 
@@ -658,7 +662,10 @@ impl Executor {
             .rposition(|a| {
                 !matches!(
                     a,
-                    DpAction::Output(_) | DpAction::Controller | DpAction::Trunc(_)
+                    DpAction::Output(_)
+                        | DpAction::Controller
+                        | DpAction::Trunc(_)
+                        | DpAction::SetPriority(_)
                 )
             })
             .map_or(0, |i| i + 1);

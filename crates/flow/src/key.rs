@@ -21,7 +21,8 @@
 //! | 8, 9 | ipv6_src (high, low) |
 //! | 10, 11 | ipv6_dst |
 //! | 12, 13 | nd_target |
-//! | 14, 15 | reserved, always zero |
+//! | 14 `W_META2` | 0..32 skb_priority (metadata: 0 in every extracted key; only megaflow masks and translation use it) |
+//! | 15 | reserved, always zero |
 //!
 //! Fields that share storage (nw_src / arp_spa, tp_src / icmp_type, ...) are
 //! told apart by their prerequisites (dl_type, nw_proto), which every mask
@@ -55,6 +56,8 @@ pub const W_IPV6_SRC: usize = 8;
 pub const W_IPV6_DST: usize = 10;
 /// First of the two words of nd_target.
 pub const W_ND_TARGET: usize = 12;
+/// Word of the datapath metadata (skb_priority).
+pub const W_META2: usize = 14;
 
 /// `nw_frag` bit: the packet is a fragment (first or later).
 pub const FRAG_ANY: u8 = 1;
@@ -161,6 +164,9 @@ scalar_accessors! {
     arp_tha, set_arp_tha, u64, W_ARP_THA, 0, 48;
     /// IPv6 flow label (20 bits).
     ipv6_label, set_ipv6_label, u32, W_IPV6_MISC, 0, 20;
+    /// The packet's priority (`skb_priority`: the queue `set_queue`
+    /// chose); datapath metadata, 0 for every received packet.
+    skb_priority, set_skb_priority, u32, W_META2, 0, 32;
 }
 
 impl FlowKey {

@@ -166,6 +166,14 @@ impl Match {
         let k = &self.key;
         if style == Style::Megaflow {
             parts.push("recirc_id=0".into());
+            if mk.skb_priority() != 0 {
+                let p = k.skb_priority();
+                parts.push(if p == 0 {
+                    "skb_priority=0".into()
+                } else {
+                    format!("skb_priority={p:#x}")
+                });
+            }
             parts.push("eth".into());
         }
         let dl_type = self.exact_dl_type();

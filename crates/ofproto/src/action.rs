@@ -62,6 +62,18 @@ pub enum Action {
     },
     /// Send the packet through group `N` (`group:N`, see [`crate::group`]).
     Group(u32),
+    /// `set_queue:Q`: later outputs use queue `Q` (the datapath's
+    /// `skb_priority`).
+    SetQueue(u32),
+    /// `pop_queue`: back to the packet's own queue.
+    PopQueue,
+    /// `enqueue:P:Q`: output to `port` on queue `queue`.
+    Enqueue {
+        /// The port.
+        port: u32,
+        /// The queue.
+        queue: u32,
+    },
     /// Send the packet back out of the port it came in on (`IN_PORT`).
     InPort,
     /// Send to every port except the input port (`ALL`).
@@ -146,9 +158,6 @@ const UNSUPPORTED: &[&str] = &[
     "ct",
     "ct_clear",
     "nat",
-    "set_queue",
-    "pop_queue",
-    "enqueue",
     "meter",
     "move",
     "load",
@@ -211,6 +220,13 @@ impl fmt::Display for Action {
             }
             Action::InPort => f.write_str("IN_PORT"),
             Action::Group(g) => write!(f, "group:{g}"),
+            Action::SetQueue(q) => write!(f, "set_queue:{q}"),
+            Action::PopQueue => f.write_str("pop_queue"),
+            Action::Enqueue { port, queue } => {
+                f.write_str("enqueue:")?;
+                write_port(f, port)?;
+                write!(f, ":{queue}")
+            }
             Action::All => f.write_str("ALL"),
             Action::Flood => f.write_str("FLOOD"),
             Action::Normal => f.write_str("NORMAL"),
@@ -763,6 +779,37 @@ fn parse_one(item: &str, matching: &Match, table: u8) -> Result<Option<Action>, 
             Action::GotoTable(t)
         }
         "set_field" => parse_set_field(name, arg, matching)?,
+        "set_queue" => {
+            let s = need_arg(name, arg)?;
+            let q = parse_uint(s.trim()).map_err(|e| RuleError::new(Some(name), e.0))?;
+            if q > u128::from(u32::MAX) {
+                return fail(name, format!("{} is not a queue id", s.trim()));
+            }
+            Action::SetQueue(q as u32)
+        }
+        "pop_queue" => no_arg(name, arg, Action::PopQueue)?,
+        "enqueue" => {
+            let s = match arg {
+                Arg::Colon(s) => s.replacen(':', ",", 1),
+                Arg::Paren(s) => s.to_string(),
+                Arg::None => return fail(name, "enqueue needs PORT:QUEUE"),
+            };
+            let Some((p, q)) = s.split_once(',') else {
+                return fail(name, format!("'{s}' is not PORT:QUEUE"));
+            };
+            let port = match parse_port(name, p)? {
+                Dest::Number(n) => n,
+                _ => return fail(name, format!("{} is not a port enqueue can use", p.trim())),
+            };
+            let q = parse_uint(q.trim()).map_err(|e| RuleError::new(Some(name), e.0))?;
+            if q > u128::from(u32::MAX) {
+                return fail(name, format!("{} is not a queue id", q));
+            }
+            Action::Enqueue {
+                port,
+                queue: q as u32,
+            }
+        }
         "group" => {
             let s = need_arg(name, arg)?;
             let g = parse_uint(s.trim()).map_err(|e| RuleError::new(Some(name), e.0))?;
@@ -1137,6 +1184,15 @@ mod tests {
         assert_eq!(p("note:00.1f,output:2").unwrap(), vec![Action::Output(2)]);
         assert!(p("note:xyz").is_err());
         assert_eq!(round("dec_ttl(1,2)"), "dec_ttl(1,2)");
+        assert_eq!(
+            round("set_queue:5,output:2,pop_queue"),
+            "set_queue:5,output:2,pop_queue"
+        );
+        assert_eq!(round("enqueue:2:7"), "enqueue:2:7");
+        assert_eq!(round("enqueue(LOCAL,7)"), "enqueue:LOCAL:7");
+        assert!(p("enqueue:ALL:7").is_err());
+        assert!(p("enqueue:2").is_err());
+        assert!(p("set_queue:x").is_err());
         assert!(p("dec_ttl(1,x)").is_err());
         assert!(p("dec_ttl(1,2,3,4,5,6,7,8,9)").is_err());
         // p() parses for a `tcp` rule: IP is pinned.
@@ -1206,13 +1262,7 @@ mod tests {
 
     #[test]
     fn unknown_and_unsupported() {
-        for a in [
-            "learn(table=1)",
-            "ct(commit)",
-            "set_queue:1",
-            "enqueue:1:2",
-            "meter:1",
-        ] {
+        for a in ["learn(table=1)", "ct(commit)", "meter:1"] {
             let e = p(a).unwrap_err();
             assert!(
                 e.to_string().contains("not supported by flowpath"),

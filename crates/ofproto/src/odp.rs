@@ -66,6 +66,9 @@ pub enum DpAction {
     /// The next output sends at most this many bytes of the packet
     /// (`trunc(N)`, from `output(port=P,max_len=N)`).
     Trunc(u32),
+    /// Sets the packet's priority (`set(skb_priority(N))`, from
+    /// `set_queue`/`enqueue`): metadata that no flowpath port acts on.
+    SetPriority(u32),
 }
 
 /// A megaflow's action list. Empty means drop.
@@ -182,6 +185,8 @@ impl fmt::Display for DpAction {
             DpAction::PopVlan => write!(f, "pop_vlan"),
             DpAction::Controller => write!(f, "userspace(controller)"),
             DpAction::Trunc(n) => write!(f, "trunc({n})"),
+            DpAction::SetPriority(0) => write!(f, "set(skb_priority(0))"),
+            DpAction::SetPriority(n) => write!(f, "set(skb_priority({n:#x}))"),
         }
     }
 }

@@ -58,7 +58,9 @@ pub fn ports_of_rules(rules: &[Rule]) -> Vec<u32> {
         }
         for a in r.actions.iter().chain(&r.write_actions) {
             match a {
-                Action::Output(p) | Action::OutputTrunc { port: p, .. } => {
+                Action::Output(p)
+                | Action::OutputTrunc { port: p, .. }
+                | Action::Enqueue { port: p, .. } => {
                     set.insert(*p);
                 }
                 Action::Resubmit { port: Some(p), .. } => {

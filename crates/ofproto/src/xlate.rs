@@ -54,6 +54,7 @@ fn action_set_order(set: &[Action]) -> Option<Vec<Action>> {
                 a,
                 Action::Output(_)
                     | Action::OutputTrunc { .. }
+                    | Action::Enqueue { .. }
                     | Action::InPort
                     | Action::All
                     | Action::Flood
@@ -75,6 +76,7 @@ fn action_set_order(set: &[Action]) -> Option<Vec<Action>> {
             Action::SetField { .. } | Action::ModVlanVid(_) | Action::ModVlanPcp(_)
         )
     }));
+    list.extend(last(&|a| matches!(a, Action::SetQueue(_))));
     list.push(output);
     Some(list)
 }
@@ -358,6 +360,27 @@ impl<L: Lookup> Ctx<'_, '_, L> {
                     self.depth -= 1;
                 }
                 Action::ClearActions => self.action_set.clear(),
+                // As OVS: a queue action makes the priority significant
+                // whether or not an output follows.
+                Action::SetQueue(q) => {
+                    self.priority_significant();
+                    self.flow.set_skb_priority(q);
+                }
+                Action::PopQueue => {
+                    self.priority_significant();
+                    self.flow.set_skb_priority(self.orig.skb_priority());
+                }
+                Action::Enqueue { port, queue } => {
+                    self.priority_significant();
+                    if port == self.flow.in_port() {
+                        self.note(indent + 1, "skipping output to input port");
+                    } else {
+                        let saved = self.flow.skb_priority();
+                        self.flow.set_skb_priority(queue);
+                        self.output(port);
+                        self.flow.set_skb_priority(saved);
+                    }
+                }
                 Action::WriteActions => self.action_set.extend_from_slice(write_set),
                 Action::Resubmit { port, table: t } => {
                     let target = t.unwrap_or(table);
@@ -720,6 +743,12 @@ impl<L: Lookup> Ctx<'_, '_, L> {
         self.flow_tpid = saved_tpid;
     }
 
+    fn priority_significant(&mut self) {
+        let mut m = self.wc.to_key();
+        m.set_skb_priority(u32::MAX);
+        self.wc = FlowMask::from_key(&m);
+    }
+
     fn enter_resubmit(&mut self) -> bool {
         self.resubmits += 1;
         if self.depth >= MAX_DEPTH {
@@ -849,6 +878,15 @@ impl<L: Lookup> Ctx<'_, '_, L> {
             }
         }
         self.commit_vlan();
+        // As OVS: the priority last; its change makes it significant.
+        let p = self.flow.skb_priority();
+        if p != self.base.skb_priority() {
+            let mut m = self.wc.to_key();
+            m.set_skb_priority(u32::MAX);
+            self.wc = FlowMask::from_key(&m);
+            self.odp.push(DpAction::SetPriority(p));
+            self.base.set_skb_priority(p);
+        }
     }
 
     /// Emits one `set` for `header` carrying every field (group) whose

@@ -315,8 +315,6 @@ fn unsupported_things() {
         ("actions=learn(table=1)", "learn"),
         ("actions=learn(table=1,NXM_OF_VLAN_TCI[0..11])", "learn"),
         ("actions=ct(commit,table=1)", "ct"),
-        ("actions=set_queue:1", "set_queue"),
-        ("actions=enqueue:1:2", "enqueue"),
         ("actions=meter:1", "meter"),
         ("actions=output:NXM_NX_REG0[]", "output"),
         ("actions=set_field:1->reg0", "set_field"),
