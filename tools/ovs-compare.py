@@ -94,6 +94,9 @@ def rnd_actions(r, proto, table, ntables):
     acts = []
     if GROUP_IDS and r.random() < 0.3:
         acts.append("group:%d" % r.choice(GROUP_IDS))
+    if r.random() < 0.05:
+        # active_backup only: hrw's member choice uses OVS's own hash.
+        acts.append("bundle(%s,0,active_backup,ofport,members:%s)" % (r.choice(["eth_src", "symmetric_l4", "nw_src"]), ",".join(str(r.choice([1, 2, 3, 4, 7, 8])) for _ in range(r.randint(1, 3)))))
     if r.random() < 0.08:
         acts.append(r.choice(["set_queue:%d" % r.randint(0, 9), "pop_queue"]
                              + ([] if OF13[0] else ["enqueue:%d:%d" % (r.randint(1, 4), r.randint(0, 9))])))

@@ -40,6 +40,20 @@ pub const OFPP_IN_PORT: u32 = 0xfff8;
 /// The OpenFlow `LOCAL` reserved port (the switch's own interface); it is
 /// an ordinary output port number for flowpath.
 pub const OFPP_LOCAL: u32 = 0xfffe;
+/// Most members a `bundle` takes.
+pub const MAX_BUNDLE_MEMBERS: usize = 8;
+
+/// The field sets `bundle` hashes, by name.
+pub const BUNDLE_FIELDS: [&str; 7] = [
+    "eth_src",
+    "symmetric_l4",
+    "symmetric_l3l4",
+    "symmetric_l3l4+udp",
+    "nw_src",
+    "nw_dst",
+    "symmetric_l3",
+];
+
 /// Most controller ids a `dec_ttl(...)` takes.
 pub const MAX_DEC_TTL_IDS: usize = 8;
 
@@ -62,6 +76,21 @@ pub enum Action {
     },
     /// Send the packet through group `N` (`group:N`, see [`crate::group`]).
     Group(u32),
+    /// `bundle(FIELDS,BASIS,ALGORITHM,ofport,members:P,...)`: output to one
+    /// live member (a port of the bridge): the first (`active_backup`) or
+    /// the one a hash of `fields` picks (`hrw`).
+    Bundle {
+        /// Hashed fields ([`BUNDLE_FIELDS`] index).
+        fields: u8,
+        /// Hash basis.
+        basis: u16,
+        /// `hrw` (true) or `active_backup`.
+        hrw: bool,
+        /// Member ports (the first `n`).
+        members: [u16; MAX_BUNDLE_MEMBERS],
+        /// How many members.
+        n: u8,
+    },
     /// `set_queue:Q`: later outputs use queue `Q` (the datapath's
     /// `skb_priority`).
     SetQueue(u32),
@@ -170,7 +199,6 @@ const UNSUPPORTED: &[&str] = &[
     "set_tunnel",
     "set_tunnel64",
     "multipath",
-    "bundle",
     "bundle_load",
     "autopath",
     "fin_timeout",
@@ -221,6 +249,27 @@ impl fmt::Display for Action {
             Action::InPort => f.write_str("IN_PORT"),
             Action::Group(g) => write!(f, "group:{g}"),
             Action::SetQueue(q) => write!(f, "set_queue:{q}"),
+            Action::Bundle {
+                fields,
+                basis,
+                hrw,
+                members,
+                n,
+            } => {
+                let alg = if hrw { "hrw" } else { "active_backup" };
+                let name = BUNDLE_FIELDS
+                    .get(usize::from(fields))
+                    .copied()
+                    .unwrap_or("?");
+                write!(f, "bundle({name},{basis},{alg},ofport,members:")?;
+                for (i, m) in members.iter().take(usize::from(n)).enumerate() {
+                    if i > 0 {
+                        f.write_str(",")?;
+                    }
+                    write!(f, "{m}")?;
+                }
+                f.write_str(")")
+            }
             Action::PopQueue => f.write_str("pop_queue"),
             Action::Enqueue { port, queue } => {
                 f.write_str("enqueue:")?;
@@ -779,6 +828,74 @@ fn parse_one(item: &str, matching: &Match, table: u8) -> Result<Option<Action>, 
             Action::GotoTable(t)
         }
         "set_field" => parse_set_field(name, arg, matching)?,
+        "bundle" => {
+            let Arg::Paren(s) = arg else {
+                return fail(name, "bundle(FIELDS,BASIS,ALGORITHM,ofport,members:P,...)");
+            };
+            let parts: Vec<&str> = s.splitn(5, ',').map(str::trim).collect();
+            let [fname, basis, alg, ofport, members] = parts[..] else {
+                return fail(name, "bundle(FIELDS,BASIS,ALGORITHM,ofport,members:P,...)");
+            };
+            let Some(fields) = BUNDLE_FIELDS.iter().position(|f| *f == fname) else {
+                return fail(
+                    name,
+                    format!(
+                        "'{fname}' is not a bundle field set ({})",
+                        BUNDLE_FIELDS.join(", ")
+                    ),
+                );
+            };
+            let basis = parse_uint(basis)
+                .ok()
+                .filter(|b| *b <= 0xffff)
+                .ok_or_else(|| {
+                    RuleError::new(Some(name), format!("'{basis}' is not a basis (0 to 65535)"))
+                })?;
+            let hrw = match alg {
+                "hrw" => true,
+                "active_backup" => false,
+                _ => {
+                    return fail(
+                        name,
+                        format!("'{alg}' is not a bundle algorithm (active_backup, hrw)"),
+                    )
+                }
+            };
+            if ofport != "ofport" {
+                return fail(
+                    name,
+                    format!("'{ofport}': bundle members must be given as ofport"),
+                );
+            }
+            let Some(list) = members
+                .strip_prefix("members:")
+                .or(members.strip_prefix("slaves:"))
+            else {
+                return fail(name, "bundle needs members:P,P,...");
+            };
+            let mut m = [0u16; MAX_BUNDLE_MEMBERS];
+            let mut n = 0;
+            for p in list.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+                let Dest::Number(port) = parse_port(name, p)? else {
+                    return fail(name, format!("{p} is not a port a bundle can have"));
+                };
+                if n == MAX_BUNDLE_MEMBERS {
+                    return unsupported(
+                        name,
+                        &format!("bundle with more than {MAX_BUNDLE_MEMBERS} members"),
+                    );
+                }
+                m[n] = port as u16;
+                n += 1;
+            }
+            Action::Bundle {
+                fields: fields as u8,
+                basis: basis as u16,
+                hrw,
+                members: m,
+                n: n as u8,
+            }
+        }
         "set_queue" => {
             let s = need_arg(name, arg)?;
             let q = parse_uint(s.trim()).map_err(|e| RuleError::new(Some(name), e.0))?;
@@ -1189,6 +1306,17 @@ mod tests {
             "set_queue:5,output:2,pop_queue"
         );
         assert_eq!(round("enqueue:2:7"), "enqueue:2:7");
+        assert_eq!(
+            round("bundle(symmetric_l4,7,hrw,ofport,members:2,3)"),
+            "bundle(symmetric_l4,7,hrw,ofport,members:2,3)"
+        );
+        assert_eq!(
+            round("bundle(eth_src,0,active_backup,ofport,slaves:4)"),
+            "bundle(eth_src,0,active_backup,ofport,members:4)"
+        );
+        assert!(p("bundle(foo,0,hrw,ofport,members:2)").is_err());
+        assert!(p("bundle(eth_src,0,iter_hash,ofport,members:2)").is_err());
+        assert!(p("bundle(eth_src,0,hrw,ofport,members:1,2,3,4,5,6,7,8,9)").is_err());
         assert_eq!(round("enqueue(LOCAL,7)"), "enqueue:LOCAL:7");
         assert!(p("enqueue:ALL:7").is_err());
         assert!(p("enqueue:2").is_err());

@@ -125,7 +125,20 @@ pub fn rule_text(r: &mut Rng, table: u8, ntables: u8, prio: u16) -> String {
         let a = match r.below(20) {
             0..=4 => format!("output:{}", 1 + r.below(4)),
             5 if r.chance(50) => "NORMAL".into(),
-            5 => format!("group:{}", 1 + r.below(4)),
+            5 if r.chance(70) => format!("group:{}", 1 + r.below(4)),
+            5 => format!(
+                "bundle({},0,{},ofport,members:7,{},{})",
+                [
+                    "eth_src",
+                    "symmetric_l4",
+                    "symmetric_l3l4+udp",
+                    "nw_src",
+                    "symmetric_l3"
+                ][r.below(5) as usize],
+                ["hrw", "active_backup"][r.below(2) as usize],
+                1 + r.below(4),
+                1 + r.below(4)
+            ),
             6 if table + 1 < ntables => {
                 format!(
                     "resubmit(,{})",

@@ -55,6 +55,7 @@ fn action_set_order(set: &[Action]) -> Option<Vec<Action>> {
                 Action::Output(_)
                     | Action::OutputTrunc { .. }
                     | Action::Enqueue { .. }
+                    | Action::Bundle { .. }
                     | Action::InPort
                     | Action::All
                     | Action::Flood
@@ -79,6 +80,26 @@ fn action_set_order(set: &[Action]) -> Option<Vec<Action>> {
     list.extend(last(&|a| matches!(a, Action::SetQueue(_))));
     list.push(output);
     Some(list)
+}
+
+/// The symmetric L4 part of a hash: nw_proto and the ports (smaller
+/// first) of TCP, SCTP and, if `udp`, UDP, made significant in `m`; the
+/// values to hash.
+fn sym_l4(f: &FlowKey, m: &mut FlowKey, udp: bool) -> [u128; 3] {
+    m.set_nw_proto(0xff);
+    let ports = match f.nw_proto() {
+        6 | 132 => true,
+        17 => udp,
+        _ => false,
+    };
+    let proto = u128::from(f.nw_proto());
+    if !ports || f.nw_frag() & FRAG_LATER != 0 {
+        return [proto, 0, 0];
+    }
+    m.set_tp_src(0xffff);
+    m.set_tp_dst(0xffff);
+    let (a, b) = (f.tp_src().min(f.tp_dst()), f.tp_src().max(f.tp_dst()));
+    [proto, u128::from(a), u128::from(b)]
 }
 
 /// A 64-bit mixing function (splitmix64's finaliser): select groups'
@@ -349,6 +370,40 @@ impl<L: Lookup> Ctx<'_, '_, L> {
                     self.odp.push(DpAction::Controller);
                 }
                 Action::Normal => self.xlate_normal(indent + 1),
+                Action::Bundle {
+                    fields,
+                    basis,
+                    hrw,
+                    members,
+                    n,
+                } => {
+                    let members = &members[..usize::from(n)];
+                    let chosen = if hrw {
+                        let h = self.bundle_hash(fields) ^ u64::from(basis);
+                        members
+                            .iter()
+                            .copied()
+                            .filter(|&p| self.port_live(u32::from(p)))
+                            .max_by_key(|&p| {
+                                (
+                                    mix64(h ^ u64::from(p).wrapping_mul(0x9e37_79b9_7f4a_7c15)),
+                                    std::cmp::Reverse(p),
+                                )
+                            })
+                    } else {
+                        members
+                            .iter()
+                            .copied()
+                            .find(|&p| self.port_live(u32::from(p)))
+                    };
+                    match chosen {
+                        Some(p) if u32::from(p) == self.flow.in_port() => {
+                            self.note(indent + 1, "skipping output to input port");
+                        }
+                        Some(p) => self.output(u32::from(p)),
+                        None => self.note(indent + 1, "no live bundle member: drop"),
+                    }
+                }
                 Action::Group(id) => {
                     // Groups nest (a bucket may send to a group): they count
                     // towards the resubmit and depth limits.
@@ -602,7 +657,7 @@ impl<L: Lookup> Ctx<'_, '_, L> {
                 None => self.note(indent, &format!("group {id}: no live bucket: drop")),
             },
             GroupType::Select => {
-                let h = self.select_hash(g.fields.as_deref());
+                let h = self.select_hash(g.fields.as_deref(), true);
                 let best = g.buckets.iter().filter(|b| b.weight > 0).max_by_key(|b| {
                     let score =
                         mix64(h ^ u64::from(b.id).wrapping_mul(0x9e37_79b9_7f4a_7c15)) & 0xffff;
@@ -633,16 +688,85 @@ impl<L: Lookup> Ctx<'_, '_, L> {
         self.flow_tpid = tpid;
     }
 
+    /// A port is live when it is a port of the bridge (LOCAL when the
+    /// bridge has one).
+    fn port_live(&self, p: u32) -> bool {
+        let local = self.normal.as_ref().is_some_and(|e| e.local);
+        self.tables.ports().contains(&p) || (p == OFPP_LOCAL && local)
+    }
+
+    /// The hash of `bundle`'s field set ([`crate::action::BUNDLE_FIELDS`]),
+    /// making the fields it reads significant as OVS 3.1 does.
+    fn bundle_hash(&mut self, set: u8) -> u64 {
+        if set == 1 {
+            // OVS's symmetric_l4: L4 ports of TCP and SCTP only.
+            return self.select_hash(None, false);
+        }
+        let f = self.flow;
+        let mut m = self.wc.to_key();
+        let mut h: u64 = 0x2545_f491_4f6c_dd1d;
+        let mut add = |v: u128| {
+            h = mix64(h ^ (v as u64) ^ ((v >> 64) as u64).rotate_left(29));
+        };
+        let sym = |a: u128, b: u128| if a < b { (a, b) } else { (b, a) };
+        let (v4, v6) = (f.is_ipv4(), f.is_ip_any() && !f.is_ipv4());
+        let (src, dst) = if v4 {
+            (u128::from(f.nw_src()), u128::from(f.nw_dst()))
+        } else {
+            (f.ipv6_src(), f.ipv6_dst())
+        };
+        match set {
+            0 => {
+                add(u128::from(f.dl_src()));
+                m.set_dl_src(0xffff_ffff_ffff);
+            }
+            4 if v4 => {
+                add(src);
+                m.set_nw_src(u32::MAX);
+            }
+            4 if v6 => {
+                add(src);
+                m.set_ipv6_src(u128::MAX);
+            }
+            5 if v4 => {
+                add(dst);
+                m.set_nw_dst(u32::MAX);
+            }
+            5 if v6 => {
+                add(dst);
+                m.set_ipv6_dst(u128::MAX);
+            }
+            2 | 3 | 6 if v4 || v6 => {
+                // symmetric_l3 (6), symmetric_l3l4 (2), +udp (3).
+                let (a, b) = sym(src, dst);
+                add(a);
+                add(b);
+                if v4 {
+                    m.set_nw_src(u32::MAX);
+                    m.set_nw_dst(u32::MAX);
+                } else {
+                    m.set_ipv6_src(u128::MAX);
+                    m.set_ipv6_dst(u128::MAX);
+                }
+                if set != 6 {
+                    for v in sym_l4(&f, &mut m, set == 3) {
+                        add(v);
+                    }
+                }
+            }
+            _ => {}
+        }
+        self.wc = FlowMask::from_key(&m);
+        h
+    }
+
     /// Fast-failover liveness: a bucket is live if it watches nothing, a
     /// port of the bridge, or a group with a live bucket.
     fn bucket_live(&self, b: &crate::group::Bucket, depth: u32) -> bool {
         if b.watch_port.is_none() && b.watch_group.is_none() {
             return true;
         }
-        let local = self.normal.as_ref().is_some_and(|e| e.local);
-        let port_live = b
-            .watch_port
-            .is_some_and(|p| self.tables.ports().contains(&p) || (p == OFPP_LOCAL && local));
+        let port_live = b.watch_port.is_some_and(|p| self.port_live(p));
         port_live
             || (depth < 32
                 && b.watch_group
@@ -653,7 +777,7 @@ impl<L: Lookup> Ctx<'_, '_, L> {
     /// A select group's hash of the packet: of `fields`, or of the
     /// symmetric 5-tuple (Ethernet addresses, type and VLAN; IP addresses
     /// and protocol; L4 ports), whose bits become significant.
-    fn select_hash(&mut self, fields: Option<&[FieldId]>) -> u64 {
+    fn select_hash(&mut self, fields: Option<&[FieldId]>, udp_ports: bool) -> u64 {
         let f = self.flow;
         let sym = |a: u128, b: u128| if a < b { (a, b) } else { (b, a) };
         let mut m = self.wc.to_key();
@@ -700,14 +824,8 @@ impl<L: Lookup> Ctx<'_, '_, L> {
                     };
                     add(a);
                     add(b);
-                    add(u128::from(f.nw_proto()));
-                    m.set_nw_proto(0xff);
-                    if matches!(f.nw_proto(), 6 | 17 | 132) && f.nw_frag() & FRAG_LATER == 0 {
-                        let (a, b) = sym(u128::from(f.tp_src()), u128::from(f.tp_dst()));
-                        add(a);
-                        add(b);
-                        m.set_tp_src(0xffff);
-                        m.set_tp_dst(0xffff);
+                    for v in sym_l4(&f, &mut m, udp_ports) {
+                        add(v);
                     }
                 }
             }
