@@ -147,11 +147,16 @@ fn megaflows_off_nmap_scan_respects_the_dynamic_flow_limit() {
         }
     }
     println!("nmap megaflows off, flow-limit {max}: (current, limit, dump ms) per round: {seen:?}");
-    // The scan keeps bringing new flows: once over the limit, upcalls
-    // fail (counted; the packets still get their actions).
+    // The scan keeps bringing new flows: once the limit has come down
+    // below them, upcalls fail (counted; the packets still get their
+    // actions). If it never came down (dumps under 1.3 s: the CI machine
+    // did that once), the scan's 983,025 flows fit under the 1,000,000
+    // limit and whether any upcall failed depends on later rounds.
     let s: serde_json::Value =
         serde_json::from_str(&ctl(&sock, &["dpif-netdev/pmd-stats-show", "--json"])).unwrap();
-    assert!(s[0]["miss_with_failed_upcall"].as_u64().unwrap() > 0, "{s}");
+    if lowered_at.is_some() {
+        assert!(s[0]["miss_with_failed_upcall"].as_u64().unwrap() > 0, "{s}");
+    }
     // Dumps this large are slow on the Zen 1 VM of this project (1.4-2.1 s
     // in a release build): there the limit came down, as the round-by-round
     // check above requires whenever a dump takes over 1300 ms. A machine
