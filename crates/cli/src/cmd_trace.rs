@@ -6,10 +6,9 @@
 //! per packet: `{"packet", "megaflow", "actions"}`.
 
 use anyhow::{bail, Context, Result};
-use flowpath_ofproto::normal::NormalEnv;
 use flowpath_ofproto::odp::format_actions;
 use flowpath_ofproto::parse::parse_packet;
-use flowpath_ofproto::xlate::xlate_with;
+use flowpath_ofproto::xlate::{xlate_on, XlateMode};
 use std::io::Write;
 use std::path::PathBuf;
 
@@ -58,7 +57,6 @@ struct TraceJson<'a> {
 pub fn run(args: Args) -> Result<()> {
     let tables = args.rules.load()?;
     let bridge = args.rules.bridge()?;
-    let mut macs = bridge.macs();
     let packets: Vec<(usize, String)> = match (&args.flow, &args.packets) {
         (Some(f), _) => vec![(0, f.clone())],
         (None, Some(path)) => {
@@ -80,14 +78,12 @@ pub fn run(args: Args) -> Result<()> {
             Some(f) => anyhow::anyhow!("{f}:{line_no}: {e}"),
             None => anyhow::anyhow!("{e}"),
         })?;
-        let env = NormalEnv {
-            vlans: &bridge.vlans,
-            macs: &mut macs,
-            now_ms: 0,
+        let mode = XlateMode {
+            trace: !args.json,
             learn: args.learn,
-            local: bridge.local,
+            ..XlateMode::default()
         };
-        let x = xlate_with(&tables, &key, !args.json, false, Some(env));
+        let x = xlate_on(&tables, Some(&bridge), &key, 0, mode);
         if args.json {
             let obj = TraceJson {
                 packet: line,

@@ -29,42 +29,15 @@ use crate::pipeline::Datapath;
 use crate::upcall::{Upcall, UpcallError};
 use flowpath_flow::{FlowKey, FlowMask};
 use flowpath_ofproto::action::Action;
-use flowpath_ofproto::normal::{Bridge, MacChanges, NormalEnv};
+use flowpath_ofproto::normal::{Bridge, MacChanges};
 use flowpath_ofproto::odp::DpActions;
 use flowpath_ofproto::tables::RuleTables;
-use flowpath_ofproto::xlate::{xlate, xlate_with, Xlate};
+use flowpath_ofproto::xlate::{xlate_on, XlateMode};
 use std::collections::HashSet;
 use std::sync::Arc;
 
 /// How often each worker sweeps aged-out MACs from the learning table.
 const MAC_EXPIRE_INTERVAL_MS: u64 = 1000;
-
-/// Translates `key` through `tables` with `bridge`'s `NORMAL` state
-/// (learning from it when `learn`), at `now_ms`. Give `bridge` only when
-/// the tables use `NORMAL` ([`uses_normal`]): it is locked for the
-/// translation.
-pub fn translate(
-    tables: &RuleTables,
-    bridge: Option<&Bridge>,
-    key: &FlowKey,
-    learn: bool,
-    now_ms: u64,
-) -> Xlate {
-    match bridge {
-        Some(b) => {
-            let mut macs = b.macs();
-            let env = NormalEnv {
-                vlans: &b.vlans,
-                macs: &mut macs,
-                now_ms,
-                learn,
-                local: b.local,
-            };
-            xlate_with(tables, key, false, false, Some(env))
-        }
-        None => xlate(tables, key, false),
-    }
-}
 
 /// True when some rule of `tables` uses `NORMAL` (only then is the learning
 /// table locked for a translation).
@@ -178,7 +151,11 @@ impl Upcall for SlowPath {
     ) -> Result<(DpActions, FlowMask), UpcallError> {
         self.stats.upcalls += 1;
         self.last_now_ms = self.last_now_ms.max(now_ms);
-        let x = translate(&self.tables, self.normal_bridge(), key, true, now_ms);
+        let learn = XlateMode {
+            learn: true,
+            ..XlateMode::default()
+        };
+        let x = xlate_on(&*self.tables, self.normal_bridge(), key, now_ms, learn);
         if let Some(e) = x.error {
             self.stats.failed += 1;
             self.last_error = Some(e);
@@ -250,7 +227,7 @@ pub fn revalidate_where(
             if !which(&m) {
                 return true;
             }
-            let x = translate(tables, bridge, &m.key, false, now_ms);
+            let x = xlate_on(tables, bridge, &m.key, now_ms, XlateMode::default());
             x.error.is_none() && x.actions == m.actions && x.megaflow.is_subset_of(&m.mask)
         });
         if !keep && dp.remove_megaflow(r) {

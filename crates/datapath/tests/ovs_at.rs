@@ -23,11 +23,11 @@ use flowpath_flow::{FlowKey, FlowMask};
 use flowpath_ofproto::action::OFPP_LOCAL;
 use flowpath_ofproto::classifier::{parse_prefixes, DEFAULT_PREFIXES};
 use flowpath_ofproto::dpflow::parse_dp_flow;
-use flowpath_ofproto::normal::{Bridge, MacTable, NormalEnv, PortVlans};
+use flowpath_ofproto::normal::{Bridge, MacTable, PortVlans};
 use flowpath_ofproto::odp::format_actions;
 use flowpath_ofproto::parse::{parse_packet, parse_rules};
 use flowpath_ofproto::tables::RuleTables;
-use flowpath_ofproto::xlate::xlate_with;
+use flowpath_ofproto::xlate::{xlate_on, XlateMode};
 use serde_json::Value;
 use std::sync::Arc;
 
@@ -230,15 +230,13 @@ impl Run {
 
     fn trace(&self, flow: &str, expect: &[String]) -> Result<(), String> {
         let key = parse_packet(flow).map_err(|e| format!("trace flow '{flow}': {e}"))?;
-        let mut macs = self.bridge.macs();
-        let env = NormalEnv {
-            vlans: &self.bridge.vlans,
-            macs: &mut macs,
-            now_ms: self.now,
-            learn: false,
-            local: self.bridge.local,
-        };
-        let x = xlate_with(&*self.tables, &key, false, false, Some(env));
+        let x = xlate_on(
+            &*self.tables,
+            Some(&self.bridge),
+            &key,
+            self.now,
+            XlateMode::default(),
+        );
         let actions = format_actions(&x.actions)
             .split(',')
             .map(|t| {

@@ -296,6 +296,31 @@ pub fn parse_group(text: &str) -> Result<Group, RuleError> {
     })
 }
 
+/// Checks that every `group:N` of `rules` (actions and write sets) and of
+/// the groups' buckets names one of `groups`; the error names the rule's
+/// line (or the group) and the missing group, as OVS refuses such a flow.
+pub fn check_refs(rules: &[crate::rule::Rule], groups: &[Group]) -> Result<(), String> {
+    let missing = |acts: &[Action]| {
+        acts.iter().find_map(|a| match a {
+            Action::Group(g) if !groups.iter().any(|x| x.id == *g) => Some(*g),
+            _ => None,
+        })
+    };
+    for r in rules {
+        if let Some(g) = missing(&r.actions).or_else(|| missing(&r.write_actions)) {
+            return Err(format!("line {}: group:{g}: no such group", r.line));
+        }
+    }
+    for grp in groups {
+        for b in &grp.buckets {
+            if let Some(g) = missing(&b.actions) {
+                return Err(format!("group {}: group:{g}: no such group", grp.id));
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Parses a groups file: one group per line, `#` comments, `\`
 /// continuations; all or nothing, the error located at its line; a group
 /// id given twice is refused.

@@ -122,26 +122,7 @@ impl RuleTables {
     /// line and the group, if a rule or bucket sends to a group that is
     /// not in `groups` (as OVS refuses such a flow).
     pub fn set_groups(&mut self, groups: Vec<crate::group::Group>) -> Result<(), String> {
-        use crate::action::Action;
-        let ids: std::collections::BTreeSet<u32> = groups.iter().map(|g| g.id).collect();
-        let missing = |acts: &[Action]| {
-            acts.iter().find_map(|a| match a {
-                Action::Group(g) if !ids.contains(g) => Some(*g),
-                _ => None,
-            })
-        };
-        for r in &self.rules {
-            if let Some(g) = missing(&r.actions).or_else(|| missing(&r.write_actions)) {
-                return Err(format!("line {}: group:{g}: no such group", r.line));
-            }
-        }
-        for grp in &groups {
-            for b in &grp.buckets {
-                if let Some(g) = missing(&b.actions) {
-                    return Err(format!("group {}: group:{g}: no such group", grp.id));
-                }
-            }
-        }
+        crate::group::check_refs(&self.rules, &groups)?;
         self.groups = groups.into_iter().map(|g| (g.id, g)).collect();
         Ok(())
     }

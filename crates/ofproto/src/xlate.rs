@@ -184,6 +184,43 @@ pub fn xlate_with<L: Lookup>(
     xlate_inner(tables, key, trace, record, env)
 }
 
+/// What [`xlate_on`] does besides translating.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct XlateMode {
+    /// Record the human-readable walk ([`Xlate::trace`]).
+    pub trace: bool,
+    /// Record the rules gone through ([`Xlate::rules`]).
+    pub record: bool,
+    /// `NORMAL` learns the packet's source (an upcall; not a trace or a
+    /// revalidation).
+    pub learn: bool,
+}
+
+/// [`xlate_with`] on a bridge's shared `NORMAL` state: its learning table
+/// is locked for the translation; `None` translates with an empty table
+/// and no learning (give `None` when the tables do not use `NORMAL`, to
+/// take no lock).
+pub fn xlate_on<L: Lookup>(
+    tables: &L,
+    bridge: Option<&crate::normal::Bridge>,
+    key: &FlowKey,
+    now_ms: u64,
+    mode: XlateMode,
+) -> Xlate {
+    let Some(b) = bridge else {
+        return xlate_inner(tables, key, mode.trace, mode.record, None);
+    };
+    let mut macs = b.macs();
+    let env = NormalEnv {
+        vlans: &b.vlans,
+        macs: &mut macs,
+        now_ms,
+        learn: mode.learn,
+        local: b.local,
+    };
+    xlate_inner(tables, key, mode.trace, mode.record, Some(env))
+}
+
 /// [`xlate`] that also records which rules the packet went through
 /// ([`Xlate::rules`]), for attributing statistics to rules (the
 /// revalidator); costs one small allocation more than [`xlate`].

@@ -13,9 +13,8 @@ use crate::rules::{self, Selector};
 use crate::{CtlState, Shared};
 use flowpath_datapath::{Config, SecondLevel};
 use flowpath_flow::FlowKey;
-use flowpath_ofproto::normal::NormalEnv;
 use flowpath_ofproto::parse::parse_packet;
-use flowpath_ofproto::xlate::xlate_with;
+use flowpath_ofproto::xlate::{xlate_on, XlateMode};
 use flowpath_unixctl::{CommandSpec, Handler};
 use std::fmt::Write;
 use std::sync::mpsc::{sync_channel, SyncSender, TrySendError};
@@ -325,16 +324,11 @@ impl Control {
         let flow = params.last().map(String::as_str).unwrap_or("");
         let key: FlowKey = parse_packet(flow).map_err(|e| e.to_string())?;
         let tables = self.state().rules.tables();
-        let b = &self.sh.bridge;
-        let mut macs = b.macs();
-        let env = NormalEnv {
-            vlans: &b.vlans,
-            macs: &mut macs,
-            now_ms: self.now_ms(),
-            learn: false,
-            local: b.local,
+        let trace = XlateMode {
+            trace: true,
+            ..XlateMode::default()
         };
-        let x = xlate_with(&*tables, &key, true, false, Some(env));
+        let x = xlate_on(&*tables, Some(&self.sh.bridge), &key, self.now_ms(), trace);
         Ok(format!("{}\n", x.report(&key, flow)))
     }
 

@@ -32,9 +32,9 @@ use crate::rules::Published;
 use crate::Shared;
 use flowpath_datapath::{Datapath, MegaflowRef};
 use flowpath_flow::{FlowKey, FlowMask};
-use flowpath_ofproto::normal::{Bridge, NormalEnv};
+use flowpath_ofproto::normal::Bridge;
 use flowpath_ofproto::odp::DpAction;
-use flowpath_ofproto::xlate::xlate_with;
+use flowpath_ofproto::xlate::{xlate_on, XlateMode};
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::sync::mpsc::{sync_channel, Receiver, RecvTimeoutError, SyncSender};
@@ -211,20 +211,11 @@ impl Revalidator {
                 // A new ukey has version 0, which no published rule set
                 // has (the first is 1).
                 if u.version != rules.version {
-                    let x = match bridge {
-                        Some(b) => {
-                            let mut macs = b.macs();
-                            let env = NormalEnv {
-                                vlans: &b.vlans,
-                                macs: &mut macs,
-                                now_ms,
-                                learn: false,
-                                local: b.local,
-                            };
-                            xlate_with(&*rules.tables, &e.key, false, true, Some(env))
-                        }
-                        None => xlate_with(&*rules.tables, &e.key, false, true, None),
+                    let record = XlateMode {
+                        record: true,
+                        ..XlateMode::default()
                     };
+                    let x = xlate_on(&*rules.tables, bridge, &e.key, now_ms, record);
                     out.translated += 1;
                     keep = x.error.is_none()
                         && x.actions[..] == e.actions[..]

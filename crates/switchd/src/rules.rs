@@ -92,7 +92,7 @@ impl RuleSet {
         groups: Vec<flowpath_ofproto::group::Group>,
     ) -> Result<(), String> {
         let rules: Vec<Rule> = self.rules.iter().map(|r| r.rule.clone()).collect();
-        RuleTables::new(rules, &[]).set_groups(groups.clone())?;
+        flowpath_ofproto::group::check_refs(&rules, &groups)?;
         self.groups = groups;
         self.version += 1;
         Ok(())
@@ -105,7 +105,7 @@ impl RuleSet {
 
     /// Fails if `rules` send to a group this rule set does not have.
     pub fn check_groups(&self, rules: &[Rule]) -> Result<(), String> {
-        RuleTables::new(rules.to_vec(), &[]).set_groups(self.groups.clone())
+        flowpath_ofproto::group::check_refs(rules, &self.groups)
     }
 
     /// The rules, in installation order.
