@@ -6,13 +6,17 @@ bridge br0 (fail_mode=secure) with dummy ports p1..p4 at OpenFlow ports
 1..4, as tools/ovs-sandbox.sh starts it. Usage:
 
   tools/ovs-sandbox.sh start 4
-  OVS_RUNDIR=/tmp/ovs-sandbox tools/ovs-compare.py [--normal] \
+  OVS_RUNDIR=/tmp/ovs-sandbox tools/ovs-compare.py [--normal|--of13|--regs] \
       [--seed S] [--rulesets N] [--packets M] [--flowpath target/debug/flowpath] \
       [--record FILE] [--ctl /path/ovs-vswitchd.PID.ctl]
 
 Generates random rule sets and packets, traces each packet with both, and
 prints every difference in datapath actions, plus megaflows where OVS's is
 wider than ours (ours must never be narrower) or they differ at all.
+
+--regs: pipelines of 2-4 tables over registers, metadata and pkt_mark
+(load, move, push/pop, set_field, write_metadata, load to in_port, and
+matches on them); with --record, one line per rule set ("traces").
 
 --normal: rule sets built around actions=NORMAL (with matches and other
 actions before it), random 802.1Q port configurations (tag= / trunks= on
@@ -156,6 +160,134 @@ def rnd_actions(r, proto, table, ntables):
         acts.append("goto_table:%d" % (table + 1))
     return ",".join(acts) if acts else "drop"
 
+REG_VALS = [0, 1, 2, 3, 4, 6, 17, 22, 64, 80, 90, 443, 5900]
+
+def rnd_bits(r, width):
+    """A random bit range of a field of `width` bits: '', 'N' or 'A..B'."""
+    k = r.random()
+    if k < 0.4:
+        return "", width
+    if k < 0.55:
+        b = r.randrange(width)
+        return str(b), 1
+    a = r.randrange(width)
+    b = r.randrange(a, min(width, a + 16))
+    return "%d..%d" % (a, b), b - a + 1
+
+def rnd_reg_sub(r, n_bits=None):
+    """A register-ish subfield: (text, width)."""
+    name, width = r.choice([("NXM_NX_REG%d" % i, 32) for i in range(4)] + [("OXM_OF_METADATA", 64), ("NXM_NX_PKT_MARK", 32), ("OXM_OF_PKT_REG1", 64), ("NXM_NX_XXREG1", 128)])
+    if n_bits is None:
+        rng, n = rnd_bits(r, width)
+        return "%s[%s]" % (name, rng), n
+    if n_bits > width:
+        return None
+    a = r.randrange(width - n_bits + 1)
+    return ("%s[%d..%d]" % (name, a, a + n_bits - 1) if n_bits > 1 else "%s[%d]" % (name, a)), n_bits
+
+def pkt_subs(proto):
+    """Packet fields (NXM name, width) readable and writable under `proto`."""
+    subs = [("NXM_OF_IN_PORT", 16, True), ("NXM_OF_ETH_DST", 48, True), ("NXM_OF_ETH_SRC", 48, True), ("NXM_OF_VLAN_TCI", 16, True)]
+    if proto in ("ip", "tcp", "udp", "icmp"):
+        subs += [("NXM_OF_IP_SRC", 32, True), ("NXM_OF_IP_DST", 32, True), ("NXM_NX_IP_TTL", 8, True), ("NXM_OF_IP_PROTO", 8, False)]
+    if proto == "tcp":
+        subs += [("NXM_OF_TCP_SRC", 16, True), ("NXM_OF_TCP_DST", 16, True)]
+    if proto == "udp":
+        subs += [("NXM_OF_UDP_DST", 16, True)]
+    if proto == "arp":
+        subs += [("NXM_OF_ARP_OP", 16, False), ("NXM_OF_ARP_SPA", 32, False)]  # flowpath rewrites no ARP field
+    return subs
+
+def rnd_reg_match(r):
+    parts, proto = (rnd_match(r, 1) if r.random() < 0.5 else ([], ""))
+    for _ in range(r.randint(0, 2)):
+        k = r.random()
+        if k < 0.6:
+            reg = "reg%d" % r.randrange(4)
+            v = r.choice(REG_VALS)
+            if r.random() < 0.6:
+                parts.append("%s=%d" % (reg, v))
+            else:
+                m = r.choice([0xff, 0xf, 0xff00, 0x1, 0xffff0000, 0xfff])
+                parts.append("%s=0x%x/0x%x" % (reg, v & m, m))
+        elif k < 0.75:
+            parts.append(r.choice(["metadata=0x%x" % r.choice(REG_VALS), "metadata=0x%x/0xff" % r.choice(REG_VALS)]))
+        elif k < 0.9:
+            parts.append(r.choice(["pkt_mark=%d" % r.choice(REG_VALS), "pkt_mark=0x%x/0xf" % (r.choice(REG_VALS) & 0xf)]))
+        else:
+            parts.append(r.choice(["xreg1=0x%x" % r.choice(REG_VALS), "xxreg1=0x%x/0xffff" % r.choice(REG_VALS)]))
+    # No duplicate fields.
+    seen, out = set(), []
+    for p in parts:
+        k = p.split("=")[0]
+        if k not in seen:
+            seen.add(k)
+            out.append(p)
+    return out, proto
+
+def rnd_reg_actions(r, proto, table, ntables):
+    acts = []
+    subs = pkt_subs(proto)
+    for _ in range(r.randint(1, 5)):
+        k = r.random()
+        if k < 0.2:
+            dst, n = rnd_reg_sub(r)
+            acts.append("load:0x%x->%s" % (r.choice(REG_VALS) & ((1 << min(n, 64)) - 1), dst))
+        elif k < 0.4:
+            name, width, _ = r.choice(subs)
+            rng, n = rnd_bits(r, width)
+            d = rnd_reg_sub(r, n)
+            if d:
+                acts.append("move:%s[%s]->%s" % (name, rng, d[0]))
+        elif k < 0.5:
+            s_, n = rnd_reg_sub(r)
+            d = rnd_reg_sub(r, n)
+            if d:
+                acts.append("move:%s->%s" % (s_, d[0]))
+        elif k < 0.58:
+            wr = [x for x in subs if x[2]]
+            name, width, _ = r.choice(wr)
+            rng, n = rnd_bits(r, width)
+            if r.random() < 0.5:
+                s_ = rnd_reg_sub(r, n)
+                if s_:
+                    acts.append("move:%s->%s[%s]" % (s_[0], name, rng))
+            else:
+                acts.append("load:0x%x->%s[%s]" % (r.choice(REG_VALS) & ((1 << min(n, 64)) - 1), name, rng))
+        elif k < 0.65:
+            acts.append(r.choice(["set_field:%d->reg%d" % (r.choice(REG_VALS), r.randrange(4)), "set_field:0x%x->pkt_mark" % r.choice(REG_VALS), "set_field:0x%x/0xff->metadata" % r.choice(REG_VALS)]))
+        elif k < 0.72:
+            s_, n = rnd_reg_sub(r) if r.random() < 0.6 else (lambda x: ("%s[]" % x[0], x[1]))(r.choice(subs))
+            acts.append("push:%s" % s_)
+            if r.random() < 0.8:
+                d = rnd_reg_sub(r, n) if n <= 64 else None
+                if d:
+                    acts.append("pop:%s" % d[0])
+        elif k < 0.8 and table + 1 < ntables:
+            acts.append("resubmit(,%d)" % r.randint(table + 1, ntables - 1))
+        elif k < 0.83:
+            acts.append("load:%d->NXM_OF_IN_PORT[]" % r.randint(1, 5))
+        else:
+            acts.append("output:%d" % r.randint(1, 4))
+    if r.random() < 0.15:
+        acts.append("write_metadata:0x%x/0x%x" % (r.choice(REG_VALS), r.choice([0xff, 0xffffffffffffffff, 0xf0])))
+    if table + 1 < ntables and r.random() < 0.3:
+        acts.append("goto_table:%d" % r.randint(table + 1, ntables - 1))
+    return ",".join(acts)
+
+def rnd_reg_rules(r):
+    """A pipeline over registers, metadata and pkt_mark: tables load and
+    move packet bits into them, later tables match them."""
+    ntables = r.randint(2, 4)
+    rules = []
+    for t in range(ntables):
+        for _ in range(r.randint(1, 6)):
+            parts, proto = rnd_reg_match(r)
+            rules.append("table=%d,priority=%d,%s%sactions=%s" % (t, r.randint(1, 65535), ",".join(parts), "," if parts else "", rnd_reg_actions(r, proto, t, ntables)))
+        if r.random() < 0.6:
+            rules.append("table=%d,priority=0,actions=%s" % (t, rnd_reg_actions(r, "", t, ntables)))
+    return rules
+
 def rnd_packet(r):
     proto = r.choice(["tcp", "udp", "icmp", "arp", "tcp6", "ip", "icmp6"])
     p = ["in_port=%d" % r.randint(1, 4)]
@@ -225,7 +357,7 @@ def load_rules(rules, of13_fallback=False, groups=()):
     # OpenFlow 1.0 cannot carry instructions: ovs-ofctl would silently drop
     # write_actions/clear_actions, so such rule sets go in with 1.3 (unless
     # they use mod_vlan_vid, whose meaning differs there: then not at all).
-    if "_actions" in text or "group:" in text:
+    if "_actions" in text or "group:" in text or "write_metadata" in text:
         # Under 1.1+ these OpenFlow 1.0 actions change meaning (mod_vlan_vid
         # pushes no tag; mod_nw_tos becomes a set_field of ip_dscp, which
         # leaves nw_proto wildcarded): such rule sets are not compared.
@@ -371,6 +503,7 @@ def normal_main(a, r, rec):
         ours = flowpath_trace(a, rf, pf, ["--learn"] + pv)
         if ours is None:
             continue
+        grouped = []
         for pkt, mine in zip(pkts, ours):
             total += 1
             t = ovs_trace(pkt, "-generate")
@@ -385,6 +518,9 @@ def normal_main(a, r, rec):
             elif mf != mine["megaflow"]:
                 mfd += 1
                 print("MEGAFLOW DIFFERS\n  rules: %s\n  vlans: %s\n  packet: %s\n  ovs:  %s\n  ours: %s" % ("\n         ".join(rules), " ".join(pv), pkt, mf, mine["megaflow"]))
+        if grouped:
+            # --regs: one line per rule set, its traces in "traces".
+            rec.write(json.dumps({"rules": rules, "groups": groups, "traces": grouped}) + "\n")
         os.unlink(rf); os.unlink(pf)
     print("NORMAL: rule sets %d, packets %d, action diffs %d, megaflow diffs %d" % (a.rulesets, total, diffs, mfd))
 
@@ -397,6 +533,7 @@ def main():
     ap.add_argument("--flowpath", default="target/debug/flowpath")
     ap.add_argument("--record", help="append OVS's answers (rules, packet, megaflow, actions) as JSON lines to this file")
     ap.add_argument("--normal", action="store_true", help="NORMAL rule sets, VLAN ports and learning packet sequences")
+    ap.add_argument("--regs", action="store_true", help="pipelines over registers, metadata and pkt_mark (load, move, push/pop, write_metadata)")
     ap.add_argument("--of13", action="store_true", help="rule sets OpenFlow 1.3 can carry as flowpath means them (no mod_vlan_*/mod_nw_tos), with groups and instructions more often")
     a = ap.parse_args()
     r = random.Random(a.seed)
@@ -411,10 +548,10 @@ def main():
     subprocess.run(["ovs-appctl"] + CTL + ["fdb/flush", "br0"], capture_output=True)
     diffs = narrower = wider = total = skipped = 0
     for rs in range(a.rulesets):
-        ntables = r.randint(1, 3)
-        groups = rnd_groups(r) if r.random() < (0.8 if OF13[0] else 0.3) else []
+        ntables = 0 if a.regs else r.randint(1, 3)
+        groups = rnd_groups(r) if not a.regs and r.random() < (0.8 if OF13[0] else 0.3) else []
         GROUP_IDS[:] = [i + 1 for i in range(len(groups))]
-        rules = []
+        rules = rnd_reg_rules(r) if a.regs else []
         for t in range(ntables):
             for _ in range(r.randint(1, 8)):
                 parts, proto = rnd_match(r, ntables)
@@ -432,13 +569,16 @@ def main():
         ours = flowpath_trace(a, rf, pf, ["--groups", rf + ".groups"] if groups else [])
         if ours is None:
             continue
+        grouped = []
         for pkt, mine in zip(pkts, ours):
             total += 1
             t = ovs_trace(pkt)
             if t is None:
                 continue
             mf, da = t
-            if rec and ("OpenFlow13" not in " ".join(res.args) or "mod_vlan" not in open(rf).read()):
+            if rec and a.regs:
+                grouped.append({"packet": pkt, "megaflow": mf, "actions": da})
+            elif rec and ("OpenFlow13" not in " ".join(res.args) or "mod_vlan" not in open(rf).read()):
                 rec.write(json.dumps({"rules": rules, "groups": groups, "packet": pkt, "megaflow": mf, "actions": da}) + "\n")
             if da != mine["actions"]:
                 diffs += 1
@@ -446,6 +586,9 @@ def main():
             elif mf != mine["megaflow"]:
                 print("MEGAFLOW DIFFERS\n  rules: %s\n  groups: %s\n  packet: %s\n  ovs:  %s\n  ours: %s" % (open(rf).read().strip().replace("\n", "\n         "), "\n          ".join(groups), pkt, mf, mine["megaflow"]))
                 wider += 1
+        if grouped:
+            # --regs: one line per rule set, its traces in "traces".
+            rec.write(json.dumps({"rules": rules, "groups": groups, "traces": grouped}) + "\n")
         os.unlink(rf); os.unlink(pf)
     print("rule sets %d (%d skipped: mod_vlan_*/mod_nw_tos cannot be compared under OpenFlow 1.1+), packets %d, action diffs %d, megaflow diffs %d" % (a.rulesets, skipped, total, diffs, wider))
 

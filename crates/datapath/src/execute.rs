@@ -156,11 +156,13 @@ pub fn apply(
         },
         DpAction::PushVlan { tpid, tci } => push_vlan(pkt, meta, *tpid, *tci),
         DpAction::PopVlan => pop_vlan(pkt, meta),
-        // The priority is metadata no port acts on (no QoS queues).
+        // The priority and the mark are metadata no port acts on (no QoS
+        // queues; the mark does not leave the switch).
         DpAction::Output(_)
         | DpAction::Controller
         | DpAction::Trunc(_)
-        | DpAction::SetPriority(_) => Ok(()),
+        | DpAction::SetPriority(_)
+        | DpAction::SetMark { .. } => Ok(()),
     }
 }
 
@@ -666,6 +668,7 @@ impl Executor {
                         | DpAction::Controller
                         | DpAction::Trunc(_)
                         | DpAction::SetPriority(_)
+                        | DpAction::SetMark { .. }
                 )
             })
             .map_or(0, |i| i + 1);

@@ -44,6 +44,8 @@ const SUPPORTED: &[&str] = &[
     "openflow13-instructions",
     "other:pmd ports (dummy-pmd, --dummy-numa)",
     "groups",
+    "registers",
+    "other:push/pop action stack",
 ];
 
 /// Tests whose expectation the installed OVS 3.1 itself does not give

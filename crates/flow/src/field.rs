@@ -12,8 +12,8 @@
 //! write a field value/mask into key bits.
 
 use crate::key::{
-    FlowKey, FlowMask, VLAN_CFI, W_ARP_SHA, W_ARP_THA, W_IPV6_DST, W_IPV6_MISC, W_IPV6_SRC,
-    W_L2_DST, W_L2_SRC, W_META, W_ND_TARGET, W_NW, W_TP,
+    FlowKey, FlowMask, Regs, VLAN_CFI, W_ARP_SHA, W_ARP_THA, W_IPV6_DST, W_IPV6_MISC, W_IPV6_SRC,
+    W_L2_DST, W_L2_SRC, W_META, W_META2, W_METADATA, W_ND_TARGET, W_NW, W_TP,
 };
 
 /// Identifies a registry field.
@@ -60,6 +60,36 @@ pub enum FieldId {
     NdSll,
     NdTll,
     VlanTci1,
+    PktMark,
+    Metadata,
+    Reg0,
+    Reg1,
+    Reg2,
+    Reg3,
+    Reg4,
+    Reg5,
+    Reg6,
+    Reg7,
+    Reg8,
+    Reg9,
+    Reg10,
+    Reg11,
+    Reg12,
+    Reg13,
+    Reg14,
+    Reg15,
+    Xreg0,
+    Xreg1,
+    Xreg2,
+    Xreg3,
+    Xreg4,
+    Xreg5,
+    Xreg6,
+    Xreg7,
+    Xxreg0,
+    Xxreg1,
+    Xxreg2,
+    Xxreg3,
 }
 
 /// Where a field's bits live in the key.
@@ -76,6 +106,22 @@ pub enum Storage {
     },
     /// A 128-bit value in words `word` (high) and `word + 1` (low).
     Wide {
+        /// First word.
+        word: u8,
+    },
+    /// `bits` bits starting at bit `shift` of word `word` of the
+    /// registers ([`Regs`]), not of the key.
+    Reg {
+        /// Word index in [`Regs`].
+        word: u8,
+        /// Lowest bit.
+        shift: u8,
+        /// Width in bits (32 or 64).
+        bits: u8,
+    },
+    /// A 128-bit register (`xxreg`) in register words `word` (high) and
+    /// `word + 1` (low).
+    RegWide {
         /// First word.
         word: u8,
     },
@@ -101,6 +147,8 @@ pub enum ValueFormat {
     Frag,
     /// `+syn-ack` or numeric.
     TcpFlags,
+    /// Hexadecimal without padding, `0` for zero (`reg0=0x5`, `pkt_mark=0/0xf`).
+    HexInt,
 }
 
 /// Which Ethernet types a field needs.
@@ -266,6 +314,40 @@ const fn f(
     }
 }
 
+/// A register field: `bits` bits at `shift` of register word `word`.
+const fn reg(id: FieldId, name: &'static str, word: u8, shift: u8, nbits: u8) -> FieldInfo {
+    f(
+        id,
+        name,
+        &[],
+        nbits,
+        Storage::Reg {
+            word,
+            shift,
+            bits: nbits,
+        },
+        ValueFormat::HexInt,
+        Prereq::NONE,
+        true,
+        true,
+    )
+}
+
+/// A 128-bit register (`xxreg`) in register words `word` and `word + 1`.
+const fn xxreg(id: FieldId, name: &'static str, word: u8) -> FieldInfo {
+    f(
+        id,
+        name,
+        &[],
+        128,
+        Storage::RegWide { word },
+        ValueFormat::HexInt,
+        Prereq::NONE,
+        true,
+        true,
+    )
+}
+
 use EthReq as E;
 use FieldId as F;
 use ProtoReq as P;
@@ -288,7 +370,7 @@ pub static FIELDS: &[FieldInfo] = &[
         bits(W_META, 0, 32),
         V::Int,
         Prereq::NONE,
-        false,
+        true,
         false,
     ),
     f(
@@ -746,6 +828,48 @@ pub static FIELDS: &[FieldInfo] = &[
         false,
         true,
     ),
+    // Pipeline metadata: the packet mark (datapath metadata, in the key)
+    // and the registers and `metadata` (translation state, in [`Regs`]).
+    f(
+        F::PktMark,
+        "pkt_mark",
+        &[],
+        32,
+        bits(W_META2, 32, 32),
+        V::HexInt,
+        Prereq::NONE,
+        true,
+        true,
+    ),
+    reg(F::Metadata, "metadata", W_METADATA as u8, 0, 64),
+    reg(F::Reg0, "reg0", 0, 32, 32),
+    reg(F::Reg1, "reg1", 0, 0, 32),
+    reg(F::Reg2, "reg2", 1, 32, 32),
+    reg(F::Reg3, "reg3", 1, 0, 32),
+    reg(F::Reg4, "reg4", 2, 32, 32),
+    reg(F::Reg5, "reg5", 2, 0, 32),
+    reg(F::Reg6, "reg6", 3, 32, 32),
+    reg(F::Reg7, "reg7", 3, 0, 32),
+    reg(F::Reg8, "reg8", 4, 32, 32),
+    reg(F::Reg9, "reg9", 4, 0, 32),
+    reg(F::Reg10, "reg10", 5, 32, 32),
+    reg(F::Reg11, "reg11", 5, 0, 32),
+    reg(F::Reg12, "reg12", 6, 32, 32),
+    reg(F::Reg13, "reg13", 6, 0, 32),
+    reg(F::Reg14, "reg14", 7, 32, 32),
+    reg(F::Reg15, "reg15", 7, 0, 32),
+    reg(F::Xreg0, "xreg0", 0, 0, 64),
+    reg(F::Xreg1, "xreg1", 1, 0, 64),
+    reg(F::Xreg2, "xreg2", 2, 0, 64),
+    reg(F::Xreg3, "xreg3", 3, 0, 64),
+    reg(F::Xreg4, "xreg4", 4, 0, 64),
+    reg(F::Xreg5, "xreg5", 5, 0, 64),
+    reg(F::Xreg6, "xreg6", 6, 0, 64),
+    reg(F::Xreg7, "xreg7", 7, 0, 64),
+    xxreg(F::Xxreg0, "xxreg0", 0),
+    xxreg(F::Xxreg1, "xxreg1", 2),
+    xxreg(F::Xxreg2, "xxreg2", 4),
+    xxreg(F::Xxreg3, "xxreg3", 6),
 ];
 
 impl FieldId {
@@ -759,7 +883,8 @@ impl FieldId {
 
 /// The NXM and OXM names of the fields (`ovs-fields(7)`), with the field
 /// they name. Left out: `OXM_OF_VLAN_VID` (OpenFlow 1.2+ VLAN id with its
-/// own present bit), registers, metadata, tunnel and conntrack fields.
+/// own present bit), tunnel and conntrack fields. (OVS 3.1 has no
+/// `NXM_NX_XREG` name: `xreg`s are `OXM_OF_PKT_REG`.)
 pub const NXM_NAMES: &[(&str, FieldId)] = &[
     ("NXM_OF_IN_PORT", FieldId::InPort),
     ("OXM_OF_IN_PORT", FieldId::InPort),
@@ -825,6 +950,36 @@ pub const NXM_NAMES: &[(&str, FieldId)] = &[
     ("OXM_OF_IPV6_ND_SLL", FieldId::NdSll),
     ("NXM_NX_ND_TLL", FieldId::NdTll),
     ("OXM_OF_IPV6_ND_TLL", FieldId::NdTll),
+    ("NXM_NX_PKT_MARK", FieldId::PktMark),
+    ("OXM_OF_METADATA", FieldId::Metadata),
+    ("NXM_NX_REG0", FieldId::Reg0),
+    ("NXM_NX_REG1", FieldId::Reg1),
+    ("NXM_NX_REG2", FieldId::Reg2),
+    ("NXM_NX_REG3", FieldId::Reg3),
+    ("NXM_NX_REG4", FieldId::Reg4),
+    ("NXM_NX_REG5", FieldId::Reg5),
+    ("NXM_NX_REG6", FieldId::Reg6),
+    ("NXM_NX_REG7", FieldId::Reg7),
+    ("NXM_NX_REG8", FieldId::Reg8),
+    ("NXM_NX_REG9", FieldId::Reg9),
+    ("NXM_NX_REG10", FieldId::Reg10),
+    ("NXM_NX_REG11", FieldId::Reg11),
+    ("NXM_NX_REG12", FieldId::Reg12),
+    ("NXM_NX_REG13", FieldId::Reg13),
+    ("NXM_NX_REG14", FieldId::Reg14),
+    ("NXM_NX_REG15", FieldId::Reg15),
+    ("OXM_OF_PKT_REG0", FieldId::Xreg0),
+    ("OXM_OF_PKT_REG1", FieldId::Xreg1),
+    ("OXM_OF_PKT_REG2", FieldId::Xreg2),
+    ("OXM_OF_PKT_REG3", FieldId::Xreg3),
+    ("OXM_OF_PKT_REG4", FieldId::Xreg4),
+    ("OXM_OF_PKT_REG5", FieldId::Xreg5),
+    ("OXM_OF_PKT_REG6", FieldId::Xreg6),
+    ("OXM_OF_PKT_REG7", FieldId::Xreg7),
+    ("NXM_NX_XXREG0", FieldId::Xxreg0),
+    ("NXM_NX_XXREG1", FieldId::Xxreg1),
+    ("NXM_NX_XXREG2", FieldId::Xxreg2),
+    ("NXM_NX_XXREG3", FieldId::Xxreg3),
 ];
 
 /// Looks a field up by any of its names (case-sensitive, as OVS): its
@@ -839,6 +994,19 @@ pub fn lookup(name: &str) -> Option<&'static FieldInfo> {
                 .find(|(n, _)| *n == name)
                 .map(|(_, id)| id.info())
         })
+}
+
+/// Writes `v` into `bits` bits at `shift` of `w[word]`.
+fn put_bits(w: &mut [u64], word: u8, shift: u8, bits: u8, v: u128) {
+    let m = (low_mask(u32::from(bits)) as u64) << shift;
+    let x = &mut w[usize::from(word)];
+    *x = (*x & !m) | (((v as u64) << shift) & m);
+}
+
+/// Writes a 128-bit `v` into `w[word]` (high) and `w[word + 1]`.
+fn put_wide(w: &mut [u64], word: u8, v: u128) {
+    w[usize::from(word)] = (v >> 64) as u64;
+    w[usize::from(word) + 1] = v as u64;
 }
 
 fn low_mask(bits: u32) -> u128 {
@@ -864,23 +1032,50 @@ impl FieldInfo {
             Storage::Wide { word } => {
                 (u128::from(key.w[word as usize]) << 64) | u128::from(key.w[word as usize + 1])
             }
+            Storage::Reg { .. } | Storage::RegWide { .. } => 0,
         };
         raw << self.unit_shift
+    }
+
+    /// True for the registers and `metadata`, which live in [`Regs`]
+    /// (their [`FieldInfo::get`] on a key is 0, [`FieldInfo::set`] does
+    /// nothing: use [`FieldInfo::get_regs`] / [`FieldInfo::set_regs_masked`]).
+    pub fn is_reg(&self) -> bool {
+        matches!(self.storage, Storage::Reg { .. } | Storage::RegWide { .. })
+    }
+
+    /// Reads a register field (0 for a key field).
+    pub fn get_regs(&self, regs: &Regs) -> u128 {
+        match self.storage {
+            Storage::Reg { word, shift, bits } => {
+                u128::from((regs.w[word as usize] >> shift) & (low_mask(u32::from(bits)) as u64))
+            }
+            Storage::RegWide { word } => {
+                (u128::from(regs.w[word as usize]) << 64) | u128::from(regs.w[word as usize + 1])
+            }
+            _ => 0,
+        }
+    }
+
+    /// Writes the bits of `value` selected by `mask` into a register
+    /// field (nothing for a key field).
+    pub fn set_regs_masked(&self, regs: &mut Regs, value: u128, mask: u128) {
+        let mask = mask & low_mask(u32::from(self.bits));
+        let v = (self.get_regs(regs) & !mask) | (value & mask);
+        match self.storage {
+            Storage::Reg { word, shift, bits } => put_bits(&mut regs.w, word, shift, bits, v),
+            Storage::RegWide { word } => put_wide(&mut regs.w, word, v),
+            _ => {}
+        }
     }
 
     /// Writes `value` into the field's bits of `key`, leaving other bits.
     pub fn set(&self, key: &mut FlowKey, value: u128) {
         let raw = (value >> self.unit_shift) & low_mask(u32::from(self.bits));
         match self.storage {
-            Storage::Bits { word, shift, bits } => {
-                let m = (low_mask(u32::from(bits)) as u64) << shift;
-                let w = &mut key.w[word as usize];
-                *w = (*w & !m) | (((raw as u64) << shift) & m);
-            }
-            Storage::Wide { word } => {
-                key.w[word as usize] = (raw >> 64) as u64;
-                key.w[word as usize + 1] = raw as u64;
-            }
+            Storage::Bits { word, shift, bits } => put_bits(&mut key.w, word, shift, bits, raw),
+            Storage::Wide { word } => put_wide(&mut key.w, word, raw),
+            Storage::Reg { .. } | Storage::RegWide { .. } => {}
         }
     }
 
@@ -967,7 +1162,9 @@ mod tests {
             FieldId::NdTarget
         );
         assert!(lookup("nxm_of_ip_dst").is_none(), "case-sensitive");
-        assert!(lookup("NXM_NX_REG0").is_none());
+        assert_eq!(lookup("NXM_NX_REG0").unwrap().id, FieldId::Reg0);
+        assert_eq!(lookup("OXM_OF_PKT_REG3").unwrap().id, FieldId::Xreg3);
+        assert!(lookup("NXM_NX_XREG0").is_none(), "not an OVS 3.1 name");
         assert!(lookup("no_such_field").is_none());
     }
 

@@ -21,7 +21,7 @@
 //! | 8, 9 | ipv6_src (high, low) |
 //! | 10, 11 | ipv6_dst |
 //! | 12, 13 | nd_target |
-//! | 14 `W_META2` | 0..32 skb_priority (metadata: 0 in every extracted key; only megaflow masks and translation use it) |
+//! | 14 `W_META2` | 0..32 skb_priority, 32..64 pkt_mark (datapath metadata: 0 in every extracted key; only megaflow masks and translation use them) |
 //! | 15 | reserved, always zero |
 //!
 //! Fields that share storage (nw_src / arp_spa, tp_src / icmp_type, ...) are
@@ -167,6 +167,9 @@ scalar_accessors! {
     /// The packet's priority (`skb_priority`: the queue `set_queue`
     /// chose); datapath metadata, 0 for every received packet.
     skb_priority, set_skb_priority, u32, W_META2, 0, 32;
+    /// The packet's mark (`pkt_mark`, the datapath's `skb_mark`);
+    /// datapath metadata, 0 for every received packet.
+    pkt_mark, set_pkt_mark, u32, W_META2, 32, 32;
 }
 
 impl FlowKey {
@@ -307,6 +310,75 @@ impl FlowMask {
     }
 }
 
+/// Words of [`Regs`]: eight 64-bit `xreg`s and `metadata`.
+pub const REG_WORDS: usize = 9;
+
+/// Word of [`Regs`] holding the OpenFlow `metadata` field.
+pub const W_METADATA: usize = 8;
+
+/// The OpenFlow pipeline's registers and metadata: translation-time state
+/// that no datapath key carries (every packet starts with all of them
+/// zero, and OVS never puts them in a megaflow).
+///
+/// Word `i` < 8 is `xreg{i}`: `reg{2i}` in its high 32 bits, `reg{2i+1}`
+/// in its low 32 bits (so `xxreg{j}` is words `2j` (high) and `2j+1`, as
+/// OVS lays them out); word [`W_METADATA`] is `metadata`. A mask over
+/// registers is the same type, 1 bits significant.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Default, Debug)]
+pub struct Regs {
+    /// The raw words.
+    pub w: [u64; REG_WORDS],
+}
+
+impl Regs {
+    /// All registers zero (also: a mask with no significant bit).
+    pub const fn zero() -> Self {
+        Regs { w: [0; REG_WORDS] }
+    }
+
+    /// `reg{i}` (0..16).
+    pub fn reg(&self, i: usize) -> u32 {
+        let w = self.w[i / 2];
+        if i.is_multiple_of(2) {
+            (w >> 32) as u32
+        } else {
+            w as u32
+        }
+    }
+
+    /// These registers with every bit outside `mask` cleared.
+    #[inline(always)]
+    pub fn masked(&self, mask: &Regs) -> Regs {
+        let mut out = Regs::zero();
+        for i in 0..REG_WORDS {
+            out.w[i] = self.w[i] & mask.w[i];
+        }
+        out
+    }
+
+    /// ORs `other` into `self`.
+    pub fn or_assign(&mut self, other: &Regs) {
+        for i in 0..REG_WORDS {
+            self.w[i] |= other.w[i];
+        }
+    }
+
+    /// Bitwise AND.
+    pub fn intersect(&self, other: &Regs) -> Regs {
+        self.masked(other)
+    }
+
+    /// True when every word is zero.
+    pub fn is_zero(&self) -> bool {
+        self.w.iter().all(|w| *w == 0)
+    }
+
+    /// True when `self` and `other` agree on every bit of `mask`.
+    pub fn eq_masked(&self, other: &Regs, mask: &Regs) -> bool {
+        (0..REG_WORDS).all(|i| (self.w[i] ^ other.w[i]) & mask.w[i] == 0)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -357,6 +429,9 @@ mod tests {
         assert_eq!(k.ipv6_dst(), 1);
         assert_eq!(k.nd_target(), 0x1234 << 100);
         assert_eq!(k.w[14] | k.w[15], 0);
+        k.set_pkt_mark(0xffff_ffff);
+        k.set_skb_priority(5);
+        assert_eq!((k.pkt_mark(), k.skb_priority()), (0xffff_ffff, 5));
     }
 
     #[test]

@@ -22,5 +22,5 @@ pub mod matching;
 pub mod value;
 
 pub use field::{FieldId, FieldInfo, FIELDS};
-pub use key::{FlowKey, FlowMask, FLOW_WORDS};
+pub use key::{FlowKey, FlowMask, Regs, FLOW_WORDS};
 pub use matching::{Match, Style};

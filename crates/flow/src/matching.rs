@@ -9,16 +9,22 @@
 //! `Megaflow:` line, which starts with `recirc_id=0,eth`).
 
 use crate::field::{self, EthReq, FieldId, FieldInfo, ProtoReq};
-use crate::key::{FlowKey, FlowMask, VLAN_CFI};
+use crate::key::{FlowKey, FlowMask, Regs, VLAN_CFI};
 use crate::value::{format_value, parse_value, ValueError};
 
-/// A key under a mask. Invariant: `key` has no bit outside `mask`.
+/// A key under a mask, with the registers under theirs. Invariant: `key`
+/// has no bit outside `mask`, `regs` none outside `regs_mask`.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, Default)]
 pub struct Match {
     /// Values (zero outside `mask`).
     pub key: FlowKey,
     /// Significant bits.
     pub mask: FlowMask,
+    /// Register and `metadata` values (zero outside `regs_mask`); only
+    /// rules match them, a packet's are all zero.
+    pub regs: Regs,
+    /// Significant register bits.
+    pub regs_mask: Regs,
 }
 
 /// How [`Match::format`] prints.
@@ -59,13 +65,22 @@ impl Match {
         Match {
             key: key.masked(mask),
             mask: *mask,
+            regs: Regs::zero(),
+            regs_mask: Regs::zero(),
         }
     }
 
-    /// True when `packet` falls inside this match.
+    /// True when `packet` (with all registers zero, as every packet
+    /// enters the pipeline) falls inside this match.
     #[inline]
     pub fn matches(&self, packet: &FlowKey) -> bool {
-        packet.eq_masked(&self.key, &self.mask)
+        self.matches_with(packet, &Regs::zero())
+    }
+
+    /// True when `packet` with registers `regs` falls inside this match.
+    #[inline]
+    pub fn matches_with(&self, packet: &FlowKey, regs: &Regs) -> bool {
+        packet.eq_masked(&self.key, &self.mask) && regs.eq_masked(&self.regs, &self.regs_mask)
     }
 
     /// Sets `field` to `value` under `mask` (field units), replacing any
@@ -79,6 +94,11 @@ impl Match {
             FieldId::DlVlanPcp => {
                 let (v, m) = field::vlan_pcp_bits(value as u8);
                 self.set_vlan_bits(v, m);
+            }
+            _ if f.is_reg() => {
+                let old_m = f.get_regs(&self.regs_mask);
+                f.set_regs_masked(&mut self.regs_mask, old_m | mask, u128::MAX);
+                f.set_regs_masked(&mut self.regs, value, mask);
             }
             _ => {
                 let old_m = f.get_mask(&self.mask);
@@ -164,6 +184,14 @@ impl Match {
         let mut parts: Vec<String> = Vec::new();
         let mk = self.mask.to_key();
         let k = &self.key;
+        // As OVS: the packet mark before everything, even recirc_id.
+        if mk.pkt_mark() != 0 {
+            let f = FieldId::PktMark.info();
+            parts.push(format!(
+                "pkt_mark={}",
+                format_value(f, u128::from(k.pkt_mark()), u128::from(mk.pkt_mark()))
+            ));
+        }
         if style == Style::Megaflow {
             parts.push("recirc_id=0".into());
             if mk.skb_priority() != 0 {
@@ -223,9 +251,44 @@ impl Match {
             let f = id.info();
             let m = f.get(&mk);
             if m != 0 {
-                parts.push(format!("{}={}", f.name, format_value(f, f.get(k), m)));
+                // As OVS's match printer: the one-byte IP fields and the ARP
+                // opcode print their value under the mask, without the mask
+                // (a megaflow can hold part of them: `move` of a few bits).
+                if matches!(
+                    id,
+                    FieldId::NwProto
+                        | FieldId::ArpOp
+                        | FieldId::NwTos
+                        | FieldId::NwEcn
+                        | FieldId::NwTtl
+                ) {
+                    parts.push(format!("{}={}", f.name, f.get(k)));
+                } else {
+                    parts.push(format!("{}={}", f.name, format_value(f, f.get(k), m)));
+                }
             }
         };
+        // Registers (always printed one 32-bit register at a time, as OVS)
+        // and metadata, between the protocol and in_port.
+        for i in 0..16 {
+            let m = self.regs_mask.reg(i);
+            if m != 0 {
+                let f = field::FIELDS[FieldId::Reg0 as usize + i];
+                parts.push(format!(
+                    "{}={}",
+                    f.name,
+                    format_value(&f, u128::from(self.regs.reg(i)), u128::from(m))
+                ));
+            }
+        }
+        let md = FieldId::Metadata.info();
+        let mdm = md.get_regs(&self.regs_mask);
+        if mdm != 0 {
+            parts.push(format!(
+                "metadata={}",
+                format_value(md, md.get_regs(&self.regs), mdm)
+            ));
+        }
         put(&mut parts, FieldId::InPort);
         // VLAN, as OVS: dl_vlan / dl_vlan_pcp when expressible, else vlan_tci.
         let mut tm = mk.vlan_tci();
@@ -356,6 +419,67 @@ mod tests {
             m.set_field_text(lookup(n).unwrap(), v).unwrap();
         }
         m
+    }
+
+    #[test]
+    fn registers_print_as_ovs_31() {
+        // Each expected text is what OVS 3.1's `ovs-ofctl dump-flows`
+        // printed for the rule on the left.
+        let x = m(
+            &[
+                ("in_port", "1"),
+                ("pkt_mark", "0x10/0xf0"),
+                ("metadata", "0x5/0xff"),
+                ("reg3", "7"),
+                ("reg0", "0x10/0xf0"),
+            ],
+            &["ip"],
+        );
+        assert_eq!(
+            x.format(Style::Rule),
+            "pkt_mark=0x10/0xf0,ip,reg0=0x10/0xf0,reg3=0x7,metadata=0x5/0xff,in_port=1"
+        );
+        assert_eq!(
+            m(&[("xreg1", "0x100000002")], &[]).format(Style::Rule),
+            "reg2=0x1,reg3=0x2"
+        );
+        assert_eq!(
+            m(&[("xreg0", "1")], &[]).format(Style::Rule),
+            "reg0=0,reg1=0x1"
+        );
+        assert_eq!(
+            m(&[("xreg2", "0x100000000/0xffffffff00000000")], &[]).format(Style::Rule),
+            "reg4=0x1"
+        );
+        assert_eq!(
+            m(
+                &[(
+                    "NXM_NX_XXREG1",
+                    "0x1000000020000000300000004/0xffffffffffffffffffffffffffffffff"
+                )],
+                &[]
+            )
+            .format(Style::Rule),
+            "reg4=0x1,reg5=0x2,reg6=0x3,reg7=0x4"
+        );
+        let r = m(&[("reg5", "9")], &[]);
+        let mut regs = Regs::zero();
+        assert!(!r.matches_with(&FlowKey::zero(), &regs));
+        assert!(!r.matches(&FlowKey::zero()));
+        FieldId::Reg5
+            .info()
+            .set_regs_masked(&mut regs, 9, u128::MAX);
+        assert_eq!(regs.reg(5), 9);
+        assert!(r.matches_with(&FlowKey::zero(), &regs));
+        // A megaflow's pkt_mark comes even before recirc_id.
+        let mut mf = Match::catchall();
+        mf.set_field_text(lookup("pkt_mark").unwrap(), "0/0xf")
+            .unwrap();
+        assert!(mf.set_protocol("ip"));
+        assert_eq!(
+            mf.format(Style::Megaflow),
+            "pkt_mark=0/0xf,recirc_id=0,eth,ip"
+        );
     }
 
     #[test]

@@ -260,7 +260,7 @@ pub fn parse_value(f: &FieldInfo, text: &str) -> Result<(u128, u128), ValueError
             };
             (v, m)
         }
-        ValueFormat::Int | ValueFormat::Hex { .. } => {
+        ValueFormat::Int | ValueFormat::HexInt | ValueFormat::Hex { .. } => {
             let (v, m) = split_mask(text);
             if f.id == FieldId::InPort && v == "LOCAL" {
                 (0xfffe, full)
@@ -365,6 +365,18 @@ pub fn format_value(f: &FieldInfo, value: u128, mask: u128) -> String {
                 format!("{value}")
             } else {
                 format!("{value:#x}/{mask:#x}")
+            }
+        }
+        ValueFormat::HexInt => {
+            let v = if value == 0 {
+                "0".to_string()
+            } else {
+                format!("{value:#x}")
+            };
+            if mask == full {
+                v
+            } else {
+                format!("{v}/{mask:#x}")
             }
         }
     }

@@ -166,6 +166,158 @@ pub enum Action {
     ModVlanVid(u16),
     /// Set the VLAN priority (`mod_vlan_pcp:3`).
     ModVlanPcp(u8),
+    /// `load:VALUE->DST[a..b]`: write `value` into bits of a field or
+    /// register (as `set_field` with the bit range as mask).
+    Load {
+        /// Where.
+        dst: Subfield,
+        /// The value, right-aligned (at most `dst.n_bits` wide).
+        value: u128,
+    },
+    /// `move:SRC[a..b]->DST[c..d]`: copy bits from one field or register
+    /// to another (the source bits become significant in the megaflow).
+    Move {
+        /// Read from.
+        src: Subfield,
+        /// Written to (same width).
+        dst: Subfield,
+    },
+    /// `push:SRC[a..b]`: push the bits on the translation's stack.
+    Push(Subfield),
+    /// `pop:DST[a..b]`: pop the top of the stack into the bits (nothing
+    /// when the stack is empty, as OVS).
+    Pop(Subfield),
+    /// The `write_metadata:VALUE[/MASK]` instruction.
+    WriteMetadata {
+        /// New bits.
+        value: u64,
+        /// Bits written.
+        mask: u64,
+    },
+}
+
+/// A bit range of a field or register: `NXM_NX_REG0[0..15]`, `reg1[]`,
+/// `eth_src[40]`.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+pub struct Subfield {
+    /// The field.
+    pub field: FieldId,
+    /// Lowest bit.
+    pub ofs: u8,
+    /// Width (1 to the field's width).
+    pub n_bits: u8,
+}
+
+impl Subfield {
+    /// The range's bits as a mask in field units.
+    pub fn mask(&self) -> u128 {
+        let m = if self.n_bits >= 128 {
+            u128::MAX
+        } else {
+            (1u128 << self.n_bits) - 1
+        };
+        m << self.ofs
+    }
+
+    /// Parses `FIELD[]`, `FIELD[N]` or `FIELD[A..B]` (any name of the
+    /// field: `reg0`, `NXM_NX_REG0`, `eth_src`, `NXM_OF_ETH_SRC`; a bare
+    /// `FIELD` is the whole field, as ovs-ofctl accepts).
+    pub fn parse(text: &str) -> Result<Subfield, String> {
+        let text = text.trim();
+        let (name, range) = match text.split_once('[') {
+            Some((n, r)) => {
+                let Some(r) = r.strip_suffix(']') else {
+                    return Err(format!("'{text}': missing ']'"));
+                };
+                (n, Some(r))
+            }
+            None => (text, None),
+        };
+        let Some(info) = field::lookup(name) else {
+            if is_unsupported_field(name) {
+                return Err(format!("field {name} is not supported by flowpath"));
+            }
+            return Err(format!("unknown field '{name}'"));
+        };
+        if matches!(
+            info.id,
+            FieldId::DlVlan | FieldId::DlVlanPcp | FieldId::NwFrag
+        ) {
+            return Err(format!(
+                "{name} cannot be used as a bit range (use NXM_OF_VLAN_TCI or a whole-field action)"
+            ));
+        }
+        let width = subfield_width(info.id, name);
+        let (ofs, end) = match range.map(str::trim) {
+            None | Some("") => (0, width - 1),
+            Some(r) => {
+                let num = |x: &str| {
+                    x.trim()
+                        .parse::<u32>()
+                        .map_err(|_| format!("'{text}': '{x}' is not a bit number"))
+                };
+                match r.split_once("..") {
+                    Some((a, b)) => (num(a)?, num(b)?),
+                    None => {
+                        let a = num(r)?;
+                        (a, a)
+                    }
+                }
+            }
+        };
+        if end < ofs {
+            return Err(format!("'{text}': the range ends before it starts"));
+        }
+        if end >= width {
+            return Err(format!(
+                "'{text}': {} has {width} bits (0..{})",
+                info.name,
+                width - 1
+            ));
+        }
+        Ok(Subfield {
+            field: info.id,
+            ofs: ofs as u8,
+            n_bits: (end - ofs + 1) as u8,
+        })
+    }
+}
+
+/// A field's width as a bit range, where OVS's differs from the key's:
+/// NXM_OF_IN_PORT is OpenFlow 1.0's 16-bit port number (OXM_OF_IN_PORT and
+/// in_port are 32 bits); the ARP opcode is 16 bits (only the low 8 are
+/// kept, as OVS keeps them).
+fn subfield_width(id: FieldId, name: &str) -> u32 {
+    match id {
+        FieldId::InPort if name == "NXM_OF_IN_PORT" => 16,
+        FieldId::ArpOp => 16,
+        _ => u32::from(id.info().bits),
+    }
+}
+
+impl fmt::Display for Subfield {
+    /// As OVS prints it: the field's NXM/OXM name where it has one.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let info = self.field.info();
+        let name = field::NXM_NAMES
+            .iter()
+            .find(|(_, id)| *id == self.field)
+            .map_or(info.name, |(n, _)| n);
+        f.write_str(name)?;
+        let width = subfield_width(info.id, name);
+        if u32::from(self.n_bits) == width && self.ofs == 0 {
+            f.write_str("[]")
+        } else if self.n_bits == 1 {
+            write!(f, "[{}]", self.ofs)
+        } else {
+            write!(
+                f,
+                "[{}..{}]",
+                self.ofs,
+                u32::from(self.ofs) + u32::from(self.n_bits) - 1
+            )
+        }
+    }
 }
 
 /// The legacy `mod_*` actions and the field each writes.
@@ -188,8 +340,6 @@ const UNSUPPORTED: &[&str] = &[
     "ct_clear",
     "nat",
     "meter",
-    "move",
-    "load",
     "push_mpls",
     "pop_mpls",
     "set_mpls_label",
@@ -203,7 +353,6 @@ const UNSUPPORTED: &[&str] = &[
     "autopath",
     "fin_timeout",
     "exit",
-    "write_metadata",
     "sample",
     "clone",
     "encap",
@@ -211,8 +360,6 @@ const UNSUPPORTED: &[&str] = &[
     "check_pkt_larger",
     "dec_nsh_ttl",
     "conjunction",
-    "push",
-    "pop",
     "stack_push",
     "stack_pop",
     "output_reg",
@@ -331,6 +478,17 @@ impl fmt::Display for Action {
             Action::PopVlan => f.write_str("pop_vlan"),
             Action::ModVlanVid(v) => write!(f, "mod_vlan_vid:{v}"),
             Action::ModVlanPcp(p) => write!(f, "mod_vlan_pcp:{p}"),
+            Action::Load { dst, value } => write!(f, "load:{value:#x}->{dst}"),
+            Action::Move { src, dst } => write!(f, "move:{src}->{dst}"),
+            Action::Push(sf) => write!(f, "push:{sf}"),
+            Action::Pop(sf) => write!(f, "pop:{sf}"),
+            Action::WriteMetadata { value, mask } => {
+                if mask == u64::MAX {
+                    write!(f, "write_metadata:{value:#x}")
+                } else {
+                    write!(f, "write_metadata:{value:#x}/{mask:#x}")
+                }
+            }
         }
     }
 }
@@ -590,8 +748,6 @@ fn parse_resubmit(name: &str, arg: Arg<'_>) -> Result<Action, RuleError> {
 /// metadata, tunnel and conntrack fields, MPLS, ...).
 pub fn is_unsupported_field(name: &str) -> bool {
     const NAMES: &[&str] = &[
-        "metadata",
-        "pkt_mark",
         "skb_priority",
         "actset_output",
         "conj_id",
@@ -606,13 +762,8 @@ pub fn is_unsupported_field(name: &str) -> bool {
         "tunnel_id",
     ];
     const PREFIXES: &[&str] = &[
-        "NXM_NX_REG",
-        "NXM_NX_XREG",
-        "NXM_NX_XXREG",
         "NXM_NX_TUN",
         "NXM_NX_CT_",
-        "NXM_NX_PKT_MARK",
-        "OXM_OF_METADATA",
         "OXM_OF_TUNNEL_ID",
         "OXM_OF_MPLS",
         "OXM_OF_VLAN_VID",
@@ -625,15 +776,7 @@ pub fn is_unsupported_field(name: &str) -> bool {
         "cvlan",
         "vlan_pcp_",
     ];
-    let numbered = |p: &str| {
-        name.strip_prefix(p)
-            .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
-    };
-    NAMES.contains(&name)
-        || PREFIXES.iter().any(|p| name.starts_with(p))
-        || numbered("reg")
-        || numbered("xreg")
-        || numbered("xxreg")
+    NAMES.contains(&name) || PREFIXES.iter().any(|p| name.starts_with(p))
 }
 
 /// The "match" group buckets are parsed with ([`parse_bucket_actions`]):
@@ -649,6 +792,40 @@ fn bucket_context() -> &'static Match {
 /// does).
 pub fn parse_bucket_actions(text: &str) -> Result<Vec<Action>, RuleError> {
     parse_actions(text, bucket_context(), 0)
+}
+
+/// A bit range read by an action: it must exist and, unless in a group
+/// bucket, its prerequisites must be met by the rule's match (as
+/// ovs-ofctl checks).
+fn parse_src(name: &str, text: &str, matching: &Match) -> Result<Subfield, RuleError> {
+    let sf = Subfield::parse(text).map_err(|e| RuleError::new(Some(name), e))?;
+    if !std::ptr::eq(matching, bucket_context()) {
+        matching
+            .check_prereqs(sf.field.info())
+            .map_err(|e| RuleError::new(Some(name), e))?;
+    }
+    Ok(sf)
+}
+
+/// A bit range written by an action: as [`parse_src`], and writable.
+fn parse_dst(name: &str, text: &str, matching: &Match) -> Result<Subfield, RuleError> {
+    let sf = parse_src(name, text, matching)?;
+    let info = sf.field.info();
+    if !info.writable {
+        let why = if matches!(
+            info.id,
+            FieldId::ArpOp | FieldId::ArpSpa | FieldId::ArpTpa | FieldId::ArpSha | FieldId::ArpTha
+        ) {
+            " by flowpath (no ARP rewrite)"
+        } else {
+            ""
+        };
+        return fail(
+            name,
+            format!("destination field {} is not writable{why}", info.name),
+        );
+    }
+    Ok(sf)
 }
 
 fn parse_set_field(name: &str, arg: Arg<'_>, matching: &Match) -> Result<Action, RuleError> {
@@ -828,6 +1005,47 @@ fn parse_one(item: &str, matching: &Match, table: u8) -> Result<Option<Action>, 
             Action::GotoTable(t)
         }
         "set_field" => parse_set_field(name, arg, matching)?,
+        "load" => {
+            let s = need_arg(name, arg)?;
+            let Some((v, dst)) = s.split_once("->") else {
+                return fail(name, format!("'{s}' is not VALUE->DST[BITS]"));
+            };
+            let dst = parse_dst(name, dst, matching)?;
+            let value = parse_uint(v.trim()).map_err(|e| RuleError::new(Some(name), e.0))?;
+            if value & !(dst.mask() >> dst.ofs) != 0 {
+                return fail(
+                    name,
+                    format!("value {} does not fit in {} bits", v.trim(), dst.n_bits),
+                );
+            }
+            Action::Load { dst, value }
+        }
+        "move" => {
+            let s = need_arg(name, arg)?;
+            let Some((src, dst)) = s.split_once("->") else {
+                return fail(name, format!("'{s}' is not SRC[BITS]->DST[BITS]"));
+            };
+            let src = parse_src(name, src, matching)?;
+            let dst = parse_dst(name, dst, matching)?;
+            if src.n_bits != dst.n_bits {
+                return fail(
+                    name,
+                    format!(
+                        "source field is {} bits wide but destination is {} bits wide",
+                        src.n_bits, dst.n_bits
+                    ),
+                );
+            }
+            Action::Move { src, dst }
+        }
+        "push" => Action::Push(parse_src(name, need_arg(name, arg)?, matching)?),
+        "pop" => Action::Pop(parse_dst(name, need_arg(name, arg)?, matching)?),
+        "write_metadata" => {
+            return fail(
+                name,
+                "write_metadata is an instruction: it comes after the actions and write_actions(...), before goto_table",
+            )
+        }
         "bundle" => {
             let Arg::Paren(s) = arg else {
                 return fail(name, "bundle(FIELDS,BASIS,ALGORITHM,ofport,members:P,...)");
@@ -1042,7 +1260,8 @@ pub fn parse_instructions(
 ) -> Result<(Vec<Action>, Vec<Action>), RuleError> {
     let mut list = Vec::new();
     let mut write_set = Vec::new();
-    // 0: actions, 1: clear_actions seen, 2: write_actions seen.
+    // 0: actions, 1: clear_actions seen, 2: write_actions seen,
+    // 3: write_metadata seen.
     let mut phase = 0;
     let mut plain = String::new();
     let flush = |plain: &mut String, list: &mut Vec<Action>| -> Result<(), RuleError> {
@@ -1062,12 +1281,10 @@ pub fn parse_instructions(
                 ),
             )
         };
-        let later = |p: i32| {
-            if p == 2 {
-                "write_actions"
-            } else {
-                "clear_actions"
-            }
+        let later = |p: i32| match p {
+            3 => "write_metadata",
+            2 => "write_actions",
+            _ => "clear_actions",
         };
         match name.to_ascii_lowercase().as_str() {
             // As ovs-ofctl: actions are applied without naming the
@@ -1078,7 +1295,7 @@ pub fn parse_instructions(
             "clear_actions" => {
                 check_no_arg(name, arg)?;
                 if phase > 0 {
-                    return order("clear_actions", "write_actions");
+                    return order("clear_actions", later(phase));
                 }
                 flush(&mut plain, &mut list)?;
                 list.push(Action::ClearActions);
@@ -1094,6 +1311,9 @@ pub fn parse_instructions(
                 if phase == 2 {
                     return fail(name, "write_actions given twice");
                 }
+                if phase == 3 {
+                    return order("write_actions", "write_metadata");
+                }
                 flush(&mut plain, &mut list)?;
                 write_set = parse_actions(inner, matching, table)?;
                 if write_set.iter().any(|a| {
@@ -1104,10 +1324,48 @@ pub fn parse_instructions(
                 }) {
                     return fail(name, "write_actions cannot hold instructions");
                 }
+                if let Some(a) = write_set
+                    .iter()
+                    .find(|a| matches!(a, Action::Push(_) | Action::Pop(_)))
+                {
+                    return fail(name, format!("disallowed action in action set: {a}"));
+                }
                 list.push(Action::WriteActions);
                 phase = 2;
             }
-            "write_metadata" => return unsupported(name, "instruction write_metadata (metadata)"),
+            "write_metadata" => {
+                if phase == 3 {
+                    return fail(name, "write_metadata given twice");
+                }
+                let s = need_arg(name, arg)?.trim();
+                let (v, m) = match s.split_once('/') {
+                    Some((v, m)) => (v, Some(m)),
+                    None => (s, None),
+                };
+                let num = |x: &str| {
+                    parse_uint(x.trim())
+                        .ok()
+                        .filter(|n| *n <= u128::from(u64::MAX))
+                        .map(|n| n as u64)
+                        .ok_or_else(|| {
+                            RuleError::new(
+                                Some(name),
+                                format!("'{}' is not a 64-bit number", x.trim()),
+                            )
+                        })
+                };
+                let value = num(v)?;
+                let mask = match m {
+                    Some(m) => num(m)?,
+                    None => u64::MAX,
+                };
+                flush(&mut plain, &mut list)?;
+                list.push(Action::WriteMetadata {
+                    value: value & mask,
+                    mask,
+                });
+                phase = 3;
+            }
             "goto_table" if phase > 0 => {
                 let a = parse_one(item, matching, table)?;
                 list.extend(a);
@@ -1257,8 +1515,18 @@ mod tests {
         assert!(e.to_string().contains("nw_src requires ip"), "{e}");
         assert!(p("mod_nw_tos:33").is_err());
         assert!(p("mod_nw_src:1.2.3.4/8").is_err());
-        assert!(p("set_field:1->in_port").is_err());
-        assert!(p("set_field:1->reg0")
+        // in_port is writable, as in OVS (load:N->NXM_OF_IN_PORT[]).
+        assert!(p("set_field:1->in_port").is_ok());
+        assert_eq!(
+            p("set_field:1->reg0").unwrap(),
+            vec![Action::SetField {
+                field: FieldId::Reg0,
+                value: 1,
+                mask: 0xffff_ffff,
+                legacy: false
+            }]
+        );
+        assert!(p("set_field:1->tun_id")
             .unwrap_err()
             .msg
             .contains("not supported"));
@@ -1381,11 +1649,86 @@ mod tests {
             ),
             ("write_actions(goto_table:2)", "cannot hold instructions"),
             ("output:1,write_actions(clear_actions)", "cannot be nested"),
-            ("write_metadata:1", "not supported"),
+            (
+                "write_metadata:1,clear_actions",
+                "clear_actions must appear before write_metadata",
+            ),
+            (
+                "write_metadata:1,write_actions(output:1)",
+                "write_actions must appear before write_metadata",
+            ),
+            ("write_metadata:1,write_metadata:2", "given twice"),
+            ("write_metadata:0x1/0x1/", "64-bit number"),
+            ("write_actions(push:NXM_NX_REG0[],output:1)", "disallowed"),
         ] {
             let e = i(bad).unwrap_err().to_string();
             assert!(e.contains(needle), "{bad}: {e}");
         }
+    }
+
+    #[test]
+    fn register_actions() {
+        let ip = {
+            let mut m = Match::catchall();
+            assert!(m.set_protocol("ip"));
+            m
+        };
+        let a = parse_actions(
+            "load:0x5->NXM_NX_REG0[0..3],move:NXM_OF_IP_SRC[0..7]->reg1[8..15],\
+             push:OXM_OF_METADATA[],pop:NXM_NX_PKT_MARK[0..31],move:NXM_OF_IN_PORT[]->NXM_NX_XXREG1[0..15],\
+             load:1->OXM_OF_PKT_REG2[63]",
+            &ip,
+            0,
+        )
+        .unwrap();
+        // As `ovs-ofctl dump-flows` prints them.
+        assert_eq!(
+            format_actions(&a),
+            "load:0x5->NXM_NX_REG0[0..3],move:NXM_OF_IP_SRC[0..7]->NXM_NX_REG1[8..15],\
+             push:OXM_OF_METADATA[],pop:NXM_NX_PKT_MARK[],move:NXM_OF_IN_PORT[]->NXM_NX_XXREG1[0..15],\
+             load:0x1->OXM_OF_PKT_REG2[63]"
+        );
+        let Action::Move { src, dst } = a[1] else {
+            panic!("{:?}", a[1]);
+        };
+        assert_eq!((src.field, src.ofs, src.n_bits), (FieldId::NwSrc, 0, 8));
+        assert_eq!((dst.field, dst.mask()), (FieldId::Reg1, 0xff00));
+        let none = Match::catchall();
+        for (bad, needle) in [
+            ("move:NXM_OF_IP_SRC[]->NXM_NX_REG0[]", "nw_src requires ip"),
+            ("move:NXM_NX_REG0[]->NXM_NX_REG1[0..15]", "32 bits wide"),
+            ("load:0x10->NXM_NX_REG0[0..3]", "does not fit in 4 bits"),
+            ("load:1->NXM_NX_REG0[32]", "has 32 bits"),
+            ("load:1->NXM_NX_REG0[5..3]", "ends before"),
+            ("load:1->NXM_OF_ETH_TYPE[]", "not writable"),
+            ("load:1->NXM_NX_REG16[]", "unknown field"),
+            ("load:1->NXM_NX_TUN_ID[]", "not supported"),
+            ("write_metadata:1", "is an instruction"),
+            ("push", "needs"),
+        ] {
+            let e = parse_actions(bad, &none, 0).unwrap_err().to_string();
+            assert!(e.contains(needle), "{bad}: {e}");
+        }
+        let mut arp = Match::catchall();
+        assert!(arp.set_protocol("arp"));
+        let e = parse_actions("move:NXM_NX_REG0[0..7]->NXM_OF_ARP_OP[0..7]", &arp, 0)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("no ARP rewrite"), "{e}");
+        let (list, _) = parse_instructions(
+            "load:1->reg0,write_actions(output:1),write_metadata:0x5/0xff,goto_table:2",
+            &none,
+            0,
+        )
+        .unwrap();
+        assert_eq!(
+            list[2],
+            Action::WriteMetadata {
+                value: 5,
+                mask: 0xff
+            }
+        );
+        assert_eq!(list[2].to_string(), "write_metadata:0x5/0xff");
     }
 
     #[test]
@@ -1407,15 +1750,7 @@ mod tests {
 
     #[test]
     fn unsupported_field_names() {
-        for n in [
-            "reg0",
-            "xreg3",
-            "xxreg1",
-            "metadata",
-            "tun_id",
-            "ct_state",
-            "mpls_label",
-        ] {
+        for n in ["tun_id", "ct_state", "mpls_label", "NXM_NX_TUN_ID"] {
             assert!(is_unsupported_field(n), "{n}");
         }
         for n in ["nw_src", "register", "reg", "tp_dst"] {

@@ -52,7 +52,7 @@
 use crate::trie::{Plens, Trie};
 use flowpath_flow::field::FieldId;
 use flowpath_flow::value::prefix_mask;
-use flowpath_flow::{FlowKey, FlowMask, Match};
+use flowpath_flow::{FlowKey, FlowMask, Match, Regs};
 use std::collections::{HashMap, HashSet};
 use std::sync::OnceLock;
 
@@ -76,7 +76,9 @@ fn stage_masks() -> &'static [FlowMask; 4] {
     MASKS.get_or_init(|| {
         use FieldId::*;
         let groups: [&[FieldId]; 4] = [
-            &[InPort],
+            // (The registers and `metadata`, outside the key, belong here
+            // too: see `Subtable::new`.)
+            &[InPort, PktMark],
             &[EthSrc, EthDst, EthType, VlanTci],
             &[
                 NwSrc, NwDst, NwProto, NwTos, NwEcn, NwTtl, NwFrag, Ipv6Src, Ipv6Dst, Ipv6Label,
@@ -142,6 +144,48 @@ fn set_ports(k: &mut FlowKey, v: u32) {
     k.set_tp_dst(v as u16);
 }
 
+/// A classifier key (or mask): the packet key and the registers. The
+/// registers belong to the metadata stage; bits recorded for them are not
+/// reported (they never reach a megaflow: every packet enters with them
+/// zero, and the actions that copy packet bits into them make those bits
+/// significant themselves).
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Default, Debug)]
+struct CKey {
+    f: FlowKey,
+    r: Regs,
+}
+
+impl CKey {
+    fn masked(&self, m: &CKey) -> CKey {
+        CKey {
+            f: self.f.masked(&FlowMask::from_key(&m.f)),
+            r: self.r.masked(&m.r),
+        }
+    }
+
+    fn from_mask(f: &FlowMask, r: &Regs) -> CKey {
+        CKey {
+            f: f.to_key(),
+            r: *r,
+        }
+    }
+
+    fn flow_mask(&self) -> FlowMask {
+        FlowMask::from_key(&self.f)
+    }
+
+    fn or_assign(&mut self, o: &CKey) {
+        for i in 0..flowpath_flow::FLOW_WORDS {
+            self.f.w[i] |= o.f.w[i];
+        }
+        self.r.or_assign(&o.r);
+    }
+
+    fn is_zero(&self) -> bool {
+        self.f.w.iter().all(|w| *w == 0) && self.r.is_zero()
+    }
+}
+
 /// A rule as the classifier sees it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Entry {
@@ -151,14 +195,14 @@ struct Entry {
 
 #[derive(Clone, Debug)]
 struct Subtable {
-    mask: FlowMask,
+    mask: CKey,
     max_priority: u16,
     /// Non-empty stages of `mask`: (stage id, cumulative mask up to it).
-    stages: Vec<(usize, FlowMask)>,
+    stages: Vec<(usize, CKey)>,
     /// For every stage but the last: the rules' values under the cumulative mask.
-    indices: Vec<HashSet<FlowKey>>,
+    indices: Vec<HashSet<CKey>>,
     /// Masked key → rules, highest priority first.
-    rules: HashMap<FlowKey, Vec<Entry>>,
+    rules: HashMap<CKey, Vec<Entry>>,
     /// Per configured trie: this subtable's prefix length on the field (0 = trie not usable).
     trie_plen: [u32; MAX_TRIES],
     /// 32-bit tp_src:tp_dst mask and its length up to the last 1 bit.
@@ -168,25 +212,28 @@ struct Subtable {
 }
 
 impl Subtable {
-    fn new(mask: FlowMask, tries: &[TrieSpec]) -> Self {
+    fn new(mask: CKey, tries: &[TrieSpec]) -> Self {
         let stages_all = stage_masks();
         let mut stages = Vec::new();
-        let mut cum = FlowMask::catchall();
+        let mut cum = CKey::default();
         for (i, s) in stages_all.iter().enumerate() {
-            let part = mask.intersect(s);
-            if !part.is_catchall() {
+            // The registers are metadata: stage 0.
+            let regs = if i == 0 { mask.r } else { Regs::zero() };
+            let part = CKey::from_mask(&mask.flow_mask().intersect(s), &regs);
+            if !part.is_zero() {
                 cum.or_assign(&part);
                 stages.push((i, cum));
             }
         }
+        let fmask = mask.flow_mask();
         let n_idx = stages.len().saturating_sub(1);
         let mut trie_plen = [0u32; MAX_TRIES];
         for (j, t) in tries.iter().enumerate() {
             let info = t.field.info();
             trie_plen[j] =
-                flowpath_flow::value::prefix_len(info.get_mask(&mask), t.bits).unwrap_or(0);
+                flowpath_flow::value::prefix_len(info.get_mask(&fmask), t.bits).unwrap_or(0);
         }
-        let ports_mask = ports_of(&mask.to_key());
+        let ports_mask = ports_of(&mask.f);
         let ports_mask_len = 32 - ports_mask.trailing_zeros();
         Subtable {
             mask,
@@ -201,13 +248,13 @@ impl Subtable {
         }
     }
 
-    fn insert(&mut self, key: FlowKey, e: Entry) {
+    fn insert(&mut self, key: CKey, e: Entry) {
         for (i, set) in self.indices.iter_mut().enumerate() {
             set.insert(key.masked(&self.stages[i].1));
         }
         if self.ports_mask_len > 0 {
             self.ports_trie.insert(
-                u128::from(ports_of(&key) & self.ports_mask),
+                u128::from(ports_of(&key.f) & self.ports_mask),
                 self.ports_mask_len,
             );
         }
@@ -241,7 +288,7 @@ struct TrieCtx {
 #[derive(Clone, Debug)]
 pub struct Classifier {
     subtables: Vec<Subtable>,
-    by_mask: HashMap<FlowMask, usize>,
+    by_mask: HashMap<CKey, usize>,
     tries: Vec<TrieSpec>,
     n_rules: usize,
 }
@@ -324,6 +371,8 @@ impl Classifier {
     /// (OVS semantics: an identical rule is a modification).
     pub fn insert(&mut self, m: &Match, priority: u16, id: u32) {
         let mask = classifier_mask(m);
+        let regs = m.regs.masked(&m.regs_mask);
+        let cmask = CKey::from_mask(&mask, &m.regs_mask);
         let m = &Match::new(&m.key, &mask);
         let key = m.key.masked(&m.mask);
         for t in self.tries.iter_mut() {
@@ -334,16 +383,16 @@ impl Classifier {
                 }
             }
         }
-        let idx = match self.by_mask.get(&m.mask) {
+        let idx = match self.by_mask.get(&cmask) {
             Some(&i) => i,
             None => {
-                let st = Subtable::new(m.mask, &self.tries);
+                let st = Subtable::new(cmask, &self.tries);
                 self.subtables.push(st);
-                self.by_mask.insert(m.mask, self.subtables.len() - 1);
+                self.by_mask.insert(cmask, self.subtables.len() - 1);
                 self.subtables.len() - 1
             }
         };
-        self.subtables[idx].insert(key, Entry { priority, id });
+        self.subtables[idx].insert(CKey { f: key, r: regs }, Entry { priority, id });
         self.n_rules += 1;
         self.sort();
     }
@@ -359,9 +408,16 @@ impl Classifier {
             .collect();
     }
 
-    /// Finds the highest-priority rule matching `key`, returning its id and
-    /// priority. With `wc`, ORs into it every bit the answer depended on.
-    pub fn lookup(&self, key: &FlowKey, mut wc: Option<&mut FlowMask>) -> Option<(u32, u16)> {
+    /// Finds the highest-priority rule matching `key` with registers
+    /// `regs`, returning its id and priority. With `wc`, ORs into it every
+    /// bit of `key` the answer depended on.
+    pub fn lookup(
+        &self,
+        key: &FlowKey,
+        regs: &Regs,
+        mut wc: Option<&mut FlowMask>,
+    ) -> Option<(u32, u16)> {
+        let key = &CKey { f: *key, r: *regs };
         let mut ctx = [TrieCtx::default(); MAX_TRIES];
         let mut best: Option<Entry> = None;
         for st in &self.subtables {
@@ -392,7 +448,7 @@ impl Classifier {
         &self,
         st: &Subtable,
         stage: usize,
-        key: &FlowKey,
+        key: &CKey,
         ctx: &mut [TrieCtx; MAX_TRIES],
         wc: &mut FlowMask,
     ) -> bool {
@@ -404,8 +460,8 @@ impl Classifier {
             let c = &mut ctx[j];
             if !c.done {
                 let info = t.field.info();
-                if info.prereq.ok_for(key) {
-                    let (bits, plens) = t.trie.lookup(info.get(key));
+                if info.prereq.ok_for(&key.f) {
+                    let (bits, plens) = t.trie.lookup(info.get(&key.f));
                     c.maskbits = bits;
                     c.plens = plens;
                 } else {
@@ -432,7 +488,7 @@ impl Classifier {
     fn find_match_wc(
         &self,
         st: &Subtable,
-        key: &FlowKey,
+        key: &CKey,
         ctx: &mut [TrieCtx; MAX_TRIES],
         wc: &mut FlowMask,
     ) -> Option<Entry> {
@@ -444,7 +500,7 @@ impl Classifier {
                 wc.or_assign(&seen);
                 return None;
             }
-            seen = cum;
+            seen = cum.flow_mask();
             if !st.indices[i].contains(&key.masked(&cum)) {
                 wc.or_assign(&seen);
                 return None;
@@ -461,7 +517,7 @@ impl Classifier {
             .get(&key.masked(&st.mask))
             .and_then(|l| l.first().copied());
         if found.is_none() && st.ports_mask_len > 0 {
-            let value = ports_of(key) & st.ports_mask;
+            let value = ports_of(&key.f) & st.ports_mask;
             let (mbits, _) = st.ports_trie.lookup(u128::from(value));
             let need = st.ports_mask & (prefix_mask(mbits, 32) as u32);
             let mut k = wc.to_key();
@@ -472,12 +528,12 @@ impl Classifier {
             // As OVS 3.1: the final stage's other fields (TCP flags, ND
             // target, ARP/ND link-layer addresses) are un-wildcarded in
             // full; only the ports are narrowed to the trie's prefix.
-            let mut rest = st.mask.to_key();
+            let mut rest = st.mask.f;
             set_ports(&mut rest, 0);
             wc.or_assign(&FlowMask::from_key(&rest));
             return None;
         }
-        wc.or_assign(&st.mask);
+        wc.or_assign(&st.mask.flow_mask());
         found
     }
 }
@@ -509,19 +565,26 @@ mod tests {
         c.insert(&m(""), 0, 2);
         let mut wc = FlowMask::catchall();
         assert_eq!(
-            c.lookup(&pkt("in_port=1,tcp,tp_dst=90"), Some(&mut wc)),
+            c.lookup(
+                &pkt("in_port=1,tcp,tp_dst=90"),
+                &Regs::zero(),
+                Some(&mut wc)
+            ),
             Some((1, 65535))
         );
         let fmt =
             Match::new(&pkt("in_port=1,tcp,tp_dst=90"), &wc).format(flowpath_flow::Style::Rule);
         assert_eq!(fmt, "tcp,tp_dst=90");
         let mut wc = FlowMask::catchall();
-        assert_eq!(c.lookup(&pkt("tcp,tp_dst=91"), Some(&mut wc)), Some((2, 0)));
+        assert_eq!(
+            c.lookup(&pkt("tcp,tp_dst=91"), &Regs::zero(), Some(&mut wc)),
+            Some((2, 0))
+        );
         // 91 differs from 90 in the last bit: all 16 bits of tp_dst needed.
         assert_eq!(wc.to_key().tp_dst(), 0xffff);
         let mut wc = FlowMask::catchall();
         assert_eq!(
-            c.lookup(&pkt("tcp,tp_dst=0x8000"), Some(&mut wc)),
+            c.lookup(&pkt("tcp,tp_dst=0x8000"), &Regs::zero(), Some(&mut wc)),
             Some((2, 0))
         );
         assert_eq!(wc.to_key().tp_dst(), 0x8000);
@@ -534,7 +597,11 @@ mod tests {
         c.insert(&m("tcp,nw_src=10.0.0.1,tp_dst=80"), 100, 1);
         let mut wc = FlowMask::catchall();
         assert_eq!(
-            c.lookup(&pkt("tcp,nw_src=10.0.0.2,tp_dst=80"), Some(&mut wc)),
+            c.lookup(
+                &pkt("tcp,nw_src=10.0.0.2,tp_dst=80"),
+                &Regs::zero(),
+                Some(&mut wc)
+            ),
             None
         );
         // The L3 stage missed: ports not looked at.
@@ -542,7 +609,7 @@ mod tests {
         assert_eq!(wc.to_key().nw_src(), u32::MAX);
         // An L2 miss (not IPv4) does not even look at nw_src.
         let mut wc = FlowMask::catchall();
-        assert_eq!(c.lookup(&pkt("arp"), Some(&mut wc)), None);
+        assert_eq!(c.lookup(&pkt("arp"), &Regs::zero(), Some(&mut wc)), None);
         assert_eq!(wc.to_key().nw_src(), 0);
         assert_eq!(wc.to_key().dl_type(), 0xffff);
     }
@@ -552,13 +619,16 @@ mod tests {
         let mut c = Classifier::new(DEFAULT_PREFIXES);
         c.insert(&m("ip,nw_dst=10.0.0.0/8"), 100, 1);
         let mut wc = FlowMask::catchall();
-        assert_eq!(c.lookup(&pkt("ip,nw_dst=192.168.0.1"), Some(&mut wc)), None);
+        assert_eq!(
+            c.lookup(&pkt("ip,nw_dst=192.168.0.1"), &Regs::zero(), Some(&mut wc)),
+            None
+        );
         // 192 = 0b1100_0000 differs from 10 = 0b0000_1010 at the first bit.
         assert_eq!(wc.to_key().nw_dst(), 0x8000_0000);
         let mut no_trie = Classifier::new(&[]);
         no_trie.insert(&m("ip,nw_dst=10.0.0.0/8"), 100, 1);
         let mut wc = FlowMask::catchall();
-        no_trie.lookup(&pkt("ip,nw_dst=192.168.0.1"), Some(&mut wc));
+        no_trie.lookup(&pkt("ip,nw_dst=192.168.0.1"), &Regs::zero(), Some(&mut wc));
         assert_eq!(wc.to_key().nw_dst(), 0xff00_0000);
     }
 
@@ -580,7 +650,10 @@ mod tests {
         c.insert(&m("tcp,tp_dst=80"), 10, 1);
         c.insert(&m("tcp,tp_dst=80"), 20, 2);
         c.insert(&m("tcp,tp_dst=81"), 30, 3);
-        assert_eq!(c.lookup(&pkt("tcp,tp_dst=80"), None), Some((2, 20)));
+        assert_eq!(
+            c.lookup(&pkt("tcp,tp_dst=80"), &Regs::zero(), None),
+            Some((2, 20))
+        );
         assert_eq!(c.n_subtables(), 1);
         assert_eq!(c.len(), 3);
     }

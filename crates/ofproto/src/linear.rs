@@ -7,7 +7,7 @@
 
 use crate::rule::Rule;
 use crate::tables::{ports_of_rules, Lookup};
-use flowpath_flow::{FlowKey, FlowMask};
+use flowpath_flow::{FlowKey, FlowMask, Regs};
 
 /// Rules scanned linearly, highest priority first (ties: earliest rule).
 #[derive(Clone, Debug)]
@@ -47,11 +47,17 @@ impl LinearTables {
 }
 
 impl Lookup for LinearTables {
-    fn lookup(&self, table: u8, key: &FlowKey, _wc: Option<&mut FlowMask>) -> Option<&Rule> {
+    fn lookup(
+        &self,
+        table: u8,
+        key: &FlowKey,
+        regs: &Regs,
+        _wc: Option<&mut FlowMask>,
+    ) -> Option<&Rule> {
         let mut best: Option<&Rule> = None;
         for r in &self.rules {
             if r.table == table
-                && r.matching.matches(key)
+                && r.matching.matches_with(key, regs)
                 && best.is_none_or(|b| r.priority > b.priority)
             {
                 best = Some(r);

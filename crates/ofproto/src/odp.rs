@@ -69,6 +69,14 @@ pub enum DpAction {
     /// Sets the packet's priority (`set(skb_priority(N))`, from
     /// `set_queue`/`enqueue`): metadata that no flowpath port acts on.
     SetPriority(u32),
+    /// Sets bits of the packet's mark (`set(skb_mark(V[/M]))`, from a
+    /// write to `pkt_mark`): metadata that no flowpath port acts on.
+    SetMark {
+        /// The new bits.
+        value: u32,
+        /// The bits written (all ones: a plain set).
+        mask: u32,
+    },
 }
 
 /// A megaflow's action list. Empty means drop.
@@ -187,6 +195,18 @@ impl fmt::Display for DpAction {
             DpAction::Trunc(n) => write!(f, "trunc({n})"),
             DpAction::SetPriority(0) => write!(f, "set(skb_priority(0))"),
             DpAction::SetPriority(n) => write!(f, "set(skb_priority({n:#x}))"),
+            DpAction::SetMark { value, mask } => {
+                let v = if *value == 0 {
+                    "0".to_string()
+                } else {
+                    format!("{value:#x}")
+                };
+                if *mask == u32::MAX {
+                    write!(f, "set(skb_mark({v}))")
+                } else {
+                    write!(f, "set(skb_mark({v}/{mask:#x}))")
+                }
+            }
         }
     }
 }

@@ -20,13 +20,14 @@
 //! Checks, as OVS makes them: prerequisites are checked once the whole match
 //! is read (`tp_dst=80,tcp` is fine), naming the field and what it needs;
 //! a field given twice (or two fields sharing bits, `tp_dst` and `tcp_dst`)
-//! is refused; a protocol keyword that contradicts a field or another
+//! is refused (but register views, `xreg0` and `reg1`, may overlap: the
+//! later bits win, as in OVS); a protocol keyword that contradicts a field or another
 //! keyword (`tcp,udp`) is refused, one that agrees (`ip,tcp`) is not. As in
 //! OVS's flow syntax, `nw_src`/`nw_dst`/`nw_proto` mean `arp_spa`/`arp_tpa`/
 //! `arp_op` in an ARP match, and `icmp_type`/`icmp_code` mean the ICMPv6
 //! ones in an `icmp6` match (which is how such matches print).
-//! Things OVS has and flowpath has not (registers, metadata, tunnel and
-//! conntrack fields, `NORMAL`, `learn`, ...) are refused as "not supported
+//! Things OVS has and flowpath has not (tunnel and conntrack fields, MPLS,
+//! `learn`, `conjunction`, ...) are refused as "not supported
 //! by flowpath" rather than as unknown.
 //!
 //! Invariant: every function here is total: no input makes it panic
@@ -37,7 +38,7 @@ use crate::rule::{flags, Rule, RuleError};
 use flowpath_flow::field::{self, FieldId, FieldInfo};
 use flowpath_flow::matching::PROTOCOLS;
 use flowpath_flow::value::{parse_uint, parse_value};
-use flowpath_flow::{FlowMask, Match};
+use flowpath_flow::{FlowMask, Match, Regs};
 
 /// One piece of a flow's text.
 #[derive(Debug, PartialEq, Eq)]
@@ -138,11 +139,18 @@ const UNSUPPORTED_WORDS: &[&str] = &["no_readonly_table", "allow_hidden_fields",
 struct MatchBuilder<'a> {
     m: Match,
     /// Fields given explicitly: as written, registry entry, storage bits.
-    given: Vec<(&'a str, &'static FieldInfo, FlowMask)>,
+    given: Vec<(&'a str, &'static FieldInfo, (FlowMask, Regs))>,
 }
 
-fn overlaps(a: &FlowMask, b: &FlowMask) -> bool {
-    !a.intersect(b).is_catchall()
+fn overlaps(a: &(FlowMask, Regs), b: &(FlowMask, Regs)) -> bool {
+    !a.0.intersect(&b.0).is_catchall() || !a.1.intersect(&b.1).is_zero()
+}
+
+/// The key and register bits a field occupies.
+fn storage_of(f: &FieldInfo) -> (FlowMask, Regs) {
+    let mut regs = Regs::zero();
+    f.set_regs_masked(&mut regs, u128::MAX, u128::MAX);
+    (f.storage_mask(), regs)
 }
 
 fn exact(m: &Match, id: FieldId) -> Option<u128> {
@@ -236,8 +244,13 @@ impl<'a> MatchBuilder<'a> {
             return Err(RuleError::new(Some(key), "unknown field or keyword"));
         };
         let (v, mask) = parse_value(f, value).map_err(|e| RuleError::new(Some(key), e.0))?;
-        let storage = f.storage_mask();
-        if let Some((earlier, ef, _)) = self.given.iter().find(|(_, _, s)| overlaps(s, &storage)) {
+        let storage = storage_of(f);
+        // Register views overlap by design (`xreg0` is `reg0` and `reg1`):
+        // as OVS, the later one's bits win; the same field twice is still
+        // an error.
+        if let Some((earlier, ef, _)) = self.given.iter().find(|(_, ef, s)| {
+            overlaps(s, &storage) && (ef.id == f.id || !(f.is_reg() && ef.is_reg()))
+        }) {
             let msg = if ef.id == f.id {
                 format!("{key} given twice")
             } else {
@@ -245,7 +258,7 @@ impl<'a> MatchBuilder<'a> {
             };
             return Err(RuleError::new(Some(key), msg));
         }
-        if overlaps(&self.m.mask, &storage) {
+        if overlaps(&(self.m.mask, Regs::zero()), &storage) {
             // Bits pinned by a protocol keyword: the value must agree.
             let pinned = f.get_mask(&self.m.mask) & mask;
             if f.get(&self.m.key) & pinned != v & pinned {
@@ -431,7 +444,16 @@ pub fn parse_packet(text: &str) -> Result<flowpath_flow::FlowKey, RuleError> {
     if crate::dpflow::is_dp_flow(text) {
         return crate::dpflow::parse_dp_flow(text).map(|(k, _)| k);
     }
-    parse_match(text).map(|m| m.key)
+    let m = parse_match(text)?;
+    // As `ofproto/trace` would have them: every packet enters the pipeline
+    // with its registers zero (flowpath has no recirculation to resume).
+    if !m.regs_mask.is_zero() {
+        return Err(RuleError::new(
+            None,
+            "registers and metadata are not part of a packet (every packet starts with them zero)",
+        ));
+    }
+    Ok(m.key)
 }
 
 /// Parses just a match (`in_port=1,tcp,tp_dst=80`): fields and protocol

@@ -10,25 +10,32 @@
 use crate::classifier::Classifier;
 use crate::rule::Rule;
 use flowpath_flow::field::FieldId;
-use flowpath_flow::{FlowKey, FlowMask};
+use flowpath_flow::{FlowKey, FlowMask, Regs};
 use std::collections::{BTreeSet, HashMap};
 
 /// Something that finds the rule a packet hits in a table. Implemented by
 /// [`RuleTables`] (classifier with wildcard tracking) and by the linear-scan
 /// reference in [`crate::linear`].
 pub trait Lookup {
-    /// The highest-priority rule of `table` matching `key`; with `wc`, ORs
-    /// into it the key bits the answer depended on.
-    fn lookup(&self, table: u8, key: &FlowKey, wc: Option<&mut FlowMask>) -> Option<&Rule>;
+    /// The highest-priority rule of `table` matching `key` with registers
+    /// `regs`; with `wc`, ORs into it the key bits the answer depended on.
+    fn lookup(
+        &self,
+        table: u8,
+        key: &FlowKey,
+        regs: &Regs,
+        wc: Option<&mut FlowMask>,
+    ) -> Option<&Rule>;
     /// [`Lookup::lookup`], with the rule's index where the tables number
     /// their rules (`None` where they do not).
     fn lookup_indexed(
         &self,
         table: u8,
         key: &FlowKey,
+        regs: &Regs,
         wc: Option<&mut FlowMask>,
     ) -> Option<(Option<u32>, &Rule)> {
-        self.lookup(table, key, wc).map(|r| (None, r))
+        self.lookup(table, key, regs, wc).map(|r| (None, r))
     }
     /// The bridge's ports (targets of `ALL` and `FLOOD`), ascending.
     fn ports(&self) -> &[u32];
@@ -151,19 +158,27 @@ impl RuleTables {
 }
 
 impl Lookup for RuleTables {
-    fn lookup(&self, table: u8, key: &FlowKey, wc: Option<&mut FlowMask>) -> Option<&Rule> {
+    fn lookup(
+        &self,
+        table: u8,
+        key: &FlowKey,
+        regs: &Regs,
+        wc: Option<&mut FlowMask>,
+    ) -> Option<&Rule> {
         let c = self.tables[usize::from(table)].as_ref()?;
-        c.lookup(key, wc).map(|(id, _)| &self.rules[id as usize])
+        c.lookup(key, regs, wc)
+            .map(|(id, _)| &self.rules[id as usize])
     }
 
     fn lookup_indexed(
         &self,
         table: u8,
         key: &FlowKey,
+        regs: &Regs,
         wc: Option<&mut FlowMask>,
     ) -> Option<(Option<u32>, &Rule)> {
         let c = self.tables[usize::from(table)].as_ref()?;
-        c.lookup(key, wc)
+        c.lookup(key, regs, wc)
             .map(|(id, _)| (Some(id), &self.rules[id as usize]))
     }
 

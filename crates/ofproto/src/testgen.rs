@@ -6,7 +6,8 @@
 //! table: OpenFlow leaves ties unspecified), protocols, in_port, VLAN and
 //! masked MAC matches, CIDR and arbitrary masks on addresses and ports, and
 //! actions that rewrite fields, decrement the TTL, push/pop VLAN tags, go to
-//! the controller or loop (translation then fails).
+//! the controller or loop (translation then fails); registers, metadata
+//! and the packet mark matched, loaded, moved from and into packet fields.
 //!
 //! Deterministic for a seed; not for production use.
 
@@ -119,8 +120,32 @@ pub fn rule_text(r: &mut Rng, table: u8, ntables: u8, prio: u16) -> String {
             [64, 124, 128][r.below(3) as usize]
         ));
     }
+    // Registers, metadata and the packet mark (values from a small space,
+    // so that the actions below make them match).
+    if r.chance(25) {
+        p.push(match r.below(5) {
+            0 => format!("reg0={}", r.below(4)),
+            1 => format!("reg1={:#x}/0x3", r.below(4)),
+            2 => format!("metadata={:#x}/0xf", r.below(4)),
+            3 => format!("pkt_mark={}", r.below(2)),
+            _ => format!("xreg1={}", r.below(3)),
+        });
+    }
     let v6 = matches!(proto, "ipv6" | "tcp6" | "udp6");
     let mut acts: Vec<String> = Vec::new();
+    // Register actions: packet bits into registers and back.
+    for _ in 0..r.below(3) {
+        acts.push(match r.below(8) {
+            0 => format!("load:{}->NXM_NX_REG0[]", r.below(4)),
+            1 => "move:NXM_OF_IN_PORT[0..1]->NXM_NX_REG0[0..1]".into(),
+            2 => "move:NXM_OF_ETH_DST[0..1]->NXM_NX_REG1[0..1]".into(),
+            3 if v4 => "move:NXM_OF_IP_SRC[0..2]->OXM_OF_METADATA[0..2]".into(),
+            4 => format!("set_field:{}->pkt_mark", r.below(3)),
+            5 => "push:NXM_NX_REG0[0..15],pop:NXM_NX_REG3[0..15]".into(),
+            6 => "move:NXM_NX_REG1[0..7]->NXM_OF_ETH_SRC[0..7]".into(),
+            _ => format!("load:{}->NXM_NX_REG3[0..1]", r.below(4)),
+        });
+    }
     for _ in 0..r.below(4) {
         let a = match r.below(20) {
             0..=4 => format!("output:{}", 1 + r.below(4)),
@@ -182,6 +207,9 @@ pub fn rule_text(r: &mut Rng, table: u8, ntables: u8, prio: u16) -> String {
         };
         acts.push(format!("write_actions({w})"));
     }
+    if r.chance(8) {
+        acts.push(format!("write_metadata:{:#x}/0xf", r.below(4)));
+    }
     if table + 1 < ntables && r.chance(15) {
         acts.push(format!("goto_table:{}", table + 1));
     }
@@ -228,8 +256,11 @@ pub fn rule_set(r: &mut Rng) -> (Vec<Rule>, String) {
 
 /// Makes a random key look like one the extractor produces: no TCI bits
 /// for absent tags, 8-bit ICMP type and code, no fragment bits outside IP,
-/// no L4 fields in later fragments.
+/// no L4 fields in later fragments, no priority or mark.
 pub fn normalize(mut k: FlowKey) -> FlowKey {
+    // No datapath metadata (skb_priority, pkt_mark) on a received packet.
+    k.w[flowpath_flow::key::W_META2] = 0;
+    k.w[15] = 0;
     if k.vlan_tci() & VLAN_CFI == 0 {
         k.set_vlan_tci(0);
         k.set_vlan_tci_inner(0);

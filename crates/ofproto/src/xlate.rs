@@ -37,12 +37,13 @@ use crate::odp::{DpAction, DpActions, SetHeader};
 use crate::tables::Lookup;
 use flowpath_flow::field::FieldId;
 use flowpath_flow::key::{FRAG_LATER, VLAN_CFI};
-use flowpath_flow::{FlowKey, FlowMask, Match, Style};
+use flowpath_flow::{FlowKey, FlowMask, Match, Regs, Style};
 use std::fmt::Write as _;
 
 /// An action set (or a group bucket, which OpenFlow executes as one) in
 /// execution order: the last `strip_vlan`/`pop_vlan`, the last
-/// `push_vlan`, the last `dec_ttl`, every set-field in the order written,
+/// `push_vlan`, the last `dec_ttl`, every set-field, `load` and `move` in
+/// the order written,
 /// then the last output (`output`, `IN_PORT`, `ALL`, `FLOOD`, `NORMAL`,
 /// `CONTROLLER`, `resubmit`, `group`, the group taking precedence).
 /// `None` without an output: nothing is done at all.
@@ -74,7 +75,11 @@ fn action_set_order(set: &[Action]) -> Option<Vec<Action>> {
     list.extend(set.iter().copied().filter(|a| {
         matches!(
             a,
-            Action::SetField { .. } | Action::ModVlanVid(_) | Action::ModVlanPcp(_)
+            Action::SetField { .. }
+                | Action::Load { .. }
+                | Action::Move { .. }
+                | Action::ModVlanVid(_)
+                | Action::ModVlanPcp(_)
         )
     }));
     list.extend(last(&|a| matches!(a, Action::SetQueue(_))));
@@ -142,6 +147,10 @@ struct Ctx<'a, 'e, L: Lookup> {
     /// no learning, no VLAN configuration, no LOCAL port.
     normal: Option<NormalEnv<'e>>,
     flow: FlowKey,
+    /// The registers and `metadata` (all zero when the packet enters).
+    regs: Regs,
+    /// The `push`/`pop` stack.
+    stack: Vec<u128>,
     base: FlowKey,
     wc: FlowMask,
     odp: DpActions,
@@ -154,6 +163,11 @@ struct Ctx<'a, 'e, L: Lookup> {
     /// the key does not carry them, tags present on input count as 0x8100.
     flow_tpid: [u16; 2],
     base_tpid: [u16; 2],
+    /// For each of the flow's tags (outer, inner): the datapath packet's
+    /// tag it is, bits other than significant ones unchanged (`None`: a
+    /// tag the actions made). Comparing a made tag with the packet's
+    /// reads all of the packet's tag (see `commit_vlan`).
+    tag_src: [Option<u8>; 2],
     /// The packet as it arrived.
     orig: FlowKey,
     /// Record the rules hit (`Some`) or not.
@@ -249,6 +263,8 @@ fn xlate_inner<L: Lookup>(
         tables,
         normal,
         flow: *key,
+        regs: Regs::zero(),
+        stack: Vec::new(),
         base: *key,
         wc,
         odp: Vec::new(),
@@ -259,12 +275,13 @@ fn xlate_inner<L: Lookup>(
         error: None,
         flow_tpid: tpids,
         base_tpid: tpids,
+        tag_src: [Some(0), Some(1)],
         orig: *key,
         rules: record.then(Vec::new),
         action_set: Vec::new(),
         cur_table: 0,
     };
-    ctx.xlate_table(0);
+    ctx.xlate_table(0, None);
     if ctx.error.is_none() {
         ctx.run_action_set();
     }
@@ -314,13 +331,20 @@ impl<L: Lookup> Ctx<'_, '_, L> {
         self.do_actions(&list, &[], table);
     }
 
-    fn xlate_table(&mut self, table: u8) {
+    /// Looks the flow up in `table` (with `in_port` replaced by
+    /// `lookup_port` for the lookup only, as OVS's `resubmit(PORT,T)`: the
+    /// rule's actions see the flow's own in_port) and runs the rule.
+    fn xlate_table(&mut self, table: u8, lookup_port: Option<u32>) {
         self.cur_table = table;
         let tables = self.tables;
+        let saved_port = self.flow.in_port();
+        if let Some(p) = lookup_port {
+            self.flow.set_in_port(p);
+        }
         let rule = match self.rules.as_mut() {
-            None => tables.lookup(table, &self.flow, Some(&mut self.wc)),
+            None => tables.lookup(table, &self.flow, &self.regs, Some(&mut self.wc)),
             Some(seen) => tables
-                .lookup_indexed(table, &self.flow, Some(&mut self.wc))
+                .lookup_indexed(table, &self.flow, &self.regs, Some(&mut self.wc))
                 .map(|(id, r)| {
                     if let Some(id) = id {
                         seen.push(id);
@@ -328,6 +352,7 @@ impl<L: Lookup> Ctx<'_, '_, L> {
                     r
                 }),
         };
+        self.flow.set_in_port(saved_port);
         let indent = self.depth;
         match rule {
             None => {
@@ -479,20 +504,17 @@ impl<L: Lookup> Ctx<'_, '_, L> {
                     if !self.enter_resubmit() {
                         return;
                     }
-                    let saved = self.flow.in_port();
-                    if let Some(p) = port {
-                        self.flow.set_in_port(p);
-                    }
+                    // A change of in_port by the resubmitted rule's actions
+                    // stays, as in OVS.
                     self.depth += 1;
-                    self.xlate_table(target);
+                    self.xlate_table(target, port);
                     self.depth -= 1;
-                    self.flow.set_in_port(saved);
                 }
                 Action::GotoTable(t) => {
                     if !self.enter_resubmit() {
                         return;
                     }
-                    self.xlate_table(t);
+                    self.xlate_table(t, None);
                     return;
                 }
                 Action::SetField {
@@ -545,6 +567,7 @@ impl<L: Lookup> Ctx<'_, '_, L> {
                     self.flow.set_vlan_tci_inner(self.flow.vlan_tci());
                     self.flow.set_vlan_tci(VLAN_CFI);
                     self.flow_tpid = [tpid, self.flow_tpid[0]];
+                    self.tag_src = [None, self.tag_src[0]];
                 }
                 Action::PopVlan => {
                     let mut m = self.wc.to_key();
@@ -555,11 +578,89 @@ impl<L: Lookup> Ctx<'_, '_, L> {
                     self.flow.set_vlan_tci(self.flow.vlan_tci_inner());
                     self.flow.set_vlan_tci_inner(0);
                     self.flow_tpid = [self.flow_tpid[1], 0];
+                    self.tag_src = [self.tag_src[1], None];
                 }
                 Action::ModVlanVid(vid) => self.set_vlan(0x0fff, vid & 0x0fff, true),
                 Action::ModVlanPcp(pcp) => self.set_vlan(0xe000, u16::from(pcp & 7) << 13, true),
+                Action::Load { dst, value } => {
+                    self.set_field(dst.field, value << dst.ofs, dst.mask(), false)
+                }
+                Action::Move { src, dst } => {
+                    // As OVS: both ends' bits become significant; nothing
+                    // is copied when either lacks its prerequisites (only
+                    // possible in a group bucket).
+                    if !self.prereqs_ok(dst.field) {
+                        self.note(indent + 1, "skipped: the packet lacks the destination");
+                        continue;
+                    }
+                    match self.read_subfield(src) {
+                        Some(v) => self.move_to(dst, v),
+                        None => self.note(indent + 1, "skipped: the packet lacks the source"),
+                    }
+                }
+                Action::Push(sf) => {
+                    let v = self.read_subfield(sf).unwrap_or(0);
+                    self.stack.push(v);
+                }
+                Action::Pop(sf) => match self.stack.pop() {
+                    Some(v) => {
+                        if self.prereqs_ok(sf.field) {
+                            self.move_to(sf, v);
+                        }
+                    }
+                    None => self.note(indent + 1, "stack underflow: nothing popped"),
+                },
+                Action::WriteMetadata { value, mask } => {
+                    let md = FieldId::Metadata.info();
+                    md.set_regs_masked(&mut self.regs, u128::from(value), u128::from(mask));
+                }
             }
         }
+    }
+
+    /// Writes `v` (right-aligned) into the bits of `sf`, as `move` and
+    /// `pop` do: the bits become significant, but — unlike `set_field` and
+    /// `load` (checked against OVS 3.1) — not nw_proto.
+    fn move_to(&mut self, sf: crate::action::Subfield, v: u128) {
+        let info = sf.field.info();
+        let m = sf.mask() >> sf.ofs;
+        let (value, mask) = ((v & m) << sf.ofs, sf.mask());
+        match sf.field {
+            FieldId::VlanTci | FieldId::DlVlan | FieldId::DlVlanPcp => {
+                self.set_field(sf.field, value, mask, false)
+            }
+            _ if info.is_reg() => info.set_regs_masked(&mut self.regs, value, mask),
+            _ => {
+                info.or_mask(&mut self.wc, mask);
+                info.set_masked(&mut self.flow, value, mask);
+            }
+        }
+    }
+
+    /// True when the flow has `field`'s prerequisites (nw_proto becomes
+    /// significant when they involve it).
+    fn prereqs_ok(&mut self, field: FieldId) -> bool {
+        let info = field.info();
+        if !matches!(info.prereq.proto, flowpath_flow::field::ProtoReq::Any) {
+            FieldId::NwProto.info().or_mask(&mut self.wc, 0xff);
+        }
+        info.prereq.ok_for(&self.flow)
+    }
+
+    /// Reads the bits of `sf` (right-aligned), making them significant;
+    /// `None` when the flow lacks the field's prerequisites.
+    fn read_subfield(&mut self, sf: crate::action::Subfield) -> Option<u128> {
+        if !self.prereqs_ok(sf.field) {
+            return None;
+        }
+        let info = sf.field.info();
+        let v = if info.is_reg() {
+            info.get_regs(&self.regs)
+        } else {
+            info.or_mask(&mut self.wc, sf.mask());
+            info.get(&self.flow)
+        };
+        Some((v & sf.mask()) >> sf.ofs)
     }
 
     /// `NORMAL`: an L2 learning switch (OVS's `xlate_normal`). The
@@ -719,10 +820,11 @@ impl<L: Lookup> Ctx<'_, '_, L> {
             self.note(self.depth, "bucket without output: nothing to do");
             return;
         };
-        let (flow, tpid) = (self.flow, self.flow_tpid);
+        let (flow, tpid, src) = (self.flow, self.flow_tpid, self.tag_src);
         self.do_actions(&list, &[], table);
         self.flow = flow;
         self.flow_tpid = tpid;
+        self.tag_src = src;
     }
 
     /// A port is live when it is a port of the bridge (LOCAL when the
@@ -876,7 +978,8 @@ impl<L: Lookup> Ctx<'_, '_, L> {
     /// trunk tags with the VLAN and the packet's priority (PCP), and a
     /// packet of VLAN 0 with a non-zero priority keeps a priority tag.
     fn output_normal(&mut self, port: u32, mode: &normal::VlanMode, vlan: u16) {
-        let (saved_tci, saved_tpid) = (self.flow.vlan_tci(), self.flow_tpid);
+        let (saved_tci, saved_tpid, saved_src) =
+            (self.flow.vlan_tci(), self.flow_tpid, self.tag_src);
         let pcp = if saved_tci & VLAN_CFI != 0 {
             saved_tci & 0xe000
         } else {
@@ -893,9 +996,15 @@ impl<L: Lookup> Ctx<'_, '_, L> {
         if tci != 0 && saved_tci & VLAN_CFI == 0 {
             self.flow_tpid[0] = 0x8100;
         }
+        // The packet's own outer tag with (significant) VID replaced, or
+        // a made one.
+        if tci != 0 && (saved_tci & VLAN_CFI == 0 || self.tag_src[0] != Some(0)) {
+            self.tag_src[0] = None;
+        }
         self.output(port);
         self.flow.set_vlan_tci(saved_tci);
         self.flow_tpid = saved_tpid;
+        self.tag_src = saved_src;
     }
 
     fn priority_significant(&mut self) {
@@ -928,12 +1037,22 @@ impl<L: Lookup> Ctx<'_, '_, L> {
             if tci & VLAN_CFI == 0 {
                 self.flow_tpid[0] = 0x8100;
             }
+            // The bits written are significant on the packet's outer tag:
+            // another tag becomes a made one.
+            if tci & VLAN_CFI == 0 || self.tag_src[0] != Some(0) {
+                self.tag_src[0] = None;
+            }
             self.flow.set_vlan_tci((tci & !bits) | value | VLAN_CFI);
         }
     }
 
     fn set_field(&mut self, field: FieldId, value: u128, mask: u128, legacy: bool) {
         let info = field.info();
+        if info.is_reg() {
+            // Translation state: never part of the megaflow.
+            info.set_regs_masked(&mut self.regs, value, mask);
+            return;
+        }
         let is_l4 = matches!(
             field,
             FieldId::TpSrc
@@ -952,6 +1071,9 @@ impl<L: Lookup> Ctx<'_, '_, L> {
                 let mut m = self.wc.to_key();
                 m.set_vlan_tci(m.vlan_tci() | mask as u16);
                 self.wc = FlowMask::from_key(&m);
+                if self.tag_src[0] != Some(0) {
+                    self.tag_src[0] = None;
+                }
                 let tci = self.flow.vlan_tci();
                 self.flow
                     .set_vlan_tci((tci & !(mask as u16)) | (value as u16 & mask as u16));
@@ -1042,6 +1164,21 @@ impl<L: Lookup> Ctx<'_, '_, L> {
             self.odp.push(DpAction::SetPriority(p));
             self.base.set_skb_priority(p);
         }
+        // Then the mark, as OVS: a masked set under the mark's megaflow
+        // bits (every write made its bits significant), a plain set when
+        // all 32 are.
+        let mark = self.flow.pkt_mark();
+        if mark != self.base.pkt_mark() {
+            let mut m = self.wc.to_key();
+            let mask = m.pkt_mark();
+            self.odp.push(DpAction::SetMark {
+                value: mark & mask,
+                mask,
+            });
+            m.set_pkt_mark(mask);
+            self.wc = FlowMask::from_key(&m);
+            self.base.set_pkt_mark(mark);
+        }
     }
 
     /// Emits one `set` for `header` carrying every field (group) whose
@@ -1096,10 +1233,34 @@ impl<L: Lookup> Ctx<'_, '_, L> {
         let b = tags(&self.base, self.base_tpid);
         let f = tags(&self.flow, self.flow_tpid);
         let (mut bn, mut fn_) = (b.len() as isize - 1, f.len() as isize - 1);
-        while bn >= 0 && fn_ >= 0 && b[bn as usize] == f[fn_ as usize] {
+        // Comparing a tag the actions made (or another of the packet's
+        // tags) with the packet's reads the whole of both packet tags.
+        let mut read = [false; 2];
+        let mut compare = |bn: isize, fn_: isize| {
+            let src = self.tag_src[fn_ as usize];
+            if src != Some(bn as u8) {
+                read[bn as usize] = true;
+                if let Some(k) = src {
+                    read[usize::from(k).min(1)] = true;
+                }
+            }
+        };
+        while bn >= 0 && fn_ >= 0 {
+            compare(bn, fn_);
+            if b[bn as usize] != f[fn_ as usize] {
+                break;
+            }
             bn -= 1;
             fn_ -= 1;
         }
+        let mut m = self.wc.to_key();
+        if read[0] {
+            m.set_vlan_tci(0xffff);
+        }
+        if read[1] {
+            m.set_vlan_tci_inner(0xffff);
+        }
+        self.wc = FlowMask::from_key(&m);
         if bn < 0 && fn_ < 0 {
             return;
         }
@@ -1123,6 +1284,7 @@ impl<L: Lookup> Ctx<'_, '_, L> {
         self.base.set_vlan_tci(self.flow.vlan_tci());
         self.base.set_vlan_tci_inner(self.flow.vlan_tci_inner());
         self.base_tpid = self.flow_tpid;
+        self.tag_src = [Some(0), Some(1)];
     }
 
     fn finish_wc(&mut self) {

@@ -12,7 +12,13 @@
 //!
 //! Every packet, traced in order with learning, must get the same
 //! megaflow and the same datapath actions (same outputs, same order: OVS
-//! floods LOCAL first, then by port number, as flowpath does).
+//! floods LOCAL first, then by port number, as flowpath does) — except
+//! where OVS 3.1's megaflow is provably too wide: a tag the actions rebuild
+//! equal to the packet's own needs no VLAN action only because of the
+//! packet's PCP, which OVS leaves out of the megaflow (see
+//! `vlan_commit.rs`). There flowpath's megaflow must be OVS's plus
+//! `dl_vlan_pcp`, and the packet with another PCP must get other actions
+//! (proof that OVS's megaflow would admit a packet it mistranslates).
 
 use flowpath_ofproto::classifier::DEFAULT_PREFIXES;
 use flowpath_ofproto::normal::{parse_vlan_mode, MacTable, NormalEnv, PortVlans};
@@ -35,6 +41,7 @@ fn normal_traces_match_ovs_3_1() {
     let mut n = 0;
     let mut sets = 0;
     let mut failures = Vec::new();
+    let mut ovs_too_wide = 0;
     let mut current = String::new();
     let mut tables = RuleTables::new(Vec::new(), DEFAULT_PREFIXES);
     let mut vlans = PortVlans::default();
@@ -69,7 +76,32 @@ fn normal_traces_match_ovs_3_1() {
         let actions = format_actions(&x.actions).replace("65534", "LOCAL");
         let ovs_actions = v["actions"].as_str().unwrap().replace("65534", "LOCAL");
         let megaflow = x.megaflow_text(&key);
-        if actions != ovs_actions || megaflow != v["megaflow"].as_str().unwrap() {
+        let ovs_megaflow = v["megaflow"].as_str().unwrap();
+        if actions == ovs_actions && megaflow != ovs_megaflow {
+            let (vid, pcp) = (key.vlan_tci() & 0x0fff, key.vlan_tci() >> 13);
+            let widened = ovs_megaflow.replacen(
+                &format!("dl_vlan={vid},"),
+                &format!("dl_vlan={vid},dl_vlan_pcp={pcp},"),
+                1,
+            );
+            let mut other = key;
+            other.set_vlan_tci(key.vlan_tci() ^ 0xa000);
+            let mut probe = macs.clone();
+            let env = NormalEnv {
+                vlans: &vlans,
+                macs: &mut probe,
+                now_ms: 0,
+                learn: false,
+                local: true,
+            };
+            let y = xlate_with(&tables, &other, false, false, Some(env));
+            if widened == megaflow && y.actions != x.actions {
+                ovs_too_wide += 1;
+                n += 1;
+                continue;
+            }
+        }
+        if actions != ovs_actions || megaflow != ovs_megaflow {
             failures.push(format!(
                 "set {set}\nrules:\n{rules}\nvlans: {:?}\npacket: {pkt}\n ovs: {} / {ovs_actions}\nours: {megaflow} / {actions}",
                 v["vlans"], v["megaflow"]
@@ -78,6 +110,8 @@ fn normal_traces_match_ovs_3_1() {
         n += 1;
     }
     assert!(sets >= 150 && n >= 3000, "only {sets} sets, {n} traces");
+    println!("{ovs_too_wide} of {n}: OVS 3.1's megaflow lacks the PCP it depends on");
+    assert!(ovs_too_wide <= 5, "{ovs_too_wide} PCP differences");
     assert!(
         failures.is_empty(),
         "{} of {n} differ:\n{}",

@@ -120,6 +120,8 @@ fn broad_table_round_trips() {
         "dl_vlan=4095,actions=mod_vlan_vid:4095,set_field:3->dl_vlan_pcp,set_field:10->vlan_vid,output:1",
         "actions=mod_dl_src:00:00:00:00:00:01,mod_dl_dst:00:00:00:00:00:02,mod_nw_src:1.1.1.1,mod_tp_dst:1,output:1",
         "ip actions=set_field:00:11:22:33:44:55/ff:ff:ff:00:00:00->eth_src,set_field:0x1005->vlan_tci,output:1",
+        "pkt_mark=0x10/0xf0,ip,reg0=0x5,reg3=0x10/0xf0,metadata=0x1/0xff,in_port=1,actions=load:0x1->NXM_NX_REG1[0..3],move:NXM_OF_ETH_SRC[]->NXM_NX_XXREG0[0..47],push:NXM_OF_IP_SRC[],pop:NXM_NX_REG2[],set_field:0x7->pkt_mark,write_metadata:0x5/0xff,goto_table:1",
+        "xreg1=0x100000002,actions=move:NXM_NX_REG3[0..15]->NXM_OF_IN_PORT[],load:0->OXM_OF_METADATA[],resubmit(,2)",
     ];
     for text in rules {
         round_trip(text);
@@ -305,19 +307,18 @@ fn unknown_things() {
 #[test]
 fn unsupported_things() {
     for (flow, field) in [
-        ("metadata=1 actions=drop", "metadata"),
-        ("reg0=1 actions=drop", "reg0"),
         ("tun_id=5 actions=drop", "tun_id"),
         ("ct_state=+trk actions=drop", "ct_state"),
         ("mpls actions=drop", "mpls"),
         ("mpls_label=3 actions=drop", "mpls_label"),
-        ("NXM_NX_REG0=1 actions=drop", "NXM_NX_REG0"),
+        ("NXM_NX_TUN_ID=1 actions=drop", "NXM_NX_TUN_ID"),
         ("actions=learn(table=1)", "learn"),
         ("actions=learn(table=1,NXM_OF_VLAN_TCI[0..11])", "learn"),
         ("actions=ct(commit,table=1)", "ct"),
         ("actions=meter:1", "meter"),
         ("actions=output:NXM_NX_REG0[]", "output"),
-        ("actions=set_field:1->reg0", "set_field"),
+        ("actions=set_field:1->tun_id", "set_field"),
+        ("actions=load:1->NXM_NX_TUN_ID[]", "load"),
     ] {
         file_err(flow, Some(field), "not supported by flowpath");
     }
@@ -393,9 +394,25 @@ fn structural_errors() {
     );
     file_err("actions=resubmit(,)", Some("resubmit"), "at least one");
     file_err(
-        "actions=set_field:1->in_port",
+        "actions=set_field:0x800->dl_type",
         Some("set_field"),
         "not writable",
+    );
+    file_err(
+        "actions=move:NXM_NX_REG0[]->NXM_NX_REG1[0..3]",
+        Some("move"),
+        "32 bits wide but destination is 4",
+    );
+    file_err("reg0=1,reg0=2 actions=drop", Some("reg0"), "given twice");
+    // Register views overlap by design: the later bits win, as in OVS 3.1
+    // (whose dump-flows shows `reg0=0,reg1=0x1` for the first).
+    assert_eq!(
+        parse("reg1=2,xreg0=1 actions=drop").to_string(),
+        "priority=32768,reg0=0,reg1=0x1 actions=drop"
+    );
+    assert_eq!(
+        parse("xreg0=1,reg1=2 actions=drop").to_string(),
+        "priority=32768,reg0=0,reg1=0x2 actions=drop"
     );
     file_err("=3 actions=drop", None, "without a field name");
 }
