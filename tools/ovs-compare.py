@@ -6,13 +6,17 @@ bridge br0 (fail_mode=secure) with dummy ports p1..p4 at OpenFlow ports
 1..4, as tools/ovs-sandbox.sh starts it. Usage:
 
   tools/ovs-sandbox.sh start 4
-  OVS_RUNDIR=/tmp/ovs-sandbox tools/ovs-compare.py [--normal|--of13|--regs] \
+  OVS_RUNDIR=/tmp/ovs-sandbox tools/ovs-compare.py [--normal|--of13|--regs|--conj] \
       [--seed S] [--rulesets N] [--packets M] [--flowpath target/debug/flowpath] \
       [--record FILE] [--ctl /path/ovs-vswitchd.PID.ctl]
 
 Generates random rule sets and packets, traces each packet with both, and
 prints every difference in datapath actions, plus megaflows where OVS's is
 wider than ours (ours must never be narrower) or they differ at all.
+
+--conj: conjunctive matches: 1-3 conjunction ids at their own priorities,
+2-3 dimensions, conj_id flows (sometimes missing), ordinary flows around
+and behind them (same match, lower priority); grouped records as --regs.
 
 --regs: pipelines of 2-4 tables over registers, metadata and pkt_mark
 (load, move, push/pop, set_field, write_metadata, load to in_port, and
@@ -160,6 +164,15 @@ def rnd_actions(r, proto, table, ntables):
         acts.append("goto_table:%d" % (table + 1))
     return ",".join(acts) if acts else "drop"
 
+def first_by(items, key):
+    """The items whose key was not seen before, in order."""
+    seen, out = set(), []
+    for x in items:
+        if key(x) not in seen:
+            seen.add(key(x))
+            out.append(x)
+    return out
+
 REG_VALS = [0, 1, 2, 3, 4, 6, 17, 22, 64, 80, 90, 443, 5900]
 
 def rnd_bits(r, width):
@@ -217,13 +230,7 @@ def rnd_reg_match(r):
         else:
             parts.append(r.choice(["xreg1=0x%x" % r.choice(REG_VALS), "xxreg1=0x%x/0xffff" % r.choice(REG_VALS)]))
     # No duplicate fields.
-    seen, out = set(), []
-    for p in parts:
-        k = p.split("=")[0]
-        if k not in seen:
-            seen.add(k)
-            out.append(p)
-    return out, proto
+    return first_by(parts, lambda p: p.split("=")[0]), proto
 
 def rnd_reg_actions(r, proto, table, ntables):
     acts = []
@@ -287,6 +294,72 @@ def rnd_reg_rules(r):
         if r.random() < 0.6:
             rules.append("table=%d,priority=0,actions=%s" % (t, rnd_reg_actions(r, "", t, ntables)))
     return rules
+
+# Small value spaces, so that most packets complete some conjunction.
+CONJ_SRC = ["10.0.0.%d" % i for i in range(1, 4)]
+CONJ_DST = ["10.0.1.%d" % i for i in range(1, 4)]
+CONJ_PORTS = [22, 80, 443]
+
+def conj_dim_match(r, dim):
+    """A match for one dimension of a conjunction: each dimension keeps to
+    one field family, so dimensions are independent."""
+    fam = dim % 4
+    if fam == 0:
+        return "ip,nw_src=%s" % r.choice(CONJ_SRC + ["10.0.0.0/31", "10.0.0.2/31"])
+    if fam == 1:
+        return "ip,nw_dst=%s" % r.choice(CONJ_DST + ["10.0.1.0/30"])
+    if fam == 2:
+        return "tcp,tp_dst=%d" % r.choice(CONJ_PORTS)
+    return "in_port=%d" % r.randint(1, 3)
+
+def rnd_conj_rules(r):
+    """Conjunctive matches: 1-3 ids, each at its own priority, 2-3
+    dimensions of 1-3 flows; conj_id flows (sometimes missing), ordinary
+    flows above, below and with the same match as conjunctive ones."""
+    rules = []
+    prios = r.sample(range(10, 200, 10), 3)
+    # Distinct priorities for ordinary flows (OpenFlow leaves ties between
+    # overlapping flows unspecified; OVS's answer then depends on its
+    # internal order).
+    used = set(prios)
+    def fresh(lo, hi):
+        while True:
+            p = r.randint(lo, hi)
+            if p not in used:
+                used.add(p)
+                return p
+    ntables = r.randint(1, 2)
+    t = ntables - 1
+    if ntables == 2:
+        rules.append("table=0,priority=1,actions=resubmit(,1)")
+    for cid in range(1, r.randint(1, 3) + 1):
+        prio = prios[cid - 1]
+        n = r.randint(2, 3)
+        dims = r.sample(range(4), n)
+        for k in range(1, n + 1):
+            for _ in range(r.randint(1, 3)):
+                m = conj_dim_match(r, dims[k - 1])
+                rules.append("table=%d,priority=%d,%s,actions=conjunction(%d,%d/%d)" % (t, prio, m, cid, k, n))
+                if r.random() < 0.15:
+                    rules.append("table=%d,priority=%d,%s,actions=output:%d" % (t, fresh(prio - 9, prio - 1), m, r.randint(1, 4)))
+        if r.random() < 0.85:
+            extra = r.choice(["", "", ",tcp", ",ip,nw_src=10.0.0.1"])
+            rules.append("table=%d,priority=%d,conj_id=%d%s,actions=%s" % (t, fresh(1, 300), cid, extra, r.choice(["output:%d" % r.randint(1, 4), "mod_dl_src:00:00:00:00:00:%02x,output:%d" % (r.randrange(256), r.randint(1, 4)), "drop"])))
+    for _ in range(r.randint(0, 4)):
+        rules.append("table=%d,priority=%d,%s,actions=output:%d" % (t, fresh(1, 250), conj_dim_match(r, r.randrange(4)), r.randint(1, 4)))
+    # Drop duplicates (same table, priority and match: a modification).
+    return first_by(rules, lambda rule: rule.split(",actions=")[0])
+
+def rnd_conj_packet(r):
+    proto = r.choice(["tcp", "tcp", "tcp", "udp", "icmp", "arp"])
+    p = ["in_port=%d" % r.randint(1, 3), proto]
+    if proto == "arp":
+        return ",".join(p)
+    p += ["nw_src=%s" % r.choice(CONJ_SRC + ["10.0.0.9"]), "nw_dst=%s" % r.choice(CONJ_DST + ["10.0.1.9"])]
+    if proto in ("tcp", "udp"):
+        pre = "tp" if proto == "tcp" else "udp"
+        p += [pre + "_src=1234", pre + "_dst=%d" % r.choice(CONJ_PORTS + [9])]
+    return ",".join(p)
 
 def rnd_packet(r):
     proto = r.choice(["tcp", "udp", "icmp", "arp", "tcp6", "ip", "icmp6"])
@@ -533,6 +606,7 @@ def main():
     ap.add_argument("--flowpath", default="target/debug/flowpath")
     ap.add_argument("--record", help="append OVS's answers (rules, packet, megaflow, actions) as JSON lines to this file")
     ap.add_argument("--normal", action="store_true", help="NORMAL rule sets, VLAN ports and learning packet sequences")
+    ap.add_argument("--conj", action="store_true", help="conjunctive matches (conjunction(id,k/n), conj_id)")
     ap.add_argument("--regs", action="store_true", help="pipelines over registers, metadata and pkt_mark (load, move, push/pop, write_metadata)")
     ap.add_argument("--of13", action="store_true", help="rule sets OpenFlow 1.3 can carry as flowpath means them (no mod_vlan_*/mod_nw_tos), with groups and instructions more often")
     a = ap.parse_args()
@@ -548,10 +622,11 @@ def main():
     subprocess.run(["ovs-appctl"] + CTL + ["fdb/flush", "br0"], capture_output=True)
     diffs = narrower = wider = total = skipped = 0
     for rs in range(a.rulesets):
-        ntables = 0 if a.regs else r.randint(1, 3)
-        groups = rnd_groups(r) if not a.regs and r.random() < (0.8 if OF13[0] else 0.3) else []
+        special = a.regs or a.conj
+        ntables = 0 if special else r.randint(1, 3)
+        groups = rnd_groups(r) if not special and r.random() < (0.8 if OF13[0] else 0.3) else []
         GROUP_IDS[:] = [i + 1 for i in range(len(groups))]
-        rules = rnd_reg_rules(r) if a.regs else []
+        rules = rnd_reg_rules(r) if a.regs else rnd_conj_rules(r) if a.conj else []
         for t in range(ntables):
             for _ in range(r.randint(1, 8)):
                 parts, proto = rnd_match(r, ntables)
@@ -564,7 +639,7 @@ def main():
         if res.returncode:
             print("OVS rejected rule set", rs, res.stderr, open(rf).read())
             continue
-        pkts = [rnd_packet(r) for _ in range(a.packets)]
+        pkts = [rnd_conj_packet(r) if a.conj else rnd_packet(r) for _ in range(a.packets)]
         pf = write_packets(pkts)
         ours = flowpath_trace(a, rf, pf, ["--groups", rf + ".groups"] if groups else [])
         if ours is None:
@@ -576,7 +651,7 @@ def main():
             if t is None:
                 continue
             mf, da = t
-            if rec and a.regs:
+            if rec and (a.regs or a.conj):
                 grouped.append({"packet": pkt, "megaflow": mf, "actions": da})
             elif rec and ("OpenFlow13" not in " ".join(res.args) or "mod_vlan" not in open(rf).read()):
                 rec.write(json.dumps({"rules": rules, "groups": groups, "packet": pkt, "megaflow": mf, "actions": da}) + "\n")

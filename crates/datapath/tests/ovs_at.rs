@@ -46,6 +46,7 @@ const SUPPORTED: &[&str] = &[
     "groups",
     "registers",
     "other:push/pop action stack",
+    "conjunction",
 ];
 
 /// Tests whose expectation the installed OVS 3.1 itself does not give
@@ -364,6 +365,20 @@ fn replay(t: &Value) -> Result<(), String> {
                     (Some(_), Some(rc)) if rc != "0" => {}
                     (Some(p), _) => run.set_prefixes(&prefixes_of(p.trim())),
                     _ => return Err(format!("vsctl '{cmd}'")),
+                }
+            }
+            // `ovs-ofctl add-flow` expected to be refused: flowpath must
+            // refuse the rule with ovs-ofctl's message.
+            "add_flow" if s["expect_rc"].as_str().is_some_and(|rc| rc != "0") => {
+                let rule = s["rule"].as_str().unwrap_or("");
+                let want: Vec<String> = strs(&s["expect_stderr"])
+                    .iter()
+                    .map(|l| l.trim_start_matches("ovs-ofctl: ").to_string())
+                    .collect();
+                match parse_rules(rule, None) {
+                    Ok(_) => return Err(format!("add-flow {rule} accepted, OVS refuses it")),
+                    Err(e) if want.iter().all(|w| e.to_string().contains(w.as_str())) => {}
+                    Err(e) => return Err(format!("add-flow {rule}: '{e}', OVS: {want:?}")),
                 }
             }
             k => return Err(format!("step kind '{k}'")),

@@ -12,8 +12,8 @@
 //! write a field value/mask into key bits.
 
 use crate::key::{
-    FlowKey, FlowMask, Regs, VLAN_CFI, W_ARP_SHA, W_ARP_THA, W_IPV6_DST, W_IPV6_MISC, W_IPV6_SRC,
-    W_L2_DST, W_L2_SRC, W_META, W_META2, W_METADATA, W_ND_TARGET, W_NW, W_TP,
+    FlowKey, FlowMask, Regs, VLAN_CFI, W_ARP_SHA, W_ARP_THA, W_CONJ_ID, W_IPV6_DST, W_IPV6_MISC,
+    W_IPV6_SRC, W_L2_DST, W_L2_SRC, W_META, W_META2, W_METADATA, W_ND_TARGET, W_NW, W_TP,
 };
 
 /// Identifies a registry field.
@@ -90,6 +90,7 @@ pub enum FieldId {
     Xxreg1,
     Xxreg2,
     Xxreg3,
+    ConjId,
 }
 
 /// Where a field's bits live in the key.
@@ -870,6 +871,14 @@ pub static FIELDS: &[FieldInfo] = &[
     xxreg(F::Xxreg1, "xxreg1", 2),
     xxreg(F::Xxreg2, "xxreg2", 4),
     xxreg(F::Xxreg3, "xxreg3", 6),
+    // The conjunctive match's id (set by the classifier, matched by the
+    // `conj_id=N` flow; not writable, no mask).
+    FieldInfo {
+        format: V::Int,
+        writable: false,
+        maskable: false,
+        ..reg(F::ConjId, "conj_id", W_CONJ_ID as u8, 0, 32)
+    },
 ];
 
 impl FieldId {
@@ -951,6 +960,7 @@ pub const NXM_NAMES: &[(&str, FieldId)] = &[
     ("NXM_NX_ND_TLL", FieldId::NdTll),
     ("OXM_OF_IPV6_ND_TLL", FieldId::NdTll),
     ("NXM_NX_PKT_MARK", FieldId::PktMark),
+    ("NXM_NX_CONJ_ID", FieldId::ConjId),
     ("OXM_OF_METADATA", FieldId::Metadata),
     ("NXM_NX_REG0", FieldId::Reg0),
     ("NXM_NX_REG1", FieldId::Reg1),

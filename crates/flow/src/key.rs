@@ -310,11 +310,15 @@ impl FlowMask {
     }
 }
 
-/// Words of [`Regs`]: eight 64-bit `xreg`s and `metadata`.
-pub const REG_WORDS: usize = 9;
+/// Words of [`Regs`]: eight 64-bit `xreg`s, `metadata` and `conj_id`.
+pub const REG_WORDS: usize = 10;
 
 /// Word of [`Regs`] holding the OpenFlow `metadata` field.
 pub const W_METADATA: usize = 8;
+
+/// Word of [`Regs`] holding `conj_id` (low 32 bits): the conjunctive
+/// match the classifier found, for its second lookup.
+pub const W_CONJ_ID: usize = 9;
 
 /// The OpenFlow pipeline's registers and metadata: translation-time state
 /// that no datapath key carries (every packet starts with all of them
@@ -322,7 +326,8 @@ pub const W_METADATA: usize = 8;
 ///
 /// Word `i` < 8 is `xreg{i}`: `reg{2i}` in its high 32 bits, `reg{2i+1}`
 /// in its low 32 bits (so `xxreg{j}` is words `2j` (high) and `2j+1`, as
-/// OVS lays them out); word [`W_METADATA`] is `metadata`. A mask over
+/// OVS lays them out); word [`W_METADATA`] is `metadata`, word
+/// [`W_CONJ_ID`] `conj_id`. A mask over
 /// registers is the same type, 1 bits significant.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Default, Debug)]
 pub struct Regs {

@@ -192,6 +192,10 @@ impl Match {
                 format_value(f, u128::from(k.pkt_mark()), u128::from(mk.pkt_mark()))
             ));
         }
+        let cj = FieldId::ConjId.info();
+        if cj.get_regs(&self.regs_mask) != 0 {
+            parts.push(format!("conj_id={}", cj.get_regs(&self.regs)));
+        }
         if style == Style::Megaflow {
             parts.push("recirc_id=0".into());
             if mk.skb_priority() != 0 {

@@ -187,6 +187,17 @@ pub enum Action {
     /// `pop:DST[a..b]`: pop the top of the stack into the bits (nothing
     /// when the stack is empty, as OVS).
     Pop(Subfield),
+    /// `conjunction(ID,K/N)`: this flow is clause `k` (1-based) of the `n`
+    /// of conjunctive match `id`; a flow's actions are all conjunctions
+    /// or none (see [`crate::classifier`]).
+    Conjunction {
+        /// The conjunctive match.
+        id: u32,
+        /// This flow's clause, 1..=n.
+        k: u8,
+        /// Number of clauses, 2..=64.
+        n: u8,
+    },
     /// The `write_metadata:VALUE[/MASK]` instruction.
     WriteMetadata {
         /// New bits.
@@ -359,7 +370,6 @@ const UNSUPPORTED: &[&str] = &[
     "decap",
     "check_pkt_larger",
     "dec_nsh_ttl",
-    "conjunction",
     "stack_push",
     "stack_pop",
     "output_reg",
@@ -481,6 +491,7 @@ impl fmt::Display for Action {
             Action::Load { dst, value } => write!(f, "load:{value:#x}->{dst}"),
             Action::Move { src, dst } => write!(f, "move:{src}->{dst}"),
             Action::Push(sf) => write!(f, "push:{sf}"),
+            Action::Conjunction { id, k, n } => write!(f, "conjunction({id},{k}/{n})"),
             Action::Pop(sf) => write!(f, "pop:{sf}"),
             Action::WriteMetadata { value, mask } => {
                 if mask == u64::MAX {
@@ -750,7 +761,6 @@ pub fn is_unsupported_field(name: &str) -> bool {
     const NAMES: &[&str] = &[
         "skb_priority",
         "actset_output",
-        "conj_id",
         "dp_hash",
         "recirc_id",
         "packet_type",
@@ -767,7 +777,6 @@ pub fn is_unsupported_field(name: &str) -> bool {
         "OXM_OF_TUNNEL_ID",
         "OXM_OF_MPLS",
         "OXM_OF_VLAN_VID",
-        "NXM_NX_CONJ_ID",
         "tun_",
         "ct_",
         "mpls",
@@ -1039,6 +1048,47 @@ fn parse_one(item: &str, matching: &Match, table: u8) -> Result<Option<Action>, 
             Action::Move { src, dst }
         }
         "push" => Action::Push(parse_src(name, need_arg(name, arg)?, matching)?),
+        "conjunction" => {
+            let Arg::Paren(s) = arg else {
+                return fail(name, "conjunction(ID,K/N)");
+            };
+            let Some((id, kn)) = s.split_once(',') else {
+                return fail(name, format!("'{s}' is not ID,K/N"));
+            };
+            let Some((k, n)) = kn.split_once('/') else {
+                return fail(name, format!("'{kn}' is not K/N"));
+            };
+            let num = |x: &str, what: &str| {
+                parse_uint(x.trim())
+                    .ok()
+                    .filter(|v| *v <= u128::from(u32::MAX))
+                    .map(|v| v as u32)
+                    .ok_or_else(|| {
+                        RuleError::new(Some(name), format!("'{}' is not a {what}", x.trim()))
+                    })
+            };
+            let (id, k, n) = (num(id, "conjunction id")?, num(k, "clause")?, num(n, "clause count")?);
+            if n < 2 {
+                return fail(name, "conjunction must have at least 2 clauses");
+            }
+            if n > 64 {
+                return fail(name, "conjunction must have at most 64 clauses");
+            }
+            if k == 0 {
+                return fail(name, "clause index must be positive");
+            }
+            if k > n {
+                return fail(
+                    name,
+                    "clause index must be less than or equal to number of clauses",
+                );
+            }
+            Action::Conjunction {
+                id,
+                k: k as u8,
+                n: n as u8,
+            }
+        }
         "pop" => Action::Pop(parse_dst(name, need_arg(name, arg)?, matching)?),
         "write_metadata" => {
             return fail(
@@ -1382,6 +1432,28 @@ pub fn parse_instructions(
         }
     }
     flush(&mut plain, &mut list)?;
+    // As ovs-ofctl: conjunctions go with nothing else (but notes).
+    if list.iter().any(|a| matches!(a, Action::Conjunction { .. }))
+        || write_set
+            .iter()
+            .any(|a| matches!(a, Action::Conjunction { .. }))
+    {
+        if let Some(other) = list
+            .iter()
+            .chain(write_set.iter())
+            .find(|a| !matches!(a, Action::Conjunction { .. }))
+        {
+            let what = match other {
+                Action::WriteActions => "write_actions".to_string(),
+                a => a.to_string(),
+            };
+            let what = what.split(['(', ':']).next().unwrap_or("").to_string();
+            return fail(
+                "conjunction",
+                format!("\"conjunction\" actions may be used along with \"note\" but not any other kind of action (such as the \"{what}\" action used here)"),
+            );
+        }
+    }
     if let Some(i) = list.iter().position(|a| matches!(a, Action::GotoTable(_))) {
         if i + 1 != list.len() {
             return fail("goto_table", "goto_table must be the last action");

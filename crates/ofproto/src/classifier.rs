@@ -191,6 +191,20 @@ impl CKey {
 struct Entry {
     priority: u16,
     id: u32,
+    /// 1 + index of its conjunction clauses in `Classifier::conj` (a
+    /// conjunctive flow, a "soft" match), 0 for an ordinary rule.
+    conj: u32,
+}
+
+/// One clause of a conjunctive match: `conjunction(id, k/n)`, `k` 1-based.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Clause {
+    /// The conjunctive match.
+    pub id: u32,
+    /// This clause, 1..=n.
+    pub k: u8,
+    /// Clauses in all.
+    pub n: u8,
 }
 
 #[derive(Clone, Debug)]
@@ -289,6 +303,8 @@ struct TrieCtx {
 pub struct Classifier {
     subtables: Vec<Subtable>,
     by_mask: HashMap<CKey, usize>,
+    /// The clauses of the conjunctive flows (see [`Entry::conj`]).
+    conj: Vec<Box<[Clause]>>,
     tries: Vec<TrieSpec>,
     n_rules: usize,
 }
@@ -346,6 +362,7 @@ impl Classifier {
         Classifier {
             subtables: Vec::new(),
             by_mask: HashMap::new(),
+            conj: Vec::new(),
             tries,
             n_rules: 0,
         }
@@ -370,6 +387,19 @@ impl Classifier {
     /// the same match and priority should be replaced by the caller before
     /// (OVS semantics: an identical rule is a modification).
     pub fn insert(&mut self, m: &Match, priority: u16, id: u32) {
+        self.insert_conj(m, priority, id, &[]);
+    }
+
+    /// [`Classifier::insert`] for a conjunctive flow (`clauses` non-empty:
+    /// its actions are these `conjunction(...)`s); with no clause, an
+    /// ordinary rule.
+    pub fn insert_conj(&mut self, m: &Match, priority: u16, id: u32, clauses: &[Clause]) {
+        let conj = if clauses.is_empty() {
+            0
+        } else {
+            self.conj.push(clauses.into());
+            self.conj.len() as u32
+        };
         let mask = classifier_mask(m);
         let regs = m.regs.masked(&m.regs_mask);
         let cmask = CKey::from_mask(&mask, &m.regs_mask);
@@ -392,7 +422,7 @@ impl Classifier {
                 self.subtables.len() - 1
             }
         };
-        self.subtables[idx].insert(CKey { f: key, r: regs }, Entry { priority, id });
+        self.subtables[idx].insert(CKey { f: key, r: regs }, Entry { priority, id, conj });
         self.n_rules += 1;
         self.sort();
     }
@@ -411,17 +441,36 @@ impl Classifier {
     /// Finds the highest-priority rule matching `key` with registers
     /// `regs`, returning its id and priority. With `wc`, ORs into it every
     /// bit of `key` the answer depended on.
+    ///
+    /// Conjunctive flows (OVS's `conjunction(id,k/n)`) are "soft" matches:
+    /// when the highest-priority matches are soft and, at that priority,
+    /// every clause of some conjunction `id` matched, the lookup is run
+    /// again with `conj_id` = `id` (soft matches ignored) and its answer is
+    /// the answer; otherwise the next lower priority of soft matches is
+    /// tried, down to the best ordinary match — as OVS's classifier does,
+    /// with the bits both lookups consulted in `wc`.
     pub fn lookup(
         &self,
         key: &FlowKey,
         regs: &Regs,
-        mut wc: Option<&mut FlowMask>,
+        wc: Option<&mut FlowMask>,
     ) -> Option<(u32, u16)> {
-        let key = &CKey { f: *key, r: *regs };
+        self.lookup__(&CKey { f: *key, r: *regs }, wc, true)
+    }
+
+    fn lookup__(
+        &self,
+        key: &CKey,
+        mut wc: Option<&mut FlowMask>,
+        allow_conj: bool,
+    ) -> Option<(u32, u16)> {
         let mut ctx = [TrieCtx::default(); MAX_TRIES];
-        let mut best: Option<Entry> = None;
+        let mut hard: Option<Entry> = None;
+        // Soft matches: a conjunctive flow and the list of rules with its
+        // exact match (highest priority first), by position.
+        let mut soft: Vec<(&[Entry], usize)> = Vec::new();
         for st in &self.subtables {
-            if let Some(b) = best {
+            if let Some(b) = hard {
                 if st.max_priority <= b.priority {
                     break;
                 }
@@ -433,13 +482,71 @@ impl Classifier {
                     .get(&key.masked(&st.mask))
                     .and_then(|l| l.first().copied()),
             };
-            if let Some(e) = found {
-                if best.is_none_or(|b| e.priority > b.priority) {
-                    best = Some(e);
+            let Some(e) = found else { continue };
+            if hard.is_some_and(|b| e.priority <= b.priority) {
+                continue;
+            }
+            if e.conj == 0 {
+                hard = Some(e);
+            } else if allow_conj {
+                if let Some(list) = st.rules.get(&key.masked(&st.mask)) {
+                    soft.push((list, 0));
                 }
             }
         }
-        best.map(|e| (e.id, e.priority))
+        loop {
+            let hard_pri = hard.map_or(-1, |h| i32::from(h.priority));
+            soft.retain(|&(l, i)| i32::from(l[i].priority) > hard_pri);
+            let Some(soft_pri) = soft.iter().map(|&(l, i)| l[i].priority).max() else {
+                break;
+            };
+            // Clauses seen per conjunction id, in the order the soft
+            // matches were found; the first id complete wins if the
+            // `conj_id` lookup finds a rule.
+            let at = |&&(l, i): &&(&[Entry], usize)| l[i].priority == soft_pri;
+            let n_at = soft.iter().filter(at).count();
+            let mut seen: Vec<(u32, u64)> = Vec::new();
+            for &(l, i) in soft.iter().filter(at) {
+                for c in self.conj[l[i].conj as usize - 1].iter() {
+                    if usize::from(c.n) > n_at {
+                        continue;
+                    }
+                    let j = match seen.iter().position(|(id, _)| *id == c.id) {
+                        Some(j) => j,
+                        None => {
+                            let unused = u64::MAX.checked_shl(u32::from(c.n)).unwrap_or(0);
+                            seen.push((c.id, unused));
+                            seen.len() - 1
+                        }
+                    };
+                    seen[j].1 |= 1 << (c.k - 1);
+                    if seen[j].1 == u64::MAX {
+                        let mut k2 = *key;
+                        k2.r.w[flowpath_flow::key::W_CONJ_ID] = u64::from(c.id);
+                        if let Some(r) = self.lookup__(&k2, wc.as_deref_mut(), false) {
+                            return Some(r);
+                        }
+                    }
+                }
+            }
+            // No conjunction at this priority: the rules with the same
+            // match at lower priorities (which the soft matches hid) get
+            // their turn, as hard or soft matches.
+            let mut next = Vec::with_capacity(soft.len());
+            for &(l, i) in &soft {
+                if l[i].priority != soft_pri {
+                    next.push((l, i));
+                } else if let Some(e) = l.get(i + 1) {
+                    if e.conj != 0 {
+                        next.push((l, i + 1));
+                    } else if hard.is_none_or(|h| e.priority > h.priority) {
+                        hard = Some(*e);
+                    }
+                }
+            }
+            soft = next;
+        }
+        hard.map(|e| (e.id, e.priority))
     }
 
     /// Prefix-trie check before hashing stage `stage` of `st`: true when

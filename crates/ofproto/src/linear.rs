@@ -46,6 +46,58 @@ impl LinearTables {
     }
 }
 
+impl LinearTables {
+    /// The best ordinary rule, unless higher-priority conjunctive flows
+    /// complete a conjunction whose `conj_id` lookup finds a rule (tried
+    /// from the highest priority of conjunctive flows down), as OpenFlow
+    /// conjunctive matches are defined.
+    fn scan(&self, table: u8, key: &FlowKey, regs: &Regs, allow_conj: bool) -> Option<&Rule> {
+        let matching = || {
+            self.rules
+                .iter()
+                .filter(move |r| r.table == table && r.matching.matches_with(key, regs))
+        };
+        let mut hard: Option<&Rule> = None;
+        for r in matching().filter(|r| r.clauses().is_empty()) {
+            if hard.is_none_or(|b| r.priority > b.priority) {
+                hard = Some(r);
+            }
+        }
+        if !allow_conj {
+            return hard;
+        }
+        let hard_pri = hard.map_or(-1, |h| i32::from(h.priority));
+        let mut prios: Vec<u16> = matching()
+            .filter(|r| !r.clauses().is_empty() && i32::from(r.priority) > hard_pri)
+            .map(|r| r.priority)
+            .collect();
+        prios.sort_unstable_by(|a, b| b.cmp(a));
+        prios.dedup();
+        for p in prios {
+            let clauses: Vec<_> = matching()
+                .filter(|r| r.priority == p)
+                .flat_map(|r| r.clauses())
+                .collect();
+            let mut ids: Vec<u32> = clauses.iter().map(|c| c.id).collect();
+            ids.sort_unstable();
+            ids.dedup();
+            for id in ids {
+                let of_id: Vec<_> = clauses.iter().filter(|c| c.id == id).collect();
+                let n = of_id[0].n;
+                let complete = (1..=n).all(|k| of_id.iter().any(|c| c.k == k && c.n == n));
+                if complete {
+                    let mut r2 = *regs;
+                    r2.w[flowpath_flow::key::W_CONJ_ID] = u64::from(id);
+                    if let Some(r) = self.scan(table, key, &r2, false) {
+                        return Some(r);
+                    }
+                }
+            }
+        }
+        hard
+    }
+}
+
 impl Lookup for LinearTables {
     fn lookup(
         &self,
@@ -54,16 +106,7 @@ impl Lookup for LinearTables {
         regs: &Regs,
         _wc: Option<&mut FlowMask>,
     ) -> Option<&Rule> {
-        let mut best: Option<&Rule> = None;
-        for r in &self.rules {
-            if r.table == table
-                && r.matching.matches_with(key, regs)
-                && best.is_none_or(|b| r.priority > b.priority)
-            {
-                best = Some(r);
-            }
-        }
-        best
+        self.scan(table, key, regs, true)
     }
 
     fn ports(&self) -> &[u32] {

@@ -79,6 +79,20 @@ pub struct Rule {
 }
 
 impl Rule {
+    /// The `conjunction(id,k/n)` clauses this flow is (empty for an
+    /// ordinary flow).
+    pub fn clauses(&self) -> Vec<crate::classifier::Clause> {
+        self.actions
+            .iter()
+            .filter_map(|a| match *a {
+                crate::action::Action::Conjunction { id, k, n } => {
+                    Some(crate::classifier::Clause { id, k, n })
+                }
+                _ => None,
+            })
+            .collect()
+    }
+
     /// A rule in table 0 with the default priority, no cookie and no
     /// timeouts.
     pub fn new(matching: Match, actions: Vec<Action>) -> Rule {

@@ -114,7 +114,7 @@ impl RuleTables {
                 .find(|(t, _)| *t == r.table)
                 .map_or(prefixes, |(_, f)| f.as_slice());
             let t = tables[usize::from(r.table)].get_or_insert_with(|| Classifier::new(fields));
-            t.insert(&r.matching, r.priority, i as u32);
+            t.insert_conj(&r.matching, r.priority, i as u32, &r.clauses());
         }
         let ports = ports_of_rules(&rules);
         RuleTables {

@@ -7,7 +7,9 @@
 //! masked MAC matches, CIDR and arbitrary masks on addresses and ports, and
 //! actions that rewrite fields, decrement the TTL, push/pop VLAN tags, go to
 //! the controller or loop (translation then fails); registers, metadata
-//! and the packet mark matched, loaded, moved from and into packet fields.
+//! and the packet mark matched, loaded, moved from and into packet fields;
+//! conjunctive matches (`conjunction(id,k/2)` flows and their `conj_id`
+//! flow).
 //!
 //! Deterministic for a seed; not for production use.
 
@@ -245,8 +247,43 @@ pub fn rule_set(r: &mut Rng) -> (Vec<Rule>, String) {
                 prios.push(p);
             }
         }
-        for p in prios {
+        for &p in &prios {
             lines.push(rule_text(r, t, ntables, p));
+        }
+        // A conjunctive match: two dimensions at a priority of their own,
+        // and (usually) its conj_id flow.
+        if r.chance(30) {
+            let mut unused = || loop {
+                let p = r.below(65536) as u16;
+                if !prios.contains(&p) {
+                    prios.push(p);
+                    return p;
+                }
+            };
+            let (p, idp) = (unused(), unused());
+            let id = 1 + u32::from(t);
+            for _ in 0..1 + r.below(2) {
+                let m = format!("ip,nw_src={}/{}", ip(r), [24, 32][r.below(2) as usize]);
+                lines.push(format!(
+                    "table={t},priority={p},{m},actions=conjunction({id},1/2)"
+                ));
+            }
+            for _ in 0..1 + r.below(2) {
+                let m = match r.below(3) {
+                    0 => format!("tcp,tp_dst={}", [22, 80, 443, 1024][r.below(4) as usize]),
+                    1 => format!("in_port={}", 1 + r.below(3)),
+                    _ => format!("ip,nw_dst={}/16", ip(r)),
+                };
+                lines.push(format!(
+                    "table={t},priority={p},{m},actions=conjunction({id},2/2)"
+                ));
+            }
+            if r.chance(85) {
+                lines.push(format!(
+                    "table={t},priority={idp},conj_id={id},actions=output:{}",
+                    1 + r.below(4)
+                ));
+            }
         }
     }
     let text = lines.join("\n");

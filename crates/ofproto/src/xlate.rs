@@ -610,6 +610,9 @@ impl<L: Lookup> Ctx<'_, '_, L> {
                     }
                     None => self.note(indent + 1, "stack underflow: nothing popped"),
                 },
+                // A conjunctive flow is never the classifier's answer: its
+                // clauses only make the `conj_id` flow match.
+                Action::Conjunction { .. } => {}
                 Action::WriteMetadata { value, mask } => {
                     let md = FieldId::Metadata.info();
                     md.set_regs_masked(&mut self.regs, u128::from(value), u128::from(mask));
