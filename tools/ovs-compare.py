@@ -274,6 +274,14 @@ def rnd_reg_actions(r, proto, table, ntables):
             acts.append("resubmit(,%d)" % r.randint(table + 1, ntables - 1))
         elif k < 0.83:
             acts.append("load:%d->NXM_OF_IN_PORT[]" % r.randint(1, 5))
+        elif k < 0.86:
+            # Compared exactly: active_backup, and multipath to one link
+            # (the megaflow of its hash fields; flowpath's hash is its own).
+            fs = r.choice(["eth_src", "symmetric_l4", "symmetric_l3l4", "symmetric_l3l4+udp", "nw_src", "nw_dst", "symmetric_l3"])
+            if r.random() < 0.5:
+                acts.append("bundle_load(%s,0,active_backup,ofport,NXM_NX_REG%d[],members:%s)" % (fs, r.randrange(4), ",".join(str(r.choice([1, 2, 3, 7, 9])) for _ in range(r.randint(1, 3)))))
+            else:
+                acts.append("multipath(%s,%d,%s,1,0,NXM_NX_REG%d[0..%d])" % (fs, r.randrange(100), r.choice(["modulo_n", "hash_threshold", "hrw", "iter_hash"]), r.randrange(4), r.randrange(16)))
         else:
             acts.append("output:%d" % r.randint(1, 4))
     if r.random() < 0.15:

@@ -54,6 +54,9 @@ pub const BUNDLE_FIELDS: [&str; 7] = [
     "symmetric_l3",
 ];
 
+/// The algorithms of `multipath`, by name.
+pub const MULTIPATH_ALGORITHMS: [&str; 4] = ["modulo_n", "hash_threshold", "hrw", "iter_hash"];
+
 /// Most controller ids a `dec_ttl(...)` takes.
 pub const MAX_DEC_TTL_IDS: usize = 8;
 
@@ -90,6 +93,26 @@ pub enum Action {
         members: [u16; MAX_BUNDLE_MEMBERS],
         /// How many members.
         n: u8,
+        /// `bundle_load(...)`: store the chosen member (65535, OFPP_NONE,
+        /// when none is live) in these bits instead of outputting.
+        load: Option<Subfield>,
+    },
+    /// `multipath(FIELDS,BASIS,ALGORITHM,N_LINKS,ARG,DST[a..b])`: a link
+    /// number in `0..n_links`, chosen by flowpath's hash of the field set,
+    /// stored in `dst`.
+    Multipath {
+        /// Hashed fields ([`BUNDLE_FIELDS`] index).
+        fields: u8,
+        /// Hash basis.
+        basis: u16,
+        /// [`MULTIPATH_ALGORITHMS`] index.
+        alg: u8,
+        /// Number of links, 1..=65536.
+        n_links: u32,
+        /// `iter_hash`'s argument.
+        arg: u32,
+        /// Where the link number goes.
+        dst: Subfield,
     },
     /// `set_queue:Q`: later outputs use queue `Q` (the datapath's
     /// `skb_priority`).
@@ -359,8 +382,6 @@ const UNSUPPORTED: &[&str] = &[
     "dec_mpls_ttl",
     "set_tunnel",
     "set_tunnel64",
-    "multipath",
-    "bundle_load",
     "autopath",
     "fin_timeout",
     "exit",
@@ -412,13 +433,19 @@ impl fmt::Display for Action {
                 hrw,
                 members,
                 n,
+                load,
             } => {
                 let alg = if hrw { "hrw" } else { "active_backup" };
                 let name = BUNDLE_FIELDS
                     .get(usize::from(fields))
                     .copied()
                     .unwrap_or("?");
-                write!(f, "bundle({name},{basis},{alg},ofport,members:")?;
+                match load {
+                    None => write!(f, "bundle({name},{basis},{alg},ofport,members:")?,
+                    Some(dst) => {
+                        write!(f, "bundle_load({name},{basis},{alg},ofport,{dst},members:")?
+                    }
+                }
                 for (i, m) in members.iter().take(usize::from(n)).enumerate() {
                     if i > 0 {
                         f.write_str(",")?;
@@ -427,6 +454,25 @@ impl fmt::Display for Action {
                 }
                 f.write_str(")")
             }
+            Action::Multipath {
+                fields,
+                basis,
+                alg,
+                n_links,
+                arg,
+                dst,
+            } => write!(
+                f,
+                "multipath({},{basis},{},{n_links},{arg},{dst})",
+                BUNDLE_FIELDS
+                    .get(usize::from(fields))
+                    .copied()
+                    .unwrap_or("?"),
+                MULTIPATH_ALGORITHMS
+                    .get(usize::from(alg))
+                    .copied()
+                    .unwrap_or("?")
+            ),
             Action::PopQueue => f.write_str("pop_queue"),
             Action::Enqueue { port, queue } => {
                 f.write_str("enqueue:")?;
@@ -803,6 +849,29 @@ pub fn parse_bucket_actions(text: &str) -> Result<Vec<Action>, RuleError> {
     parse_actions(text, bucket_context(), 0)
 }
 
+/// A `bundle`/`multipath` field set by name.
+fn hash_fields(name: &str, fname: &str) -> Result<u8, RuleError> {
+    match BUNDLE_FIELDS.iter().position(|f| *f == fname) {
+        Some(i) => Ok(i as u8),
+        None => fail(
+            name,
+            format!(
+                "'{fname}' is not a field set to hash ({})",
+                BUNDLE_FIELDS.join(", ")
+            ),
+        ),
+    }
+}
+
+/// A hash basis, 0 to 65535.
+fn hash_basis(name: &str, basis: &str) -> Result<u16, RuleError> {
+    parse_uint(basis)
+        .ok()
+        .filter(|b| *b <= 0xffff)
+        .map(|b| b as u16)
+        .ok_or_else(|| RuleError::new(Some(name), format!("'{basis}' is not a basis (0 to 65535)")))
+}
+
 /// A bit range read by an action: it must exist and, unless in a group
 /// bucket, its prerequisites must be met by the rule's match (as
 /// ovs-ofctl checks).
@@ -1096,29 +1165,25 @@ fn parse_one(item: &str, matching: &Match, table: u8) -> Result<Option<Action>, 
                 "write_metadata is an instruction: it comes after the actions and write_actions(...), before goto_table",
             )
         }
-        "bundle" => {
+        "bundle" | "bundle_load" => {
+            let load = lname == "bundle_load";
+            let usage = if load {
+                "bundle_load(FIELDS,BASIS,ALGORITHM,ofport,DST[a..b],members:P,...)"
+            } else {
+                "bundle(FIELDS,BASIS,ALGORITHM,ofport,members:P,...)"
+            };
             let Arg::Paren(s) = arg else {
-                return fail(name, "bundle(FIELDS,BASIS,ALGORITHM,ofport,members:P,...)");
+                return fail(name, usage);
             };
-            let parts: Vec<&str> = s.splitn(5, ',').map(str::trim).collect();
-            let [fname, basis, alg, ofport, members] = parts[..] else {
-                return fail(name, "bundle(FIELDS,BASIS,ALGORITHM,ofport,members:P,...)");
+            let parts: Vec<&str> = s.splitn(if load { 6 } else { 5 }, ',').map(str::trim).collect();
+            let (head, dst, members) = match (load, &parts[..]) {
+                (false, [a, b, c, d, m]) => ([*a, *b, *c, *d], None, *m),
+                (true, [a, b, c, d, dst, m]) => ([*a, *b, *c, *d], Some(*dst), *m),
+                _ => return fail(name, usage),
             };
-            let Some(fields) = BUNDLE_FIELDS.iter().position(|f| *f == fname) else {
-                return fail(
-                    name,
-                    format!(
-                        "'{fname}' is not a bundle field set ({})",
-                        BUNDLE_FIELDS.join(", ")
-                    ),
-                );
-            };
-            let basis = parse_uint(basis)
-                .ok()
-                .filter(|b| *b <= 0xffff)
-                .ok_or_else(|| {
-                    RuleError::new(Some(name), format!("'{basis}' is not a basis (0 to 65535)"))
-                })?;
+            let [fname, basis, alg, ofport] = head;
+            let fields = hash_fields(name, fname)?;
+            let basis = hash_basis(name, basis)?;
             let hrw = match alg {
                 "hrw" => true,
                 "active_backup" => false,
@@ -1135,6 +1200,19 @@ fn parse_one(item: &str, matching: &Match, table: u8) -> Result<Option<Action>, 
                     format!("'{ofport}': bundle members must be given as ofport"),
                 );
             }
+            let load = match dst {
+                Some(d) => {
+                    let sf = parse_dst(name, d, matching)?;
+                    if sf.n_bits < 16 {
+                        return fail(
+                            name,
+                            format!("{d}: a bundle_load destination must be at least 16 bits"),
+                        );
+                    }
+                    Some(sf)
+                }
+                None => None,
+            };
             let Some(list) = members
                 .strip_prefix("members:")
                 .or(members.strip_prefix("slaves:"))
@@ -1157,11 +1235,66 @@ fn parse_one(item: &str, matching: &Match, table: u8) -> Result<Option<Action>, 
                 n += 1;
             }
             Action::Bundle {
-                fields: fields as u8,
-                basis: basis as u16,
+                fields,
+                basis,
                 hrw,
                 members: m,
                 n: n as u8,
+                load,
+            }
+        }
+        "multipath" => {
+            let usage = "multipath(FIELDS,BASIS,ALGORITHM,N_LINKS,ARG,DST[a..b])";
+            let Arg::Paren(s) = arg else {
+                return fail(name, usage);
+            };
+            let parts: Vec<&str> = s.splitn(6, ',').map(str::trim).collect();
+            let [fname, basis, alg, n_links, a, dst] = parts[..] else {
+                return fail(name, usage);
+            };
+            let fields = hash_fields(name, fname)?;
+            let basis = hash_basis(name, basis)?;
+            let Some(alg) = MULTIPATH_ALGORITHMS.iter().position(|x| *x == alg) else {
+                return fail(
+                    name,
+                    format!(
+                        "'{alg}' is not a multipath algorithm ({})",
+                        MULTIPATH_ALGORITHMS.join(", ")
+                    ),
+                );
+            };
+            let n_links = parse_uint(n_links)
+                .ok()
+                .filter(|n| (1..=65536).contains(n))
+                .ok_or_else(|| {
+                    RuleError::new(
+                        Some(name),
+                        format!("n_links {n_links} is not in valid range 1 to 65536"),
+                    )
+                })? as u32;
+            let arg = parse_uint(a)
+                .ok()
+                .filter(|v| *v <= u128::from(u32::MAX))
+                .ok_or_else(|| RuleError::new(Some(name), format!("'{a}' is not a number")))?
+                as u32;
+            let dst = parse_dst(name, dst, matching)?;
+            if dst.n_bits < 32 && n_links > 1u32 << dst.n_bits {
+                return fail(
+                    name,
+                    format!(
+                        "{}-bit destination field has {} possible values, less than specified n_links {n_links}",
+                        dst.n_bits,
+                        1u32 << dst.n_bits
+                    ),
+                );
+            }
+            Action::Multipath {
+                fields,
+                basis,
+                alg: alg as u8,
+                n_links,
+                arg,
+                dst,
             }
         }
         "set_queue" => {
@@ -1374,10 +1507,15 @@ pub fn parse_instructions(
                 }) {
                     return fail(name, "write_actions cannot hold instructions");
                 }
-                if let Some(a) = write_set
-                    .iter()
-                    .find(|a| matches!(a, Action::Push(_) | Action::Pop(_)))
-                {
+                if let Some(a) = write_set.iter().find(|a| {
+                    matches!(
+                        a,
+                        Action::Push(_)
+                            | Action::Pop(_)
+                            | Action::Multipath { .. }
+                            | Action::Bundle { load: Some(_), .. }
+                    )
+                }) {
                     return fail(name, format!("disallowed action in action set: {a}"));
                 }
                 list.push(Action::WriteActions);

@@ -143,7 +143,19 @@ pub fn rule_text(r: &mut Rng, table: u8, ntables: u8, prio: u16) -> String {
             2 => "move:NXM_OF_ETH_DST[0..1]->NXM_NX_REG1[0..1]".into(),
             3 if v4 => "move:NXM_OF_IP_SRC[0..2]->OXM_OF_METADATA[0..2]".into(),
             4 => format!("set_field:{}->pkt_mark", r.below(3)),
-            5 => "push:NXM_NX_REG0[0..15],pop:NXM_NX_REG3[0..15]".into(),
+            5 if r.chance(50) => "push:NXM_NX_REG0[0..15],pop:NXM_NX_REG3[0..15]".into(),
+            5 if r.chance(50) => format!(
+                "multipath({},0,{},{},0,NXM_NX_REG0[0..1])",
+                ["eth_src", "symmetric_l4", "nw_src", "symmetric_l3l4+udp"][r.below(4) as usize],
+                ["modulo_n", "hash_threshold", "hrw", "iter_hash"][r.below(4) as usize],
+                1 + r.below(4)
+            ),
+            5 => format!(
+                "bundle_load(symmetric_l3,0,{},ofport,NXM_NX_REG0[],members:7,{},{})",
+                ["hrw", "active_backup"][r.below(2) as usize],
+                1 + r.below(4),
+                1 + r.below(4)
+            ),
             6 => "move:NXM_NX_REG1[0..7]->NXM_OF_ETH_SRC[0..7]".into(),
             _ => format!("load:{}->NXM_NX_REG3[0..1]", r.below(4)),
         });

@@ -87,6 +87,39 @@ fn action_set_order(set: &[Action]) -> Option<Vec<Action>> {
     Some(list)
 }
 
+/// `multipath`'s link for hash `h` (flowpath's own choices; OVS's hash,
+/// and so its link numbers, differ): `modulo_n` the remainder,
+/// `hash_threshold` equal slices of the hash space, `hrw` the link with
+/// the highest mix of hash and link, `iter_hash` the hash's low bits (as
+/// many as the power of two at or above `arg` and `n_links` needs)
+/// re-mixed until they name a link, the remainder after 16 tries.
+fn multipath_link(h: u64, alg: u8, n_links: u32, arg: u32) -> u32 {
+    let n = u64::from(n_links.max(1));
+    match alg {
+        0 => (h % n) as u32,
+        1 => ((u128::from(h) * u128::from(n)) >> 64) as u32,
+        2 => (0..n_links.max(1))
+            .max_by_key(|&l| {
+                (
+                    mix64(h ^ u64::from(l).wrapping_mul(0x9e37_79b9_7f4a_7c15)),
+                    std::cmp::Reverse(l),
+                )
+            })
+            .unwrap_or(0),
+        _ => {
+            let bits = u64::from(arg.max(n_links).next_power_of_two()) - 1;
+            let mut x = h;
+            for i in 0..16u64 {
+                if x & bits < n {
+                    return (x & bits) as u32;
+                }
+                x = mix64(x ^ i);
+            }
+            (x % n) as u32
+        }
+    }
+}
+
 /// The symmetric L4 part of a hash: nw_proto and the ports (smaller
 /// first) of TCP, SCTP and, if `udp`, UDP, made significant in `m`; the
 /// values to hash.
@@ -438,6 +471,7 @@ impl<L: Lookup> Ctx<'_, '_, L> {
                     hrw,
                     members,
                     n,
+                    load,
                 } => {
                     let members = &members[..usize::from(n)];
                     let chosen = if hrw {
@@ -458,13 +492,30 @@ impl<L: Lookup> Ctx<'_, '_, L> {
                             .copied()
                             .find(|&p| self.port_live(u32::from(p)))
                     };
-                    match chosen {
-                        Some(p) if u32::from(p) == self.flow.in_port() => {
+                    match (load, chosen) {
+                        // bundle_load: OFPP_NONE when no member is live.
+                        (Some(dst), c) => {
+                            let v = u128::from(c.unwrap_or(0xffff));
+                            self.set_field(dst.field, v << dst.ofs, dst.mask(), false);
+                        }
+                        (None, Some(p)) if u32::from(p) == self.flow.in_port() => {
                             self.note(indent + 1, "skipping output to input port");
                         }
-                        Some(p) => self.output(u32::from(p)),
-                        None => self.note(indent + 1, "no live bundle member: drop"),
+                        (None, Some(p)) => self.output(u32::from(p)),
+                        (None, None) => self.note(indent + 1, "no live bundle member: drop"),
                     }
+                }
+                Action::Multipath {
+                    fields,
+                    basis,
+                    alg,
+                    n_links,
+                    arg,
+                    dst,
+                } => {
+                    let h = mix64(self.bundle_hash(fields) ^ u64::from(basis));
+                    let link = multipath_link(h, alg, n_links, arg);
+                    self.set_field(dst.field, u128::from(link) << dst.ofs, dst.mask(), false);
                 }
                 Action::Group(id) => {
                     // Groups nest (a bucket may send to a group): they count
@@ -968,6 +1019,14 @@ impl<L: Lookup> Ctx<'_, '_, L> {
                     add(b);
                     for v in sym_l4(&f, &mut m, udp_ports) {
                         add(v);
+                    }
+                    // OVS's symmetric_l4 (`bundle`, `multipath`): the
+                    // ports of every IP packet but UDP are significant,
+                    // hashed or not (checked against OVS 3.1: ICMP type
+                    // and code, zero ports of other protocols).
+                    if !udp_ports && f.nw_proto() != 17 {
+                        m.set_tp_src(0xffff);
+                        m.set_tp_dst(0xffff);
                     }
                 }
             }
