@@ -659,7 +659,7 @@ def main():
             if t is None:
                 continue
             mf, da = t
-            if rec and (a.regs or a.conj):
+            if rec and (a.regs or a.conj or a.of13):
                 grouped.append({"packet": pkt, "megaflow": mf, "actions": da})
             elif rec and ("OpenFlow13" not in " ".join(res.args) or "mod_vlan" not in open(rf).read()):
                 rec.write(json.dumps({"rules": rules, "groups": groups, "packet": pkt, "megaflow": mf, "actions": da}) + "\n")

@@ -65,7 +65,7 @@ pub enum Progress<'a> {
 #[derive(Debug, thiserror::Error)]
 pub enum BenchError {
     /// A workload could not be loaded.
-    #[error("workload {name}: {source}")]
+    #[error("workload {name}")]
     Workload {
         /// Workload name.
         name: String,

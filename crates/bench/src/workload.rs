@@ -85,6 +85,8 @@ pub enum WorkloadSpec {
         pcap: PathBuf,
         /// The `ovs-ofctl add-flows` file.
         rules: PathBuf,
+        /// The `ovs-ofctl add-groups` file the rules' `group:N` use.
+        groups: Option<PathBuf>,
     },
 }
 
@@ -337,7 +339,11 @@ pub fn load(spec: &WorkloadSpec) -> Result<Workload, WorkloadError> {
                 AttackKind::Storm => Profile::Storm(flowpath_trafficgen::StormSpec { mix }),
             }
         }
-        WorkloadSpec::Pcap { pcap, rules } => return load_capture(spec, pcap, rules),
+        WorkloadSpec::Pcap {
+            pcap,
+            rules,
+            groups,
+        } => return load_capture(spec, pcap, rules, groups.as_deref()),
     };
     let w = generate(&profile, &Options::default())?;
     let frames = w.flow_frames();
@@ -390,7 +396,12 @@ pub fn capture_parts(pcap: &Path) -> Result<Vec<PathBuf>, WorkloadError> {
     }
 }
 
-fn load_capture(spec: &WorkloadSpec, pcap: &Path, rules: &Path) -> Result<Workload, WorkloadError> {
+fn load_capture(
+    spec: &WorkloadSpec,
+    pcap: &Path,
+    rules: &Path,
+    groups: Option<&Path>,
+) -> Result<Workload, WorkloadError> {
     let rules_text = std::fs::read_to_string(rules).map_err(|source| WorkloadError::Read {
         path: rules.to_path_buf(),
         source,
@@ -404,6 +415,23 @@ fn load_capture(spec: &WorkloadSpec, pcap: &Path, rules: &Path) -> Result<Worklo
         ports.push(PortTraffic::packed(part_port(i), f.data, &f.offsets));
     }
     let tables = parse_tables(&rules_text, &rules.display().to_string(), &ports)?;
+    // The group table (none without --groups): a rule naming a group it
+    // lacks is refused, as by `run` and `switch`.
+    let groups = match groups {
+        Some(g) => {
+            let text = std::fs::read_to_string(g).map_err(|source| WorkloadError::Read {
+                path: g.to_path_buf(),
+                source,
+            })?;
+            let name = g.display().to_string();
+            flowpath_ofproto::group::parse_groups(&text, Some(&name))
+                .map_err(|e| WorkloadError::Rules(e.to_string()))?
+        }
+        None => Vec::new(),
+    };
+    let mut t = (*tables).clone();
+    t.set_groups(groups).map_err(WorkloadError::Rules)?;
+    let tables = Arc::new(t);
     Ok(Workload {
         spec: spec.clone(),
         ports,
@@ -445,6 +473,7 @@ mod tests {
         let p = WorkloadSpec::Pcap {
             pcap: "/x/flows-1000-rr.parts".into(),
             rules: "/x/r".into(),
+            groups: None,
         };
         assert_eq!(p.name(), "flows-1000-rr");
     }

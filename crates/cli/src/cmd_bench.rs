@@ -73,6 +73,9 @@ pub struct Args {
     /// The rules for --pcap (ovs-ofctl add-flows syntax).
     #[arg(long, value_name = "FILE", requires = "pcap")]
     rules: Option<PathBuf>,
+    /// The group table the --rules use (`ovs-ofctl add-groups` syntax).
+    #[arg(long, value_name = "FILE.groups", requires = "rules")]
+    groups: Option<PathBuf>,
     /// Configurations to compare (see --help).
     #[arg(long = "config", value_name = "CFG,...")]
     configs: Vec<String>,
@@ -180,6 +183,7 @@ fn workloads(args: &Args) -> Result<Vec<WorkloadSpec>> {
         w.push(WorkloadSpec::Pcap {
             pcap: pcap.clone(),
             rules: rules.clone(),
+            groups: args.groups.clone(),
         });
     }
     Ok(w)

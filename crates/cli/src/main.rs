@@ -63,7 +63,24 @@ fn main() {
         },
     };
     if let Err(e) = result {
-        eprintln!("flowpath: {e:#}");
+        eprintln!("flowpath: {}", error_text(&e));
         std::process::exit(1);
     }
+}
+
+/// The error and its causes, `: `-separated, each cause left out when the
+/// text so far already says it (many errors print their source too).
+fn error_text(e: &anyhow::Error) -> String {
+    let mut text = String::new();
+    for cause in e.chain() {
+        let c = cause.to_string();
+        if text.contains(&c) {
+            continue;
+        }
+        if !text.is_empty() {
+            text.push_str(": ");
+        }
+        text.push_str(&c);
+    }
+    text
 }

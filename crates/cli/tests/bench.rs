@@ -174,3 +174,74 @@ fn out_dir_gets_all_three_files_and_bad_config_fails() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("bogus"));
 }
+
+#[test]
+fn capture_with_groups() {
+    let dir = temp_dir("groups");
+    let out = flowpath(
+        &[
+            "gen",
+            "flows",
+            "--flows",
+            "64",
+            "--packets",
+            "2000",
+            "-o",
+            "f.pcap",
+        ],
+        &dir,
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    std::fs::write(
+        dir.join("r.flows"),
+        "priority=10,udp,actions=group:1\npriority=0,actions=drop\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("g.groups"),
+        "group_id=1,type=select,bucket=output:2,bucket=output:3\n",
+    )
+    .unwrap();
+    let args = [
+        "bench",
+        "--pcap",
+        "f.pcap",
+        "--rules",
+        "r.flows",
+        "--groups",
+        "g.groups",
+        "--config",
+        "emc",
+        "--duration-ms",
+        "30",
+        "--warmup-ms",
+        "5",
+        "--no-pin",
+        "--json",
+    ];
+    let out = flowpath(&args, &dir);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let all: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let v = &all[0];
+    assert!(v["packets_received"].as_u64().unwrap() > 0, "{v}");
+    // The select group hashes the 5-tuple: one megaflow per flow.
+    assert_eq!(v["megaflows"].as_u64(), Some(64), "{v}");
+    // Without the group table, the rules are refused, naming the group.
+    let without: Vec<&str> = args
+        .iter()
+        .copied()
+        .filter(|a| *a != "--groups" && *a != "g.groups")
+        .collect();
+    let out = flowpath(&without, &dir);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("group") && err.contains('1'), "{err}");
+}

@@ -36,6 +36,15 @@ fn register_traces_match_ovs_3_1() {
     check(include_str!("data/ovs31-regs-traces.jsonl"), 3000);
 }
 
+/// OpenFlow 1.3 rule sets with groups and instructions
+/// (`tools/ovs-compare.py --of13`, seed 31: the 77 of 200 rule sets that
+/// OpenFlow 1.3 can carry — no `tcp_flags`, no NXM-only fields — × 12
+/// packets), one line per rule set.
+#[test]
+fn openflow13_traces_match_ovs_3_1() {
+    check(include_str!("data/ovs31-of13-traces.jsonl"), 900);
+}
+
 /// Conjunctive matches (`tools/ovs-compare.py --conj`): 1-3 conjunction
 /// ids at priorities of their own with 2-3 dimensions, `conj_id` flows
 /// (sometimes missing), ordinary flows around and hidden behind them; 330
