@@ -274,6 +274,28 @@ def rnd_reg_actions(r, proto, table, ntables):
             acts.append("resubmit(,%d)" % r.randint(table + 1, ntables - 1))
         elif k < 0.83:
             acts.append("load:%d->NXM_OF_IN_PORT[]" % r.randint(1, 5))
+        elif k < 0.84:
+            # learn: ofproto/trace suppresses its side effect, so what is
+            # compared is the megaflow of the bits it reads (learn_mask).
+            specs = []
+            for _ in range(r.randint(1, 3)):
+                j = r.random()
+                name, width, _ = r.choice(subs)
+                rng, n = rnd_bits(r, width)
+                if j < 0.4:
+                    specs.append("%s[%s]" % (name, rng))
+                elif j < 0.6:
+                    d = rnd_reg_sub(r, n) if n <= 64 else None
+                    if d:
+                        specs.append("%s=%s[%s]" % (d[0], name, rng))
+                elif j < 0.85:
+                    d = rnd_reg_sub(r, n) if n <= 64 else None
+                    if d:
+                        specs.append("load:%s[%s]->%s" % (name, rng, d[0]))
+                else:
+                    specs.append("output:NXM_OF_IN_PORT[]")
+            if specs:
+                acts.append("learn(table=%d,priority=%d,hard_timeout=%d,%s)" % (r.randint(0, 3), r.randint(1, 100), r.choice([0, 10]), ",".join(specs)))
         elif k < 0.86:
             # Compared exactly: active_backup, and multipath to one link
             # (the megaflow of its hash fields; flowpath's hash is its own).

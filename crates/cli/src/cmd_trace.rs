@@ -34,10 +34,12 @@ pub struct Args {
     /// One JSON object per packet instead of the text report.
     #[arg(long)]
     json: bool,
-    /// NORMAL learns each packet's source before the next packet is
-    /// traced (as if each had been received), so a packet file can fill
-    /// the MAC learning table; without it the table stays empty and NORMAL
-    /// floods (OVS's ofproto/trace does not learn either).
+    /// Side effects, as `ofproto/trace -generate`: NORMAL learns each
+    /// packet's source and `learn` actions add their flows before the next
+    /// packet is traced (as if each had been received), so a packet file
+    /// can fill the MAC table and the learned flows; without it NORMAL's
+    /// table stays empty and `learn` only shows what it reads (OVS's
+    /// ofproto/trace does not learn either).
     #[arg(long)]
     learn: bool,
     /// The packet, e.g. `in_port=1,tcp,nw_src=7.7.7.1,nw_dst=7.7.7.104,tp_dst=90`.
@@ -55,7 +57,8 @@ struct TraceJson<'a> {
 
 /// Runs `flowpath trace`.
 pub fn run(args: Args) -> Result<()> {
-    let tables = args.rules.load()?;
+    let base = args.rules.load()?;
+    let mut tables = std::sync::Arc::new(base.clone());
     let bridge = args.rules.bridge()?;
     let packets: Vec<(usize, String)> = match (&args.flow, &args.packets) {
         (Some(f), _) => vec![(0, f.clone())],
@@ -83,7 +86,11 @@ pub fn run(args: Args) -> Result<()> {
             learn: args.learn,
             ..XlateMode::default()
         };
-        let x = xlate_on(&tables, Some(&bridge), &key, 0, mode);
+        let x = xlate_on(&*tables, Some(&bridge), &key, 0, mode);
+        if !x.learned.is_empty() {
+            bridge.learned.add(x.learned.clone(), 0);
+            tables = std::sync::Arc::new(base.with_added(&bridge.learned.flows()));
+        }
         if args.json {
             let obj = TraceJson {
                 packet: line,

@@ -29,6 +29,7 @@ use crate::pipeline::Datapath;
 use crate::upcall::{Upcall, UpcallError};
 use flowpath_flow::{FlowKey, FlowMask};
 use flowpath_ofproto::action::Action;
+use flowpath_ofproto::learn::LearnedFlows;
 use flowpath_ofproto::normal::{Bridge, MacChanges};
 use flowpath_ofproto::odp::DpActions;
 use flowpath_ofproto::tables::RuleTables;
@@ -60,7 +61,15 @@ pub struct SlowPathStats {
 /// The rule tables as an [`Upcall`]. See the module documentation.
 #[derive(Clone, Debug)]
 pub struct SlowPath {
+    /// The tables translation uses: `base` plus the learned flows.
     tables: Arc<RuleTables>,
+    /// The published tables (without learned flows).
+    base: Arc<RuleTables>,
+    /// The flows `learn` made (the bridge's when there is one).
+    learned: Arc<LearnedFlows>,
+    /// The learned flows' change number `tables` reflects.
+    learned_seen: u64,
+    next_learn_expire_ms: u64,
     /// Whether `tables` use `NORMAL`.
     normal: bool,
     bridge: Option<Arc<Bridge>>,
@@ -79,7 +88,11 @@ impl SlowPath {
     pub fn new(tables: Arc<RuleTables>) -> Self {
         SlowPath {
             normal: uses_normal(&tables),
+            base: tables.clone(),
             tables,
+            learned: Arc::default(),
+            learned_seen: 0,
+            next_learn_expire_ms: 0,
             bridge: None,
             mac_seen: 0,
             next_expire_ms: 0,
@@ -94,7 +107,9 @@ impl SlowPath {
     pub fn with_bridge(tables: Arc<RuleTables>, bridge: Arc<Bridge>) -> Self {
         let mut sp = SlowPath::new(tables);
         sp.mac_seen = bridge.seq();
+        sp.learned = bridge.learned.clone();
         sp.bridge = Some(bridge);
+        sp.merge_learned();
         sp
     }
 
@@ -120,11 +135,31 @@ impl SlowPath {
         &self.tables
     }
 
-    /// Replaces the rule tables (between batches); returns the old ones.
-    /// Installed megaflows are not checked: see [`revalidate`].
+    /// Replaces the rule tables (between batches; the learned flows stay);
+    /// returns the old ones. Installed megaflows are not checked: see
+    /// [`revalidate`].
     pub fn set_tables(&mut self, tables: Arc<RuleTables>) -> Arc<RuleTables> {
-        self.normal = uses_normal(&tables);
-        std::mem::replace(&mut self.tables, tables)
+        let old = std::mem::replace(&mut self.base, tables);
+        self.merge_learned();
+        old
+    }
+
+    /// The flows `learn` made here (the bridge's, when there is one).
+    pub fn learned(&self) -> &Arc<LearnedFlows> {
+        &self.learned
+    }
+
+    /// Rebuilds the tables translation uses from the published ones and
+    /// the learned flows.
+    fn merge_learned(&mut self) {
+        self.learned_seen = self.learned.seq();
+        let flows = self.learned.flows();
+        self.tables = if flows.is_empty() {
+            self.base.clone()
+        } else {
+            Arc::new(self.base.with_added(&flows))
+        };
+        self.normal = uses_normal(&self.tables);
     }
 
     /// The counters.
@@ -156,6 +191,9 @@ impl Upcall for SlowPath {
             ..XlateMode::default()
         };
         let x = xlate_on(&*self.tables, self.normal_bridge(), key, now_ms, learn);
+        if !x.learned.is_empty() {
+            self.learned.add(x.learned, now_ms);
+        }
         if let Some(e) = x.error {
             self.stats.failed += 1;
             self.last_error = Some(e);
@@ -169,10 +207,22 @@ impl Upcall for SlowPath {
     /// last looked (learned, moved, expired, evicted; everything after a
     /// flush). Lock-free when nothing changed.
     fn after_batch(&mut self, dp: &mut Datapath, now_ms: u64) -> usize {
-        // Per batch: two branches and an atomic load when nothing changed
+        // Per batch: a few branches and atomic loads when nothing changed
         // (no lock, no reference-count traffic).
+        let mut removed = 0;
+        if now_ms >= self.next_learn_expire_ms && self.learned_seen != 0 {
+            self.next_learn_expire_ms = now_ms + MAC_EXPIRE_INTERVAL_MS;
+            self.learned.expire(now_ms);
+        }
+        if self.learned.seq() != self.learned_seen {
+            // Flows were learned (here or by another worker) or expired:
+            // the tables change, every megaflow is re-checked.
+            self.merge_learned();
+            let bridge = self.bridge.clone().filter(|_| self.normal);
+            removed += revalidate_where(dp, &self.tables, bridge.as_deref(), now_ms, |_| true);
+        }
         if !self.normal {
-            return 0;
+            return removed;
         }
         let Some(b) = self.bridge.as_deref() else {
             return 0;
@@ -183,21 +233,24 @@ impl Upcall for SlowPath {
             b.macs().expire(now_ms);
         }
         if b.seq() == self.mac_seen {
-            return 0;
+            return removed;
         }
         let (changes, seq) = b.macs().changes_since(self.mac_seen);
         self.mac_seen = seq;
         let dl_dst_exact = |m: &Megaflow<'_>| m.mask.to_key().dl_dst() == 0xffff_ffff_ffff;
-        match changes {
-            MacChanges::None => 0,
-            MacChanges::All => revalidate_where(dp, &self.tables, Some(b), now_ms, dl_dst_exact),
-            MacChanges::Some(v) => {
-                let macs: HashSet<u64> = v.iter().map(|&(_, mac)| mac).collect();
-                revalidate_where(dp, &self.tables, Some(b), now_ms, |m| {
-                    dl_dst_exact(m) && macs.contains(&m.key.dl_dst())
-                })
+        removed
+            + match changes {
+                MacChanges::None => 0,
+                MacChanges::All => {
+                    revalidate_where(dp, &self.tables, Some(b), now_ms, dl_dst_exact)
+                }
+                MacChanges::Some(v) => {
+                    let macs: HashSet<u64> = v.iter().map(|&(_, mac)| mac).collect();
+                    revalidate_where(dp, &self.tables, Some(b), now_ms, |m| {
+                        dl_dst_exact(m) && macs.contains(&m.key.dl_dst())
+                    })
+                }
             }
-        }
     }
 }
 

@@ -94,9 +94,10 @@ impl Switch<SlowPath> {
     /// translation changed are removed ([`crate::slowpath::revalidate`]), then upcalls use
     /// the new tables. Returns how many megaflows were removed.
     pub fn publish_rules(&mut self, tables: Arc<RuleTables>) -> usize {
-        let removed = self.upcall.revalidate(&mut self.dp, &tables);
+        // The new tables with the flows `learn` made.
         self.upcall.set_tables(tables);
-        removed
+        let merged = self.upcall.tables().clone();
+        self.upcall.revalidate(&mut self.dp, &merged)
     }
 }
 

@@ -47,6 +47,7 @@ const SUPPORTED: &[&str] = &[
     "registers",
     "other:push/pop action stack",
     "conjunction",
+    "learn",
 ];
 
 /// Tests whose expectation the installed OVS 3.1 itself does not give
@@ -350,6 +351,13 @@ fn replay(t: &Value) -> Result<(), String> {
                     };
                     run.dp.set_config(cfg).map_err(|e| e.to_string())?;
                     run.megaflows = false;
+                } else if cmd.ends_with("time/stop") {
+                    // The clock only moves when the test says (as here).
+                } else if let Some(ms) = cmd.split("time/warp ").nth(1) {
+                    run.now += ms
+                        .trim()
+                        .parse::<u64>()
+                        .map_err(|e| format!("{cmd}: {e}"))?;
                 } else if !cmd.ends_with("upcall/disable-ufid") {
                     return Err(format!("appctl '{cmd}'"));
                 }

@@ -221,6 +221,8 @@ pub enum Action {
         /// Number of clauses, 2..=64.
         n: u8,
     },
+    /// `learn(...)`: the index of its specs in [`crate::learn`]'s registry.
+    Learn(u32),
     /// The `write_metadata:VALUE[/MASK]` instruction.
     WriteMetadata {
         /// New bits.
@@ -369,7 +371,6 @@ const LEGACY: &[(&str, FieldId)] = &[
 /// are named as unsupported rather than unknown.
 const UNSUPPORTED: &[&str] = &[
     "table",
-    "learn",
     "ct",
     "ct_clear",
     "nat",
@@ -538,6 +539,10 @@ impl fmt::Display for Action {
             Action::Move { src, dst } => write!(f, "move:{src}->{dst}"),
             Action::Push(sf) => write!(f, "push:{sf}"),
             Action::Conjunction { id, k, n } => write!(f, "conjunction({id},{k}/{n})"),
+            Action::Learn(id) => match crate::learn::get(id) {
+                Some(l) => write!(f, "{l}"),
+                None => f.write_str("learn(?)"),
+            },
             Action::Pop(sf) => write!(f, "pop:{sf}"),
             Action::WriteMetadata { value, mask } => {
                 if mask == u64::MAX {
@@ -1117,6 +1122,21 @@ fn parse_one(item: &str, matching: &Match, table: u8) -> Result<Option<Action>, 
             Action::Move { src, dst }
         }
         "push" => Action::Push(parse_src(name, need_arg(name, arg)?, matching)?),
+        "learn" => {
+            let Arg::Paren(s) = arg else {
+                return fail(name, "learn(table=T,...,SPEC,...)");
+            };
+            let l = crate::learn::parse(s)?;
+            // The packet bits it reads must exist where the rule applies.
+            if !std::ptr::eq(matching, bucket_context()) {
+                for sf in l.sources() {
+                    matching
+                        .check_prereqs(sf.field.info())
+                        .map_err(|e| RuleError::new(Some(name), e))?;
+                }
+            }
+            Action::Learn(crate::learn::intern(l))
+        }
         "conjunction" => {
             let Arg::Paren(s) = arg else {
                 return fail(name, "conjunction(ID,K/N)");
@@ -1943,7 +1963,7 @@ mod tests {
 
     #[test]
     fn unknown_and_unsupported() {
-        for a in ["learn(table=1)", "ct(commit)", "meter:1"] {
+        for a in ["learn(table=1,limit=3)", "ct(commit)", "meter:1"] {
             let e = p(a).unwrap_err();
             assert!(
                 e.to_string().contains("not supported by flowpath"),

@@ -19,6 +19,7 @@ pub mod action;
 pub mod classifier;
 pub mod dpflow;
 pub mod group;
+pub mod learn;
 pub mod linear;
 pub mod normal;
 pub mod odp;

@@ -456,6 +456,8 @@ impl MacTable {
 pub struct Bridge {
     macs: Mutex<MacTable>,
     seq: AtomicU64,
+    /// The flows `learn` actions made on this bridge.
+    pub learned: std::sync::Arc<crate::learn::LearnedFlows>,
     /// Ports' 802.1Q configuration.
     pub vlans: PortVlans,
     /// Flooding includes the LOCAL port.
@@ -476,6 +478,7 @@ impl Bridge {
         Bridge {
             seq: AtomicU64::new(macs.seq()),
             macs: Mutex::new(macs),
+            learned: Default::default(),
             vlans,
             local,
         }

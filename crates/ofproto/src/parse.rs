@@ -268,6 +268,12 @@ impl<'a> MatchBuilder<'a> {
                 ));
             }
         }
+        if f.is_reg() {
+            // As OVS: a register field given replaces all of its bits (an
+            // earlier overlapping view keeps only the others).
+            f.set_regs_masked(&mut self.m.regs_mask, 0, u128::MAX);
+            f.set_regs_masked(&mut self.m.regs, 0, u128::MAX);
+        }
         self.m.set_field_masked(f, v, mask);
         self.given.push((key, f, storage));
         Ok(())

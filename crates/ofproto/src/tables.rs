@@ -52,6 +52,9 @@ pub struct RuleTables {
     tables: Vec<Option<Classifier>>,
     ports: Vec<u32>,
     groups: std::collections::BTreeMap<u32, crate::group::Group>,
+    /// The prefix-tracking configuration (to rebuild with more rules).
+    prefixes: Vec<FieldId>,
+    per_table: Vec<(u8, Vec<FieldId>)>,
 }
 
 /// The ports a rule set mentions (in_port matches, outputs, resubmits).
@@ -122,7 +125,24 @@ impl RuleTables {
             tables,
             ports,
             groups: Default::default(),
+            prefixes: prefixes.to_vec(),
+            per_table: per_table.to_vec(),
         }
+    }
+
+    /// These tables with `extra` rules added (a later rule with the same
+    /// table, priority and match replaces an earlier one, as `add-flow`
+    /// does), the same prefix tracking, groups and ports: how flows that
+    /// `learn` made join the tables.
+    pub fn with_added(&self, extra: &[Rule]) -> RuleTables {
+        let mut rules = self.rules.clone();
+        rules.extend_from_slice(extra);
+        let mut t = RuleTables::with_table_prefixes(rules, &self.prefixes, &self.per_table);
+        t.groups = self.groups.clone();
+        let mut ports = self.ports.clone();
+        ports.extend(t.ports.iter().copied());
+        t.set_ports(ports);
+        t
     }
 
     /// Installs the group table (`add-groups`). Fails, naming the rule's

@@ -157,6 +157,10 @@ pub fn rule_text(r: &mut Rng, table: u8, ntables: u8, prio: u16) -> String {
                 1 + r.below(4)
             ),
             6 => "move:NXM_NX_REG1[0..7]->NXM_OF_ETH_SRC[0..7]".into(),
+            7 if r.chance(40) => format!(
+                "learn(table={},NXM_OF_ETH_SRC[],NXM_NX_REG1[0..15]=NXM_OF_VLAN_TCI[],load:NXM_OF_IN_PORT[]->NXM_NX_REG0[0..15],output:NXM_OF_IN_PORT[])",
+                r.below(3)
+            ),
             _ => format!("load:{}->NXM_NX_REG3[0..1]", r.below(4)),
         });
     }

@@ -167,6 +167,9 @@ pub struct Xlate {
     /// True when translation was cut short (too deep / too many
     /// resubmits); the actions are then empty, as in OVS.
     pub error: Option<String>,
+    /// The flows `learn` actions made (only when side effects were
+    /// allowed: [`XlateMode::learn`]); the caller adds them to the tables.
+    pub learned: Vec<crate::rule::Rule>,
     /// Indexes (in [`Lookup::lookup_indexed`]'s numbering, for
     /// [`crate::tables::RuleTables`] the position in its rule list) of the
     /// rules the packet went through, in order; filled only by
@@ -211,12 +214,17 @@ struct Ctx<'a, 'e, L: Lookup> {
     /// The table translation is in (for a `resubmit` without a table in
     /// the action set).
     cur_table: u8,
+    /// Whether `learn` learns (an upcall) or only reads (a trace, a
+    /// revalidation).
+    side_effects: bool,
+    /// The flows `learn` made.
+    learned: Vec<crate::rule::Rule>,
 }
 
 /// Translates `key` through `tables`. With `trace`, also records the
 /// human-readable walk in [`Xlate::trace`].
 pub fn xlate<L: Lookup>(tables: &L, key: &FlowKey, trace: bool) -> Xlate {
-    xlate_inner(tables, key, trace, false, None)
+    xlate_inner(tables, key, trace, false, None, false)
 }
 
 /// [`xlate`] with the bridge state `NORMAL` uses (and learns into when
@@ -228,7 +236,8 @@ pub fn xlate_with<L: Lookup>(
     record: bool,
     env: Option<NormalEnv<'_>>,
 ) -> Xlate {
-    xlate_inner(tables, key, trace, record, env)
+    let learn = env.as_ref().is_some_and(|e| e.learn);
+    xlate_inner(tables, key, trace, record, env, learn)
 }
 
 /// What [`xlate_on`] does besides translating.
@@ -255,7 +264,7 @@ pub fn xlate_on<L: Lookup>(
     mode: XlateMode,
 ) -> Xlate {
     let Some(b) = bridge else {
-        return xlate_inner(tables, key, mode.trace, mode.record, None);
+        return xlate_inner(tables, key, mode.trace, mode.record, None, mode.learn);
     };
     let mut macs = b.macs();
     let env = NormalEnv {
@@ -265,14 +274,14 @@ pub fn xlate_on<L: Lookup>(
         learn: mode.learn,
         local: b.local,
     };
-    xlate_inner(tables, key, mode.trace, mode.record, Some(env))
+    xlate_inner(tables, key, mode.trace, mode.record, Some(env), mode.learn)
 }
 
 /// [`xlate`] that also records which rules the packet went through
 /// ([`Xlate::rules`]), for attributing statistics to rules (the
 /// revalidator); costs one small allocation more than [`xlate`].
 pub fn xlate_recording_rules<L: Lookup>(tables: &L, key: &FlowKey) -> Xlate {
-    xlate_inner(tables, key, false, true, None)
+    xlate_inner(tables, key, false, true, None, false)
 }
 
 fn xlate_inner<L: Lookup>(
@@ -281,6 +290,7 @@ fn xlate_inner<L: Lookup>(
     trace: bool,
     record: bool,
     normal: Option<NormalEnv<'_>>,
+    side_effects: bool,
 ) -> Xlate {
     let mut wc = FlowMask::catchall();
     let mut m = wc.to_key();
@@ -313,6 +323,8 @@ fn xlate_inner<L: Lookup>(
         rules: record.then(Vec::new),
         action_set: Vec::new(),
         cur_table: 0,
+        side_effects,
+        learned: Vec::new(),
     };
     ctx.xlate_table(0, None);
     if ctx.error.is_none() {
@@ -328,6 +340,7 @@ fn xlate_inner<L: Lookup>(
         final_flow: ctx.flow,
         trace: ctx.trace,
         error: ctx.error,
+        learned: ctx.learned,
         rules: ctx.rules.unwrap_or_default(),
     }
 }
@@ -664,6 +677,7 @@ impl<L: Lookup> Ctx<'_, '_, L> {
                 // A conjunctive flow is never the classifier's answer: its
                 // clauses only make the `conj_id` flow match.
                 Action::Conjunction { .. } => {}
+                Action::Learn(id) => self.learn(id, indent),
                 Action::WriteMetadata { value, mask } => {
                     let md = FieldId::Metadata.info();
                     md.set_regs_masked(&mut self.regs, u128::from(value), u128::from(mask));
@@ -688,6 +702,39 @@ impl<L: Lookup> Ctx<'_, '_, L> {
                 info.or_mask(&mut self.wc, mask);
                 info.set_masked(&mut self.flow, value, mask);
             }
+        }
+    }
+
+    /// `learn`: the sources become significant (OVS's `learn_mask`); with
+    /// side effects, the flow is made for the caller to add.
+    fn learn(&mut self, id: u32, indent: u32) {
+        let Some(l) = crate::learn::get(id) else {
+            return;
+        };
+        for sf in l.sources() {
+            let info = sf.field.info();
+            if !info.is_reg() {
+                info.or_mask(&mut self.wc, sf.mask());
+            }
+        }
+        if !self.side_effects {
+            self.note(
+                indent + 1,
+                ">> suppressing side effects, so learn action ignored",
+            );
+            return;
+        }
+        match l.flow(&self.flow, &self.regs) {
+            Some(r) => {
+                if self.tracing {
+                    self.note(indent + 1, &format!("learned: {r}"));
+                }
+                self.learned.push(r);
+            }
+            None => self.note(
+                indent + 1,
+                "the learned match lacks prerequisites: nothing learned",
+            ),
         }
     }
 

@@ -29,7 +29,8 @@ fn traces_match_ovs_3_1() {
 /// Pipelines over registers, `metadata` and `pkt_mark` (`tools/ovs-compare.py
 /// --regs`: load, move, push/pop, set_field, write_metadata, matches on
 /// them, `load` to in_port, `bundle_load` active_backup, one-link
-/// `multipath`), 430 rule sets × 10 packets, one line per rule
+/// `multipath`, `learn` — its megaflow: the trace has no side effects),
+/// 576 rule sets × 10 packets, one line per rule
 /// set (`--regs --record` writes them so).
 #[test]
 fn register_traces_match_ovs_3_1() {

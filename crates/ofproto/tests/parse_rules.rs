@@ -312,8 +312,10 @@ fn unsupported_things() {
         ("mpls actions=drop", "mpls"),
         ("mpls_label=3 actions=drop", "mpls_label"),
         ("NXM_NX_TUN_ID=1 actions=drop", "NXM_NX_TUN_ID"),
-        ("actions=learn(table=1)", "learn"),
-        ("actions=learn(table=1,NXM_OF_VLAN_TCI[0..11])", "learn"),
+        (
+            "actions=learn(table=1,limit=5,NXM_OF_VLAN_TCI[0..11])",
+            "learn",
+        ),
         ("actions=ct(commit,table=1)", "ct"),
         ("actions=meter:1", "meter"),
         ("actions=output:NXM_NX_REG0[]", "output"),
@@ -413,6 +415,12 @@ fn structural_errors() {
     assert_eq!(
         parse("xreg0=1,reg1=2 actions=drop").to_string(),
         "priority=32768,reg0=0,reg1=0x2 actions=drop"
+    );
+    // The later field replaces all of its bits, mask included (OVS 3.1:
+    // `reg2=0,reg3=0/0x1`).
+    assert_eq!(
+        parse("xreg1=0x40,reg3=0x0/0x1 actions=drop").to_string(),
+        "priority=32768,reg2=0,reg3=0/0x1 actions=drop"
     );
     file_err("=3 actions=drop", None, "without a field name");
 }

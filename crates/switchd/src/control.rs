@@ -323,7 +323,11 @@ impl Control {
     fn trace(&self, params: &[String]) -> Result<String, String> {
         let flow = params.last().map(String::as_str).unwrap_or("");
         let key: FlowKey = parse_packet(flow).map_err(|e| e.to_string())?;
-        let tables = self.state().rules.tables();
+        let mut tables = self.state().rules.tables();
+        let learned = self.sh.bridge.learned.flows();
+        if !learned.is_empty() {
+            tables = std::sync::Arc::new(tables.with_added(&learned));
+        }
         let trace = XlateMode {
             trace: true,
             ..XlateMode::default()
@@ -493,7 +497,9 @@ impl Control {
 
     fn del_flows(&self, params: &[String]) -> Result<String, String> {
         let sel = Selector::parse(&params.join(",")).map_err(|e| e.to_string())?;
-        self.change_rules(|rs| format!("{} rules deleted", rs.delete(&sel)))
+        // Learned flows go too (the workers rebuild their tables).
+        let learned = self.sh.bridge.learned.remove_where(|r| sel.selects(r));
+        self.change_rules(|rs| format!("{} rules deleted", rs.delete(&sel) + learned))
     }
 
     fn upcall_show(&self, json: bool) -> Result<String, String> {
@@ -593,10 +599,31 @@ impl Control {
                         "duration_s": now.duration_since(r.added).as_secs_f64(),
                     })
                 })
+                .chain(
+                    self.sh
+                        .bridge
+                        .learned
+                        .flows()
+                        .iter()
+                        .filter(|r| sel.selects(r))
+                        .map(|r| {
+                            serde_json::json!({
+                                "table": r.table,
+                                "priority": r.priority,
+                                "cookie": r.cookie,
+                                "match": r.matching.format(flowpath_flow::Style::Rule),
+                                "actions": rules::format_actions_of(r),
+                                "hard_timeout": r.hard_timeout,
+                                "learned": true,
+                            })
+                        }),
+                )
                 .collect();
             return Ok(format!("{}\n", serde_json::Value::Array(v)));
         }
-        Ok(rules::dump_flows(&st.rules, &sel))
+        let mut out = rules::dump_flows(&st.rules, &sel);
+        out.push_str(&rules::dump_learned(&self.sh.bridge.learned.flows(), &sel));
+        Ok(out)
     }
 
     fn config_set(&self, params: &[String]) -> Result<String, String> {

@@ -321,6 +321,19 @@ pub fn dump_flows(set: &RuleSet, sel: &Selector) -> String {
     out
 }
 
+/// The flows `learn` made, as `dump_flows` prints rules (table, then
+/// priority, highest first) but without counters, which flowpath does not
+/// keep for them.
+pub fn dump_learned(flows: &[Rule], sel: &Selector) -> String {
+    let mut rows: Vec<&Rule> = flows.iter().filter(|r| sel.selects(r)).collect();
+    rows.sort_by_key(|r| (r.table, std::cmp::Reverse(r.priority)));
+    let mut out = String::new();
+    for r in rows {
+        out.push_str(&format!(" cookie={:#x}, {r}\n", r.cookie));
+    }
+    out
+}
+
 /// A rule's actions as `ovs-ofctl` prints them (`drop` when empty).
 pub fn format_actions_of(r: &Rule) -> String {
     let s = flowpath_ofproto::action::format_instructions(&r.actions, &r.write_actions);

@@ -607,3 +607,50 @@ fn groups_change_at_run_time() {
     assert_eq!(call(&ctl, "dump-groups", &[]).unwrap(), "");
     sw.shutdown();
 }
+
+#[test]
+fn learn_adds_flows_shown_traced_and_deleted() {
+    let dir = temp_dir("learn");
+    let input = dir.join("in.pcap");
+    // 50 frames from 02:00:00:00:00:01 (port 1) to 02:00:00:00:00:02.
+    let frames: Vec<Vec<u8>> = (0..50).map(|i| udp_frame(1000 + i, 80, 60)).collect();
+    write_capture(&input, &frames);
+    let (sw, ctl) = start_bridge(
+        &dir,
+        "table=0,actions=learn(table=1,hard_timeout=300,priority=10,NXM_OF_VLAN_TCI[0..11],NXM_OF_ETH_DST[]=NXM_OF_ETH_SRC[],output:NXM_OF_IN_PORT[]),resubmit(,1)\n\
+         table=1,priority=0,actions=output:2\n",
+        vec![
+            (1, pcap_in(input, false)),
+            (2, PortSpec::Null),
+            (3, PortSpec::Null),
+        ],
+        Vec::new(),
+        Config::default(),
+        Bridge::default(),
+    );
+    wait_for("all frames received", || {
+        json(&ctl, "dpif-netdev/pmd-stats-show")[0]["packets_received"] == 50
+    });
+    assert_eq!(port_tx(&ctl, 2), 50);
+    // The learned flow, as OVS's dump-flows prints it.
+    let dump = call(&ctl, "dump-flows", &[]).unwrap();
+    assert!(
+        dump.contains("table=1, hard_timeout=300, priority=10,vlan_tci=0x0000/0x0fff,dl_dst=02:00:00:00:00:01 actions=output:1"),
+        "{dump}"
+    );
+    let v = json(&ctl, "dump-flows");
+    assert!(
+        v.as_array().unwrap().iter().any(|f| f["learned"] == true),
+        "{v}"
+    );
+    // A reply to the learned MAC goes to port 1 (the trace sees the
+    // learned flow).
+    let reply = "in_port=3,dl_src=02:00:00:00:00:02,dl_dst=02:00:00:00:00:01,ip";
+    let t = call(&ctl, "ofproto/trace", &["br0", reply]).unwrap();
+    assert!(t.contains("Datapath actions: 1"), "{t}");
+    // del-flows removes learned flows too.
+    call(&ctl, "del-flows", &["table=1"]).unwrap();
+    let dump = call(&ctl, "dump-flows", &[]).unwrap();
+    assert!(!dump.contains("dl_dst=02:00:00:00:00:01"), "{dump}");
+    sw.shutdown();
+}

@@ -1,0 +1,70 @@
+//! `learn` on a running datapath: the flows learned from one packet's
+//! upcall join the tables after its batch (the megaflows are revalidated)
+//! and carry later packets; hard timeouts remove them.
+
+mod common;
+
+use flowpath_datapath::{Config, Outputs, Switch};
+use flowpath_ofproto::normal::Bridge;
+use flowpath_ofproto::parse::parse_rules;
+use flowpath_ofproto::tables::RuleTables;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+/// OVS's MAC learning with `learn` (ovs-actions(7)'s example): table 0
+/// learns "to this source MAC, output to this input port" into table 1,
+/// table 1 floods what it does not know.
+const RULES: &str = "table=0,actions=learn(table=1,hard_timeout=10,priority=10,NXM_OF_VLAN_TCI[0..11],NXM_OF_ETH_DST[]=NXM_OF_ETH_SRC[],output:NXM_OF_IN_PORT[]),resubmit(,1)
+table=1,priority=0,actions=FLOOD";
+
+fn frame(src: u8, dst: u8) -> Vec<u8> {
+    common::udp_frame(
+        [2, 0, 0, 0, 0, dst],
+        [2, 0, 0, 0, 0, src],
+        ([10, 0, 0, 1], [10, 0, 0, 2]),
+        (1024, 80),
+    )
+}
+
+/// Receives one frame on `port` at `now`; returns the ports it left on.
+fn send(sw: &mut Switch, port: u32, f: &[u8], now: u64) -> BTreeMap<u32, u16> {
+    let mut out = BTreeMap::new();
+    let mut sink = |p: u32, pk: Outputs<'_>| {
+        *out.entry(p).or_insert(0) += pk.iter().count() as u16;
+    };
+    sw.process(port, [(f, 0u64)], now, &mut sink);
+    out
+}
+
+#[test]
+fn learned_flows_forward_and_expire() {
+    let mut t = RuleTables::new(parse_rules(RULES, None).unwrap(), &[]);
+    t.set_ports(vec![1, 2, 3, 4]);
+    let bridge = Arc::new(Bridge::default());
+    let mut sw = Switch::new(
+        Config::default(),
+        flowpath_datapath::SlowPath::with_bridge(Arc::new(t), bridge.clone()),
+    )
+    .unwrap();
+    // A (on port 1) to B: B unknown, flooded; A learned.
+    let o = send(&mut sw, 1, &frame(0xa, 0xb), 0);
+    assert_eq!(o.keys().copied().collect::<Vec<_>>(), vec![2, 3, 4]);
+    assert_eq!(bridge.learned.flows().len(), 1);
+    assert_eq!(
+        bridge.learned.flows()[0].to_string(),
+        "table=1, hard_timeout=10, priority=10,vlan_tci=0x0000/0x0fff,dl_dst=02:00:00:00:00:0a actions=output:1"
+    );
+    // B (on port 2) to A: forwarded to port 1 by the learned flow.
+    let o = send(&mut sw, 2, &frame(0xb, 0xa), 100);
+    assert_eq!(o.keys().copied().collect::<Vec<_>>(), vec![1]);
+    // A to B again: B was learned too, and the first megaflow (flooding)
+    // was revalidated away.
+    let o = send(&mut sw, 1, &frame(0xa, 0xb), 200);
+    assert_eq!(o.keys().copied().collect::<Vec<_>>(), vec![2]);
+    // After the hard timeout (10 s) without relearning B: flooded again
+    // (A is relearned by this very packet).
+    sw.housekeeping(12_000);
+    assert_eq!(bridge.learned.flows().len(), 0);
+    let o = send(&mut sw, 1, &frame(0xa, 0xb), 12_100);
+    assert_eq!(o.keys().copied().collect::<Vec<_>>(), vec![2, 3, 4]);
+}
