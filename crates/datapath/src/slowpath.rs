@@ -56,6 +56,124 @@ pub struct SlowPathStats {
     pub upcalls: u64,
     /// Upcalls whose translation failed.
     pub failed: u64,
+    /// Upcalls answered from the translation cache (megaflows off).
+    pub cached: u64,
+}
+
+/// Most translations [`XlateCache`] keeps (it starts over when full).
+pub const XLATE_CACHE_ENTRIES: usize = 65_536;
+
+/// Translations reused by megaflow while the datapath runs with megaflows
+/// off: every miss is still an upcall installing an exact-match flow, but
+/// a key inside the megaflow of an earlier translation gets that
+/// translation's actions without translating again — correct for the same
+/// reason a megaflow is (every key agreeing on the mask's bits translates
+/// the same), as long as the tables, the MAC table and the learned flows
+/// have not changed since (any change empties it). Translations with side
+/// effects (`learn`) are not kept. A slow-path structure: it allocates.
+#[derive(Clone, Debug, Default)]
+struct XlateCache {
+    on: bool,
+    /// The MAC table's change number the entries were made at.
+    mac_seq: u64,
+    /// One map per distinct megaflow mask, most used first.
+    masks: Vec<(FlowMask, CacheMap)>,
+    entries: usize,
+}
+
+/// A masked key, hashed with the datapath's packet hash over the key
+/// XORed with a per-process random secret (SipHash over 128 bytes per
+/// probe costs more than the lookup saves; the secret keeps crafted
+/// packets from piling up in one bucket).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct CacheKey(FlowKey);
+
+fn cache_secret() -> &'static FlowKey {
+    use std::hash::{BuildHasher, Hasher};
+    static S: std::sync::OnceLock<FlowKey> = std::sync::OnceLock::new();
+    S.get_or_init(|| {
+        let mut k = FlowKey::zero();
+        let seed = std::collections::hash_map::RandomState::new();
+        for (i, w) in k.w.iter_mut().enumerate() {
+            let mut h = seed.build_hasher();
+            h.write_usize(i);
+            *w = h.finish();
+        }
+        k
+    })
+}
+
+impl std::hash::Hash for CacheKey {
+    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+        let s = cache_secret();
+        let mut k = self.0;
+        for (w, x) in k.w.iter_mut().zip(s.w.iter()) {
+            *w ^= x;
+        }
+        h.write_u64(u64::from(crate::hash::packet_hash(&k)));
+    }
+}
+
+/// Passes [`CacheKey`]'s hash through.
+#[derive(Clone, Copy, Debug, Default)]
+struct PassThrough(u64);
+
+impl std::hash::Hasher for PassThrough {
+    fn finish(&self) -> u64 {
+        // Spread the 32-bit hash over the table's index and tag bits.
+        self.0.wrapping_mul(0x9e37_79b9_7f4a_7c15)
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 = (self.0 << 8) ^ u64::from(*b);
+        }
+    }
+    fn write_u64(&mut self, v: u64) {
+        self.0 = v;
+    }
+}
+
+type CacheMap =
+    std::collections::HashMap<CacheKey, DpActions, std::hash::BuildHasherDefault<PassThrough>>;
+
+impl XlateCache {
+    fn clear(&mut self) {
+        self.masks.clear();
+        self.entries = 0;
+    }
+
+    fn get(&mut self, key: &FlowKey) -> Option<(DpActions, FlowMask)> {
+        for (i, (m, map)) in self.masks.iter().enumerate() {
+            if let Some(a) = map.get(&CacheKey(key.masked(m))) {
+                let hit = (a.clone(), *m);
+                if i > 0 {
+                    self.masks.swap(i, i - 1);
+                }
+                return Some(hit);
+            }
+        }
+        None
+    }
+
+    fn put(&mut self, key: &FlowKey, actions: &DpActions, mask: &FlowMask) {
+        if self.entries >= XLATE_CACHE_ENTRIES {
+            self.clear();
+        }
+        let i = match self.masks.iter().position(|(m, _)| m == mask) {
+            Some(i) => i,
+            None => {
+                self.masks.push((*mask, Default::default()));
+                self.masks.len() - 1
+            }
+        };
+        let map = &mut self.masks[i].1;
+        if map
+            .insert(CacheKey(key.masked(mask)), actions.clone())
+            .is_none()
+        {
+            self.entries += 1;
+        }
+    }
 }
 
 /// The rule tables as an [`Upcall`]. See the module documentation.
@@ -70,6 +188,9 @@ pub struct SlowPath {
     /// The learned flows' change number `tables` reflects.
     learned_seen: u64,
     next_learn_expire_ms: u64,
+    /// Translations by megaflow, reused while the datapath runs without
+    /// megaflows (see [`XlateCache`]).
+    cache: XlateCache,
     /// Whether `tables` use `NORMAL`.
     normal: bool,
     bridge: Option<Arc<Bridge>>,
@@ -93,6 +214,7 @@ impl SlowPath {
             learned: Arc::default(),
             learned_seen: 0,
             next_learn_expire_ms: 0,
+            cache: XlateCache::default(),
             bridge: None,
             mac_seen: 0,
             next_expire_ms: 0,
@@ -152,6 +274,7 @@ impl SlowPath {
     /// Rebuilds the tables translation uses from the published ones and
     /// the learned flows.
     fn merge_learned(&mut self) {
+        self.cache.clear();
         self.learned_seen = self.learned.seq();
         let flows = self.learned.flows();
         self.tables = if flows.is_empty() {
@@ -186,18 +309,35 @@ impl Upcall for SlowPath {
     ) -> Result<(DpActions, FlowMask), UpcallError> {
         self.stats.upcalls += 1;
         self.last_now_ms = self.last_now_ms.max(now_ms);
+        if self.cache.on {
+            // A MAC learned, moved or expired changes translations.
+            if let Some(seq) = self.normal_bridge().map(Bridge::seq) {
+                if seq != self.cache.mac_seq {
+                    self.cache.clear();
+                    self.cache.mac_seq = seq;
+                }
+            }
+            if let Some(hit) = self.cache.get(key) {
+                self.stats.cached += 1;
+                return Ok(hit);
+            }
+        }
         let learn = XlateMode {
             learn: true,
             ..XlateMode::default()
         };
         let x = xlate_on(&*self.tables, self.normal_bridge(), key, now_ms, learn);
-        if !x.learned.is_empty() {
+        let side_effects = !x.learned.is_empty();
+        if side_effects {
             self.learned.add(x.learned, now_ms);
         }
         if let Some(e) = x.error {
             self.stats.failed += 1;
             self.last_error = Some(e);
             return Err(UpcallError::Failed);
+        }
+        if self.cache.on && !side_effects {
+            self.cache.put(key, &x.actions, &x.megaflow);
         }
         Ok((x.actions, x.megaflow))
     }
@@ -209,6 +349,11 @@ impl Upcall for SlowPath {
     fn after_batch(&mut self, dp: &mut Datapath, now_ms: u64) -> usize {
         // Per batch: a few branches and atomic loads when nothing changed
         // (no lock, no reference-count traffic).
+        let cache = !dp.config().megaflows;
+        if cache != self.cache.on {
+            self.cache.clear();
+            self.cache.on = cache;
+        }
         let mut removed = 0;
         if now_ms >= self.next_learn_expire_ms && self.learned_seen != 0 {
             self.next_learn_expire_ms = now_ms + MAC_EXPIRE_INTERVAL_MS;
@@ -325,7 +470,8 @@ mod tests {
             sp.stats(),
             SlowPathStats {
                 upcalls: 1,
-                failed: 1
+                failed: 1,
+                cached: 0
             }
         );
         assert!(

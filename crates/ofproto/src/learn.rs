@@ -17,7 +17,7 @@
 //! Translating a `learn` makes every source bit significant in the megaflow
 //! (as OVS's `learn_mask`) and, when side effects are allowed (an upcall,
 //! not a trace or a revalidation), yields the flow ([`Learn::flow`]); the
-//! slow path adds it to the tables after the batch (see DESIGN.md).
+//! slow path adds it to the tables after the batch.
 //!
 //! # Storage
 //!

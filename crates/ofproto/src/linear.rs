@@ -57,8 +57,21 @@ impl LinearTables {
                 .iter()
                 .filter(move |r| r.table == table && r.matching.matches_with(key, regs))
         };
+        // In the conj_id lookup, as OVS's classifier: an ordinary flow with
+        // the same match as a higher-priority conjunctive flow is hidden
+        // behind it (OVS's lookup sees one flow per match and skips
+        // conjunctive ones there).
+        let hidden = |r: &Rule| {
+            !allow_conj
+                && self.rules.iter().any(|c| {
+                    c.table == r.table
+                        && c.matching == r.matching
+                        && c.priority > r.priority
+                        && !c.clauses().is_empty()
+                })
+        };
         let mut hard: Option<&Rule> = None;
-        for r in matching().filter(|r| r.clauses().is_empty()) {
+        for r in matching().filter(|r| r.clauses().is_empty() && !hidden(r)) {
             if hard.is_none_or(|b| r.priority > b.priority) {
                 hard = Some(r);
             }
