@@ -163,6 +163,13 @@ pub fn run(args: Args) -> Result<()> {
                 write!(out, "{}", macs.show(now_ms, port_name))?;
             }
         }
+        let learned = sw.upcall().learned().flows();
+        if !learned.is_empty() {
+            writeln!(out, "learned flows (learn actions, {}):", learned.len())?;
+            for r in &learned {
+                writeln!(out, " {r}")?;
+            }
+        }
     }
     out.flush()?;
     Ok(())
@@ -271,6 +278,16 @@ fn print_json(
             })
             .collect();
         obj.insert("fdb".into(), fdb.into());
+    }
+    let learned: Vec<String> = sw
+        .upcall()
+        .learned()
+        .flows()
+        .iter()
+        .map(|r| r.to_string())
+        .collect();
+    if !learned.is_empty() {
+        obj.insert("learned_flows".into(), learned.into());
     }
     if dump_flows {
         let flows = sw.datapath().megaflows();

@@ -743,3 +743,60 @@ fn nmap_scan_through_normal() {
         "{o:?}"
     );
 }
+
+#[test]
+fn learn_shows_its_flows() {
+    let dir = temp_dir("learn");
+    let pcap = dir.join("f.pcap");
+    ok(&[
+        "gen",
+        "flows",
+        "--flows",
+        "3",
+        "--packets",
+        "30",
+        "-o",
+        s(&pcap),
+    ]);
+    let rules = dir.join("r.flows");
+    std::fs::write(
+        &rules,
+        "table=0,ip,actions=learn(table=1,hard_timeout=30,dl_type=0x800,NXM_OF_ETH_DST[]=NXM_OF_ETH_SRC[],NXM_OF_IP_DST[]=NXM_OF_IP_SRC[],output:NXM_OF_IN_PORT[]),resubmit(,1)\n\
+         table=1,priority=0,actions=output:2\n",
+    )
+    .unwrap();
+    let v: serde_json::Value = serde_json::from_str(&ok(&[
+        "run",
+        "--rules",
+        s(&rules),
+        "--pcap",
+        s(&pcap),
+        "--json",
+    ]))
+    .unwrap();
+    let learned: Vec<&str> = v["learned_flows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_str().unwrap())
+        .collect();
+    // One flow per source address of the three flows, to their port.
+    assert_eq!(learned.len(), 3, "{v}");
+    assert!(
+        learned.iter().all(|l| l
+            .starts_with("table=1, hard_timeout=30, priority=32768,ip,dl_dst=")
+            && l.ends_with(" actions=output:1")),
+        "{learned:?}"
+    );
+    assert_eq!(v["output_packets"]["2"], 30, "{v}");
+    // A learned match without its prerequisites is refused, naming them.
+    std::fs::write(
+        &rules,
+        "actions=learn(table=1,NXM_OF_IP_DST[]=NXM_OF_IP_SRC[])\n",
+    )
+    .unwrap();
+    let out = flowpath(&["run", "--rules", s(&rules), "--pcap", s(&pcap)]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("r.flows:1") && err.contains("nw_dst"), "{err}");
+}
