@@ -192,11 +192,30 @@ impl Revalidator {
             ..RoundOutcome::default()
         };
         let mut deltas: HashMap<u64, (u64, u64)> = HashMap::new();
+        // The tables the PMDs translate with: the published rules and the
+        // flows `learn` made (appended: the published rules keep their
+        // indexes for the statistics).
+        let learned = self
+            .bridge
+            .as_ref()
+            .map(|b| b.learned.flows())
+            .unwrap_or_default();
+        let merged;
+        let tables: &flowpath_ofproto::tables::RuleTables = if learned.is_empty() {
+            &rules.tables
+        } else {
+            merged = rules.tables.with_added(&learned);
+            &merged
+        };
+        // Rule indexes are the published ones unless a learned flow
+        // replaced a published rule (then no statistics this round).
+        let n = rules.tables.rules().len();
+        let indexes_ok = tables.rules().get(..n) == Some(rules.tables.rules());
         // NORMAL's table is locked per translation only if the rules use it.
         let bridge = self
             .bridge
             .as_deref()
-            .filter(|_| flowpath_datapath::slowpath::uses_normal(&rules.tables));
+            .filter(|_| flowpath_datapath::slowpath::uses_normal(tables));
         for (pmd, dump) in dumps.iter().enumerate() {
             if pmd >= self.ukeys.len() {
                 self.ukeys.resize_with(pmd + 1, HashMap::new);
@@ -215,7 +234,7 @@ impl Revalidator {
                         record: true,
                         ..XlateMode::default()
                     };
-                    let x = xlate_on(&*rules.tables, bridge, &e.key, now_ms, record);
+                    let x = xlate_on(tables, bridge, &e.key, now_ms, record);
                     out.translated += 1;
                     keep = x.error.is_none()
                         && x.actions[..] == e.actions[..]
@@ -223,6 +242,7 @@ impl Revalidator {
                     u.rules = x
                         .rules
                         .iter()
+                        .filter(|_| indexes_ok)
                         .filter_map(|i| rules.uids.get(*i as usize).copied())
                         .collect();
                     u.version = rules.version;
