@@ -81,7 +81,8 @@ def rnd_match(r, table_count):
     return parts, proto
 
 GROUP_IDS = []  # the current rule set's groups (group:N actions pick from them)
-OF13 = [False]  # --of13: no OpenFlow 1.0-only actions, groups in most rule sets
+OF13 = [False]
+LEARN = [False]  # --learn: a learn action in (nearly) every --regs rule  # --of13: no OpenFlow 1.0-only actions, groups in most rule sets
 
 def rnd_groups(r):
     """1-3 groups of type all, indirect or ff (select is not compared: OVS
@@ -274,7 +275,7 @@ def rnd_reg_actions(r, proto, table, ntables):
             acts.append("resubmit(,%d)" % r.randint(table + 1, ntables - 1))
         elif k < 0.83:
             acts.append("load:%d->NXM_OF_IN_PORT[]" % r.randint(1, 5))
-        elif k < 0.84:
+        elif k < 0.84 or LEARN[0] and not any(x.startswith("learn(") for x in acts):
             # learn: ofproto/trace suppresses its side effect, so what is
             # compared is the megaflow of the bits it reads (learn_mask).
             specs = []
@@ -637,12 +638,14 @@ def main():
     ap.add_argument("--record", help="append OVS's answers (rules, packet, megaflow, actions) as JSON lines to this file")
     ap.add_argument("--normal", action="store_true", help="NORMAL rule sets, VLAN ports and learning packet sequences")
     ap.add_argument("--conj", action="store_true", help="conjunctive matches (conjunction(id,k/n), conj_id)")
+    ap.add_argument("--learn", action="store_true", help="with --regs: a learn action in nearly every rule")
     ap.add_argument("--regs", action="store_true", help="pipelines over registers, metadata and pkt_mark (load, move, push/pop, write_metadata)")
     ap.add_argument("--of13", action="store_true", help="rule sets OpenFlow 1.3 can carry as flowpath means them (no mod_vlan_*/mod_nw_tos), with groups and instructions more often")
     a = ap.parse_args()
     r = random.Random(a.seed)
     rec = open(a.record, "a") if a.record else None
     OF13[0] = a.of13
+    LEARN[0] = a.learn
     if a.ctl:
         CTL.extend(["-t", a.ctl])
     load_port_map()

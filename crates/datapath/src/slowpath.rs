@@ -60,7 +60,8 @@ pub struct SlowPathStats {
     pub cached: u64,
 }
 
-/// Most translations [`XlateCache`] keeps (it starts over when full).
+/// Most translations the slow path's translation cache keeps (megaflows
+/// off; it starts over when full).
 pub const XLATE_CACHE_ENTRIES: usize = 65_536;
 
 /// Translations reused by megaflow while the datapath runs with megaflows

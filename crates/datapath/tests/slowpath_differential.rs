@@ -141,9 +141,14 @@ fn run(
     let mut now = 0u64;
     for (pi, (tables, keys)) in phases.iter().enumerate() {
         if pi > 0 {
-            revalidate(&mut dp, tables);
             sp.set_tables(tables.clone());
+            let merged = sp.tables().clone();
+            revalidate(&mut dp, &merged);
         }
+        // What the slow path translates with: the phase's tables plus the
+        // flows `learn` actions made in earlier phases (they outlive a
+        // rule change, as in OVS).
+        let tables = &sp.tables().clone();
         let mut pos = 0;
         while pos < keys.len() {
             let size = 1 + r.below(BATCH_SIZE as u64) as usize;

@@ -1184,8 +1184,13 @@ impl<L: Lookup> Ctx<'_, '_, L> {
                     self.tag_src[0] = None;
                 }
                 let tci = self.flow.vlan_tci();
-                self.flow
-                    .set_vlan_tci((tci & !(mask as u16)) | (value as u16 & mask as u16));
+                let new = (tci & !(mask as u16)) | (value as u16 & mask as u16);
+                // Writing the CFI bit of an untagged packet makes a tag: an
+                // 802.1Q one (checked against OVS 3.1).
+                if tci & VLAN_CFI == 0 && new & VLAN_CFI != 0 {
+                    self.flow_tpid[0] = 0x8100;
+                }
+                self.flow.set_vlan_tci(new);
                 return;
             }
             _ => {}

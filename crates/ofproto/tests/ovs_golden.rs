@@ -30,7 +30,8 @@ fn traces_match_ovs_3_1() {
 /// --regs`: load, move, push/pop, set_field, write_metadata, matches on
 /// them, `load` to in_port, `bundle_load` active_backup, one-link
 /// `multipath`, `learn` — its megaflow: the trace has no side effects),
-/// 576 rule sets × 10 packets, one line per rule
+/// 576 rule sets × 10 packets and 298 with `learn` in nearly every rule
+/// (`--regs --learn`) × 8, one line per rule
 /// set (`--regs --record` writes them so).
 #[test]
 fn register_traces_match_ovs_3_1() {

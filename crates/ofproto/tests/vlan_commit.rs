@@ -77,3 +77,12 @@ fn push_and_set_rebuilding_the_packets_tag() {
         "in_port=1,ip,dl_vlan=3,dl_vlan_pcp=5",
     );
 }
+
+/// Loading the CFI bit into an untagged packet's TCI makes an 802.1Q tag
+/// (OVS 3.1: `push_vlan(vid=0,pcp=0),2`).
+#[test]
+fn loading_the_cfi_bit_pushes_an_8021q_tag() {
+    let t = tables("ip,actions=load:0x1->NXM_OF_VLAN_TCI[12],output:2");
+    let x = xlate(&t, &parse_match("in_port=1,ip").unwrap().key, false);
+    assert_eq!(format_actions(&x.actions), "push_vlan(vid=0,pcp=0),2");
+}
