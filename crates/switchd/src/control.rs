@@ -484,6 +484,11 @@ impl Control {
             .check_groups(&new)
             .map_err(|e| format!("{file}: {e}"))?;
         let n = new.len();
+        if replace {
+            // As `ovs-ofctl replace-flows`: the table becomes the file,
+            // flows `learn` made included.
+            self.sh.bridge.learned.remove_where(|_| true);
+        }
         self.change_rules(|rs| {
             if replace {
                 rs.replace(new);

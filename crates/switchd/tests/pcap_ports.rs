@@ -314,10 +314,21 @@ fn start_bridge(
     dp: Config,
     bridge: Bridge,
 ) -> (Switchd, PathBuf) {
+    start_bridge_arc(dir, rules, ports, pmd_cpus, dp, Arc::new(bridge))
+}
+
+fn start_bridge_arc(
+    dir: &Path,
+    rules: &str,
+    ports: Vec<(u32, PortSpec)>,
+    pmd_cpus: Vec<usize>,
+    dp: Config,
+    bridge: Arc<Bridge>,
+) -> (Switchd, PathBuf) {
     let ctl = short_sock(dir);
     let nums = ports.iter().map(|p| p.0).collect();
     let cfg = SwitchdConfig {
-        bridge: Arc::new(bridge),
+        bridge,
         ports,
         pmd_cpus,
         datapath: dp,
@@ -615,7 +626,8 @@ fn learn_adds_flows_shown_traced_and_deleted() {
     // 50 frames from 02:00:00:00:00:01 (port 1) to 02:00:00:00:00:02.
     let frames: Vec<Vec<u8>> = (0..50).map(|i| udp_frame(1000 + i, 80, 60)).collect();
     write_capture(&input, &frames);
-    let (sw, ctl) = start_bridge(
+    let bridge = Arc::new(Bridge::default());
+    let (sw, ctl) = start_bridge_arc(
         &dir,
         "table=0,actions=learn(table=1,hard_timeout=300,priority=10,NXM_OF_VLAN_TCI[0..11],NXM_OF_ETH_DST[]=NXM_OF_ETH_SRC[],output:NXM_OF_IN_PORT[]),resubmit(,1)\n\
          table=1,priority=0,actions=output:2\n",
@@ -626,7 +638,7 @@ fn learn_adds_flows_shown_traced_and_deleted() {
         ],
         Vec::new(),
         Config::default(),
-        Bridge::default(),
+        bridge.clone(),
     );
     wait_for("all frames received", || {
         json(&ctl, "dpif-netdev/pmd-stats-show")[0]["packets_received"] == 50
@@ -652,5 +664,21 @@ fn learn_adds_flows_shown_traced_and_deleted() {
     call(&ctl, "del-flows", &["table=1"]).unwrap();
     let dump = call(&ctl, "dump-flows", &[]).unwrap();
     assert!(!dump.contains("dl_dst=02:00:00:00:00:01"), "{dump}");
+    // So does replace-flows (the table becomes the file, as ovs-ofctl's):
+    // a flow learned again (put in the bridge's store, as a PMD does) goes.
+    let learned = flowpath_ofproto::parse::parse_rules(
+        "table=1,priority=10,dl_dst=02:00:00:00:00:09,actions=output:3",
+        None,
+    )
+    .unwrap();
+    bridge.learned.add(learned, 0);
+    assert!(call(&ctl, "dump-flows", &[])
+        .unwrap()
+        .contains("02:00:00:00:00:09"));
+    let file = dir.join("new.flows");
+    std::fs::write(&file, "priority=0,actions=output:2\n").unwrap();
+    call(&ctl, "replace-flows", &[file.to_str().unwrap()]).unwrap();
+    let dump = call(&ctl, "dump-flows", &[]).unwrap();
+    assert!(!dump.contains("02:00:00:00:00:09"), "{dump}");
     sw.shutdown();
 }
