@@ -156,6 +156,9 @@ pub struct Revalidator {
     pub stats: UpcallStats,
     /// `NORMAL`'s state (translations look it up without learning).
     pub bridge: Option<Arc<Bridge>>,
+    /// The published rules plus the learned flows, for (rules version,
+    /// learned flows' change number): rebuilt only when either moves.
+    merged: Option<(u64, u64, Arc<flowpath_ofproto::tables::RuleTables>)>,
 }
 
 impl Revalidator {
@@ -169,6 +172,7 @@ impl Revalidator {
                 ..UpcallStats::default()
             },
             bridge: None,
+            merged: None,
         }
     }
 
@@ -195,18 +199,25 @@ impl Revalidator {
         // The tables the PMDs translate with: the published rules and the
         // flows `learn` made (appended: the published rules keep their
         // indexes for the statistics).
-        let learned = self
-            .bridge
-            .as_ref()
-            .map(|b| b.learned.flows())
-            .unwrap_or_default();
-        let merged;
-        let tables: &flowpath_ofproto::tables::RuleTables = if learned.is_empty() {
-            &rules.tables
-        } else {
-            merged = rules.tables.with_added(&learned);
-            &merged
+        let seq = self.bridge.as_ref().map_or(0, |b| b.learned.seq());
+        let tables: Arc<flowpath_ofproto::tables::RuleTables> = match &self.merged {
+            Some((v, q, t)) if *v == rules.version && *q == seq => t.clone(),
+            _ => {
+                let learned = self
+                    .bridge
+                    .as_ref()
+                    .map(|b| b.learned.flows())
+                    .unwrap_or_default();
+                let t = if learned.is_empty() {
+                    rules.tables.clone()
+                } else {
+                    Arc::new(rules.tables.with_added(&learned))
+                };
+                self.merged = Some((rules.version, seq, t.clone()));
+                t
+            }
         };
+        let tables = &*tables;
         // Rule indexes are the published ones unless a learned flow
         // replaced a published rule (then no statistics this round).
         let n = rules.tables.rules().len();
