@@ -7,7 +7,8 @@
 //! |---|---|
 //! | `emc` | EMC on, OVS's default insertion probability 1/100 |
 //! | `emc:N` | EMC with `emc-insert-inv-prob` N (`emc:1` = always insert, `emc:0` = EMC off, as OVS, which then skips the lookup too) |
-//! | `smc`, `dfc`, `cd` | that second-level cache |
+//! | `smc`, `dfc`, `cd`, `hybrid` | that second-level cache |
+//! | `auto` | EMC and hybrid table, each switched on or off by measurement (implies `emc`) |
 //! | `dfc-proposal` | the DFC patch's set-up: DFC plus a 1-way, 16K-entry EMC |
 //! | `nomf` | megaflows off (`upcall/disable-megaflows`: exact-match megaflows) |
 //! | `ub:N` | upcall budget: N upcalls per input port per ms (storm defence) |
@@ -90,6 +91,14 @@ pub fn parse_config(spec: &str) -> Result<BenchConfig, GridError> {
             "smc" => set_second(SecondLevel::Smc, &mut cfg)?,
             "dfc" => set_second(SecondLevel::Dfc, &mut cfg)?,
             "cd" => set_second(SecondLevel::Cd, &mut cfg)?,
+            "hybrid" => set_second(SecondLevel::Hybrid, &mut cfg)?,
+            "auto" => {
+                // The whole cascade is measured: the EMC is one of the
+                // tiers auto switches.
+                cfg.emc_enable = true;
+                cfg.emc_insert_inv_prob = 100;
+                set_second(SecondLevel::Auto, &mut cfg)?
+            }
             "none" => set_second(SecondLevel::None, &mut cfg)?,
             "nomf" => cfg.megaflows = false,
             "dfc-proposal" => {
@@ -115,7 +124,7 @@ pub fn parse_config(spec: &str) -> Result<BenchConfig, GridError> {
                         spec,
                         format!(
                             "unknown token {t:?} (expected emc, emc:N, smc, dfc, cd, \
-                             dfc-proposal, nomf, ub:N, mb:N or none)"
+                             hybrid, auto, dfc-proposal, nomf, ub:N, mb:N or none)"
                         ),
                     ));
                 };
@@ -142,7 +151,9 @@ pub fn parse_configs(list: &str) -> Result<Vec<BenchConfig>, GridError> {
 /// [`cross_product`] labels its configurations with).
 pub fn canonical_label(cfg: &Config) -> String {
     let mut parts: Vec<String> = Vec::new();
-    if cfg.emc_enable && cfg.emc_insert_inv_prob != 0 {
+    if cfg.second_level == SecondLevel::Auto {
+        // auto implies the EMC (one of the tiers it switches).
+    } else if cfg.emc_enable && cfg.emc_insert_inv_prob != 0 {
         if cfg.emc_insert_inv_prob == 100 {
             parts.push("emc".into());
         } else {

@@ -25,6 +25,7 @@
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
 pub mod grid;
+pub mod memlat;
 pub mod output;
 pub mod plot;
 pub mod result;

@@ -57,6 +57,23 @@ pub struct BenchResult {
     pub tsc_mhz: f64,
     /// Bytes between stored frames (0 = back to back).
     pub frame_stride: usize,
+    /// With `auto`: the tiers it had chosen at the end (`emc+hybrid`,
+    /// `hybrid`, `emc`, `none`), how often it switched, and the cycles
+    /// per packet it measured for each choice at its last exploration.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub auto: Option<AutoChoice>,
+}
+
+/// What `auto` decided during a measurement.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct AutoChoice {
+    /// The tiers in use at the end.
+    pub arm: String,
+    /// Times the choice changed.
+    pub switches: u64,
+    /// Median cycles per packet measured per choice (`emc+hybrid`,
+    /// `hybrid`, `emc`, `none`; 0 = not tried).
+    pub costs: [f64; 4],
 }
 
 impl BenchResult {
@@ -133,6 +150,7 @@ pub(crate) mod tests {
             oncpu_pct: Some(99.5),
             tsc_mhz: 2600.0,
             frame_stride: 0,
+            auto: None,
         }
     }
 

@@ -29,6 +29,7 @@
 //! ([`flowpath_io::affinity`]).
 
 use crate::grid::BenchConfig;
+use crate::result::AutoChoice;
 use crate::result::BenchResult;
 use crate::workload::Workload;
 use flowpath_datapath::execute::NullSink;
@@ -120,6 +121,8 @@ struct Replay<'w> {
     sink: NullSink,
     cursors: Vec<usize>,
     port: usize,
+    /// TSC at the end of the previous burst.
+    last_tsc: u64,
 }
 
 impl<'w> Replay<'w> {
@@ -138,6 +141,7 @@ impl<'w> Replay<'w> {
             sink: NullSink::default(),
             cursors: vec![0; w.ports.len()],
             port: 0,
+            last_tsc: rdtsc(),
         })
     }
 
@@ -164,6 +168,13 @@ impl<'w> Replay<'w> {
         self.cursors[pi] = cur;
         self.sw.flush(now_ms, &mut self.sink);
         self.sw.housekeeping(now_ms);
+        // Per burst, as a PMD measures them, for auto (the statistics
+        // get the whole interval's cycles at the end).
+        let t = rdtsc();
+        self.sw
+            .datapath_mut()
+            .note_batch_cycles(t.wrapping_sub(self.last_tsc));
+        self.last_tsc = t;
     }
 
     /// Bursts until `until` has passed; returns the time of the last
@@ -202,6 +213,7 @@ pub fn run(w: &Workload, cfg: &BenchConfig, opts: &RunOptions) -> Result<BenchRe
     let warm_end = r.run_until(t0, t0 + opts.warmup);
     r.sw.clear_stats();
     r.sink = NullSink::default();
+    r.last_tsc = rdtsc();
     let cpu0 = flowpath_io::affinity::thread_cpu_time_ns();
     let start = Instant::now().max(warm_end);
     let tsc_start = rdtsc();
@@ -260,6 +272,11 @@ pub fn run(w: &Workload, cfg: &BenchConfig, opts: &RunOptions) -> Result<BenchRe
         oncpu_pct,
         tsc_mhz: opts.tsc_mhz,
         frame_stride: opts.frame_stride,
+        auto: r.sw.datapath().auto_report().map(|a| AutoChoice {
+            arm: a.arm.name().to_string(),
+            switches: a.switches,
+            costs: a.costs,
+        }),
     })
 }
 

@@ -28,7 +28,7 @@ writes bench-results.csv, bench-results.json and bench-results.svg (in --out-dir
 
 Configurations (--config, comma-separated) name the tiers they have, joined by '+', \
 optionally labelled LABEL=...: emc (insert probability 1/100), emc:N (1/N; emc:0 = off), \
-smc, dfc, cd, dfc-proposal (DFC + 1-way 16K EMC), nomf (megaflows off), ub:N (upcall budget, N per port per ms), mb:N (mask budget, N subtables per port), none. \
+smc, dfc, cd, hybrid (one table of megaflow and subtable entries), auto (EMC and hybrid switched on and off by measurement; implies emc), dfc-proposal (DFC + 1-way 16K EMC), nomf (megaflows off), ub:N (upcall budget, N per port per ms), mb:N (mask budget, N subtables per port), none. \
 Tiers not named are off: 'emc' is OVS's default, 'smc' is SMC with the EMC off. \
 Or build a cross product with --emc-inv-prob, --second and --megaflows.
 
@@ -82,7 +82,7 @@ pub struct Args {
     /// Cross product: EMC insertion inverse probabilities (0 = EMC off).
     #[arg(long, value_name = "N,...", value_delimiter = ',')]
     emc_inv_prob: Vec<u32>,
-    /// Cross product: second-level caches (smc, dfc, cd, none).
+    /// Cross product: second-level caches (smc, dfc, cd, hybrid, auto, none).
     #[arg(long, value_name = "L,...", value_delimiter = ',')]
     second: Vec<SecondLevel>,
     /// Cross product: megaflows on and/or off.
@@ -117,6 +117,10 @@ pub struct Args {
     /// Do not pin or renice the measuring thread.
     #[arg(long)]
     no_pin: bool,
+    /// Allocate the cache tables (EMC, SMC, DFC, CD, hybrid) on ordinary
+    /// 4 KB pages instead of advising 2 MB transparent huge pages.
+    #[arg(long)]
+    no_huge_pages: bool,
     /// TSC rate in MHz (default: detected from the kernel log).
     #[arg(long, value_name = "MHZ")]
     tsc_mhz: Option<f64>,
@@ -140,6 +144,12 @@ pub struct Args {
     /// No progress bar, no tables (files and --json only).
     #[arg(long, short)]
     quiet: bool,
+    /// Instead of a benchmark, measure this machine's memory latency
+    /// (random pointer chase over 1 MB..1 GB, 1..16 chains at once, on
+    /// 4 KB and 2 MB pages): the physical limit the cycles per packet are
+    /// compared with.
+    #[arg(long)]
+    memory_latency: bool,
 }
 
 fn parse_pair(s: &str, what: &str, default_second: Option<u64>) -> Result<(u64, u64)> {
@@ -227,8 +237,48 @@ fn write_file(path: &Path, text: &str) -> Result<()> {
     std::fs::write(path, text).with_context(|| format!("cannot write {}", path.display()))
 }
 
+/// `--memory-latency`: the table of cycles (and ns) per random access.
+fn memory_latency(tsc_mhz: f64) -> Result<()> {
+    let sizes = [1 << 20, 8 << 20, 64 << 20, 1 << 30];
+    let chains = [1, 2, 4, 8, 16];
+    let r = flowpath_bench::memlat::measure(&sizes, &chains, 4_000_000);
+    println!(
+        "random dependent loads, TSC {tsc_mhz:.0} MHz: cycles per access (ns), by buffer size, page size and chains chased at once"
+    );
+    println!(
+        "| buffer | pages | {} |",
+        chains
+            .map(|k| format!("{k} chain{}", if k == 1 { "" } else { "s" }))
+            .join(" | ")
+    );
+    println!("|---|---|{}", "---|".repeat(chains.len()));
+    for &bytes in &sizes {
+        for huge in [false, true] {
+            let cells: Vec<String> = r
+                .iter()
+                .filter(|m| m.bytes == bytes && m.huge == huge)
+                .map(|m| {
+                    format!(
+                        "{:.1} ({:.1})",
+                        m.cycles_per_access,
+                        m.cycles_per_access * 1000.0 / tsc_mhz
+                    )
+                })
+                .collect();
+            println!(
+                "| {} MB | {} | {} |",
+                bytes >> 20,
+                if huge { "2 MB" } else { "4 KB" },
+                cells.join(" | ")
+            );
+        }
+    }
+    Ok(())
+}
+
 /// Runs `flowpath bench`.
 pub fn run(args: Args) -> Result<()> {
+    flowpath_datapath::hugepage::set_enabled(!args.no_huge_pages);
     let explicit = workloads(&args)?;
     let cfgs = configs(&args)?;
     let (mut p, stem): (Plan, Option<String>) = match (args.scenario, explicit.is_empty()) {
@@ -270,6 +320,9 @@ pub fn run(args: Args) -> Result<()> {
             if nice { ", nice -20" } else { "" }
         )
     };
+    if args.memory_latency {
+        return memory_latency(args.tsc_mhz.unwrap_or(RunOptions::default().tsc_mhz));
+    }
     let opts = RunOptions {
         warmup: Duration::from_millis(args.warmup_ms),
         duration: Duration::from_millis(args.duration_ms),
@@ -285,14 +338,19 @@ pub fn run(args: Args) -> Result<()> {
         .collect::<Vec<_>>()
         .join(" ");
     let header = format!(
-        "{}: {} runs x {} round(s), warm-up {} ms + {} x {} ms each; {pinned}; TSC {:.0} MHz; load average {load}",
+        "{}: {} runs x {} round(s), warm-up {} ms + {} x {} ms each; {pinned}; TSC {:.0} MHz; {}; load average {load}",
         p.title,
         p.len(),
         opts.rounds,
         args.warmup_ms,
         args.intervals.max(1),
         args.duration_ms,
-        opts.tsc_mhz
+        opts.tsc_mhz,
+        if args.no_huge_pages {
+            "cache tables on 4 KB pages"
+        } else {
+            "cache tables on 2 MB pages where the kernel allows"
+        }
     );
 
     let bar = if args.quiet {

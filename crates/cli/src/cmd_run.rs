@@ -126,6 +126,7 @@ pub fn run(args: Args) -> Result<()> {
             .with_context(|| format!("--out-dir: cannot create {}", dir.display()))?;
     }
 
+    args.dp.apply_process_settings();
     let cfg = args.dp.config();
     let normal = uses_normal(&tables);
     if normal && args.rules.ports.is_none() && tables.ports().is_empty() {

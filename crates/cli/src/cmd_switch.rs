@@ -158,6 +158,7 @@ pub fn run(args: Args) -> Result<()> {
     rule_set
         .set_groups(crate::rule_args::load_groups(args.groups.as_deref())?)
         .map_err(|e| anyhow::anyhow!("{}: {e}", args.rules.display()))?;
+    args.dp.apply_process_settings();
     let cfg = SwitchdConfig {
         rules: rule_set,
         ports,

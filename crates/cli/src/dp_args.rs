@@ -14,6 +14,11 @@ pub enum SecondArg {
     Cd,
     /// No second-level cache (OVS's default).
     None,
+    /// One signature table whose entries name a megaflow or a subtable.
+    Hybrid,
+    /// EMC and hybrid table, each switched on or off by measurement every
+    /// second (--no-emc keeps the EMC out).
+    Auto,
 }
 
 impl From<SecondArg> for SecondLevel {
@@ -23,6 +28,8 @@ impl From<SecondArg> for SecondLevel {
             SecondArg::Dfc => SecondLevel::Dfc,
             SecondArg::Cd => SecondLevel::Cd,
             SecondArg::None => SecondLevel::None,
+            SecondArg::Hybrid => SecondLevel::Hybrid,
+            SecondArg::Auto => SecondLevel::Auto,
         }
     }
 }
@@ -62,9 +69,19 @@ pub struct DatapathArgs {
     /// existing mask or exact match. 0 = no budget (OVS).
     #[arg(long, value_name = "N", default_value_t = 0)]
     mask_budget: usize,
+    /// Allocate the cache tables (EMC, SMC, DFC, CD, hybrid) on ordinary
+    /// 4 KB pages instead of advising 2 MB transparent huge pages.
+    #[arg(long)]
+    no_huge_pages: bool,
 }
 
 impl DatapathArgs {
+    /// Applies the process-wide settings (page size of the cache tables);
+    /// call before building datapaths.
+    pub fn apply_process_settings(&self) {
+        flowpath_datapath::hugepage::set_enabled(!self.no_huge_pages);
+    }
+
     /// The datapath configuration these options give.
     pub fn config(&self) -> Config {
         Config {

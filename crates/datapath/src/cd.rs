@@ -49,6 +49,7 @@
 use crate::batch::BATCH_SIZE;
 use crate::dpcls::NO_SUBTABLE;
 use crate::hash::Rng;
+use crate::hugepage::HugeVec;
 use crate::prefetch::prefetch;
 
 /// Default number of buckets (16 entries each: 1M entries, 4 MB).
@@ -69,7 +70,7 @@ struct Line([u16; 32]);
 /// The Cuckoo Distributor. See the module documentation.
 #[derive(Clone, Debug)]
 pub struct Cd {
-    lines: Vec<Line>,
+    lines: HugeVec<Line>,
     ways: usize,
     mask: u32,
     rng: Rng,
@@ -111,7 +112,7 @@ impl Cd {
         assert!(ways == 8 || ways == 16, "CD ways must be 8 or 16");
         let n_lines = (buckets * ways * 2).div_ceil(32);
         Cd {
-            lines: vec![Line([0; 32]); n_lines],
+            lines: HugeVec::new(n_lines, Line([0; 32])),
             ways,
             mask: buckets as u32 - 1,
             rng: Rng::new(seed),

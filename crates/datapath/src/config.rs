@@ -14,9 +14,11 @@
 //!
 //! Threads: plain data.
 
+use crate::auto::AUTO_SAMPLES;
 use crate::cd::{CD_DEFAULT_BUCKETS, CD_DEFAULT_WAYS};
 use crate::dfc::DFC_DEFAULT_ENTRIES;
 use crate::emc::EMC_DEFAULT_ENTRIES;
+use crate::hybrid::HYBRID_DEFAULT_BUCKETS;
 use crate::smc::SMC_DEFAULT_ENTRIES;
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -34,24 +36,34 @@ pub enum SecondLevel {
     Cd,
     /// None (OVS's default).
     None,
+    /// One signature table whose entries name a megaflow or a subtable
+    /// ([`crate::hybrid`]).
+    Hybrid,
+    /// EMC and hybrid switched on and off by measurement ([`crate::auto`]).
+    Auto,
 }
 
 impl SecondLevel {
     /// All choices, for sweeps and tests.
-    pub const ALL: [SecondLevel; 4] = [
+    pub const ALL: [SecondLevel; 6] = [
         SecondLevel::Smc,
         SecondLevel::Dfc,
         SecondLevel::Cd,
         SecondLevel::None,
+        SecondLevel::Hybrid,
+        SecondLevel::Auto,
     ];
 
-    /// The configuration name: `smc`, `dfc`, `cd` or `none`.
+    /// The configuration name: `smc`, `dfc`, `cd`, `none`, `hybrid` or
+    /// `auto`.
     pub fn name(self) -> &'static str {
         match self {
             SecondLevel::Smc => "smc",
             SecondLevel::Dfc => "dfc",
             SecondLevel::Cd => "cd",
             SecondLevel::None => "none",
+            SecondLevel::Hybrid => "hybrid",
+            SecondLevel::Auto => "auto",
         }
     }
 }
@@ -64,7 +76,7 @@ impl fmt::Display for SecondLevel {
 
 /// An unknown second-level cache name.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("unknown second-level cache {0:?} (expected smc, dfc, cd or none)")]
+#[error("unknown second-level cache {0:?} (expected smc, dfc, cd, hybrid, auto or none)")]
 pub struct UnknownSecondLevel(pub String);
 
 impl FromStr for SecondLevel {
@@ -81,6 +93,18 @@ impl FromStr for SecondLevel {
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("invalid datapath config: {0}")]
 pub struct ConfigError(pub &'static str);
+
+fn default_hybrid_buckets() -> usize {
+    HYBRID_DEFAULT_BUCKETS
+}
+
+fn default_auto_interval_ms() -> u64 {
+    1000
+}
+
+fn default_auto_samples() -> usize {
+    AUTO_SAMPLES
+}
 
 /// Configuration of one datapath worker. See the module documentation.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -106,6 +130,17 @@ pub struct Config {
     pub cd_ways: usize,
     /// Interval over which CD measures its benefit (ms, default 1000).
     pub cd_adapt_interval_ms: u64,
+    /// Hybrid table buckets of 16 entries (power of two; default 64K).
+    #[serde(default = "default_hybrid_buckets")]
+    pub hybrid_buckets: usize,
+    /// `auto`: interval between explorations of the tiers (ms, default
+    /// 1000).
+    #[serde(default = "default_auto_interval_ms")]
+    pub auto_interval_ms: u64,
+    /// `auto`: measured batches per tier choice and exploration
+    /// (1..=128, default 128).
+    #[serde(default = "default_auto_samples")]
+    pub auto_samples: usize,
     /// `flow-limit`: no megaflow is installed while this many are live
     /// (default 200000).
     pub flow_limit: usize,
@@ -151,6 +186,9 @@ impl Default for Config {
             cd_buckets: CD_DEFAULT_BUCKETS,
             cd_ways: CD_DEFAULT_WAYS,
             cd_adapt_interval_ms: 1000,
+            hybrid_buckets: HYBRID_DEFAULT_BUCKETS,
+            auto_interval_ms: 1000,
+            auto_samples: AUTO_SAMPLES,
             flow_limit: 200_000,
             megaflows: true,
             max_idle_ms: 10_000,
@@ -196,6 +234,12 @@ impl Config {
         }
         if self.cd_ways != 8 && self.cd_ways != 16 {
             return Err(ConfigError("cd_ways must be 8 or 16"));
+        }
+        if !(1..=AUTO_SAMPLES).contains(&self.auto_samples) {
+            return Err(ConfigError("auto_samples must be in 1..=128"));
+        }
+        if !pow2(self.hybrid_buckets) {
+            return Err(ConfigError("hybrid_buckets must be a power of two"));
         }
         Ok(())
     }

@@ -24,6 +24,7 @@
 //! Threads: one per datapath worker.
 
 use crate::batch::BATCH_SIZE;
+use crate::hugepage::HugeVec;
 use crate::megaflow::{MegaflowRef, MegaflowTable};
 use flowpath_flow::FlowKey;
 
@@ -34,7 +35,7 @@ const EMPTY: u32 = u32::MAX;
 /// The datapath flow cache. See the module documentation.
 #[derive(Clone, Debug)]
 pub struct Dfc {
-    flows: Vec<u32>,
+    flows: HugeVec<u32>,
     mask: u32,
 }
 
@@ -46,7 +47,7 @@ impl Dfc {
             "DFC entries must be a power of two"
         );
         Dfc {
-            flows: vec![EMPTY; entries],
+            flows: HugeVec::new(entries, EMPTY),
             mask: entries as u32 - 1,
         }
     }
@@ -126,14 +127,8 @@ impl Dfc {
 mod tests {
     use super::*;
     use crate::hash::packet_hash;
+    use crate::testutil::key;
     use flowpath_flow::FlowMask;
-
-    fn key(i: u32) -> FlowKey {
-        let mut k = FlowKey::zero();
-        k.set_in_port(2);
-        k.set_nw_src(i);
-        k
-    }
 
     #[test]
     fn against_oracle_with_collisions_and_invalidation() {

@@ -27,6 +27,7 @@
 
 use crate::batch::BATCH_SIZE;
 use crate::hash::{insert_threshold, Rng};
+use crate::hugepage::HugeVec;
 use crate::megaflow::{MegaflowRef, MegaflowTable};
 use flowpath_flow::FlowKey;
 
@@ -42,9 +43,9 @@ fn key_eq(a: &FlowKey, b: &FlowKey) -> bool {
 /// The exact match cache. See the module documentation.
 #[derive(Clone, Debug)]
 pub struct Emc {
-    hashes: Vec<u32>,
-    flows: Vec<MegaflowRef>,
-    keys: Vec<FlowKey>,
+    hashes: HugeVec<u32>,
+    flows: HugeVec<MegaflowRef>,
+    keys: HugeVec<FlowKey>,
     mask: u32,
     shift: u32,
     ways: u32,
@@ -63,9 +64,9 @@ impl Emc {
         );
         assert!(ways == 1 || ways == 2, "EMC ways must be 1 or 2");
         Emc {
-            hashes: vec![0; entries],
-            flows: vec![MegaflowRef::NONE; entries],
-            keys: vec![FlowKey::zero(); entries],
+            hashes: HugeVec::new(entries, 0),
+            flows: HugeVec::new(entries, MegaflowRef::NONE),
+            keys: HugeVec::new(entries, FlowKey::zero()),
             mask: entries as u32 - 1,
             shift: entries.trailing_zeros(),
             ways,

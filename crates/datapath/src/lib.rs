@@ -5,7 +5,7 @@
 //! [`Datapath::process_batch`] classifies the batch through
 //!
 //! ```text
-//! EMC ─► SMC | DFC | CD | none ─► dpcls (per in_port, ranked subtables) ─► Upcall
+//! EMC ─► SMC | DFC | CD | hybrid | none ─► dpcls (per in_port, ranked subtables) ─► Upcall
 //! ```
 //!
 //! and leaves per packet a [`Verdict`]: a [`MegaflowRef`] (whose actions
@@ -22,10 +22,12 @@
 //! | [`megaflow`] | the slab of megaflows, addressed by index + generation |
 //! | [`subtable`], [`dpcls`] | tuple space search, one subtable per mask |
 //! | [`emc`] | exact match cache |
-//! | [`smc`], [`dfc`], [`cd`] | the second-level caches |
+//! | [`smc`], [`dfc`], [`cd`], [`hybrid`] | the second-level caches |
+//! | [`auto`] | the self-tuning cascade (`second-level = auto`) |
 //! | [`batch`], [`pipeline`], [`upcall`] | the cascade and its interfaces |
 //! | [`config`], [`stats`] | run-time knobs, counters |
-//! | [`prefetch`] | the software prefetch hint, the crate's only `unsafe` |
+//! | [`prefetch`] | the software prefetch hint (fenced `unsafe`) |
+//! | [`hugepage`] | cache tables on 2 MB pages (fenced `unsafe`) |
 //! | [`packet`], [`execute`] | packet buffers with headroom; actions on bytes, outputs per port |
 //! | [`slowpath`] | the rule tables behind the upcall; revalidation |
 //! | [`switch`] | the worker loop: frames in, cascade, actions, frames out |
@@ -33,11 +35,12 @@
 //! Rules of the crate: no I/O, no clock reads, no locks and no allocation on
 //! the packet path (time and cycles are arguments); caches store indices,
 //! never references; no `unsafe` outside [`prefetch`] (one fenced
-//! intrinsic call).
+//! intrinsic call) and [`hugepage`] (the tables' allocation).
 
 #![deny(unsafe_code)]
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
+pub mod auto;
 pub mod batch;
 pub mod cd;
 pub mod config;
@@ -47,6 +50,8 @@ mod dump;
 pub mod emc;
 pub mod execute;
 pub mod hash;
+pub mod hugepage;
+pub mod hybrid;
 pub mod megaflow;
 pub mod packet;
 pub mod pipeline;
@@ -57,6 +62,9 @@ pub mod stats;
 pub mod subtable;
 pub mod switch;
 pub mod upcall;
+
+#[cfg(test)]
+mod testutil;
 
 pub use batch::{Batch, BatchFull, DropReason, Tier, Verdict, BATCH_SIZE};
 pub use config::{Config, ConfigError, SecondLevel};

@@ -37,12 +37,14 @@
 //!
 //! Threads: one `Datapath` per worker thread; no sharing.
 
+use crate::auto::{Auto, AutoReport};
 use crate::batch::{Batch, DropReason, Tier, Verdict, BATCH_SIZE};
 use crate::cd::{Cd, CdReport};
 use crate::config::{Config, ConfigError, SecondLevel};
 use crate::dfc::Dfc;
 use crate::dpcls::{Dpcls, NO_SUBTABLE};
 use crate::emc::Emc;
+use crate::hybrid::Hybrid;
 use crate::megaflow::{InstallError, Megaflow, MegaflowRef, MegaflowTable};
 use crate::smc::Smc;
 use crate::stats::{PmdStats, PmdStatsReport};
@@ -100,7 +102,16 @@ enum SecondCache {
     Smc(Smc),
     Dfc(Dfc),
     Cd(Cd),
+    Hybrid(Hybrid),
     None,
+}
+
+/// The hybrid table's subtable entries found for a batch, for the dpcls
+/// stage's directed lookups.
+struct Hints {
+    hinted: u32,
+    subs: [u16; BATCH_SIZE],
+    pos: [u32; BATCH_SIZE],
 }
 
 impl SecondCache {
@@ -114,6 +125,9 @@ impl SecondCache {
                 cfg.cd_adapt_interval_ms,
                 cfg.seed ^ 0xcd,
             )),
+            SecondLevel::Hybrid | SecondLevel::Auto => {
+                SecondCache::Hybrid(Hybrid::new(cfg.hybrid_buckets, cfg.seed ^ 0x4b))
+            }
             SecondLevel::None => SecondCache::None,
         }
     }
@@ -125,6 +139,7 @@ impl SecondCache {
             SecondCache::Smc(s) => s.insert(hash, flow, flows),
             SecondCache::Dfc(d) => d.insert(hash, flow),
             SecondCache::Cd(c) if c.is_active() && sub != NO_SUBTABLE => c.insert(hash, sub),
+            SecondCache::Hybrid(h) => h.insert(hash, flow, sub, flows.len()),
             SecondCache::Cd(_) | SecondCache::None => {}
         }
     }
@@ -134,6 +149,7 @@ impl SecondCache {
             SecondCache::Smc(s) => s.clear(),
             SecondCache::Dfc(d) => d.clear(),
             SecondCache::Cd(c) => c.clear(),
+            SecondCache::Hybrid(h) => h.clear(),
             SecondCache::None => {}
         }
     }
@@ -153,6 +169,19 @@ pub struct Datapath {
     /// port bucket made in it.
     budget_ms: u64,
     budget_used: [u32; 16],
+    /// `auto`'s tuner, when the second level is `auto`.
+    auto: Option<Auto>,
+    /// The tiers the current batch goes through (the configuration's, or
+    /// `auto`'s arm).
+    emc_active: bool,
+    second_active: bool,
+    /// Packets processed since the caller last reported cycles.
+    batch_packets: u32,
+}
+
+fn auto_for(cfg: &Config) -> Option<Auto> {
+    (cfg.second_level == SecondLevel::Auto)
+        .then(|| Auto::new(cfg.auto_interval_ms, cfg.auto_samples, cfg.emc_enable))
 }
 
 /// Bitmap of the packets of `todo` whose in_port is `port`.
@@ -185,6 +214,10 @@ impl Datapath {
             next_rerank_ms: None,
             budget_ms: 0,
             budget_used: [0; 16],
+            auto: auto_for(&cfg),
+            emc_active: cfg.emc_enable,
+            second_active: true,
+            batch_packets: 0,
             cfg,
         })
     }
@@ -222,10 +255,22 @@ impl Datapath {
                         || cfg.cd_ways != old.cd_ways
                         || cfg.cd_adapt_interval_ms != old.cd_adapt_interval_ms
                 }
+                SecondLevel::Hybrid | SecondLevel::Auto => {
+                    cfg.hybrid_buckets != old.hybrid_buckets
+                        || (cfg.second_level == SecondLevel::Hybrid)
+                            != (old.second_level == SecondLevel::Hybrid)
+                }
                 SecondLevel::None => false,
             };
         if second_changed {
             self.second = SecondCache::new(&cfg);
+        }
+        if second_changed
+            || cfg.auto_interval_ms != old.auto_interval_ms
+            || cfg.auto_samples != old.auto_samples
+            || cfg.emc_enable != old.emc_enable
+        {
+            self.auto = auto_for(&cfg);
         }
         if cfg.subtable_rerank_interval_ms != old.subtable_rerank_interval_ms {
             self.next_rerank_ms = None;
@@ -251,8 +296,21 @@ impl Datapath {
 
     /// Adds `cycles` of processing time (measured by the caller around
     /// `process_batch`).
+    /// `auto` learns from these when they come per batch, as a PMD
+    /// measures them.
     pub fn add_processing_cycles(&mut self, cycles: u64) {
         self.stats.processing_cycles += cycles;
+        self.note_batch_cycles(cycles);
+    }
+
+    /// Tells `auto` what the batches since the last call cost, without
+    /// counting the cycles in the statistics (for callers that account
+    /// processing cycles over a whole interval themselves).
+    pub fn note_batch_cycles(&mut self, cycles: u64) {
+        if let Some(a) = &mut self.auto {
+            a.record_batch(self.batch_packets, cycles);
+        }
+        self.batch_packets = 0;
     }
 
     /// The megaflow table.
@@ -300,6 +358,11 @@ impl Datapath {
         }
     }
 
+    /// What `auto` decided, when it is the second level.
+    pub fn auto_report(&self) -> Option<AutoReport> {
+        self.auto.as_ref().map(Auto::report)
+    }
+
     /// Periodic work driven by the passed-in time.
     fn tick(&mut self, now_ms: u64) {
         match self.next_rerank_ms {
@@ -314,6 +377,9 @@ impl Datapath {
         }
         if let SecondCache::Cd(cd) = &mut self.second {
             cd.evaluate(now_ms);
+        }
+        if let Some(a) = &mut self.auto {
+            a.tick(now_ms);
         }
     }
 
@@ -420,6 +486,16 @@ impl Datapath {
         self.tick(now_ms);
         let all = batch.all();
         self.stats.packets_received += n as u64;
+        self.batch_packets = self.batch_packets.saturating_add(n as u32);
+        let (emc_on, second_on) = match &self.auto {
+            Some(a) => {
+                let arm = a.arm();
+                (self.cfg.emc_enable && arm.emc, arm.second)
+            }
+            None => (self.cfg.emc_enable, true),
+        };
+        self.emc_active = emc_on;
+        self.second_active = second_on;
         let Batch {
             keys,
             hashes,
@@ -432,7 +508,11 @@ impl Datapath {
         let hashes = &hashes[..n];
         let mut rem = all;
         let mut refs = [MegaflowRef::NONE; BATCH_SIZE];
-        let emc_on = self.cfg.emc_enable;
+        let mut hints = Hints {
+            hinted: 0,
+            subs: [NO_SUBTABLE; BATCH_SIZE],
+            pos: [0; BATCH_SIZE],
+        };
 
         if emc_on {
             let f = self
@@ -443,7 +523,7 @@ impl Datapath {
             rem &= !f;
         }
 
-        if rem != 0 {
+        if rem != 0 && second_on {
             let (f, tier) = match &self.second {
                 SecondCache::Smc(s) => (
                     s.lookup_batch(keys, hashes, rem, &self.flows, &mut refs),
@@ -453,6 +533,19 @@ impl Datapath {
                     d.lookup_batch(keys, hashes, rem, &self.flows, &mut refs),
                     Tier::Dfc,
                 ),
+                SecondCache::Hybrid(h) => {
+                    let found = h.lookup_batch(
+                        keys,
+                        hashes,
+                        rem,
+                        &self.flows,
+                        &mut refs,
+                        &mut hints.subs,
+                        &mut hints.pos,
+                    );
+                    hints.hinted = found.subtable;
+                    (found.megaflow, Tier::Dfc)
+                }
                 SecondCache::Cd(_) | SecondCache::None => (0, Tier::Smc),
             };
             if f != 0 {
@@ -472,7 +565,7 @@ impl Datapath {
         }
 
         if rem != 0 {
-            rem = self.dpcls_stage(keys, hashes, rem, verdicts);
+            rem = self.dpcls_stage(keys, hashes, rem, verdicts, &hints);
         }
 
         if rem != 0 {
@@ -514,8 +607,10 @@ impl Datapath {
         hashes: &[u32],
         rem: u32,
         verdicts: &mut [Verdict; BATCH_SIZE],
+        hints: &Hints,
     ) -> u32 {
-        let emc_on = self.cfg.emc_enable;
+        let emc_on = self.emc_active;
+        let second_on = self.second_active;
         let mut left = rem;
         let mut todo = rem;
         while todo != 0 {
@@ -530,31 +625,47 @@ impl Datapath {
             let mut grp_rem = grp;
             let mut misdirected = 0u32;
 
-            if let SecondCache::Cd(cd) = &mut self.second {
-                if cd.is_active() {
-                    let hinted = cd.lookup_batch(hashes, grp_rem, &mut sub);
-                    let f = self
-                        .flows
-                        .dpcls_lookup_directed(ci, &sub, keys, hinted, &mut idx);
-                    let cls = self.flows.classifier(ci);
-                    each(f, |j| {
-                        if let Some(r) = self.flows.live_at(idx[j]) {
-                            verdicts[j] = Verdict::Megaflow {
-                                flow: r,
-                                tier: Tier::Cd,
-                            };
-                            self.stats.cd_hits += 1;
-                            cd.record_hit(cls.rank_of(sub[j]).unwrap_or(1), true);
-                            if emc_on {
-                                self.emc.maybe_insert(&keys[j], hashes[j], r, &self.flows);
-                            }
-                            grp_rem &= !(1 << j);
-                        }
-                    });
-                    let missed = hinted & !f;
-                    cd.record_wasted(u64::from(missed.count_ones()));
-                    misdirected |= missed;
+            let directed = match &mut self.second {
+                SecondCache::Cd(cd) if second_on && cd.is_active() => {
+                    cd.lookup_batch(hashes, grp_rem, &mut sub)
                 }
+                SecondCache::Hybrid(_) if second_on => {
+                    let h = hints.hinted & grp_rem;
+                    each(h, |j| sub[j] = hints.subs[j]);
+                    h
+                }
+                _ => 0,
+            };
+            if directed != 0 {
+                let f = self
+                    .flows
+                    .dpcls_lookup_directed(ci, &sub, keys, directed, &mut idx);
+                let cls = self.flows.classifier(ci);
+                each(f, |j| {
+                    if let Some(r) = self.flows.live_at(idx[j]) {
+                        verdicts[j] = Verdict::Megaflow {
+                            flow: r,
+                            tier: Tier::Cd,
+                        };
+                        self.stats.cd_hits += 1;
+                        match &mut self.second {
+                            SecondCache::Cd(cd) => {
+                                cd.record_hit(cls.rank_of(sub[j]).unwrap_or(1), true)
+                            }
+                            SecondCache::Hybrid(h) => h.promote(hashes[j], hints.pos[j], idx[j]),
+                            _ => {}
+                        }
+                        if emc_on {
+                            self.emc.maybe_insert(&keys[j], hashes[j], r, &self.flows);
+                        }
+                        grp_rem &= !(1 << j);
+                    }
+                });
+                let missed = directed & !f;
+                if let SecondCache::Cd(cd) = &mut self.second {
+                    cd.record_wasted(u64::from(missed.count_ones()));
+                }
+                misdirected |= missed;
             }
 
             if grp_rem == 0 {
@@ -577,10 +688,20 @@ impl Datapath {
                     flow: r,
                     tier: Tier::Megaflow,
                 };
-                if let SecondCache::Cd(cd) = &mut self.second {
-                    cd.record_hit(cls.rank_of(sub[j]).unwrap_or(1), false);
+                if second_on {
+                    if let SecondCache::Cd(cd) = &mut self.second {
+                        cd.record_hit(cls.rank_of(sub[j]).unwrap_or(1), false);
+                    }
+                    self.second.fill(hashes[j], r.index, sub[j], &self.flows);
+                } else if self.auto.is_some() {
+                    // auto has the hybrid table off: keep it warm where it
+                    // would pay (the ranked search needed more than one
+                    // subtable), so that the next exploration measures it
+                    // warm, not empty.
+                    if cls.rank_of(sub[j]).unwrap_or(1) > 1 {
+                        self.second.fill(hashes[j], r.index, sub[j], &self.flows);
+                    }
                 }
-                self.second.fill(hashes[j], r.index, sub[j], &self.flows);
                 if emc_on {
                     self.emc.maybe_insert(&keys[j], hashes[j], r, &self.flows);
                 }
@@ -603,7 +724,8 @@ impl Datapath {
         now_ms: u64,
         upcall: &mut U,
     ) {
-        let emc_on = self.cfg.emc_enable;
+        let emc_on = self.emc_active;
+        let second_on = self.second_active;
         let mut installed = false;
         let mut m = rem;
         while m != 0 {
@@ -622,7 +744,9 @@ impl Datapath {
                             };
                             self.stats.megaflow_hits += 1;
                             self.stats.subtable_lookups += cls.rank_of(sub).unwrap_or(1) as u64;
-                            self.second.fill(hashes[i], r.index, sub, &self.flows);
+                            if second_on {
+                                self.second.fill(hashes[i], r.index, sub, &self.flows);
+                            }
                             continue;
                         }
                     }
@@ -658,7 +782,9 @@ impl Datapath {
                                     tier: Tier::Upcall,
                                 };
                                 self.stats.miss_with_success_upcall += 1;
-                                self.second.fill(hashes[i], r.index, sub, &self.flows);
+                                if second_on {
+                                    self.second.fill(hashes[i], r.index, sub, &self.flows);
+                                }
                                 if emc_on {
                                     self.emc.maybe_insert(key, hashes[i], r, &self.flows);
                                 }

@@ -37,6 +37,20 @@ pub fn prefetch<T>(value: &T) {
     }
 }
 
+/// Starts loading, for every packet of `todo`, the element of `table` its
+/// hash's low bits (`& mask`) index: a cache's first pass over a batch.
+#[inline(always)]
+pub fn prefetch_indexed<T>(table: &[T], hashes: &[u32], mask: u32, todo: u32) {
+    let mut m = todo;
+    while m != 0 {
+        let i = m.trailing_zeros() as usize;
+        m &= m - 1;
+        if let Some(b) = table.get((hashes[i] & mask) as usize) {
+            prefetch(b);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::prefetch;

@@ -29,8 +29,9 @@
 
 use crate::batch::BATCH_SIZE;
 use crate::hash::Rng;
+use crate::hugepage::HugeVec;
 use crate::megaflow::{MegaflowRef, MegaflowTable};
-use crate::prefetch::prefetch;
+use crate::prefetch::prefetch_indexed;
 use flowpath_flow::FlowKey;
 
 /// Default number of entries (OVS: `SMC_ENTRIES` = 1 << 20).
@@ -54,7 +55,7 @@ const EMPTY_BUCKET: Bucket = Bucket {
 /// The signature match cache. See the module documentation.
 #[derive(Clone, Debug)]
 pub struct Smc {
-    buckets: Vec<Bucket>,
+    buckets: HugeVec<Bucket>,
     mask: u32,
     rng: Rng,
 }
@@ -73,7 +74,7 @@ impl Smc {
         );
         let n = entries / SMC_WAYS;
         Smc {
-            buckets: vec![EMPTY_BUCKET; n],
+            buckets: HugeVec::new(n, EMPTY_BUCKET),
             mask: n as u32 - 1,
             rng: Rng::new(seed),
         }
@@ -102,14 +103,7 @@ impl Smc {
         out: &mut [MegaflowRef; BATCH_SIZE],
     ) -> u32 {
         // Pass 0: start loading every packet's bucket.
-        let mut m = todo;
-        while m != 0 {
-            let i = m.trailing_zeros() as usize;
-            m &= m - 1;
-            if let Some(b) = self.buckets.get((hashes[i] & self.mask) as usize) {
-                prefetch(b);
-            }
-        }
+        prefetch_indexed(&self.buckets, hashes, self.mask, todo);
         let mut cand = [0u8; BATCH_SIZE];
         let mut bidx = [0usize; BATCH_SIZE];
         let mut m = todo;

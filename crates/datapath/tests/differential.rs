@@ -25,6 +25,8 @@ fn configs(small: bool) -> Vec<Config> {
                     emc_insert_inv_prob: 2,
                     subtable_rerank_interval_ms: 3,
                     cd_adapt_interval_ms: 4,
+                    auto_interval_ms: 5,
+                    auto_samples: 2,
                     ..Config::default()
                 };
                 v.push(if small {
@@ -34,6 +36,7 @@ fn configs(small: bool) -> Vec<Config> {
                         dfc_entries: 16,
                         cd_buckets: 2,
                         cd_ways: 8,
+                        hybrid_buckets: 2,
                         ..base
                     }
                 } else {
@@ -78,6 +81,8 @@ fn run(
         }
         sent += chunk.len() as u64;
         dp.process_batch(&mut batch, now, upcall);
+        // Pseudo-random batch costs: auto explores and switches its tiers.
+        dp.add_processing_cycles(u64::from((bn as u32).wrapping_mul(2_654_435_761) >> 20));
         for (i, k) in chunk.iter().enumerate() {
             let want = oracle(&upcall.rules, k);
             match batch.verdicts()[i] {
@@ -178,6 +183,7 @@ proptest! {
                 SecondLevel::Dfc => prop_assert_eq!(out.tiers[Tier::Smc as usize] + out.tiers[Tier::Cd as usize], 0),
                 SecondLevel::Cd => prop_assert_eq!(out.tiers[Tier::Smc as usize] + out.tiers[Tier::Dfc as usize], 0),
                 SecondLevel::None => prop_assert_eq!(out.tiers[Tier::Smc as usize] + out.tiers[Tier::Dfc as usize] + out.tiers[Tier::Cd as usize], 0),
+                SecondLevel::Hybrid | SecondLevel::Auto => prop_assert_eq!(out.tiers[Tier::Smc as usize], 0),
             }
         }
         // With repeats in the traffic the upcall tier must not take everything.

@@ -273,6 +273,7 @@ fn check(seed: u64, limit: usize) -> Result<PmdStats, TestCaseError> {
             SecondLevel::Dfc => s.smc_hits + s.cd_hits,
             SecondLevel::Cd => s.smc_hits + s.dfc_hits,
             SecondLevel::None => s.smc_hits + s.dfc_hits + s.cd_hits,
+            SecondLevel::Hybrid | SecondLevel::Auto => s.smc_hits,
         };
         prop_assert_eq!(second, 0, "hits in a disabled tier: {:?}", s);
         sum.packets_received += s.packets_received;
