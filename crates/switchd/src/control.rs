@@ -718,13 +718,9 @@ fn set_key(cfg: &mut Config, k: &str, v: &str) -> Result<(), String> {
         }
         "emc-enable" => cfg.emc_enable = boolean(v)?,
         "second-level" => {
-            cfg.second_level = match v {
-                "smc" => SecondLevel::Smc,
-                "dfc" => SecondLevel::Dfc,
-                "cd" => SecondLevel::Cd,
-                "none" => SecondLevel::None,
-                _ => return Err(format!("{k}={v}: expected smc, dfc, cd or none")),
-            }
+            cfg.second_level = v
+                .parse::<SecondLevel>()
+                .map_err(|_| format!("{k}={v}: expected smc, dfc, cd, hybrid, auto or none"))?
         }
         "megaflows" => cfg.megaflows = boolean(v)?,
         "flow-limit" => cfg.flow_limit = num(v)? as usize,

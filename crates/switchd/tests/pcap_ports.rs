@@ -245,6 +245,22 @@ fn rules_and_config_change_at_run_time() {
     );
     let v = json(&ctl, "config/show");
     assert_eq!(v["second-level"], "smc");
+    // auto at run time: the PMDs keep forwarding while it explores.
+    call(
+        &ctl,
+        "config/set",
+        &["second-level=auto", "emc-enable=true"],
+    )
+    .unwrap();
+    assert_eq!(json(&ctl, "config/show")["second-level"], "auto");
+    let before = port_tx(&ctl, 3);
+    wait_for("traffic under auto", || port_tx(&ctl, 3) > before + 10_000);
+    call(
+        &ctl,
+        "config/set",
+        &["second-level=smc", "emc-enable=false"],
+    )
+    .unwrap();
     call(&ctl, "config/set", &["upcall-budget=5"]).unwrap();
     assert_eq!(json(&ctl, "config/show")["upcall-budget"], 5);
     call(&ctl, "config/set", &["upcall-budget=0"]).unwrap();
