@@ -18,6 +18,9 @@ wider than ours (ours must never be narrower) or they differ at all.
 2-3 dimensions, conj_id flows (sometimes missing), ordinary flows around
 and behind them (same match, lower priority); grouped records as --regs.
 
+--regs --cpl: as --regs, with check_pkt_larger(N)->BIT in most rules and
+matches on those bits.
+
 --regs: pipelines of 2-4 tables over registers, metadata and pkt_mark
 (load, move, push/pop, set_field, write_metadata, load to in_port, and
 matches on them); with --record, one line per rule set ("traces").
@@ -82,6 +85,7 @@ def rnd_match(r, table_count):
 
 GROUP_IDS = []  # the current rule set's groups (group:N actions pick from them)
 OF13 = [False]
+CPL = [False]  # --cpl: check_pkt_larger in most --regs rules, matches on its bits
 LEARN = [False]  # --learn: a learn action in (nearly) every --regs rule  # --of13: no OpenFlow 1.0-only actions, groups in most rule sets
 
 def rnd_groups(r):
@@ -216,6 +220,10 @@ def rnd_reg_match(r):
     parts, proto = (rnd_match(r, 1) if r.random() < 0.5 else ([], ""))
     for _ in range(r.randint(0, 2)):
         k = r.random()
+        if CPL[0] and k < 0.3:
+            b = 1 << r.randrange(4)
+            parts.append(r.choice(["reg0=0x%x/0x%x" % (b * r.randrange(2), b), "metadata=0x%x/0x3" % r.randrange(4)]))
+            continue
         if k < 0.6:
             reg = "reg%d" % r.randrange(4)
             v = r.choice(REG_VALS)
@@ -307,6 +315,11 @@ def rnd_reg_actions(r, proto, table, ntables):
                 acts.append("multipath(%s,%d,%s,1,0,NXM_NX_REG%d[0..%d])" % (fs, r.randrange(100), r.choice(["modulo_n", "hash_threshold", "hrw", "iter_hash"]), r.randrange(4), r.randrange(16)))
         else:
             acts.append("output:%d" % r.randint(1, 4))
+    if CPL[0] and r.random() < 0.6:
+        # check_pkt_larger: the actions after it run in both branches; its
+        # bit is one of reg0's low four, which later tables match.
+        c = "check_pkt_larger(%d)->%s" % (r.choice([64, 100, 128, 200, 1500]), r.choice(["NXM_NX_REG0[%d]" % r.randrange(4), "reg0[%d]" % r.randrange(4), "OXM_OF_METADATA[%d]" % r.randrange(2), "NXM_NX_XXREG0[%d]" % r.randrange(4)]))
+        acts.insert(r.randint(0, len(acts)), c)
     if r.random() < 0.15:
         acts.append("write_metadata:0x%x/0x%x" % (r.choice(REG_VALS), r.choice([0xff, 0xffffffffffffffff, 0xf0])))
     if table + 1 < ntables and r.random() < 0.3:
@@ -639,6 +652,7 @@ def main():
     ap.add_argument("--normal", action="store_true", help="NORMAL rule sets, VLAN ports and learning packet sequences")
     ap.add_argument("--conj", action="store_true", help="conjunctive matches (conjunction(id,k/n), conj_id)")
     ap.add_argument("--learn", action="store_true", help="with --regs: a learn action in nearly every rule")
+    ap.add_argument("--cpl", action="store_true", help="with --regs: check_pkt_larger(N)->BIT in most rules, later tables matching its bits")
     ap.add_argument("--regs", action="store_true", help="pipelines over registers, metadata and pkt_mark (load, move, push/pop, write_metadata)")
     ap.add_argument("--of13", action="store_true", help="rule sets OpenFlow 1.3 can carry as flowpath means them (no mod_vlan_*/mod_nw_tos), with groups and instructions more often")
     a = ap.parse_args()
@@ -646,6 +660,7 @@ def main():
     rec = open(a.record, "a") if a.record else None
     OF13[0] = a.of13
     LEARN[0] = a.learn
+    CPL[0] = a.cpl
     if a.ctl:
         CTL.extend(["-t", a.ctl])
     load_port_map()

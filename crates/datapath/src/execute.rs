@@ -162,7 +162,8 @@ pub fn apply(
         | DpAction::Controller
         | DpAction::Trunc(_)
         | DpAction::SetPriority(_)
-        | DpAction::SetMark { .. } => Ok(()),
+        | DpAction::SetMark { .. }
+        | DpAction::CheckPktLen { .. } => Ok(()),
     }
 }
 
@@ -583,6 +584,10 @@ pub struct ExecStats {
     pub pop_no_vlan: u64,
     /// Outputs cut to a `trunc(N)` length (a shorter copy sent).
     pub truncated: u64,
+    /// `check_pkt_len` actions that took their greater-than branch.
+    pub check_pkt_len_gt: u64,
+    /// `check_pkt_len` actions that took their less-or-equal branch.
+    pub check_pkt_len_le: u64,
 }
 
 /// Cumulative output counters of one port.
@@ -594,6 +599,16 @@ pub struct PortStats {
     pub packets: u64,
     /// Bytes sent.
     pub bytes: u64,
+}
+
+/// One packet's run through its action list.
+struct Run {
+    slot: usize,
+    tag: u64,
+    /// Outputs at a (whole-list) index below this carry a copy.
+    copy_before: usize,
+    trunc: Option<usize>,
+    delivered: bool,
 }
 
 /// Per-batch bookkeeping of one port.
@@ -658,7 +673,9 @@ impl Executor {
     ) {
         self.stats.packets += 1;
         // Outputs before the last action that changes the packet carry a
-        // copy; the others carry the packet itself.
+        // copy; the others carry the packet itself. (Over a
+        // `check_pkt_len`'s branches this is the last change in either:
+        // a copy too many at worst.)
         let copy_before = actions
             .iter()
             .rposition(|a| {
@@ -669,36 +686,66 @@ impl Executor {
                         | DpAction::Trunc(_)
                         | DpAction::SetPriority(_)
                         | DpAction::SetMark { .. }
+                        | DpAction::CheckPktLen { .. }
                 )
             })
             .map_or(0, |i| i + 1);
-        let mut delivered = false;
-        // `trunc(N)`: the next output carries at most N bytes (a copy).
-        let mut trunc: Option<usize> = None;
-        for (j, a) in actions.iter().enumerate() {
+        let mut run = Run {
+            slot,
+            tag,
+            copy_before,
+            trunc: None,
+            delivered: false,
+        };
+        self.run_list(pkt, meta, actions, 0, &mut run);
+        if !run.delivered {
+            self.stats.dropped += 1;
+        }
+    }
+
+    /// Runs `actions`, which start at index `base` of the packet's whole
+    /// list.
+    #[inline]
+    fn run_list(
+        &mut self,
+        pkt: &mut PacketBuf,
+        meta: &mut PacketMeta,
+        actions: &[DpAction],
+        base: usize,
+        run: &mut Run,
+    ) {
+        let mut j = 0;
+        while let Some(a) = actions.get(j) {
             match a {
-                DpAction::Trunc(n) => trunc = Some(*n as usize),
+                // `trunc(N)`: the next output carries at most N bytes (a
+                // copy).
+                DpAction::Trunc(n) => run.trunc = Some(*n as usize),
                 DpAction::Output(port) => {
-                    let src = match trunc.take() {
+                    let src = match run.trunc.take() {
                         Some(n) if n < pkt.data().len() => {
                             self.stats.truncated += 1;
                             self.clone_of(&pkt.data()[..n])
                         }
-                        _ if j < copy_before => self.clone_of(pkt.data()),
-                        _ => slot as u32,
+                        _ if base + j < run.copy_before => self.clone_of(pkt.data()),
+                        _ => run.slot as u32,
                     };
                     self.queue.push(OutEntry {
                         port: *port,
                         src,
                         slot: 0,
-                        tag,
+                        tag: run.tag,
                     });
-                    delivered = true;
+                    run.delivered = true;
                 }
                 DpAction::Controller => {
-                    trunc = None;
+                    run.trunc = None;
                     self.stats.controller += 1;
-                    delivered = true;
+                    run.delivered = true;
+                }
+                DpAction::CheckPktLen { .. } => {
+                    self.check_pkt_len(pkt, meta, actions, j, base, run);
+                    j += a.flat_len();
+                    continue;
                 }
                 _ => {
                     if let Err(e) = apply(pkt, meta, a) {
@@ -710,9 +757,39 @@ impl Executor {
                     }
                 }
             }
+            j += 1;
         }
-        if !delivered {
-            self.stats.dropped += 1;
+    }
+
+    /// `check_pkt_len` at `actions[j]`: runs the branch the packet's
+    /// length (the whole frame as it is now) picks.
+    #[cold]
+    #[inline(never)]
+    fn check_pkt_len(
+        &mut self,
+        pkt: &mut PacketBuf,
+        meta: &mut PacketMeta,
+        actions: &[DpAction],
+        j: usize,
+        base: usize,
+        run: &mut Run,
+    ) {
+        let Some(&DpAction::CheckPktLen { size, gt, le }) = actions.get(j) else {
+            return;
+        };
+        let (gt, le) = (usize::from(gt), usize::from(le));
+        let from = if pkt.data().len() > usize::from(size) {
+            self.stats.check_pkt_len_gt += 1;
+            j + 1
+        } else {
+            self.stats.check_pkt_len_le += 1;
+            j + 1 + gt
+        };
+        let n = if from == j + 1 { gt } else { le };
+        // A list cut short (translation never makes one) runs what it has.
+        let end = (from + n).min(actions.len());
+        if let Some(branch) = actions.get(from..end) {
+            self.run_list(pkt, meta, branch, base + from, run);
         }
     }
 

@@ -685,3 +685,84 @@ proptest! {
         prop_assert_eq!(sink.packets, outputs as u64);
     }
 }
+
+/// `check_pkt_len`: the branch the frame's length picks runs, the other
+/// does not; nested checks; actions after the check run in both cases;
+/// the length is the frame's as it is then (after a `push_vlan`).
+#[test]
+fn check_pkt_len_runs_the_branch_the_length_picks() {
+    let c = |size, gt, le| DpAction::CheckPktLen { size, gt, le };
+    let o = DpAction::Output;
+    // check_pkt_len(size=S,gt(2,check_pkt_len(size=T,gt(5),le(6))),le(3)),4
+    let list = |s: u16, t: u16| vec![c(s, 4, 1), o(2), c(t, 1, 1), o(5), o(6), o(3), o(4)];
+    let ports = |frame: &[u8], actions: &[DpAction]| {
+        let (mut p, mut meta) = load(frame);
+        let mut ex = Executor::new();
+        ex.execute(0, &mut p, &mut meta, actions, 0);
+        let mut sink = Collect::default();
+        ex.flush(std::slice::from_ref(&p), &mut sink);
+        let s = ex.stats();
+        (
+            sink.0.iter().map(|g| g.0).collect::<Vec<_>>(),
+            s.check_pkt_len_gt,
+            s.check_pkt_len_le,
+        )
+    };
+    let f = tcp4(&[1; 46]); // 100 bytes
+    assert_eq!(f.len(), 100);
+    assert_eq!(ports(&f, &list(99, 99)), (vec![2, 5, 4], 2, 0));
+    assert_eq!(ports(&f, &list(99, 100)), (vec![2, 6, 4], 1, 1));
+    // "Greater than": a frame of exactly the size is not.
+    assert_eq!(ports(&f, &list(100, 0)), (vec![3, 4], 0, 1));
+    assert_eq!(ports(&f, &list(1500, 0)), (vec![3, 4], 0, 1));
+    // Empty branches: nothing sent, counted as a drop.
+    let (mut p, mut meta) = load(&f);
+    let mut ex = Executor::new();
+    ex.execute(0, &mut p, &mut meta, &[c(10, 0, 0)], 0);
+    assert_eq!((ex.stats().dropped, ex.queued()), (1, 0));
+    // The length after a push_vlan counts.
+    let push = DpAction::PushVlan {
+        tpid: 0x8100,
+        tci: 7,
+    };
+    assert_eq!(
+        ports(&f, &[push, c(102, 1, 1), o(2), o(3)]),
+        (vec![2], 1, 0)
+    );
+}
+
+/// An output in one branch before a change in the same branch carries the
+/// bytes as they were; a change in the branch not taken changes nothing.
+#[test]
+fn check_pkt_len_branches_change_only_their_packet() {
+    let f = tcp4(b"zz");
+    let ttl = set(SetHeader::Ipv4, |k, m| {
+        k.set_nw_ttl(1);
+        m.set_nw_ttl(0xff);
+    });
+    let c = DpAction::CheckPktLen {
+        size: 10,
+        gt: 3,
+        le: 2,
+    };
+    let actions = [
+        c,
+        DpAction::Output(2),
+        ttl,
+        DpAction::Output(3),
+        ttl,
+        DpAction::Output(4),
+        DpAction::Output(5),
+    ];
+    let (mut p, mut meta) = load(&f);
+    let mut ex = Executor::new();
+    ex.execute(0, &mut p, &mut meta, &actions, 0);
+    let mut sink = Collect::default();
+    ex.flush(std::slice::from_ref(&p), &mut sink);
+    let got = sink.0;
+    assert_eq!(got.iter().map(|g| g.0).collect::<Vec<_>>(), vec![2, 3, 5]);
+    let f_ttl1 = run(&f, &[ttl]);
+    assert_eq!(got[0].1, f, "output before the branch's change");
+    assert_eq!(got[1].1, f_ttl1);
+    assert_eq!(got[2].1, f_ttl1);
+}

@@ -48,6 +48,7 @@ const SUPPORTED: &[&str] = &[
     "other:push/pop action stack",
     "conjunction",
     "learn",
+    "check_pkt_larger",
 ];
 
 /// Tests whose expectation the installed OVS 3.1 itself does not give

@@ -34,6 +34,17 @@ pub enum Style {
     Rule,
     /// As `ofproto/trace` prints a megaflow: `recirc_id=0,eth,...`.
     Megaflow,
+    /// As [`Style::Megaflow`], for a translation that read the CFI bit of
+    /// a present tag and no other TCI bit (`move:NXM_OF_VLAN_TCI[12]->...`):
+    /// OVS then prints `vlan_tci=0x1000/0x1000`, which it leaves out when
+    /// only the datapath's "a tag is present" makes the bit significant.
+    MegaflowCfiRead,
+}
+
+impl Style {
+    fn megaflow(self) -> bool {
+        self != Style::Rule
+    }
 }
 
 /// The protocol keywords: (name, dl_type, nw_proto).
@@ -196,7 +207,7 @@ impl Match {
         if cj.get_regs(&self.regs_mask) != 0 {
             parts.push(format!("conj_id={}", cj.get_regs(&self.regs)));
         }
-        if style == Style::Megaflow {
+        if style.megaflow() {
             parts.push("recirc_id=0".into());
             if mk.skb_priority() != 0 {
                 let p = k.skb_priority();
@@ -296,11 +307,11 @@ impl Match {
         put(&mut parts, FieldId::InPort);
         // VLAN, as OVS: dl_vlan / dl_vlan_pcp when expressible, else vlan_tci.
         let mut tm = mk.vlan_tci();
-        if style == Style::Megaflow {
+        if style.megaflow() {
             // Datapath megaflows always match whether a tag is present (the
             // CFI bit); OVS keeps that in the datapath key's structure and
             // does not print it, nor any TCI bits of an absent tag.
-            if k.vlan_tci() & VLAN_CFI == 0 || tm == VLAN_CFI {
+            if k.vlan_tci() & VLAN_CFI == 0 || (tm == VLAN_CFI && style == Style::Megaflow) {
                 tm = 0;
             }
         }
@@ -376,7 +387,7 @@ impl Match {
         let is_icmp = t == 0x0800 && proto == Some(1);
         let is_icmp6 = is_v6 && proto == Some(58);
         if is_icmp || is_icmp6 {
-            if style == Style::Megaflow {
+            if style.megaflow() {
                 // OVS prints a megaflow's ICMP type/code as the 16-bit
                 // transport-port words they live in, masked to 8 bits.
                 for (name, v, m) in [

@@ -223,6 +223,17 @@ pub enum Action {
     },
     /// `learn(...)`: the index of its specs in [`crate::learn`]'s registry.
     Learn(u32),
+    /// `check_pkt_larger(LEN)->DST[bit]`: the rest of the action list runs
+    /// twice in translation, once with the bit set (the packet is longer
+    /// than `len` bytes) and once with it clear; the datapath picks the
+    /// branch per packet (`check_pkt_len`). `dst` is one bit of a register
+    /// or of `metadata`.
+    CheckPktLarger {
+        /// Bytes compared with (the whole frame).
+        len: u16,
+        /// The bit that says which.
+        dst: Subfield,
+    },
     /// The `write_metadata:VALUE[/MASK]` instruction.
     WriteMetadata {
         /// New bits.
@@ -390,7 +401,6 @@ const UNSUPPORTED: &[&str] = &[
     "clone",
     "encap",
     "decap",
-    "check_pkt_larger",
     "dec_nsh_ttl",
     "stack_push",
     "stack_pop",
@@ -544,6 +554,7 @@ impl fmt::Display for Action {
                 None => f.write_str("learn(?)"),
             },
             Action::Pop(sf) => write!(f, "pop:{sf}"),
+            Action::CheckPktLarger { len, dst } => write!(f, "check_pkt_larger({len})->{dst}"),
             Action::WriteMetadata { value, mask } => {
                 if mask == u64::MAX {
                     write!(f, "write_metadata:{value:#x}")
@@ -638,6 +649,14 @@ fn split_actions(text: &str) -> Result<Vec<&str>, RuleError> {
 
 /// Splits `name:arg`, `name=arg` or `name(arg)`.
 fn split_action(item: &str) -> Result<(&str, Arg<'_>), RuleError> {
+    // `check_pkt_larger(N)->DST` has text after its ')': parse_one reads
+    // it whole.
+    if let Some(name) = item
+        .get(..16)
+        .filter(|p| p.eq_ignore_ascii_case("check_pkt_larger"))
+    {
+        return Ok((name, Arg::Colon(&item[16..])));
+    }
     let Some(i) = item.find([':', '=', '(']) else {
         return Ok((item, Arg::None));
     };
@@ -851,7 +870,18 @@ fn bucket_context() -> &'static Match {
 /// prerequisites against: they are checked when the bucket runs, as OVS
 /// does).
 pub fn parse_bucket_actions(text: &str) -> Result<Vec<Action>, RuleError> {
-    parse_actions(text, bucket_context(), 0)
+    let actions = parse_actions(text, bucket_context(), 0)?;
+    // A bucket runs as an action set, which has no place for it.
+    if let Some(a) = actions
+        .iter()
+        .find(|a| matches!(a, Action::CheckPktLarger { .. }))
+    {
+        return fail(
+            "check_pkt_larger",
+            format!("disallowed action in a group bucket (an action set): {a}"),
+        );
+    }
+    Ok(actions)
 }
 
 /// A `bundle`/`multipath` field set by name.
@@ -1012,7 +1042,51 @@ fn is_match_word(name: &str) -> bool {
 }
 
 /// Parses one action; `Ok(None)` is `drop`.
+/// `check_pkt_larger(LEN)->DST[bit]` (its argument is not in the usual
+/// `name(arg)` form); ovs-ofctl's checks and messages.
+fn parse_check_pkt_larger(item: &str, matching: &Match) -> Result<Action, RuleError> {
+    let name = "check_pkt_larger";
+    let rest = &item[name.len()..];
+    let Some((len, dst)) = rest.split_once("->") else {
+        return fail(name, format!("{}: missing `->'", rest.trim()));
+    };
+    let Some(len) = len
+        .trim()
+        .strip_prefix('(')
+        .and_then(|l| l.strip_suffix(')'))
+    else {
+        return fail(
+            name,
+            format!("'{item}' is not check_pkt_larger(LEN)->DST[BIT]"),
+        );
+    };
+    let len = match parse_uint(len.trim()) {
+        Ok(n) if n <= u128::from(u16::MAX) => n as u16,
+        _ => return fail(name, format!("invalid packet length \"{}\"", len.trim())),
+    };
+    let dst = parse_dst(name, dst, matching)?;
+    if dst.n_bits != 1 {
+        return fail(name, "Only 1-bit destination field is allowed");
+    }
+    if !dst.field.info().is_reg() {
+        return fail(
+            name,
+            format!(
+                "flowpath takes the result in a register or metadata bit, not in {}",
+                dst.field.info().name
+            ),
+        );
+    }
+    Ok(Action::CheckPktLarger { len, dst })
+}
+
 fn parse_one(item: &str, matching: &Match, table: u8) -> Result<Option<Action>, RuleError> {
+    if item
+        .get(..16)
+        .is_some_and(|p| p.eq_ignore_ascii_case("check_pkt_larger"))
+    {
+        return parse_check_pkt_larger(item, matching).map(Some);
+    }
     let (name, arg) = split_action(item)?;
     let lname = name.to_ascii_lowercase();
     if !name.is_empty() && name.bytes().all(|b| b.is_ascii_digit()) {
@@ -1534,6 +1608,7 @@ pub fn parse_instructions(
                             | Action::Pop(_)
                             | Action::Multipath { .. }
                             | Action::Bundle { load: Some(_), .. }
+                            | Action::CheckPktLarger { .. }
                     )
                 }) {
                     return fail(name, format!("disallowed action in action set: {a}"));

@@ -83,6 +83,35 @@ impl Builder {
         Ok(())
     }
 
+    /// A datapath flow's `tos`/`tclass`: the whole byte, DSCP and ECN
+    /// (`V` or `V/M`), as flowpath's `nw_tos` (DSCP bits) and `nw_ecn`.
+    fn put_tos(&mut self, attr_name: &str, text: &str) -> Result<(), RuleError> {
+        let num = |x: &str| {
+            parse_uint(x.trim())
+                .ok()
+                .filter(|n| *n <= 0xff)
+                .ok_or_else(|| {
+                    RuleError::new(
+                        Some(attr_name),
+                        format!("{attr_name}: tos: '{x}' is not a byte"),
+                    )
+                })
+        };
+        let (v, m) = match text.split_once('/') {
+            Some((v, m)) => (num(v)?, num(m)?),
+            None => (num(text)?, 0xff),
+        };
+        for (id, bits) in [(FieldId::NwTos, 0xfc), (FieldId::NwEcn, 0x03)] {
+            let f = id.info();
+            let (fv, fm) = (v & bits, m & bits);
+            if fm != 0 {
+                f.set_masked(&mut self.key, fv, fm);
+                f.or_mask(&mut self.mask, fm);
+            }
+        }
+        Ok(())
+    }
+
     /// The `k=v` pairs of an attribute, each given to `each(k, v)`.
     fn pairs(
         &mut self,
@@ -192,7 +221,7 @@ impl Builder {
                     "src" => FieldId::NwSrc,
                     "dst" => FieldId::NwDst,
                     "proto" => FieldId::NwProto,
-                    "tos" => FieldId::NwTos,
+                    "tos" => return b.put_tos(name, v),
                     "ttl" => FieldId::NwTtl,
                     "frag" => FieldId::NwFrag,
                     _ => return Err(unknown(k)),
@@ -205,7 +234,7 @@ impl Builder {
                     "dst" => FieldId::Ipv6Dst,
                     "label" => FieldId::Ipv6Label,
                     "proto" => FieldId::NwProto,
-                    "tclass" => FieldId::NwTos,
+                    "tclass" => return b.put_tos(name, v),
                     "hlimit" => FieldId::NwTtl,
                     "frag" => FieldId::NwFrag,
                     _ => return Err(unknown(k)),
@@ -316,5 +345,22 @@ mod tests {
         assert!(is_dp_flow("in_port(1),eth()"));
         assert!(!is_dp_flow("in_port=1,tcp"));
         assert!(!is_dp_flow("tcp,in_port=1,actions=output(2)"));
+    }
+
+    /// `tos`/`tclass` are the whole byte: DSCP into nw_tos, ECN into
+    /// nw_ecn (OVS's own tests trace `tos=1`).
+    #[test]
+    fn tos_is_dscp_and_ecn() {
+        let ecn = |k: &FlowKey| FieldId::NwEcn.info().get(k);
+        let dscp = |k: &FlowKey| FieldId::NwTos.info().get(k);
+        let (k, m) =
+            parse_dp_flow("in_port(1),eth_type(0x0800),ipv4(src=1.1.1.1,tos=0x2b,frag=no)")
+                .unwrap();
+        assert_eq!((dscp(&k), ecn(&k)), (0x28, 3));
+        assert_eq!((dscp(&m.to_key()), ecn(&m.to_key())), (0xfc, 3));
+        let (k, m) = parse_dp_flow("in_port(1),eth_type(0x86dd),ipv6(tclass=1/0x3)").unwrap();
+        assert_eq!((dscp(&k), ecn(&k)), (0, 1));
+        assert_eq!((dscp(&m.to_key()), ecn(&m.to_key())), (0, 3));
+        assert!(parse_dp_flow("in_port(1),eth_type(0x0800),ipv4(tos=256)").is_err());
     }
 }

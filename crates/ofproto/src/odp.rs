@@ -77,6 +77,32 @@ pub enum DpAction {
         /// The bits written (all ones: a plain set).
         mask: u32,
     },
+    /// `check_pkt_len(size=N,gt(...),le(...))`, from `check_pkt_larger`:
+    /// the `gt` actions that follow this one run when the packet (its
+    /// whole frame, as it is now) is longer than `size` bytes, the `le`
+    /// actions after them otherwise. The branches are laid out flat, so
+    /// that the list stays a plain slice: `[CheckPktLen{gt: 2, le: 1}, A,
+    /// B, C]` is `check_pkt_len(size=N,gt(A,B),le(C))`, and a branch may
+    /// hold further `CheckPktLen`s (counted in its length).
+    CheckPktLen {
+        /// The length compared with.
+        size: u16,
+        /// Number of flat actions in the greater-than branch.
+        gt: u16,
+        /// Number of flat actions in the less-or-equal branch.
+        le: u16,
+    },
+}
+
+impl DpAction {
+    /// The flat length of the action that starts a list (1, or for a
+    /// `CheckPktLen` 1 plus both branches).
+    pub fn flat_len(&self) -> usize {
+        match self {
+            DpAction::CheckPktLen { gt, le, .. } => 1 + usize::from(*gt) + usize::from(*le),
+            _ => 1,
+        }
+    }
 }
 
 /// A megaflow's action list. Empty means drop.
@@ -177,8 +203,14 @@ fn push_u8(parts: &mut Vec<String>, name: &str, v: u8, m: u8, hex: bool) {
 }
 
 impl fmt::Display for DpAction {
+    /// One action; a `CheckPktLen` prints its header only
+    /// (`check_pkt_len(size=N,gt:G,le:L)`): [`format_actions`] prints the
+    /// branches.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
+            DpAction::CheckPktLen { size, gt, le } => {
+                write!(f, "check_pkt_len(size={size},gt:{gt},le:{le})")
+            }
             DpAction::Output(p) => write!(f, "{p}"),
             DpAction::Set { header, key, mask } => fmt_set(f, *header, key, mask),
             DpAction::PushVlan { tpid, tci } => {
@@ -212,15 +244,44 @@ impl fmt::Display for DpAction {
 }
 
 /// Prints an action list as OVS prints datapath actions (`drop` if empty).
+/// `check_pkt_len` prints its branches nested, as OVS does
+/// (`check_pkt_len(size=100,gt(2),le(drop))`).
 pub fn format_actions(actions: &[DpAction]) -> String {
+    let mut out = String::new();
+    write_actions(&mut out, actions);
+    out
+}
+
+fn write_actions(out: &mut String, actions: &[DpAction]) {
+    use std::fmt::Write as _;
     if actions.is_empty() {
-        return "drop".into();
+        out.push_str("drop");
+        return;
     }
-    actions
-        .iter()
-        .map(|a| a.to_string())
-        .collect::<Vec<_>>()
-        .join(",")
+    let mut i = 0;
+    while let Some(a) = actions.get(i) {
+        if i > 0 {
+            out.push(',');
+        }
+        match *a {
+            DpAction::CheckPktLen { size, gt, le } => {
+                let (gt, le) = (usize::from(gt), usize::from(le));
+                // A list cut short (never made by translation) prints what
+                // it has.
+                let g = actions.get(i + 1..i + 1 + gt).unwrap_or(&[]);
+                let l = actions.get(i + 1 + gt..i + 1 + gt + le).unwrap_or(&[]);
+                let _ = write!(out, "check_pkt_len(size={size},gt(");
+                write_actions(out, g);
+                out.push_str("),le(");
+                write_actions(out, l);
+                out.push_str("))");
+            }
+            _ => {
+                let _ = write!(out, "{a}");
+            }
+        }
+        i += a.flat_len();
+    }
 }
 
 /// The header a rewritable field belongs to, given the packet's protocol.
@@ -277,6 +338,31 @@ mod tests {
             }
             .to_string(),
             "push_vlan(vid=10,pcp=0)"
+        );
+    }
+
+    #[test]
+    fn check_pkt_len_prints_its_branches_nested() {
+        let c = |size, gt, le| DpAction::CheckPktLen { size, gt, le };
+        let o = DpAction::Output;
+        assert_eq!(
+            format_actions(&[c(100, 0, 0)]),
+            "check_pkt_len(size=100,gt(drop),le(drop))"
+        );
+        // OVS 3.1's line for two nested checks.
+        let nested = [
+            c(100, 2, 3),
+            c(300, 0, 1),
+            o(1),
+            c(300, 1, 1),
+            o(3),
+            o(4),
+            o(9),
+        ];
+        assert_eq!(
+            format_actions(&nested),
+            "check_pkt_len(size=100,gt(check_pkt_len(size=300,gt(drop),le(1))),\
+             le(check_pkt_len(size=300,gt(3),le(4)))),9"
         );
     }
 }

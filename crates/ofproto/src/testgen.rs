@@ -208,6 +208,19 @@ pub fn rule_text(r: &mut Rng, table: u8, ntables: u8, prio: u16) -> String {
         };
         acts.push(a);
     }
+    // check_pkt_larger: what follows it runs in both branches, with a bit
+    // of reg1 (which matches above read) set or clear.
+    if r.chance(10) {
+        let at = r.below(acts.len() as u64 + 1) as usize;
+        acts.insert(
+            at,
+            format!(
+                "check_pkt_larger({})->NXM_NX_REG1[{}]",
+                [64, 200][r.below(2) as usize],
+                r.below(2)
+            ),
+        );
+    }
     // OpenFlow 1.1+ instructions, in their order.
     if r.chance(8) {
         acts.push("clear_actions".into());

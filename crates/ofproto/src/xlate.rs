@@ -152,6 +152,10 @@ fn mix64(mut z: u64) -> u64 {
 pub const MAX_DEPTH: u32 = 64;
 /// Most resubmits in one translation (OVS's limit).
 pub const MAX_RESUBMITS: u32 = 4096;
+/// Most datapath actions `check_pkt_larger` branches may grow a
+/// translation to (each nested check doubles what follows it; OVS's
+/// limit is the 64 KB of a netlink attribute).
+pub const MAX_DP_ACTIONS: usize = 4096;
 
 /// The outcome of translating one packet.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -175,6 +179,21 @@ pub struct Xlate {
     /// rules the packet went through, in order; filled only by
     /// [`xlate_recording_rules`] (rule statistics), empty otherwise.
     pub rules: Vec<u32>,
+    /// The translation read the CFI bit of the packet's tag and no other
+    /// TCI bit (the megaflow is the same; OVS prints it, see
+    /// [`Style::MegaflowCfiRead`]).
+    pub cfi_read: bool,
+}
+
+/// See `Ctx::flow_state`.
+#[derive(Clone, Copy)]
+struct FlowState {
+    flow: FlowKey,
+    regs: Regs,
+    base: FlowKey,
+    flow_tpid: [u16; 2],
+    base_tpid: [u16; 2],
+    tag_src: [Option<u8>; 2],
 }
 
 struct Ctx<'a, 'e, L: Lookup> {
@@ -219,6 +238,8 @@ struct Ctx<'a, 'e, L: Lookup> {
     side_effects: bool,
     /// The flows `learn` made.
     learned: Vec<crate::rule::Rule>,
+    /// See [`Xlate::cfi_read`].
+    cfi_read: bool,
 }
 
 /// Translates `key` through `tables`. With `trace`, also records the
@@ -325,6 +346,7 @@ fn xlate_inner<L: Lookup>(
         cur_table: 0,
         side_effects,
         learned: Vec::new(),
+        cfi_read: false,
     };
     ctx.xlate_table(0, None);
     if ctx.error.is_none() {
@@ -342,6 +364,7 @@ fn xlate_inner<L: Lookup>(
         error: ctx.error,
         learned: ctx.learned,
         rules: ctx.rules.unwrap_or_default(),
+        cfi_read: ctx.cfi_read,
     }
 }
 
@@ -432,7 +455,7 @@ impl<L: Lookup> Ctx<'_, '_, L> {
 
     fn do_actions(&mut self, actions: &[Action], write_set: &[Action], table: u8) {
         let indent = self.depth + 1;
-        for a in actions {
+        for (i, a) in actions.iter().enumerate() {
             if self.error.is_some() {
                 return;
             }
@@ -678,12 +701,116 @@ impl<L: Lookup> Ctx<'_, '_, L> {
                 // clauses only make the `conj_id` flow match.
                 Action::Conjunction { .. } => {}
                 Action::Learn(id) => self.learn(id, indent),
+                Action::CheckPktLarger { len, dst } => {
+                    // As OVS: the rest of this list runs in both branches,
+                    // then this list ends (the caller's continues).
+                    let rest = actions.get(i + 1..).unwrap_or(&[]);
+                    self.check_pkt_larger(len, dst, rest, write_set, table);
+                    return;
+                }
                 Action::WriteMetadata { value, mask } => {
                     let md = FieldId::Metadata.info();
                     md.set_regs_masked(&mut self.regs, u128::from(value), u128::from(mask));
                 }
             }
         }
+    }
+
+    /// The flow, the registers and what has been committed: what a
+    /// `check_pkt_larger` branch starts from.
+    fn flow_state(&self) -> FlowState {
+        FlowState {
+            flow: self.flow,
+            regs: self.regs,
+            base: self.base,
+            flow_tpid: self.flow_tpid,
+            base_tpid: self.base_tpid,
+            tag_src: self.tag_src,
+        }
+    }
+
+    fn set_flow_state(&mut self, s: FlowState) {
+        self.flow = s.flow;
+        self.regs = s.regs;
+        self.base = s.base;
+        self.flow_tpid = s.flow_tpid;
+        self.base_tpid = s.base_tpid;
+        self.tag_src = s.tag_src;
+    }
+
+    /// `check_pkt_larger(len)->dst`, as OVS 3.1 translates it for a
+    /// datapath with `check_pkt_len`: the pending changes are committed,
+    /// then `rest` (the actions after it in the same list) and the action
+    /// set are translated twice from the same state — with the `dst` bit 1
+    /// into the greater-than branch, with it 0 into the less-or-equal one.
+    /// The flow, registers and committed state are restored after each
+    /// branch; the `push`/`pop` stack and the action set are copied once
+    /// for both branches (the first branch's run of the action set empties
+    /// it for the second, as in OVS) and restored at the end. The megaflow
+    /// gets both branches' bits; the packet length is not in it (the
+    /// datapath checks it per packet).
+    fn check_pkt_larger(
+        &mut self,
+        len: u16,
+        dst: crate::action::Subfield,
+        rest: &[Action],
+        write_set: &[Action],
+        table: u8,
+    ) {
+        let indent = self.depth + 1;
+        self.commit();
+        let stack = self.stack.clone();
+        let action_set = self.action_set.clone();
+        let saved = self.flow_state();
+        let at = self.odp.len();
+        self.odp.push(DpAction::CheckPktLen {
+            size: len,
+            gt: 0,
+            le: 0,
+        });
+        let info = dst.field.info();
+        let mut lens = [0u16; 2];
+        for (k, bit) in [1u128, 0].into_iter().enumerate() {
+            if self.error.is_some() {
+                return;
+            }
+            if self.odp.len() > MAX_DP_ACTIONS {
+                self.error = Some(format!(
+                    "over {MAX_DP_ACTIONS} datapath actions (check_pkt_larger branches)"
+                ));
+                return;
+            }
+            if self.tracing {
+                let cmp = if bit == 1 { "longer" } else { "not longer" };
+                self.note(
+                    indent,
+                    &format!("(packets {cmp} than {len} bytes: {dst}={bit})"),
+                );
+            }
+            let start = self.odp.len();
+            info.set_regs_masked(&mut self.regs, bit << dst.ofs, dst.mask());
+            self.do_actions(rest, write_set, table);
+            if self.error.is_none() {
+                self.cur_table = table;
+                self.run_action_set();
+            }
+            match u16::try_from(self.odp.len() - start) {
+                Ok(n) => lens[k] = n,
+                Err(_) => {
+                    self.error = Some("a check_pkt_larger branch is too long".into());
+                    return;
+                }
+            }
+            self.set_flow_state(saved);
+        }
+        self.odp[at] = DpAction::CheckPktLen {
+            size: len,
+            gt: lens[0],
+            le: lens[1],
+        };
+        self.stack = stack;
+        self.action_set = action_set;
+        self.cur_table = table;
     }
 
     /// Writes `v` (right-aligned) into the bits of `sf`, as `move` and
@@ -1426,6 +1553,7 @@ impl<L: Lookup> Ctx<'_, '_, L> {
         // datapath keys encode it structurally); an absent tag's TCI bits are
         // all zero, so the CFI bit alone matches "no tag".
         let orig = self.orig;
+        self.cfi_read = orig.vlan_tci() & VLAN_CFI != 0 && m.vlan_tci() == VLAN_CFI;
         if orig.vlan_tci() & VLAN_CFI == 0 {
             m.set_vlan_tci(VLAN_CFI);
             m.set_vlan_tci_inner(0);
@@ -1448,7 +1576,12 @@ impl<L: Lookup> Ctx<'_, '_, L> {
 impl Xlate {
     /// The megaflow as OVS prints it (`recirc_id=0,eth,...`) for `key`.
     pub fn megaflow_text(&self, key: &FlowKey) -> String {
-        Match::new(key, &self.megaflow).format(Style::Megaflow)
+        let style = if self.cfi_read {
+            Style::MegaflowCfiRead
+        } else {
+            Style::Megaflow
+        };
+        Match::new(key, &self.megaflow).format(style)
     }
 
     /// The full `ofproto/trace`-style report for `key` (needs `trace=true`).

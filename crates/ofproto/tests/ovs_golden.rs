@@ -59,6 +59,20 @@ fn conjunction_traces_match_ovs_3_1() {
     assert!(conj >= 200, "only {conj} traces reach a conj_id flow");
 }
 
+/// `check_pkt_larger(N)->BIT` (`tools/ovs-compare.py --regs --cpl`): the
+/// register pipelines with a check in most rules, before, between or after
+/// the other actions, and later tables matching its bits; one line per
+/// rule set.
+#[test]
+fn check_pkt_larger_traces_match_ovs_3_1() {
+    let data = include_str!("data/ovs31-cpl-traces.jsonl");
+    check(data, 3000);
+    // The data exercises what it is for.
+    let with = data.matches("check_pkt_len(size=").count();
+    println!("{with} check_pkt_len actions in the recorded datapath actions");
+    assert!(with >= 1500, "only {with} traces reach a check_pkt_larger");
+}
+
 /// Replays `data`; returns how many traces went through a `conj_id` flow.
 fn check(data: &str, at_least: usize) -> usize {
     let mut conj = 0;
