@@ -18,6 +18,10 @@ wider than ours (ours must never be narrower) or they differ at all.
 2-3 dimensions, conj_id flows (sometimes missing), ordinary flows around
 and behind them (same match, lower priority); grouped records as --regs.
 
+--regs --tun: as --regs, with tun_id (matches, set_tunnel, set_tunnel64,
+set_field/load/move): translation state, 0 on every packet of these
+untunnelled ports.
+
 --regs --cpl: as --regs, with check_pkt_larger(N)->BIT in most rules and
 matches on those bits.
 
@@ -85,6 +89,7 @@ def rnd_match(r, table_count):
 
 GROUP_IDS = []  # the current rule set's groups (group:N actions pick from them)
 OF13 = [False]
+TUN = [False]  # --tun: tun_id matched, loaded, moved and set in --regs rules
 CPL = [False]  # --cpl: check_pkt_larger in most --regs rules, matches on its bits
 LEARN = [False]  # --learn: a learn action in (nearly) every --regs rule  # --of13: no OpenFlow 1.0-only actions, groups in most rule sets
 
@@ -194,7 +199,7 @@ def rnd_bits(r, width):
 
 def rnd_reg_sub(r, n_bits=None):
     """A register-ish subfield: (text, width)."""
-    name, width = r.choice([("NXM_NX_REG%d" % i, 32) for i in range(4)] + [("OXM_OF_METADATA", 64), ("NXM_NX_PKT_MARK", 32), ("OXM_OF_PKT_REG1", 64), ("NXM_NX_XXREG1", 128)])
+    name, width = r.choice([("NXM_NX_REG%d" % i, 32) for i in range(4)] + [("OXM_OF_METADATA", 64), ("NXM_NX_PKT_MARK", 32), ("OXM_OF_PKT_REG1", 64), ("NXM_NX_XXREG1", 128)] + ([("NXM_NX_TUN_ID", 64)] * 3 if TUN[0] else []))
     if n_bits is None:
         rng, n = rnd_bits(r, width)
         return "%s[%s]" % (name, rng), n
@@ -220,6 +225,10 @@ def rnd_reg_match(r):
     parts, proto = (rnd_match(r, 1) if r.random() < 0.5 else ([], ""))
     for _ in range(r.randint(0, 2)):
         k = r.random()
+        if TUN[0] and k < 0.3:
+            v = r.choice(REG_VALS)
+            parts.append(r.choice(["tun_id=%d" % v, "tun_id=0x%x/0xff" % (v & 0xff), "tunnel_id=0x%x" % v]))
+            continue
         if CPL[0] and k < 0.3:
             b = 1 << r.randrange(4)
             parts.append(r.choice(["reg0=0x%x/0x%x" % (b * r.randrange(2), b), "metadata=0x%x/0x3" % r.randrange(4)]))
@@ -239,7 +248,7 @@ def rnd_reg_match(r):
         else:
             parts.append(r.choice(["xreg1=0x%x" % r.choice(REG_VALS), "xxreg1=0x%x/0xffff" % r.choice(REG_VALS)]))
     # No duplicate fields.
-    return first_by(parts, lambda p: p.split("=")[0]), proto
+    return first_by(parts, lambda p: p.split("=")[0].replace("tunnel_id", "tun_id")), proto
 
 def rnd_reg_actions(r, proto, table, ntables):
     acts = []
@@ -315,6 +324,8 @@ def rnd_reg_actions(r, proto, table, ntables):
                 acts.append("multipath(%s,%d,%s,1,0,NXM_NX_REG%d[0..%d])" % (fs, r.randrange(100), r.choice(["modulo_n", "hash_threshold", "hrw", "iter_hash"]), r.randrange(4), r.randrange(16)))
         else:
             acts.append("output:%d" % r.randint(1, 4))
+    if TUN[0] and r.random() < 0.4:
+        acts.insert(r.randint(0, len(acts)), r.choice(["set_tunnel:%d" % r.choice(REG_VALS), "set_tunnel64:0x%x" % (r.choice(REG_VALS) << 32 | r.choice(REG_VALS)), "set_field:%d->tun_id" % r.choice(REG_VALS)]))
     if CPL[0] and r.random() < 0.6:
         # check_pkt_larger: the actions after it run in both branches; its
         # bit is one of reg0's low four, which later tables match.
@@ -652,6 +663,7 @@ def main():
     ap.add_argument("--normal", action="store_true", help="NORMAL rule sets, VLAN ports and learning packet sequences")
     ap.add_argument("--conj", action="store_true", help="conjunctive matches (conjunction(id,k/n), conj_id)")
     ap.add_argument("--learn", action="store_true", help="with --regs: a learn action in nearly every rule")
+    ap.add_argument("--tun", action="store_true", help="with --regs: tun_id matches, set_tunnel[64], set_field/load/move with tun_id")
     ap.add_argument("--cpl", action="store_true", help="with --regs: check_pkt_larger(N)->BIT in most rules, later tables matching its bits")
     ap.add_argument("--regs", action="store_true", help="pipelines over registers, metadata and pkt_mark (load, move, push/pop, write_metadata)")
     ap.add_argument("--of13", action="store_true", help="rule sets OpenFlow 1.3 can carry as flowpath means them (no mod_vlan_*/mod_nw_tos), with groups and instructions more often")
@@ -661,6 +673,7 @@ def main():
     OF13[0] = a.of13
     LEARN[0] = a.learn
     CPL[0] = a.cpl
+    TUN[0] = a.tun
     if a.ctl:
         CTL.extend(["-t", a.ctl])
     load_port_map()

@@ -13,7 +13,7 @@
 
 use crate::key::{
     FlowKey, FlowMask, Regs, VLAN_CFI, W_ARP_SHA, W_ARP_THA, W_CONJ_ID, W_IPV6_DST, W_IPV6_MISC,
-    W_IPV6_SRC, W_L2_DST, W_L2_SRC, W_META, W_META2, W_METADATA, W_ND_TARGET, W_NW, W_TP,
+    W_IPV6_SRC, W_L2_DST, W_L2_SRC, W_META, W_META2, W_METADATA, W_ND_TARGET, W_NW, W_TP, W_TUN_ID,
 };
 
 /// Identifies a registry field.
@@ -91,6 +91,7 @@ pub enum FieldId {
     Xxreg2,
     Xxreg3,
     ConjId,
+    TunId,
 }
 
 /// Where a field's bits live in the key.
@@ -879,6 +880,14 @@ pub static FIELDS: &[FieldInfo] = &[
         maskable: false,
         ..reg(F::ConjId, "conj_id", W_CONJ_ID as u8, 0, 32)
     },
+    // The tunnel id: 0 on every packet (flowpath has no tunnel ports) and,
+    // as OVS's tunnel metadata of a packet that came in on no tunnel,
+    // never in a megaflow; what the actions write there goes nowhere (no
+    // output encapsulates). Translation state, like a register.
+    FieldInfo {
+        aliases: &["tunnel_id"],
+        ..reg(F::TunId, "tun_id", W_TUN_ID as u8, 0, 64)
+    },
 ];
 
 impl FieldId {
@@ -961,6 +970,8 @@ pub const NXM_NAMES: &[(&str, FieldId)] = &[
     ("OXM_OF_IPV6_ND_TLL", FieldId::NdTll),
     ("NXM_NX_PKT_MARK", FieldId::PktMark),
     ("NXM_NX_CONJ_ID", FieldId::ConjId),
+    ("NXM_NX_TUN_ID", FieldId::TunId),
+    ("OXM_OF_TUNNEL_ID", FieldId::TunId),
     ("OXM_OF_METADATA", FieldId::Metadata),
     ("NXM_NX_REG0", FieldId::Reg0),
     ("NXM_NX_REG1", FieldId::Reg1),

@@ -310,8 +310,9 @@ impl FlowMask {
     }
 }
 
-/// Words of [`Regs`]: eight 64-bit `xreg`s, `metadata` and `conj_id`.
-pub const REG_WORDS: usize = 10;
+/// Words of [`Regs`]: eight 64-bit `xreg`s, `metadata`, `conj_id` and
+/// `tun_id`.
+pub const REG_WORDS: usize = 11;
 
 /// Word of [`Regs`] holding the OpenFlow `metadata` field.
 pub const W_METADATA: usize = 8;
@@ -320,6 +321,10 @@ pub const W_METADATA: usize = 8;
 /// match the classifier found, for its second lookup.
 pub const W_CONJ_ID: usize = 9;
 
+/// Word of [`Regs`] holding `tun_id` (always 0 when a packet enters:
+/// flowpath has no tunnel ports).
+pub const W_TUN_ID: usize = 10;
+
 /// The OpenFlow pipeline's registers and metadata: translation-time state
 /// that no datapath key carries (every packet starts with all of them
 /// zero, and OVS never puts them in a megaflow).
@@ -327,7 +332,7 @@ pub const W_CONJ_ID: usize = 9;
 /// Word `i` < 8 is `xreg{i}`: `reg{2i}` in its high 32 bits, `reg{2i+1}`
 /// in its low 32 bits (so `xxreg{j}` is words `2j` (high) and `2j+1`, as
 /// OVS lays them out); word [`W_METADATA`] is `metadata`, word
-/// [`W_CONJ_ID`] `conj_id`. A mask over
+/// [`W_CONJ_ID`] `conj_id`, word [`W_TUN_ID`] `tun_id`. A mask over
 /// registers is the same type, 1 bits significant.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Default, Debug)]
 pub struct Regs {

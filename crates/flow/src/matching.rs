@@ -296,13 +296,16 @@ impl Match {
                 ));
             }
         }
-        let md = FieldId::Metadata.info();
-        let mdm = md.get_regs(&self.regs_mask);
-        if mdm != 0 {
-            parts.push(format!(
-                "metadata={}",
-                format_value(md, md.get_regs(&self.regs), mdm)
-            ));
+        for id in [FieldId::TunId, FieldId::Metadata] {
+            let f = id.info();
+            let m = f.get_regs(&self.regs_mask);
+            if m != 0 {
+                parts.push(format!(
+                    "{}={}",
+                    f.name,
+                    format_value(f, f.get_regs(&self.regs), m)
+                ));
+            }
         }
         put(&mut parts, FieldId::InPort);
         // VLAN, as OVS: dl_vlan / dl_vlan_pcp when expressible, else vlan_tci.

@@ -392,8 +392,6 @@ const UNSUPPORTED: &[&str] = &[
     "set_mpls_tc",
     "set_mpls_ttl",
     "dec_mpls_ttl",
-    "set_tunnel",
-    "set_tunnel64",
     "autopath",
     "fin_timeout",
     "exit",
@@ -515,6 +513,13 @@ impl fmt::Display for Action {
                 legacy,
             } => {
                 let info = field.info();
+                if field == FieldId::TunId && legacy {
+                    return if value <= u128::from(u32::MAX) {
+                        write!(f, "set_tunnel:{value:#x}")
+                    } else {
+                        write!(f, "set_tunnel64:{value:#x}")
+                    };
+                }
                 let legacy_name = LEGACY.iter().find(|(_, id)| *id == field).map(|(n, _)| n);
                 match legacy_name {
                     Some(name) if legacy && mask == info.full_mask() => {
@@ -839,7 +844,6 @@ pub fn is_unsupported_field(name: &str) -> bool {
         "nd_reserved",
         "nd_options_type",
         "ipv6_exthdr",
-        "tunnel_id",
     ];
     const PREFIXES: &[&str] = &[
         "NXM_NX_TUN",
@@ -1162,6 +1166,23 @@ fn parse_one(item: &str, matching: &Match, table: u8) -> Result<Option<Action>, 
             Action::GotoTable(t)
         }
         "set_field" => parse_set_field(name, arg, matching)?,
+        // The whole tunnel id (ovs-ofctl prints a value over 32 bits as
+        // set_tunnel64 whichever was written).
+        "set_tunnel" | "set_tunnel64" => {
+            let s = need_arg(name, arg)?;
+            let value = parse_uint(s.trim())
+                .ok()
+                .filter(|v| *v <= u128::from(u64::MAX))
+                .ok_or_else(|| {
+                    RuleError::new(Some(name), format!("'{}' is not a 64-bit tunnel id", s.trim()))
+                })?;
+            Action::SetField {
+                field: FieldId::TunId,
+                value,
+                mask: u128::from(u64::MAX),
+                legacy: true,
+            }
+        }
         "load" => {
             let s = need_arg(name, arg)?;
             let Some((v, dst)) = s.split_once("->") else {
@@ -1831,7 +1852,7 @@ mod tests {
                 legacy: false
             }]
         );
-        assert!(p("set_field:1->tun_id")
+        assert!(p("set_field:1->tun_src")
             .unwrap_err()
             .msg
             .contains("not supported"));
@@ -2007,7 +2028,7 @@ mod tests {
             ("load:1->NXM_NX_REG0[5..3]", "ends before"),
             ("load:1->NXM_OF_ETH_TYPE[]", "not writable"),
             ("load:1->NXM_NX_REG16[]", "unknown field"),
-            ("load:1->NXM_NX_TUN_ID[]", "not supported"),
+            ("load:1->NXM_NX_TUN_IPV4_SRC[]", "not supported"),
             ("write_metadata:1", "is an instruction"),
             ("push", "needs"),
         ] {
@@ -2055,7 +2076,7 @@ mod tests {
 
     #[test]
     fn unsupported_field_names() {
-        for n in ["tun_id", "ct_state", "mpls_label", "NXM_NX_TUN_ID"] {
+        for n in ["tun_src", "ct_state", "mpls_label", "NXM_NX_TUN_IPV4_SRC"] {
             assert!(is_unsupported_field(n), "{n}");
         }
         for n in ["nw_src", "register", "reg", "tp_dst"] {

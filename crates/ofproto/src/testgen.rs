@@ -125,11 +125,12 @@ pub fn rule_text(r: &mut Rng, table: u8, ntables: u8, prio: u16) -> String {
     // Registers, metadata and the packet mark (values from a small space,
     // so that the actions below make them match).
     if r.chance(25) {
-        p.push(match r.below(5) {
+        p.push(match r.below(6) {
             0 => format!("reg0={}", r.below(4)),
             1 => format!("reg1={:#x}/0x3", r.below(4)),
             2 => format!("metadata={:#x}/0xf", r.below(4)),
             3 => format!("pkt_mark={}", r.below(2)),
+            4 => format!("tun_id={}", r.below(3)),
             _ => format!("xreg1={}", r.below(3)),
         });
     }
@@ -142,6 +143,7 @@ pub fn rule_text(r: &mut Rng, table: u8, ntables: u8, prio: u16) -> String {
             1 => "move:NXM_OF_IN_PORT[0..1]->NXM_NX_REG0[0..1]".into(),
             2 => "move:NXM_OF_ETH_DST[0..1]->NXM_NX_REG1[0..1]".into(),
             3 if v4 => "move:NXM_OF_IP_SRC[0..2]->OXM_OF_METADATA[0..2]".into(),
+            4 if r.chance(30) => format!("set_tunnel:{}", r.below(3)),
             4 => format!("set_field:{}->pkt_mark", r.below(3)),
             5 if r.chance(50) => "push:NXM_NX_REG0[0..15],pop:NXM_NX_REG3[0..15]".into(),
             5 if r.chance(50) => format!(

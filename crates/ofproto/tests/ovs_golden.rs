@@ -73,6 +73,18 @@ fn check_pkt_larger_traces_match_ovs_3_1() {
     assert!(with >= 1500, "only {with} traces reach a check_pkt_larger");
 }
 
+/// `tun_id` (`tools/ovs-compare.py --regs --tun`): matched, set with
+/// `set_tunnel`/`set_tunnel64`/`set_field`, loaded, moved, pushed and
+/// popped in the register pipelines; translation state of these
+/// untunnelled packets, never in the megaflow; 301 rule sets × 10
+/// packets, one line per rule set.
+#[test]
+fn tun_id_traces_match_ovs_3_1() {
+    let data = include_str!("data/ovs31-tun-traces.jsonl");
+    check(data, 3000);
+    assert!(data.matches("tun_id=").count() >= 300);
+}
+
 /// Replays `data`; returns how many traces went through a `conj_id` flow.
 fn check(data: &str, at_least: usize) -> usize {
     let mut conj = 0;

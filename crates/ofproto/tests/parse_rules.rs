@@ -307,11 +307,11 @@ fn unknown_things() {
 #[test]
 fn unsupported_things() {
     for (flow, field) in [
-        ("tun_id=5 actions=drop", "tun_id"),
+        ("tun_src=1.1.1.1 actions=drop", "tun_src"),
         ("ct_state=+trk actions=drop", "ct_state"),
         ("mpls actions=drop", "mpls"),
         ("mpls_label=3 actions=drop", "mpls_label"),
-        ("NXM_NX_TUN_ID=1 actions=drop", "NXM_NX_TUN_ID"),
+        ("NXM_NX_TUN_IPV4_DST=1 actions=drop", "NXM_NX_TUN_IPV4_DST"),
         (
             "actions=learn(table=1,limit=5,NXM_OF_VLAN_TCI[0..11])",
             "learn",
@@ -319,8 +319,8 @@ fn unsupported_things() {
         ("actions=ct(commit,table=1)", "ct"),
         ("actions=meter:1", "meter"),
         ("actions=output:NXM_NX_REG0[]", "output"),
-        ("actions=set_field:1->tun_id", "set_field"),
-        ("actions=load:1->NXM_NX_TUN_ID[]", "load"),
+        ("actions=set_field:1.1.1.1->tun_dst", "set_field"),
+        ("actions=load:1->NXM_NX_TUN_GBP_ID[]", "load"),
     ] {
         file_err(flow, Some(field), "not supported by flowpath");
     }
@@ -450,4 +450,33 @@ fn file_lines_and_comments() {
     assert_eq!(rules[1].line, 5);
     assert_eq!(parse_rule("priority=1 actions=output:1").unwrap().line, 0);
     assert!(parse_rules("", None).unwrap().is_empty());
+}
+
+/// `tun_id` prints where `ovs-ofctl dump-flows` prints it (after the
+/// registers, before `metadata` and `in_port`), `set_tunnel` by the size
+/// of its value (as OVS 3.1 printed this very rule).
+#[test]
+fn tun_id_prints_as_ovs_ofctl() {
+    let r = flowpath_ofproto::parse::parse_rules(
+        "table=0,priority=7,tcp,reg0=5,tunnel_id=0x7/0xff,in_port=2,metadata=3,pkt_mark=4,nw_dst=1.2.3.4,\
+         actions=set_tunnel:5,set_tunnel64:0x100000000,set_tunnel:0x123456789,move:NXM_NX_TUN_ID[0..7]->reg1[0..7],output:1",
+        None,
+    )
+    .unwrap();
+    let text = r[0].to_string();
+    assert!(
+        text.contains("priority=7,pkt_mark=0x4,tcp,reg0=0x5,tun_id=0x7/0xff,metadata=0x3,in_port=2,nw_dst=1.2.3.4"),
+        "{text}"
+    );
+    assert!(
+        text.contains("actions=set_tunnel:0x5,set_tunnel64:0x100000000,set_tunnel64:0x123456789,move:NXM_NX_TUN_ID[0..7]->NXM_NX_REG1[0..7],output:1"),
+        "{text}"
+    );
+    // A packet has no tunnel id to match (no tunnel ports).
+    assert!(
+        flowpath_ofproto::parse::parse_packet("in_port=1,tun_id=5,tcp")
+            .unwrap_err()
+            .to_string()
+            .contains("tun_id")
+    );
 }
