@@ -189,6 +189,9 @@ pub struct SlowPath {
     /// The learned flows' change number `tables` reflects.
     learned_seen: u64,
     next_learn_expire_ms: u64,
+    /// When this worker last reported its megaflows' use of learned flows
+    /// (see [`SlowPath::report_learned_use`]).
+    last_use_report_ms: Option<u64>,
     /// Translations by megaflow, reused while the datapath runs without
     /// megaflows (see [`XlateCache`]).
     cache: XlateCache,
@@ -215,6 +218,7 @@ impl SlowPath {
             learned: Arc::default(),
             learned_seen: 0,
             next_learn_expire_ms: 0,
+            last_use_report_ms: None,
             cache: XlateCache::default(),
             bridge: None,
             mac_seen: 0,
@@ -284,6 +288,61 @@ impl SlowPath {
             Arc::new(self.base.with_added(&flows))
         };
         self.normal = uses_normal(&self.tables);
+    }
+
+    /// Tells the learned flows which of them packets went through since
+    /// the last report (for their idle timeouts): every megaflow installed
+    /// or hit since then is translated again, recording the rules its
+    /// packets pass, as OVS's revalidator pushes megaflow statistics to
+    /// rules. Once a second, only while a learned flow has an idle
+    /// timeout; one translation per megaflow active in that second.
+    fn report_learned_use(&mut self, dp: &Datapath, now_ms: u64) {
+        // Megaflows installed or hit after the last report (in an earlier
+        // batch than the one after which it ran, at its millisecond or
+        // later: a hit in its very millisecond was reported then).
+        let since = self.last_use_report_ms.replace(now_ms);
+        let tables = self.tables.clone();
+        let base_len = self.base.rules().len();
+        let learned = tables.rules().get(base_len..).unwrap_or(&[]);
+        if learned.is_empty() {
+            return;
+        }
+        let bridge = self.bridge.clone().filter(|_| self.normal);
+        let mut used = vec![false; learned.len()];
+        let record = XlateMode {
+            record: true,
+            ..XlateMode::default()
+        };
+        let table = dp.megaflows();
+        for r in table.live_refs() {
+            let Some(st) = table.stats(r) else {
+                continue;
+            };
+            let after = |t: u64| since.is_none_or(|s| t > s);
+            if !after(st.created_ms) && !st.used_ms.is_some_and(after) {
+                continue;
+            }
+            let Some(m) = dp.megaflow(r) else {
+                continue;
+            };
+            let x = xlate_on(&*tables, bridge.as_deref(), &m.key, now_ms, record);
+            for i in x.rules {
+                if let Some(u) = (i as usize)
+                    .checked_sub(base_len)
+                    .and_then(|j| used.get_mut(j))
+                {
+                    *u = true;
+                }
+            }
+        }
+        self.learned.touch(
+            learned
+                .iter()
+                .zip(&used)
+                .filter(|(_, u)| **u)
+                .map(|(r, _)| r),
+            now_ms,
+        );
     }
 
     /// The counters.
@@ -358,6 +417,15 @@ impl Upcall for SlowPath {
         let mut removed = 0;
         if now_ms >= self.next_learn_expire_ms && self.learned_seen != 0 {
             self.next_learn_expire_ms = now_ms + MAC_EXPIRE_INTERVAL_MS;
+            if self.learned.has_idle_timeouts() {
+                if self.learned.seq() != self.learned_seen {
+                    self.merge_learned();
+                    let bridge = self.bridge.clone().filter(|_| self.normal);
+                    removed +=
+                        revalidate_where(dp, &self.tables, bridge.as_deref(), now_ms, |_| true);
+                }
+                self.report_learned_use(dp, now_ms);
+            }
             self.learned.expire(now_ms);
         }
         if self.learned.seq() != self.learned_seen {

@@ -36,16 +36,22 @@ fn send(sw: &mut Switch, port: u32, f: &[u8], now: u64) -> BTreeMap<u32, u16> {
     out
 }
 
-#[test]
-fn learned_flows_forward_and_expire() {
-    let mut t = RuleTables::new(parse_rules(RULES, None).unwrap(), &[]);
+/// A switch on ports 1-4 running `rules`, and its bridge.
+fn switch(rules: &str) -> (Switch, Arc<Bridge>) {
+    let mut t = RuleTables::new(parse_rules(rules, None).unwrap(), &[]);
     t.set_ports(vec![1, 2, 3, 4]);
     let bridge = Arc::new(Bridge::default());
-    let mut sw = Switch::new(
+    let sw = Switch::new(
         Config::default(),
         flowpath_datapath::SlowPath::with_bridge(Arc::new(t), bridge.clone()),
     )
     .unwrap();
+    (sw, bridge)
+}
+
+#[test]
+fn learned_flows_forward_and_expire() {
+    let (mut sw, bridge) = switch(RULES);
     // A (on port 1) to B: B unknown, flooded; A learned.
     let o = send(&mut sw, 1, &frame(0xa, 0xb), 0);
     assert_eq!(o.keys().copied().collect::<Vec<_>>(), vec![2, 3, 4]);
@@ -67,4 +73,50 @@ fn learned_flows_forward_and_expire() {
     assert_eq!(bridge.learned.flows().len(), 0);
     let o = send(&mut sw, 1, &frame(0xa, 0xb), 12_100);
     assert_eq!(o.keys().copied().collect::<Vec<_>>(), vec![2, 3, 4]);
+}
+
+/// `idle_timeout` of a learned flow, as OVS's `rule_expire`: the flow
+/// stays while packets go through it (here: through the megaflows that
+/// use it, reported once a second) and goes `idle_timeout` seconds (plus
+/// one reporting interval) after the last one; relearning does not reset
+/// the idle timer.
+#[test]
+fn learned_flows_expire_when_idle() {
+    let rules = "table=0,actions=learn(table=1,idle_timeout=2,priority=10,NXM_OF_VLAN_TCI[0..11],NXM_OF_ETH_DST[]=NXM_OF_ETH_SRC[],output:NXM_OF_IN_PORT[]),resubmit(,1)
+table=1,priority=0,actions=FLOOD";
+    let (mut sw, bridge) = switch(rules);
+    // A learned (idle 2 s).
+    send(&mut sw, 1, &frame(0xa, 0xb), 0);
+    let to_a = |bridge: &Bridge| {
+        bridge
+            .learned
+            .flows()
+            .iter()
+            .any(|r| r.to_string().contains("dl_dst=02:00:00:00:00:0a"))
+    };
+    assert!(to_a(&bridge));
+    // B to A every 700 ms for 6 s: forwarded by the learned flow, which
+    // stays although it was learned 6 s ago.
+    let mut now = 0;
+    while now < 6000 {
+        now += 700;
+        let o = send(&mut sw, 2, &frame(0xb, 0xa), now);
+        assert_eq!(
+            o.keys().copied().collect::<Vec<_>>(),
+            vec![1],
+            "at {now} ms"
+        );
+        sw.housekeeping(now);
+        assert!(to_a(&bridge), "used, yet expired at {now} ms");
+    }
+    // No more traffic to A: gone after 2 s (+ 1 s of reporting slack).
+    let last = now;
+    while now < last + 3500 {
+        now += 250;
+        sw.housekeeping(now);
+    }
+    assert!(!to_a(&bridge), "idle for 3.5 s, still there");
+    // B to A floods again (and the megaflow that used the flow is gone).
+    let o = send(&mut sw, 2, &frame(0xb, 0xa), now + 10);
+    assert_eq!(o.keys().copied().collect::<Vec<_>>(), vec![1, 3, 4]);
 }

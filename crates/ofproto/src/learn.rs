@@ -399,17 +399,42 @@ impl fmt::Display for Learn {
 /// them after an upcall batch and rebuild their tables when the set
 /// changes) and its control path (`dump-flows`). A flow learned again
 /// replaces the one with the same table, priority and match, restarting
-/// its hard timeout; hard timeouts are enforced by [`LearnedFlows::expire`]
-/// (idle timeouts are kept, not enforced: flowpath has no per-rule hit
-/// times).
+/// its hard timeout (as OVS's learn refresh sets the rule's modification
+/// time). [`LearnedFlows::expire`] enforces both timeouts as OVS's
+/// `rule_expire` does: the hard timeout from the last (re)learning, the
+/// idle timeout from the last packet that went through the flow, which
+/// the workers report with [`LearnedFlows::touch`] once a second from
+/// their megaflows' use; the idle timeout is therefore enforced with
+/// [`IDLE_SLACK_MS`] of slack (one reporting interval).
 #[derive(Debug, Default)]
 pub struct LearnedFlows {
-    flows: std::sync::Mutex<Vec<(Rule, u64)>>,
+    flows: std::sync::Mutex<Vec<Learned>>,
     seq: std::sync::atomic::AtomicU64,
 }
 
+/// How late an idle learned flow may be removed: the workers report use
+/// once a second.
+pub const IDLE_SLACK_MS: u64 = 1000;
+
+#[derive(Debug)]
+struct Learned {
+    rule: Rule,
+    /// Learned or last relearned (the hard timeout's start).
+    modified_ms: u64,
+    /// Learned, or last used by a packet (the idle timeout's start).
+    used_ms: u64,
+}
+
+impl Learned {
+    fn same_flow(&self, r: &Rule) -> bool {
+        self.rule.table == r.table
+            && self.rule.priority == r.priority
+            && self.rule.matching == r.matching
+    }
+}
+
 impl LearnedFlows {
-    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<(Rule, u64)>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Learned>> {
         match self.flows.lock() {
             Ok(g) => g,
             Err(p) => p.into_inner(),
@@ -422,18 +447,20 @@ impl LearnedFlows {
         let mut v = self.lock();
         let mut changed = false;
         for r in rules {
-            match v.iter_mut().find(|(x, _)| {
-                x.table == r.table && x.priority == r.priority && x.matching == r.matching
-            }) {
-                Some((x, t)) => {
-                    *t = now_ms;
-                    if *x != r {
-                        *x = r;
+            match v.iter_mut().find(|x| x.same_flow(&r)) {
+                Some(x) => {
+                    x.modified_ms = now_ms;
+                    if x.rule != r {
+                        x.rule = r;
                         changed = true;
                     }
                 }
                 None => {
-                    v.push((r, now_ms));
+                    v.push(Learned {
+                        rule: r,
+                        modified_ms: now_ms,
+                        used_ms: now_ms,
+                    });
                     changed = true;
                 }
             }
@@ -443,11 +470,35 @@ impl LearnedFlows {
         }
     }
 
-    /// Removes the flows whose hard timeout has passed at `now_ms`.
+    /// Records that packets went through these flows (same table,
+    /// priority and match) by `now_ms`. The change number does not move.
+    pub fn touch<'a>(&self, used: impl IntoIterator<Item = &'a Rule>, now_ms: u64) {
+        let mut v = self.lock();
+        for r in used {
+            if let Some(x) = v.iter_mut().find(|x| x.same_flow(r)) {
+                x.used_ms = x.used_ms.max(now_ms);
+            }
+        }
+    }
+
+    /// Whether some learned flow has an idle timeout (only then do the
+    /// workers report use).
+    pub fn has_idle_timeouts(&self) -> bool {
+        self.lock().iter().any(|x| x.rule.idle_timeout != 0)
+    }
+
+    /// Removes the flows whose hard timeout has passed at `now_ms` since
+    /// they were (re)learned, or whose idle timeout (plus
+    /// [`IDLE_SLACK_MS`]) has since a packet last went through them.
     pub fn expire(&self, now_ms: u64) {
         let mut v = self.lock();
         let n = v.len();
-        v.retain(|(r, t)| r.hard_timeout == 0 || now_ms < t + u64::from(r.hard_timeout) * 1000);
+        v.retain(|x| {
+            let hard = u64::from(x.rule.hard_timeout) * 1000;
+            let idle = u64::from(x.rule.idle_timeout) * 1000;
+            (hard == 0 || now_ms < x.modified_ms + hard)
+                && (idle == 0 || now_ms < x.used_ms + idle + IDLE_SLACK_MS)
+        });
         if v.len() != n {
             self.seq.fetch_add(1, std::sync::atomic::Ordering::Release);
         }
@@ -458,7 +509,7 @@ impl LearnedFlows {
     pub fn remove_where(&self, pred: impl Fn(&Rule) -> bool) -> usize {
         let mut v = self.lock();
         let n = v.len();
-        v.retain(|(r, _)| !pred(r));
+        v.retain(|x| !pred(&x.rule));
         let removed = n - v.len();
         if removed > 0 {
             self.seq.fetch_add(1, std::sync::atomic::Ordering::Release);
@@ -473,7 +524,7 @@ impl LearnedFlows {
 
     /// The learned flows, oldest first.
     pub fn flows(&self) -> Vec<Rule> {
-        self.lock().iter().map(|(r, _)| r.clone()).collect()
+        self.lock().iter().map(|x| x.rule.clone()).collect()
     }
 
     /// Whether there is none.
