@@ -18,6 +18,9 @@ wider than ours (ours must never be narrower) or they differ at all.
 2-3 dimensions, conj_id flows (sometimes missing), ordinary flows around
 and behind them (same match, lower priority); grouped records as --regs.
 
+--regs --fin [--learn]: as --regs, with fin_timeout(...) actions (and
+learn with fin timeouts): their megaflow (nw_proto) and printing.
+
 --regs --tun: as --regs, with tun_id (matches, set_tunnel, set_tunnel64,
 set_field/load/move): translation state, 0 on every packet of these
 untunnelled ports.
@@ -89,6 +92,7 @@ def rnd_match(r, table_count):
 
 GROUP_IDS = []  # the current rule set's groups (group:N actions pick from them)
 OF13 = [False]
+FIN = [False]  # --fin: fin_timeout actions, learn with fin_idle/hard_timeout
 TUN = [False]  # --tun: tun_id matched, loaded, moved and set in --regs rules
 CPL = [False]  # --cpl: check_pkt_larger in most --regs rules, matches on its bits
 LEARN = [False]  # --learn: a learn action in (nearly) every --regs rule  # --of13: no OpenFlow 1.0-only actions, groups in most rule sets
@@ -313,7 +317,8 @@ def rnd_reg_actions(r, proto, table, ntables):
                 else:
                     specs.append("output:NXM_OF_IN_PORT[]")
             if specs:
-                acts.append("learn(table=%d,priority=%d,hard_timeout=%d,%s)" % (r.randint(0, 3), r.randint(1, 100), r.choice([0, 10]), ",".join(specs)))
+                fin = ",fin_idle_timeout=%d,fin_hard_timeout=%d" % (r.randint(0, 5), r.randint(0, 5)) if FIN[0] and r.random() < 0.6 else ""
+                acts.append("learn(table=%d,priority=%d,hard_timeout=%d%s,%s)" % (r.randint(0, 3), r.randint(1, 100), r.choice([0, 10]), fin, ",".join(specs)))
         elif k < 0.86:
             # Compared exactly: active_backup, and multipath to one link
             # (the megaflow of its hash fields; flowpath's hash is its own).
@@ -324,6 +329,9 @@ def rnd_reg_actions(r, proto, table, ntables):
                 acts.append("multipath(%s,%d,%s,1,0,NXM_NX_REG%d[0..%d])" % (fs, r.randrange(100), r.choice(["modulo_n", "hash_threshold", "hrw", "iter_hash"]), r.randrange(4), r.randrange(16)))
         else:
             acts.append("output:%d" % r.randint(1, 4))
+    if FIN[0] and r.random() < 0.5:
+        kv = [x for x in ("idle_timeout=%d" % r.randint(1, 9) if r.random() < 0.7 else "", "hard_timeout=%d" % r.randint(1, 9) if r.random() < 0.5 else "") if x]
+        acts.insert(r.randint(0, len(acts)), "fin_timeout(%s)" % ",".join(kv))
     if TUN[0] and r.random() < 0.4:
         acts.insert(r.randint(0, len(acts)), r.choice(["set_tunnel:%d" % r.choice(REG_VALS), "set_tunnel64:0x%x" % (r.choice(REG_VALS) << 32 | r.choice(REG_VALS)), "set_field:%d->tun_id" % r.choice(REG_VALS)]))
     if CPL[0] and r.random() < 0.6:
@@ -331,10 +339,11 @@ def rnd_reg_actions(r, proto, table, ntables):
         # bit is one of reg0's low four, which later tables match.
         c = "check_pkt_larger(%d)->%s" % (r.choice([64, 100, 128, 200, 1500]), r.choice(["NXM_NX_REG0[%d]" % r.randrange(4), "reg0[%d]" % r.randrange(4), "OXM_OF_METADATA[%d]" % r.randrange(2), "NXM_NX_XXREG0[%d]" % r.randrange(4)]))
         acts.insert(r.randint(0, len(acts)), c)
-    if r.random() < 0.15:
+    # (fin_timeout needs OpenFlow 1.0 with NXM: no instructions with it.)
+    if r.random() < 0.15 and not FIN[0]:
         acts.append("write_metadata:0x%x/0x%x" % (r.choice(REG_VALS), r.choice([0xff, 0xffffffffffffffff, 0xf0])))
     if table + 1 < ntables and r.random() < 0.3:
-        acts.append("goto_table:%d" % r.randint(table + 1, ntables - 1))
+        acts.append(("resubmit(,%d)" if FIN[0] else "goto_table:%d") % r.randint(table + 1, ntables - 1))
     return ",".join(acts)
 
 def rnd_reg_rules(r):
@@ -663,6 +672,7 @@ def main():
     ap.add_argument("--normal", action="store_true", help="NORMAL rule sets, VLAN ports and learning packet sequences")
     ap.add_argument("--conj", action="store_true", help="conjunctive matches (conjunction(id,k/n), conj_id)")
     ap.add_argument("--learn", action="store_true", help="with --regs: a learn action in nearly every rule")
+    ap.add_argument("--fin", action="store_true", help="with --regs: fin_timeout(...) actions, and learn with fin_idle_timeout/fin_hard_timeout (with --learn)")
     ap.add_argument("--tun", action="store_true", help="with --regs: tun_id matches, set_tunnel[64], set_field/load/move with tun_id")
     ap.add_argument("--cpl", action="store_true", help="with --regs: check_pkt_larger(N)->BIT in most rules, later tables matching its bits")
     ap.add_argument("--regs", action="store_true", help="pipelines over registers, metadata and pkt_mark (load, move, push/pop, write_metadata)")
@@ -674,6 +684,7 @@ def main():
     LEARN[0] = a.learn
     CPL[0] = a.cpl
     TUN[0] = a.tun
+    FIN[0] = a.fin
     if a.ctl:
         CTL.extend(["-t", a.ctl])
     load_port_map()

@@ -37,6 +37,10 @@ use flowpath_ofproto::xlate::{xlate_on, XlateMode};
 use std::collections::HashSet;
 use std::sync::Arc;
 
+/// TCP flags that end a connection (`fin_timeout`).
+const TCP_FIN: u16 = 0x001;
+const TCP_RST: u16 = 0x004;
+
 /// How often each worker sweeps aged-out MACs from the learning table.
 const MAC_EXPIRE_INTERVAL_MS: u64 = 1000;
 
@@ -291,7 +295,10 @@ impl SlowPath {
     }
 
     /// Tells the learned flows which of them packets went through since
-    /// the last report (for their idle timeouts): every megaflow installed
+    /// the last report (for their idle timeouts), and which of them TCP
+    /// FIN or RST packets went through (`fin_timeout`; from the
+    /// megaflows' TCP flags, which leave out the packet of the upcall that
+    /// installed each): every megaflow installed
     /// or hit since then is translated again, recording the rules its
     /// packets pass, as OVS's revalidator pushes megaflow statistics to
     /// rules. Once a second, only while a learned flow has an idle
@@ -309,6 +316,7 @@ impl SlowPath {
         }
         let bridge = self.bridge.clone().filter(|_| self.normal);
         let mut used = vec![false; learned.len()];
+        let mut fin = vec![false; learned.len()];
         let record = XlateMode {
             record: true,
             ..XlateMode::default()
@@ -326,23 +334,28 @@ impl SlowPath {
                 continue;
             };
             let x = xlate_on(&*tables, bridge.as_deref(), &m.key, now_ms, record);
+            let fin_rst = st.tcp_flags & (TCP_FIN | TCP_RST) != 0;
             for i in x.rules {
-                if let Some(u) = (i as usize)
-                    .checked_sub(base_len)
-                    .and_then(|j| used.get_mut(j))
-                {
-                    *u = true;
+                if let Some(j) = (i as usize).checked_sub(base_len) {
+                    if let Some(u) = used.get_mut(j) {
+                        *u = true;
+                    }
+                    if let Some(f) = fin.get_mut(j) {
+                        *f |= fin_rst;
+                    }
                 }
             }
         }
-        self.learned.touch(
+        let pick = |which: &[bool]| -> Vec<&flowpath_ofproto::rule::Rule> {
             learned
                 .iter()
-                .zip(&used)
-                .filter(|(_, u)| **u)
-                .map(|(r, _)| r),
-            now_ms,
-        );
+                .zip(which)
+                .filter(|(_, w)| **w)
+                .map(|(r, _)| r)
+                .collect()
+        };
+        self.learned.touch(pick(&used), now_ms);
+        self.learned.saw_fin(pick(&fin));
     }
 
     /// The counters.

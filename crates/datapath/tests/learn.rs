@@ -36,6 +36,16 @@ fn send(sw: &mut Switch, port: u32, f: &[u8], now: u64) -> BTreeMap<u32, u16> {
     out
 }
 
+/// The text of the flow learned towards MAC ...:0a, if there is one.
+fn to_a(bridge: &Bridge) -> Option<String> {
+    bridge
+        .learned
+        .flows()
+        .into_iter()
+        .find(|r| r.to_string().contains("dl_dst=02:00:00:00:00:0a"))
+        .map(|r| r.to_string())
+}
+
 /// A switch on ports 1-4 running `rules`, and its bridge.
 fn switch(rules: &str) -> (Switch, Arc<Bridge>) {
     let mut t = RuleTables::new(parse_rules(rules, None).unwrap(), &[]);
@@ -87,14 +97,7 @@ table=1,priority=0,actions=FLOOD";
     let (mut sw, bridge) = switch(rules);
     // A learned (idle 2 s).
     send(&mut sw, 1, &frame(0xa, 0xb), 0);
-    let to_a = |bridge: &Bridge| {
-        bridge
-            .learned
-            .flows()
-            .iter()
-            .any(|r| r.to_string().contains("dl_dst=02:00:00:00:00:0a"))
-    };
-    assert!(to_a(&bridge));
+    assert!(to_a(&bridge).is_some());
     // B to A every 700 ms for 6 s: forwarded by the learned flow, which
     // stays although it was learned 6 s ago.
     let mut now = 0;
@@ -107,7 +110,7 @@ table=1,priority=0,actions=FLOOD";
             "at {now} ms"
         );
         sw.housekeeping(now);
-        assert!(to_a(&bridge), "used, yet expired at {now} ms");
+        assert!(to_a(&bridge).is_some(), "used, yet expired at {now} ms");
     }
     // No more traffic to A: gone after 2 s (+ 1 s of reporting slack).
     let last = now;
@@ -115,8 +118,52 @@ table=1,priority=0,actions=FLOOD";
         now += 250;
         sw.housekeeping(now);
     }
-    assert!(!to_a(&bridge), "idle for 3.5 s, still there");
+    assert_eq!(to_a(&bridge), None, "idle for 3.5 s, still there");
     // B to A floods again (and the megaflow that used the flow is gone).
     let o = send(&mut sw, 2, &frame(0xb, 0xa), now + 10);
     assert_eq!(o.keys().copied().collect::<Vec<_>>(), vec![1, 3, 4]);
+}
+
+/// A TCP frame from MAC `src` to MAC `dst` with these flags
+/// (`etherparse`'s builder).
+fn tcp(src: u8, dst: u8, fin: bool) -> Vec<u8> {
+    let mut v = Vec::new();
+    let b = etherparse::PacketBuilder::ethernet2([2, 0, 0, 0, 0, src], [2, 0, 0, 0, 0, dst])
+        .ipv4([10, 0, 0, 1], [10, 0, 0, 2], 64)
+        .tcp(1234, 80, 1, 1000);
+    let b = if fin { b.fin() } else { b.ack(1) };
+    b.write(&mut v, &[]).unwrap();
+    v
+}
+
+/// `learn(...,fin_idle_timeout=1,...)`: the learned flow carries
+/// `fin_timeout(idle_timeout=1)` (as OVS makes it); a FIN through it brings
+/// its idle timeout from 60 s down to 1 s.
+#[test]
+fn a_fin_through_a_learned_flow_shortens_its_timeouts() {
+    let rules = "table=0,actions=learn(table=1,idle_timeout=60,fin_idle_timeout=1,priority=10,NXM_OF_ETH_DST[]=NXM_OF_ETH_SRC[],output:NXM_OF_IN_PORT[]),resubmit(,1)
+table=1,priority=0,actions=FLOOD";
+    let (mut sw, bridge) = switch(rules);
+    send(&mut sw, 1, &tcp(0xa, 0xb, false), 0);
+    let flow = to_a(&bridge).unwrap();
+    assert!(
+        flow.contains("idle_timeout=60")
+            && flow.contains("actions=fin_timeout(idle_timeout=1),output:1"),
+        "{flow}"
+    );
+    // B to A, not ending: installs the megaflow, then hits it.
+    send(&mut sw, 2, &tcp(0xb, 0xa, false), 100);
+    send(&mut sw, 2, &tcp(0xb, 0xa, false), 200);
+    sw.housekeeping(1100);
+    assert!(to_a(&bridge).unwrap().contains("idle_timeout=60"));
+    // A FIN from B to A (same megaflow: the flags are not in it).
+    let o = send(&mut sw, 2, &tcp(0xb, 0xa, true), 1200);
+    assert_eq!(o.keys().copied().collect::<Vec<_>>(), vec![1]);
+    sw.housekeeping(2200);
+    let flow = to_a(&bridge).unwrap();
+    assert!(flow.contains("idle_timeout=1,"), "{flow}");
+    // Idle from 1200 ms: gone 1 s (+ 1 s of slack) later.
+    sw.housekeeping(3300);
+    sw.housekeeping(4400);
+    assert_eq!(to_a(&bridge), None);
 }

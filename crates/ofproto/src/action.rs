@@ -234,6 +234,15 @@ pub enum Action {
         /// The bit that says which.
         dst: Subfield,
     },
+    /// `fin_timeout(idle_timeout=I,hard_timeout=H)`: once a TCP FIN or RST
+    /// goes through this rule, its idle and hard timeouts come down to
+    /// these (0: unchanged). Makes nw_proto significant.
+    FinTimeout {
+        /// Idle timeout after a FIN/RST (seconds, 0 = none).
+        idle: u16,
+        /// Hard timeout after a FIN/RST.
+        hard: u16,
+    },
     /// The `write_metadata:VALUE[/MASK]` instruction.
     WriteMetadata {
         /// New bits.
@@ -393,7 +402,6 @@ const UNSUPPORTED: &[&str] = &[
     "set_mpls_ttl",
     "dec_mpls_ttl",
     "autopath",
-    "fin_timeout",
     "exit",
     "sample",
     "clone",
@@ -560,6 +568,18 @@ impl fmt::Display for Action {
             },
             Action::Pop(sf) => write!(f, "pop:{sf}"),
             Action::CheckPktLarger { len, dst } => write!(f, "check_pkt_larger({len})->{dst}"),
+            Action::FinTimeout { idle, hard } => {
+                f.write_str("fin_timeout(")?;
+                let mut sep = "";
+                if idle != 0 {
+                    write!(f, "idle_timeout={idle}")?;
+                    sep = ",";
+                }
+                if hard != 0 {
+                    write!(f, "{sep}hard_timeout={hard}")?;
+                }
+                f.write_str(")")
+            }
             Action::WriteMetadata { value, mask } => {
                 if mask == u64::MAX {
                     write!(f, "write_metadata:{value:#x}")
@@ -1166,6 +1186,22 @@ fn parse_one(item: &str, matching: &Match, table: u8) -> Result<Option<Action>, 
             Action::GotoTable(t)
         }
         "set_field" => parse_set_field(name, arg, matching)?,
+        "fin_timeout" => {
+            let Arg::Paren(s) = arg else {
+                return fail(name, "fin_timeout takes (idle_timeout=I,hard_timeout=H)");
+            };
+            let (mut idle, mut hard) = (0u16, 0u16);
+            for kv in s.split(',').map(str::trim).filter(|kv| !kv.is_empty()) {
+                let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
+                let n = parse_small(name, v, 0xffff, "timeout")? as u16;
+                match k.trim() {
+                    "idle_timeout" => idle = n,
+                    "hard_timeout" => hard = n,
+                    _ => return fail(name, format!("invalid key '{}' in fin_timeout", k.trim())),
+                }
+            }
+            Action::FinTimeout { idle, hard }
+        }
         // The whole tunnel id (ovs-ofctl prints a value over 32 bits as
         // set_tunnel64 whichever was written).
         "set_tunnel" | "set_tunnel64" => {
@@ -1630,6 +1666,7 @@ pub fn parse_instructions(
                             | Action::Multipath { .. }
                             | Action::Bundle { load: Some(_), .. }
                             | Action::CheckPktLarger { .. }
+                            | Action::FinTimeout { .. }
                     )
                 }) {
                     return fail(name, format!("disallowed action in action set: {a}"));

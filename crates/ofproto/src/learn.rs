@@ -314,6 +314,13 @@ impl Learn {
     pub fn flow(&self, key: &FlowKey, regs: &Regs) -> Option<Rule> {
         let mut m = Match::catchall();
         let mut actions = Vec::new();
+        // As OVS: the fin timeouts become the learned flow's first action.
+        if self.fin_timeouts != (0, 0) {
+            actions.push(Action::FinTimeout {
+                idle: self.fin_timeouts.0,
+                hard: self.fin_timeouts.1,
+            });
+        }
         for s in &self.specs {
             match s {
                 Spec::Match { dst, src } => {
@@ -412,6 +419,30 @@ pub struct LearnedFlows {
     seq: std::sync::atomic::AtomicU64,
 }
 
+/// What a TCP FIN or RST through `rule` does to its timeouts when its
+/// actions hold a `fin_timeout` (the first one): each comes down to the
+/// action's where the action gives one and it is lower, or the rule had
+/// none (OVS's `reduce_timeout`). Returns whether anything changed.
+pub fn reduce_timeouts(rule: &mut Rule) -> bool {
+    let Some((idle, hard)) = rule.actions.iter().find_map(|a| match a {
+        Action::FinTimeout { idle, hard } => Some((*idle, *hard)),
+        _ => None,
+    }) else {
+        return false;
+    };
+    let reduce = |max: u16, t: &mut u16| {
+        if max != 0 && (*t == 0 || *t > max) {
+            *t = max;
+            true
+        } else {
+            false
+        }
+    };
+    let a = reduce(idle, &mut rule.idle_timeout);
+    let b = reduce(hard, &mut rule.hard_timeout);
+    a || b
+}
+
 /// How late an idle learned flow may be removed: the workers report use
 /// once a second.
 pub const IDLE_SLACK_MS: u64 = 1000;
@@ -481,10 +512,31 @@ impl LearnedFlows {
         }
     }
 
-    /// Whether some learned flow has an idle timeout (only then do the
-    /// workers report use).
+    /// Records that TCP FIN or RST packets went through these flows: a
+    /// flow with a `fin_timeout` action gets its idle and hard timeouts
+    /// reduced to that action's (OVS's `ofproto_rule_reduce_timeouts`: a
+    /// timeout comes down to the action's when the action gives one and it
+    /// is lower or there was none). The change number does not move
+    /// (translation does not depend on timeouts).
+    pub fn saw_fin<'a>(&self, flows: impl IntoIterator<Item = &'a Rule>) {
+        let mut v = self.lock();
+        for r in flows {
+            if let Some(x) = v.iter_mut().find(|x| x.same_flow(r)) {
+                reduce_timeouts(&mut x.rule);
+            }
+        }
+    }
+
+    /// Whether some learned flow has an idle timeout or a `fin_timeout`
+    /// action (only then do the workers report use).
     pub fn has_idle_timeouts(&self) -> bool {
-        self.lock().iter().any(|x| x.rule.idle_timeout != 0)
+        self.lock().iter().any(|x| {
+            x.rule.idle_timeout != 0
+                || x.rule
+                    .actions
+                    .iter()
+                    .any(|a| matches!(a, Action::FinTimeout { .. }))
+        })
     }
 
     /// Removes the flows whose hard timeout has passed at `now_ms` since

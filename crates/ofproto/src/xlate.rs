@@ -701,6 +701,15 @@ impl<L: Lookup> Ctx<'_, '_, L> {
                 // clauses only make the `conj_id` flow match.
                 Action::Conjunction { .. } => {}
                 Action::Learn(id) => self.learn(id, indent),
+                // As OVS 3.1: nw_proto becomes significant (whether the
+                // packet can carry a FIN); the timeouts come down outside
+                // translation, from the megaflows' TCP flags (the learned
+                // flows' in the slow path, the rules' in the revalidator).
+                Action::FinTimeout { .. } => {
+                    let mut m = self.wc.to_key();
+                    m.set_nw_proto(0xff);
+                    self.wc = FlowMask::from_key(&m);
+                }
                 Action::CheckPktLarger { len, dst } => {
                     // As OVS: the rest of this list runs in both branches,
                     // then this list ends (the caller's continues).

@@ -480,3 +480,36 @@ fn tun_id_prints_as_ovs_ofctl() {
             .contains("tun_id")
     );
 }
+
+/// `fin_timeout(...)` parses and prints as `ovs-ofctl` (idle first, zero
+/// ones left out), is refused in an action set, and `learn`'s fin timeouts
+/// become the learned flow's first action (OVS 3.1's dump of a flow learned
+/// by this rule: `actions=fin_timeout(idle_timeout=5,hard_timeout=10),output:1`).
+#[test]
+fn fin_timeout_as_ovs_ofctl() {
+    let r = parse_rule("in_port=3,actions=fin_timeout(hard_timeout=4,idle_timeout=3),fin_timeout(hard_timeout=4),output:2").unwrap();
+    assert!(
+        r.to_string()
+            .contains("actions=fin_timeout(idle_timeout=3,hard_timeout=4),fin_timeout(hard_timeout=4),output:2"),
+        "{r}"
+    );
+    assert!(parse_rule("actions=fin_timeout(soft_timeout=1)").is_err());
+    assert!(parse_rule("actions=fin_timeout(idle_timeout=65536)").is_err());
+    assert!(parse_rule("actions=write_actions(fin_timeout(idle_timeout=1))").is_err());
+    let r = parse_rule("table=0,in_port=1,actions=learn(table=1,fin_idle_timeout=5,fin_hard_timeout=10,idle_timeout=30,NXM_OF_ETH_DST[]=NXM_OF_ETH_SRC[],output:NXM_OF_IN_PORT[])").unwrap();
+    let flowpath_ofproto::action::Action::Learn(id) = r.actions[0] else {
+        panic!("{r}");
+    };
+    let key =
+        flowpath_ofproto::parse::parse_packet("in_port=1,dl_src=00:00:00:00:00:07,tcp").unwrap();
+    let learned = flowpath_ofproto::learn::get(id)
+        .unwrap()
+        .flow(&key, &flowpath_flow::Regs::zero())
+        .unwrap();
+    assert!(
+        learned.to_string().ends_with(
+            "dl_dst=00:00:00:00:00:07 actions=fin_timeout(idle_timeout=5,hard_timeout=10),output:1"
+        ),
+        "{learned}"
+    );
+}

@@ -8,6 +8,8 @@
 //!   deletes those whose actions changed or whose megaflow the new
 //!   translation would make narrower — so rule changes reach every PMD
 //!   without a PMD translating anything;
+//! - applies `fin_timeout` to the rules that a megaflow which saw a TCP
+//!   FIN or RST went through;
 //! - pushes each megaflow's packet and byte deltas to the rules its
 //!   translation went through (`dump-flows`' `n_packets`, `n_bytes`,
 //!   `idle_age`), and expires rules by their `idle_timeout` and
@@ -37,6 +39,10 @@ use flowpath_ofproto::odp::DpAction;
 use flowpath_ofproto::xlate::{xlate_on, XlateMode};
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
+
+/// TCP flags that end a connection (`fin_timeout`).
+const TCP_FIN: u16 = 0x001;
+const TCP_RST: u16 = 0x004;
 use std::sync::mpsc::{sync_channel, Receiver, RecvTimeoutError, SyncSender};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -66,6 +72,8 @@ pub struct DumpEntry {
     pub used_ms: Option<u64>,
     /// Installation time (datapath ms).
     pub created_ms: u64,
+    /// OR of the TCP flags of the packets that hit it.
+    pub tcp_flags: u16,
 }
 
 /// Dumps `dp`'s megaflows (on the PMD's thread, between bursts).
@@ -84,6 +92,7 @@ pub fn dump(dp: &Datapath) -> Vec<DumpEntry> {
                 bytes: st.bytes,
                 used_ms: st.used_ms,
                 created_ms: st.created_ms,
+                tcp_flags: st.tcp_flags,
             })
         })
         .collect()
@@ -112,6 +121,9 @@ pub struct RoundOutcome {
     pub deletions: Vec<Vec<MegaflowRef>>,
     /// `(rule uid, packets, bytes)` to credit.
     pub rule_deltas: Vec<(u64, u64, u64)>,
+    /// Uids of the rules that TCP FIN or RST packets went through since
+    /// the last round (for their `fin_timeout` actions), ascending.
+    pub fin_rules: Vec<u64>,
     /// Megaflows deleted for idleness.
     pub expired: usize,
     /// Megaflows deleted because the rules now translate them otherwise.
@@ -196,6 +208,7 @@ impl Revalidator {
             ..RoundOutcome::default()
         };
         let mut deltas: HashMap<u64, (u64, u64)> = HashMap::new();
+        let mut fin: std::collections::BTreeSet<u64> = std::collections::BTreeSet::new();
         // The tables the PMDs translate with: the published rules and the
         // flows `learn` made (appended: the published rules keep their
         // indexes for the statistics).
@@ -269,6 +282,12 @@ impl Revalidator {
                         d.0 += dp;
                         d.1 += db;
                     }
+                    // The flags are the megaflow's since it was installed:
+                    // a FIN or RST may be older than this round's packets
+                    // (reducing timeouts twice changes nothing).
+                    if e.tcp_flags & (TCP_FIN | TCP_RST) != 0 {
+                        fin.extend(u.rules.iter().copied());
+                    }
                 }
                 u.packets = e.packets;
                 u.bytes = e.bytes;
@@ -298,6 +317,7 @@ impl Revalidator {
         }
         out.rule_deltas = deltas.into_iter().map(|(k, (p, b))| (k, p, b)).collect();
         out.rule_deltas.sort_unstable();
+        out.fin_rules = fin.into_iter().collect();
         let s = &mut self.stats;
         s.rounds += 1;
         s.current = out.flows;
@@ -417,6 +437,7 @@ fn round(sh: &Shared, r: &mut Revalidator) {
         let mut st = sh.state.lock().unwrap_or_else(|p| p.into_inner());
         let now = Instant::now();
         st.rules.credit(&out.rule_deltas, now);
+        st.rules.saw_fin(&out.fin_rules);
         let n = st.rules.expire(now);
         if n > 0 {
             let p = st.rules.publish();

@@ -163,6 +163,18 @@ impl RuleSet {
         }
     }
 
+    /// Applies the `fin_timeout` actions of the rules (by uid) that TCP
+    /// FIN or RST packets went through: their timeouts come down as OVS
+    /// reduces them ([`flowpath_ofproto::learn::reduce_timeouts`]).
+    pub fn saw_fin(&mut self, uids: &[u64]) {
+        if uids.is_empty() {
+            return;
+        }
+        for r in self.rules.iter_mut().filter(|r| uids.contains(&r.uid)) {
+            flowpath_ofproto::learn::reduce_timeouts(&mut r.rule);
+        }
+    }
+
     /// Removes the rules whose `idle_timeout` or `hard_timeout` (seconds)
     /// has passed at `now`, as OpenFlow expires them; returns how many.
     pub fn expire(&mut self, now: Instant) -> usize {

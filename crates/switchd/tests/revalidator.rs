@@ -257,3 +257,48 @@ fn least_recently_used_megaflows_go_above_the_limit() {
         kept.len()
     );
 }
+
+/// `fin_timeout`: once a megaflow through the rule has carried a TCP FIN
+/// (or RST), the revalidator brings the rule's timeouts down to the
+/// action's; a rule no FIN went through keeps its own.
+#[test]
+fn a_fin_through_a_rule_applies_its_fin_timeout() {
+    let text = "idle_timeout=60,priority=10,tcp,tp_dst=80,actions=fin_timeout(idle_timeout=5,hard_timeout=9),output:2\n\
+                idle_timeout=60,priority=5,tcp,actions=fin_timeout(idle_timeout=5),output:3\n";
+    let mut rs = RuleSet::new(
+        parse_rules(text, None).unwrap(),
+        vec![],
+        vec![],
+        vec![1, 2, 3],
+    );
+    let p = rs.publish();
+    let mut dp = Datapath::new(Config::default()).unwrap();
+    let mut sp = SlowPath::new(p.tables.clone());
+    let mut rv = Revalidator::new(1, 200_000);
+    let flags = |mut k: FlowKey, f: u16| {
+        k.set_tcp_flags(f);
+        k
+    };
+    // Port 80: SYN (installs), ACK, FIN (hits). Port 22: SYN, ACK.
+    let keys = [
+        flags(tcp(80, 1000), 0x002),
+        flags(tcp(80, 1000), 0x010),
+        flags(tcp(80, 1000), 0x011),
+        flags(tcp(22, 1000), 0x002),
+        flags(tcp(22, 1000), 0x010),
+    ];
+    process(&mut dp, &mut sp, &keys[..1], 0);
+    process(&mut dp, &mut sp, &keys[3..4], 0);
+    process(&mut dp, &mut sp, &keys[1..3], 10);
+    process(&mut dp, &mut sp, &keys[4..], 10);
+    let o = rv.revalidate(&[dump(&dp)], &p, 50, 10_000);
+    assert_eq!(o.fin_rules.len(), 1, "{:?}", o.fin_rules);
+    rs.credit(&o.rule_deltas, Instant::now());
+    rs.saw_fin(&o.fin_rules);
+    let t: Vec<(u16, u16, u16)> = rs
+        .rules()
+        .iter()
+        .map(|r| (r.rule.priority, r.rule.idle_timeout, r.rule.hard_timeout))
+        .collect();
+    assert_eq!(t, vec![(10, 5, 9), (5, 60, 0)]);
+}
