@@ -18,6 +18,10 @@ wider than ours (ours must never be narrower) or they differ at all.
 2-3 dimensions, conj_id flows (sometimes missing), ordinary flows around
 and behind them (same match, lower priority); grouped records as --regs.
 
+--mpls: the usual rule sets (as --of13, loaded with OpenFlow 1.3) with
+MPLS matches (mpls, mplsm, mpls_label, mpls_tc, mpls_bos, mpls_ttl) and
+MPLS packets among the others; grouped records as --regs.
+
 --regs --fin [--learn]: as --regs, with fin_timeout(...) actions (and
 learn with fin timeouts): their megaflow (nw_proto) and printing.
 
@@ -49,11 +53,19 @@ import argparse, json, os, random, re, subprocess, sys, tempfile
 def rnd_ip(r):
     return "%d.%d.%d.%d" % (r.choice([7, 10, 192]), r.randrange(4), r.randrange(4), r.randrange(256))
 
+MPLS_LABELS = [0, 1, 5, 16, 1000]
+
 def rnd_match(r, table_count):
     parts = []
     proto = r.choice(["", "ip", "tcp", "udp", "tcp", "udp", "icmp", "arp", "ipv6", "tcp6", "icmp6"])
+    if MPLS[0] and r.random() < 0.4:
+        proto = r.choice(["mpls", "mpls", "mplsm"])
     if proto:
         parts.append(proto)
+    if proto.startswith("mpls"):
+        for f, vals in (("mpls_label", MPLS_LABELS), ("mpls_tc", range(8)), ("mpls_bos", (0, 1)), ("mpls_ttl", (1, 64, 255))):
+            if r.random() < 0.45:
+                parts.append("%s=%d" % (f, r.choice(vals)))
     if r.random() < 0.3:
         parts.append("in_port=%d" % r.randint(1, 4))
     if r.random() < 0.15:
@@ -92,6 +104,7 @@ def rnd_match(r, table_count):
 
 GROUP_IDS = []  # the current rule set's groups (group:N actions pick from them)
 OF13 = [False]
+MPLS = [False]  # --mpls: MPLS matches and packets among the others
 FIN = [False]  # --fin: fin_timeout actions, learn with fin_idle/hard_timeout
 TUN = [False]  # --tun: tun_id matched, loaded, moved and set in --regs rules
 CPL = [False]  # --cpl: check_pkt_larger in most --regs rules, matches on its bits
@@ -427,10 +440,14 @@ def rnd_conj_packet(r):
 
 def rnd_packet(r):
     proto = r.choice(["tcp", "udp", "icmp", "arp", "tcp6", "ip", "icmp6"])
+    if MPLS[0] and r.random() < 0.5:
+        proto = r.choice(["mpls", "mpls", "mplsm"])
     p = ["in_port=%d" % r.randint(1, 4)]
     if r.random() < 0.2:
         p.append("dl_vlan=%d" % r.randint(1, 3))
     p.append(proto)
+    if proto.startswith("mpls"):
+        p += ["mpls_label=%d" % r.choice(MPLS_LABELS + [r.randrange(1 << 20)]), "mpls_tc=%d" % r.randrange(8), "mpls_ttl=%d" % r.choice([1, 64, 255]), "mpls_bos=%d" % r.randrange(2)]
     if proto in ("tcp", "udp", "icmp", "ip"):
         p += ["nw_src=%s" % rnd_ip(r), "nw_dst=%s" % rnd_ip(r), "nw_ttl=%d" % r.choice([1, 64]), "nw_tos=%d" % (r.randrange(4) * 4)]
     if proto in ("tcp", "udp"):
@@ -672,6 +689,7 @@ def main():
     ap.add_argument("--normal", action="store_true", help="NORMAL rule sets, VLAN ports and learning packet sequences")
     ap.add_argument("--conj", action="store_true", help="conjunctive matches (conjunction(id,k/n), conj_id)")
     ap.add_argument("--learn", action="store_true", help="with --regs: a learn action in nearly every rule")
+    ap.add_argument("--mpls", action="store_true", help="MPLS matches (mpls, mplsm, mpls_label/tc/bos/ttl) and MPLS packets among the usual rule sets (OpenFlow 1.3, as --of13)")
     ap.add_argument("--fin", action="store_true", help="with --regs: fin_timeout(...) actions, and learn with fin_idle_timeout/fin_hard_timeout (with --learn)")
     ap.add_argument("--tun", action="store_true", help="with --regs: tun_id matches, set_tunnel[64], set_field/load/move with tun_id")
     ap.add_argument("--cpl", action="store_true", help="with --regs: check_pkt_larger(N)->BIT in most rules, later tables matching its bits")
@@ -680,7 +698,8 @@ def main():
     a = ap.parse_args()
     r = random.Random(a.seed)
     rec = open(a.record, "a") if a.record else None
-    OF13[0] = a.of13
+    OF13[0] = a.of13 or a.mpls
+    MPLS[0] = a.mpls
     LEARN[0] = a.learn
     CPL[0] = a.cpl
     TUN[0] = a.tun
@@ -723,7 +742,7 @@ def main():
             if t is None:
                 continue
             mf, da = t
-            if rec and (a.regs or a.conj or a.of13):
+            if rec and (a.regs or a.conj or a.of13 or a.mpls):
                 grouped.append({"packet": pkt, "megaflow": mf, "actions": da})
             elif rec and ("OpenFlow13" not in " ".join(res.args) or "mod_vlan" not in open(rf).read()):
                 rec.write(json.dumps({"rules": rules, "groups": groups, "packet": pkt, "megaflow": mf, "actions": da}) + "\n")

@@ -4,10 +4,11 @@
 //!
 //! - [`packet_hash`] — one hash per packet, computed once when the packet
 //!   enters a batch. The EMC, SMC, DFC and Cuckoo Distributor all index with
-//!   it. It covers words 0..14 of the key (the whole key: word 14 and 15
-//!   are reserved and always zero), i.e. in_port, dl_type, nw_proto,
-//!   nw_frag, IPv4/ARP addresses, ports, TCP flags, ToS, TTL, both MACs,
-//!   VLAN tags, ARP/ND fields and IPv6 addresses. [`rss5_hash`] (IPv4 or
+//!   it. It covers every word of the key that extraction fills (word 14,
+//!   the datapath metadata, is always zero in a received packet's key),
+//!   i.e. in_port, dl_type, nw_proto, nw_frag, IPv4/ARP addresses, ports,
+//!   TCP flags, ToS, TTL, both MACs, VLAN tags, ARP/ND fields, IPv6
+//!   addresses and MPLS label stack entries. [`rss5_hash`] (IPv4 or
 //!   IPv6 5-tuple + in_port/dl_type/nw_proto, what a NIC's RSS provides) is
 //!   kept for comparison and for callers that get a hash from hardware.
 //! - [`hash_compact`] — a subtable's hash over the gathered non-zero words
@@ -92,30 +93,31 @@ fn finish(acc: u64, len: usize) -> u32 {
     (x ^ (x >> 32)) as u32
 }
 
-/// The per-packet hash over the whole key (words 0..14). See the module doc.
+/// The per-packet hash over the whole key (words 0..14 and 15; word 14 is
+/// datapath metadata, zero in received keys). See the module doc.
 ///
 /// Words 0..5 (in_port, dl_type, nw_proto, nw_frag, IPv4/ARP addresses,
 /// ports, TCP flags, ToS, TTL, both MACs and VLAN tags) are set in nearly
 /// every key and are always mixed in (three folded multiplies). Words
-/// 5..14 (ARP/ND link-layer addresses, IPv6 label and addresses, ND
-/// target) are all zero for IPv4 traffic: they are mixed in (five more
-/// multiplies) only when one of them is non-zero, which one OR-reduction
-/// decides. Every word still counts: two keys that differ anywhere in
-/// words 0..14 get independent-looking hashes.
+/// 5..14 and 15 (ARP/ND link-layer addresses, IPv6 label and addresses, ND
+/// target, MPLS label stack entries) are all zero for IPv4 traffic: they
+/// are mixed in (five more multiplies) only when one of them is non-zero,
+/// which one OR-reduction decides. Every word still counts: two keys that
+/// differ anywhere in words 0..14 or 15 get independent-looking hashes.
 #[inline]
 pub fn packet_hash(key: &FlowKey) -> u32 {
     let w = &key.w;
     let mut acc = fold(w[0] ^ S[0], w[1] ^ S[1])
         .wrapping_add(fold(w[2] ^ S[2], w[3] ^ S[3]))
         .wrapping_add(fold(w[4] ^ S[4], S[5]));
-    let rest = w[5] | w[6] | w[7] | w[8] | w[9] | w[10] | w[11] | w[12] | w[13];
+    let rest = w[5] | w[6] | w[7] | w[8] | w[9] | w[10] | w[11] | w[12] | w[13] | w[15];
     if rest != 0 {
         acc = acc
             .wrapping_add(fold(w[5] ^ S[6], w[6] ^ S[7]))
             .wrapping_add(fold(w[7] ^ S[8], w[8] ^ S[9]))
             .wrapping_add(fold(w[9] ^ S[10], w[10] ^ S[11]))
             .wrapping_add(fold(w[11] ^ S[12], w[12] ^ S[13]))
-            .wrapping_add(fold(w[13] ^ S[14], S[15]));
+            .wrapping_add(fold(w[13] ^ S[14], w[15] ^ S[15]));
     }
     finish(acc, 14)
 }
@@ -208,14 +210,14 @@ mod tests {
     fn deterministic_and_sensitive_to_every_word() {
         let k = key(7);
         assert_eq!(packet_hash(&k), packet_hash(&k));
-        for w in 0..14 {
+        for w in (0..14).chain([15]) {
             let mut k2 = k;
             k2.w[w] ^= 1 << 17;
             assert_ne!(packet_hash(&k), packet_hash(&k2), "word {w}");
         }
         let mut k3 = k;
-        k3.w[15] = 5;
-        assert_eq!(packet_hash(&k), packet_hash(&k3), "reserved words ignored");
+        k3.w[14] = 5;
+        assert_eq!(packet_hash(&k), packet_hash(&k3), "metadata word ignored");
     }
 
     #[test]

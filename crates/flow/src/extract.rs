@@ -52,7 +52,11 @@
 //! - ARP / RARP (0x0806 / 0x8035): ≥ 28 bytes with htype 1, ptype 0x0800,
 //!   hlen 6, plen 4: `nw_proto` = opcode if ≤ 0xff else 0, `nw_src` = SPA,
 //!   `nw_dst` = TPA, `arp_sha`, `arp_tha`.
-//! - Any other EtherType (MPLS, LLDP, ...): L2 fields only.
+//! - MPLS (0x8847 / 0x8848): the first label stack entry (4 bytes, as on
+//!   the wire) into `mpls_lse0` and, unless it is the bottom of the stack,
+//!   the second into `mpls_lse1`; an entry cut short by the end of the
+//!   frame is not read; nothing after the stack is parsed (as OVS).
+//! - Any other EtherType (LLDP, ...): L2 fields only.
 //!
 //! [`Layers`] reports byte offsets into the frame: `l3` is where the L3
 //! header starts (just past the Ethernet header, VLAN tags and LLC/SNAP; set
@@ -72,7 +76,7 @@ use flowpath_wire::ipv4::{FLAG_MF, FRAG_OFFSET_MASK};
 use flowpath_wire::ipv6::{is_ext_header, Ipv6ExtHeader, Ipv6FragHeader};
 use flowpath_wire::{ArpPacket, Ipv6Packet, TcpPacket};
 
-use crate::key::{FlowKey, FRAG_ANY, FRAG_LATER, VLAN_CFI};
+use crate::key::{FlowKey, FRAG_ANY, FRAG_LATER, VLAN_CFI, W_MPLS};
 
 /// Marks an absent layer in [`Layers`].
 pub const NONE: u16 = u16::MAX;
@@ -141,6 +145,7 @@ pub fn possible_words(dl_type: u16, nw_proto: u8) -> u16 {
         (ethertype::IPV4, ip_proto::ICMPV6) => BASE | 1 << 5 | 1 << 6 | 1 << 12 | 1 << 13,
         (ethertype::IPV4, _) => BASE,
         (ethertype::ARP | ethertype::RARP, _) => BASE | 1 << 5 | 1 << 6,
+        (ethertype::MPLS | ethertype::MPLS_MCAST, _) => BASE | 1 << W_MPLS,
         _ => 0x3fff,
     }
 }
@@ -273,10 +278,32 @@ fn extract_impl(frame: &[u8], in_port: u32) -> (FlowKey, Layers) {
             }
         }
         ethertype::ARP | ethertype::RARP => arp(&mut k, l3),
+        ethertype::MPLS | ethertype::MPLS_MCAST => mpls(&mut k, l3),
         _ => {}
     }
     (k, layers)
 }
+
+/// The MPLS label stack: its first two entries into the key (as OVS, which
+/// keeps three, reads entries up to the bottom of the stack or the end of
+/// the frame; nothing after the stack is parsed).
+#[inline]
+fn mpls(k: &mut FlowKey, l3: &[u8]) {
+    let mut entries = l3.chunks_exact(4);
+    if let Some(&[a, b, c, d]) = entries.next() {
+        let lse = u32::from_be_bytes([a, b, c, d]);
+        k.set_mpls_lse0(lse);
+        if lse & MPLS_BOS != 0 {
+            return;
+        }
+        if let Some(&[a, b, c, d]) = entries.next() {
+            k.set_mpls_lse1(u32::from_be_bytes([a, b, c, d]));
+        }
+    }
+}
+
+/// The bottom-of-stack bit of an MPLS label stack entry.
+const MPLS_BOS: u32 = 1 << 8;
 
 /// `frame[off..]`, or empty.
 #[inline(always)]

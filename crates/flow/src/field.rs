@@ -13,7 +13,8 @@
 
 use crate::key::{
     FlowKey, FlowMask, Regs, VLAN_CFI, W_ARP_SHA, W_ARP_THA, W_CONJ_ID, W_IPV6_DST, W_IPV6_MISC,
-    W_IPV6_SRC, W_L2_DST, W_L2_SRC, W_META, W_META2, W_METADATA, W_ND_TARGET, W_NW, W_TP, W_TUN_ID,
+    W_IPV6_SRC, W_L2_DST, W_L2_SRC, W_META, W_META2, W_METADATA, W_MPLS, W_ND_TARGET, W_NW, W_TP,
+    W_TUN_ID,
 };
 
 /// Identifies a registry field.
@@ -92,6 +93,10 @@ pub enum FieldId {
     Xxreg3,
     ConjId,
     TunId,
+    MplsLabel,
+    MplsTc,
+    MplsBos,
+    MplsTtl,
 }
 
 /// Where a field's bits live in the key.
@@ -166,6 +171,8 @@ pub enum EthReq {
     Ipv6,
     /// ARP or RARP.
     Arp,
+    /// MPLS, unicast or multicast (0x8847, 0x8848).
+    Mpls,
 }
 
 /// Which IP protocols a field needs.
@@ -221,6 +228,7 @@ impl Prereq {
             EthReq::Ipv4 => t == 0x0800,
             EthReq::Ipv6 => t == 0x86dd,
             EthReq::Arp => t == 0x0806 || t == 0x8035,
+            EthReq::Mpls => t == 0x8847 || t == 0x8848,
         };
         let proto_ok = match self.proto {
             ProtoReq::Any => true,
@@ -240,6 +248,7 @@ impl Prereq {
             EthReq::Ipv4 => "ip",
             EthReq::Ipv6 => "ipv6",
             EthReq::Arp => "arp",
+            EthReq::Mpls => "mpls or mplsm",
         });
         match self.proto {
             ProtoReq::Any => {}
@@ -888,6 +897,52 @@ pub static FIELDS: &[FieldInfo] = &[
         aliases: &["tunnel_id"],
         ..reg(F::TunId, "tun_id", W_TUN_ID as u8, 0, 64)
     },
+    // The top MPLS label stack entry's fields (OVS: not maskable; set by
+    // MPLS actions, which flowpath does not have yet).
+    f(
+        F::MplsLabel,
+        "mpls_label",
+        &[],
+        20,
+        bits(W_MPLS, 12, 20),
+        V::Int,
+        Prereq::eth(E::Mpls),
+        false,
+        false,
+    ),
+    f(
+        F::MplsTc,
+        "mpls_tc",
+        &[],
+        3,
+        bits(W_MPLS, 9, 3),
+        V::Int,
+        Prereq::eth(E::Mpls),
+        false,
+        false,
+    ),
+    f(
+        F::MplsBos,
+        "mpls_bos",
+        &[],
+        1,
+        bits(W_MPLS, 8, 1),
+        V::Int,
+        Prereq::eth(E::Mpls),
+        false,
+        false,
+    ),
+    f(
+        F::MplsTtl,
+        "mpls_ttl",
+        &[],
+        8,
+        bits(W_MPLS, 0, 8),
+        V::Int,
+        Prereq::eth(E::Mpls),
+        false,
+        false,
+    ),
 ];
 
 impl FieldId {
@@ -972,6 +1027,10 @@ pub const NXM_NAMES: &[(&str, FieldId)] = &[
     ("NXM_NX_CONJ_ID", FieldId::ConjId),
     ("NXM_NX_TUN_ID", FieldId::TunId),
     ("OXM_OF_TUNNEL_ID", FieldId::TunId),
+    ("OXM_OF_MPLS_LABEL", FieldId::MplsLabel),
+    ("OXM_OF_MPLS_TC", FieldId::MplsTc),
+    ("OXM_OF_MPLS_BOS", FieldId::MplsBos),
+    ("NXM_NX_MPLS_TTL", FieldId::MplsTtl),
     ("OXM_OF_METADATA", FieldId::Metadata),
     ("NXM_NX_REG0", FieldId::Reg0),
     ("NXM_NX_REG1", FieldId::Reg1),

@@ -22,7 +22,7 @@
 //! | 10, 11 | ipv6_dst |
 //! | 12, 13 | nd_target |
 //! | 14 `W_META2` | 0..32 skb_priority, 32..64 pkt_mark (datapath metadata: 0 in every extracted key; only megaflow masks and translation use them) |
-//! | 15 | reserved, always zero |
+//! | 15 `W_MPLS` | 0..32 mpls_lse0 (the top MPLS label stack entry: label 12..32, tc 9..12, bos 8, ttl 0..8), 32..64 mpls_lse1 (the next; a third is not kept) |
 //!
 //! Fields that share storage (nw_src / arp_spa, tp_src / icmp_type, ...) are
 //! told apart by their prerequisites (dl_type, nw_proto), which every mask
@@ -58,6 +58,8 @@ pub const W_IPV6_DST: usize = 10;
 pub const W_ND_TARGET: usize = 12;
 /// Word of the datapath metadata (skb_priority).
 pub const W_META2: usize = 14;
+/// Word of the MPLS label stack entries (the first two).
+pub const W_MPLS: usize = 15;
 
 /// `nw_frag` bit: the packet is a fragment (first or later).
 pub const FRAG_ANY: u8 = 1;
@@ -170,6 +172,11 @@ scalar_accessors! {
     /// The packet's mark (`pkt_mark`, the datapath's `skb_mark`);
     /// datapath metadata, 0 for every received packet.
     pkt_mark, set_pkt_mark, u32, W_META2, 32, 32;
+    /// The top MPLS label stack entry (label, tc, bos, ttl as on the
+    /// wire), 0 without MPLS.
+    mpls_lse0, set_mpls_lse0, u32, W_MPLS, 0, 32;
+    /// The second MPLS label stack entry, 0 if none.
+    mpls_lse1, set_mpls_lse1, u32, W_MPLS, 32, 32;
 }
 
 impl FlowKey {

@@ -63,6 +63,8 @@ pub const PROTOCOLS: &[(&str, u16, Option<u8>)] = &[
     ("sctp6", 0x86dd, Some(132)),
     ("arp", 0x0806, None),
     ("rarp", 0x8035, None),
+    ("mpls", 0x8847, None),
+    ("mplsm", 0x8848, None),
 ];
 
 impl Match {
@@ -171,6 +173,7 @@ impl Match {
             EthReq::Ipv4 => t == Some(0x0800),
             EthReq::Ipv6 => t == Some(0x86dd),
             EthReq::Arp => matches!(t, Some(0x0806 | 0x8035)),
+            EthReq::Mpls => matches!(t, Some(0x8847 | 0x8848)),
         };
         let proto = self.exact_nw_proto();
         let proto_ok = match p.proto {
@@ -253,10 +256,14 @@ impl Match {
                     skip_type = true;
                     Some("rarp")
                 }
+                0x8847 | 0x8848 => {
+                    skip_type = true;
+                    Some(if t == 0x8847 { "mpls" } else { "mplsm" })
+                }
                 _ => None,
             };
             if let Some(n) = name {
-                if !matches!(n, "ip" | "ipv6" | "arp" | "rarp") {
+                if !matches!(n, "ip" | "ipv6" | "arp" | "rarp" | "mpls" | "mplsm") {
                     skip_proto = true;
                 }
                 parts.push(n.into());
@@ -384,6 +391,21 @@ impl Match {
             put(&mut parts, FieldId::NwTos);
             put(&mut parts, FieldId::NwEcn);
             put(&mut parts, FieldId::NwTtl);
+            // The top MPLS label stack entry, after the TTL, as OVS orders it
+            // (only for MPLS).
+            let mpls = if matches!(dl_type, Some(0x8847 | 0x8848)) {
+                &[
+                    FieldId::MplsLabel,
+                    FieldId::MplsTc,
+                    FieldId::MplsTtl,
+                    FieldId::MplsBos,
+                ][..]
+            } else {
+                &[]
+            };
+            for &id in mpls {
+                put(&mut parts, id);
+            }
             put(&mut parts, FieldId::NwFrag);
         }
         let proto = self.exact_nw_proto();

@@ -143,9 +143,46 @@ fn unknown_ethertype_is_l2_only() {
             vlan_count: 0
         }
     );
-    // MPLS: only L2 as well.
+}
+
+/// MPLS: the label stack entries (the first two), nothing after them.
+#[test]
+fn mpls_label_stack() {
+    let lse = |label: u32, tc: u32, bos: bool, ttl: u32| {
+        (label << 12) | (tc << 9) | (u32::from(bos) << 8) | ttl
+    };
+    // One entry (bottom of stack: label 1, tc 0, ttl 64), then IPv4: the
+    // IPv4 header is not parsed.
     let f = eth(0x8847, &[0, 0, 0x11, 0x40, 0x45, 0, 0, 20]);
-    l2_only(&extract(&f, 1), 0x8847);
+    let k = extract(&f, 1);
+    assert_eq!(k.mpls_lse0(), lse(1, 0, true, 64));
+    assert_eq!(k.mpls_lse1(), 0);
+    assert_eq!((k.nw_src(), k.nw_proto()), (0, 0));
+    let mut e = k;
+    e.set_mpls_lse0(0);
+    l2_only(&e, 0x8847);
+    // Three entries: the first two kept; multicast MPLS too.
+    let mut body = Vec::new();
+    for x in [
+        lse(100, 5, false, 9),
+        lse(0xfffff, 7, false, 255),
+        lse(3, 0, true, 1),
+    ] {
+        body.extend(x.to_be_bytes());
+    }
+    let k = extract(&eth(0x8848, &body), 1);
+    assert_eq!(k.dl_type(), 0x8848);
+    assert_eq!(k.mpls_lse0(), lse(100, 5, false, 9));
+    assert_eq!(k.mpls_lse1(), lse(0xfffff, 7, false, 255));
+    // A bottom entry first: the second is not read.
+    let mut body = lse(7, 1, true, 2).to_be_bytes().to_vec();
+    body.extend(lse(8, 0, true, 3).to_be_bytes());
+    assert_eq!(extract(&eth(0x8847, &body), 1).mpls_lse1(), 0);
+    // A cut entry is not read.
+    let k = extract(&eth(0x8847, &[0, 0, 0x11]), 1);
+    assert_eq!(k.mpls_lse0(), 0);
+    let k = extract(&eth(0x8847, &[0, 0, 0x10, 0x40, 0, 0]), 1);
+    assert_eq!((k.mpls_lse0(), k.mpls_lse1()), (lse(1, 0, false, 64), 0));
 }
 
 #[test]

@@ -79,7 +79,11 @@ fn stage_masks() -> &'static [FlowMask; 4] {
             // (The registers and `metadata`, outside the key, belong here
             // too: see `Subtable::new`.)
             &[InPort, PktMark],
-            &[EthSrc, EthDst, EthType, VlanTci],
+            // MPLS label stack entries follow the Ethernet header: L2, as
+            // in OVS's flow layout.
+            &[
+                EthSrc, EthDst, EthType, VlanTci, MplsLabel, MplsTc, MplsBos, MplsTtl,
+            ],
             &[
                 NwSrc, NwDst, NwProto, NwTos, NwEcn, NwTtl, NwFrag, Ipv6Src, Ipv6Dst, Ipv6Label,
             ],

@@ -273,7 +273,18 @@ impl Builder {
                 };
                 b.put(name, id, v)
             }),
-            "tunnel" | "mpls" | "ct_tuple4" | "ct_tuple6" | "nsh" | "ipv4_frag" | "erspan" => {
+            // The top label stack entry (a packet's others are not kept).
+            "mpls" => self.pairs(name, args, |b, k, v| {
+                let id = match k {
+                    "label" => FieldId::MplsLabel,
+                    "tc" => FieldId::MplsTc,
+                    "ttl" => FieldId::MplsTtl,
+                    "bos" => FieldId::MplsBos,
+                    _ => return Err(unknown(k)),
+                };
+                b.put(name, id, v)
+            }),
+            "tunnel" | "ct_tuple4" | "ct_tuple6" | "nsh" | "ipv4_frag" | "erspan" => {
                 Err(RuleError::new(
                     Some(name),
                     format!("{name}(...) is not supported by flowpath"),

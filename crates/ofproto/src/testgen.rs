@@ -58,10 +58,17 @@ pub fn ip(r: &mut Rng) -> String {
 pub fn rule_text(r: &mut Rng, table: u8, ntables: u8, prio: u16) -> String {
     let mut p: Vec<String> = vec![format!("table={table}"), format!("priority={prio}")];
     let proto = r.pick(&[
-        "", "ip", "tcp", "udp", "tcp", "udp", "icmp", "arp", "ipv6", "tcp6", "udp6", "sctp",
+        "", "ip", "tcp", "udp", "tcp", "udp", "icmp", "arp", "ipv6", "tcp6", "udp6", "sctp", "mpls",
     ]);
     if !proto.is_empty() {
         p.push(proto.into());
+    }
+    if proto == "mpls" {
+        for (f, n) in [("mpls_label", 4), ("mpls_bos", 2), ("mpls_tc", 2)] {
+            if r.chance(40) {
+                p.push(format!("{f}={}", r.below(n)));
+            }
+        }
     }
     if r.chance(25) {
         p.push(format!("in_port={}", 1 + r.below(3)));
@@ -328,13 +335,26 @@ pub fn rule_set(r: &mut Rng) -> (Vec<Rule>, String) {
 pub fn normalize(mut k: FlowKey) -> FlowKey {
     // No datapath metadata (skb_priority, pkt_mark) on a received packet.
     k.w[flowpath_flow::key::W_META2] = 0;
-    k.w[15] = 0;
     if k.vlan_tci() & VLAN_CFI == 0 {
         k.set_vlan_tci(0);
         k.set_vlan_tci_inner(0);
     } else if k.vlan_tci_inner() & VLAN_CFI == 0 {
         k.set_vlan_tci_inner(0);
     }
+    if matches!(k.dl_type(), 0x8847 | 0x8848) {
+        // MPLS: the label stack entries, nothing of L3 or L4.
+        let mpls = k.w[flowpath_flow::key::W_MPLS];
+        for w in 1..15 {
+            if w != flowpath_flow::key::W_L2_DST && w != flowpath_flow::key::W_L2_SRC {
+                k.w[w] = 0;
+            }
+        }
+        k.set_nw_proto(0);
+        k.set_nw_frag(0);
+        k.w[flowpath_flow::key::W_MPLS] = mpls;
+        return k;
+    }
+    k.w[flowpath_flow::key::W_MPLS] = 0;
     // ICMP type and code are 8 bits: the transport port fields' high bytes
     // are 0.
     if matches!((k.dl_type(), k.nw_proto()), (0x0800, 1) | (0x86dd, 58)) {
@@ -368,7 +388,11 @@ pub fn packet(r: &mut Rng, rules: &[Rule]) -> FlowKey {
         };
     }
     if r.chance(85) {
-        k.set_dl_type([0x0800, 0x86dd, 0x0806, 0x0800][r.below(4) as usize]);
+        k.set_dl_type([0x0800, 0x86dd, 0x0806, 0x0800, 0x8847][r.below(5) as usize]);
+    }
+    if r.chance(50) {
+        // A small label space, so that MPLS rules match.
+        k.w[flowpath_flow::key::W_MPLS] = (r.below(4) << 12) | r.below(0x200);
     }
     if r.chance(80) {
         k.set_nw_proto([6, 17, 1, 58, 132][r.below(5) as usize]);

@@ -36,7 +36,7 @@ use crate::normal::{self, NormalEnv, PortVlans};
 use crate::odp::{DpAction, DpActions, SetHeader};
 use crate::tables::Lookup;
 use flowpath_flow::field::FieldId;
-use flowpath_flow::key::{FRAG_LATER, VLAN_CFI};
+use flowpath_flow::key::{FRAG_LATER, VLAN_CFI, W_MPLS};
 use flowpath_flow::{FlowKey, FlowMask, Match, Regs, Style};
 use std::fmt::Write as _;
 
@@ -1577,6 +1577,13 @@ impl<L: Lookup> Ctx<'_, '_, L> {
         if self.orig.nw_frag() & FRAG_LATER != 0 {
             m.set_tp_src(0);
             m.set_tp_dst(0);
+        }
+        // A lookup that failed on the L2 stage makes the MPLS bits of its
+        // subtable significant whatever the packet: a packet that is not
+        // MPLS has none (its dl_type, always significant, says so), as
+        // OVS's datapath key leaves them out.
+        if !matches!(self.orig.dl_type(), 0x8847 | 0x8848) {
+            m.w[W_MPLS] = 0;
         }
         self.wc = FlowMask::from_key(&m);
     }

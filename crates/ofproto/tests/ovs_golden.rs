@@ -97,6 +97,17 @@ fn fin_timeout_traces_match_ovs_3_1() {
     assert!(data.matches("fin_timeout(").count() >= 500);
 }
 
+/// MPLS matches (`tools/ovs-compare.py --mpls`: `mpls`/`mplsm` rules
+/// with `mpls_label`, `mpls_tc`, `mpls_bos`, `mpls_ttl` among the usual
+/// OpenFlow 1.3 rule sets; about half the packets MPLS), 318 rule sets × 12
+/// packets, one line per rule set.
+#[test]
+fn mpls_traces_match_ovs_3_1() {
+    let data = include_str!("data/ovs31-mpls-traces.jsonl");
+    check(data, 3500);
+    assert!(data.matches(",mpls_label=").count() >= 1000);
+}
+
 /// Replays `data`; returns how many traces went through a `conj_id` flow.
 fn check(data: &str, at_least: usize) -> usize {
     let mut conj = 0;

@@ -309,8 +309,8 @@ fn unsupported_things() {
     for (flow, field) in [
         ("tun_src=1.1.1.1 actions=drop", "tun_src"),
         ("ct_state=+trk actions=drop", "ct_state"),
-        ("mpls actions=drop", "mpls"),
-        ("mpls_label=3 actions=drop", "mpls_label"),
+        ("actions=push_mpls:0x8847", "push_mpls"),
+        ("mpls,mpls_lse1=3 actions=drop", "mpls_lse1"),
         ("NXM_NX_TUN_IPV4_DST=1 actions=drop", "NXM_NX_TUN_IPV4_DST"),
         (
             "actions=learn(table=1,limit=5,NXM_OF_VLAN_TCI[0..11])",
@@ -512,4 +512,42 @@ fn fin_timeout_as_ovs_ofctl() {
         ),
         "{learned}"
     );
+}
+
+/// MPLS matches print as `ovs-ofctl dump-flows` printed this very rule
+/// (OVS 3.1): the keyword first, the label stack entry's fields after the
+/// Ethernet ones, in OVS's order; none is maskable; each needs `mpls` or
+/// `mplsm`.
+#[test]
+fn mpls_matches_as_ovs_ofctl() {
+    let r = parse_rule(
+        "mpls,in_port=1,dl_vlan=3,dl_src=00:00:00:00:00:01,mpls_label=5,mpls_tc=2,mpls_bos=1,mpls_ttl=7,reg0=1,actions=drop",
+    )
+    .unwrap();
+    assert!(
+        r.to_string().contains(
+            "mpls,reg0=0x1,in_port=1,dl_vlan=3,dl_src=00:00:00:00:00:01,mpls_label=5,mpls_tc=2,mpls_ttl=7,mpls_bos=1 actions=drop"
+        ),
+        "{r}"
+    );
+    let r = parse_rule(
+        "mplsm,OXM_OF_MPLS_LABEL=0x10,actions=move:NXM_NX_MPLS_TTL[]->reg1[0..7],output:1",
+    )
+    .unwrap();
+    assert!(
+        r.to_string()
+            .contains("mplsm,mpls_label=16 actions=move:NXM_NX_MPLS_TTL[]->NXM_NX_REG1[0..7]"),
+        "{r}"
+    );
+    for (bad, needle) in [
+        ("mplsm,mpls_label=0x5/0xff,actions=drop", "mask"),
+        ("mpls,mpls_label=1048576,actions=drop", "mpls_label"),
+        ("mpls,mpls_ttl=256,actions=drop", "mpls_ttl"),
+        ("mpls_label=3,actions=drop", "mpls or mplsm"),
+        ("ip,mpls_tc=1,actions=drop", "mpls or mplsm"),
+        ("mpls,actions=set_field:3->mpls_label", "not writable"),
+    ] {
+        let e = parse_rule(bad).unwrap_err().to_string();
+        assert!(e.contains(needle), "{bad}: {e}");
+    }
 }
