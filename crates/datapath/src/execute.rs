@@ -690,22 +690,88 @@ impl Executor {
                 )
             })
             .map_or(0, |i| i + 1);
-        let mut run = Run {
-            slot,
-            tag,
-            copy_before,
-            trunc: None,
-            delivered: false,
-        };
-        self.run_list(pkt, meta, actions, 0, &mut run);
-        if !run.delivered {
+        let mut delivered = false;
+        // `trunc(N)`: the next output carries at most N bytes (a copy).
+        let mut trunc: Option<usize> = None;
+        for (j, a) in actions.iter().enumerate() {
+            match a {
+                DpAction::Trunc(n) => trunc = Some(*n as usize),
+                DpAction::Output(port) => {
+                    let src = match trunc.take() {
+                        Some(n) if n < pkt.data().len() => {
+                            self.stats.truncated += 1;
+                            self.clone_of(&pkt.data()[..n])
+                        }
+                        _ if j < copy_before => self.clone_of(pkt.data()),
+                        _ => slot as u32,
+                    };
+                    self.queue.push(OutEntry {
+                        port: *port,
+                        src,
+                        slot: 0,
+                        tag,
+                    });
+                    delivered = true;
+                }
+                DpAction::Controller => {
+                    trunc = None;
+                    self.stats.controller += 1;
+                    delivered = true;
+                }
+                DpAction::CheckPktLen { .. } => {
+                    // Branches: the rest of the list by the general
+                    // interpreter (off the common path).
+                    let mut run = Run {
+                        slot,
+                        tag,
+                        copy_before,
+                        trunc,
+                        delivered,
+                    };
+                    self.run_rest(pkt, meta, actions, j, &mut run);
+                    delivered = run.delivered;
+                    break;
+                }
+                _ => {
+                    if let Err(e) = apply(pkt, meta, a) {
+                        self.count_exec_error(e);
+                    }
+                }
+            }
+        }
+        if !delivered {
             self.stats.dropped += 1;
         }
     }
 
+    fn count_exec_error(&mut self, e: ExecError) {
+        match e {
+            ExecError::NoHeader => self.stats.set_no_header += 1,
+            ExecError::NoHeadroom => self.stats.push_no_room += 1,
+            ExecError::NoVlan => self.stats.pop_no_vlan += 1,
+        }
+    }
+
+    /// Runs `actions[from..]` (which starts with a `check_pkt_len`) with the
+    /// general interpreter.
+    #[cold]
+    #[inline(never)]
+    fn run_rest(
+        &mut self,
+        pkt: &mut PacketBuf,
+        meta: &mut PacketMeta,
+        actions: &[DpAction],
+        from: usize,
+        run: &mut Run,
+    ) {
+        if let Some(rest) = actions.get(from..) {
+            self.run_list(pkt, meta, rest, from, run);
+        }
+    }
+
     /// Runs `actions`, which start at index `base` of the packet's whole
-    /// list.
-    #[inline]
+    /// list: the interpreter for lists with `check_pkt_len` (recursive over
+    /// the branches).
     fn run_list(
         &mut self,
         pkt: &mut PacketBuf,
@@ -714,8 +780,12 @@ impl Executor {
         base: usize,
         run: &mut Run,
     ) {
-        let mut j = 0;
-        while let Some(a) = actions.get(j) {
+        // Past a `check_pkt_len`, its branches (run by `check_pkt_len`).
+        let mut skip_to = 0usize;
+        for (j, a) in actions.iter().enumerate() {
+            if j < skip_to {
+                continue;
+            }
             match a {
                 // `trunc(N)`: the next output carries at most N bytes (a
                 // copy).
@@ -744,20 +814,14 @@ impl Executor {
                 }
                 DpAction::CheckPktLen { .. } => {
                     self.check_pkt_len(pkt, meta, actions, j, base, run);
-                    j += a.flat_len();
-                    continue;
+                    skip_to = j + a.flat_len();
                 }
                 _ => {
                     if let Err(e) = apply(pkt, meta, a) {
-                        match e {
-                            ExecError::NoHeader => self.stats.set_no_header += 1,
-                            ExecError::NoHeadroom => self.stats.push_no_room += 1,
-                            ExecError::NoVlan => self.stats.pop_no_vlan += 1,
-                        }
+                        self.count_exec_error(e);
                     }
                 }
             }
-            j += 1;
         }
     }
 
