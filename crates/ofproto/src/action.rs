@@ -2096,7 +2096,11 @@ mod tests {
 
     #[test]
     fn unknown_and_unsupported() {
-        for a in ["learn(table=1,limit=3)", "ct(commit)", "meter:1"] {
+        for a in [
+            "learn(table=1,NXM_NX_TUN_IPV4_SRC[])",
+            "ct(commit)",
+            "meter:1",
+        ] {
             let e = p(a).unwrap_err();
             assert!(
                 e.to_string().contains("not supported by flowpath"),

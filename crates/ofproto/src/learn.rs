@@ -81,6 +81,12 @@ pub struct Learn {
     pub cookie: u64,
     /// `send_flow_rem`, `delete_learned` (kept and printed).
     pub flags: (bool, bool),
+    /// `limit=N`: no new flow is learned while the learned flow's table
+    /// holds `N` or more flows with its cookie (0: no limit), as OVS.
+    pub limit: u32,
+    /// `result_dst=BIT`: where translation stores whether learning
+    /// succeeded (1) or hit the limit (0); a register or `metadata` bit.
+    pub result_dst: Option<Subfield>,
     /// The specs, in order.
     pub specs: Vec<Spec>,
 }
@@ -132,6 +138,8 @@ pub fn parse(text: &str) -> Result<Learn, RuleError> {
         fin_timeouts: (0, 0),
         cookie: 0,
         flags: (false, false),
+        limit: 0,
+        result_dst: None,
         specs: Vec::new(),
     };
     let sub = |s: &str| Subfield::parse(s).map_err(|e| RuleError::new(Some("learn"), e));
@@ -181,11 +189,19 @@ pub fn parse(text: &str) -> Result<Learn, RuleError> {
             ("cookie", Some(v)) => l.cookie = num(k, v, u128::from(u64::MAX))? as u64,
             ("send_flow_rem", None) => l.flags.0 = true,
             ("delete_learned", None) => l.flags.1 = true,
-            ("limit" | "result_dst", _) => {
-                return Err(RuleError::new(
-                    Some("learn"),
-                    format!("learn with {k} is not supported by flowpath"),
-                ))
+            ("limit", Some(v)) => l.limit = num(k, v, u128::from(u32::MAX))? as u32,
+            ("result_dst", Some(v)) => {
+                let d = sub(v)?;
+                if d.n_bits != 1 {
+                    return fail("result_dst in 'learn' action must be a single bit");
+                }
+                if !d.field.info().is_reg() {
+                    return fail(format!(
+                        "flowpath takes result_dst in a register or metadata bit, not in {}",
+                        d.field.info().name
+                    ));
+                }
+                l.result_dst = Some(d);
             }
             (k, v) => {
                 let name = k.split('[').next().unwrap_or(k);
@@ -382,6 +398,12 @@ impl fmt::Display for Learn {
         }
         if self.cookie != 0 {
             write!(f, ",cookie={:#x}", self.cookie)?;
+        }
+        if self.limit != 0 {
+            write!(f, ",limit={}", self.limit)?;
+        }
+        if let Some(d) = self.result_dst {
+            write!(f, ",result_dst={d}")?;
         }
         let src = |s: &Src| match s {
             Src::Field(sf) => sf.to_string(),

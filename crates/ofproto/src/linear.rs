@@ -129,4 +129,8 @@ impl Lookup for LinearTables {
     fn group(&self, id: u32) -> Option<&crate::group::Group> {
         self.groups.iter().find(|g| g.id == id)
     }
+
+    fn all_rules(&self) -> &[Rule] {
+        &self.rules
+    }
 }

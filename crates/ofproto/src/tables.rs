@@ -43,6 +43,32 @@ pub trait Lookup {
     fn group(&self, _id: u32) -> Option<&crate::group::Group> {
         None
     }
+    /// Every rule, in the tables' numbering (`learn`'s `limit` counts
+    /// them).
+    fn all_rules(&self) -> &[Rule];
+}
+
+/// What `learn(...,limit=N)` checks before adding `flow` (OVS's
+/// `ofproto_flow_mod_learn`): a flow already there (same table, priority
+/// and match) is only refreshed; a new one needs fewer than `limit` flows
+/// with its cookie in its table, counting those learned earlier in the
+/// same translation (`pending`).
+pub fn learn_allowed(rules: &[Rule], pending: &[Rule], flow: &Rule, limit: u32) -> bool {
+    if limit == 0 {
+        return true;
+    }
+    let same = |r: &Rule| {
+        r.table == flow.table && r.priority == flow.priority && r.matching == flow.matching
+    };
+    if rules.iter().chain(pending).any(same) {
+        return true;
+    }
+    let n = rules
+        .iter()
+        .chain(pending)
+        .filter(|r| r.table == flow.table && r.cookie == flow.cookie)
+        .count();
+    n < limit as usize
 }
 
 /// All tables of a bridge.
@@ -208,6 +234,10 @@ impl Lookup for RuleTables {
 
     fn group(&self, id: u32) -> Option<&crate::group::Group> {
         self.groups.get(&id)
+    }
+
+    fn all_rules(&self) -> &[Rule] {
+        &self.rules
     }
 }
 

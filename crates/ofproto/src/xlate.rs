@@ -843,6 +843,14 @@ impl<L: Lookup> Ctx<'_, '_, L> {
 
     /// `learn`: the sources become significant (OVS's `learn_mask`); with
     /// side effects, the flow is made for the caller to add.
+    /// Stores `learn`'s success in its `result_dst` bit, if it has one.
+    fn learn_result(&mut self, l: &crate::learn::Learn, ok: bool) {
+        if let Some(d) = l.result_dst {
+            let info = d.field.info();
+            info.set_regs_masked(&mut self.regs, u128::from(ok) << d.ofs, d.mask());
+        }
+    }
+
     fn learn(&mut self, id: u32, indent: u32) {
         let Some(l) = crate::learn::get(id) else {
             return;
@@ -854,6 +862,11 @@ impl<L: Lookup> Ctx<'_, '_, L> {
             }
         }
         if !self.side_effects {
+            // As OVS 3.1: `ofproto/trace` ignores the action; a
+            // revalidation (no trace) takes learning as succeeded.
+            if !self.tracing && l.flow(&self.flow, &self.regs).is_some() {
+                self.learn_result(&l, true);
+            }
             self.note(
                 indent + 1,
                 ">> suppressing side effects, so learn action ignored",
@@ -862,10 +875,21 @@ impl<L: Lookup> Ctx<'_, '_, L> {
         }
         match l.flow(&self.flow, &self.regs) {
             Some(r) => {
-                if self.tracing {
-                    self.note(indent + 1, &format!("learned: {r}"));
+                let ok = crate::tables::learn_allowed(
+                    self.tables.all_rules(),
+                    &self.learned,
+                    &r,
+                    l.limit,
+                );
+                if !ok {
+                    self.note(indent + 1, "Limit exceeded, learn failed");
+                } else {
+                    if self.tracing {
+                        self.note(indent + 1, &format!("learned: {r}"));
+                    }
+                    self.learned.push(r);
                 }
-                self.learned.push(r);
+                self.learn_result(&l, ok);
             }
             None => self.note(
                 indent + 1,

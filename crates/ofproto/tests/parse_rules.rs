@@ -312,10 +312,7 @@ fn unsupported_things() {
         ("actions=push_mpls:0x8847", "push_mpls"),
         ("mpls,mpls_lse1=3 actions=drop", "mpls_lse1"),
         ("NXM_NX_TUN_IPV4_DST=1 actions=drop", "NXM_NX_TUN_IPV4_DST"),
-        (
-            "actions=learn(table=1,limit=5,NXM_OF_VLAN_TCI[0..11])",
-            "learn",
-        ),
+        ("actions=learn(table=1,NXM_NX_TUN_IPV4_SRC[])", "learn"),
         ("actions=ct(commit,table=1)", "ct"),
         ("actions=meter:1", "meter"),
         ("actions=output:NXM_NX_REG0[]", "output"),
