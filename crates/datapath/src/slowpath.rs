@@ -27,6 +27,7 @@
 use crate::megaflow::{Megaflow, MegaflowRef};
 use crate::pipeline::Datapath;
 use crate::upcall::{Upcall, UpcallError};
+use flowpath_flow::key::VLAN_CFI;
 use flowpath_flow::{FlowKey, FlowMask};
 use flowpath_ofproto::action::Action;
 use flowpath_ofproto::learn::LearnedFlows;
@@ -196,6 +197,9 @@ pub struct SlowPath {
     /// When this worker last reported its megaflows' use of learned flows
     /// (see [`SlowPath::report_learned_use`]).
     last_use_report_ms: Option<u64>,
+    /// When this worker last refreshed the learning table from its
+    /// megaflows' use (see [`refresh_macs`]).
+    last_mac_refresh_ms: Option<u64>,
     /// Translations by megaflow, reused while the datapath runs without
     /// megaflows (see [`XlateCache`]).
     cache: XlateCache,
@@ -223,6 +227,7 @@ impl SlowPath {
             learned_seen: 0,
             next_learn_expire_ms: 0,
             last_use_report_ms: None,
+            last_mac_refresh_ms: None,
             cache: XlateCache::default(),
             bridge: None,
             mac_seen: 0,
@@ -457,6 +462,8 @@ impl Upcall for SlowPath {
         self.last_now_ms = self.last_now_ms.max(now_ms);
         if now_ms >= self.next_expire_ms {
             self.next_expire_ms = now_ms + MAC_EXPIRE_INTERVAL_MS;
+            let since = self.last_mac_refresh_ms.replace(now_ms);
+            refresh_macs(dp, b, since, now_ms);
             b.macs().expire(now_ms);
         }
         if b.seq() == self.mac_seen {
@@ -478,6 +485,56 @@ impl Upcall for SlowPath {
                     })
                 }
             }
+    }
+}
+
+/// Keeps the learning-table entries of the sources whose packets hit
+/// megaflows since `since` (exclusive) fresh: a megaflow that matches its
+/// source MAC, input port and (tagged) VLAN id exactly — as every megaflow
+/// through `NORMAL` does — refreshes the entry of that MAC on that port in
+/// the port's VLAN, if it still says so ([`MacTable::refresh`]). So a
+/// conversation carried by megaflows alone does not age out and flood, as
+/// in OVS, whose revalidator refreshes learning from the megaflows'
+/// statistics. Once a second per worker, one lock of the table.
+///
+/// [`MacTable::refresh`]: flowpath_ofproto::normal::MacTable::refresh
+fn refresh_macs(dp: &Datapath, bridge: &Bridge, since: Option<u64>, now_ms: u64) {
+    let table = dp.megaflows();
+    let mut seen: Vec<(u16, u64, u32)> = Vec::new();
+    for r in table.live_refs() {
+        let Some(used) = table.stats(r).and_then(|st| st.used_ms) else {
+            continue;
+        };
+        if since.is_some_and(|s| used <= s) {
+            continue;
+        }
+        let Some(m) = dp.megaflow(r) else {
+            continue;
+        };
+        let mk = m.mask.to_key();
+        if mk.dl_src() != 0xffff_ffff_ffff || mk.in_port() != u32::MAX {
+            continue;
+        }
+        let tci = m.key.vlan_tci();
+        let vid = if tci & VLAN_CFI != 0 {
+            if mk.vlan_tci() & 0x0fff != 0x0fff {
+                continue;
+            }
+            tci & 0x0fff
+        } else {
+            0
+        };
+        let port = m.key.in_port();
+        if let Some(vlan) = bridge.vlans.get(port).input_vlan(vid) {
+            seen.push((vlan, m.key.dl_src(), port));
+        }
+    }
+    if seen.is_empty() {
+        return;
+    }
+    let mut macs = bridge.macs();
+    for (vlan, mac, port) in seen {
+        macs.refresh(vlan, mac, port, now_ms);
     }
 }
 

@@ -116,3 +116,43 @@ fn access_and_trunk_ports() {
     f.splice(12..12, [0x81, 0x00, 0x00, 10]);
     assert!(send(&mut sw, 1, &f, 3).is_empty());
 }
+
+/// MACs whose packets keep hitting megaflows (so never reach the slow
+/// path again) do not age out: their use refreshes their entries, as OVS's
+/// revalidator refreshes MAC learning from the megaflows' statistics
+/// (translation cache), so a long conversation is never flooded. Without
+/// traffic they age out as before.
+#[test]
+fn traffic_through_megaflows_keeps_its_sources_learned() {
+    let (mut sw, bridge) = switch(PortVlans::default(), 5);
+    // A (port 1) to B: flooded, A learned. B (port 2) to A: to port 1, B
+    // learned.
+    assert_eq!(ports(&send(&mut sw, 1, &frame(A, B), 0)), vec![2, 3]);
+    assert_eq!(ports(&send(&mut sw, 2, &frame(B, A), 10)), vec![1]);
+    // A and B talk for 12 s (aging is 5 s): megaflow hits only, no flood.
+    let mut now = 10;
+    while now < 12_000 {
+        now += 500;
+        assert_eq!(
+            ports(&send(&mut sw, 1, &frame(A, B), now)),
+            vec![2],
+            "A at {now}"
+        );
+        assert_eq!(
+            ports(&send(&mut sw, 2, &frame(B, A), now)),
+            vec![1],
+            "B at {now}"
+        );
+        sw.housekeeping(now);
+    }
+    assert_eq!(bridge.macs().lookup(0, 0x5054_0000_000a, now), Some(1));
+    assert_eq!(bridge.macs().lookup(0, 0x5054_0000_000b, now), Some(2));
+    // Quiet for longer than the aging time: both age out, flooding.
+    sw.housekeeping(now + 6_000);
+    sw.housekeeping(now + 7_100);
+    assert_eq!(bridge.macs().lookup(0, 0x5054_0000_000a, now + 7_100), None);
+    assert_eq!(
+        ports(&send(&mut sw, 2, &frame(B, A), now + 7_200)),
+        vec![1, 3]
+    );
+}

@@ -373,6 +373,23 @@ impl MacTable {
         true
     }
 
+    /// Notes that `mac` was seen on `port` in `vlan` at `now_ms` by a
+    /// packet that did not reach the slow path (a megaflow hit): an entry
+    /// that still says so and has not aged out is kept fresh, as OVS's
+    /// revalidator refreshes learning from megaflow statistics. Nothing
+    /// else changes (no new entry, no move: those take an upcall).
+    /// Returns whether an entry was refreshed.
+    pub fn refresh(&mut self, vlan: Vid, mac: u64, port: u32, now_ms: u64) -> bool {
+        let aging = self.aging_ms;
+        match self.map.get_mut(&(vlan, mac)) {
+            Some(e) if e.0 == port && now_ms.saturating_sub(e.1) < aging => {
+                e.1 = e.1.max(now_ms);
+                true
+            }
+            _ => false,
+        }
+    }
+
     /// Removes the entries aged out at `now_ms`; returns how many.
     pub fn expire(&mut self, now_ms: u64) -> usize {
         let aging = self.aging_ms;
