@@ -300,7 +300,9 @@ impl SlowPath {
     }
 
     /// Tells the learned flows which of them packets went through since
-    /// the last report (for their idle timeouts), and which of them TCP
+    /// the last report (for their idle timeouts; the flows those packets
+    /// learn are refreshed, restarting their hard timeouts, as OVS's
+    /// translation cache relearns on revalidation), and which of them TCP
     /// FIN or RST packets went through (`fin_timeout`; from the
     /// megaflows' TCP flags, which leave out the packet of the upcall that
     /// installed each): every megaflow installed
@@ -320,10 +322,13 @@ impl SlowPath {
             return;
         }
         let bridge = self.bridge.clone().filter(|_| self.normal);
-        let mut used = vec![false; learned.len()];
+        // Per learned flow: the last use, whether a FIN/RST went through.
+        let mut used = vec![None::<u64>; learned.len()];
         let mut fin = vec![false; learned.len()];
-        let record = XlateMode {
+        let mut relearned: Vec<(flowpath_ofproto::rule::Rule, u64)> = Vec::new();
+        let mode = XlateMode {
             record: true,
+            relearn: true,
             ..XlateMode::default()
         };
         let table = dp.megaflows();
@@ -338,29 +343,37 @@ impl SlowPath {
             let Some(m) = dp.megaflow(r) else {
                 continue;
             };
-            let x = xlate_on(&*tables, bridge.as_deref(), &m.key, now_ms, record);
+            let t = st.used_ms.unwrap_or(0).max(st.created_ms);
+            let x = xlate_on(&*tables, bridge.as_deref(), &m.key, now_ms, mode);
             let fin_rst = st.tcp_flags & (TCP_FIN | TCP_RST) != 0;
             for i in x.rules {
                 if let Some(j) = (i as usize).checked_sub(base_len) {
                     if let Some(u) = used.get_mut(j) {
-                        *u = true;
+                        *u = Some(u.map_or(t, |u| u.max(t)));
                     }
                     if let Some(f) = fin.get_mut(j) {
                         *f |= fin_rst;
                     }
                 }
             }
+            relearned.extend(x.learned.into_iter().map(|r| (r, t)));
         }
-        let pick = |which: &[bool]| -> Vec<&flowpath_ofproto::rule::Rule> {
+        self.learned.touch(
             learned
                 .iter()
-                .zip(which)
-                .filter(|(_, w)| **w)
-                .map(|(r, _)| r)
-                .collect()
-        };
-        self.learned.touch(pick(&used), now_ms);
-        self.learned.saw_fin(pick(&fin));
+                .zip(&used)
+                .filter_map(|(r, u)| u.map(|t| (r, t))),
+        );
+        self.learned.saw_fin(
+            learned
+                .iter()
+                .zip(&fin)
+                .filter(|(_, f)| **f)
+                .map(|(r, _)| r),
+        );
+        if !relearned.is_empty() {
+            self.learned.refresh(relearned);
+        }
     }
 
     /// The counters.
@@ -435,7 +448,7 @@ impl Upcall for SlowPath {
         let mut removed = 0;
         if now_ms >= self.next_learn_expire_ms && self.learned_seen != 0 {
             self.next_learn_expire_ms = now_ms + MAC_EXPIRE_INTERVAL_MS;
-            if self.learned.has_idle_timeouts() {
+            if self.learned.has_timeouts() {
                 if self.learned.seq() != self.learned_seen {
                     self.merge_learned();
                     let bridge = self.bridge.clone().filter(|_| self.normal);

@@ -167,3 +167,30 @@ table=1,priority=0,actions=FLOOD";
     sw.housekeeping(4400);
     assert_eq!(to_a(&bridge), None);
 }
+
+/// A learned flow whose learning traffic keeps hitting a megaflow (no
+/// upcall) is relearned from that megaflow's use, restarting its hard
+/// timeout, as OVS's translation cache relearns on revalidation; once
+/// that traffic stops, the hard timeout runs out.
+#[test]
+fn learning_traffic_through_megaflows_refreshes_hard_timeouts() {
+    let (mut sw, bridge) = switch(RULES);
+    // A (port 1) to B every 2 s for 30 s: learned once by the upcall, then
+    // carried by its megaflow; the flow to A (hard_timeout=10) stays.
+    let mut now = 0;
+    while now <= 30_000 {
+        send(&mut sw, 1, &frame(0xa, 0xb), now);
+        sw.housekeeping(now + 1);
+        assert!(to_a(&bridge).is_some(), "expired at {now} ms");
+        now += 2_000;
+    }
+    let r = sw.report();
+    assert!(r.miss_with_success_upcall <= 2, "{r:?}");
+    // B to A: forwarded by it.
+    let o = send(&mut sw, 2, &frame(0xb, 0xa), now);
+    assert_eq!(o.keys().copied().collect::<Vec<_>>(), vec![1]);
+    // A silent for over 10 s: gone.
+    sw.housekeeping(now + 11_500);
+    sw.housekeeping(now + 12_600);
+    assert_eq!(to_a(&bridge), None);
+}

@@ -433,8 +433,10 @@ impl fmt::Display for Learn {
 /// `rule_expire` does: the hard timeout from the last (re)learning, the
 /// idle timeout from the last packet that went through the flow, which
 /// the workers report with [`LearnedFlows::touch`] once a second from
-/// their megaflows' use; the idle timeout is therefore enforced with
-/// [`IDLE_SLACK_MS`] of slack (one reporting interval).
+/// their megaflows' use (and the flows those megaflows' packets learn are
+/// refreshed, [`LearnedFlows::refresh`], as OVS's translation cache does);
+/// the idle timeout is enforced with [`IDLE_SLACK_MS`] of slack (one
+/// reporting interval).
 #[derive(Debug, Default)]
 pub struct LearnedFlows {
     flows: std::sync::Mutex<Vec<Learned>>,
@@ -497,13 +499,35 @@ impl LearnedFlows {
     /// Adds (or refreshes) `rules`, learned at `now_ms`. The change number
     /// moves only when the set of flows changed.
     pub fn add(&self, rules: Vec<Rule>, now_ms: u64) {
+        self.refresh(rules.into_iter().map(|r| (r, now_ms)).collect());
+    }
+
+    /// Records that packets went through these flows (same table,
+    /// priority and match), each by its time. The change number does not
+    /// move.
+    pub fn touch<'a>(&self, used: impl IntoIterator<Item = (&'a Rule, u64)>) {
+        let mut v = self.lock();
+        for (r, t) in used {
+            if let Some(x) = v.iter_mut().find(|x| x.same_flow(r)) {
+                x.used_ms = x.used_ms.max(t);
+            }
+        }
+    }
+
+    /// Adds or refreshes flows learned at the given times (by an upcall,
+    /// or by their megaflows' use without one): a flow there restarts its
+    /// hard timeout from then (its actions replaced if they changed; its
+    /// timeouts, perhaps reduced by a FIN, kept); a new one — or one that
+    /// expired meanwhile, as OVS's translation cache re-creates it — is
+    /// added. The change number moves only when the set of flows changed.
+    pub fn refresh(&self, flows: Vec<(Rule, u64)>) {
         let mut v = self.lock();
         let mut changed = false;
-        for r in rules {
+        for (r, t) in flows {
             match v.iter_mut().find(|x| x.same_flow(&r)) {
                 Some(x) => {
-                    x.modified_ms = now_ms;
-                    if x.rule != r {
+                    x.modified_ms = x.modified_ms.max(t);
+                    if x.rule.actions != r.actions {
                         x.rule = r;
                         changed = true;
                     }
@@ -511,8 +535,8 @@ impl LearnedFlows {
                 None => {
                     v.push(Learned {
                         rule: r,
-                        modified_ms: now_ms,
-                        used_ms: now_ms,
+                        modified_ms: t,
+                        used_ms: t,
                     });
                     changed = true;
                 }
@@ -520,17 +544,6 @@ impl LearnedFlows {
         }
         if changed {
             self.seq.fetch_add(1, std::sync::atomic::Ordering::Release);
-        }
-    }
-
-    /// Records that packets went through these flows (same table,
-    /// priority and match) by `now_ms`. The change number does not move.
-    pub fn touch<'a>(&self, used: impl IntoIterator<Item = &'a Rule>, now_ms: u64) {
-        let mut v = self.lock();
-        for r in used {
-            if let Some(x) = v.iter_mut().find(|x| x.same_flow(r)) {
-                x.used_ms = x.used_ms.max(now_ms);
-            }
         }
     }
 
@@ -549,11 +562,12 @@ impl LearnedFlows {
         }
     }
 
-    /// Whether some learned flow has an idle timeout or a `fin_timeout`
-    /// action (only then do the workers report use).
-    pub fn has_idle_timeouts(&self) -> bool {
+    /// Whether some learned flow has a timeout or a `fin_timeout` action
+    /// (only then do the workers report use and refresh them).
+    pub fn has_timeouts(&self) -> bool {
         self.lock().iter().any(|x| {
             x.rule.idle_timeout != 0
+                || x.rule.hard_timeout != 0
                 || x.rule
                     .actions
                     .iter()

@@ -271,6 +271,11 @@ pub struct XlateMode {
     /// `NORMAL` learns the packet's source (an upcall; not a trace or a
     /// revalidation).
     pub learn: bool,
+    /// `learn` actions make their flows ([`Xlate::learned`]) even without
+    /// `learn`: a revalidation that refreshes the flows a megaflow's
+    /// packets learn, as OVS's translation cache does (`NORMAL` does not
+    /// learn from it).
+    pub relearn: bool,
 }
 
 /// [`xlate_with`] on a bridge's shared `NORMAL` state: its learning table
@@ -285,7 +290,14 @@ pub fn xlate_on<L: Lookup>(
     mode: XlateMode,
 ) -> Xlate {
     let Some(b) = bridge else {
-        return xlate_inner(tables, key, mode.trace, mode.record, None, mode.learn);
+        return xlate_inner(
+            tables,
+            key,
+            mode.trace,
+            mode.record,
+            None,
+            mode.learn || mode.relearn,
+        );
     };
     let mut macs = b.macs();
     let env = NormalEnv {
@@ -295,7 +307,14 @@ pub fn xlate_on<L: Lookup>(
         learn: mode.learn,
         local: b.local,
     };
-    xlate_inner(tables, key, mode.trace, mode.record, Some(env), mode.learn)
+    xlate_inner(
+        tables,
+        key,
+        mode.trace,
+        mode.record,
+        Some(env),
+        mode.learn || mode.relearn,
+    )
 }
 
 /// [`xlate`] that also records which rules the packet went through
