@@ -630,3 +630,25 @@ fn extract_is_extract_with_layers() {
     let f = eth(0x0800, &ipv4(6, 0, &[], &tcp(1, 2, 5, 2, 20)));
     assert_eq!(extract(&f, 9), extract_with_layers(&f, 9).0);
 }
+
+/// Regression: fuzz target `extract`, crash-8b03bf17f9cac7fc (CI, after
+/// MPLS extraction landed): an MPLS multicast frame whose key's word 15
+/// holds its label stack entry, which the target still asserted to be
+/// zero. The extraction is right; the invariant is now "word 15 only for
+/// MPLS".
+#[test]
+fn fuzz_extract_crash_8b03bf17_mpls_multicast_label_in_word_15() {
+    let data: [u8; 50] = [
+        10, 121, 48, 0, 9, 122, 0, 0, 247, 255, 255, 41, 217, 42, 8, 0, 136, 72, 0, 0, 33, 0, 0, 0,
+        0, 1, 58, 0, 0, 0, 0, 0, 10, 0, 37, 16, 0, 0, 0, 228, 255, 48, 0, 255, 0, 255, 255, 255,
+        255, 255,
+    ];
+    let port = u32::from_le_bytes([data[0], data[1], data[2], data[3]]);
+    let (k, l) = extract_with_layers(&data[4..], port);
+    assert_eq!(k.dl_type(), 0x8848);
+    // Label 2, tc 0, bottom of stack, TTL 0.
+    assert_eq!((k.mpls_lse0(), k.mpls_lse1()), ((2 << 12) | (1 << 8), 0));
+    assert_eq!(k.w[14], 0);
+    assert_eq!((k.nw_src(), k.nw_proto(), k.tp_src()), (0, 0, 0));
+    assert_eq!(l.l4, NONE);
+}
