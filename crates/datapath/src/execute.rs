@@ -697,20 +697,7 @@ impl Executor {
             match a {
                 DpAction::Trunc(n) => trunc = Some(*n as usize),
                 DpAction::Output(port) => {
-                    let src = match trunc.take() {
-                        Some(n) if n < pkt.data().len() => {
-                            self.stats.truncated += 1;
-                            self.clone_of(&pkt.data()[..n])
-                        }
-                        _ if j < copy_before => self.clone_of(pkt.data()),
-                        _ => slot as u32,
-                    };
-                    self.queue.push(OutEntry {
-                        port: *port,
-                        src,
-                        slot: 0,
-                        tag,
-                    });
+                    self.output(pkt, *port, &mut trunc, j < copy_before, slot, tag);
                     delivered = true;
                 }
                 DpAction::Controller => {
@@ -742,6 +729,35 @@ impl Executor {
         if !delivered {
             self.stats.dropped += 1;
         }
+    }
+
+    /// Queues the packet (in batch slot `slot`) for `port`: itself, or a
+    /// copy of its bytes as they are now when `copy` (a later action
+    /// changes it), or at most `trunc` of them (once).
+    #[inline(always)]
+    fn output(
+        &mut self,
+        pkt: &PacketBuf,
+        port: u32,
+        trunc: &mut Option<usize>,
+        copy: bool,
+        slot: usize,
+        tag: u64,
+    ) {
+        let src = match trunc.take() {
+            Some(n) if n < pkt.data().len() => {
+                self.stats.truncated += 1;
+                self.clone_of(&pkt.data()[..n])
+            }
+            _ if copy => self.clone_of(pkt.data()),
+            _ => slot as u32,
+        };
+        self.queue.push(OutEntry {
+            port,
+            src,
+            slot: 0,
+            tag,
+        });
     }
 
     fn count_exec_error(&mut self, e: ExecError) {
@@ -791,20 +807,8 @@ impl Executor {
                 // copy).
                 DpAction::Trunc(n) => run.trunc = Some(*n as usize),
                 DpAction::Output(port) => {
-                    let src = match run.trunc.take() {
-                        Some(n) if n < pkt.data().len() => {
-                            self.stats.truncated += 1;
-                            self.clone_of(&pkt.data()[..n])
-                        }
-                        _ if base + j < run.copy_before => self.clone_of(pkt.data()),
-                        _ => run.slot as u32,
-                    };
-                    self.queue.push(OutEntry {
-                        port: *port,
-                        src,
-                        slot: 0,
-                        tag: run.tag,
-                    });
+                    let copy = base + j < run.copy_before;
+                    self.output(pkt, *port, &mut run.trunc, copy, run.slot, run.tag);
                     run.delivered = true;
                 }
                 DpAction::Controller => {

@@ -38,10 +38,6 @@ use flowpath_ofproto::xlate::{xlate_on, XlateMode};
 use std::collections::HashSet;
 use std::sync::Arc;
 
-/// TCP flags that end a connection (`fin_timeout`).
-const TCP_FIN: u16 = 0x001;
-const TCP_RST: u16 = 0x004;
-
 /// How often each worker sweeps aged-out MACs from the learning table.
 const MAC_EXPIRE_INTERVAL_MS: u64 = 1000;
 
@@ -299,6 +295,18 @@ impl SlowPath {
         self.normal = uses_normal(&self.tables);
     }
 
+    /// When flows were learned (here or by another worker), refreshed into
+    /// a new set or expired since the tables were built: rebuilds them and
+    /// re-checks every megaflow. Returns how many megaflows were removed.
+    fn sync_learned(&mut self, dp: &mut Datapath, now_ms: u64) -> usize {
+        if self.learned.seq() == self.learned_seen {
+            return 0;
+        }
+        self.merge_learned();
+        let bridge = self.bridge.clone().filter(|_| self.normal);
+        revalidate_where(dp, &self.tables, bridge.as_deref(), now_ms, |_| true)
+    }
+
     /// Tells the learned flows which of them packets went through since
     /// the last report (for their idle timeouts; the flows those packets
     /// learn are refreshed, restarting their hard timeouts, as OVS's
@@ -308,8 +316,8 @@ impl SlowPath {
     /// installed each): every megaflow installed
     /// or hit since then is translated again, recording the rules its
     /// packets pass, as OVS's revalidator pushes megaflow statistics to
-    /// rules. Once a second, only while a learned flow has an idle
-    /// timeout; one translation per megaflow active in that second.
+    /// rules. Once a second, only while a learned flow has a timeout or a
+    /// `fin_timeout`; one translation per megaflow active in that second.
     fn report_learned_use(&mut self, dp: &Datapath, now_ms: u64) {
         // Megaflows installed or hit after the last report (in an earlier
         // batch than the one after which it ran, at its millisecond or
@@ -345,7 +353,7 @@ impl SlowPath {
             };
             let t = st.used_ms.unwrap_or(0).max(st.created_ms);
             let x = xlate_on(&*tables, bridge.as_deref(), &m.key, now_ms, mode);
-            let fin_rst = st.tcp_flags & (TCP_FIN | TCP_RST) != 0;
+            let fin_rst = st.tcp_flags & flowpath_flow::key::TCP_FIN_RST != 0;
             for i in x.rules {
                 if let Some(j) = (i as usize).checked_sub(base_len) {
                     if let Some(u) = used.get_mut(j) {
@@ -449,23 +457,13 @@ impl Upcall for SlowPath {
         if now_ms >= self.next_learn_expire_ms && self.learned_seen != 0 {
             self.next_learn_expire_ms = now_ms + MAC_EXPIRE_INTERVAL_MS;
             if self.learned.has_timeouts() {
-                if self.learned.seq() != self.learned_seen {
-                    self.merge_learned();
-                    let bridge = self.bridge.clone().filter(|_| self.normal);
-                    removed +=
-                        revalidate_where(dp, &self.tables, bridge.as_deref(), now_ms, |_| true);
-                }
+                // The report reads the tables' learned part: up to date.
+                removed += self.sync_learned(dp, now_ms);
                 self.report_learned_use(dp, now_ms);
             }
             self.learned.expire(now_ms);
         }
-        if self.learned.seq() != self.learned_seen {
-            // Flows were learned (here or by another worker) or expired:
-            // the tables change, every megaflow is re-checked.
-            self.merge_learned();
-            let bridge = self.bridge.clone().filter(|_| self.normal);
-            removed += revalidate_where(dp, &self.tables, bridge.as_deref(), now_ms, |_| true);
-        }
+        removed += self.sync_learned(dp, now_ms);
         if !self.normal {
             return removed;
         }

@@ -69,6 +69,10 @@ pub const FRAG_LATER: u8 = 2;
 /// The VLAN TCI bit that flowpath (like OVS) uses to mean "a tag is present".
 pub const VLAN_CFI: u16 = 0x1000;
 
+/// `tcp_flags` bits of a TCP FIN and RST: the packets that end a
+/// connection (`fin_timeout`).
+pub const TCP_FIN_RST: u16 = 0x001 | 0x004;
+
 /// A packet's flow key. See the module documentation for the layout.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Default)]
 #[repr(C, align(64))]

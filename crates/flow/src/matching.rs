@@ -393,18 +393,15 @@ impl Match {
             put(&mut parts, FieldId::NwTtl);
             // The top MPLS label stack entry, after the TTL, as OVS orders it
             // (only for MPLS).
-            let mpls = if matches!(dl_type, Some(0x8847 | 0x8848)) {
-                &[
+            if matches!(dl_type, Some(0x8847 | 0x8848)) {
+                for id in [
                     FieldId::MplsLabel,
                     FieldId::MplsTc,
                     FieldId::MplsTtl,
                     FieldId::MplsBos,
-                ][..]
-            } else {
-                &[]
-            };
-            for &id in mpls {
-                put(&mut parts, id);
+                ] {
+                    put(&mut parts, id);
+                }
             }
             put(&mut parts, FieldId::NwFrag);
         }

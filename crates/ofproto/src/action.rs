@@ -674,8 +674,8 @@ fn split_actions(text: &str) -> Result<Vec<&str>, RuleError> {
 
 /// Splits `name:arg`, `name=arg` or `name(arg)`.
 fn split_action(item: &str) -> Result<(&str, Arg<'_>), RuleError> {
-    // `check_pkt_larger(N)->DST` has text after its ')': parse_one reads
-    // it whole.
+    // `check_pkt_larger(N)->DST` has text after its ')': all of it is the
+    // argument (`parse_check_pkt_larger` reads it).
     if let Some(name) = item
         .get(..16)
         .filter(|p| p.eq_ignore_ascii_case("check_pkt_larger"))
@@ -1068,9 +1068,14 @@ fn is_match_word(name: &str) -> bool {
 /// Parses one action; `Ok(None)` is `drop`.
 /// `check_pkt_larger(LEN)->DST[bit]` (its argument is not in the usual
 /// `name(arg)` form); ovs-ofctl's checks and messages.
-fn parse_check_pkt_larger(item: &str, matching: &Match) -> Result<Action, RuleError> {
+fn parse_check_pkt_larger(item: &str, arg: Arg<'_>, matching: &Match) -> Result<Action, RuleError> {
     let name = "check_pkt_larger";
-    let rest = &item[name.len()..];
+    let Arg::Colon(rest) = arg else {
+        return fail(
+            name,
+            format!("'{item}' is not check_pkt_larger(LEN)->DST[BIT]"),
+        );
+    };
     let Some((len, dst)) = rest.split_once("->") else {
         return fail(name, format!("{}: missing `->'", rest.trim()));
     };
@@ -1105,12 +1110,6 @@ fn parse_check_pkt_larger(item: &str, matching: &Match) -> Result<Action, RuleEr
 }
 
 fn parse_one(item: &str, matching: &Match, table: u8) -> Result<Option<Action>, RuleError> {
-    if item
-        .get(..16)
-        .is_some_and(|p| p.eq_ignore_ascii_case("check_pkt_larger"))
-    {
-        return parse_check_pkt_larger(item, matching).map(Some);
-    }
     let (name, arg) = split_action(item)?;
     let lname = name.to_ascii_lowercase();
     if !name.is_empty() && name.bytes().all(|b| b.is_ascii_digit()) {
@@ -1186,6 +1185,7 @@ fn parse_one(item: &str, matching: &Match, table: u8) -> Result<Option<Action>, 
             Action::GotoTable(t)
         }
         "set_field" => parse_set_field(name, arg, matching)?,
+        "check_pkt_larger" => parse_check_pkt_larger(item, arg, matching)?,
         "fin_timeout" => {
             let Arg::Paren(s) = arg else {
                 return fail(name, "fin_timeout takes (idle_timeout=I,hard_timeout=H)");

@@ -40,9 +40,6 @@ use flowpath_ofproto::xlate::{xlate_on, XlateMode};
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 
-/// TCP flags that end a connection (`fin_timeout`).
-const TCP_FIN: u16 = 0x001;
-const TCP_RST: u16 = 0x004;
 use std::sync::mpsc::{sync_channel, Receiver, RecvTimeoutError, SyncSender};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -285,7 +282,7 @@ impl Revalidator {
                     // The flags are the megaflow's since it was installed:
                     // a FIN or RST may be older than this round's packets
                     // (reducing timeouts twice changes nothing).
-                    if e.tcp_flags & (TCP_FIN | TCP_RST) != 0 {
+                    if e.tcp_flags & flowpath_flow::key::TCP_FIN_RST != 0 {
                         fin.extend(u.rules.iter().copied());
                     }
                 }
