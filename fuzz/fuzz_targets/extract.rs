@@ -22,10 +22,12 @@ fuzz_target!(|data: &[u8]| {
     assert_eq!(k, extract(frame, port));
     assert_eq!(k.in_port(), port);
     // Unused key words stay zero: word 14 always (datapath metadata),
-    // word 15 (MPLS label stack entries) unless the frame is MPLS.
+    // word 15 and the high half of word 7 (MPLS label stack entries)
+    // unless the frame is MPLS.
     assert_eq!(k.w[14], 0);
     if !matches!(k.dl_type(), 0x8847 | 0x8848) {
         assert_eq!(k.w[15], 0);
+        assert_eq!(k.mpls_lse2(), 0);
     }
 
     // Layer offsets lie inside the frame and in order.

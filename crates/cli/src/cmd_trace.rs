@@ -3,7 +3,8 @@
 //! Loads a rule file, translates one packet description (or one per line
 //! of a file) through the tables, and prints the rule hit in each table,
 //! the megaflow and the datapath actions — or, with `--json`, one object
-//! per packet: `{"packet", "megaflow", "actions"}`.
+//! per packet: `{"packet", "megaflow", "actions"}` (and `"error"` when
+//! translation failed).
 
 use anyhow::{bail, Context, Result};
 use flowpath_ofproto::odp::format_actions;
@@ -53,6 +54,9 @@ struct TraceJson<'a> {
     packet: &'a str,
     megaflow: String,
     actions: String,
+    /// Why translation failed (the packet is dropped), if it did.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<String>,
 }
 
 /// Runs `flowpath trace`.
@@ -96,6 +100,7 @@ pub fn run(args: Args) -> Result<()> {
                 packet: line,
                 megaflow: x.megaflow_text(&key),
                 actions: format_actions(&x.actions),
+                error: x.error.clone(),
             };
             writeln!(out, "{}", serde_json::to_string(&obj)?)?;
         } else {

@@ -23,7 +23,9 @@
 //! - `push_vlan` moves the 12 address bytes 4 bytes into the headroom and
 //!   writes the tag behind them; `pop_vlan` moves them 4 bytes forward. Both
 //!   shift the L3/L4 offsets so later actions of the same list find their
-//!   headers.
+//!   headers. `push_mpls` / `pop_mpls` do the same with a label stack entry
+//!   behind the EtherType (after the VLAN tags), and set the EtherType;
+//!   `set(mpls(...))` rewrites the top entry.
 //! - [`Executor`] runs a packet's whole action list and queues its outputs;
 //!   at the end of the batch [`Executor::flush`] hands each output port all
 //!   its packets in one [`PortSink::send`] call (ports in order of first
@@ -126,6 +128,10 @@ pub enum ExecError {
     /// `pop_vlan` on a frame without a VLAN tag.
     #[error("no VLAN tag to pop")]
     NoVlan,
+    /// `pop_mpls` or `set(mpls(...))` on a frame without an MPLS label
+    /// stack entry (or `push_mpls` on a frame too short for an EtherType).
+    #[error("no MPLS label stack entry")]
+    NoMpls,
 }
 
 /// `(old & !mask) | (key & mask)`.
@@ -156,6 +162,9 @@ pub fn apply(
         },
         DpAction::PushVlan { tpid, tci } => push_vlan(pkt, meta, *tpid, *tci),
         DpAction::PopVlan => pop_vlan(pkt, meta),
+        DpAction::PushMpls { ethertype, lse } => push_mpls(pkt, meta, *ethertype, *lse),
+        DpAction::PopMpls(ethertype) => pop_mpls(pkt, meta, *ethertype),
+        DpAction::SetMpls(lse) => set_mpls(pkt, *lse),
         // The priority and the mark are metadata no port acts on (no QoS
         // queues; the mark does not leave the switch).
         DpAction::Output(_)
@@ -462,6 +471,76 @@ pub fn pop_vlan(pkt: &mut PacketBuf, meta: &mut PacketMeta) -> Result<(), ExecEr
     Ok(())
 }
 
+/// Offset of the frame's EtherType field: past the addresses and any VLAN
+/// tags (`None` for a frame too short to have one).
+fn ethertype_at(d: &[u8]) -> Option<usize> {
+    let mut o = 12;
+    while d.len() >= o + 4 && is_vlan_tpid(u16::from_be_bytes([d[o], d[o + 1]])) {
+        o += 4;
+    }
+    (d.len() >= o + 2).then_some(o)
+}
+
+/// True when the frame's EtherType at `o` is MPLS (unicast or multicast).
+fn is_mpls_at(d: &[u8], o: usize) -> bool {
+    matches!(u16::from_be_bytes([d[o], d[o + 1]]), 0x8847 | 0x8848)
+}
+
+/// Pushes the MPLS label stack entry `lse` behind the EtherType (on top of
+/// the stack of an MPLS frame) and sets the EtherType to `ethertype`; the
+/// L2 header moves 4 bytes into the headroom. The L3/L4 offsets shift with
+/// the headers behind the new entry.
+pub fn push_mpls(
+    pkt: &mut PacketBuf,
+    meta: &mut PacketMeta,
+    ethertype: u16,
+    lse: u32,
+) -> Result<(), ExecError> {
+    let at = ethertype_at(pkt.data()).ok_or(ExecError::NoMpls)?;
+    let entry = pkt.insert_front(at + 2, 4).ok_or(ExecError::NoHeadroom)?;
+    entry.copy_from_slice(&lse.to_be_bytes());
+    pkt.data_mut()[at..at + 2].copy_from_slice(&ethertype.to_be_bytes());
+    meta.shift(4);
+    Ok(())
+}
+
+/// Removes the top MPLS label stack entry of an MPLS frame and sets the
+/// EtherType to `ethertype`; the L2 header moves 4 bytes forward. A frame
+/// that is not MPLS is left unchanged (as OVS leaves it).
+pub fn pop_mpls(
+    pkt: &mut PacketBuf,
+    meta: &mut PacketMeta,
+    ethertype: u16,
+) -> Result<(), ExecError> {
+    let d = pkt.data();
+    let at = ethertype_at(d).ok_or(ExecError::NoMpls)?;
+    if !is_mpls_at(d, at) || d.len() < at + 6 {
+        return Err(ExecError::NoMpls);
+    }
+    pkt.data_mut()[at..at + 2].copy_from_slice(&ethertype.to_be_bytes());
+    if !pkt.remove_front(at + 2, 4) {
+        return Err(ExecError::NoMpls);
+    }
+    // An L3 header behind entries this list pushed moves with them; the
+    // L3 offset of a received MPLS frame is its stack, which stays where
+    // the removed entry was (its L3 header was never parsed).
+    if meta.l3 != NONE && usize::from(meta.l3) >= at + 6 {
+        meta.shift(-4);
+    }
+    Ok(())
+}
+
+/// Rewrites the top MPLS label stack entry of an MPLS frame.
+pub fn set_mpls(pkt: &mut PacketBuf, lse: u32) -> Result<(), ExecError> {
+    let d = pkt.data_mut();
+    let at = ethertype_at(d).ok_or(ExecError::NoMpls)?;
+    if !is_mpls_at(d, at) || d.len() < at + 6 {
+        return Err(ExecError::NoMpls);
+    }
+    d[at + 2..at + 6].copy_from_slice(&lse.to_be_bytes());
+    Ok(())
+}
+
 /// Receives the packets a batch sends to each output port.
 pub trait PortSink {
     /// `packets` were output to `port` during the batch, in order. Called
@@ -582,6 +661,9 @@ pub struct ExecStats {
     pub push_no_room: u64,
     /// `pop_vlan` on an untagged frame (packet left unchanged).
     pub pop_no_vlan: u64,
+    /// `pop_mpls` / `set(mpls)` on a frame without an MPLS label stack
+    /// entry (packet left unchanged).
+    pub mpls_no_stack: u64,
     /// Outputs cut to a `trunc(N)` length (a shorter copy sent).
     pub truncated: u64,
     /// `check_pkt_len` actions that took their greater-than branch.
@@ -765,6 +847,7 @@ impl Executor {
             ExecError::NoHeader => self.stats.set_no_header += 1,
             ExecError::NoHeadroom => self.stats.push_no_room += 1,
             ExecError::NoVlan => self.stats.pop_no_vlan += 1,
+            ExecError::NoMpls => self.stats.mpls_no_stack += 1,
         }
     }
 

@@ -60,3 +60,88 @@ fn mpls_frames_are_switched_by_their_top_label() {
     );
     assert_eq!(sw.datapath().megaflow_count(), 6);
 }
+
+/// An IPv4 frame (ToS 0x48, TTL 33), with an 802.1Q tag when `vlan`.
+fn ipv4_frame(vlan: bool) -> Vec<u8> {
+    let mut f = vec![2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1];
+    if vlan {
+        f.extend([0x81, 0x00, 0x00, 0x05]);
+    }
+    f.extend([0x08, 0x00]);
+    let mut ip = vec![
+        0x45, 0x48, 0, 28, 0, 0, 0, 0, 33, 17, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2,
+    ];
+    let sum = !ip
+        .chunks(2)
+        .fold(0u32, |s, w| s + u32::from(u16::from_be_bytes([w[0], w[1]])))
+        .wrapping_rem(0xffff) as u16;
+    ip[10..12].copy_from_slice(&sum.to_be_bytes());
+    f.extend(ip);
+    f.extend([0x30, 0x39, 0, 53, 0, 8, 0, 0]);
+    f
+}
+
+fn lse(label: u32, tc: u32, bos: bool, ttl: u32) -> [u8; 4] {
+    ((label << 12) | (tc << 9) | (u32::from(bos) << 8) | ttl).to_be_bytes()
+}
+
+/// MPLS actions executed on real frames: push_mpls puts the entry the
+/// translation made (label, TC from the DSCP, TTL from the IP TTL, bottom
+/// of stack) behind the EtherType and any VLAN tag; pop_mpls takes it off
+/// again (the frame comes back as it was); set(mpls) rewrites the top
+/// entry; a pop followed by a table lookup, which OVS recirculates, is a
+/// failed upcall (dropped, counted).
+#[test]
+fn mpls_actions_rewrite_frames() {
+    let rules = "in_port=1,ip,actions=push_mpls:0x8847,set_mpls_label:16,output:2
+in_port=2,mpls,actions=pop_mpls:0x0800,output:3
+in_port=3,mpls,actions=set_mpls_ttl:5,set_field:3->mpls_tc,output:4
+in_port=4,ip,actions=push_mpls:0x8848,push_mpls:0x8847,output:1
+in_port=5,mpls,actions=pop_mpls:0x0800,resubmit(,1)
+table=1,actions=output:1";
+    let mut t = RuleTables::new(parse_rules(rules, None).unwrap(), &[]);
+    t.set_ports(vec![1, 2, 3, 4, 5]);
+    let mut sw = Switch::with_rules(Config::default(), Arc::new(t)).unwrap();
+    let send = |sw: &mut Switch, port: u32, f: &[u8]| -> Vec<(u32, Vec<u8>)> {
+        let mut got = Vec::new();
+        let mut sink =
+            |p: u32, pk: Outputs<'_>| got.extend(pk.iter().map(|o| (p, o.data.to_vec())));
+        sw.process(port, [(f, 0u64)], 0, &mut sink);
+        got
+    };
+    for vlan in [false, true] {
+        let ip = ipv4_frame(vlan);
+        let at = if vlan { 16 } else { 12 };
+        // Push: tos 0x48 is DSCP 18, whose low three bits are TC 2.
+        let out = send(&mut sw, 1, &ip);
+        assert_eq!(out.len(), 1, "{out:?}");
+        let (p, m) = &out[0];
+        assert_eq!(*p, 2);
+        assert_eq!(m.len(), ip.len() + 4);
+        assert_eq!(m[..at], ip[..at]);
+        assert_eq!(m[at..at + 2], [0x88, 0x47]);
+        assert_eq!(m[at + 2..at + 6], lse(16, 2, true, 33));
+        assert_eq!(m[at + 6..], ip[at + 2..]);
+        // Pop: the IPv4 frame again, byte for byte.
+        let back = send(&mut sw, 2, m);
+        assert_eq!(back, vec![(3, ip.clone())]);
+        // Set: TTL and TC of the top entry.
+        let set = send(&mut sw, 3, m);
+        assert_eq!(set.len(), 1);
+        assert_eq!(set[0].1[at + 2..at + 6], lse(16, 3, true, 5));
+        assert_eq!(set[0].1[at + 6..], ip[at + 2..]);
+        // Two pushes: the second copies the first (not bottom of stack).
+        let two = send(&mut sw, 4, &ip);
+        assert_eq!(two.len(), 1);
+        let m2 = &two[0].1;
+        assert_eq!(m2[at..at + 2], [0x88, 0x47]);
+        assert_eq!(m2[at + 2..at + 6], lse(0, 2, false, 33));
+        assert_eq!(m2[at + 6..at + 10], lse(0, 2, true, 33));
+        assert_eq!(m2[at + 10..], ip[at + 2..]);
+    }
+    // Pop then a table lookup: OVS recirculates, flowpath cannot.
+    let before = sw.report().miss_with_failed_upcall;
+    let mpls = frame(0x8847, &[(9, true)]);
+    assert!(send(&mut sw, 5, &mpls).is_empty());
+    assert_eq!(sw.report().miss_with_failed_upcall, before + 1);
+}

@@ -53,9 +53,10 @@
 //!   hlen 6, plen 4: `nw_proto` = opcode if ≤ 0xff else 0, `nw_src` = SPA,
 //!   `nw_dst` = TPA, `arp_sha`, `arp_tha`.
 //! - MPLS (0x8847 / 0x8848): the first label stack entry (4 bytes, as on
-//!   the wire) into `mpls_lse0` and, unless it is the bottom of the stack,
-//!   the second into `mpls_lse1`; an entry cut short by the end of the
-//!   frame is not read; nothing after the stack is parsed (as OVS).
+//!   the wire) into `mpls_lse0` and, while the entry read is not the bottom
+//!   of the stack, the second into `mpls_lse1` and the third into
+//!   `mpls_lse2`; an entry cut short by the end of the frame is not read;
+//!   nothing after the stack is parsed (as OVS).
 //! - Any other EtherType (LLDP, ...): L2 fields only.
 //!
 //! [`Layers`] reports byte offsets into the frame: `l3` is where the L3
@@ -76,7 +77,7 @@ use flowpath_wire::ipv4::{FLAG_MF, FRAG_OFFSET_MASK};
 use flowpath_wire::ipv6::{is_ext_header, Ipv6ExtHeader, Ipv6FragHeader};
 use flowpath_wire::{ArpPacket, Ipv6Packet, TcpPacket};
 
-use crate::key::{FlowKey, FRAG_ANY, FRAG_LATER, VLAN_CFI, W_MPLS};
+use crate::key::{FlowKey, FRAG_ANY, FRAG_LATER, VLAN_CFI, W_IPV6_MISC, W_MPLS};
 
 /// Marks an absent layer in [`Layers`].
 pub const NONE: u16 = u16::MAX;
@@ -145,7 +146,7 @@ pub fn possible_words(dl_type: u16, nw_proto: u8) -> u16 {
         (ethertype::IPV4, ip_proto::ICMPV6) => BASE | 1 << 5 | 1 << 6 | 1 << 12 | 1 << 13,
         (ethertype::IPV4, _) => BASE,
         (ethertype::ARP | ethertype::RARP, _) => BASE | 1 << 5 | 1 << 6,
-        (ethertype::MPLS | ethertype::MPLS_MCAST, _) => BASE | 1 << W_MPLS,
+        (ethertype::MPLS | ethertype::MPLS_MCAST, _) => BASE | 1 << W_IPV6_MISC | 1 << W_MPLS,
         _ => 0x3fff,
     }
 }
@@ -284,9 +285,9 @@ fn extract_impl(frame: &[u8], in_port: u32) -> (FlowKey, Layers) {
     (k, layers)
 }
 
-/// The MPLS label stack: its first two entries into the key (as OVS, which
-/// keeps three, reads entries up to the bottom of the stack or the end of
-/// the frame; nothing after the stack is parsed).
+/// The MPLS label stack: its first three entries into the key, as OVS
+/// (entries up to the bottom of the stack or the end of the frame; nothing
+/// after the stack is parsed).
 #[inline]
 fn mpls(k: &mut FlowKey, l3: &[u8]) {
     let mut entries = l3.chunks_exact(4);
@@ -297,7 +298,14 @@ fn mpls(k: &mut FlowKey, l3: &[u8]) {
             return;
         }
         if let Some(&[a, b, c, d]) = entries.next() {
-            k.set_mpls_lse1(u32::from_be_bytes([a, b, c, d]));
+            let lse = u32::from_be_bytes([a, b, c, d]);
+            k.set_mpls_lse1(lse);
+            if lse & MPLS_BOS != 0 {
+                return;
+            }
+            if let Some(&[a, b, c, d]) = entries.next() {
+                k.set_mpls_lse2(u32::from_be_bytes([a, b, c, d]));
+            }
         }
     }
 }

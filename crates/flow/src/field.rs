@@ -897,8 +897,8 @@ pub static FIELDS: &[FieldInfo] = &[
         aliases: &["tunnel_id"],
         ..reg(F::TunId, "tun_id", W_TUN_ID as u8, 0, 64)
     },
-    // The top MPLS label stack entry's fields (OVS: not maskable; set by
-    // MPLS actions, which flowpath does not have yet).
+    // The top MPLS label stack entry's fields (OVS: not maskable; label,
+    // tc and ttl writable, bos read-only).
     f(
         F::MplsLabel,
         "mpls_label",
@@ -907,7 +907,7 @@ pub static FIELDS: &[FieldInfo] = &[
         bits(W_MPLS, 12, 20),
         V::Int,
         Prereq::eth(E::Mpls),
-        false,
+        true,
         false,
     ),
     f(
@@ -918,7 +918,7 @@ pub static FIELDS: &[FieldInfo] = &[
         bits(W_MPLS, 9, 3),
         V::Int,
         Prereq::eth(E::Mpls),
-        false,
+        true,
         false,
     ),
     f(
@@ -940,7 +940,7 @@ pub static FIELDS: &[FieldInfo] = &[
         bits(W_MPLS, 0, 8),
         V::Int,
         Prereq::eth(E::Mpls),
-        false,
+        true,
         false,
     ),
 ];

@@ -17,12 +17,12 @@
 //! | 4 `W_L2_SRC` | 0..48 dl_src, 48..64 vlan_tci of the inner (second) tag |
 //! | 5 `W_ARP_SHA` | 0..48 arp_sha / nd_sll |
 //! | 6 `W_ARP_THA` | 0..48 arp_tha / nd_tll |
-//! | 7 `W_IPV6_MISC` | 0..20 ipv6_label |
+//! | 7 `W_IPV6_MISC` | 0..20 ipv6_label, 32..64 mpls_lse2 (the third MPLS label stack entry) |
 //! | 8, 9 | ipv6_src (high, low) |
 //! | 10, 11 | ipv6_dst |
 //! | 12, 13 | nd_target |
 //! | 14 `W_META2` | 0..32 skb_priority, 32..64 pkt_mark (datapath metadata: 0 in every extracted key; only megaflow masks and translation use them) |
-//! | 15 `W_MPLS` | 0..32 mpls_lse0 (the top MPLS label stack entry: label 12..32, tc 9..12, bos 8, ttl 0..8), 32..64 mpls_lse1 (the next; a third is not kept) |
+//! | 15 `W_MPLS` | 0..32 mpls_lse0 (the top MPLS label stack entry: label 12..32, tc 9..12, bos 8, ttl 0..8), 32..64 mpls_lse1 (the next) |
 //!
 //! Fields that share storage (nw_src / arp_spa, tp_src / icmp_type, ...) are
 //! told apart by their prerequisites (dl_type, nw_proto), which every mask
@@ -48,7 +48,7 @@ pub const W_L2_SRC: usize = 4;
 pub const W_ARP_SHA: usize = 5;
 /// Word holding arp_tha / nd_tll.
 pub const W_ARP_THA: usize = 6;
-/// Word holding the IPv6 flow label.
+/// Word holding the IPv6 flow label (and the third MPLS label stack entry).
 pub const W_IPV6_MISC: usize = 7;
 /// First of the two words of ipv6_src.
 pub const W_IPV6_SRC: usize = 8;
@@ -181,6 +181,9 @@ scalar_accessors! {
     mpls_lse0, set_mpls_lse0, u32, W_MPLS, 0, 32;
     /// The second MPLS label stack entry, 0 if none.
     mpls_lse1, set_mpls_lse1, u32, W_MPLS, 32, 32;
+    /// The third MPLS label stack entry, 0 if none (OVS keeps three:
+    /// enough to count a stack's labels and to pop the third's place).
+    mpls_lse2, set_mpls_lse2, u32, W_IPV6_MISC, 32, 32;
 }
 
 impl FlowKey {

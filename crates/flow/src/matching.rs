@@ -402,6 +402,18 @@ impl Match {
                 ] {
                     put(&mut parts, id);
                 }
+                // The entries below it: significant only in megaflows
+                // (MPLS actions count and move them), printed as OVS does.
+                for (name, v, m) in [
+                    ("mpls_lse1", k.mpls_lse1(), mk.mpls_lse1()),
+                    ("mpls_lse2", k.mpls_lse2(), mk.mpls_lse2()),
+                ] {
+                    if m == u32::MAX {
+                        parts.push(format!("{name}={v}"));
+                    } else if m != 0 {
+                        parts.push(format!("{name}=0x{v:08x}/0x{m:08x}"));
+                    }
+                }
             }
             put(&mut parts, FieldId::NwFrag);
         }

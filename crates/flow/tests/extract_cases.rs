@@ -145,7 +145,7 @@ fn unknown_ethertype_is_l2_only() {
     );
 }
 
-/// MPLS: the label stack entries (the first two), nothing after them.
+/// MPLS: the label stack entries (the first three), nothing after them.
 #[test]
 fn mpls_label_stack() {
     let lse = |label: u32, tc: u32, bos: bool, ttl: u32| {
@@ -161,12 +161,13 @@ fn mpls_label_stack() {
     let mut e = k;
     e.set_mpls_lse0(0);
     l2_only(&e, 0x8847);
-    // Three entries: the first two kept; multicast MPLS too.
+    // Four entries: the first three kept; multicast MPLS too.
     let mut body = Vec::new();
     for x in [
         lse(100, 5, false, 9),
         lse(0xfffff, 7, false, 255),
-        lse(3, 0, true, 1),
+        lse(3, 0, false, 1),
+        lse(4, 0, true, 1),
     ] {
         body.extend(x.to_be_bytes());
     }
@@ -174,6 +175,14 @@ fn mpls_label_stack() {
     assert_eq!(k.dl_type(), 0x8848);
     assert_eq!(k.mpls_lse0(), lse(100, 5, false, 9));
     assert_eq!(k.mpls_lse1(), lse(0xfffff, 7, false, 255));
+    assert_eq!(k.mpls_lse2(), lse(3, 0, false, 1));
+    // A bottom second entry: the third is not read.
+    let mut body = Vec::new();
+    for x in [lse(1, 0, false, 1), lse(2, 0, true, 1), lse(3, 0, true, 1)] {
+        body.extend(x.to_be_bytes());
+    }
+    let k = extract(&eth(0x8847, &body), 1);
+    assert_eq!((k.mpls_lse1(), k.mpls_lse2()), (lse(2, 0, true, 1), 0));
     // A bottom entry first: the second is not read.
     let mut body = lse(7, 1, true, 2).to_be_bytes().to_vec();
     body.extend(lse(8, 0, true, 3).to_be_bytes());

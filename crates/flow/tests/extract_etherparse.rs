@@ -293,17 +293,21 @@ fn oracle(frame: &[u8], in_port: u32) -> Result<Expect, Declined> {
     let l3 = &frame[pos..];
     if ty == 0x8847 || ty == 0x8848 {
         // etherparse has no MPLS: the label stack entries are read here,
-        // up to two, stopping at the bottom of the stack (bit 8).
+        // up to three, stopping at the bottom of the stack (bit 8).
         let lses: Vec<u32> = l3
             .chunks(4)
             .filter(|c| c.len() == 4)
             .map(|c| u32::from_be_bytes([c[0], c[1], c[2], c[3]]))
-            .take(2)
+            .take(3)
             .collect();
-        if let Some(&first) = lses.first() {
-            k.set_mpls_lse0(first);
-            if first & 0x100 == 0 {
-                k.set_mpls_lse1(lses.get(1).copied().unwrap_or(0));
+        for (i, &lse) in lses.iter().enumerate() {
+            match i {
+                0 => k.set_mpls_lse0(lse),
+                1 => k.set_mpls_lse1(lse),
+                _ => k.set_mpls_lse2(lse),
+            }
+            if lse & 0x100 != 0 {
+                break;
             }
         }
         return Ok(Expect { key: k, layers });

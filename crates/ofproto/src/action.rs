@@ -243,6 +243,22 @@ pub enum Action {
         /// Hard timeout after a FIN/RST.
         hard: u16,
     },
+    /// `push_mpls:ETHERTYPE`: push an MPLS label stack entry (the first
+    /// made from the IP header, a later one a copy of the top entry) and
+    /// make the packet MPLS with this EtherType (0x8847 or 0x8848).
+    PushMpls(u16),
+    /// `pop_mpls:ETHERTYPE`: remove the top label stack entry; the packet's
+    /// EtherType becomes this one.
+    PopMpls(u16),
+    /// `set_mpls_label(N)`: the top entry's label (20 bits).
+    SetMplsLabel(u32),
+    /// `set_mpls_tc(N)`: the top entry's traffic class (3 bits).
+    SetMplsTc(u8),
+    /// `set_mpls_ttl(N)`: the top entry's TTL.
+    SetMplsTtl(u8),
+    /// `dec_mpls_ttl`: decrement the top entry's TTL (an expired one goes
+    /// to the controller and ends the table's actions).
+    DecMplsTtl,
     /// The `write_metadata:VALUE[/MASK]` instruction.
     WriteMetadata {
         /// New bits.
@@ -395,12 +411,6 @@ const UNSUPPORTED: &[&str] = &[
     "ct_clear",
     "nat",
     "meter",
-    "push_mpls",
-    "pop_mpls",
-    "set_mpls_label",
-    "set_mpls_tc",
-    "set_mpls_ttl",
-    "dec_mpls_ttl",
     "autopath",
     "exit",
     "sample",
@@ -555,6 +565,12 @@ impl fmt::Display for Action {
                 f.write_str(")")
             }
             Action::PushVlan(tpid) => write!(f, "push_vlan:{tpid:#06x}"),
+            Action::PushMpls(t) => write!(f, "push_mpls:{t:#06x}"),
+            Action::PopMpls(t) => write!(f, "pop_mpls:{t:#06x}"),
+            Action::SetMplsLabel(v) => write!(f, "set_mpls_label({v})"),
+            Action::SetMplsTc(v) => write!(f, "set_mpls_tc({v})"),
+            Action::SetMplsTtl(v) => write!(f, "set_mpls_ttl({v})"),
+            Action::DecMplsTtl => f.write_str("dec_mpls_ttl"),
             Action::PopVlan => f.write_str("pop_vlan"),
             Action::ModVlanVid(v) => write!(f, "mod_vlan_vid:{v}"),
             Action::ModVlanPcp(p) => write!(f, "mod_vlan_pcp:{p}"),
@@ -1554,6 +1570,27 @@ fn parse_one(item: &str, matching: &Match, table: u8) -> Result<Option<Action>, 
             Action::PushVlan(tpid as u16)
         }
         "pop_vlan" | "strip_vlan" => no_arg(name, arg, Action::PopVlan)?,
+        "push_mpls" => {
+            let s = need_arg(name, arg)?;
+            let t = parse_small(name, s, 0xffff, "EtherType")? as u16;
+            // ovs-vswitchd refuses any other (OFPBAC_BAD_ARGUMENT).
+            if !matches!(t, 0x8847 | 0x8848) {
+                return fail(
+                    name,
+                    format!("'{}' is not an MPLS EtherType (0x8847 or 0x8848)", s.trim()),
+                );
+            }
+            Action::PushMpls(t)
+        }
+        "pop_mpls" => Action::PopMpls(parse_small(name, need_arg(name, arg)?, 0xffff, "EtherType")? as u16),
+        "set_mpls_label" => {
+            Action::SetMplsLabel(parse_small(name, need_arg(name, arg)?, 0xfffff, "MPLS label")? as u32)
+        }
+        "set_mpls_tc" => Action::SetMplsTc(parse_small(name, need_arg(name, arg)?, 7, "MPLS TC")? as u8),
+        "set_mpls_ttl" => {
+            Action::SetMplsTtl(parse_small(name, need_arg(name, arg)?, 255, "MPLS TTL")? as u8)
+        }
+        "dec_mpls_ttl" => no_arg(name, arg, Action::DecMplsTtl)?,
         "mod_vlan_vid" => {
             Action::ModVlanVid(parse_small(name, need_arg(name, arg)?, 4095, "VLAN ID")? as u16)
         }
@@ -1761,6 +1798,7 @@ pub fn parse_instructions(
 pub fn parse_actions(text: &str, matching: &Match, table: u8) -> Result<Vec<Action>, RuleError> {
     let mut actions = Vec::new();
     let mut dropped = false;
+    let mut cur: Option<Match> = None;
     for item in split_actions(text)? {
         // `note:HEX`: a comment for the controller that does nothing, as in
         // OVS (flowpath does not keep it: dump-flows does not show it).
@@ -1773,8 +1811,23 @@ pub fn parse_actions(text: &str, matching: &Match, table: u8) -> Result<Vec<Acti
             }
             continue;
         }
-        match parse_one(item, matching, table)? {
-            Some(a) => actions.push(a),
+        match parse_one(item, cur.as_ref().unwrap_or(matching), table)? {
+            Some(a) => {
+                // As ovs-ofctl checks a list: after push_mpls/pop_mpls the
+                // later actions see the new EtherType (and, after a push,
+                // no network protocol).
+                if let Action::PushMpls(t) | Action::PopMpls(t) = a {
+                    if !std::ptr::eq(matching, bucket_context()) {
+                        let mut m = cur.take().unwrap_or(*matching);
+                        m.set_field_masked(FieldId::EthType.info(), u128::from(t), 0xffff);
+                        if matches!(a, Action::PushMpls(_)) {
+                            m.set_field_masked(FieldId::NwProto.info(), 0, 0xff);
+                        }
+                        cur = Some(m);
+                    }
+                }
+                actions.push(a)
+            }
             None => dropped = true,
         }
     }
@@ -1795,6 +1848,61 @@ pub fn parse_actions(text: &str, matching: &Match, table: u8) -> Result<Vec<Acti
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn mpls_actions_parse_and_check_the_ethertype_they_leave() {
+        let mut ip = Match::catchall();
+        assert!(ip.set_protocol("ip"));
+        let a = parse_actions(
+            "push_mpls:0x8847,set_field:5->mpls_label,set_mpls_tc(3),set_mpls_ttl:9,dec_mpls_ttl,pop_mpls:0x0800,output:1",
+            &ip,
+            0,
+        )
+        .unwrap();
+        assert_eq!(
+            a,
+            vec![
+                Action::PushMpls(0x8847),
+                Action::SetField {
+                    field: FieldId::MplsLabel,
+                    value: 5,
+                    mask: 0xfffff,
+                    legacy: false
+                },
+                Action::SetMplsTc(3),
+                Action::SetMplsTtl(9),
+                Action::DecMplsTtl,
+                Action::PopMpls(0x0800),
+                Action::Output(1),
+            ]
+        );
+        assert_eq!(
+            a.iter().map(|x| x.to_string()).collect::<Vec<_>>()[..3],
+            [
+                "push_mpls:0x8847",
+                "set_field:5->mpls_label",
+                "set_mpls_tc(3)"
+            ]
+        );
+        // Without the push, the match is not MPLS; after a pop, not either.
+        assert!(parse_actions("set_field:5->mpls_label", &ip, 0).is_err());
+        let mut mpls = Match::catchall();
+        assert!(mpls.set_protocol("mpls"));
+        assert!(parse_actions("set_field:5->mpls_label", &mpls, 0).is_ok());
+        assert!(parse_actions("pop_mpls:0x0800,set_field:5->mpls_label", &mpls, 0).is_err());
+        // An L3 field after a push: the payload is opaque.
+        assert!(parse_actions("push_mpls:0x8847,set_field:1.2.3.4->nw_src", &ip, 0).is_err());
+        for bad in [
+            "push_mpls:0x0800",
+            "set_mpls_label:1048576",
+            "set_mpls_tc:8",
+            "dec_mpls_ttl:1",
+        ] {
+            assert!(parse_actions(bad, &mpls, 0).is_err(), "{bad}");
+        }
+        // mpls_bos is read-only.
+        assert!(parse_actions("set_field:1->mpls_bos", &mpls, 0).is_err());
+    }
 
     fn tcp() -> Match {
         let mut m = Match::catchall();

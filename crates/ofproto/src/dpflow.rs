@@ -273,17 +273,65 @@ impl Builder {
                 };
                 b.put(name, id, v)
             }),
-            // The top label stack entry (a packet's others are not kept).
-            "mpls" => self.pairs(name, args, |b, k, v| {
-                let id = match k {
-                    "label" => FieldId::MplsLabel,
-                    "tc" => FieldId::MplsTc,
-                    "ttl" => FieldId::MplsTtl,
-                    "bos" => FieldId::MplsBos,
-                    _ => return Err(unknown(k)),
-                };
-                b.put(name, id, v)
-            }),
+            // Up to three label stack entries, as OVS writes them: a key
+            // seen again starts the next entry.
+            "mpls" => {
+                let mut entry = 0usize;
+                let mut seen: Vec<String> = Vec::new();
+                self.pairs(name, args, |b, k, v| {
+                    let (shift, width) = match k {
+                        "label" => (12, 20),
+                        "tc" => (9, 3),
+                        "ttl" => (0, 8),
+                        "bos" => (8, 1),
+                        _ => return Err(unknown(k)),
+                    };
+                    if seen.iter().any(|x| x == k) {
+                        entry += 1;
+                        seen.clear();
+                        if entry == 3 {
+                            return Err(RuleError::new(
+                                Some(name),
+                                format!("{name}: more than 3 label stack entries"),
+                            ));
+                        }
+                    }
+                    seen.push(k.to_string());
+                    let x = parse_uint(v)
+                        .ok()
+                        .filter(|x| *x < 1u128 << width)
+                        .ok_or_else(|| {
+                            RuleError::new(
+                                Some(name),
+                                format!("{name}: {k}: '{v}' is not a {width}-bit number"),
+                            )
+                        })? as u32;
+                    let bits = ((1u32 << width) - 1) << shift;
+                    let mut mk = b.mask.to_key();
+                    let (old, old_m) = match entry {
+                        0 => (b.key.mpls_lse0(), mk.mpls_lse0()),
+                        1 => (b.key.mpls_lse1(), mk.mpls_lse1()),
+                        _ => (b.key.mpls_lse2(), mk.mpls_lse2()),
+                    };
+                    let (val, m) = ((old & !bits) | (x << shift), old_m | bits);
+                    match entry {
+                        0 => {
+                            b.key.set_mpls_lse0(val);
+                            mk.set_mpls_lse0(m);
+                        }
+                        1 => {
+                            b.key.set_mpls_lse1(val);
+                            mk.set_mpls_lse1(m);
+                        }
+                        _ => {
+                            b.key.set_mpls_lse2(val);
+                            mk.set_mpls_lse2(m);
+                        }
+                    }
+                    b.mask = FlowMask::from_key(&mk);
+                    Ok(())
+                })
+            }
             "tunnel" | "ct_tuple4" | "ct_tuple6" | "nsh" | "ipv4_frag" | "erspan" => {
                 Err(RuleError::new(
                     Some(name),

@@ -77,6 +77,19 @@ pub enum DpAction {
         /// The bits written (all ones: a plain set).
         mask: u32,
     },
+    /// Push an MPLS label stack entry after the Ethernet header and its
+    /// VLAN tags; the packet's EtherType becomes `ethertype`.
+    PushMpls {
+        /// 0x8847 or 0x8848.
+        ethertype: u16,
+        /// The entry (label 12..32, tc 9..12, bos 8, ttl 0..8).
+        lse: u32,
+    },
+    /// Remove the top MPLS label stack entry; the packet's EtherType
+    /// becomes this one.
+    PopMpls(u16),
+    /// Rewrite the top MPLS label stack entry (`set(mpls(...))`).
+    SetMpls(u32),
     /// `check_pkt_len(size=N,gt(...),le(...))`, from `check_pkt_larger`:
     /// the `gt` actions that follow this one run when the packet (its
     /// whole frame, as it is now) is longer than `size` bytes, the `le`
@@ -202,6 +215,23 @@ fn push_u8(parts: &mut Vec<String>, name: &str, v: u8, m: u8, hex: bool) {
     }
 }
 
+/// An MPLS label stack entry as OVS prints it (`label=L,tc=T,ttl=N,bos=B`).
+struct Lse(u32);
+
+impl fmt::Display for Lse {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let x = self.0;
+        write!(
+            f,
+            "label={},tc={},ttl={},bos={}",
+            x >> 12,
+            (x >> 9) & 7,
+            x & 0xff,
+            (x >> 8) & 1
+        )
+    }
+}
+
 impl fmt::Display for DpAction {
     /// One action; a `CheckPktLen` prints its header only
     /// (`check_pkt_len(size=N,gt:G,le:L)`): [`format_actions`] prints the
@@ -223,6 +253,11 @@ impl fmt::Display for DpAction {
                 }
             }
             DpAction::PopVlan => write!(f, "pop_vlan"),
+            DpAction::PushMpls { ethertype, lse } => {
+                write!(f, "push_mpls({},eth_type={ethertype:#x})", Lse(*lse))
+            }
+            DpAction::PopMpls(t) => write!(f, "pop_mpls(eth_type={t:#x})"),
+            DpAction::SetMpls(lse) => write!(f, "set(mpls({}))", Lse(*lse)),
             DpAction::Controller => write!(f, "userspace(controller)"),
             DpAction::Trunc(n) => write!(f, "trunc({n})"),
             DpAction::SetPriority(0) => write!(f, "set(skb_priority(0))"),
@@ -338,6 +373,27 @@ mod tests {
             }
             .to_string(),
             "push_vlan(vid=10,pcp=0)"
+        );
+    }
+
+    #[test]
+    fn mpls_actions_print_like_ovs() {
+        let lse = (16 << 12) | (2 << 9) | (1 << 8) | 64;
+        assert_eq!(
+            DpAction::PushMpls {
+                ethertype: 0x8847,
+                lse
+            }
+            .to_string(),
+            "push_mpls(label=16,tc=2,ttl=64,bos=1,eth_type=0x8847)"
+        );
+        assert_eq!(
+            DpAction::PopMpls(0x800).to_string(),
+            "pop_mpls(eth_type=0x800)"
+        );
+        assert_eq!(
+            DpAction::SetMpls(lse).to_string(),
+            "set(mpls(label=16,tc=2,ttl=64,bos=1))"
         );
     }
 

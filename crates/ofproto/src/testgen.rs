@@ -344,6 +344,7 @@ pub fn normalize(mut k: FlowKey) -> FlowKey {
     if matches!(k.dl_type(), 0x8847 | 0x8848) {
         // MPLS: the label stack entries, nothing of L3 or L4.
         let mpls = k.w[flowpath_flow::key::W_MPLS];
+        let lse2 = k.mpls_lse2();
         for w in 1..15 {
             if w != flowpath_flow::key::W_L2_DST && w != flowpath_flow::key::W_L2_SRC {
                 k.w[w] = 0;
@@ -352,9 +353,16 @@ pub fn normalize(mut k: FlowKey) -> FlowKey {
         k.set_nw_proto(0);
         k.set_nw_frag(0);
         k.w[flowpath_flow::key::W_MPLS] = mpls;
+        // As extracted: entries stop at the bottom of the stack.
+        if k.mpls_lse0() & 0x100 != 0 {
+            k.set_mpls_lse1(0);
+        } else if k.mpls_lse1() & 0x100 == 0 {
+            k.set_mpls_lse2(lse2);
+        }
         return k;
     }
     k.w[flowpath_flow::key::W_MPLS] = 0;
+    k.set_mpls_lse2(0);
     // ICMP type and code are 8 bits: the transport port fields' high bytes
     // are 0.
     if matches!((k.dl_type(), k.nw_proto()), (0x0800, 1) | (0x86dd, 58)) {
@@ -392,7 +400,18 @@ pub fn packet(r: &mut Rng, rules: &[Rule]) -> FlowKey {
     }
     if r.chance(50) {
         // A small label space, so that MPLS rules match.
-        k.w[flowpath_flow::key::W_MPLS] = (r.below(4) << 12) | r.below(0x200);
+        // Entries are never all zero: OVS counts a stack's labels by the
+        // bottom-of-stack bits it makes significant and by whether each
+        // entry is zero, which its megaflow (and flowpath's, the same)
+        // does not pin; an all-zero entry above the bottom is the one case
+        // where two packets of one megaflow count differently.
+        let lse = |r: &mut Rng| ((r.below(4) << 12) | r.below(0x200)).max(1) as u32;
+        k.set_mpls_lse0(lse(r));
+        // Deeper stacks: a second and third entry.
+        if r.chance(40) {
+            k.set_mpls_lse1(lse(r));
+            k.set_mpls_lse2(lse(r));
+        }
     }
     if r.chance(80) {
         k.set_nw_proto([6, 17, 1, 58, 132][r.below(5) as usize]);

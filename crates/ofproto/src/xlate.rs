@@ -42,8 +42,9 @@ use std::fmt::Write as _;
 
 /// An action set (or a group bucket, which OpenFlow executes as one) in
 /// execution order: the last `strip_vlan`/`pop_vlan`, the last
-/// `push_vlan`, the last `dec_ttl`, every set-field, `load` and `move` in
-/// the order written,
+/// `pop_mpls`, the last `push_mpls`, the last `push_vlan`, the last
+/// `dec_ttl`, the last `dec_mpls_ttl`, every set-field, `load`, `move` and
+/// `set_mpls_*` in the order written,
 /// then the last output (`output`, `IN_PORT`, `ALL`, `FLOOD`, `NORMAL`,
 /// `CONTROLLER`, `resubmit`, `group`, the group taking precedence).
 /// `None` without an output: nothing is done at all.
@@ -68,10 +69,13 @@ fn action_set_order(set: &[Action]) -> Option<Vec<Action>> {
     })?;
     let mut list: Vec<Action> = Vec::new();
     list.extend(last(&|a| matches!(a, Action::PopVlan)));
+    list.extend(last(&|a| matches!(a, Action::PopMpls(_))));
+    list.extend(last(&|a| matches!(a, Action::PushMpls(_))));
     list.extend(last(&|a| matches!(a, Action::PushVlan(_))));
     list.extend(last(&|a| {
         matches!(a, Action::DecTtl | Action::DecTtlIds { .. })
     }));
+    list.extend(last(&|a| matches!(a, Action::DecMplsTtl)));
     list.extend(set.iter().copied().filter(|a| {
         matches!(
             a,
@@ -80,6 +84,9 @@ fn action_set_order(set: &[Action]) -> Option<Vec<Action>> {
                 | Action::Move { .. }
                 | Action::ModVlanVid(_)
                 | Action::ModVlanPcp(_)
+                | Action::SetMplsLabel(_)
+                | Action::SetMplsTc(_)
+                | Action::SetMplsTtl(_)
         )
     }));
     list.extend(last(&|a| matches!(a, Action::SetQueue(_))));
@@ -140,6 +147,76 @@ fn sym_l4(f: &FlowKey, m: &mut FlowKey, udp: bool) -> [u128; 3] {
     [proto, u128::from(a), u128::from(b)]
 }
 
+/// The bottom-of-stack bit of an MPLS label stack entry.
+const MPLS_BOS: u32 = 1 << 8;
+/// Label stack entries a flow keeps (OVS's `FLOW_MAX_MPLS_LABELS`).
+const MPLS_MAX_LABELS: usize = 3;
+
+fn is_mpls(dl_type: u16) -> bool {
+    matches!(dl_type, 0x8847 | 0x8848)
+}
+
+/// Label stack entry `i` (0 = top) of `k`.
+fn lse_of(k: &FlowKey, i: usize) -> u32 {
+    match i {
+        0 => k.mpls_lse0(),
+        1 => k.mpls_lse1(),
+        _ => k.mpls_lse2(),
+    }
+}
+
+fn set_lse(k: &mut FlowKey, i: usize, v: u32) {
+    match i {
+        0 => k.set_mpls_lse0(v),
+        1 => k.set_mpls_lse1(v),
+        _ => k.set_mpls_lse2(v),
+    }
+}
+
+/// Clears every L3 and L4 field of `k` (OVS's `flow_push_mpls` on the
+/// flow: an MPLS payload is opaque).
+fn clear_l3(k: &mut FlowKey) {
+    use flowpath_flow::key::{W_ARP_SHA, W_ARP_THA, W_IPV6_SRC, W_ND_TARGET, W_NW, W_TP};
+    k.set_nw_proto(0);
+    k.set_nw_frag(0);
+    k.set_ipv6_label(0);
+    for w in [W_NW, W_TP, W_ARP_SHA, W_ARP_THA] {
+        k.w[w] = 0;
+    }
+    for w in W_IPV6_SRC..W_ND_TARGET + 2 {
+        k.w[w] = 0;
+    }
+}
+
+/// The actions that OVS lets run after a `pop_mpls` to a non-MPLS
+/// EtherType without parsing the packet again (`recirc_for_mpls`):
+/// outputs, queue choice, groups (a select group is checked when it
+/// picks), and rewrites below L3.
+fn reads_only_l2(a: &Action) -> bool {
+    use flowpath_flow::field::EthReq;
+    match *a {
+        Action::Output(_)
+        | Action::OutputTrunc { .. }
+        | Action::Enqueue { .. }
+        | Action::InPort
+        | Action::All
+        | Action::Flood
+        | Action::Normal
+        | Action::Controller { .. }
+        | Action::ModVlanVid(_)
+        | Action::ModVlanPcp(_)
+        | Action::SetQueue(_)
+        | Action::Group(_) => true,
+        Action::SetField { field, .. } => {
+            matches!(field.info().prereq.eth, EthReq::Any | EthReq::Mpls)
+        }
+        Action::Load { dst, .. } => {
+            matches!(dst.field.info().prereq.eth, EthReq::Any | EthReq::Mpls)
+        }
+        _ => false,
+    }
+}
+
 /// A 64-bit mixing function (splitmix64's finaliser): select groups'
 /// bucket choice.
 fn mix64(mut z: u64) -> u64 {
@@ -194,6 +271,7 @@ struct FlowState {
     flow_tpid: [u16; 2],
     base_tpid: [u16; 2],
     tag_src: [Option<u8>; 2],
+    was_mpls: bool,
 }
 
 struct Ctx<'a, 'e, L: Lookup> {
@@ -240,6 +318,10 @@ struct Ctx<'a, 'e, L: Lookup> {
     learned: Vec<crate::rule::Rule>,
     /// See [`Xlate::cfi_read`].
     cfi_read: bool,
+    /// A `pop_mpls` made the packet IP (or other non-MPLS) again: its L3
+    /// header was never parsed, so what reads it needs the packet parsed
+    /// again (OVS recirculates; see `needs_reparse`).
+    was_mpls: bool,
 }
 
 /// Translates `key` through `tables`. With `trace`, also records the
@@ -366,6 +448,7 @@ fn xlate_inner<L: Lookup>(
         side_effects,
         learned: Vec::new(),
         cfi_read: false,
+        was_mpls: false,
     };
     ctx.xlate_table(0, None);
     if ctx.error.is_none() {
@@ -373,8 +456,11 @@ fn xlate_inner<L: Lookup>(
     }
     if ctx.error.is_some() {
         ctx.odp.clear();
+    } else {
+        // As OVS: a failed translation's megaflow is what it read, without
+        // the final touches (it is never installed; a trace prints it).
+        ctx.finish_wc();
     }
-    ctx.finish_wc();
     Xlate {
         actions: ctx.odp,
         megaflow: ctx.wc,
@@ -423,6 +509,10 @@ impl<L: Lookup> Ctx<'_, '_, L> {
     /// `lookup_port` for the lookup only, as OVS's `resubmit(PORT,T)`: the
     /// rule's actions see the flow's own in_port) and runs the rule.
     fn xlate_table(&mut self, table: u8, lookup_port: Option<u32>) {
+        if self.was_mpls {
+            self.needs_reparse("a table lookup");
+            return;
+        }
         self.cur_table = table;
         let tables = self.tables;
         let saved_port = self.flow.in_port();
@@ -480,6 +570,10 @@ impl<L: Lookup> Ctx<'_, '_, L> {
             }
             if self.tracing {
                 self.note(indent, &a.to_string());
+            }
+            if self.was_mpls && !reads_only_l2(a) {
+                self.needs_reparse(&a.to_string());
+                return;
             }
             match *a {
                 Action::Output(port) => {
@@ -740,8 +834,181 @@ impl<L: Lookup> Ctx<'_, '_, L> {
                     let md = FieldId::Metadata.info();
                     md.set_regs_masked(&mut self.regs, u128::from(value), u128::from(mask));
                 }
+                Action::PushMpls(ethertype) => {
+                    let n = self.count_mpls_labels();
+                    if n == 0 {
+                        self.commit();
+                    } else if n >= MPLS_MAX_LABELS {
+                        self.error = Some(format!(
+                            "dropping packet on which an MPLS push action can't be performed \
+                             as it would have more MPLS LSEs than the {MPLS_MAX_LABELS} supported"
+                        ));
+                        return;
+                    }
+                    self.push_mpls(n, ethertype);
+                }
+                Action::PopMpls(ethertype) => {
+                    let n = self.count_mpls_labels();
+                    if self.pop_mpls(n, ethertype) {
+                        if !is_mpls(ethertype) {
+                            self.was_mpls = true;
+                        }
+                    } else if n >= MPLS_MAX_LABELS {
+                        self.error = Some(format!(
+                            "dropping packet on which an MPLS pop action can't be performed \
+                             as it has more MPLS LSEs than the {MPLS_MAX_LABELS} supported"
+                        ));
+                        return;
+                    }
+                }
+                Action::SetMplsLabel(label) => self.set_mpls_bits(0xffff_f000, label << 12),
+                Action::SetMplsTc(tc) => self.set_mpls_bits(0xe00, u32::from(tc) << 9),
+                Action::SetMplsTtl(ttl) => self.set_mpls_bits(0xff, u32::from(ttl)),
+                Action::DecMplsTtl => {
+                    // As OVS: an expired TTL goes to the controller, and
+                    // this list's remaining actions are skipped, also (with
+                    // no packet-in) for a packet that is not MPLS.
+                    if is_mpls(self.flow.dl_type()) {
+                        let lse = self.flow.mpls_lse0();
+                        let ttl = lse & 0xff;
+                        self.or_lse_mask(0, 0xff);
+                        if ttl > 1 {
+                            self.flow.set_mpls_lse0((lse & !0xff) | (ttl - 1));
+                            continue;
+                        }
+                        self.commit();
+                        self.odp.push(DpAction::Controller);
+                    }
+                    self.note(indent + 1, "MPLS decrement TTL exception");
+                    return;
+                }
             }
         }
+    }
+
+    /// Translation must stop where OVS freezes it to recirculate: after a
+    /// `pop_mpls` to a non-MPLS EtherType, anything that may read the
+    /// packet's L3 header, never parsed (a table lookup, L3 rewrites, ...),
+    /// needs the popped packet parsed again. flowpath's datapath does not
+    /// recirculate, so the translation fails (the packet is dropped and
+    /// counted as a failed upcall) and says so.
+    fn needs_reparse(&mut self, what: &str) {
+        self.error = Some(format!(
+            "{what} after pop_mpls needs the packet's L3 header parsed again: OVS \
+             recirculates (recirc), which flowpath's datapath does not do"
+        ));
+    }
+
+    /// OVS's `flow_count_mpls_labels`: the labels in the flow's stack (up
+    /// to three), making the bottom-of-stack bits it reads significant
+    /// (and, without a bottom among them, the three entries).
+    fn count_mpls_labels(&mut self) -> usize {
+        if !is_mpls(self.flow.dl_type()) {
+            return 0;
+        }
+        let mut cnt = 0;
+        for i in 0..MPLS_MAX_LABELS {
+            self.or_lse_mask(i, MPLS_BOS);
+            let lse = lse_of(&self.flow, i);
+            if lse & MPLS_BOS != 0 {
+                return i + 1;
+            }
+            if lse != 0 {
+                cnt += 1;
+            }
+        }
+        // No bottom in the first three: the count also depends on which
+        // entries are zero, which only whole entries pin (OVS's megaflow
+        // keeps only the bottom-of-stack bits here, so that a packet with
+        // a zero entry under it would count differently): all three
+        // become significant.
+        for i in 0..MPLS_MAX_LABELS {
+            self.or_lse_mask(i, u32::MAX);
+        }
+        cnt
+    }
+
+    /// Makes bits of label stack entry `i` significant.
+    fn or_lse_mask(&mut self, i: usize, bits: u32) {
+        let mut m = self.wc.to_key();
+        let v = lse_of(&m, i) | bits;
+        set_lse(&mut m, i, v);
+        self.wc = FlowMask::from_key(&m);
+    }
+
+    /// `set_mpls_label`/`tc`/`ttl`: the bits of the top entry, when the
+    /// packet is MPLS (significant; nothing otherwise).
+    fn set_mpls_bits(&mut self, mask: u32, value: u32) {
+        if is_mpls(self.flow.dl_type()) {
+            self.or_lse_mask(0, mask);
+            let lse = self.flow.mpls_lse0();
+            self.flow.set_mpls_lse0((lse & !mask) | (value & mask));
+        }
+    }
+
+    /// OVS's `flow_push_mpls` on the flow (`n` labels now, fewer than
+    /// three): the first label is made from the IP header (label 0, or 2
+    /// for IPv6; TC the low bits of the DSCP; TTL the IP TTL, 64 if none;
+    /// bottom of stack), and the L3 and L4 fields are cleared (the payload
+    /// is opaque now); a later one copies the top entry (not bottom of
+    /// stack), making the entries there significant.
+    fn push_mpls(&mut self, n: usize, ethertype: u16) {
+        if n > 0 {
+            for i in 0..n {
+                self.or_lse_mask(i, u32::MAX);
+            }
+            let f = &mut self.flow;
+            for i in (1..=n).rev() {
+                let below = lse_of(f, i - 1);
+                set_lse(f, i, below);
+            }
+            let top = lse_of(f, 1) & !MPLS_BOS;
+            f.set_mpls_lse0(top);
+        } else {
+            let f = self.flow;
+            let label: u32 = if f.is_ipv6() { 2 } else { 0 };
+            let (mut tc, mut ttl) = (0u32, 64u32);
+            if f.is_ip_any() {
+                tc = u32::from((f.nw_tos() & 0xfc) >> 2) & 7;
+                if f.nw_ttl() != 0 {
+                    ttl = u32::from(f.nw_ttl());
+                }
+                let mut m = self.wc.to_key();
+                m.set_nw_tos(m.nw_tos() | 0xfc);
+                m.set_nw_ttl(0xff);
+                self.wc = FlowMask::from_key(&m);
+            }
+            let f = &mut self.flow;
+            f.set_mpls_lse0((label << 12) | (tc << 9) | MPLS_BOS | ttl);
+            clear_l3(f);
+        }
+        self.flow.set_dl_type(ethertype);
+    }
+
+    /// OVS's `flow_pop_mpls` on the flow (`n` labels now): false when
+    /// there is nothing to pop, or three labels of which the third is not
+    /// the bottom (what would fill its place is unknown).
+    fn pop_mpls(&mut self, n: usize, ethertype: u16) -> bool {
+        if n == 0 {
+            return false;
+        }
+        if n == MPLS_MAX_LABELS {
+            self.or_lse_mask(n - 1, MPLS_BOS);
+            if lse_of(&self.flow, n - 1) & MPLS_BOS == 0 {
+                return false;
+            }
+        }
+        for i in 1..n {
+            self.or_lse_mask(i, u32::MAX);
+        }
+        let f = &mut self.flow;
+        for i in 1..n {
+            let v = lse_of(f, i);
+            set_lse(f, i - 1, v);
+        }
+        set_lse(f, n - 1, 0);
+        f.set_dl_type(ethertype);
+        true
     }
 
     /// The flow, the registers and what has been committed: what a
@@ -754,6 +1021,7 @@ impl<L: Lookup> Ctx<'_, '_, L> {
             flow_tpid: self.flow_tpid,
             base_tpid: self.base_tpid,
             tag_src: self.tag_src,
+            was_mpls: self.was_mpls,
         }
     }
 
@@ -764,6 +1032,7 @@ impl<L: Lookup> Ctx<'_, '_, L> {
         self.flow_tpid = s.flow_tpid;
         self.base_tpid = s.base_tpid;
         self.tag_src = s.tag_src;
+        self.was_mpls = s.was_mpls;
     }
 
     /// `check_pkt_larger(len)->dst`, as OVS 3.1 translates it for a
@@ -1075,6 +1344,10 @@ impl<L: Lookup> Ctx<'_, '_, L> {
                 None => self.note(indent, &format!("group {id}: no live bucket: drop")),
             },
             GroupType::Select => {
+                if self.was_mpls {
+                    self.needs_reparse("a select group");
+                    return;
+                }
                 let h = self.select_hash(g.fields.as_deref(), true);
                 let best = g.buckets.iter().filter(|b| b.weight > 0).max_by_key(|b| {
                     let score =
@@ -1101,10 +1374,13 @@ impl<L: Lookup> Ctx<'_, '_, L> {
             return;
         };
         let (flow, tpid, src) = (self.flow, self.flow_tpid, self.tag_src);
+        let was_mpls = self.was_mpls;
         self.do_actions(&list, &[], table);
         self.flow = flow;
         self.flow_tpid = tpid;
         self.tag_src = src;
+        // As OVS: a bucket's pop_mpls has no effect after the bucket.
+        self.was_mpls = was_mpls;
     }
 
     /// A port is live when it is a port of the bridge (LOCAL when the
@@ -1442,6 +1718,13 @@ impl<L: Lookup> Ctx<'_, '_, L> {
         ];
         const L4: &[&[FieldId]] = &[&[TpSrc], &[TpDst]];
         self.commit_header(SetHeader::Eth, ETH);
+        // As OVS: a packet that stops being MPLS does so before the L3
+        // and L4 rewrites (which would otherwise do nothing); other MPLS
+        // changes come after them.
+        let mpls_first = is_mpls(self.base.dl_type()) && !is_mpls(self.flow.dl_type());
+        if mpls_first {
+            self.commit_mpls();
+        }
         // As OVS: no L3 rewrite when nw_proto is 0 (every L3 rewrite has made
         // nw_proto significant, so megaflows stay correct).
         if self.flow.nw_proto() != 0 && self.base.is_ipv4() {
@@ -1459,6 +1742,9 @@ impl<L: Lookup> Ctx<'_, '_, L> {
                 132 => self.commit_header(SetHeader::Sctp, L4),
                 _ => {}
             }
+        }
+        if !mpls_first {
+            self.commit_mpls();
         }
         self.commit_vlan();
         // As OVS: the priority last; its change makes it significant.
@@ -1484,6 +1770,91 @@ impl<L: Lookup> Ctx<'_, '_, L> {
             m.set_pkt_mark(mask);
             self.wc = FlowMask::from_key(&m);
             self.base.set_pkt_mark(mark);
+        }
+    }
+
+    /// OVS's MPLS commit: the datapath packet's label stack (`base`) is
+    /// made the flow's by popping the entries not shared with it (the
+    /// stacks compared from the bottom up), or rewriting the top one with
+    /// `set(mpls(...))` when the flow has an entry in its place, then
+    /// pushing the flow's extra entries.
+    fn commit_mpls(&mut self) {
+        let count = |k: &FlowKey| -> usize {
+            if !is_mpls(k.dl_type()) {
+                return 0;
+            }
+            let mut cnt = 0;
+            for i in 0..MPLS_MAX_LABELS {
+                let lse = lse_of(k, i);
+                if lse & MPLS_BOS != 0 {
+                    return i + 1;
+                }
+                if lse != 0 {
+                    cnt += 1;
+                }
+            }
+            cnt
+        };
+        let flow = self.flow;
+        let flow_n = count(&flow);
+        let mut base_n = count(&self.base);
+        let mut common = 0;
+        for i in 0..flow_n.min(base_n) {
+            if lse_of(&flow, flow_n - 1 - i) != lse_of(&self.base, base_n - 1 - i) {
+                break;
+            }
+            common += 1;
+        }
+        while base_n > common {
+            if base_n - 1 == common && flow_n > common {
+                let lse = lse_of(&flow, flow_n - base_n);
+                self.odp.push(DpAction::SetMpls(lse));
+                // The set writes the whole entry, bits the actions left as
+                // the packet had them too: unlike OVS 3.1 (whose megaflow
+                // keeps only the changed bits, so that a packet with
+                // another TTL under it would get this one's), every entry
+                // of the packet's stack becomes significant.
+                let orig = self.orig;
+                for i in 0..count(&orig) {
+                    self.or_lse_mask(i, u32::MAX);
+                }
+                self.base.set_mpls_lse0(lse);
+                common += 1;
+            } else {
+                // The last pop gives the flow's EtherType; an earlier one
+                // (the packet stays MPLS) an MPLS one.
+                let t = if !is_mpls(flow.dl_type()) && base_n > 1 {
+                    0x8847
+                } else {
+                    flow.dl_type()
+                };
+                self.odp.push(DpAction::PopMpls(t));
+                let b = &mut self.base;
+                for i in 1..base_n {
+                    let v = lse_of(b, i);
+                    set_lse(b, i - 1, v);
+                }
+                set_lse(b, base_n - 1, 0);
+                b.set_dl_type(flow.dl_type());
+                base_n -= 1;
+            }
+        }
+        while base_n < flow_n {
+            let lse = lse_of(&flow, flow_n - base_n - 1);
+            self.odp.push(DpAction::PushMpls {
+                ethertype: flow.dl_type(),
+                lse,
+            });
+            // The datapath packet keeps its L3 fields (a later restore of
+            // the flow, after a group bucket, compares against them).
+            let b = &mut self.base;
+            for i in (1..=base_n).rev() {
+                let v = lse_of(b, i - 1);
+                set_lse(b, i, v);
+            }
+            b.set_mpls_lse0(lse);
+            b.set_dl_type(flow.dl_type());
+            base_n += 1;
         }
     }
 
@@ -1625,8 +1996,9 @@ impl<L: Lookup> Ctx<'_, '_, L> {
         // subtable significant whatever the packet: a packet that is not
         // MPLS has none (its dl_type, always significant, says so), as
         // OVS's datapath key leaves them out.
-        if !matches!(self.orig.dl_type(), 0x8847 | 0x8848) {
+        if !is_mpls(self.orig.dl_type()) {
             m.w[W_MPLS] = 0;
+            m.set_mpls_lse2(0);
         }
         self.wc = FlowMask::from_key(&m);
     }
