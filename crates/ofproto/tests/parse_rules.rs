@@ -309,7 +309,6 @@ fn unsupported_things() {
     for (flow, field) in [
         ("tun_src=1.1.1.1 actions=drop", "tun_src"),
         ("ct_state=+trk actions=drop", "ct_state"),
-        ("actions=push_mpls:0x8847", "push_mpls"),
         ("mpls,mpls_lse1=3 actions=drop", "mpls_lse1"),
         ("NXM_NX_TUN_IPV4_DST=1 actions=drop", "NXM_NX_TUN_IPV4_DST"),
         ("actions=learn(table=1,NXM_NX_TUN_IPV4_SRC[])", "learn"),
@@ -542,7 +541,8 @@ fn mpls_matches_as_ovs_ofctl() {
         ("mpls,mpls_ttl=256,actions=drop", "mpls_ttl"),
         ("mpls_label=3,actions=drop", "mpls or mplsm"),
         ("ip,mpls_tc=1,actions=drop", "mpls or mplsm"),
-        ("mpls,actions=set_field:3->mpls_label", "not writable"),
+        ("mpls,actions=set_field:1->mpls_bos", "not writable"),
+        ("ip,actions=set_field:3->mpls_label", "mpls or mplsm"),
     ] {
         let e = parse_rule(bad).unwrap_err().to_string();
         assert!(e.contains(needle), "{bad}: {e}");
