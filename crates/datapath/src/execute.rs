@@ -481,9 +481,12 @@ fn ethertype_at(d: &[u8]) -> Option<usize> {
     (d.len() >= o + 2).then_some(o)
 }
 
-/// True when the frame's EtherType at `o` is MPLS (unicast or multicast).
-fn is_mpls_at(d: &[u8], o: usize) -> bool {
-    matches!(u16::from_be_bytes([d[o], d[o + 1]]), 0x8847 | 0x8848)
+/// Offset of the EtherType of an MPLS frame with a whole top label stack
+/// entry behind it (`None` otherwise).
+fn mpls_ethertype_at(d: &[u8]) -> Option<usize> {
+    let at = ethertype_at(d)?;
+    let mpls = matches!(u16::from_be_bytes([d[at], d[at + 1]]), 0x8847 | 0x8848);
+    (mpls && d.len() >= at + 6).then_some(at)
 }
 
 /// Pushes the MPLS label stack entry `lse` behind the EtherType (on top of
@@ -512,11 +515,7 @@ pub fn pop_mpls(
     meta: &mut PacketMeta,
     ethertype: u16,
 ) -> Result<(), ExecError> {
-    let d = pkt.data();
-    let at = ethertype_at(d).ok_or(ExecError::NoMpls)?;
-    if !is_mpls_at(d, at) || d.len() < at + 6 {
-        return Err(ExecError::NoMpls);
-    }
+    let at = mpls_ethertype_at(pkt.data()).ok_or(ExecError::NoMpls)?;
     pkt.data_mut()[at..at + 2].copy_from_slice(&ethertype.to_be_bytes());
     if !pkt.remove_front(at + 2, 4) {
         return Err(ExecError::NoMpls);
@@ -533,10 +532,7 @@ pub fn pop_mpls(
 /// Rewrites the top MPLS label stack entry of an MPLS frame.
 pub fn set_mpls(pkt: &mut PacketBuf, lse: u32) -> Result<(), ExecError> {
     let d = pkt.data_mut();
-    let at = ethertype_at(d).ok_or(ExecError::NoMpls)?;
-    if !is_mpls_at(d, at) || d.len() < at + 6 {
-        return Err(ExecError::NoMpls);
-    }
+    let at = mpls_ethertype_at(d).ok_or(ExecError::NoMpls)?;
     d[at + 2..at + 6].copy_from_slice(&lse.to_be_bytes());
     Ok(())
 }

@@ -192,6 +192,26 @@ impl FlowKey {
         FlowKey { w: [0; FLOW_WORDS] }
     }
 
+    /// MPLS label stack entry `i` (0 = top; 2 and above = the third).
+    #[inline]
+    pub fn mpls_lse(&self, i: usize) -> u32 {
+        match i {
+            0 => self.mpls_lse0(),
+            1 => self.mpls_lse1(),
+            _ => self.mpls_lse2(),
+        }
+    }
+
+    /// Sets MPLS label stack entry `i` (0 = top; 2 and above = the third).
+    #[inline]
+    pub fn set_mpls_lse(&mut self, i: usize, v: u32) {
+        match i {
+            0 => self.set_mpls_lse0(v),
+            1 => self.set_mpls_lse1(v),
+            _ => self.set_mpls_lse2(v),
+        }
+    }
+
     #[inline(always)]
     fn get128(&self, word: usize) -> u128 {
         (u128::from(self.w[word]) << 64) | u128::from(self.w[word + 1])

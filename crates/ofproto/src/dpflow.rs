@@ -308,26 +308,9 @@ impl Builder {
                         })? as u32;
                     let bits = ((1u32 << width) - 1) << shift;
                     let mut mk = b.mask.to_key();
-                    let (old, old_m) = match entry {
-                        0 => (b.key.mpls_lse0(), mk.mpls_lse0()),
-                        1 => (b.key.mpls_lse1(), mk.mpls_lse1()),
-                        _ => (b.key.mpls_lse2(), mk.mpls_lse2()),
-                    };
-                    let (val, m) = ((old & !bits) | (x << shift), old_m | bits);
-                    match entry {
-                        0 => {
-                            b.key.set_mpls_lse0(val);
-                            mk.set_mpls_lse0(m);
-                        }
-                        1 => {
-                            b.key.set_mpls_lse1(val);
-                            mk.set_mpls_lse1(m);
-                        }
-                        _ => {
-                            b.key.set_mpls_lse2(val);
-                            mk.set_mpls_lse2(m);
-                        }
-                    }
+                    let (old, old_m) = (b.key.mpls_lse(entry), mk.mpls_lse(entry));
+                    b.key.set_mpls_lse(entry, (old & !bits) | (x << shift));
+                    mk.set_mpls_lse(entry, old_m | bits);
                     b.mask = FlowMask::from_key(&mk);
                     Ok(())
                 })

@@ -156,21 +156,43 @@ fn is_mpls(dl_type: u16) -> bool {
     matches!(dl_type, 0x8847 | 0x8848)
 }
 
-/// Label stack entry `i` (0 = top) of `k`.
-fn lse_of(k: &FlowKey, i: usize) -> u32 {
-    match i {
-        0 => k.mpls_lse0(),
-        1 => k.mpls_lse1(),
-        _ => k.mpls_lse2(),
+/// OVS's `flow_count_mpls_labels` on `k`: the labels in its stack (up to
+/// three: the entries to the first bottom of stack, or the non-zero ones
+/// when none of the three is the bottom), and whether a bottom was found.
+fn mpls_label_count(k: &FlowKey) -> (usize, bool) {
+    if !is_mpls(k.dl_type()) {
+        return (0, true);
+    }
+    let mut cnt = 0;
+    for i in 0..MPLS_MAX_LABELS {
+        let lse = k.mpls_lse(i);
+        if lse & MPLS_BOS != 0 {
+            return (i + 1, true);
+        }
+        if lse != 0 {
+            cnt += 1;
+        }
+    }
+    (cnt, false)
+}
+
+/// Moves the top `n` label stack entries of `k` one place down (entry
+/// `n` is overwritten), making room for a new top entry.
+fn lse_shift_down(k: &mut FlowKey, n: usize) {
+    for i in (1..=n).rev() {
+        let v = k.mpls_lse(i - 1);
+        k.set_mpls_lse(i, v);
     }
 }
 
-fn set_lse(k: &mut FlowKey, i: usize, v: u32) {
-    match i {
-        0 => k.set_mpls_lse0(v),
-        1 => k.set_mpls_lse1(v),
-        _ => k.set_mpls_lse2(v),
+/// Removes the top of the `n` label stack entries of `k` (the others move
+/// up; entry `n - 1` becomes 0).
+fn lse_shift_up(k: &mut FlowKey, n: usize) {
+    for i in 1..n {
+        let v = k.mpls_lse(i);
+        k.set_mpls_lse(i - 1, v);
     }
+    k.set_mpls_lse(n - 1, 0);
 }
 
 /// Clears every L3 and L4 field of `k` (OVS's `flow_push_mpls` on the
@@ -207,12 +229,11 @@ fn reads_only_l2(a: &Action) -> bool {
         | Action::ModVlanPcp(_)
         | Action::SetQueue(_)
         | Action::Group(_) => true,
-        Action::SetField { field, .. } => {
-            matches!(field.info().prereq.eth, EthReq::Any | EthReq::Mpls)
-        }
-        Action::Load { dst, .. } => {
-            matches!(dst.field.info().prereq.eth, EthReq::Any | EthReq::Mpls)
-        }
+        Action::SetField { field, .. }
+        | Action::Load {
+            dst: crate::action::Subfield { field, .. },
+            ..
+        } => matches!(field.info().prereq.eth, EthReq::Any | EthReq::Mpls),
         _ => false,
     }
 }
@@ -903,36 +924,30 @@ impl<L: Lookup> Ctx<'_, '_, L> {
     /// to three), making the bottom-of-stack bits it reads significant
     /// (and, without a bottom among them, the three entries).
     fn count_mpls_labels(&mut self) -> usize {
-        if !is_mpls(self.flow.dl_type()) {
-            return 0;
-        }
-        let mut cnt = 0;
-        for i in 0..MPLS_MAX_LABELS {
-            self.or_lse_mask(i, MPLS_BOS);
-            let lse = lse_of(&self.flow, i);
-            if lse & MPLS_BOS != 0 {
-                return i + 1;
+        let (n, bottom) = mpls_label_count(&self.flow);
+        if bottom {
+            // The bottom-of-stack bits read up to the bottom.
+            for i in 0..n {
+                self.or_lse_mask(i, MPLS_BOS);
             }
-            if lse != 0 {
-                cnt += 1;
+        } else {
+            // No bottom in the first three: the count also depends on
+            // which entries are zero, which only whole entries pin (OVS's
+            // megaflow keeps only the bottom-of-stack bits here, so that a
+            // packet with a zero entry under it would count differently):
+            // all three become significant.
+            for i in 0..MPLS_MAX_LABELS {
+                self.or_lse_mask(i, u32::MAX);
             }
         }
-        // No bottom in the first three: the count also depends on which
-        // entries are zero, which only whole entries pin (OVS's megaflow
-        // keeps only the bottom-of-stack bits here, so that a packet with
-        // a zero entry under it would count differently): all three
-        // become significant.
-        for i in 0..MPLS_MAX_LABELS {
-            self.or_lse_mask(i, u32::MAX);
-        }
-        cnt
+        n
     }
 
     /// Makes bits of label stack entry `i` significant.
     fn or_lse_mask(&mut self, i: usize, bits: u32) {
         let mut m = self.wc.to_key();
-        let v = lse_of(&m, i) | bits;
-        set_lse(&mut m, i, v);
+        let v = m.mpls_lse(i) | bits;
+        m.set_mpls_lse(i, v);
         self.wc = FlowMask::from_key(&m);
     }
 
@@ -958,12 +973,8 @@ impl<L: Lookup> Ctx<'_, '_, L> {
                 self.or_lse_mask(i, u32::MAX);
             }
             let f = &mut self.flow;
-            for i in (1..=n).rev() {
-                let below = lse_of(f, i - 1);
-                set_lse(f, i, below);
-            }
-            let top = lse_of(f, 1) & !MPLS_BOS;
-            f.set_mpls_lse0(top);
+            lse_shift_down(f, n);
+            f.set_mpls_lse0(f.mpls_lse1() & !MPLS_BOS);
         } else {
             let f = self.flow;
             let label: u32 = if f.is_ipv6() { 2 } else { 0 };
@@ -994,20 +1005,15 @@ impl<L: Lookup> Ctx<'_, '_, L> {
         }
         if n == MPLS_MAX_LABELS {
             self.or_lse_mask(n - 1, MPLS_BOS);
-            if lse_of(&self.flow, n - 1) & MPLS_BOS == 0 {
+            if self.flow.mpls_lse(n - 1) & MPLS_BOS == 0 {
                 return false;
             }
         }
         for i in 1..n {
             self.or_lse_mask(i, u32::MAX);
         }
-        let f = &mut self.flow;
-        for i in 1..n {
-            let v = lse_of(f, i);
-            set_lse(f, i - 1, v);
-        }
-        set_lse(f, n - 1, 0);
-        f.set_dl_type(ethertype);
+        lse_shift_up(&mut self.flow, n);
+        self.flow.set_dl_type(ethertype);
         true
     }
 
@@ -1779,43 +1785,26 @@ impl<L: Lookup> Ctx<'_, '_, L> {
     /// `set(mpls(...))` when the flow has an entry in its place, then
     /// pushing the flow's extra entries.
     fn commit_mpls(&mut self) {
-        let count = |k: &FlowKey| -> usize {
-            if !is_mpls(k.dl_type()) {
-                return 0;
-            }
-            let mut cnt = 0;
-            for i in 0..MPLS_MAX_LABELS {
-                let lse = lse_of(k, i);
-                if lse & MPLS_BOS != 0 {
-                    return i + 1;
-                }
-                if lse != 0 {
-                    cnt += 1;
-                }
-            }
-            cnt
-        };
         let flow = self.flow;
-        let flow_n = count(&flow);
-        let mut base_n = count(&self.base);
+        let flow_n = mpls_label_count(&flow).0;
+        let mut base_n = mpls_label_count(&self.base).0;
         let mut common = 0;
         for i in 0..flow_n.min(base_n) {
-            if lse_of(&flow, flow_n - 1 - i) != lse_of(&self.base, base_n - 1 - i) {
+            if flow.mpls_lse(flow_n - 1 - i) != self.base.mpls_lse(base_n - 1 - i) {
                 break;
             }
             common += 1;
         }
         while base_n > common {
             if base_n - 1 == common && flow_n > common {
-                let lse = lse_of(&flow, flow_n - base_n);
+                let lse = flow.mpls_lse(flow_n - base_n);
                 self.odp.push(DpAction::SetMpls(lse));
                 // The set writes the whole entry, bits the actions left as
                 // the packet had them too: unlike OVS 3.1 (whose megaflow
                 // keeps only the changed bits, so that a packet with
                 // another TTL under it would get this one's), every entry
                 // of the packet's stack becomes significant.
-                let orig = self.orig;
-                for i in 0..count(&orig) {
+                for i in 0..mpls_label_count(&self.orig).0 {
                     self.or_lse_mask(i, u32::MAX);
                 }
                 self.base.set_mpls_lse0(lse);
@@ -1829,18 +1818,13 @@ impl<L: Lookup> Ctx<'_, '_, L> {
                     flow.dl_type()
                 };
                 self.odp.push(DpAction::PopMpls(t));
-                let b = &mut self.base;
-                for i in 1..base_n {
-                    let v = lse_of(b, i);
-                    set_lse(b, i - 1, v);
-                }
-                set_lse(b, base_n - 1, 0);
-                b.set_dl_type(flow.dl_type());
+                lse_shift_up(&mut self.base, base_n);
+                self.base.set_dl_type(flow.dl_type());
                 base_n -= 1;
             }
         }
         while base_n < flow_n {
-            let lse = lse_of(&flow, flow_n - base_n - 1);
+            let lse = flow.mpls_lse(flow_n - base_n - 1);
             self.odp.push(DpAction::PushMpls {
                 ethertype: flow.dl_type(),
                 lse,
@@ -1848,10 +1832,7 @@ impl<L: Lookup> Ctx<'_, '_, L> {
             // The datapath packet keeps its L3 fields (a later restore of
             // the flow, after a group bucket, compares against them).
             let b = &mut self.base;
-            for i in (1..=base_n).rev() {
-                let v = lse_of(b, i - 1);
-                set_lse(b, i, v);
-            }
+            lse_shift_down(b, base_n);
             b.set_mpls_lse0(lse);
             b.set_dl_type(flow.dl_type());
             base_n += 1;
