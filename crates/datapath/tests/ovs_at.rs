@@ -15,7 +15,7 @@
 //! key-under-mask and mask, not as text: flowpath prints megaflows in
 //! `ofproto/trace` style); traces must print the expected lines exactly.
 //! The tests that need a bridge feature flowpath lacks (bonds, mirrors,
-//! registers, groups, conjunction, MPLS, tunnels, ...) are listed with
+//! recirculation, tunnels, netflow, ...) are listed with
 //! what they need, and counted.
 
 use flowpath_datapath::{Batch, Config, Datapath, SlowPath, Upcall};
@@ -49,6 +49,7 @@ const SUPPORTED: &[&str] = &[
     "conjunction",
     "learn",
     "check_pkt_larger",
+    "mpls",
 ];
 
 /// Tests whose expectation the installed OVS 3.1 itself does not give

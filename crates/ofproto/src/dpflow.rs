@@ -297,20 +297,29 @@ impl Builder {
                         }
                     }
                     seen.push(k.to_string());
-                    let x = parse_uint(v)
-                        .ok()
-                        .filter(|x| *x < 1u128 << width)
-                        .ok_or_else(|| {
-                            RuleError::new(
-                                Some(name),
-                                format!("{name}: {k}: '{v}' is not a {width}-bit number"),
-                            )
-                        })? as u32;
+                    // `VALUE` or `VALUE/MASK`, as OVS prints a masked entry.
+                    let num = |s: &str| {
+                        parse_uint(s)
+                            .ok()
+                            .filter(|x| *x < 1u128 << width)
+                            .map(|x| x as u32)
+                            .ok_or_else(|| {
+                                RuleError::new(
+                                    Some(name),
+                                    format!("{name}: {k}: '{v}' is not a {width}-bit number"),
+                                )
+                            })
+                    };
+                    let (x, m) = match v.split_once('/') {
+                        Some((x, m)) => (num(x)?, num(m)?),
+                        None => (num(v)?, (1u32 << width) - 1),
+                    };
                     let bits = ((1u32 << width) - 1) << shift;
                     let mut mk = b.mask.to_key();
                     let (old, old_m) = (b.key.mpls_lse(entry), mk.mpls_lse(entry));
-                    b.key.set_mpls_lse(entry, (old & !bits) | (x << shift));
-                    mk.set_mpls_lse(entry, old_m | bits);
+                    b.key
+                        .set_mpls_lse(entry, (old & !bits) | ((x & m) << shift));
+                    mk.set_mpls_lse(entry, (old_m & !bits) | (m << shift));
                     b.mask = FlowMask::from_key(&mk);
                     Ok(())
                 })
