@@ -4,7 +4,9 @@
 //! of a file) through the tables, and prints the rule hit in each table,
 //! the megaflow and the datapath actions — or, with `--json`, one object
 //! per packet: `{"packet", "megaflow", "actions"}` (and `"error"` when
-//! translation failed).
+//! translation failed, `"recirc"` when the actions end with
+//! `recirc(ID)`: each id with the packet the datapath sends back, to trace
+//! its next pass as `recirc_id=ID,dp_hash=H,PACKET`).
 
 use anyhow::{bail, Context, Result};
 use flowpath_ofproto::odp::format_actions;
@@ -57,6 +59,24 @@ struct TraceJson<'a> {
     /// Why translation failed (the packet is dropped), if it did.
     #[serde(skip_serializing_if = "Option::is_none")]
     error: Option<String>,
+    /// The recirculations the actions end with.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    recirc: Vec<RecircJson>,
+}
+
+/// One `recirc(ID)`: the id and the packet sent back.
+#[derive(serde::Serialize)]
+struct RecircJson {
+    id: u32,
+    packet: String,
+}
+
+/// A key as `trace` takes it back (every field written out).
+fn packet_text(k: &flowpath_flow::FlowKey) -> String {
+    let full = flowpath_flow::FlowMask {
+        w: [u64::MAX; flowpath_flow::FLOW_WORDS],
+    };
+    flowpath_flow::Match::new(k, &full).format(flowpath_flow::Style::Rule)
 }
 
 /// Runs `flowpath trace`.
@@ -101,6 +121,14 @@ pub fn run(args: Args) -> Result<()> {
                 megaflow: x.megaflow_text(&key),
                 actions: format_actions(&x.actions),
                 error: x.error.clone(),
+                recirc: x
+                    .recirculations
+                    .iter()
+                    .map(|(id, k)| RecircJson {
+                        id: *id,
+                        packet: packet_text(k),
+                    })
+                    .collect(),
             };
             writeln!(out, "{}", serde_json::to_string(&obj)?)?;
         } else {
@@ -108,6 +136,23 @@ pub fn run(args: Args) -> Result<()> {
                 writeln!(out)?;
             }
             writeln!(out, "{}", x.report(&key, line))?;
+            for (id, k) in &x.recirculations {
+                let hash = if x
+                    .actions
+                    .iter()
+                    .any(|a| matches!(a, flowpath_ofproto::odp::DpAction::Hash { .. }))
+                {
+                    "dp_hash=H,"
+                } else {
+                    ""
+                };
+                writeln!(
+                    out,
+                    "\nrecirc({id:#x}): the datapath looks the packet up again; its next pass, \
+                     traced (H: the datapath's hash of it):\n  recirc_id={id:#x},{hash}{}",
+                    packet_text(k)
+                )?;
+            }
         }
     }
     out.flush()?;

@@ -232,8 +232,18 @@ fn capture_with_groups() {
     let all: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let v = &all[0];
     assert!(v["packets_received"].as_u64().unwrap() > 0, "{v}");
-    // The select group hashes the 5-tuple: one megaflow per flow.
-    assert_eq!(v["megaflows"].as_u64(), Some(64), "{v}");
+    // As OVS 3.1: the select group hashes in the datapath and
+    // recirculates: one megaflow for the first pass, one per slot of its
+    // 16-slot hash table (low 4 bits of dp_hash) for the second; every
+    // packet makes two passes and is output once.
+    assert_eq!(v["megaflows"].as_u64(), Some(17), "{v}");
+    assert_eq!(v["packet_recirculations"], v["packets_received"], "{v}");
+    assert_eq!(
+        v["avg_datapath_passes_per_packet"].as_f64(),
+        Some(2.0),
+        "{v}"
+    );
+    assert_eq!(v["tx_packets"], v["packets_received"], "{v}");
     // Without the group table, the rules are refused, naming the group.
     let without: Vec<&str> = args
         .iter()

@@ -76,6 +76,18 @@ pub struct PacketMeta {
     /// The key's `nw_proto` for IP packets (IPv6: the last next header),
     /// 0 otherwise.
     pub nw_proto: u8,
+    /// Datapath passes so far (0 on receipt, 1 after one recirculation).
+    pub passes: u8,
+    /// The datapath port the packet came in on.
+    pub in_port: u32,
+    /// The datapath metadata a recirculated packet keeps: the priority and
+    /// mark as the actions set them, and the hash a `hash` action computed
+    /// (0: none).
+    pub skb_priority: u32,
+    /// See `skb_priority`.
+    pub pkt_mark: u32,
+    /// See `skb_priority`.
+    pub dp_hash: u32,
 }
 
 impl PacketMeta {
@@ -84,6 +96,11 @@ impl PacketMeta {
         l3: NONE,
         l4: NONE,
         nw_proto: 0,
+        passes: 0,
+        in_port: 0,
+        skb_priority: 0,
+        pkt_mark: 0,
+        dp_hash: 0,
     };
 
     /// The metadata of a packet whose key and layers
@@ -94,6 +111,11 @@ impl PacketMeta {
             l3: layers.l3,
             l4: layers.l4,
             nw_proto: if key.is_ip_any() { key.nw_proto() } else { 0 },
+            passes: 0,
+            in_port: key.in_port(),
+            skb_priority: key.skb_priority(),
+            pkt_mark: key.pkt_mark(),
+            dp_hash: key.dp_hash(),
         }
     }
 
@@ -143,6 +165,61 @@ where
     (old & !mask) | (key & mask)
 }
 
+/// The datapath hash of a packet (the `hash` action; flowpath's own, not
+/// OVS's): of its IP addresses, IP protocol and TCP/UDP/SCTP ports (the
+/// Ethernet addresses for a packet that is not IP), each pair ordered when
+/// `symmetric` so that both directions of a connection hash alike, mixed
+/// with `basis`. As the key holds the low 16 bits and 0 means "no hash",
+/// a hash whose low 16 bits are 0 gets bit 15 set (select groups read at
+/// most the low 8 bits, so the bucket is the same).
+pub fn dp_hash(d: &[u8], meta: &PacketMeta, symmetric: bool, basis: u32) -> u32 {
+    let rd = |at: usize, n: usize| -> u128 {
+        d.get(at..at + n)
+            .map_or(0, |b| b.iter().fold(0u128, |a, x| a << 8 | u128::from(*x)))
+    };
+    let pair = |a: u128, b: u128| {
+        if symmetric && b < a {
+            (b, a)
+        } else {
+            (a, b)
+        }
+    };
+    let mut h = 0x9e37_79b9_7f4a_7c15u64 ^ u64::from(basis);
+    let mut add = |v: u128| {
+        h = mix64(h ^ (v as u64) ^ ((v >> 64) as u64).rotate_left(29));
+    };
+    let l3 = usize::from(meta.l3);
+    let version = d.get(l3).map(|b| b >> 4);
+    let (src, dst) = match (meta.l3 != NONE, version) {
+        (true, Some(4)) => pair(rd(l3 + 12, 4), rd(l3 + 16, 4)),
+        (true, Some(6)) => pair(rd(l3 + 8, 16), rd(l3 + 24, 16)),
+        _ => pair(rd(6, 6), rd(0, 6)),
+    };
+    add(src);
+    add(dst);
+    if meta.l3 != NONE {
+        add(u128::from(meta.nw_proto));
+        if meta.l4 != NONE && matches!(meta.nw_proto, 6 | 17 | 132) {
+            let l4 = usize::from(meta.l4);
+            let (a, b) = pair(rd(l4, 2), rd(l4 + 2, 2));
+            add(a << 16 | b);
+        }
+    }
+    let h = h as u32;
+    if h & 0xffff == 0 {
+        h | 0x8000
+    } else {
+        h
+    }
+}
+
+/// splitmix64's finaliser.
+fn mix64(mut z: u64) -> u64 {
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
 /// Applies one action other than an output or a controller action (which
 /// are no-ops here: [`Executor::execute`] handles them).
 #[inline]
@@ -167,11 +244,22 @@ pub fn apply(
         DpAction::SetMpls(lse) => set_mpls(pkt, *lse),
         // The priority and the mark are metadata no port acts on (no QoS
         // queues; the mark does not leave the switch).
+        DpAction::SetPriority(p) => {
+            meta.skb_priority = *p;
+            Ok(())
+        }
+        DpAction::SetMark { value, mask } => {
+            meta.pkt_mark = masked(meta.pkt_mark, *value, *mask);
+            Ok(())
+        }
+        DpAction::Hash { symmetric, basis } => {
+            meta.dp_hash = dp_hash(pkt.data(), meta, *symmetric, *basis);
+            Ok(())
+        }
         DpAction::Output(_)
         | DpAction::Controller
         | DpAction::Trunc(_)
-        | DpAction::SetPriority(_)
-        | DpAction::SetMark { .. }
+        | DpAction::Recirc(_)
         | DpAction::CheckPktLen { .. } => Ok(()),
     }
 }
@@ -666,6 +754,29 @@ pub struct ExecStats {
     pub check_pkt_len_gt: u64,
     /// `check_pkt_len` actions that took their less-or-equal branch.
     pub check_pkt_len_le: u64,
+    /// Packets sent back into the datapath by `recirc(ID)`.
+    pub recirculated: u64,
+    /// `recirc(ID)` on a packet already recirculated
+    /// [`MAX_RECIRC_DEPTH`] times: dropped there (as OVS).
+    pub recirc_too_deep: u64,
+}
+
+/// The most times one packet is recirculated (OVS's `MAX_RECIRC_DEPTH`).
+pub const MAX_RECIRC_DEPTH: u8 = 6;
+
+/// A packet a `recirc(ID)` sent back into the datapath: its bytes as the
+/// actions before left them, and what its next pass needs (in_port,
+/// priority, mark, `dp_hash`, passes so far in `meta`).
+#[derive(Clone, Debug, Default)]
+pub struct Recirculated {
+    /// The frame.
+    pub data: Vec<u8>,
+    /// The recirculation id its next lookup carries.
+    pub recirc_id: u32,
+    /// Its metadata (`passes` already counts the pass that sent it back).
+    pub meta: PacketMeta,
+    /// The tag it was received with.
+    pub tag: u64,
 }
 
 /// Cumulative output counters of one port.
@@ -708,6 +819,11 @@ pub struct Executor {
     clones_used: usize,
     stats: ExecStats,
     ports: Vec<PortStats>,
+    /// Packets sent back by `recirc` since the last
+    /// [`Executor::swap_recirculated`] (the first `recirc_used`; the others
+    /// are buffers kept for reuse).
+    recirc: Vec<Recirculated>,
+    recirc_used: usize,
 }
 
 impl Executor {
@@ -764,6 +880,8 @@ impl Executor {
                         | DpAction::Trunc(_)
                         | DpAction::SetPriority(_)
                         | DpAction::SetMark { .. }
+                        | DpAction::Hash { .. }
+                        | DpAction::Recirc(_)
                         | DpAction::CheckPktLen { .. }
                 )
             })
@@ -781,6 +899,10 @@ impl Executor {
                 DpAction::Controller => {
                     trunc = None;
                     self.stats.controller += 1;
+                    delivered = true;
+                }
+                DpAction::Recirc(id) => {
+                    self.recirculate(pkt, meta, *id, tag);
                     delivered = true;
                 }
                 DpAction::CheckPktLen { .. } => {
@@ -895,6 +1017,10 @@ impl Executor {
                     self.stats.controller += 1;
                     run.delivered = true;
                 }
+                DpAction::Recirc(id) => {
+                    self.recirculate(pkt, meta, *id, run.tag);
+                    run.delivered = true;
+                }
                 DpAction::CheckPktLen { .. } => {
                     self.check_pkt_len(pkt, meta, actions, j, base, run);
                     skip_to = j + a.flat_len();
@@ -940,6 +1066,45 @@ impl Executor {
         }
     }
 
+    /// Keeps a copy of the packet as it is now for another datapath pass
+    /// with `recirc_id` = `id` (its buffer reused from the pool).
+    fn recirculate(&mut self, pkt: &PacketBuf, meta: &PacketMeta, id: u32, tag: u64) {
+        if meta.passes >= MAX_RECIRC_DEPTH {
+            self.stats.recirc_too_deep += 1;
+            return;
+        }
+        if self.recirc_used == self.recirc.len() {
+            self.recirc.push(Recirculated {
+                data: Vec::with_capacity(DATA_ROOM),
+                ..Recirculated::default()
+            });
+        }
+        let r = &mut self.recirc[self.recirc_used];
+        r.data.clear();
+        r.data.extend_from_slice(pkt.data());
+        r.recirc_id = id;
+        r.meta = *meta;
+        r.meta.passes = meta.passes.saturating_add(1);
+        r.tag = tag;
+        self.recirc_used += 1;
+        self.stats.recirculated += 1;
+    }
+
+    /// True when `recirc` sent packets back since the last
+    /// [`Executor::swap_recirculated`].
+    #[inline]
+    pub fn has_recirculated(&self) -> bool {
+        self.recirc_used != 0
+    }
+
+    /// Hands over the packets `recirc` sent back since the last call:
+    /// swaps the pool with `other` (whose buffers are reused from then on)
+    /// and returns how many of `other`'s first entries are packets.
+    pub fn swap_recirculated(&mut self, other: &mut Vec<Recirculated>) -> usize {
+        std::mem::swap(&mut self.recirc, other);
+        std::mem::take(&mut self.recirc_used)
+    }
+
     /// Copies `data` into the clone pool; returns its queue reference.
     fn clone_of(&mut self, data: &[u8]) -> u32 {
         if self.clones_used == self.clones.len() {
@@ -969,6 +1134,7 @@ impl Executor {
             clones_used,
             stats,
             ports,
+            ..
         } = self;
         if queue.is_empty() {
             *clones_used = 0;

@@ -94,7 +94,7 @@ pub fn exact_mask_for(key: &FlowKey) -> FlowMask {
     m
 }
 
-/// The in_port bits of the mask, always made exact in megaflows.
+/// The in_port and recirc_id bits of the mask, always made exact in megaflows.
 const IN_PORT_MASK: u64 = 0xffff_ffff;
 
 #[derive(Debug)]
@@ -292,6 +292,12 @@ impl Datapath {
     /// Zeroes the counters (`pmd-stats-clear`).
     pub fn clear_stats(&mut self) {
         self.stats = PmdStats::default();
+    }
+
+    /// Counts `n` of the packets handed to [`Datapath::process_batch`] as
+    /// passes of recirculated packets.
+    pub fn note_recirculations(&mut self, n: u64) {
+        self.stats.recirculations += n;
     }
 
     /// Adds `cycles` of processing time (measured by the caller around

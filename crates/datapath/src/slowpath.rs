@@ -523,7 +523,7 @@ fn refresh_macs(dp: &Datapath, bridge: &Bridge, since: Option<u64>, now_ms: u64)
             continue;
         };
         let mk = m.mask.to_key();
-        if mk.dl_src() != 0xffff_ffff_ffff || mk.in_port() != u32::MAX {
+        if mk.dl_src() != 0xffff_ffff_ffff || mk.in_port() != 0xffff {
             continue;
         }
         let tci = m.key.vlan_tci();

@@ -19,8 +19,11 @@ use std::fmt;
 /// Raw counters of one worker.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct PmdStats {
-    /// Packets handed to `process_batch`.
+    /// Packets handed to `process_batch` (each pass of a recirculated
+    /// packet counts).
     pub packets_received: u64,
+    /// Of `packets_received`: passes of recirculated packets.
+    pub recirculations: u64,
     /// Decided by the EMC.
     pub emc_hits: u64,
     /// Decided by the SMC.
@@ -68,8 +71,11 @@ impl PmdStats {
     /// The derived report, given the number of live megaflows.
     pub fn report(&self, megaflows: usize) -> PmdStatsReport {
         let ratio = |a: u64, b: u64| if b == 0 { 0.0 } else { a as f64 / b as f64 };
+        let received = self.packets_received - self.recirculations.min(self.packets_received);
         PmdStatsReport {
-            packets_received: self.packets_received,
+            packets_received: received,
+            packet_recirculations: self.recirculations,
+            avg_datapath_passes_per_packet: ratio(self.packets_received, received),
             emc_hits: self.emc_hits,
             smc_hits: self.smc_hits,
             dfc_hits: self.dfc_hits,
@@ -89,7 +95,8 @@ impl PmdStats {
 /// The printable, serializable statistics of one worker.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
 pub struct PmdStatsReport {
-    /// Packets received.
+    /// Packets received (as OVS: without the recirculations; the tiers'
+    /// counts below add up to both).
     pub packets_received: u64,
     /// EMC hits.
     pub emc_hits: u64,
@@ -115,6 +122,11 @@ pub struct PmdStatsReport {
     pub avg_processing_cycles_per_packet: f64,
     /// Live megaflows.
     pub megaflows: u64,
+    /// Passes of recirculated packets (last: the columns before keep
+    /// their places in `flowpath bench`'s CSV).
+    pub packet_recirculations: u64,
+    /// Datapath passes per received packet.
+    pub avg_datapath_passes_per_packet: f64,
 }
 
 impl fmt::Display for PmdStatsReport {
@@ -122,6 +134,12 @@ impl fmt::Display for PmdStatsReport {
     /// `pmd thread numa_id N core_id M:` header).
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(f, "  packets received: {}", self.packets_received)?;
+        writeln!(f, "  packet recirculations: {}", self.packet_recirculations)?;
+        writeln!(
+            f,
+            "  avg. datapath passes per packet: {:.2}",
+            self.avg_datapath_passes_per_packet
+        )?;
         writeln!(f, "  emc hits: {}", self.emc_hits)?;
         writeln!(f, "  smc hits: {}", self.smc_hits)?;
         writeln!(f, "  dfc hits: {}", self.dfc_hits)?;
@@ -175,6 +193,8 @@ mod tests {
         keys.sort_unstable();
         let mut want = vec![
             "packets_received",
+            "packet_recirculations",
+            "avg_datapath_passes_per_packet",
             "emc_hits",
             "smc_hits",
             "dfc_hits",

@@ -41,7 +41,7 @@
 
 use crate::batch::{Batch, BatchFull, BATCH_SIZE};
 use crate::config::{Config, ConfigError};
-use crate::execute::{ExecStats, Executor, PacketMeta, PortSink, PortStats};
+use crate::execute::{ExecStats, Executor, PacketMeta, PortSink, PortStats, Recirculated};
 use crate::packet::PacketBuf;
 use crate::pipeline::Datapath;
 use crate::slowpath::SlowPath;
@@ -82,6 +82,8 @@ pub struct Switch<U: Upcall = SlowPath> {
     exec: Executor,
     rx: RxStats,
     next_sweep_ms: Option<u64>,
+    /// Recirculated packets being run (swapped with the executor's pool).
+    recirc: Vec<Recirculated>,
 }
 
 impl Switch<SlowPath> {
@@ -114,6 +116,7 @@ impl<U: Upcall> Switch<U> {
             exec: Executor::new(),
             rx: RxStats::default(),
             next_sweep_ms: None,
+            recirc: Vec::new(),
         })
     }
 
@@ -168,6 +171,19 @@ impl<U: Upcall> Switch<U> {
         if n == 0 {
             return 0;
         }
+        self.run_batch(now_ms, sink);
+        if self.exec.has_recirculated() {
+            self.run_recirculated(now_ms, sink);
+        }
+        self.upcall.after_batch(&mut self.dp, now_ms);
+        n
+    }
+
+    /// Classifies the batch, executes its actions and delivers its
+    /// outputs; empties it.
+    #[inline]
+    fn run_batch<S: PortSink + ?Sized>(&mut self, now_ms: u64, sink: &mut S) {
+        let n = self.batch.len();
         self.dp
             .process_batch(&mut self.batch, now_ms, &mut self.upcall);
         for i in 0..n {
@@ -182,8 +198,61 @@ impl<U: Upcall> Switch<U> {
         }
         self.exec.flush(&self.bufs[..n], sink);
         self.batch.clear();
-        self.upcall.after_batch(&mut self.dp, now_ms);
-        n
+    }
+
+    /// Runs the packets that `recirc(ID)` actions sent back, pass after
+    /// pass (a pass's recirculations run after the whole pass), in
+    /// batches: each is parsed again from its bytes, and its key gets the
+    /// recirculation id and the metadata it kept (in_port, priority, mark,
+    /// `dp_hash`). Its passes count in the datapath's `packets_received`
+    /// and `recirculations`; past [`crate::execute::MAX_RECIRC_DEPTH`]
+    /// recirculations the executor drops it.
+    #[cold]
+    #[inline(never)]
+    fn run_recirculated<S: PortSink + ?Sized>(&mut self, now_ms: u64, sink: &mut S) {
+        loop {
+            let m = self.exec.swap_recirculated(&mut self.recirc);
+            if m == 0 {
+                return;
+            }
+            let mut j = 0;
+            while j < m {
+                while j < m && !self.batch.is_full() {
+                    let r = &self.recirc[j];
+                    j += 1;
+                    let i = self.batch.len();
+                    let buf = &mut self.bufs[i];
+                    // It fitted a buffer before.
+                    if buf.load(&r.data).is_err() {
+                        self.rx.oversize += 1;
+                        continue;
+                    }
+                    let len = u32::try_from(r.data.len()).unwrap_or(u32::MAX);
+                    let mut layers = Layers::EMPTY;
+                    let md = r.meta;
+                    let pushed = self.batch.push_with(len, |k| {
+                        layers = extract_into(buf.data(), md.in_port, k);
+                        k.set_recirc_id(r.recirc_id);
+                        k.set_dp_hash(md.dp_hash);
+                        k.set_skb_priority(md.skb_priority);
+                        k.set_pkt_mark(md.pkt_mark);
+                    });
+                    if pushed.is_err() {
+                        break;
+                    }
+                    let mut meta = PacketMeta::new(&self.batch.keys()[i], &layers);
+                    meta.passes = md.passes;
+                    self.metas[i] = meta;
+                    self.tags[i] = r.tag;
+                }
+                let b = self.batch.len();
+                if b == 0 {
+                    continue;
+                }
+                self.dp.note_recirculations(b as u64);
+                self.run_batch(now_ms, sink);
+            }
+        }
     }
 
     /// Receives `frames` (each with its tag) on `in_port` and processes

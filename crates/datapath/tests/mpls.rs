@@ -84,8 +84,7 @@ fn lse(label: u32, tc: u32, bos: bool, ttl: u32) -> [u8; 4] {
 /// translation made (label, TC from the DSCP, TTL from the IP TTL, bottom
 /// of stack) behind the EtherType and any VLAN tag; pop_mpls takes it off
 /// again (the frame comes back as it was); set(mpls) rewrites the top
-/// entry; a pop followed by a table lookup, which OVS recirculates, is a
-/// failed upcall (dropped, counted).
+/// entry; a pop followed by a table lookup recirculates, as in OVS.
 #[test]
 fn mpls_actions_rewrite_frames() {
     let rules = "in_port=1,ip,actions=push_mpls:0x8847,set_mpls_label:16,output:2
@@ -93,7 +92,8 @@ in_port=2,mpls,actions=pop_mpls:0x0800,output:3
 in_port=3,mpls,actions=set_mpls_ttl:5,set_field:3->mpls_tc,output:4
 in_port=4,ip,actions=push_mpls:0x8848,push_mpls:0x8847,output:1
 in_port=5,mpls,actions=pop_mpls:0x0800,resubmit(,1)
-table=1,actions=output:1";
+table=1,ip,nw_dst=10.0.0.2,actions=output:1
+table=1,priority=0,actions=drop";
     let mut t = RuleTables::new(parse_rules(rules, None).unwrap(), &[]);
     t.set_ports(vec![1, 2, 3, 4, 5]);
     let mut sw = Switch::with_rules(Config::default(), Arc::new(t)).unwrap();
@@ -134,9 +134,38 @@ table=1,actions=output:1";
         assert_eq!(m2[at + 6..at + 10], lse(0, 2, true, 33));
         assert_eq!(m2[at + 10..], ip[at + 2..]);
     }
-    // Pop then a table lookup: OVS recirculates, flowpath cannot.
-    let before = sw.report().miss_with_failed_upcall;
-    let mpls = frame(0x8847, &[(9, true)]);
-    assert!(send(&mut sw, 5, &mpls).is_empty());
-    assert_eq!(sw.report().miss_with_failed_upcall, before + 1);
+    // Pop then a table lookup: as OVS, the datapath pops, recirculates,
+    // parses the IPv4 packet behind the label and looks it up again with
+    // the translation's recirculation id; table 1 then reads its nw_dst.
+    let before = sw.report();
+    let ip = ipv4_frame(false);
+    let pushed = send(&mut sw, 1, &ip).remove(0).1;
+    let mut other = pushed.clone();
+    other[12 + 4 + 19] = 3; // nw_dst 10.0.0.3
+    assert_eq!(send(&mut sw, 5, &pushed), vec![(1, ip.clone())]);
+    assert!(send(&mut sw, 5, &other).is_empty());
+    assert_eq!(send(&mut sw, 5, &pushed), vec![(1, ip.clone())]);
+    let r = sw.report();
+    // Four packets received (the push and three pops), three passes more.
+    assert_eq!(r.packets_received - before.packets_received, 4, "{r:?}");
+    assert_eq!(r.packet_recirculations - before.packet_recirculations, 3);
+    // Misses: the pops' first pass (one megaflow for both pops, which
+    // read no L3) and each destination's second pass; the last pop hits
+    // twice.
+    assert_eq!(
+        r.miss_with_success_upcall - before.miss_with_success_upcall,
+        3,
+        "{r:?}"
+    );
+    let flows = sw.datapath().dump_flows(0);
+    assert!(
+        flows.contains("recirc_id=0,eth,mpls,in_port=5,")
+            && flows.contains("actions:pop_mpls(eth_type=0x800),recirc(0x"),
+        "{flows}"
+    );
+    assert!(
+        flows.contains(",eth,ip,in_port=5,nw_dst=10.0.0.2,nw_frag=no,")
+            && flows.contains("actions:1\n"),
+        "{flows}"
+    );
 }

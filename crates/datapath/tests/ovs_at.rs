@@ -119,10 +119,17 @@ fn prefixes_of(p: &str) -> Vec<flowpath_flow::field::FieldId> {
 }
 
 /// A megaflow as compared: key under mask, and mask, with "no VLAN tag"
-/// dropped from both (OVS's datapath flows say it by leaving `vlan()` out).
+/// dropped from both (OVS's datapath flows say it by leaving `vlan()` out),
+/// and "no datapath hash" of a packet not recirculated (OVS's exact-match
+/// flows say `dp_hash(0)`; no such packet has one, flowpath leaves it out).
 fn norm(key: &FlowKey, mask: &FlowMask) -> (FlowKey, FlowMask) {
     let mut m = *mask;
     let mut k = key.masked(mask);
+    if k.recirc_id() == 0 && k.dp_hash() == 0 {
+        let mut mk = m.to_key();
+        mk.set_dp_hash(0);
+        m = FlowMask::from_key(&mk);
+    }
     if k.vlan_tci() == 0 {
         let mut mk = m.to_key();
         mk.set_vlan_tci(0);

@@ -10,12 +10,12 @@
 //!
 //! | word | bits | field |
 //! |---|---|---|
-//! | 0 `W_META` | 0..32 in_port, 32..48 dl_type, 48..56 nw_proto (arp_op), 56..58 nw_frag |
+//! | 0 `W_META` | 0..16 in_port, 16..32 recirc_id, 32..48 dl_type, 48..56 nw_proto (arp_op), 56..58 nw_frag |
 //! | 1 `W_NW` | 0..32 nw_src (arp_spa), 32..64 nw_dst (arp_tpa) |
 //! | 2 `W_TP` | 0..16 tp_src (icmp_type), 16..32 tp_dst (icmp_code), 32..44 tcp_flags, 48..56 nw_tos (DSCP+ECN byte), 56..64 nw_ttl |
 //! | 3 `W_L2_DST` | 0..48 dl_dst, 48..64 vlan_tci (outer tag, CFI bit = present) |
 //! | 4 `W_L2_SRC` | 0..48 dl_src, 48..64 vlan_tci of the inner (second) tag |
-//! | 5 `W_ARP_SHA` | 0..48 arp_sha / nd_sll |
+//! | 5 `W_ARP_SHA` | 0..48 arp_sha / nd_sll, 48..64 dp_hash (its low 16 bits; datapath metadata) |
 //! | 6 `W_ARP_THA` | 0..48 arp_tha / nd_tll |
 //! | 7 `W_IPV6_MISC` | 0..20 ipv6_label, 32..64 mpls_lse2 (the third MPLS label stack entry) |
 //! | 8, 9 | ipv6_src (high, low) |
@@ -134,8 +134,18 @@ macro_rules! scalar_accessors {
 }
 
 scalar_accessors! {
-    /// OpenFlow / datapath input port.
-    in_port, set_in_port, u32, W_META, 0, 32;
+    /// OpenFlow / datapath input port (16 bits, as OpenFlow 1.0's and
+    /// every datapath port number flowpath gives).
+    in_port, set_in_port, u32, W_META, 0, 16;
+    /// The recirculation id (OVS's `recirc_id`): 0 for a received packet,
+    /// the id of the frozen translation for a recirculated one. Shares the
+    /// in_port's word, which every megaflow matches, so every megaflow
+    /// matches it exactly at no cost.
+    recirc_id, set_recirc_id, u32, W_META, 16, 16;
+    /// The datapath hash (OVS's `dp_hash`), its low 16 bits: 0 until a
+    /// datapath `hash` action computed it (a computed hash is never 0; a
+    /// select group reads at most its low 8 bits).
+    dp_hash, set_dp_hash, u32, W_ARP_SHA, 48, 16;
     /// Ethernet type after any VLAN tags (0x05ff for non-Ethernet-II frames, as OVS).
     dl_type, set_dl_type, u16, W_META, 32, 16;
     /// IP protocol, or the ARP opcode (low 8 bits) for ARP.
@@ -430,7 +440,9 @@ mod tests {
     #[test]
     fn accessors_round_trip_and_do_not_overlap() {
         let mut k = FlowKey::zero();
-        k.set_in_port(0xdead_beef);
+        k.set_in_port(0xbeef);
+        k.set_recirc_id(0xdead);
+        k.set_dp_hash(0xcafe);
         k.set_dl_type(0x86dd);
         k.set_nw_proto(58);
         k.set_nw_frag(3);
@@ -451,7 +463,9 @@ mod tests {
         k.set_ipv6_src(u128::MAX - 1);
         k.set_ipv6_dst(1);
         k.set_nd_target(0x1234 << 100);
-        assert_eq!(k.in_port(), 0xdead_beef);
+        assert_eq!(k.in_port(), 0xbeef);
+        assert_eq!(k.recirc_id(), 0xdead);
+        assert_eq!(k.dp_hash(), 0xcafe);
         assert_eq!(k.dl_type(), 0x86dd);
         assert_eq!(k.nw_proto(), 58);
         assert_eq!(k.nw_frag(), 3);

@@ -193,7 +193,8 @@ impl Match {
     }
 
     /// Prints the match in OVS's order. An empty match prints as "" for
-    /// rules; megaflows always start with `recirc_id=0,eth`.
+    /// rules; megaflows always start with `recirc_id=ID,` (then `dp_hash=H/M`
+    /// when read) and `eth`.
     pub fn format(&self, style: Style) -> String {
         let mut parts: Vec<String> = Vec::new();
         let mk = self.mask.to_key();
@@ -211,7 +212,15 @@ impl Match {
             parts.push(format!("conj_id={}", cj.get_regs(&self.regs)));
         }
         if style.megaflow() {
-            parts.push("recirc_id=0".into());
+            // As OVS's match_format: recirc_id, then dp_hash when read.
+            parts.push(match k.recirc_id() {
+                0 => "recirc_id=0".into(),
+                id => format!("recirc_id={id:#x}"),
+            });
+            if mk.dp_hash() != 0 {
+                let (h, m) = (k.dp_hash() & mk.dp_hash(), mk.dp_hash());
+                parts.push(format!("dp_hash={h:#x}/{m:#x}"));
+            }
             if mk.skb_priority() != 0 {
                 let p = k.skb_priority();
                 parts.push(if p == 0 {

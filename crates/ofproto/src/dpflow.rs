@@ -8,10 +8,12 @@
 //! megaflow as dump-flows prints it. Attributes: `in_port`, `eth`, `vlan`
 //! (with `encap(...)`, up to two tags), `eth_type`, `ipv4`, `ipv6`, `tcp`,
 //! `udp`, `sctp`, `tcp_flags`, `icmp`, `icmpv6`, `arp`, `nd`; the metadata
-//! OVS prints with its default value (`recirc_id(0)`, `dp_hash(0)`,
-//! `skb_priority(0)`, `skb_mark(0)`, `packet_type(ns=0,id=0)`, `ct_*`
-//! zero) are accepted; other values of them, and attributes flowpath's key
-//! has no room for (tunnels, MPLS, conntrack state), are refused by name.
+//! `recirc_id(ID)` (below 0x10000, flowpath's ids) and `dp_hash(H[/M])`
+//! (its low 16 bits kept, as the datapath keeps them); the metadata OVS
+//! prints with its default value (`skb_priority(0)`, `skb_mark(0)`,
+//! `packet_type(ns=0,id=0)`, `ct_*` zero) are accepted; other values of
+//! them, and attributes flowpath's key has no room for (tunnels,
+//! conntrack state), are refused by name.
 //!
 //! Invariant: total, no panic on any input (fuzzed with the rule parser's
 //! property test).
@@ -136,8 +138,53 @@ impl Builder {
         let unknown = |k: &str| RuleError::new(Some(name), format!("{name}: unknown key '{k}'"));
         match name {
             "in_port" => self.put(name, FieldId::InPort, args),
-            "recirc_id" | "dp_hash" | "skb_priority" | "skb_mark" | "ct_state" | "ct_zone"
-            | "ct_mark" | "ct_label" => {
+            "recirc_id" | "dp_hash" => {
+                let (v, m) = match args.split_once('/') {
+                    Some((v, m)) => (v, Some(m)),
+                    None => (args, None),
+                };
+                let num = |s: &str| {
+                    parse_uint(s.trim())
+                        .ok()
+                        .and_then(|x| u32::try_from(x).ok())
+                        .ok_or_else(|| {
+                            RuleError::new(
+                                Some(name),
+                                format!("{name}: '{s}' is not a 32-bit number"),
+                            )
+                        })
+                };
+                let (v, m) = (num(v)?, m.map(num).transpose()?.unwrap_or(u32::MAX));
+                let (mut k, mut mk) = (self.key, self.mask.to_key());
+                if name == "recirc_id" {
+                    // flowpath's ids are 16 bits (they share in_port's word).
+                    if v > 0xffff {
+                        return Err(RuleError::new(
+                            Some(name),
+                            format!("recirc_id({args}): flowpath's ids are below 0x10000"),
+                        ));
+                    }
+                    k.set_recirc_id(v & m);
+                    mk.set_recirc_id(m);
+                } else {
+                    // The key keeps the hash's low 16 bits (a select group
+                    // reads at most 8); a non-zero hash stays non-zero as
+                    // the datapath keeps it.
+                    if m > 0xffff && m != u32::MAX {
+                        return Err(RuleError::new(
+                            Some(name),
+                            format!("dp_hash({args}): flowpath keeps the low 16 bits only"),
+                        ));
+                    }
+                    let low = v & m & 0xffff;
+                    k.set_dp_hash(if low == 0 && v & m != 0 { 0x8000 } else { low });
+                    mk.set_dp_hash(m & 0xffff);
+                }
+                self.key = k;
+                self.mask = FlowMask::from_key(&mk);
+                Ok(())
+            }
+            "skb_priority" | "skb_mark" | "ct_state" | "ct_zone" | "ct_mark" | "ct_label" => {
                 let v = args.split('/').next().unwrap_or("");
                 match parse_uint(v) {
                     Ok(0) => Ok(()),
@@ -385,7 +432,15 @@ mod tests {
         assert_eq!(k.vlan_tci(), VLAN_CFI | 5 | (3 << 13));
         assert_eq!(k.dl_type(), 0x0800, "the innermost type");
         assert_eq!(m.to_key().nw_src(), 0xff00_0000);
-        assert!(parse_dp_flow("recirc_id(1),in_port(1)").is_err());
+        let (k, m) = parse_dp_flow("recirc_id(0x2),dp_hash(0x4851f3bb/0xf),in_port(1)").unwrap();
+        assert_eq!((k.recirc_id(), k.dp_hash(), k.in_port()), (2, 0xb, 1));
+        assert_eq!(
+            (m.to_key().recirc_id(), m.to_key().dp_hash()),
+            (0xffff, 0xf)
+        );
+        assert!(parse_dp_flow("recirc_id(0x10000),in_port(1)").is_err());
+        assert!(parse_dp_flow("dp_hash(0x10000/0xf0000)").is_err());
+        assert!(parse_dp_flow("skb_mark(1),in_port(1)").is_err());
         assert!(parse_dp_flow("in_port(1),eth(src=1)").is_err());
         assert!(parse_dp_flow("in_port(1),tunnel(tun_id=1)")
             .unwrap_err()

@@ -12,14 +12,23 @@
 //! - `ff` / `fast_failover`: the first bucket whose `watch_port` is a port
 //!   of the bridge (or whose `watch_group` has such a bucket), none if no
 //!   bucket is live;
-//! - `select`: one bucket, chosen in the slow path by a hash of the
-//!   packet's symmetric 5-tuple (or of `fields(...)` with
-//!   `selection_method=hash`), weighted; the hashed fields become exact in
-//!   the megaflow. OVS 3.1 instead emits a datapath `hash` and recirculates
-//!   (`hash(sym_l4(0)),recirc(N)`): flowpath's datapath has no
-//!   recirculation, so its bucket choice (and megaflow) differs from OVS's
-//!   while keeping the same guarantee — packets of one connection take one
-//!   bucket.
+//! - `select`: one bucket, weighted, chosen as OVS 3.1 chooses it:
+//!   - by default (no `selection_method`) and with
+//!     `selection_method=dp_hash`, in the datapath: the first translation
+//!     emits `hash(sym_l4(0))` (`hash(l4(B))` for `dp_hash`, B from
+//!     `selection_method_param`) and `recirc(ID)` ([`crate::recirc`]); the
+//!     recirculated packet's translation picks the bucket that the low
+//!     bits of its `dp_hash` name in a table of 16 to 256 slots filled by
+//!     Webster's method from the weights ([`DpHashTable`]), those bits
+//!     significant in its megaflow. OVS falls back to the next method
+//!     when the weights need more than 256 slots, and so does flowpath;
+//!   - otherwise (and with `selection_method=hash` without fields), in the
+//!     slow path by a hash of the packet's symmetric 5-tuple, or of
+//!     `fields(...)` with `selection_method=hash`; the hashed fields become
+//!     exact in the megaflow. The hashes are flowpath's: the bucket a
+//!     given packet takes differs from OVS's, the guarantee (packets of
+//!     one connection take one bucket, in proportion to the weights) is
+//!     the same.
 //!
 //! Thread-safety: plain data (part of the immutable rule tables).
 
@@ -68,6 +77,61 @@ pub struct Bucket {
     pub actions: Vec<Action>,
 }
 
+/// A select group's datapath-hash table (OVS's `dp_hash` selection
+/// method): slot `dp_hash & mask` names a bucket.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DpHashTable {
+    /// The hash's bits read: the number of slots minus one.
+    pub mask: u32,
+    /// Each slot's bucket (an index into the group's buckets).
+    pub slots: Vec<u16>,
+    /// The datapath hash is symmetric (`sym_l4`) or not (`l4`).
+    pub symmetric: bool,
+    /// The datapath hash's basis.
+    pub basis: u32,
+}
+
+impl DpHashTable {
+    /// The table for `buckets`' weights, as OVS 3.1 builds it: as many
+    /// slots as the smallest weight needs to get one (total weight over
+    /// smallest non-zero weight, rounded up to a power of two, at least 16),
+    /// shared out by Webster's method (each slot to the bucket with the
+    /// highest weight / (2 × slots so far + 1), the first on ties). `None`
+    /// when no bucket has weight or more than `max` slots (at most 256)
+    /// would be needed.
+    pub fn build(buckets: &[Bucket], max: u64, symmetric: bool, basis: u32) -> Option<Self> {
+        let total: u64 = buckets.iter().map(|b| u64::from(b.weight)).sum();
+        let min = buckets.iter().map(|b| b.weight).filter(|w| *w > 0).min()?;
+        if total == 0 || buckets.len() > usize::from(u16::MAX) {
+            return None;
+        }
+        let n = total.div_ceil(u64::from(min)).next_power_of_two().max(16);
+        if n > 256 || n > max {
+            return None;
+        }
+        let mut divisor: Vec<u32> = vec![1; buckets.len()];
+        let mut value: Vec<f64> = buckets.iter().map(|b| f64::from(b.weight)).collect();
+        let mut slots = Vec::with_capacity(n as usize);
+        for _ in 0..n {
+            let mut w = 0;
+            for i in 1..buckets.len() {
+                if value[i] > value[w] {
+                    w = i;
+                }
+            }
+            divisor[w] += 2;
+            value[w] = f64::from(buckets[w].weight) / f64::from(divisor[w]);
+            slots.push(w as u16);
+        }
+        Some(DpHashTable {
+            mask: (n - 1) as u32,
+            slots,
+            symmetric,
+            basis,
+        })
+    }
+}
+
 /// A group table entry.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Group {
@@ -80,12 +144,27 @@ pub struct Group {
     /// `selection_method=hash,fields(...)`: the fields a select group
     /// hashes (`None`: the symmetric 5-tuple).
     pub fields: Option<Vec<FieldId>>,
+    /// `selection_method=` as written (`hash`, `dp_hash`), if given.
+    pub method: Option<String>,
+    /// `selection_method_param=` (0 when not given).
+    pub param: u64,
+    /// A select group that picks by the datapath's hash (see the module
+    /// documentation): its table; `None` picks in the slow path.
+    pub dp_hash: Option<DpHashTable>,
 }
 
 impl fmt::Display for Group {
     /// As `ovs-ofctl dump-groups` prints it.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "group_id={},type={}", self.id, self.kind.name())?;
+        match (self.method.as_deref(), &self.fields) {
+            (Some("dp_hash"), _) => f.write_str(",selection_method=dp_hash")?,
+            (Some("hash"), None) => f.write_str(",selection_method=hash")?,
+            _ => {}
+        }
+        if self.param != 0 {
+            write!(f, ",selection_method_param={}", self.param)?;
+        }
         if let Some(fields) = &self.fields {
             f.write_str(",selection_method=hash,fields(")?;
             for (i, id) in fields.iter().enumerate() {
@@ -211,6 +290,7 @@ pub fn parse_group(text: &str) -> Result<Group, RuleError> {
     let parts = split_buckets(text);
     let head = parts.first().copied().unwrap_or("");
     let (mut id, mut kind, mut method, mut fields) = (None, None, None, None);
+    let mut param = 0u64;
     let mut rest = head;
     while !rest.trim().is_empty() {
         let r = rest.trim_start_matches([',', ' ', '\t']);
@@ -264,6 +344,9 @@ pub fn parse_group(text: &str) -> Result<Group, RuleError> {
                     ))
                 }
             },
+            "selection_method_param" => {
+                param = num("selection_method_param", v, u128::from(u64::MAX))? as u64
+            }
             "command_bucket_id" | "bucket_id" => {
                 return Err(err(
                     k,
@@ -285,14 +368,40 @@ pub fn parse_group(text: &str) -> Result<Group, RuleError> {
     if fields.is_some() && kind != GroupType::Select {
         return Err(err("fields", "fields(...) is for select groups"));
     }
-    if method.as_deref() == Some("hash") && fields.is_none() {
-        fields = Some(Vec::new());
+    if fields.is_some() && method.as_deref() != Some("hash") {
+        return Err(err(
+            "fields",
+            "fields may only be specified with \"selection_method=hash\"",
+        ));
     }
+    if method.is_none() && param != 0 {
+        return Err(err(
+            "selection_method_param",
+            "selection_method_param is only allowed with \"selection_method\"",
+        ));
+    }
+    // As OVS 3.1: `hash` without fields is the default slow-path hash.
+    if fields.as_ref().is_some_and(|f| f.is_empty()) {
+        fields = None;
+    }
+    // As OVS 3.1: no method tries dp_hash with the symmetric L4 hash and
+    // basis 0; `dp_hash` takes its algorithm (0 = l4, 1 = sym_l4; other
+    // values l4) and basis from the parameter's high and low halves.
+    let dp_hash = match (kind, method.as_deref()) {
+        (GroupType::Select, None) => DpHashTable::build(&buckets, 256, true, 0),
+        (GroupType::Select, Some("dp_hash")) => {
+            DpHashTable::build(&buckets, 256, param >> 32 == 1, param as u32)
+        }
+        _ => None,
+    };
     Ok(Group {
         id,
         kind,
         buckets,
         fields,
+        method,
+        param,
+        dp_hash,
     })
 }
 

@@ -24,6 +24,7 @@ pub mod linear;
 pub mod normal;
 pub mod odp;
 pub mod parse;
+pub mod recirc;
 pub mod rule;
 pub mod tables;
 pub mod testgen;

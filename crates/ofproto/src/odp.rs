@@ -90,6 +90,20 @@ pub enum DpAction {
     PopMpls(u16),
     /// Rewrite the top MPLS label stack entry (`set(mpls(...))`).
     SetMpls(u32),
+    /// Compute the packet's datapath hash (`dp_hash`) from its L3/L4
+    /// addresses (`hash(sym_l4(B))` symmetric, `hash(l4(B))` not), for a
+    /// select group's recirculated lookup.
+    Hash {
+        /// Symmetric in source and destination (OVS's `sym_l4`).
+        symmetric: bool,
+        /// The hash basis.
+        basis: u32,
+    },
+    /// `recirc(ID)`: parse the packet, as the actions so far left it, again
+    /// and look it up once more with `recirc_id` = ID (its in_port,
+    /// metadata and `dp_hash` kept): translation was frozen here, to go on
+    /// with what only the new parse (or the hash) tells.
+    Recirc(u32),
     /// `check_pkt_len(size=N,gt(...),le(...))`, from `check_pkt_larger`:
     /// the `gt` actions that follow this one run when the packet (its
     /// whole frame, as it is now) is longer than `size` bytes, the `le`
@@ -259,6 +273,11 @@ impl fmt::Display for DpAction {
             DpAction::PopMpls(t) => write!(f, "pop_mpls(eth_type={t:#x})"),
             DpAction::SetMpls(lse) => write!(f, "set(mpls({}))", Lse(*lse)),
             DpAction::Controller => write!(f, "userspace(controller)"),
+            DpAction::Hash { symmetric, basis } => {
+                let alg = if *symmetric { "sym_l4" } else { "l4" };
+                write!(f, "hash({alg}({basis}))")
+            }
+            DpAction::Recirc(id) => write!(f, "recirc({id:#x})"),
             DpAction::Trunc(n) => write!(f, "trunc({n})"),
             DpAction::SetPriority(0) => write!(f, "set(skb_priority(0))"),
             DpAction::SetPriority(n) => write!(f, "set(skb_priority({n:#x}))"),

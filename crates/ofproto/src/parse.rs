@@ -450,23 +450,66 @@ pub fn parse_packet(text: &str) -> Result<flowpath_flow::FlowKey, RuleError> {
     if crate::dpflow::is_dp_flow(text) {
         return crate::dpflow::parse_dp_flow(text).map(|(k, _)| k);
     }
-    let m = parse_match(text)?;
+    // A recirculated packet's metadata (`recirc_id=ID,dp_hash=H`), as
+    // `ofproto/trace` takes it: the translation frozen under ID resumes.
+    let (mut recirc_id, mut dp_hash) = (0u32, 0u32);
+    let m = parse_match_with(text, &mut |k, v| {
+        let slot = match k {
+            "recirc_id" => &mut recirc_id,
+            "dp_hash" => &mut dp_hash,
+            _ => return None,
+        };
+        let n = parse_uint(v)
+            .ok()
+            .and_then(|x| u32::try_from(x).ok())
+            .ok_or_else(|| RuleError::new(Some(k), format!("{k}: '{v}' is not a 32-bit number")));
+        Some(n.map(|n| *slot = n))
+    })?;
+    if recirc_id > 0xffff {
+        return Err(RuleError::new(
+            Some("recirc_id"),
+            format!("recirc_id={recirc_id:#x}: flowpath's ids are below 0x10000"),
+        ));
+    }
+    let mut key = m.key;
+    key.set_recirc_id(recirc_id);
+    // The key keeps the hash's low 16 bits; a non-zero hash stays non-zero.
+    key.set_dp_hash(match dp_hash & 0xffff {
+        0 if dp_hash != 0 => 0x8000,
+        low => low,
+    });
     // As `ofproto/trace` would have them: every packet enters the pipeline
-    // with its registers zero (flowpath has no recirculation to resume).
+    // with its registers zero (a recirculated one gets its translation's).
     if !m.regs_mask.is_zero() {
         return Err(RuleError::new(
             None,
             "registers, metadata and tun_id are not part of a packet (every packet starts with them zero: flowpath has no tunnel ports)",
         ));
     }
-    Ok(m.key)
+    Ok(key)
 }
 
 /// Parses just a match (`in_port=1,tcp,tp_dst=80`): fields and protocol
 /// keywords, with the same syntax and checks as a rule's match.
 pub fn parse_match(text: &str) -> Result<Match, RuleError> {
+    parse_match_with(text, &mut |_, _| None)
+}
+
+/// [`parse_match`] where `extra` takes the `KEY=VALUE` pairs it knows
+/// (returning `Some`) before the match does.
+#[allow(clippy::type_complexity)]
+fn parse_match_with(
+    text: &str,
+    extra: &mut dyn FnMut(&str, &str) -> Option<Result<(), RuleError>>,
+) -> Result<Match, RuleError> {
     let mut b = MatchBuilder::new();
     for item in tokenize(text)? {
+        if let Item::Pair(k, v) = &item {
+            if let Some(r) = extra(k, v) {
+                r?;
+                continue;
+            }
+        }
         match item {
             Item::Word(w) => b.word(w)?,
             Item::Pair(k, _) if RULE_KEYWORDS.contains(&k) || IGNORED.contains(&k) => {

@@ -331,10 +331,14 @@ pub fn rule_set(r: &mut Rng) -> (Vec<Rule>, String) {
 
 /// Makes a random key look like one the extractor produces: no TCI bits
 /// for absent tags, 8-bit ICMP type and code, no fragment bits outside IP,
-/// no L4 fields in later fragments, no priority or mark.
+/// no L4 fields in later fragments, no priority, mark, recirculation id
+/// or datapath hash.
 pub fn normalize(mut k: FlowKey) -> FlowKey {
-    // No datapath metadata (skb_priority, pkt_mark) on a received packet.
+    // No datapath metadata (skb_priority, pkt_mark, recirc_id, dp_hash)
+    // on a received packet.
     k.w[flowpath_flow::key::W_META2] = 0;
+    k.set_recirc_id(0);
+    k.set_dp_hash(0);
     if k.vlan_tci() & VLAN_CFI == 0 {
         k.set_vlan_tci(0);
         k.set_vlan_tci_inner(0);

@@ -34,6 +34,7 @@
 use crate::action::{Action, OFPP_LOCAL};
 use crate::normal::{self, NormalEnv, PortVlans};
 use crate::odp::{DpAction, DpActions, SetHeader};
+use crate::recirc::{FrozenState, Segment};
 use crate::tables::Lookup;
 use flowpath_flow::field::FieldId;
 use flowpath_flow::key::{FRAG_LATER, VLAN_CFI, W_MPLS};
@@ -224,7 +225,6 @@ fn reads_only_l2(a: &Action) -> bool {
         | Action::All
         | Action::Flood
         | Action::Normal
-        | Action::Controller { .. }
         | Action::ModVlanVid(_)
         | Action::ModVlanPcp(_)
         | Action::SetQueue(_)
@@ -281,6 +281,11 @@ pub struct Xlate {
     /// TCI bit (the megaflow is the same; OVS prints it, see
     /// [`Style::MegaflowCfiRead`]).
     pub cfi_read: bool,
+    /// Each `recirc(ID)` the actions end a frozen translation with: the id
+    /// and the packet the datapath sends back (as the actions before left
+    /// it; its next pass's key adds `recirc_id` and, after a `hash`, the
+    /// datapath's `dp_hash`).
+    pub recirculations: Vec<(u32, FlowKey)>,
 }
 
 /// See `Ctx::flow_state`.
@@ -341,8 +346,18 @@ struct Ctx<'a, 'e, L: Lookup> {
     cfi_read: bool,
     /// A `pop_mpls` made the packet IP (or other non-MPLS) again: its L3
     /// header was never parsed, so what reads it needs the packet parsed
-    /// again (OVS recirculates; see `needs_reparse`).
+    /// again: translation freezes and the packet recirculates.
     was_mpls: bool,
+    /// Translation is freezing ([`crate::recirc`]): `Some(hash)`, with the
+    /// datapath hash (`(symmetric, basis)`) to compute before
+    /// recirculating, if any. Every level of the resubmit stack then stops
+    /// and keeps its actions left in `frozen`, up to where the freeze is
+    /// finished (`finish_freezing`).
+    freezing: Option<Option<(bool, u32)>>,
+    /// The actions left so far by the levels stopped, innermost first.
+    frozen: Vec<Segment>,
+    /// See [`Xlate::recirculations`].
+    recirculations: Vec<(u32, FlowKey)>,
 }
 
 /// Translates `key` through `tables`. With `trace`, also records the
@@ -438,6 +453,7 @@ fn xlate_inner<L: Lookup>(
     let mut wc = FlowMask::catchall();
     let mut m = wc.to_key();
     m.set_in_port(u32::MAX);
+    m.set_recirc_id(u32::MAX);
     m.set_dl_type(0xffff);
     if key.is_ip_any() {
         m.set_nw_frag(0x3);
@@ -470,13 +486,24 @@ fn xlate_inner<L: Lookup>(
         learned: Vec::new(),
         cfi_read: false,
         was_mpls: false,
+        freezing: None,
+        frozen: Vec::new(),
+        recirculations: Vec::new(),
     };
-    ctx.xlate_table(0, None);
-    if ctx.error.is_none() {
+    if key.recirc_id() == 0 {
+        ctx.xlate_table(0, None);
+    } else {
+        ctx.thaw(key.recirc_id());
+    }
+    if ctx.error.is_none() && ctx.freezing.is_none() {
         ctx.run_action_set();
+    }
+    if ctx.error.is_none() {
+        ctx.finish_freezing();
     }
     if ctx.error.is_some() {
         ctx.odp.clear();
+        ctx.recirculations.clear();
     } else {
         // As OVS: a failed translation's megaflow is what it read, without
         // the final touches (it is never installed; a trace prints it).
@@ -491,6 +518,7 @@ fn xlate_inner<L: Lookup>(
         learned: ctx.learned,
         rules: ctx.rules.unwrap_or_default(),
         cfi_read: ctx.cfi_read,
+        recirculations: ctx.recirculations,
     }
 }
 
@@ -531,7 +559,17 @@ impl<L: Lookup> Ctx<'_, '_, L> {
     /// rule's actions see the flow's own in_port) and runs the rule.
     fn xlate_table(&mut self, table: u8, lookup_port: Option<u32>) {
         if self.was_mpls {
-            self.needs_reparse("a table lookup");
+            // The lookup reads L3: it runs after recirculation.
+            self.freezing = Some(None);
+            let port = lookup_port;
+            self.frozen.push(Segment {
+                actions: vec![Action::Resubmit {
+                    port,
+                    table: Some(table),
+                }],
+                write_set: Vec::new(),
+                table,
+            });
             return;
         }
         self.cur_table = table;
@@ -589,12 +627,25 @@ impl<L: Lookup> Ctx<'_, '_, L> {
             if self.error.is_some() {
                 return;
             }
-            if self.tracing {
-                self.note(indent, &a.to_string());
+            if self.freezing.is_some() {
+                // Frozen below this level: what is left here runs after
+                // recirculation.
+                self.unroll(&actions[i..], write_set, table);
+                return;
             }
             if self.was_mpls && !reads_only_l2(a) {
-                self.needs_reparse(&a.to_string());
+                // As OVS: what may read the L3 header a pop_mpls exposed
+                // (never parsed) runs after recirculation, from here.
+                self.note(
+                    indent,
+                    &format!("{a}: recirculating to parse the packet after pop_mpls"),
+                );
+                self.freezing = Some(None);
+                self.unroll(&actions[i..], write_set, table);
                 return;
+            }
+            if self.tracing {
+                self.note(indent, &a.to_string());
             }
             match *a {
                 Action::Output(port) => {
@@ -696,6 +747,12 @@ impl<L: Lookup> Ctx<'_, '_, L> {
                     self.depth += 1;
                     self.xlate_group(id, table);
                     self.depth -= 1;
+                    if self.freezing.is_some() {
+                        // The group froze to recirculate (a datapath hash
+                        // to compute, or L3 to parse): it runs again then.
+                        self.unroll(&actions[i..], write_set, table);
+                        return;
+                    }
                 }
                 Action::ClearActions => self.action_set.clear(),
                 // As OVS: a queue action makes the priority significant
@@ -907,17 +964,96 @@ impl<L: Lookup> Ctx<'_, '_, L> {
         }
     }
 
-    /// Translation must stop where OVS freezes it to recirculate: after a
-    /// `pop_mpls` to a non-MPLS EtherType, anything that may read the
-    /// packet's L3 header, never parsed (a table lookup, L3 rewrites, ...),
-    /// needs the popped packet parsed again. flowpath's datapath does not
-    /// recirculate, so the translation fails (the packet is dropped and
-    /// counted as a failed upcall) and says so.
-    fn needs_reparse(&mut self, what: &str) {
-        self.error = Some(format!(
-            "{what} after pop_mpls needs the packet's L3 header parsed again: OVS \
-             recirculates (recirc), which flowpath's datapath does not do"
-        ));
+    /// Keeps `rest` (the actions a level had left when translation froze)
+    /// for after recirculation.
+    fn unroll(&mut self, rest: &[Action], write_set: &[Action], table: u8) {
+        if !rest.is_empty() {
+            self.frozen.push(Segment {
+                actions: rest.to_vec(),
+                write_set: write_set.to_vec(),
+                table,
+            });
+        }
+    }
+
+    /// Ends a freeze (at the top of the pipeline, at the end of a group
+    /// bucket or of a `check_pkt_larger` branch, as OVS): commits the
+    /// packet's changes, keeps the state under a recirculation id and emits
+    /// `[hash(...),]recirc(ID)`. Nothing when not freezing.
+    fn finish_freezing(&mut self) {
+        let Some(hash) = self.freezing.take() else {
+            return;
+        };
+        self.commit();
+        let state = FrozenState {
+            segments: std::mem::take(&mut self.frozen),
+            action_set: self.action_set.clone(),
+            stack: self.stack.clone(),
+            regs: self.regs,
+            in_port: self.flow.in_port(),
+            table: 0,
+        };
+        let Some(id) = crate::recirc::alloc(state) else {
+            self.error = Some("Failed to allocate recirculation id".into());
+            return;
+        };
+        if let Some((symmetric, basis)) = hash {
+            self.odp.push(DpAction::Hash { symmetric, basis });
+        }
+        self.odp.push(DpAction::Recirc(id));
+        self.note(self.depth, &format!("recirc({id:#x}): translation frozen"));
+        let mut packet = self.flow;
+        packet.set_in_port(self.orig.in_port());
+        packet.set_recirc_id(0);
+        packet.set_dp_hash(0);
+        self.recirculations.push((id, packet));
+    }
+
+    /// Resumes the translation frozen under recirculation id `id` (the
+    /// packet is the recirculated one: parsed again, with its `dp_hash`):
+    /// the metadata, stack and action set come back, then the actions left
+    /// run, innermost level first; without any, a lookup in its table.
+    fn thaw(&mut self, id: u32) {
+        let Some(st) = crate::recirc::find(id) else {
+            self.note(
+                0,
+                &format!("     >>>> Recirculation context not found for ID {id:x} <<<<"),
+            );
+            self.error = Some("No recirculation context".into());
+            return;
+        };
+        self.regs = st.regs;
+        self.stack = st.stack.clone();
+        self.action_set = st.action_set.clone();
+        self.flow.set_in_port(st.in_port);
+        self.cur_table = st.table;
+        if self.tracing {
+            self.note(0, &format!("thaw (recirc_id {id:#x})"));
+            self.note(1, &format!("Resuming from table {}", st.table));
+            if !st.action_set.is_empty() {
+                let set = crate::action::format_actions(&st.action_set);
+                self.note(1, &format!("Restoring action set {set}"));
+            }
+        }
+        if st.segments.is_empty() {
+            self.xlate_table(st.table, None);
+            return;
+        }
+        for (k, seg) in st.segments.iter().enumerate() {
+            if self.error.is_some() {
+                return;
+            }
+            if self.freezing.is_some() {
+                self.frozen.extend(st.segments[k..].iter().cloned());
+                return;
+            }
+            if self.tracing {
+                let acts = crate::action::format_actions(&seg.actions);
+                self.note(1, &format!("Restoring actions {acts}"));
+            }
+            self.cur_table = seg.table;
+            self.do_actions(&seg.actions, &seg.write_set, seg.table);
+        }
     }
 
     /// OVS's `flow_count_mpls_labels`: the labels in the flow's stack (up
@@ -1093,9 +1229,13 @@ impl<L: Lookup> Ctx<'_, '_, L> {
             let start = self.odp.len();
             info.set_regs_masked(&mut self.regs, bit << dst.ofs, dst.mask());
             self.do_actions(rest, write_set, table);
-            if self.error.is_none() {
+            if self.error.is_none() && self.freezing.is_none() {
                 self.cur_table = table;
                 self.run_action_set();
+            }
+            // As OVS: a freeze in a branch recirculates from that branch.
+            if self.error.is_none() {
+                self.finish_freezing();
             }
             match u16::try_from(self.odp.len() - start) {
                 Ok(n) => lens[k] = n,
@@ -1351,7 +1491,37 @@ impl<L: Lookup> Ctx<'_, '_, L> {
             },
             GroupType::Select => {
                 if self.was_mpls {
-                    self.needs_reparse("a select group");
+                    // As OVS: the bucket choice may read L3 (the caller
+                    // keeps this group for after recirculation).
+                    self.freezing = Some(None);
+                    return;
+                }
+                if let Some(t) = &g.dp_hash {
+                    let h = self.flow.dp_hash();
+                    if h == 0 {
+                        // No datapath hash yet: the datapath computes it
+                        // and recirculates; the caller keeps this group.
+                        self.note(indent, &format!("group {id}: hashing in the datapath"));
+                        self.freezing = Some(Some((t.symmetric, t.basis)));
+                        return;
+                    }
+                    let mut m = self.wc.to_key();
+                    m.set_dp_hash(m.dp_hash() | t.mask);
+                    self.wc = FlowMask::from_key(&m);
+                    // As OVS: from the hash's slot on, the first live
+                    // bucket (so the weights still hold when some die).
+                    let live = (0..=t.mask).find_map(|i| {
+                        let slot = h.wrapping_add(i) & t.mask;
+                        let b = g.buckets.get(usize::from(*t.slots.get(slot as usize)?))?;
+                        self.bucket_live(b, 0).then_some(b)
+                    });
+                    match live {
+                        Some(b) => {
+                            self.note(indent, &format!("group {id}: dp_hash bucket {}", b.id));
+                            self.xlate_bucket(b, table);
+                        }
+                        None => self.note(indent, &format!("group {id}: no live bucket: drop")),
+                    }
                     return;
                 }
                 let h = self.select_hash(g.fields.as_deref(), true);
@@ -1382,6 +1552,11 @@ impl<L: Lookup> Ctx<'_, '_, L> {
         let (flow, tpid, src) = (self.flow, self.flow_tpid, self.tag_src);
         let was_mpls = self.was_mpls;
         self.do_actions(&list, &[], table);
+        // As OVS: a freeze in a bucket recirculates a copy from there; the
+        // actions after the group go on with the packet as it was.
+        if self.error.is_none() {
+            self.finish_freezing();
+        }
         self.flow = flow;
         self.flow_tpid = tpid;
         self.tag_src = src;

@@ -1,9 +1,10 @@
-//! Group semantics that OVS 3.1 cannot be compared with directly (select
-//! groups: OVS hashes in the datapath and recirculates) and group-table
+//! Group semantics beyond the golden traces: select groups (the slow-path
+//! hash, whose bucket choice is flowpath's own, and the datapath-hash
+//! method with its recirculation and Webster table) and group-table
 //! checks. `all`, `indirect` and `ff` are compared with OVS 3.1 in the
 //! golden traces (`ovs_golden.rs`).
 
-use flowpath_ofproto::group::parse_groups;
+use flowpath_ofproto::group::{parse_group, parse_groups};
 use flowpath_ofproto::odp::{format_actions, DpAction};
 use flowpath_ofproto::parse::{parse_match, parse_rules};
 use flowpath_ofproto::tables::RuleTables;
@@ -20,7 +21,8 @@ fn tables(rules: &str, groups: &str) -> RuleTables {
 fn select_is_symmetric_weighted_and_exact_on_the_5_tuple() {
     let t = tables(
         "actions=group:1",
-        "group_id=1,type=select,bucket=output:2,bucket=output:3,bucket=weight:0,output:4",
+        // `hash` without fields: OVS's default slow-path hash.
+        "group_id=1,type=select,selection_method=hash,bucket=output:2,bucket=output:3,bucket=weight:0,output:4",
     );
     let mut seen = std::collections::BTreeSet::new();
     for i in 0..200u32 {
@@ -105,4 +107,156 @@ fn missing_groups_are_refused_naming_the_rule() {
     .unwrap();
     let x = xlate(&t, &parse_match("in_port=1").unwrap().key, false);
     assert!(x.error.is_some(), "{x:?}");
+}
+
+/// The datapath-hash method (OVS 3.1's default for select groups): the
+/// first translation emits `hash(sym_l4(0)),recirc(ID)` with the group and
+/// what follows it frozen; the recirculated packet's translation picks the
+/// bucket of slot `dp_hash & mask`, those bits significant in its megaflow,
+/// skipping dead buckets to the next live slot; weights are shared out by
+/// Webster's method over 16..256 slots, and more than 256 needed falls
+/// back to the slow-path hash.
+#[test]
+fn select_by_datapath_hash_recirculates_and_thaws() {
+    let t = tables(
+        "in_port=1,actions=group:1,output:4",
+        "group_id=1,type=select,bucket=weight:1,output:2,bucket=weight:2,output:3,bucket=weight:0,output:4",
+    );
+    let pkt = "in_port=1,udp,nw_src=10.0.0.1,nw_dst=10.0.0.2,tp_src=5,tp_dst=6";
+    let k = parse_match(pkt).unwrap().key;
+    let x = xlate(&t, &k, false);
+    let acts = format_actions(&x.actions);
+    let id = match x.actions.as_slice() {
+        [DpAction::Hash {
+            symmetric: true,
+            basis: 0,
+        }, DpAction::Recirc(id)] => *id,
+        _ => panic!("{acts}"),
+    };
+    assert_eq!(
+        x.megaflow_text(&k),
+        "recirc_id=0,eth,ip,in_port=1,nw_frag=no",
+        "nothing of the packet is read before the hash"
+    );
+    // Thawed: every slot of 16 (weights 1:2:0) picks by its hash's low
+    // four bits; the frozen output:4 follows the bucket.
+    let mut per_bucket = std::collections::BTreeMap::new();
+    for h in 1..=16u32 {
+        let mut r = k;
+        r.set_recirc_id(id);
+        r.set_dp_hash(h);
+        let y = xlate(&t, &r, false);
+        let a = format_actions(&y.actions);
+        assert!(a == "2,4" || a == "3,4", "slot {h}: {a}");
+        *per_bucket.entry(a.clone()).or_insert(0) += 1;
+        let mf = y.megaflow_text(&r);
+        assert_eq!(
+            mf,
+            format!(
+                "recirc_id={id:#x},dp_hash={:#x}/0xf,eth,ip,in_port=1,nw_frag=no",
+                h & 0xf
+            )
+        );
+        // Another hash with the same low bits: the same actions.
+        r.set_dp_hash(h | 0x7f0);
+        assert_eq!(format_actions(&xlate(&t, &r, false).actions), a);
+    }
+    // Webster: 16 slots for weights 1 and 2 are 5 and 11.
+    assert_eq!(per_bucket.get("2,4"), Some(&5), "{per_bucket:?}");
+    assert_eq!(per_bucket.get("3,4"), Some(&11), "{per_bucket:?}");
+    // An unknown id: the translation fails, as OVS's does.
+    let mut r = k;
+    r.set_recirc_id(0xfff0);
+    r.set_dp_hash(3);
+    let y = xlate(&t, &r, false);
+    assert!(y.actions.is_empty() && y.error.is_some(), "{y:?}");
+
+    // A dead bucket (watch_port not a bridge port) hands its slots on to
+    // the next live slot's bucket.
+    let t = tables(
+        "in_port=1,actions=group:1",
+        "group_id=1,type=select,bucket=watch_port:9,output:2,bucket=output:3",
+    );
+    let x = xlate(&t, &k, false);
+    let Some(DpAction::Recirc(id)) = x.actions.last().copied() else {
+        panic!("{:?}", x.actions)
+    };
+    for h in 1..=16u32 {
+        let mut r = k;
+        r.set_recirc_id(id);
+        r.set_dp_hash(h);
+        assert_eq!(format_actions(&xlate(&t, &r, false).actions), "3");
+    }
+
+    // selection_method=dp_hash: algorithm and basis from the parameter.
+    for (param, want) in [
+        ("", "hash(l4(0))"),
+        (",selection_method_param=0x100000007", "hash(sym_l4(7))"),
+    ] {
+        let t = tables(
+            "in_port=1,actions=group:1",
+            &format!("group_id=1,type=select,selection_method=dp_hash{param},bucket=output:2"),
+        );
+        let a = format_actions(&xlate(&t, &k, false).actions);
+        assert!(a.starts_with(want), "{param}: {a}");
+    }
+}
+
+#[test]
+fn dp_hash_tables_follow_the_weights() {
+    let g = |text: &str| parse_group(text).unwrap();
+    // Equal weights: slots dealt in turn.
+    let t = g("group_id=1,type=select,bucket=output:1,bucket=output:2,bucket=output:3")
+        .dp_hash
+        .unwrap();
+    assert_eq!(t.mask, 15);
+    assert_eq!(t.slots[..6], [0, 1, 2, 0, 1, 2]);
+    // Every bucket within one slot of its share; the slots are a power of
+    // two, at least 16, enough for the smallest weight.
+    for weights in [
+        vec![1u16, 2],
+        vec![3, 5, 7],
+        vec![1, 100],
+        vec![10, 10, 1, 50],
+    ] {
+        let text = weights
+            .iter()
+            .map(|w| format!("bucket=weight:{w},output:1"))
+            .collect::<Vec<_>>()
+            .join(",");
+        let t = g(&format!("group_id=1,type=select,{text}"))
+            .dp_hash
+            .unwrap();
+        let n = f64::from(t.mask + 1);
+        let total: f64 = weights.iter().map(|w| f64::from(*w)).sum();
+        let min = f64::from(*weights.iter().min().unwrap());
+        assert!(n >= 16.0 && n >= total / min, "{weights:?}: {n}");
+        for (i, w) in weights.iter().enumerate() {
+            let got = t.slots.iter().filter(|s| usize::from(**s) == i).count() as f64;
+            let share = n * f64::from(*w) / total;
+            assert!(
+                (got - share).abs() < 1.0,
+                "{weights:?}: bucket {i}: {got} vs {share}"
+            );
+        }
+    }
+    // More than 256 slots needed, or no weight at all: the slow path.
+    assert!(
+        g("group_id=1,type=select,bucket=weight:1,output:1,bucket=weight:300,output:2")
+            .dp_hash
+            .is_none()
+    );
+    assert!(g("group_id=1,type=select,bucket=weight:0,output:1")
+        .dp_hash
+        .is_none());
+    assert!(
+        g("group_id=1,type=select,selection_method=hash,bucket=output:1")
+            .dp_hash
+            .is_none()
+    );
+    // OVS's checks of the method's arguments.
+    assert!(parse_group("group_id=1,type=select,fields(ip_src),bucket=output:1").is_err());
+    assert!(
+        parse_group("group_id=1,type=select,selection_method_param=5,bucket=output:1").is_err()
+    );
 }
