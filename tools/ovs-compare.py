@@ -56,7 +56,7 @@ tables flushed between rule sets. Flooding order differs between the two
 Port numbers come from `ovs-appctl dpif/show` (tools/ovs-sandbox.sh makes
 datapath port = OpenFlow port, LOCAL = datapath port 100).
 """
-import argparse, json, os, random, re, subprocess, sys, tempfile
+import argparse, json, os, random, re, subprocess, sys, tempfile, time
 
 def rnd_ip(r):
     return "%d.%d.%d.%d" % (r.choice([7, 10, 192]), r.randrange(4), r.randrange(4), r.randrange(256))
@@ -117,21 +117,35 @@ MPLS_ACT = [False]  # --mpls-actions: MPLS actions and multi-label packets
 FIN = [False]  # --fin: fin_timeout actions, learn with fin_idle/hard_timeout
 TUN = [False]  # --tun: tun_id matched, loaded, moved and set in --regs rules
 CPL = [False]  # --cpl: check_pkt_larger in most --regs rules, matches on its bits
+SELECT = [False]  # --select: select groups (datapath hash, recirculation), compared over both passes
 LEARN = [False]  # --learn: a learn action in (nearly) every --regs rule  # --of13: no OpenFlow 1.0-only actions, groups in most rule sets
 
 def rnd_groups(r):
-    """1-3 groups of type all, indirect or ff (select is not compared: OVS
-    3.1 hashes in the datapath and recirculates)."""
+    """1-3 groups of type all, indirect or ff; with --select also select
+    groups by the datapath hash (OVS 3.1's default method, or
+    selection_method=dp_hash with a parameter), weighted, some buckets
+    watching ports, and buckets of the other groups sending to them (a
+    freeze inside a bucket). (Select groups by the slow-path hash are not
+    compared: the hash is each switch's own.)"""
     groups = []
-    for gid in range(1, r.randint(1, 3) + 1):
-        kind = r.choice(["all", "indirect", "ff"])
-        n = 1 if kind == "indirect" else r.randint(1, 3)
+    n_groups = r.randint(1, 3)
+    for gid in range(1, n_groups + 1):
+        kinds = ["all", "indirect", "ff"] + (["select"] * 4 if SELECT[0] else [])
+        kind = r.choice(kinds)
+        n = 1 if kind == "indirect" else r.randint(1, 4 if kind == "select" else 3)
         buckets = []
         for _ in range(n):
-            acts = ",".join(r.choice(["output:%d" % r.randint(1, 4), "mod_dl_src:00:00:00:00:00:%02x" % r.randrange(256), "strip_vlan", "push_vlan:0x8100"]) for _ in range(r.randint(1, 2)))
-            watch = "watch_port:%d," % r.randint(1, 6) if kind == "ff" else ""
-            buckets.append("bucket=%sactions=%s" % (watch, acts))
-        groups.append("group_id=%d,type=%s,%s" % (gid, kind, ",".join(buckets)))
+            choices = ["output:%d" % r.randint(1, 4), "mod_dl_src:00:00:00:00:00:%02x" % r.randrange(256), "pop_vlan", "push_vlan:0x8100"]
+            if SELECT[0] and gid < n_groups and r.random() < 0.3:
+                choices.append("group:%d" % r.randint(gid + 1, n_groups))
+            acts = ",".join(r.choice(choices) for _ in range(r.randint(1, 2)))
+            watch = "watch_port:%d," % r.randint(1, 6) if kind == "ff" or (kind == "select" and r.random() < 0.2) else ""
+            weight = "weight:%d," % r.choice([1, 1, 1, 2, 3, 5, 10, 0]) if kind == "select" and r.random() < 0.5 else ""
+            buckets.append("bucket=%s%sactions=%s" % (weight, watch, acts))
+        method = ""
+        if kind == "select" and r.random() < 0.3:
+            method = ",selection_method=dp_hash" + r.choice(["", ",selection_method_param=%d" % r.randint(1, 9), ",selection_method_param=0x1%08x" % r.randint(0, 9)])
+        groups.append("group_id=%d,type=%s%s,%s" % (gid, kind, method, ",".join(buckets)))
     return groups
 
 def rnd_mpls_action(r, cur):
@@ -169,7 +183,7 @@ def rnd_actions(r, proto, table, ntables):
             else:
                 acts.append("output:%d" % r.randint(1, 4))
             return ",".join(acts)
-    if GROUP_IDS and r.random() < 0.3:
+    if GROUP_IDS and r.random() < (0.6 if SELECT[0] else 0.3):
         acts.append("group:%d" % r.choice(GROUP_IDS))
     if r.random() < 0.05:
         # active_backup only: hrw's member choice uses OVS's own hash.
@@ -193,11 +207,11 @@ def rnd_actions(r, proto, table, ntables):
             acts.append("mod_dl_src:00:00:00:00:00:%02x" % r.randrange(256))
         elif k < 0.77:
             acts.append(r.choice(["dec_ttl", "dec_ttl", "dec_ttl(1,2)"] + ["group:%d" % g for g in GROUP_IDS]))
-        elif k < 0.82 and not OF13[0]:
+        elif k < 0.82 and not OF13[0] and not SELECT[0]:
             acts.append("mod_vlan_vid:%d" % r.randint(1, 9))
-        elif k < 0.86:
+        elif k < 0.86 and not SELECT[0]:
             acts.append("strip_vlan")
-        elif k < 0.9 and proto in ("ip", "tcp", "udp", "icmp") and not OF13[0]:
+        elif k < 0.9 and proto in ("ip", "tcp", "udp", "icmp") and not OF13[0] and not SELECT[0]:
             acts.append("mod_nw_tos:%d" % (r.randrange(8) * 4))
         elif k < 0.93:
             acts.append("in_port")
@@ -205,15 +219,16 @@ def rnd_actions(r, proto, table, ntables):
             acts.append("set_field:%s->nw_src" % rnd_ip(r))
         elif k < 0.96 and proto in ("tcp", "udp", "tcp6"):
             acts.append("set_field:%d->tp_src" % r.choice([1, 5000]))
-        elif k < 0.97 and not OF13[0]:
+        elif k < 0.97 and not OF13[0] and not SELECT[0]:
             acts.append("mod_vlan_pcp:%d" % r.randint(0, 7))
         elif k < 0.98 and proto in ("ipv6", "tcp6"):
             acts.append("set_field:2001:db8::99->ipv6_src")
-        elif k < 0.985:
+        elif k < 0.985 and not SELECT[0]:
             acts.append("mod_nw_ttl:%d" % r.choice([1, 33]))
         elif k < 0.99:
-            acts.append(r.choice(["note:00.11", "dec_ttl(1,2)", "mod_nw_ecn:2", "set_queue:%d" % r.randint(0, 9), "pop_queue"]
-                                 + ([] if OF13[0] else ["enqueue:%d:%d" % (r.randint(1, 4), r.randint(0, 9))])))
+            acts.append(r.choice(["note:00.11", "dec_ttl(1,2)", "set_queue:%d" % r.randint(0, 9), "pop_queue"]
+                                 + ([] if SELECT[0] else ["mod_nw_ecn:2"])
+                                 + ([] if OF13[0] or SELECT[0] else ["enqueue:%d:%d" % (r.randint(1, 4), r.randint(0, 9))])))
         else:
             acts.append("push_vlan:0x8100")
     if r.random() < 0.1:
@@ -225,7 +240,7 @@ def rnd_actions(r, proto, table, ntables):
         if r.random() < (0.35 if OF13[0] else 0.2):
             ws = []
             for _ in range(r.randint(1, 3)):
-                ws.append(r.choice(["output:%d" % r.randint(1, 4), "strip_vlan", "push_vlan:0x8100", "mod_dl_src:00:00:00:00:00:%02x" % r.randrange(256), "dec_ttl", "NORMAL"]
+                ws.append(r.choice(["output:%d" % r.randint(1, 4), "push_vlan:0x8100" if SELECT[0] else "strip_vlan", "push_vlan:0x8100", "mod_dl_src:00:00:00:00:00:%02x" % r.randrange(256), "dec_ttl", "NORMAL"]
                                    + (["mod_nw_dst:%s" % rnd_ip(r)] if proto in ("ip", "tcp", "udp", "icmp") else [])))
             acts.append("write_actions(%s)" % ",".join(ws))
     if table + 1 < ntables and r.random() < 0.15:
@@ -548,6 +563,16 @@ def split_top(s):
 def map_ovs_actions(s):
     return ",".join(DP2OF.get(t, t) if t.isdigit() else t for t in split_top(s))
 
+def ovs_alive():
+    return subprocess.run(["ovs-appctl"] + CTL + ["version"], capture_output=True).returncode == 0
+
+def restart_ovs():
+    """OVS died (an assertion of its own): start the sandbox again."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    subprocess.run([os.path.join(here, "ovs-sandbox.sh"), "start", "4"], capture_output=True, check=True)
+    DP2OF.clear()
+    load_port_map()
+
 def load_rules(rules, of13_fallback=False, groups=()):
     """Writes `rules` to a temporary file and loads them into br0 (replacing
     its flows); returns (file, completed ovs-ofctl process)."""
@@ -560,7 +585,8 @@ def load_rules(rules, of13_fallback=False, groups=()):
     if groups:
         with open(rf + ".groups", "w") as f:
             f.write("\n".join(groups) + "\n")
-        subprocess.run(["ovs-ofctl", "-O", "OpenFlow13", "add-groups", "br0", rf + ".groups"], check=True)
+        # (OpenFlow 1.5: selection_method is a 1.5 group property.)
+        subprocess.run(["ovs-ofctl", "-O", "OpenFlow15", "add-groups", "br0", rf + ".groups"], check=True)
     # OpenFlow 1.0 cannot carry instructions: ovs-ofctl would silently drop
     # write_actions/clear_actions, so such rule sets go in with 1.3 (unless
     # they use mod_vlan_vid, whose meaning differs there: then not at all).
@@ -570,6 +596,12 @@ def load_rules(rules, of13_fallback=False, groups=()):
         # leaves nw_proto wildcarded): such rule sets are not compared.
         if "mod_vlan" in text or "mod_nw_tos" in text:
             return rf, subprocess.CompletedProcess([], 1, "", "1.1+ rule set with mod_vlan_*/mod_nw_tos: skipped")
+        # OVS 3.1 encodes strip_vlan in OpenFlow 1.0 only: 1.1+ says pop_vlan
+        # (the same action; flowpath reads the same file).
+        if "strip_vlan" in text:
+            text = text.replace("strip_vlan", "pop_vlan")
+            with open(rf, "w") as f:
+                f.write(text)
         return rf, subprocess.run(["ovs-ofctl", "-O", "OpenFlow13", "add-flows", "br0", rf], capture_output=True, text=True)
     res = subprocess.run(["ovs-ofctl", "add-flows", "br0", rf], capture_output=True, text=True)
     if res.returncode and of13_fallback and "mod_vlan" not in text:
@@ -616,6 +648,55 @@ def mpls_set_narrowing(da, ovs_mf, our_mf, pkt=""):
     extra = [x for x in m if x not in o]
     return all(x in m for x in o if not x.startswith("mpls_")) and all(x.startswith("mpls_") for x in extra) \
         and all(x.startswith("mpls_") for x in o if x not in m)
+
+def without_recirc_ids(s):
+    """Recirculation ids are each switch's own: `recirc(ID)`, `recirc_id=ID`."""
+    s = re.sub(r"recirc\(0x[0-9a-f]+\)", "recirc(ID)", s)
+    return re.sub(r"recirc_id=0x[0-9a-f]+", "recirc_id=ID", s)
+
+def ovs_datapath_passes(pkt):
+    """Sends `pkt` through OVS's datapath (netdev-dummy/receive, its flows
+    purged first) and returns (the first pass's actions, ports mapped;
+    {recirculation id: the dp_hash of its flow, or None}) from the flows
+    it installed; None when nothing was installed."""
+    # (revalidator/purge drops the flows and their ukeys: a flow deleted
+    # with dpctl/del-flows keeps its ukey a while, and the same packet's
+    # flow could not be installed again.)
+    subprocess.run(["ovs-appctl"] + CTL + ["revalidator/purge"], capture_output=True)
+    if pkt.startswith("in_port("):
+        port, data = re.match(r"in_port\((\d+)\)", pkt).group(1), pkt
+    else:
+        port = re.search(r"in_port=(\d+)", pkt).group(1)
+        flow = re.sub(r"in_port=\d+,?", "", pkt)
+        dump = subprocess.run(["ovs-ofctl", "compose-packet", flow], capture_output=True, text=True).stdout
+        data = "".join(l[10:58].replace(" ", "").replace("-", "") for l in dump.splitlines())
+        if not data:
+            return None
+    subprocess.run(["ovs-appctl"] + CTL + ["netdev-dummy/receive", "p" + port, data], capture_output=True)
+    first, hashes = None, {}
+    got = None
+    for _ in range(50):
+        out = subprocess.run(["ovs-appctl"] + CTL + ["dpctl/dump-flows"], capture_output=True, text=True).stdout
+        for line in out.splitlines():
+            m = re.search(r"recirc_id\((0x[0-9a-f]+|0)\),", line)
+            if not m or "actions:" not in line:
+                continue
+            acts = line.split("actions:", 1)[1].strip()
+            if m.group(1) == "0":
+                first = map_ovs_actions(acts)
+            else:
+                h = re.search(r"dp_hash\((0x[0-9a-f]+)", line)
+                hashes[m.group(1)] = h.group(1) if h else None
+        if first is not None and all(i in hashes for i in re.findall(r"recirc\((0x[0-9a-f]+)\)", first)):
+            got = first, hashes
+            break
+        time.sleep(0.02)
+    else:
+        got = (first, hashes) if first is not None else None
+    # NORMAL learnt from the packet: forget it (traces start from an
+    # empty MAC table, as flowpath's).
+    subprocess.run(["ovs-appctl"] + CTL + ["fdb/flush", "br0"], capture_output=True)
+    return got
 
 def canon_actions(s):
     """The set of (port, tags, rewrites) the outputs of an action list send."""
@@ -761,6 +842,7 @@ def main():
     ap.add_argument("--fin", action="store_true", help="with --regs: fin_timeout(...) actions, and learn with fin_idle_timeout/fin_hard_timeout (with --learn)")
     ap.add_argument("--tun", action="store_true", help="with --regs: tun_id matches, set_tunnel[64], set_field/load/move with tun_id")
     ap.add_argument("--cpl", action="store_true", help="with --regs: check_pkt_larger(N)->BIT in most rules, later tables matching its bits")
+    ap.add_argument("--select", action="store_true", help="select groups by the datapath hash (OVS's default; recirculation), weighted, watched, nested in other groups' buckets: both passes compared (the second through OVS's datapath: netdev-dummy/receive, dpctl/dump-flows)")
     ap.add_argument("--regs", action="store_true", help="pipelines over registers, metadata and pkt_mark (load, move, push/pop, write_metadata)")
     ap.add_argument("--of13", action="store_true", help="rule sets OpenFlow 1.3 can carry as flowpath means them (no mod_vlan_*/mod_nw_tos), with groups and instructions more often")
     a = ap.parse_args()
@@ -772,6 +854,7 @@ def main():
     OF13[0] = a.of13 or a.mpls
     MPLS[0] = a.mpls or a.mpls_actions
     MPLS_ACT[0] = a.mpls_actions
+    SELECT[0] = a.select
     LEARN[0] = a.learn
     CPL[0] = a.cpl
     TUN[0] = a.tun
@@ -784,10 +867,18 @@ def main():
     reset_vlans()
     subprocess.run(["ovs-appctl"] + CTL + ["fdb/flush", "br0"], capture_output=True)
     diffs = narrower = wider = total = skipped = 0
+    recirc_passes = passes2 = uncomparable = select_sets = 0
+    crashes = 0
     for rs in range(a.rulesets):
+        if not ovs_alive():
+            # The previous rule set crashed OVS (printed above): its
+            # answers after the crash are not counted as compared.
+            crashes += 1
+            print("OVS CRASHED during rule set %d (see its ovs-vswitchd.log): restarting it" % (rs - 1))
+            restart_ovs()
         special = a.regs or a.conj
         ntables = 0 if special else r.randint(1, 3)
-        groups = rnd_groups(r) if not special and r.random() < (0.8 if OF13[0] else 0.3) else []
+        groups = rnd_groups(r) if not special and r.random() < (0.8 if OF13[0] or a.select else 0.3) else []
         GROUP_IDS[:] = [i + 1 for i in range(len(groups))]
         rules = rnd_reg_rules(r) if a.regs else rnd_conj_rules(r) if a.conj else []
         for t in range(ntables):
@@ -802,38 +893,89 @@ def main():
         if res.returncode:
             print("OVS rejected rule set", rs, res.stderr, open(rf).read())
             continue
+        if any("type=select" in g for g in groups):
+            select_sets += 1
         pkts = [rnd_conj_packet(r) if a.conj else rnd_packet(r) for _ in range(a.packets)]
         pf = write_packets(pkts)
         ours = flowpath_trace(a, rf, pf, ["--groups", rf + ".groups"] if groups else [])
         if ours is None:
             continue
         grouped = []
-        for pkt, mine in zip(pkts, ours):
+        # Second passes to compare: (pass-1 index, k-th recirc, packet,
+        # dp_hash, OVS's (megaflow, actions), our packet).
+        second = []
+        gidx = {}  # packet index -> its record's index in "traces"
+        for i, (pkt, mine) in enumerate(zip(pkts, ours)):
             total += 1
             t = ovs_trace(pkt)
             if t is None:
                 continue
             mf, da = t
-            if rec and (a.regs or a.conj or a.of13 or a.mpls or a.mpls_actions):
+            if rec and (a.regs or a.conj or a.of13 or a.mpls or a.mpls_actions or a.select):
+                gidx[i] = len(grouped)
                 grouped.append({"packet": pkt, "megaflow": mf, "actions": da})
             elif rec and ("OpenFlow13" not in " ".join(res.args) or "mod_vlan" not in open(rf).read()):
                 rec.write(json.dumps({"rules": rules, "groups": groups, "packet": pkt, "megaflow": mf, "actions": da}) + "\n")
-            if "recirc(" in da:
-                # OVS recirculates; flowpath must say it cannot.
-                if "recirc" not in (mine.get("error") or ""):
-                    diffs += 1
-                    print("RECIRCULATION NOT REPORTED\n  rules: %s\n  packet: %s\n  ovs:  %s\n  ours: %s" % (open(rf).read().strip().replace("\n", "\n         "), pkt, da, mine))
-                continue
+            # Recirculation ids are each switch's own.
+            da, mf = without_recirc_ids(da), without_recirc_ids(mf)
+            mine = dict(mine, actions=without_recirc_ids(mine["actions"]), megaflow=without_recirc_ids(mine["megaflow"]))
+            if "recirc(" in da and da == mine["actions"] and mine.get("recirc"):
+                recirc_passes += 1
+                got = ovs_datapath_passes(pkt)
+                ids = re.findall(r"recirc\((0x[0-9a-f]+)\)", got[0]) if got else []
+                if not got or without_recirc_ids(got[0]) != da or len(ids) != len(mine["recirc"]):
+                    # The packet OVS composed takes another way (or
+                    # nothing was installed): no second pass to compare.
+                    uncomparable += 1
+                    if os.environ.get("OVS_COMPARE_DEBUG"):
+                        print("NOT COMPARABLE", pkt, "trace:", da, "datapath:", got)
+                else:
+                    for k, (oid, rc) in enumerate(zip(ids, mine["recirc"])):
+                        if oid not in got[1]:
+                            uncomparable += 1
+                            if os.environ.get("OVS_COMPARE_DEBUG"):
+                                print("NO SECOND PASS FLOW", pkt, oid, got, open(rf).read(), groups)
+                            continue
+                        h = got[1][oid]
+                        hs = "dp_hash=%s," % h if h else ""
+                        t2 = ovs_trace("recirc_id=%s,%s%s" % (oid, hs, rc["packet"]))
+                        if t2 is None:
+                            uncomparable += 1
+                            continue
+                        second.append((i, k, rc["packet"], h, t2, "recirc_id=%#x,%s%s" % (rc["id"], hs, rc["packet"])))
             if da != mine["actions"]:
                 diffs += 1
                 print("ACTIONS DIFFER\n  rules: %s\n  groups: %s\n  packet: %s\n  ovs:  %s\n  ours: %s" % (open(rf).read().strip().replace("\n", "\n         "), "\n          ".join(groups), pkt, da, mine["actions"]))
             elif mf != mine["megaflow"] and not mpls_set_narrowing(da, mf, mine["megaflow"], pkt) and not mine.get("error"):
                 print("MEGAFLOW DIFFERS\n  rules: %s\n  groups: %s\n  packet: %s\n  actions: %s\n  ovs:  %s\n  ours: %s" % (open(rf).read().strip().replace("\n", "\n         "), "\n          ".join(groups), pkt, da, mf, mine["megaflow"]))
                 wider += 1
+        if second:
+            # The second passes: traced by a flowpath that first traced the
+            # same first passes (so its recirculation ids are the same).
+            pf2 = write_packets(pkts + [x[5] for x in second])
+            ours2 = flowpath_trace(a, rf, pf2, ["--groups", rf + ".groups"] if groups else [])
+            os.unlink(pf2)
+            for (i, k, rp, h, (mf2, da2), our_pkt), mine2 in zip(second, (ours2 or [])[len(pkts):]):
+                total += 1
+                passes2 += 1
+                if rec and i in gidx:
+                    grouped.append({"packet": rp, "recirc_of": [gidx[i], k], "dp_hash": int(h, 16) if h else 0, "megaflow": mf2, "actions": da2})
+                da2, mf2 = without_recirc_ids(da2), without_recirc_ids(mf2)
+                acts2, ourmf2 = without_recirc_ids(mine2["actions"]), without_recirc_ids(mine2["megaflow"])
+                if da2 != acts2:
+                    diffs += 1
+                    print("SECOND PASS ACTIONS DIFFER\n  rules: %s\n  groups: %s\n  packet: %s\n  pass 1: %s\n  ovs:  %s\n  ours: %s" % (open(rf).read().strip().replace("\n", "\n         "), "\n          ".join(groups), our_pkt, pkts[i], da2, acts2))
+                elif mf2 != ourmf2 and not mpls_set_narrowing(da2, mf2, ourmf2, pkts[i]) and not mine2.get("error"):
+                    wider += 1
+                    print("SECOND PASS MEGAFLOW DIFFERS\n  rules: %s\n  groups: %s\n  packet: %s\n  actions: %s\n  ovs:  %s\n  ours: %s" % (open(rf).read().strip().replace("\n", "\n         "), "\n          ".join(groups), our_pkt, da2, mf2, ourmf2))
         if grouped:
             # --regs: one line per rule set, its traces in "traces".
             rec.write(json.dumps({"rules": rules, "groups": groups, "traces": grouped}) + "\n")
         os.unlink(rf); os.unlink(pf)
     print("rule sets %d (%d skipped: mod_vlan_*/mod_nw_tos cannot be compared under OpenFlow 1.1+), packets %d, action diffs %d, megaflow diffs %d" % (a.rulesets, skipped, total, diffs, wider))
+    if crashes:
+        print("OVS crashed %d times (its own assertions; rule sets printed above)" % crashes)
+    if recirc_passes:
+        print("rule sets with a select group compared %d; first passes that recirculate %d: second passes compared %d (in the packets above), not comparable %d (OVS's composed packet took another way)" % (select_sets, recirc_passes, passes2, uncomparable))
 
 main()

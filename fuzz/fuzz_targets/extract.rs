@@ -2,7 +2,8 @@
 //! arbitrary bytes must not panic, and its result must satisfy the
 //! extractor's documented invariants.
 //!
-//! The first four input bytes choose the input port; the rest is the frame.
+//! The first four input bytes choose the input port (its low 16 bits: ports
+//! are 16 bits); the rest is the frame.
 //! Run with `cargo +nightly fuzz run extract` (from the workspace root).
 
 #![no_main]
@@ -13,7 +14,7 @@ use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
     let (port, frame) = match data {
-        [a, b, c, d, rest @ ..] => (u32::from_le_bytes([*a, *b, *c, *d]), rest),
+        [a, b, c, d, rest @ ..] => (u32::from_le_bytes([*a, *b, *c, *d]) & 0xffff, rest),
         _ => (0, data),
     };
     let (k, l) = extract_with_layers(frame, port);
@@ -21,6 +22,8 @@ fuzz_target!(|data: &[u8]| {
     // Pure and consistent with the key-only entry point.
     assert_eq!(k, extract(frame, port));
     assert_eq!(k.in_port(), port);
+    // No recirculation metadata on a received frame.
+    assert_eq!((k.recirc_id(), k.dp_hash()), (0, 0));
     // Unused key words stay zero: word 14 always (datapath metadata),
     // word 15 and the high half of word 7 (MPLS label stack entries)
     // unless the frame is MPLS.

@@ -71,12 +71,50 @@ struct RecircJson {
     packet: String,
 }
 
-/// A key as `trace` takes it back (every field written out).
+/// A key as `trace` (and OVS's `ofproto/trace`) takes it back: the packet
+/// fields whose prerequisites it meets (an ICMPv6 echo has no `nd_target`,
+/// a UDP packet no `tcp_flags`), the second VLAN tag and the MPLS entries
+/// below the top only when the packet has them.
 fn packet_text(k: &flowpath_flow::FlowKey) -> String {
-    let full = flowpath_flow::FlowMask {
-        w: [u64::MAX; flowpath_flow::FLOW_WORDS],
+    let mut m = flowpath_flow::FlowMask::catchall();
+    for f in flowpath_flow::field::FIELDS {
+        if !f.is_reg() && f.prereq.ok_for(k) {
+            f.or_mask(&mut m, f.full_mask());
+        }
+    }
+    let mut mk = m.to_key();
+    mk.set_in_port(u32::MAX);
+    mk.set_dl_type(0xffff);
+    mk.set_vlan_tci(0xffff);
+    mk.set_vlan_tci_inner(if k.vlan_tci_inner() == 0 { 0 } else { 0xffff });
+    if k.is_ip_any() {
+        mk.set_nw_frag(0x3);
+    }
+    if !matches!(k.dl_type(), 0x8847 | 0x8848) || k.mpls_lse1() == 0 {
+        mk.set_mpls_lse1(0);
+    }
+    if !matches!(k.dl_type(), 0x8847 | 0x8848) || k.mpls_lse2() == 0 {
+        mk.set_mpls_lse2(0);
+    }
+    let m = flowpath_flow::FlowMask::from_key(&mk);
+    let text = flowpath_flow::Match::new(k, &m).format(flowpath_flow::Style::Rule);
+    // (As input, in OVS's syntax too, `icmp_type` is ICMPv4's and
+    // `tp_src` TCP's.)
+    let text = if k.is_ipv6() {
+        text.replace("icmp_type=", "icmpv6_type=")
+            .replace("icmp_code=", "icmpv6_code=")
+    } else {
+        text
     };
-    flowpath_flow::Match::new(k, &full).format(flowpath_flow::Style::Rule)
+    match (k.is_ip_any(), k.nw_proto()) {
+        (true, 17) => text
+            .replace("tp_src=", "udp_src=")
+            .replace("tp_dst=", "udp_dst="),
+        (true, 132) => text
+            .replace("tp_src=", "sctp_src=")
+            .replace("tp_dst=", "sctp_dst="),
+        _ => text,
+    }
 }
 
 /// Runs `flowpath trace`.

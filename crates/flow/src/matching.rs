@@ -219,7 +219,11 @@ impl Match {
             });
             if mk.dp_hash() != 0 {
                 let (h, m) = (k.dp_hash() & mk.dp_hash(), mk.dp_hash());
-                parts.push(format!("dp_hash={h:#x}/{m:#x}"));
+                // As OVS's `%#x`: 0 without the prefix.
+                parts.push(match h {
+                    0 => format!("dp_hash=0/{m:#x}"),
+                    h => format!("dp_hash={h:#x}/{m:#x}"),
+                });
             }
             if mk.skb_priority() != 0 {
                 let p = k.skb_priority();

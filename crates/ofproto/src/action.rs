@@ -259,6 +259,16 @@ pub enum Action {
     /// `dec_mpls_ttl`: decrement the top entry's TTL (an expired one goes
     /// to the controller and ends the table's actions).
     DecMplsTtl,
+    /// Never written by a user: a frozen translation's marker, placed (as
+    /// OVS's `unroll_xlate`) before the first action left that may tell a
+    /// controller its rule's table and cookie; thawed, it restores them.
+    /// After a `pop_mpls` it is, as in OVS, an action that recirculates.
+    UnrollXlate {
+        /// The rule's table.
+        table: u8,
+        /// The rule's cookie (`u64::MAX` for none).
+        cookie: u64,
+    },
     /// The `write_metadata:VALUE[/MASK]` instruction.
     WriteMetadata {
         /// New bits.
@@ -571,6 +581,9 @@ impl fmt::Display for Action {
             Action::SetMplsTc(v) => write!(f, "set_mpls_tc({v})"),
             Action::SetMplsTtl(v) => write!(f, "set_mpls_ttl({v})"),
             Action::DecMplsTtl => f.write_str("dec_mpls_ttl"),
+            Action::UnrollXlate { table, cookie } => {
+                write!(f, "unroll_xlate(table={table}, cookie={cookie})")
+            }
             Action::PopVlan => f.write_str("pop_vlan"),
             Action::ModVlanVid(v) => write!(f, "mod_vlan_vid:{v}"),
             Action::ModVlanPcp(p) => write!(f, "mod_vlan_pcp:{p}"),

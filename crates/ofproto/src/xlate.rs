@@ -358,6 +358,10 @@ struct Ctx<'a, 'e, L: Lookup> {
     frozen: Vec<Segment>,
     /// See [`Xlate::recirculations`].
     recirculations: Vec<(u32, FlowKey)>,
+    /// The cookie of the rule whose actions run (`u64::MAX` before any).
+    cookie: u64,
+    /// The last `UnrollXlate` marker this freeze put, as (table, cookie).
+    unrolled: Option<(u8, u64)>,
 }
 
 /// Translates `key` through `tables`. With `trace`, also records the
@@ -489,6 +493,8 @@ fn xlate_inner<L: Lookup>(
         freezing: None,
         frozen: Vec::new(),
         recirculations: Vec::new(),
+        cookie: u64::MAX,
+        unrolled: None,
     };
     if key.recirc_id() == 0 {
         ctx.xlate_table(0, None);
@@ -616,7 +622,13 @@ impl<L: Lookup> Ctx<'_, '_, L> {
                 if r.actions.is_empty() && self.tracing {
                     self.note(indent + 1, "drop");
                 }
+                // As OVS: the rule's cookie while its actions run (back
+                // to the resubmitting rule's after, but for the first).
+                let cookie = std::mem::replace(&mut self.cookie, r.cookie);
                 self.do_actions(&r.actions, &r.write_actions, table);
+                if self.depth > 0 {
+                    self.cookie = cookie;
+                }
             }
         }
     }
@@ -755,6 +767,9 @@ impl<L: Lookup> Ctx<'_, '_, L> {
                     }
                 }
                 Action::ClearActions => self.action_set.clear(),
+                // A frozen translation's marker: the rule's table and
+                // cookie again (flowpath's thawed levels carry their table).
+                Action::UnrollXlate { cookie, .. } => self.cookie = cookie,
                 // As OVS: a queue action makes the priority significant
                 // whether or not an output follows.
                 Action::SetQueue(q) => {
@@ -966,14 +981,55 @@ impl<L: Lookup> Ctx<'_, '_, L> {
 
     /// Keeps `rest` (the actions a level had left when translation froze)
     /// for after recirculation.
+    ///
+    /// As OVS's `freeze_unroll_actions`: before the first action that may
+    /// send a packet-in (which names the rule's table and cookie) an
+    /// `UnrollXlate` marker keeps them, unless the last marker of this
+    /// freeze has the same; `write_metadata` becomes the `set_field` it
+    /// means.
     fn unroll(&mut self, rest: &[Action], write_set: &[Action], table: u8) {
-        if !rest.is_empty() {
-            self.frozen.push(Segment {
-                actions: rest.to_vec(),
-                write_set: write_set.to_vec(),
-                table,
+        if rest.is_empty() {
+            return;
+        }
+        let mut actions = Vec::with_capacity(rest.len() + 1);
+        for a in rest {
+            let may_packet_in = matches!(
+                a,
+                Action::Output(_)
+                    | Action::OutputTrunc { .. }
+                    | Action::InPort
+                    | Action::All
+                    | Action::Flood
+                    | Action::Normal
+                    | Action::Controller { .. }
+                    | Action::Group(_)
+                    | Action::DecTtl
+                    | Action::DecTtlIds { .. }
+                    | Action::DecMplsTtl
+                    | Action::Resubmit { table: None, .. }
+            );
+            if may_packet_in && self.unrolled != Some((table, self.cookie)) {
+                self.unrolled = Some((table, self.cookie));
+                actions.push(Action::UnrollXlate {
+                    table,
+                    cookie: self.cookie,
+                });
+            }
+            actions.push(match *a {
+                Action::WriteMetadata { value, mask } => Action::SetField {
+                    field: FieldId::Metadata,
+                    value: u128::from(value),
+                    mask: u128::from(mask),
+                    legacy: false,
+                },
+                a => a,
             });
         }
+        self.frozen.push(Segment {
+            actions,
+            write_set: write_set.to_vec(),
+            table,
+        });
     }
 
     /// Ends a freeze (at the top of the pipeline, at the end of a group
@@ -984,6 +1040,7 @@ impl<L: Lookup> Ctx<'_, '_, L> {
         let Some(hash) = self.freezing.take() else {
             return;
         };
+        self.unrolled = None;
         self.commit();
         let state = FrozenState {
             segments: std::mem::take(&mut self.frozen),
@@ -1485,7 +1542,11 @@ impl<L: Lookup> Ctx<'_, '_, L> {
                     self.xlate_bucket(b, table);
                 }
             }
-            GroupType::FastFailover => match g.buckets.iter().find(|b| self.bucket_live(b, 0)) {
+            GroupType::FastFailover => match g
+                .buckets
+                .iter()
+                .find(|b| self.bucket_live(b, GroupType::FastFailover, 0))
+            {
                 Some(b) => self.xlate_bucket(b, table),
                 None => self.note(indent, &format!("group {id}: no live bucket: drop")),
             },
@@ -1513,7 +1574,7 @@ impl<L: Lookup> Ctx<'_, '_, L> {
                     let live = (0..=t.mask).find_map(|i| {
                         let slot = h.wrapping_add(i) & t.mask;
                         let b = g.buckets.get(usize::from(*t.slots.get(slot as usize)?))?;
-                        self.bucket_live(b, 0).then_some(b)
+                        self.bucket_live(b, GroupType::Select, 0).then_some(b)
                     });
                     match live {
                         Some(b) => {
@@ -1524,12 +1585,26 @@ impl<L: Lookup> Ctx<'_, '_, L> {
                     }
                     return;
                 }
-                let h = self.select_hash(g.fields.as_deref(), true);
-                let best = g.buckets.iter().filter(|b| b.weight > 0).max_by_key(|b| {
-                    let score =
-                        mix64(h ^ u64::from(b.id).wrapping_mul(0x9e37_79b9_7f4a_7c15)) & 0xffff;
-                    (score * u64::from(b.weight), std::cmp::Reverse(b.id))
-                });
+                // As OVS's slow-path methods: the fields of the symmetric
+                // L4 hash (UDP ports not among them) or of `fields(...)`
+                // significant; of the live buckets, the one with the
+                // highest 16-bit score × weight, the later one on ties (so
+                // weight 0 only when every live bucket scores 0). The hash
+                // is flowpath's own.
+                let h = self.select_hash(g.fields.as_deref(), false);
+                let mut best: Option<(&crate::group::Bucket, u64)> = None;
+                for b in &g.buckets {
+                    if !self.bucket_live(b, GroupType::Select, 0) {
+                        continue;
+                    }
+                    let score = (mix64(h ^ u64::from(b.id).wrapping_mul(0x9e37_79b9_7f4a_7c15))
+                        & 0xffff)
+                        * u64::from(b.weight);
+                    if best.is_none_or(|(_, s)| score >= s) {
+                        best = Some((b, score));
+                    }
+                }
+                let best = best.map(|(b, _)| b);
                 match best {
                     Some(b) => {
                         self.note(indent, &format!("group {id}: selected bucket {}", b.id));
@@ -1636,9 +1711,18 @@ impl<L: Lookup> Ctx<'_, '_, L> {
         h
     }
 
-    /// Fast-failover liveness: a bucket is live if it watches nothing, a
-    /// port of the bridge, or a group with a live bucket.
-    fn bucket_live(&self, b: &crate::group::Bucket, depth: u32) -> bool {
+    /// Bucket liveness, as OVS's: a bucket of a group of `kind` is live if
+    /// it watches nothing, a port of the bridge, or a group with a live
+    /// bucket — but never, in a select group, with weight 0.
+    fn bucket_live(
+        &self,
+        b: &crate::group::Bucket,
+        kind: crate::group::GroupType,
+        depth: u32,
+    ) -> bool {
+        if kind == crate::group::GroupType::Select && b.weight == 0 {
+            return false;
+        }
         if b.watch_port.is_none() && b.watch_group.is_none() {
             return true;
         }
@@ -1647,7 +1731,11 @@ impl<L: Lookup> Ctx<'_, '_, L> {
             || (depth < 32
                 && b.watch_group
                     .and_then(|g| self.tables.group(g))
-                    .is_some_and(|g| g.buckets.iter().any(|x| self.bucket_live(x, depth + 1))))
+                    .is_some_and(|g| {
+                        g.buckets
+                            .iter()
+                            .any(|x| self.bucket_live(x, g.kind, depth + 1))
+                    }))
     }
 
     /// A select group's hash of the packet: of `fields`, or of the

@@ -125,7 +125,32 @@ fn mpls_action_traces_match_ovs_3_1() {
         ("pop_mpls(", 150),
         ("set(mpls(", 100),
         ("recirc(", 50),
+        ("\"recirc_of\"", 50),
         ("mpls(label=", 1500),
+    ] {
+        let n = data.matches(what).count();
+        assert!(n >= at_least, "{what} only {n} times");
+    }
+}
+
+/// Select groups as OVS 3.1 runs them (`tools/ovs-compare.py --select`):
+/// by the datapath hash — the first pass's `hash(...)` and `recirc(ID)`
+/// with the frozen actions' megaflow — and each recirculated packet's
+/// second pass, recorded from OVS's own datapath (its `dp_hash` and the
+/// flows it installed): the bucket its slot names, dead and weight-0
+/// buckets skipped, what followed the group, freezes inside other groups'
+/// buckets; plus the slow-path fallback (weights needing more than 256
+/// slots, or none).
+#[test]
+fn select_group_traces_match_ovs_3_1() {
+    let data = include_str!("data/ovs31-select-traces.jsonl");
+    check(data, 5000);
+    for (what, at_least) in [
+        ("hash(sym_l4(0)),recirc(", 300),
+        ("hash(l4(", 100),
+        ("\"recirc_of\"", 600),
+        (",dp_hash=", 600),
+        ("type=select", 300),
     ] {
         let n = data.matches(what).count();
         assert!(n >= at_least, "{what} only {n} times");
@@ -152,19 +177,25 @@ fn mpls_narrowing(pkt: &str, ovs_actions: &str, ovs: &str, ours: &str) -> bool {
         && m.iter().all(|x| o.contains(x) || x.starts_with("mpls_"))
 }
 
-/// `recirc(0x1f)` written `recirc(ID)`: ids differ between processes.
-fn without_recirc_ids(actions: &str) -> String {
-    let mut out = String::new();
-    let mut rest = actions;
-    while let Some(i) = rest.find("recirc(") {
-        out.push_str(&rest[..i + 7]);
-        rest = &rest[i + 7..];
-        let end = rest.find(')').unwrap_or(rest.len());
-        out.push_str("ID");
-        rest = &rest[end..];
+/// `recirc(0x1f)` written `recirc(ID)`, `recirc_id=0x1f` `recirc_id=ID`:
+/// ids differ between processes.
+fn without_recirc_ids(text: &str) -> String {
+    let mut text = text.to_string();
+    for (start, end) in [("recirc(0x", ')'), ("recirc_id=0x", ',')] {
+        let mut out = String::new();
+        let mut rest = text.as_str();
+        while let Some(i) = rest.find(start) {
+            let keep = start.len() - 2;
+            out.push_str(&rest[..i + keep]);
+            rest = &rest[i + keep..];
+            let e = rest.find(end).unwrap_or(rest.len());
+            out.push_str("ID");
+            rest = &rest[e..];
+        }
+        out.push_str(rest);
+        text = out;
     }
-    out.push_str(rest);
-    out
+    text
 }
 
 /// Replays `data`; returns how many traces went through a `conj_id` flow.
@@ -195,10 +226,29 @@ fn check(data: &str, at_least: usize) -> usize {
             Some(t) => t.iter().collect(),
             None => vec![&v],
         };
+        // Each trace's recirculations (ids and packets), for the second
+        // passes recorded after the first ones.
+        let mut recircs: Vec<Vec<u32>> = Vec::new();
         for t in traces {
             let pkt = t["packet"].as_str().unwrap();
             // OpenFlow-style or (multi-label MPLS) datapath-flow packets.
-            let key = parse_packet(pkt).unwrap();
+            let mut key = parse_packet(pkt).unwrap();
+            // A second pass: the packet the k-th recirculation of trace i
+            // sent back, with the datapath hash OVS's datapath gave it.
+            if let Some(of) = t["recirc_of"].as_array() {
+                let (i, k) = (of[0].as_u64().unwrap(), of[1].as_u64().unwrap());
+                let id = recircs
+                    .get(i as usize)
+                    .and_then(|r| r.get(k as usize))
+                    .copied()
+                    .unwrap_or_else(|| panic!("trace {i} has no recirculation {k}: {pkt}"));
+                key.set_recirc_id(id);
+                let h = t["dp_hash"].as_u64().unwrap() as u32;
+                key.set_dp_hash(match h & 0xffff {
+                    0 if h != 0 => 0x8000,
+                    low => low,
+                });
+            }
             // As `flowpath trace` (what tools/ovs-compare.py ran): NORMAL with
             // an empty MAC table, no learning, flooding to LOCAL too.
             let vlans = PortVlans::default();
@@ -214,12 +264,14 @@ fn check(data: &str, at_least: usize) -> usize {
             if x.trace.contains("conj_id=") {
                 conj += 1;
             }
+            recircs.push(x.recirculations.iter().map(|r| r.0).collect());
             let actions = format_actions(&x.actions);
-            let megaflow = x.megaflow_text(&key);
+            let megaflow = without_recirc_ids(&x.megaflow_text(&key));
             let (ovs_actions, ovs_megaflow) = (
                 t["actions"].as_str().unwrap(),
-                t["megaflow"].as_str().unwrap(),
+                without_recirc_ids(t["megaflow"].as_str().unwrap()),
             );
+            let ovs_megaflow = ovs_megaflow.as_str();
             // Recirculation ids are each process's own.
             let (actions, ovs_actions) = (
                 without_recirc_ids(&actions),
