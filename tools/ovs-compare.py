@@ -6,7 +6,7 @@ bridge br0 (fail_mode=secure) with dummy ports p1..p4 at OpenFlow ports
 1..4, as tools/ovs-sandbox.sh starts it. Usage:
 
   tools/ovs-sandbox.sh start 4
-  OVS_RUNDIR=/tmp/ovs-sandbox tools/ovs-compare.py [--normal|--of13|--regs|--conj] \
+  OVS_RUNDIR=/tmp/ovs-sandbox tools/ovs-compare.py [--normal|--of13|--regs|--conj|--select|--mpls-actions] \
       [--seed S] [--rulesets N] [--packets M] [--flowpath target/debug/flowpath] \
       [--record FILE] [--ctl /path/ovs-vswitchd.PID.ctl]
 
@@ -25,10 +25,26 @@ MPLS packets among the others; grouped records as --regs.
 --mpls-actions: as --mpls, with MPLS actions (push_mpls, pop_mpls,
 set_mpls_label/tc/ttl, dec_mpls_ttl, set_field to mpls_label/tc/ttl) and
 MPLS packets of one to four labels (datapath-flow syntax, traced on
-ovs-netdev). Where OVS recirculates (recirc(...): a pop_mpls followed by
-what reads L3) flowpath must fail the translation saying so; where OVS
-writes set(mpls(...)), flowpath's megaflow may add MPLS bits (the whole
-entry; OVS leaves the untouched ones out).
+ovs-netdev). Where OVS recirculates (a pop_mpls followed by what reads
+L3) both passes are compared, as with --select; where OVS writes
+set(mpls(...)), flowpath's megaflow may add MPLS bits (the whole entry;
+OVS leaves the untouched ones out).
+
+--select: select groups by the datapath hash (OVS's default method, and
+selection_method=dp_hash with a parameter), weighted (weight 0 too),
+buckets watching ports, other groups' buckets sending to them. A first
+pass that ends in hash(...),recirc(ID) is compared (ids apart: each
+switch has its own); then the packet is sent through OVS's own datapath
+(netdev-dummy/receive after revalidator/purge; ovs-ofctl compose-packet
+makes it) to learn the dp_hash OVS gave it and its recirculation id from
+the flows installed, and the second pass is traced on both: OVS with
+recirc_id=ID,dp_hash=H and the packet flowpath's `trace --json` says was
+recirculated, flowpath (a second run that first traces the same first
+passes, so its ids are the same) likewise. Recorded second passes carry
+"recirc_of": [trace index, k] and "dp_hash". Rule sets avoid what
+OpenFlow 1.3 cannot carry (they are loaded with groups). OVS 3.1 can
+crash on some frozen action sets (an assertion in recirc_alloc_id__);
+the script then restarts it and says so.
 
 --regs --fin [--learn]: as --regs, with fin_timeout(...) actions (and
 learn with fin timeouts): their megaflow (nw_proto) and printing.

@@ -26,6 +26,12 @@
 //!   headers. `push_mpls` / `pop_mpls` do the same with a label stack entry
 //!   behind the EtherType (after the VLAN tags), and set the EtherType;
 //!   `set(mpls(...))` rewrites the top entry.
+//! - `hash(...)` computes the packet's datapath hash ([`dp_hash`]) into
+//!   its metadata; `recirc(ID)` keeps a copy of the packet (a reused
+//!   buffer) with its metadata for another datapath pass, which
+//!   [`crate::switch::Switch`] runs after the batch
+//!   ([`Executor::swap_recirculated`]); past [`MAX_RECIRC_DEPTH`]
+//!   recirculations the packet is dropped there, counted.
 //! - [`Executor`] runs a packet's whole action list and queues its outputs;
 //!   at the end of the batch [`Executor::flush`] hands each output port all
 //!   its packets in one [`PortSink::send`] call (ports in order of first

@@ -13,7 +13,9 @@
 //! 2. [`Switch::flush`] classifies the batch
 //!    ([`Datapath::process_batch`], upcalls inline), executes each packet's
 //!    actions on its buffer ([`Executor`]) and hands each output port its
-//!    packets in one [`PortSink::send`] call.
+//!    packets in one [`PortSink::send`] call. Packets that a `recirc(ID)`
+//!    sent back are then parsed again and run the same way, in batches,
+//!    pass after pass, before `flush` returns.
 //!
 //! [`Switch::process`] does both for a run of frames. Between batches the
 //! caller may call [`Switch::housekeeping`] (idle expiry every

@@ -262,10 +262,11 @@ pub fn rule_text(r: &mut Rng, table: u8, ntables: u8, prio: u16) -> String {
 }
 
 /// The group table the generated rule sets' `group:1` .. `group:4` use:
-/// an `all`, a `select` (default hash), a `select` on chosen fields and a
-/// fast-failover group whose first bucket watches a port that is not on
-/// the bridge.
-pub const GROUPS: &str = "group_id=1,type=all,bucket=output:1,bucket=mod_dl_src:00:00:00:00:00:09,output:2,bucket=dec_ttl,output:3\n\
+/// an `all` (one bucket through group 2: a freeze inside a bucket), a
+/// `select` by the datapath hash (OVS's default: recirculation), a
+/// `select` on chosen fields and a fast-failover group whose first bucket
+/// watches a port that is not on the bridge.
+pub const GROUPS: &str = "group_id=1,type=all,bucket=output:1,bucket=mod_dl_src:00:00:00:00:00:09,output:2,bucket=dec_ttl,output:3,bucket=group:2\n\
 group_id=2,type=select,bucket=output:2,bucket=mod_nw_src:9.9.9.9,output:3,bucket=weight:5,output:4\n\
 group_id=3,type=select,selection_method=hash,fields(ip_dst,tcp_dst),bucket=output:1,bucket=output:4\n\
 group_id=4,type=ff,bucket=watch_port:9,output:9,bucket=watch_port:3,strip_vlan,output:3,bucket=output:2";

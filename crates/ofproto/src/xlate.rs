@@ -13,6 +13,17 @@
 //! is skipped (the `in_port` action sends it back), OpenFlow port N is
 //! datapath port N.
 //!
+//! # Freezing
+//!
+//! Where the rest of the translation needs what only the datapath can
+//! give — the L3 header of a packet a `pop_mpls` made IP again, a select
+//! group's datapath hash — translation freezes as OVS's does: every level
+//! of the resubmit stack keeps the actions it had left (with OVS's
+//! `unroll_xlate` markers), the freeze ends at the top, at the end of a
+//! group bucket or of a `check_pkt_larger` branch with `[hash(...),]
+//! recirc(ID)`, the state kept under ID ([`crate::recirc`]); a packet whose
+//! key has that `recirc_id` resumes from it ("thaw").
+//!
 //! # Wildcards
 //!
 //! The megaflow mask starts with what is always examined (in_port,
@@ -29,7 +40,8 @@
 //! gets exactly the same datapath actions (property-tested against the
 //! linear-scan reference, [`crate::linear`]).
 //!
-//! Pure computation on a `FlowKey`: no I/O, no clock.
+//! Pure computation on a `FlowKey`: no I/O, no clock (a freeze or thaw
+//! takes the process-wide recirculation table's lock once).
 
 use crate::action::{Action, OFPP_LOCAL};
 use crate::normal::{self, NormalEnv, PortVlans};

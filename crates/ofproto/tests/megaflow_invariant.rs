@@ -8,7 +8,8 @@
 //! masked MAC matches, CIDR and arbitrary masks on addresses, arbitrary
 //! masks on ports, and actions that rewrite fields, decrement the TTL,
 //! push/pop VLAN tags, go to the controller or loop, send to groups
-//! (`all`, `select` on the 5-tuple and on chosen fields, fast-failover),
+//! (`all`, `select` by the datapath hash — the recirculated packets' second
+//! passes checked too — and on chosen fields, fast-failover),
 //! and `NORMAL` (with
 //! random access/trunk ports and a MAC table that knows some of the
 //! packets' destinations).
@@ -107,6 +108,43 @@ fn check(seed: u64, prefixes: &[FieldId]) -> Result<(), TestCaseError> {
                 s,
                 rules_text.join("\n")
             );
+        }
+        // Second passes (a select group by the datapath hash): each
+        // recirculated packet with a hash, and the same invariant for its
+        // megaflow — the hash bits it leaves out (and everything else it
+        // leaves out) change nothing.
+        for &(id, p2) in &x.recirculations {
+            let mut k2 = p2;
+            k2.set_recirc_id(id);
+            k2.set_dp_hash(1 + r.below(0xfffe) as u32);
+            let x2 = normal.xlate(&fast, &k2);
+            let ref2 = normal.xlate(&slow, &k2);
+            prop_assert_eq!(&x2.actions, &ref2.actions, "second pass of {:?}", k2);
+            let m2 = x2.megaflow;
+            let mk2 = m2.to_key();
+            for _ in 0..6 {
+                let mut s = FlowKey::zero();
+                for i in 0..FLOW_WORDS {
+                    s.w[i] = (k2.w[i] & m2.w[i]) | (r.next_u64() & !m2.w[i]);
+                }
+                s.w[14] = k2.w[14];
+                let mut s = normalize(s);
+                s.set_recirc_id(id);
+                let h = (k2.dp_hash() & mk2.dp_hash()) | (r.next_u64() as u32 & !mk2.dp_hash());
+                s.set_dp_hash(if h & 0xffff == 0 { 0x8000 } else { h });
+                if !s.eq_masked(&k2, &m2) {
+                    continue;
+                }
+                let y = normal.xlate(&slow, &s);
+                prop_assert_eq!(
+                    &y.actions,
+                    &x2.actions,
+                    "second-pass megaflow {} of {:?} admits {:?}",
+                    x2.megaflow_text(&k2),
+                    k2,
+                    s
+                );
+            }
         }
     }
     Ok(())
