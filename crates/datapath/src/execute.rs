@@ -109,7 +109,7 @@ impl PacketMeta {
         dp_hash: 0,
     };
 
-    /// The metadata of a packet whose key and layers
+    /// The metadata of a received packet whose key and layers
     /// `extract_with_layers` returned.
     #[inline(always)]
     pub fn new(key: &FlowKey, layers: &Layers) -> Self {
@@ -117,11 +117,13 @@ impl PacketMeta {
             l3: layers.l3,
             l4: layers.l4,
             nw_proto: if key.is_ip_any() { key.nw_proto() } else { 0 },
+            // A received packet: no datapath metadata yet (a recirculated
+            // one's comes from its earlier pass, set by the caller).
             passes: 0,
             in_port: key.in_port(),
-            skb_priority: key.skb_priority(),
-            pkt_mark: key.pkt_mark(),
-            dp_hash: key.dp_hash(),
+            skb_priority: 0,
+            pkt_mark: 0,
+            dp_hash: 0,
         }
     }
 
