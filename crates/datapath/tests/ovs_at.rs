@@ -50,6 +50,7 @@ const SUPPORTED: &[&str] = &[
     "learn",
     "check_pkt_larger",
     "mpls",
+    "recirc",
 ];
 
 /// Tests whose expectation the installed OVS 3.1 itself does not give
