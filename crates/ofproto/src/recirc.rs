@@ -14,11 +14,13 @@
 //! Ids are given per distinct state (the same state gets the same id, so a
 //! flow's megaflows stay the same across upcalls and revalidations), from
 //! one process-wide table, as OVS's are per process: any bridge's tables
-//! can thaw any id. Ids are 16 bits (they share a key word with in_port)
-//! and are not reclaimed: after 65,535 distinct states, translation fails
-//! as OVS's does when it cannot allocate one ("Failed to allocate
-//! recirculation id"). Touched only by the slow path (one lock per freeze
-//! or thaw, never per packet).
+//! can thaw any id. Ids are 16 bits (they share a key word with in_port):
+//! with 65,535 states kept, translation fails as OVS's does when it cannot
+//! allocate one ("Failed to allocate recirculation id"). The live switch's
+//! revalidator frees the states no megaflow needs any more, each round
+//! ([`RecircTable::sweep`]); `flowpath run`, `bench` and `trace` keep theirs
+//! (they end). Touched only by the slow path (one lock per freeze or thaw,
+//! never per packet).
 
 use crate::action::Action;
 use flowpath_flow::key::Regs;
@@ -59,48 +61,135 @@ pub struct FrozenState {
     pub table: u8,
 }
 
+/// A table of frozen states by id. The process has one
+/// ([`RecircTable::global`]); the functions of this module use it.
+///
+/// Ids are reclaimed by whoever sees every megaflow (the live switch's
+/// revalidator): each round it calls [`RecircTable::begin_round`], dumps
+/// the megaflows, and [`RecircTable::sweep`]s with the ids they name. A
+/// state is freed when no dumped megaflow names its id and no translation
+/// has given or thawed it since the round began (so a megaflow installed
+/// after a PMD's dump, whose translation came after the round began, keeps
+/// it). A freed id is given again only after one more round.
+#[derive(Default)]
+pub struct RecircTable {
+    inner: Mutex<Table>,
+}
+
 #[derive(Default)]
 struct Table {
     ids: HashMap<Arc<FrozenState>, u32>,
-    states: Vec<Arc<FrozenState>>,
+    /// By id - 1: the state (None: freed) and the round it was last given
+    /// or thawed in.
+    states: Vec<(Option<Arc<FrozenState>>, u64)>,
+    /// Freed ids and the round they were freed in.
+    free: Vec<(u32, u64)>,
+    live: usize,
+    round: u64,
 }
 
-fn table() -> &'static Mutex<Table> {
-    static T: OnceLock<Mutex<Table>> = OnceLock::new();
-    T.get_or_init(|| Mutex::new(Table::default()))
+impl RecircTable {
+    /// The process's table.
+    pub fn global() -> &'static RecircTable {
+        static T: OnceLock<RecircTable> = OnceLock::new();
+        T.get_or_init(RecircTable::default)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Table> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The id of `state`: the one it already has, or a new one; `None`
+    /// when every id is taken.
+    pub fn alloc(&self, state: FrozenState) -> Option<u32> {
+        let mut t = self.lock();
+        let round = t.round;
+        if let Some(&id) = t.ids.get(&state) {
+            if let Some(e) = t.states.get_mut(id as usize - 1) {
+                e.1 = round;
+            }
+            return Some(id);
+        }
+        let state = Arc::new(state);
+        // A freed id once a round has passed since (nothing can name it
+        // any more), else a new one.
+        let reuse = t.free.iter().position(|&(_, r)| r < round);
+        let id = match reuse {
+            Some(i) => {
+                let (id, _) = t.free.swap_remove(i);
+                t.states[id as usize - 1] = (Some(Arc::clone(&state)), round);
+                id
+            }
+            None if t.states.len() < MAX_RECIRC_IDS => {
+                t.states.push((Some(Arc::clone(&state)), round));
+                t.states.len() as u32
+            }
+            None => return None,
+        };
+        t.ids.insert(state, id);
+        t.live += 1;
+        Some(id)
+    }
+
+    /// The state frozen under `id`, if any.
+    pub fn find(&self, id: u32) -> Option<Arc<FrozenState>> {
+        let mut t = self.lock();
+        let round = t.round;
+        let e = t
+            .states
+            .get_mut(usize::try_from(id).ok()?.checked_sub(1)?)?;
+        e.1 = round;
+        e.0.clone()
+    }
+
+    /// How many states are kept.
+    pub fn count(&self) -> usize {
+        self.lock().live
+    }
+
+    /// Starts a reclaiming round; returns it (for [`RecircTable::sweep`]).
+    pub fn begin_round(&self) -> u64 {
+        let mut t = self.lock();
+        t.round += 1;
+        t.round
+    }
+
+    /// Frees the states that no id of `in_use` names and that were not
+    /// given or thawed since `round` began; returns how many.
+    pub fn sweep(&self, in_use: &std::collections::HashSet<u32>, round: u64) -> usize {
+        let mut t = self.lock();
+        let now = t.round;
+        let mut freed = Vec::new();
+        for (i, e) in t.states.iter_mut().enumerate() {
+            let id = i as u32 + 1;
+            if e.0.is_some() && e.1 < round && !in_use.contains(&id) {
+                if let Some(st) = e.0.take() {
+                    freed.push((id, st));
+                }
+            }
+        }
+        for (id, st) in &freed {
+            t.ids.remove(st);
+            t.free.push((*id, now));
+        }
+        t.live -= freed.len();
+        freed.len()
+    }
 }
 
-/// The id of `state`: the one it already has, or a new one; `None` when
-/// every id is taken.
+/// [`RecircTable::alloc`] on the process's table.
 pub fn alloc(state: FrozenState) -> Option<u32> {
-    let mut t = table().lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(&id) = t.ids.get(&state) {
-        return Some(id);
-    }
-    if t.states.len() >= MAX_RECIRC_IDS {
-        return None;
-    }
-    let state = Arc::new(state);
-    t.states.push(Arc::clone(&state));
-    let id = t.states.len() as u32;
-    t.ids.insert(state, id);
-    Some(id)
+    RecircTable::global().alloc(state)
 }
 
-/// The state frozen under `id`, if any.
+/// [`RecircTable::find`] on the process's table.
 pub fn find(id: u32) -> Option<Arc<FrozenState>> {
-    let t = table().lock().unwrap_or_else(|e| e.into_inner());
-    let i = usize::try_from(id).ok()?.checked_sub(1)?;
-    t.states.get(i).cloned()
+    RecircTable::global().find(id)
 }
 
-/// How many ids have been given (for `dpif/show`-style statistics).
+/// [`RecircTable::count`] on the process's table.
 pub fn count() -> usize {
-    table()
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .states
-        .len()
+    RecircTable::global().count()
 }
 
 #[cfg(test)]
@@ -120,6 +209,34 @@ mod tests {
             in_port: port,
             table: 0,
         }
+    }
+
+    #[test]
+    fn unused_states_are_swept_and_their_ids_given_again_a_round_later() {
+        let t = RecircTable::default();
+        let (a, b) = (t.alloc(state(1)).unwrap(), t.alloc(state(2)).unwrap());
+        assert_eq!(t.count(), 2);
+        // A round: the dump names a; b was given before the round began.
+        let r = t.begin_round();
+        let in_use: std::collections::HashSet<u32> = [a].into_iter().collect();
+        assert_eq!(t.sweep(&in_use, r), 1);
+        assert!(t.find(b).is_none(), "b freed");
+        assert_eq!(t.find(a).unwrap().in_port, 1);
+        assert_eq!(t.count(), 1);
+        // Not given again in the round it was freed in...
+        let c = t.alloc(state(3)).unwrap();
+        assert_ne!(c, b);
+        // ... but after the next one; a state given or thawed since the
+        // round began stays though no dump names it.
+        let r = t.begin_round();
+        let d = t.alloc(state(4)).unwrap();
+        assert_eq!(d, b, "the freed id comes back");
+        assert_eq!(t.find(d).unwrap().in_port, 4);
+        assert_eq!(t.alloc(state(2)), t.alloc(state(2)), "same state, same id");
+        t.find(c);
+        assert_eq!(t.sweep(&std::collections::HashSet::new(), r), 1, "only a");
+        assert!(t.find(a).is_none());
+        assert!(t.find(c).is_some() && t.find(d).is_some());
     }
 
     #[test]

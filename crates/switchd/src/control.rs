@@ -520,6 +520,11 @@ impl Control {
             u.current, u.avg, u.max, u.limit
         );
         let _ = writeln!(out, "  dump duration : {}ms", u.dump_duration_ms);
+        let _ = writeln!(
+            out,
+            "  recirc ids    : (current {}) (freed {})",
+            u.recirc_ids, u.recirc_freed
+        );
         let _ = writeln!(out, "  ufid enabled : true");
         let _ = writeln!(out);
         let _ = writeln!(out, "  0: (keys {})", u.current);

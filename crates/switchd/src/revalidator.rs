@@ -37,7 +37,7 @@ use flowpath_flow::{FlowKey, FlowMask};
 use flowpath_ofproto::normal::Bridge;
 use flowpath_ofproto::odp::DpAction;
 use flowpath_ofproto::xlate::{xlate_on, XlateMode};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::Ordering;
 
 use std::sync::mpsc::{sync_channel, Receiver, RecvTimeoutError, SyncSender};
@@ -153,6 +153,10 @@ pub struct UpcallStats {
     pub expired: u64,
     /// Megaflows deleted after rule changes, in all.
     pub revalidated: u64,
+    /// Frozen translations (recirculation ids) freed, in all.
+    pub recirc_freed: u64,
+    /// Frozen translations kept at the last round.
+    pub recirc_ids: usize,
 }
 
 /// The revalidator's state and logic (no threads, no clock).
@@ -404,10 +408,31 @@ pub fn run(sh: Arc<Shared>, cmds: Receiver<RevalCmd>) {
     }
 }
 
+/// The recirculation ids `dumps` name: in keys (second passes) and in
+/// `recirc(ID)` actions (first passes).
+pub fn recirc_ids_in_use(dumps: &[Vec<DumpEntry>]) -> HashSet<u32> {
+    let mut ids = HashSet::new();
+    for e in dumps.iter().flatten() {
+        if e.key.recirc_id() != 0 {
+            ids.insert(e.key.recirc_id());
+        }
+        for a in e.actions.iter() {
+            if let DpAction::Recirc(id) = a {
+                ids.insert(*id);
+            }
+        }
+    }
+    ids
+}
+
 /// One round against the PMDs.
 fn round(sh: &Shared, r: &mut Revalidator) {
     let t0 = Instant::now();
     let published = sh.published();
+    // Frozen translations no megaflow names are freed after the dumps
+    // (see `RecircTable::sweep`).
+    let recirc = flowpath_ofproto::recirc::RecircTable::global();
+    let recirc_round = recirc.begin_round();
     let mut dumps = Vec::new();
     for p in &sh.pmds {
         let (tx, rx) = sync_channel(1);
@@ -420,6 +445,8 @@ fn round(sh: &Shared, r: &mut Revalidator) {
     let now_ms = sh.started.elapsed().as_millis() as u64;
     let max_idle = sh.max_idle_ms.load(Ordering::Relaxed);
     let out = r.revalidate(&dumps, &published, now_ms, max_idle);
+    r.stats.recirc_freed += recirc.sweep(&recirc_ids_in_use(&dumps), recirc_round) as u64;
+    r.stats.recirc_ids = recirc.count();
     for (p, del) in sh.pmds.iter().zip(&out.deletions) {
         if del.is_empty() {
             continue;

@@ -302,3 +302,62 @@ fn a_fin_through_a_rule_applies_its_fin_timeout() {
         .collect();
     assert_eq!(t, vec![(10, 5, 9), (5, 60, 0)]);
 }
+
+/// Frozen translations are freed once no megaflow names them: while the
+/// first pass's megaflow (`recirc(ID)`) is installed the revalidator's
+/// rounds keep ID, after it is gone the next round frees it, and a later
+/// packet of the same flow gets a frozen translation again.
+#[test]
+fn recirculation_ids_are_freed_when_no_megaflow_names_them() {
+    use flowpath_ofproto::group::parse_groups;
+    use flowpath_ofproto::odp::DpAction;
+    use flowpath_ofproto::recirc::RecircTable;
+    use flowpath_ofproto::tables::RuleTables;
+    use flowpath_switchd::revalidator::recirc_ids_in_use;
+    use std::sync::Arc;
+
+    // A select group of its own (its frozen state is this test's only).
+    let mut t = RuleTables::new(
+        parse_rules("in_port=3,actions=group:77,output:4", None).unwrap(),
+        &[],
+    );
+    t.set_ports(vec![1, 2, 3, 4]);
+    t.set_groups(
+        parse_groups(
+            "group_id=77,type=select,bucket=output:1,bucket=output:2",
+            None,
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    let mut dp = Datapath::new(Config::default()).unwrap();
+    let mut sp = SlowPath::new(Arc::new(t));
+    let mut k = FlowKey::zero();
+    k.set_in_port(3);
+    k.set_dl_type(0x0800);
+    let acts = process(&mut dp, &mut sp, &[k], 10);
+    let dumped = dump(&dp);
+    assert_eq!(dumped.len(), 1, "{acts:?}");
+    let Some(DpAction::Recirc(id)) = dumped[0].actions.last().copied() else {
+        panic!("{acts:?}")
+    };
+    let table = RecircTable::global();
+    // A round with the megaflow installed keeps the id.
+    let round = table.begin_round();
+    let in_use = recirc_ids_in_use(&[dump(&dp)]);
+    assert!(in_use.contains(&id));
+    table.sweep(&in_use, round);
+    assert!(table.find(id).is_some());
+    // The megaflow goes; the next round frees the id.
+    assert_eq!(delete(&mut dp, &[dumped[0].mf]), 1);
+    let round = table.begin_round();
+    table.sweep(&recirc_ids_in_use(&[dump(&dp)]), round);
+    assert!(table.find(id).is_none(), "id {id} freed");
+    // The flow's next packet freezes again (under a new id or a reused
+    // one), and that state is found.
+    process(&mut dp, &mut sp, &[k], 20);
+    let Some(DpAction::Recirc(again)) = dump(&dp)[0].actions.last().copied() else {
+        panic!()
+    };
+    assert!(table.find(again).is_some());
+}
