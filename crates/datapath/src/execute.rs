@@ -31,7 +31,8 @@
 //!   buffer) with its metadata for another datapath pass, which
 //!   [`crate::switch::Switch`] runs after the batch
 //!   ([`Executor::swap_recirculated`]); past [`MAX_RECIRC_DEPTH`]
-//!   recirculations the packet is dropped there, counted.
+//!   recirculations, or with [`MAX_RECIRC_PENDING`] packets already
+//!   waiting, the packet is dropped there, counted.
 //! - [`Executor`] runs a packet's whole action list and queues its outputs;
 //!   at the end of the batch [`Executor::flush`] hands each output port all
 //!   its packets in one [`PortSink::send`] call (ports in order of first
@@ -767,10 +768,18 @@ pub struct ExecStats {
     /// `recirc(ID)` on a packet already recirculated
     /// [`MAX_RECIRC_DEPTH`] times: dropped there (as OVS).
     pub recirc_too_deep: u64,
+    /// `recirc(ID)` with [`MAX_RECIRC_PENDING`] packets already waiting
+    /// for their next pass: dropped there.
+    pub recirc_overflow: u64,
 }
 
 /// The most times one packet is recirculated (OVS's `MAX_RECIRC_DEPTH`).
 pub const MAX_RECIRC_DEPTH: u8 = 6;
+
+/// The most recirculated packets waiting for their next pass at once (a
+/// pass's): the bound on what groups of buckets that each recirculate can
+/// multiply a batch into (and on the pool's memory).
+pub const MAX_RECIRC_PENDING: usize = 32 * crate::BATCH_SIZE;
 
 /// A packet a `recirc(ID)` sent back into the datapath: its bytes as the
 /// actions before left them, and what its next pass needs (in_port,
@@ -1079,6 +1088,10 @@ impl Executor {
     fn recirculate(&mut self, pkt: &PacketBuf, meta: &PacketMeta, id: u32, tag: u64) {
         if meta.passes >= MAX_RECIRC_DEPTH {
             self.stats.recirc_too_deep += 1;
+            return;
+        }
+        if self.recirc_used >= MAX_RECIRC_PENDING {
+            self.stats.recirc_overflow += 1;
             return;
         }
         if self.recirc_used == self.recirc.len() {

@@ -118,3 +118,35 @@ fn recirculation_stops_at_the_depth_limit() {
     assert_eq!(r.packets_received, 1);
     assert_eq!(r.packet_recirculations, u64::from(MAX_RECIRC_DEPTH));
 }
+
+/// Groups whose buckets each recirculate multiply a batch; the packets
+/// waiting for their next pass are bounded (MAX_RECIRC_PENDING), the rest
+/// dropped and counted, and everything kept is still output once.
+#[test]
+fn recirculated_packets_waiting_are_bounded() {
+    use flowpath_datapath::execute::MAX_RECIRC_PENDING;
+    let buckets = vec!["bucket=group:2"; 40].join(",");
+    let mut sw = switch(
+        "in_port=1,actions=group:1",
+        &format!(
+            "group_id=1,type=all,{buckets}\ngroup_id=2,type=select,bucket=output:2,bucket=output:3"
+        ),
+    );
+    let frames: Vec<Vec<u8>> = (0..32u16)
+        .map(|i| {
+            udp_frame(
+                [2, 0, 0, 0, 0, 1],
+                [2, 0, 0, 0, 0, 2],
+                ([10, 0, 0, 1], [10, 0, 0, 2]),
+                (1000 + i, 53),
+            )
+        })
+        .collect();
+    let mut got = 0usize;
+    let mut sink = |_: u32, o: Outputs<'_>| got += o.len();
+    sw.process(1, frames.iter().map(|f| (&f[..], 0u64)), 0, &mut sink);
+    let e = sw.exec_stats();
+    assert_eq!(e.recirculated as usize, MAX_RECIRC_PENDING, "{e:?}");
+    assert_eq!(e.recirc_overflow as usize, 32 * 40 - MAX_RECIRC_PENDING);
+    assert_eq!(got, MAX_RECIRC_PENDING);
+}
