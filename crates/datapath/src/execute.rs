@@ -786,8 +786,9 @@ pub const MAX_RECIRC_PENDING: usize = 32 * crate::BATCH_SIZE;
 /// priority, mark, `dp_hash`, passes so far in `meta`).
 #[derive(Clone, Debug, Default)]
 pub struct Recirculated {
-    /// The frame.
-    pub data: Vec<u8>,
+    /// The frame, in a buffer the worker swaps with an rx buffer (no copy
+    /// back).
+    pub buf: PacketBuf,
     /// The recirculation id its next lookup carries.
     pub recirc_id: u32,
     /// Its metadata (`passes` already counts the pass that sent it back).
@@ -1095,14 +1096,14 @@ impl Executor {
             return;
         }
         if self.recirc_used == self.recirc.len() {
-            self.recirc.push(Recirculated {
-                data: Vec::with_capacity(DATA_ROOM),
-                ..Recirculated::default()
-            });
+            self.recirc.push(Recirculated::default());
         }
         let r = &mut self.recirc[self.recirc_used];
-        r.data.clear();
-        r.data.extend_from_slice(pkt.data());
+        if r.buf.load(pkt.data()).is_err() {
+            // (A frame grown past the largest by pushes.)
+            self.stats.recirc_overflow += 1;
+            return;
+        }
         r.recirc_id = id;
         r.meta = *meta;
         r.meta.passes = meta.passes.saturating_add(1);

@@ -221,16 +221,14 @@ impl<U: Upcall> Switch<U> {
             let mut j = 0;
             while j < m {
                 while j < m && !self.batch.is_full() {
-                    let r = &self.recirc[j];
+                    let r = &mut self.recirc[j];
                     j += 1;
                     let i = self.batch.len();
-                    let buf = &mut self.bufs[i];
-                    // It fitted a buffer before.
-                    if buf.load(&r.data).is_err() {
-                        self.rx.oversize += 1;
-                        continue;
-                    }
-                    let len = u32::try_from(r.data.len()).unwrap_or(u32::MAX);
+                    // The frame's buffer becomes the rx buffer (the old rx
+                    // buffer goes to the pool): no copy.
+                    std::mem::swap(&mut self.bufs[i], &mut r.buf);
+                    let buf = &self.bufs[i];
+                    let len = u32::try_from(buf.data().len()).unwrap_or(u32::MAX);
                     let mut layers = Layers::EMPTY;
                     let md = r.meta;
                     let pushed = self.batch.push_with(len, |k| {
