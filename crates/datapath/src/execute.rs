@@ -62,6 +62,7 @@ use crate::packet::{PacketBuf, DATA_ROOM};
 use flowpath_flow::extract::{Layers, NONE};
 use flowpath_flow::{FlowKey, FlowMask};
 use flowpath_ofproto::odp::{DpAction, SetHeader};
+use flowpath_ofproto::xlate::mix64;
 use flowpath_wire::ethernet::is_vlan_tpid;
 use flowpath_wire::ipv6::is_ext_header;
 use flowpath_wire::{
@@ -220,13 +221,6 @@ pub fn dp_hash(d: &[u8], meta: &PacketMeta, symmetric: bool, basis: u32) -> u32 
     } else {
         h
     }
-}
-
-/// splitmix64's finaliser.
-fn mix64(mut z: u64) -> u64 {
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
 }
 
 /// Applies one action other than an output or a controller action (which

@@ -239,21 +239,19 @@ impl<U: Upcall> Switch<U> {
                         k.set_pkt_mark(md.pkt_mark);
                     });
                     if pushed.is_err() {
-                        break;
+                        break; // (not full: checked above)
                     }
-                    let mut meta = PacketMeta::new(&self.batch.keys()[i], &layers);
-                    meta.passes = md.passes;
-                    meta.skb_priority = md.skb_priority;
-                    meta.pkt_mark = md.pkt_mark;
-                    meta.dp_hash = md.dp_hash;
-                    self.metas[i] = meta;
+                    // New layers; the metadata the earlier pass left.
+                    let fresh = PacketMeta::new(&self.batch.keys()[i], &layers);
+                    self.metas[i] = PacketMeta {
+                        l3: fresh.l3,
+                        l4: fresh.l4,
+                        nw_proto: fresh.nw_proto,
+                        ..md
+                    };
                     self.tags[i] = r.tag;
                 }
-                let b = self.batch.len();
-                if b == 0 {
-                    continue;
-                }
-                self.dp.note_recirculations(b as u64);
+                self.dp.note_recirculations(self.batch.len() as u64);
                 self.run_batch(now_ms, sink);
             }
         }

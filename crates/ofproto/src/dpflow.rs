@@ -24,6 +24,28 @@ use flowpath_flow::key::VLAN_CFI;
 use flowpath_flow::value::{parse_uint, parse_value};
 use flowpath_flow::{FlowKey, FlowMask};
 
+/// A `V` or `V/M` number of at most `bits` bits (the mask all ones when
+/// not given), for attribute `attr`'s `what`.
+fn masked_uint(attr: &str, what: &str, text: &str, bits: u32) -> Result<(u32, u32), RuleError> {
+    let full = u32::MAX >> (32 - bits);
+    let num = |x: &str| {
+        parse_uint(x.trim())
+            .ok()
+            .filter(|n| *n <= u128::from(full))
+            .map(|n| n as u32)
+            .ok_or_else(|| {
+                RuleError::new(
+                    Some(attr),
+                    format!("{attr}: {what}: '{}' is not a {bits}-bit number", x.trim()),
+                )
+            })
+    };
+    match text.split_once('/') {
+        Some((v, m)) => Ok((num(v)?, num(m)?)),
+        None => Ok((num(text)?, full)),
+    }
+}
+
 /// Splits `s` at the commas outside parentheses.
 fn split_top(s: &str) -> Result<Vec<&str>, RuleError> {
     let mut out = Vec::new();
@@ -88,21 +110,8 @@ impl Builder {
     /// A datapath flow's `tos`/`tclass`: the whole byte, DSCP and ECN
     /// (`V` or `V/M`), as flowpath's `nw_tos` (DSCP bits) and `nw_ecn`.
     fn put_tos(&mut self, attr_name: &str, text: &str) -> Result<(), RuleError> {
-        let num = |x: &str| {
-            parse_uint(x.trim())
-                .ok()
-                .filter(|n| *n <= 0xff)
-                .ok_or_else(|| {
-                    RuleError::new(
-                        Some(attr_name),
-                        format!("{attr_name}: tos: '{x}' is not a byte"),
-                    )
-                })
-        };
-        let (v, m) = match text.split_once('/') {
-            Some((v, m)) => (num(v)?, num(m)?),
-            None => (num(text)?, 0xff),
-        };
+        let (v, m) = masked_uint(attr_name, "tos", text, 8)?;
+        let (v, m) = (u128::from(v), u128::from(m));
         for (id, bits) in [(FieldId::NwTos, 0xfc), (FieldId::NwEcn, 0x03)] {
             let f = id.info();
             let (fv, fm) = (v & bits, m & bits);
@@ -139,22 +148,7 @@ impl Builder {
         match name {
             "in_port" => self.put(name, FieldId::InPort, args),
             "recirc_id" | "dp_hash" => {
-                let (v, m) = match args.split_once('/') {
-                    Some((v, m)) => (v, Some(m)),
-                    None => (args, None),
-                };
-                let num = |s: &str| {
-                    parse_uint(s.trim())
-                        .ok()
-                        .and_then(|x| u32::try_from(x).ok())
-                        .ok_or_else(|| {
-                            RuleError::new(
-                                Some(name),
-                                format!("{name}: '{s}' is not a 32-bit number"),
-                            )
-                        })
-                };
-                let (v, m) = (num(v)?, m.map(num).transpose()?.unwrap_or(u32::MAX));
+                let (v, m) = masked_uint(name, "value", args, 32)?;
                 let (mut k, mut mk) = (self.key, self.mask.to_key());
                 if name == "recirc_id" {
                     // flowpath's ids are 16 bits (they share in_port's word).
@@ -217,29 +211,13 @@ impl Builder {
                 let (mut tci, mut tmask) = (VLAN_CFI, VLAN_CFI);
                 for kv in split_top(args)? {
                     let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
-                    let (v, m) = match v.split_once('/') {
-                        Some((v, m)) => (v, Some(m)),
-                        None => (v, None),
-                    };
-                    let num = |s: &str| parse_uint(s).map_err(|e| RuleError::new(Some(name), e.0));
                     let (shift, width) = match k.trim() {
                         "vid" => (0, 12),
                         "pcp" => (13, 3),
                         "cfi" => (12, 1),
                         k => return Err(unknown(k)),
                     };
-                    let full = (1u128 << width) - 1;
-                    let val = num(v)?;
-                    let msk = match m {
-                        Some(m) => num(m)?,
-                        None => full,
-                    };
-                    if val > full || msk > full {
-                        return Err(RuleError::new(
-                            Some(name),
-                            format!("vlan: {k}={v} is out of range"),
-                        ));
-                    }
+                    let (val, msk) = masked_uint(name, k.trim(), v, width)?;
                     let (val, msk) = ((val as u16) << shift, (msk as u16) << shift);
                     tci = (tci & !msk) | (val & msk);
                     tmask |= msk;
@@ -345,22 +323,7 @@ impl Builder {
                     }
                     seen.push(k.to_string());
                     // `VALUE` or `VALUE/MASK`, as OVS prints a masked entry.
-                    let num = |s: &str| {
-                        parse_uint(s)
-                            .ok()
-                            .filter(|x| *x < 1u128 << width)
-                            .map(|x| x as u32)
-                            .ok_or_else(|| {
-                                RuleError::new(
-                                    Some(name),
-                                    format!("{name}: {k}: '{v}' is not a {width}-bit number"),
-                                )
-                            })
-                    };
-                    let (x, m) = match v.split_once('/') {
-                        Some((x, m)) => (num(x)?, num(m)?),
-                        None => (num(v)?, (1u32 << width) - 1),
-                    };
+                    let (x, m) = masked_uint(name, k, v, width)?;
                     let bits = ((1u32 << width) - 1) << shift;
                     let mut mk = b.mask.to_key();
                     let (old, old_m) = (b.key.mpls_lse(entry), mk.mpls_lse(entry));

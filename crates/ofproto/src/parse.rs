@@ -495,13 +495,11 @@ pub fn parse_match(text: &str) -> Result<Match, RuleError> {
     parse_match_with(text, &mut |_, _| None)
 }
 
-/// [`parse_match`] where `extra` takes the `KEY=VALUE` pairs it knows
-/// (returning `Some`) before the match does.
-#[allow(clippy::type_complexity)]
-fn parse_match_with(
-    text: &str,
-    extra: &mut dyn FnMut(&str, &str) -> Option<Result<(), RuleError>>,
-) -> Result<Match, RuleError> {
+/// Takes a `KEY=VALUE` pair it knows (returning `Some`) before the match.
+type ExtraPair<'a> = dyn FnMut(&str, &str) -> Option<Result<(), RuleError>> + 'a;
+
+/// [`parse_match`] where `extra` takes the pairs it knows first.
+fn parse_match_with(text: &str, extra: &mut ExtraPair<'_>) -> Result<Match, RuleError> {
     let mut b = MatchBuilder::new();
     for item in tokenize(text)? {
         if let Item::Pair(k, v) = &item {

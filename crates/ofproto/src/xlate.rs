@@ -250,9 +250,10 @@ fn reads_only_l2(a: &Action) -> bool {
     }
 }
 
-/// A 64-bit mixing function (splitmix64's finaliser): select groups'
-/// bucket choice.
-fn mix64(mut z: u64) -> u64 {
+/// A 64-bit mixing function (splitmix64's finaliser): flowpath's hashes
+/// for select groups, `bundle`, `multipath` and the datapath's `hash`.
+#[inline]
+pub fn mix64(mut z: u64) -> u64 {
     z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
     z ^ (z >> 31)
@@ -579,15 +580,11 @@ impl<L: Lookup> Ctx<'_, '_, L> {
         if self.was_mpls {
             // The lookup reads L3: it runs after recirculation.
             self.freezing = Some(None);
-            let port = lookup_port;
-            self.frozen.push(Segment {
-                actions: vec![Action::Resubmit {
-                    port,
-                    table: Some(table),
-                }],
-                write_set: Vec::new(),
-                table,
-            });
+            let resubmit = Action::Resubmit {
+                port: lookup_port,
+                table: Some(table),
+            };
+            self.unroll(&[resubmit], &[], table);
             return;
         }
         self.cur_table = table;
@@ -660,10 +657,12 @@ impl<L: Lookup> Ctx<'_, '_, L> {
             if self.was_mpls && !reads_only_l2(a) {
                 // As OVS: what may read the L3 header a pop_mpls exposed
                 // (never parsed) runs after recirculation, from here.
-                self.note(
-                    indent,
-                    &format!("{a}: recirculating to parse the packet after pop_mpls"),
-                );
+                if self.tracing {
+                    self.note(
+                        indent,
+                        &format!("{a}: recirculating to parse the packet after pop_mpls"),
+                    );
+                }
                 self.freezing = Some(None);
                 self.unroll(&actions[i..], write_set, table);
                 return;
@@ -1070,7 +1069,9 @@ impl<L: Lookup> Ctx<'_, '_, L> {
             self.odp.push(DpAction::Hash { symmetric, basis });
         }
         self.odp.push(DpAction::Recirc(id));
-        self.note(self.depth, &format!("recirc({id:#x}): translation frozen"));
+        if self.tracing {
+            self.note(self.depth, &format!("recirc({id:#x}): translation frozen"));
+        }
         let mut packet = self.flow;
         packet.set_in_port(self.orig.in_port());
         packet.set_recirc_id(0);
@@ -1603,7 +1604,7 @@ impl<L: Lookup> Ctx<'_, '_, L> {
                 // highest 16-bit score × weight, the later one on ties (so
                 // weight 0 only when every live bucket scores 0). The hash
                 // is flowpath's own.
-                let h = self.select_hash(g.fields.as_deref(), false);
+                let h = self.select_hash(g.fields.as_deref());
                 let mut best: Option<(&crate::group::Bucket, u64)> = None;
                 for b in &g.buckets {
                     if !self.bucket_live(b, GroupType::Select, 0) {
@@ -1663,7 +1664,7 @@ impl<L: Lookup> Ctx<'_, '_, L> {
     fn bundle_hash(&mut self, set: u8) -> u64 {
         if set == 1 {
             // OVS's symmetric_l4: L4 ports of TCP and SCTP only.
-            return self.select_hash(None, false);
+            return self.select_hash(None);
         }
         let f = self.flow;
         let mut m = self.wc.to_key();
@@ -1750,10 +1751,11 @@ impl<L: Lookup> Ctx<'_, '_, L> {
                     }))
     }
 
-    /// A select group's hash of the packet: of `fields`, or of the
-    /// symmetric 5-tuple (Ethernet addresses, type and VLAN; IP addresses
-    /// and protocol; L4 ports), whose bits become significant.
-    fn select_hash(&mut self, fields: Option<&[FieldId]>, udp_ports: bool) -> u64 {
+    /// A select group's (and `bundle`'s / `multipath`'s `symmetric_l4`)
+    /// hash of the packet: of `fields`, or of OVS's symmetric L4 fields
+    /// (Ethernet addresses, type and VLAN; IP addresses and protocol;
+    /// TCP/SCTP ports), whose bits become significant.
+    fn select_hash(&mut self, fields: Option<&[FieldId]>) -> u64 {
         let f = self.flow;
         let sym = |a: u128, b: u128| if a < b { (a, b) } else { (b, a) };
         let mut m = self.wc.to_key();
@@ -1800,14 +1802,14 @@ impl<L: Lookup> Ctx<'_, '_, L> {
                     };
                     add(a);
                     add(b);
-                    for v in sym_l4(&f, &mut m, udp_ports) {
+                    for v in sym_l4(&f, &mut m, false) {
                         add(v);
                     }
-                    // OVS's symmetric_l4 (`bundle`, `multipath`): the
-                    // ports of every IP packet but UDP are significant,
-                    // hashed or not (checked against OVS 3.1: ICMP type
-                    // and code, zero ports of other protocols).
-                    if !udp_ports && f.nw_proto() != 17 {
+                    // As OVS's symmetric_l4: the ports of every IP packet
+                    // but UDP are significant, hashed or not (checked
+                    // against OVS 3.1: ICMP type and code, zero ports of
+                    // other protocols).
+                    if f.nw_proto() != 17 {
                         m.set_tp_src(0xffff);
                         m.set_tp_dst(0xffff);
                     }
