@@ -134,7 +134,14 @@ FIN = [False]  # --fin: fin_timeout actions, learn with fin_idle/hard_timeout
 TUN = [False]  # --tun: tun_id matched, loaded, moved and set in --regs rules
 CPL = [False]  # --cpl: check_pkt_larger in most --regs rules, matches on its bits
 SELECT = [False]  # --select: select groups (datapath hash, recirculation), compared over both passes
+HASHES = [False]  # --hashes: choices made by OVS's hashes (hrw bundles, multipath links, slow-path select groups)
 LEARN = [False]  # --learn: a learn action in (nearly) every --regs rule  # --of13: no OpenFlow 1.0-only actions, groups in most rule sets
+
+# Fields a select group may hash (--hashes), some masked.
+SELECT_FIELDS = ["eth_src", "eth_dst", "eth_dst=ff:ff:ff:00:00:00", "eth_type", "vlan_tci", "vlan_vid", "vlan_pcp",
+                 "ip_src", "ip_dst", "ip_src=255.255.255.0", "ip_dst=0.0.0.255", "ipv6_src", "ipv6_dst=ffff::", "ip_proto", "nw_tos", "ip_dscp", "nw_ecn", "nw_ttl", "ip_frag",
+                 "tcp_src", "tcp_dst", "tp_src", "udp_src", "udp_dst=0xff", "sctp_dst", "icmp_type", "icmp_code", "icmpv6_type", "in_port", "arp_op", "arp_spa", "arp_sha",
+                 "tcp_flags", "nd_target", "pkt_mark", "reg0", "metadata"]
 
 def rnd_groups(r):
     """1-3 groups of type all, indirect or ff; with --select also select
@@ -146,7 +153,7 @@ def rnd_groups(r):
     groups = []
     n_groups = r.randint(1, 3)
     for gid in range(1, n_groups + 1):
-        kinds = ["all", "indirect", "ff"] + (["select"] * 4 if SELECT[0] else [])
+        kinds = ["all", "indirect", "ff"] + (["select"] * 4 if SELECT[0] or HASHES[0] else [])
         kind = r.choice(kinds)
         n = 1 if kind == "indirect" else r.randint(1, 4 if kind == "select" else 3)
         buckets = []
@@ -159,10 +166,29 @@ def rnd_groups(r):
             weight = "weight:%d," % r.choice([1, 1, 1, 2, 3, 5, 10, 0]) if kind == "select" and r.random() < 0.5 else ""
             buckets.append("bucket=%s%sactions=%s" % (weight, watch, acts))
         method = ""
-        if kind == "select" and r.random() < 0.3:
+        if kind == "select" and HASHES[0] and r.random() < 0.75:
+            # Picked in the slow path by OVS's hashes: selection_method=hash
+            # (with fields, some masked, or without), or weights that need
+            # more than 256 dp_hash slots.
+            if r.random() < 0.7:
+                method = ",selection_method=hash"
+                if r.random() < 0.4:
+                    method += ",selection_method_param=%d" % r.choice([1, 7, 0x12345, 0xfffffffff])
+                if r.random() < 0.8:
+                    fs = {}
+                    for f in r.sample(SELECT_FIELDS, r.randint(1, 4)):
+                        fs.setdefault(f.split("=")[0], f)
+                    method += ",fields(%s)" % ",".join(fs.values())
+            else:
+                buckets = [re.sub(r"weight:\d+,", "", b).replace("bucket=", "bucket=weight:%d," % r.choice([1, 2, 300, 1000, 65535]), 1) for b in buckets]
+                if len(buckets) == 1:
+                    buckets.append("bucket=weight:%d,actions=output:%d" % (r.choice([300, 1000]), r.randint(1, 4)))
+        elif kind == "select" and r.random() < 0.3:
             method = ",selection_method=dp_hash" + r.choice(["", ",selection_method_param=%d" % r.randint(1, 9), ",selection_method_param=0x1%08x" % r.randint(0, 9)])
         groups.append("group_id=%d,type=%s%s,%s" % (gid, kind, method, ",".join(buckets)))
     return groups
+
+BUNDLE_FIELDS = ["eth_src", "symmetric_l4", "symmetric_l3l4", "symmetric_l3l4+udp", "nw_src", "nw_dst", "symmetric_l3"]
 
 def rnd_mpls_action(r, cur):
     """An MPLS action that OpenFlow 1.3 accepts after a list whose packet
@@ -201,8 +227,10 @@ def rnd_actions(r, proto, table, ntables):
             return ",".join(acts)
     if GROUP_IDS and r.random() < (0.6 if SELECT[0] else 0.3):
         acts.append("group:%d" % r.choice(GROUP_IDS))
-    if r.random() < 0.05:
-        # active_backup only: hrw's member choice uses OVS's own hash.
+    if HASHES[0] and r.random() < 0.4:
+        # hrw: the member OVS's hash picks among the live ones.
+        acts.append("bundle(%s,%d,hrw,ofport,members:%s)" % (r.choice(BUNDLE_FIELDS), r.choice([0, 1, 50, 65535]), ",".join(str(r.choice([1, 2, 3, 4, 7, 8])) for _ in range(r.randint(1, 5)))))
+    elif r.random() < 0.05:
         acts.append("bundle(%s,0,active_backup,ofport,members:%s)" % (r.choice(["eth_src", "symmetric_l4", "nw_src"]), ",".join(str(r.choice([1, 2, 3, 4, 7, 8])) for _ in range(r.randint(1, 3)))))
     if r.random() < 0.08:
         acts.append(r.choice(["set_queue:%d" % r.randint(0, 9), "pop_queue"]
@@ -408,8 +436,20 @@ def rnd_reg_actions(r, proto, table, ntables):
         elif k < 0.86:
             # Compared exactly: active_backup, and multipath to one link
             # (the megaflow of its hash fields; flowpath's hash is its own).
-            fs = r.choice(["eth_src", "symmetric_l4", "symmetric_l3l4", "symmetric_l3l4+udp", "nw_src", "nw_dst", "symmetric_l3"])
-            if r.random() < 0.5:
+            fs = r.choice(BUNDLE_FIELDS)
+            if HASHES[0]:
+                # The member or link OVS's hash picks, made visible: moved
+                # into the packet's mark, which the datapath sets.
+                reg = r.randrange(4)
+                if r.random() < 0.4:
+                    acts.append("bundle_load(%s,%d,hrw,ofport,NXM_NX_REG%d[],members:%s)" % (fs, r.randrange(65536), reg, ",".join(str(r.choice([1, 2, 3, 7, 9])) for _ in range(r.randint(1, 6)))))
+                else:
+                    n_links = r.choice([2, 3, 4, 5, 8, 13, 64, 65, 100, 1000])
+                    alg = r.choice(["modulo_n", "hash_threshold", "hrw", "iter_hash"])
+                    acts.append("multipath(%s,%d,%s,%d,%d,NXM_NX_REG%d[0..15])" % (fs, r.randrange(65536), alg, n_links, r.choice([0, n_links, n_links + 1, 2 * n_links, 1000]), reg))
+                acts.append("move:NXM_NX_REG%d[0..15]->NXM_NX_PKT_MARK[0..15]" % reg)
+                acts.append("output:%d" % r.randint(1, 4))
+            elif r.random() < 0.5:
                 acts.append("bundle_load(%s,0,active_backup,ofport,NXM_NX_REG%d[],members:%s)" % (fs, r.randrange(4), ",".join(str(r.choice([1, 2, 3, 7, 9])) for _ in range(r.randint(1, 3)))))
             else:
                 acts.append("multipath(%s,%d,%s,1,0,NXM_NX_REG%d[0..%d])" % (fs, r.randrange(100), r.choice(["modulo_n", "hash_threshold", "hrw", "iter_hash"]), r.randrange(4), r.randrange(16)))
@@ -602,7 +642,9 @@ def load_rules(rules, of13_fallback=False, groups=()):
         with open(rf + ".groups", "w") as f:
             f.write("\n".join(groups) + "\n")
         # (OpenFlow 1.5: selection_method is a 1.5 group property.)
-        subprocess.run(["ovs-ofctl", "-O", "OpenFlow15", "add-groups", "br0", rf + ".groups"], check=True)
+        res = subprocess.run(["ovs-ofctl", "-O", "OpenFlow15", "add-groups", "br0", rf + ".groups"], capture_output=True, text=True)
+        if res.returncode:
+            return rf, res
     # OpenFlow 1.0 cannot carry instructions: ovs-ofctl would silently drop
     # write_actions/clear_actions, so such rule sets go in with 1.3 (unless
     # they use mod_vlan_vid, whose meaning differs there: then not at all).
@@ -665,6 +707,23 @@ def mpls_set_narrowing(da, ovs_mf, our_mf, pkt=""):
     return all(x in m for x in o if not x.startswith("mpls_")) and all(x.startswith("mpls_") for x in extra) \
         and all(x.startswith("mpls_") for x in o if x not in m)
 
+def l2_hash_narrowing(rules, ovs_mf, our_mf):
+    """True when our megaflow is OVS's with the L2 fields a symmetric_l3l4
+    hash of a packet that is not IP reads made significant (OVS 3.1 hashes
+    them, flow_hash_symmetric_l2, but leaves them out of its megaflow,
+    which is then too wide; flowpath makes them significant on purpose)."""
+    l2 = ("dl_src", "dl_dst", "dl_vlan", "vlan_tci")
+    if "symmetric_l3l4" not in rules or ",ip" in ovs_mf or ",ipv6" in ovs_mf:
+        return False
+    o = [i.split("=", 1) + [""] for i in ovs_mf.split(",")]
+    u = [i.split("=", 1) + [""] for i in our_mf.split(",")]
+    return (all(any(k == k2 and (v == v2 or k in l2) for k2, v2, *_ in u) for k, v, *_ in o)
+            and all(k in l2 or any(k == k2 for k2, *_ in o) for k, *_ in u))
+
+def unmasked_eth_sets(actions):
+    """`actions` without the masks of set(eth(...)) rewrites."""
+    return re.sub(r"set\(eth\(([^)]*)\)\)", lambda m: "set(eth(%s))" % ",".join(x.split("/")[0] for x in m.group(1).split(",")), actions)
+
 def without_recirc_ids(s):
     """Recirculation ids are each switch's own: `recirc(ID)`, `recirc_id=ID`."""
     s = re.sub(r"recirc\(0x[0-9a-f]+\)", "recirc(ID)", s)
@@ -701,8 +760,8 @@ def ovs_datapath_passes(pkt):
             if m.group(1) == "0":
                 first = map_ovs_actions(acts)
             else:
-                h = re.search(r"dp_hash\((0x[0-9a-f]+)", line)
-                hashes[m.group(1)] = h.group(1) if h else None
+                h = re.search(r"dp_hash\((0x[0-9a-f]+)(?:/(0x[0-9a-f]+))?", line)
+                hashes[m.group(1)] = (h.group(1), h.group(2) or "0xffffffff") if h else None
         if first is not None and all(i in hashes for i in re.findall(r"recirc\((0x[0-9a-f]+)\)", first)):
             got = first, hashes
             break
@@ -859,6 +918,7 @@ def main():
     ap.add_argument("--tun", action="store_true", help="with --regs: tun_id matches, set_tunnel[64], set_field/load/move with tun_id")
     ap.add_argument("--cpl", action="store_true", help="with --regs: check_pkt_larger(N)->BIT in most rules, later tables matching its bits")
     ap.add_argument("--select", action="store_true", help="select groups by the datapath hash (OVS's default; recirculation), weighted, watched, nested in other groups' buckets: both passes compared (the second through OVS's datapath: netdev-dummy/receive, dpctl/dump-flows)")
+    ap.add_argument("--hashes", action="store_true", help="choices made by OVS's hashes: bundle hrw members, and select groups by selection_method=hash (fields, masks) or by weights too many for dp_hash; with --regs, bundle_load hrw and multipath links (all algorithms) moved into pkt_mark")
     ap.add_argument("--regs", action="store_true", help="pipelines over registers, metadata and pkt_mark (load, move, push/pop, write_metadata)")
     ap.add_argument("--of13", action="store_true", help="rule sets OpenFlow 1.3 can carry as flowpath means them (no mod_vlan_*/mod_nw_tos), with groups and instructions more often")
     a = ap.parse_args()
@@ -871,6 +931,7 @@ def main():
     MPLS[0] = a.mpls or a.mpls_actions
     MPLS_ACT[0] = a.mpls_actions
     SELECT[0] = a.select
+    HASHES[0] = a.hashes
     LEARN[0] = a.learn
     CPL[0] = a.cpl
     TUN[0] = a.tun
@@ -883,7 +944,7 @@ def main():
     reset_vlans()
     subprocess.run(["ovs-appctl"] + CTL + ["fdb/flush", "br0"], capture_output=True)
     diffs = narrower = wider = total = skipped = 0
-    recirc_passes = passes2 = uncomparable = select_sets = 0
+    recirc_passes = passes2 = uncomparable = select_sets = hashes_compared = 0
     crashes = 0
     for rs in range(a.rulesets):
         if not ovs_alive():
@@ -894,7 +955,7 @@ def main():
             restart_ovs()
         special = a.regs or a.conj
         ntables = 0 if special else r.randint(1, 3)
-        groups = rnd_groups(r) if not special and r.random() < (0.8 if OF13[0] or a.select else 0.3) else []
+        groups = rnd_groups(r) if not special and r.random() < (0.8 if OF13[0] or a.select or a.hashes else 0.3) else []
         GROUP_IDS[:] = [i + 1 for i in range(len(groups))]
         rules = rnd_reg_rules(r) if a.regs else rnd_conj_rules(r) if a.conj else []
         for t in range(ntables):
@@ -927,7 +988,7 @@ def main():
             if t is None:
                 continue
             mf, da = t
-            if rec and (a.regs or a.conj or a.of13 or a.mpls or a.mpls_actions or a.select):
+            if rec and (a.regs or a.conj or a.of13 or a.mpls or a.mpls_actions or a.select or a.hashes):
                 gidx[i] = len(grouped)
                 grouped.append({"packet": pkt, "megaflow": mf, "actions": da})
             elif rec and ("OpenFlow13" not in " ".join(res.args) or "mod_vlan" not in open(rf).read()):
@@ -952,17 +1013,26 @@ def main():
                             if os.environ.get("OVS_COMPARE_DEBUG"):
                                 print("NO SECOND PASS FLOW", pkt, oid, got, open(rf).read(), groups)
                             continue
-                        h = got[1][oid]
+                        h, hmask = got[1][oid] or (None, None)
                         hs = "dp_hash=%s," % h if h else ""
+                        if h:
+                            # The hash flowpath's datapath computes (OVS's
+                            # function) against the bits OVS's flow matched.
+                            hashes_compared += 1
+                            # (dump-flows prints OVS's whole hash, and the mask.)
+                            if (rc.get("dp_hash", 0) ^ int(h, 16)) & int(hmask, 16):
+                                diffs += 1
+                                print("DATAPATH HASH DIFFERS\n  rules: %s\n  groups: %s\n  packet: %s\n  ovs:  %s/%s\n  ours: %#x" % (open(rf).read().strip().replace("\n", "\n         "), "\n          ".join(groups), rc["packet"], h, hmask, rc.get("dp_hash", 0)))
                         t2 = ovs_trace("recirc_id=%s,%s%s" % (oid, hs, rc["packet"]))
                         if t2 is None:
                             uncomparable += 1
                             continue
                         second.append((i, k, rc["packet"], h, t2, "recirc_id=%#x,%s%s" % (rc["id"], hs, rc["packet"])))
-            if da != mine["actions"]:
+            l2n = l2_hash_narrowing(open(rf).read(), mf, mine["megaflow"])
+            if da != mine["actions"] and not (l2n and unmasked_eth_sets(da) == unmasked_eth_sets(mine["actions"])):
                 diffs += 1
                 print("ACTIONS DIFFER\n  rules: %s\n  groups: %s\n  packet: %s\n  ovs:  %s\n  ours: %s" % (open(rf).read().strip().replace("\n", "\n         "), "\n          ".join(groups), pkt, da, mine["actions"]))
-            elif mf != mine["megaflow"] and not mpls_set_narrowing(da, mf, mine["megaflow"], pkt) and not mine.get("error"):
+            elif mf != mine["megaflow"] and not mpls_set_narrowing(da, mf, mine["megaflow"], pkt) and not l2n and not mine.get("error"):
                 print("MEGAFLOW DIFFERS\n  rules: %s\n  groups: %s\n  packet: %s\n  actions: %s\n  ovs:  %s\n  ours: %s" % (open(rf).read().strip().replace("\n", "\n         "), "\n          ".join(groups), pkt, da, mf, mine["megaflow"]))
                 wider += 1
         if second:
@@ -992,6 +1062,6 @@ def main():
     if crashes:
         print("OVS crashed %d times (its own assertions; rule sets printed above)" % crashes)
     if recirc_passes:
-        print("rule sets with a select group compared %d; first passes that recirculate %d: second passes compared %d (in the packets above), not comparable %d (OVS's composed packet took another way)" % (select_sets, recirc_passes, passes2, uncomparable))
+        print("rule sets with a select group compared %d; first passes that recirculate %d: second passes compared %d (in the packets above), not comparable %d (OVS's composed packet took another way); datapath hashes compared %d" % (select_sets, recirc_passes, passes2, uncomparable, hashes_compared))
 
 main()

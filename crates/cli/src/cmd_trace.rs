@@ -64,11 +64,14 @@ struct TraceJson<'a> {
     recirc: Vec<RecircJson>,
 }
 
-/// One `recirc(ID)`: the id and the packet sent back.
+/// One `recirc(ID)`: the id, the packet sent back and, after a
+/// `hash(...)`, the 32-bit hash the datapath gives it.
 #[derive(serde::Serialize)]
 struct RecircJson {
     id: u32,
     packet: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    dp_hash: Option<u32>,
 }
 
 /// A key as `trace` (and OVS's `ofproto/trace`) takes it back: the packet
@@ -162,9 +165,10 @@ pub fn run(args: Args) -> Result<()> {
                 recirc: x
                     .recirculations
                     .iter()
-                    .map(|(id, k)| RecircJson {
-                        id: *id,
-                        packet: packet_text(k),
+                    .map(|rc| RecircJson {
+                        id: rc.id,
+                        packet: packet_text(&rc.packet),
+                        dp_hash: rc.dp_hash,
                     })
                     .collect(),
             };
@@ -174,21 +178,18 @@ pub fn run(args: Args) -> Result<()> {
                 writeln!(out)?;
             }
             writeln!(out, "{}", x.report(&key, line))?;
-            for (id, k) in &x.recirculations {
-                let hash = if x
-                    .actions
-                    .iter()
-                    .any(|a| matches!(a, flowpath_ofproto::odp::DpAction::Hash { .. }))
-                {
-                    "dp_hash=H,"
-                } else {
-                    ""
-                };
+            for rc in &x.recirculations {
+                let hash = rc
+                    .dp_hash
+                    .map(|h| format!("dp_hash={h:#x},"))
+                    .unwrap_or_default();
                 writeln!(
                     out,
-                    "\nrecirc({id:#x}): the datapath looks the packet up again; its next pass, \
-                     traced (H: the datapath's hash of it):\n  recirc_id={id:#x},{hash}{}",
-                    packet_text(k)
+                    "\nrecirc({:#x}): the datapath looks the packet up again; its next pass, \
+                     traced:\n  recirc_id={:#x},{hash}{}",
+                    rc.id,
+                    rc.id,
+                    packet_text(&rc.packet)
                 )?;
             }
         }

@@ -62,7 +62,6 @@ use crate::packet::{PacketBuf, DATA_ROOM};
 use flowpath_flow::extract::{Layers, NONE};
 use flowpath_flow::{FlowKey, FlowMask};
 use flowpath_ofproto::odp::{DpAction, SetHeader};
-use flowpath_ofproto::xlate::mix64;
 use flowpath_wire::ethernet::is_vlan_tpid;
 use flowpath_wire::ipv6::is_ext_header;
 use flowpath_wire::{
@@ -96,6 +95,10 @@ pub struct PacketMeta {
     pub pkt_mark: u32,
     /// See `skb_priority`.
     pub dp_hash: u32,
+    /// The received packet's 5-tuple hash (OVS's RSS hash when the NIC
+    /// gives none), once a `hash(l4)` action or a recirculation after a
+    /// change needed it; kept through recirculations as OVS keeps it.
+    pub rss: Option<u32>,
 }
 
 impl PacketMeta {
@@ -109,6 +112,7 @@ impl PacketMeta {
         skb_priority: 0,
         pkt_mark: 0,
         dp_hash: 0,
+        rss: None,
     };
 
     /// The metadata of a received packet whose key and layers
@@ -126,6 +130,7 @@ impl PacketMeta {
             skb_priority: 0,
             pkt_mark: 0,
             dp_hash: 0,
+            rss: None,
         }
     }
 
@@ -175,52 +180,62 @@ where
     (old & !mask) | (key & mask)
 }
 
-/// The datapath hash of a packet (the `hash` action; flowpath's own, not
-/// OVS's): of its IP addresses, IP protocol and TCP/UDP/SCTP ports (the
-/// Ethernet addresses for a packet that is not IP), each pair ordered when
-/// `symmetric` so that both directions of a connection hash alike, mixed
-/// with `basis`. As the key holds the low 16 bits and 0 means "no hash",
-/// a hash whose low 16 bits are 0 gets bit 15 set (select groups read at
-/// most the low 8 bits, so the bucket is the same).
-pub fn dp_hash(d: &[u8], meta: &PacketMeta, symmetric: bool, basis: u32) -> u32 {
-    let rd = |at: usize, n: usize| -> u128 {
-        d.get(at..at + n)
-            .map_or(0, |b| b.iter().fold(0u128, |a, x| a << 8 | u128::from(*x)))
-    };
-    let pair = |a: u128, b: u128| {
-        if symmetric && b < a {
-            (b, a)
-        } else {
-            (a, b)
-        }
-    };
-    let mut h = 0x9e37_79b9_7f4a_7c15u64 ^ u64::from(basis);
-    let mut add = |v: u128| {
-        h = mix64(h ^ (v as u64) ^ ((v >> 64) as u64).rotate_left(29));
-    };
-    let l3 = usize::from(meta.l3);
-    let version = d.get(l3).map(|b| b >> 4);
-    let (src, dst) = match (meta.l3 != NONE, version) {
-        (true, Some(4)) => pair(rd(l3 + 12, 4), rd(l3 + 16, 4)),
-        (true, Some(6)) => pair(rd(l3 + 8, 16), rd(l3 + 24, 16)),
-        _ => pair(rd(6, 6), rd(0, 6)),
-    };
-    add(src);
-    add(dst);
-    if meta.l3 != NONE {
-        add(u128::from(meta.nw_proto));
-        if meta.l4 != NONE && matches!(meta.nw_proto, 6 | 17 | 132) {
-            let l4 = usize::from(meta.l4);
-            let (a, b) = pair(rd(l4, 2), rd(l4 + 2, 2));
-            add(a << 16 | b);
-        }
-    }
-    let h = h as u32;
-    if h & 0xffff == 0 {
-        h | 0x8000
+/// The datapath hash of a packet (the `hash` action), as OVS's userspace
+/// datapath computes it: `sym_l4` OVS's `flow_hash_symmetric_l3l4` of the
+/// packet as it is now (`key`, the key of this pass, when `unchanged`:
+/// no action of the pass changed the packet before; else parsed again);
+/// `l4` `hash_int` of the received packet's 5-tuple hash (its RSS hash:
+/// `key`'s when no earlier pass changed the packet, else already in
+/// `meta`) with `basis`. Returns the key's bits of it
+/// ([`flowpath_flow::key::dp_hash_bits`]).
+pub fn dp_hash(
+    d: &[u8],
+    meta: &mut PacketMeta,
+    key: &FlowKey,
+    unchanged: bool,
+    symmetric: bool,
+    basis: u32,
+) -> u32 {
+    use flowpath_flow::ovs_hash::{hash_5tuple, hash_int, symmetric_l3l4};
+    let h = if symmetric && unchanged {
+        symmetric_l3l4(key, basis, false)
+    } else if symmetric {
+        symmetric_l3l4(&flowpath_flow::extract::extract(d, 0), basis, false)
     } else {
-        h
-    }
+        let rss = *meta.rss.get_or_insert_with(|| hash_5tuple(key, 0));
+        hash_int(rss, basis)
+    };
+    flowpath_flow::key::dp_hash_bits(h)
+}
+
+/// A `hash` action (see [`dp_hash`]).
+#[cold]
+#[inline(never)]
+fn hash_action(
+    pkt: &PacketBuf,
+    meta: &mut PacketMeta,
+    key: &FlowKey,
+    unchanged: bool,
+    symmetric: bool,
+    basis: u32,
+) {
+    meta.dp_hash = dp_hash(pkt.data(), meta, key, unchanged, symmetric, basis);
+}
+
+/// True for the datapath actions that change the packet's bytes.
+#[inline]
+fn changes_packet(a: &DpAction) -> bool {
+    !matches!(
+        a,
+        DpAction::Output(_)
+            | DpAction::Controller
+            | DpAction::Trunc(_)
+            | DpAction::SetPriority(_)
+            | DpAction::SetMark { .. }
+            | DpAction::Hash { .. }
+            | DpAction::Recirc(_)
+            | DpAction::CheckPktLen { .. }
+    )
 }
 
 /// Applies one action other than an output or a controller action (which
@@ -255,11 +270,8 @@ pub fn apply(
             meta.pkt_mark = masked(meta.pkt_mark, *value, *mask);
             Ok(())
         }
-        DpAction::Hash { symmetric, basis } => {
-            meta.dp_hash = dp_hash(pkt.data(), meta, *symmetric, *basis);
-            Ok(())
-        }
         DpAction::Output(_)
+        | DpAction::Hash { .. }
         | DpAction::Controller
         | DpAction::Trunc(_)
         | DpAction::Recirc(_)
@@ -803,7 +815,9 @@ pub struct PortStats {
 }
 
 /// One packet's run through its action list.
-struct Run {
+struct Run<'k> {
+    /// The key of the packet's pass.
+    key: &'k FlowKey,
     slot: usize,
     tag: u64,
     /// Outputs at a (whole-list) index below this carry a copy.
@@ -876,6 +890,7 @@ impl Executor {
         meta: &mut PacketMeta,
         actions: &[DpAction],
         tag: u64,
+        key: &FlowKey,
     ) {
         self.stats.packets += 1;
         // Outputs before the last action that changes the packet carry a
@@ -884,19 +899,7 @@ impl Executor {
         // a copy too many at worst.)
         let copy_before = actions
             .iter()
-            .rposition(|a| {
-                !matches!(
-                    a,
-                    DpAction::Output(_)
-                        | DpAction::Controller
-                        | DpAction::Trunc(_)
-                        | DpAction::SetPriority(_)
-                        | DpAction::SetMark { .. }
-                        | DpAction::Hash { .. }
-                        | DpAction::Recirc(_)
-                        | DpAction::CheckPktLen { .. }
-                )
-            })
+            .rposition(changes_packet)
             .map_or(0, |i| i + 1);
         let mut delivered = false;
         // `trunc(N)`: the next output carries at most N bytes (a copy).
@@ -914,8 +917,19 @@ impl Executor {
                     delivered = true;
                 }
                 DpAction::Recirc(id) => {
-                    self.recirculate(pkt, meta, *id, tag);
+                    // The RSS hash is the received packet's: keep it
+                    // before a change makes the next pass's key another.
+                    let changed = actions
+                        .get(..j)
+                        .is_some_and(|a| a.iter().any(changes_packet));
+                    self.recirculate(pkt, meta, *id, tag, changed.then_some(key));
                     delivered = true;
+                }
+                DpAction::Hash { symmetric, basis } => {
+                    let unchanged = actions
+                        .get(..j)
+                        .is_some_and(|a| !a.iter().any(changes_packet));
+                    hash_action(pkt, meta, key, unchanged, *symmetric, *basis);
                 }
                 DpAction::CheckPktLen { .. } => {
                     // Branches: the rest of the list by the general
@@ -926,6 +940,7 @@ impl Executor {
                         copy_before,
                         trunc,
                         delivered,
+                        key,
                     };
                     self.run_rest(pkt, meta, actions, j, &mut run);
                     delivered = run.delivered;
@@ -1030,8 +1045,15 @@ impl Executor {
                     run.delivered = true;
                 }
                 DpAction::Recirc(id) => {
-                    self.recirculate(pkt, meta, *id, run.tag);
+                    // (Whether the branch's packet changed is not tracked
+                    // here: its RSS hash is kept in any case.)
+                    self.recirculate(pkt, meta, *id, run.tag, Some(run.key));
                     run.delivered = true;
+                }
+                DpAction::Hash { symmetric, basis } => {
+                    // (A branch: whether the packet changed before is not
+                    // tracked here; parsed again.)
+                    hash_action(pkt, meta, run.key, false, *symmetric, *basis);
                 }
                 DpAction::CheckPktLen { .. } => {
                     self.check_pkt_len(pkt, meta, actions, j, base, run);
@@ -1080,7 +1102,21 @@ impl Executor {
 
     /// Keeps a copy of the packet as it is now for another datapath pass
     /// with `recirc_id` = `id` (its buffer reused from the pool).
-    fn recirculate(&mut self, pkt: &PacketBuf, meta: &PacketMeta, id: u32, tag: u64) {
+    ///
+    /// `changed_from`: the key of the pass when the packet changed in it
+    /// (its RSS hash, if not kept yet, is that key's).
+    #[inline(never)]
+    fn recirculate(
+        &mut self,
+        pkt: &PacketBuf,
+        meta: &mut PacketMeta,
+        id: u32,
+        tag: u64,
+        changed_from: Option<&FlowKey>,
+    ) {
+        if let (None, Some(key)) = (meta.rss, changed_from) {
+            meta.rss = Some(flowpath_flow::ovs_hash::hash_5tuple(key, 0));
+        }
         if meta.passes >= MAX_RECIRC_DEPTH {
             self.stats.recirc_too_deep += 1;
             return;

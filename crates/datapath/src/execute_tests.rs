@@ -513,7 +513,7 @@ fn outputs_before_a_change_carry_the_earlier_bytes() {
     ];
     let (mut p, mut meta) = load(&f);
     let mut ex = Executor::new();
-    ex.execute(0, &mut p, &mut meta, &actions, 99);
+    ex.execute(0, &mut p, &mut meta, &actions, 99, &FlowKey::zero());
     let mut sink = Collect::default();
     ex.flush(std::slice::from_ref(&p), &mut sink);
     let got = sink.0;
@@ -549,7 +549,7 @@ fn trunc_cuts_only_the_next_output() {
     ];
     let (mut p, mut meta) = load(&f);
     let mut ex = Executor::new();
-    ex.execute(0, &mut p, &mut meta, &actions, 1);
+    ex.execute(0, &mut p, &mut meta, &actions, 1, &FlowKey::zero());
     let mut sink = Collect::default();
     ex.flush(std::slice::from_ref(&p), &mut sink);
     let got = sink.0;
@@ -581,7 +581,7 @@ fn flush_groups_per_port_in_order_and_counts() {
     ];
     for (i, f) in frames.iter().enumerate() {
         let (mut p, mut meta) = load(f);
-        ex.execute(i, &mut p, &mut meta, plans[i], i as u64);
+        ex.execute(i, &mut p, &mut meta, plans[i], i as u64, &FlowKey::zero());
         bufs.push(p);
     }
     let mut calls: Vec<(u32, Vec<u64>)> = Vec::new();
@@ -675,7 +675,7 @@ proptest! {
     ) {
         let (mut p, mut meta) = load(&frame);
         let mut ex = Executor::new();
-        ex.execute(0, &mut p, &mut meta, &actions, 0);
+        ex.execute(0, &mut p, &mut meta, &actions, 0, &FlowKey::zero());
         for o in [meta.l3, meta.l4] {
             prop_assert!(o == NONE || usize::from(o) <= p.len());
         }
@@ -698,7 +698,7 @@ fn check_pkt_len_runs_the_branch_the_length_picks() {
     let ports = |frame: &[u8], actions: &[DpAction]| {
         let (mut p, mut meta) = load(frame);
         let mut ex = Executor::new();
-        ex.execute(0, &mut p, &mut meta, actions, 0);
+        ex.execute(0, &mut p, &mut meta, actions, 0, &FlowKey::zero());
         let mut sink = Collect::default();
         ex.flush(std::slice::from_ref(&p), &mut sink);
         let s = ex.stats();
@@ -718,7 +718,7 @@ fn check_pkt_len_runs_the_branch_the_length_picks() {
     // Empty branches: nothing sent, counted as a drop.
     let (mut p, mut meta) = load(&f);
     let mut ex = Executor::new();
-    ex.execute(0, &mut p, &mut meta, &[c(10, 0, 0)], 0);
+    ex.execute(0, &mut p, &mut meta, &[c(10, 0, 0)], 0, &FlowKey::zero());
     assert_eq!((ex.stats().dropped, ex.queued()), (1, 0));
     // The length after a push_vlan counts.
     let push = DpAction::PushVlan {
@@ -756,7 +756,7 @@ fn check_pkt_len_branches_change_only_their_packet() {
     ];
     let (mut p, mut meta) = load(&f);
     let mut ex = Executor::new();
-    ex.execute(0, &mut p, &mut meta, &actions, 0);
+    ex.execute(0, &mut p, &mut meta, &actions, 0, &FlowKey::zero());
     let mut sink = Collect::default();
     ex.flush(std::slice::from_ref(&p), &mut sink);
     let got = sink.0;

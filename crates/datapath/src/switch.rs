@@ -197,6 +197,7 @@ impl<U: Upcall> Switch<U> {
                 &mut self.metas[i],
                 actions,
                 self.tags[i],
+                &self.batch.keys()[i],
             );
         }
         self.exec.flush(&self.bufs[..n], sink);

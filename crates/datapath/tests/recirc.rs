@@ -37,12 +37,10 @@ fn select_groups_hash_in_the_datapath() {
     let n = 400u16;
     for round in 0..2 {
         for i in 0..n {
-            let f = udp_frame(
-                mac(1),
-                mac(2),
-                ([10, 0, 0, 1], [10, 0, 0, 2]),
-                (1000 + i, 53),
-            );
+            // (Addresses differ per connection: OVS's sym_l4 hash leaves
+            // UDP ports out.)
+            let ip = [10, 1, (i >> 8) as u8, i as u8];
+            let f = udp_frame(mac(1), mac(2), (ip, [10, 0, 0, 2]), (1000 + i, 53));
             let mut got = Vec::new();
             let mut sink = |p: u32, o: Outputs<'_>| got.extend(o.iter().map(|_| p));
             sw.process(1, [(&f[..], 0u64)], 0, &mut sink);
@@ -54,12 +52,7 @@ fn select_groups_hash_in_the_datapath() {
                 assert_eq!(port_of[&i], got[0], "flow {i} changed bucket");
             }
             // The reverse direction (from port 4) hashes alike.
-            let rev = udp_frame(
-                mac(2),
-                mac(1),
-                ([10, 0, 0, 2], [10, 0, 0, 1]),
-                (53, 1000 + i),
-            );
+            let rev = udp_frame(mac(2), mac(1), ([10, 0, 0, 2], ip), (53, 1000 + i));
             let mut back = Vec::new();
             let mut sink = |p: u32, o: Outputs<'_>| back.extend(o.iter().map(|_| p));
             sw.process(4, [(&rev[..], 0u64)], 0, &mut sink);
@@ -86,6 +79,77 @@ fn select_groups_hash_in_the_datapath() {
         "{dump}"
     );
     assert!(dump.contains(",dp_hash="), "{dump}");
+}
+
+/// The datapath computes the hash translation predicts (OVS's, see
+/// `flowpath_flow::ovs_hash`): for `hash(sym_l4)` of the packet as the
+/// first pass changed it, for `hash(l4(B))` from the received packet's
+/// 5-tuple (its RSS hash) even when the first pass rewrote the
+/// addresses. Each packet leaves by the bucket translation's second pass
+/// picks with that hash, and the second-pass megaflow names its bits.
+#[test]
+fn datapath_hash_is_the_one_translation_predicts() {
+    use flowpath_flow::extract::extract;
+    use flowpath_ofproto::odp::DpAction;
+    use flowpath_ofproto::xlate::xlate;
+    // (rules, group, how many buckets the packets reach: one when the
+    // first pass makes the hashed fields alike — sym_l4 leaves UDP ports
+    // out — which shows the hash is of the changed packet.)
+    for (rules, group, buckets) in [
+        (
+            "in_port=1,actions=group:1",
+            "group_id=1,type=select,bucket=output:2,bucket=output:3,bucket=weight:2,output:4",
+            3,
+        ),
+        (
+            "in_port=1,actions=mod_nw_src:192.168.9.9,mod_tp_dst:7,group:1",
+            "group_id=1,type=select,bucket=output:2,bucket=output:3,bucket=weight:2,output:4",
+            1,
+        ),
+        (
+            "in_port=1,actions=mod_nw_src:192.168.9.9,mod_tp_dst:7,group:1",
+            "group_id=1,type=select,selection_method=dp_hash,selection_method_param=77,\
+             bucket=output:2,bucket=output:3,bucket=weight:2,output:4",
+            3,
+        ),
+    ] {
+        let mut t = RuleTables::new(parse_rules(rules, None).unwrap(), &[]);
+        t.set_ports(vec![1, 2, 3, 4]);
+        t.set_groups(parse_groups(group, None).unwrap()).unwrap();
+        let mut sw = switch(rules, group);
+        let mut seen = HashMap::<u32, usize>::new();
+        for i in 0..300u16 {
+            let f = udp_frame(
+                [2, 0, 0, 0, 0, 1],
+                [2, 0, 0, 0, 0, 2],
+                ([10, 0, (i >> 8) as u8, i as u8], [10, 0, 0, 2]),
+                (1000 + 7 * i, 53 + i),
+            );
+            let key = extract(&f, 1);
+            let x = xlate(&t, &key, false);
+            assert_eq!(x.recirculations.len(), 1, "{rules}: {:?}", x.actions);
+            let rc = x.recirculations[0];
+            let h = rc.dp_hash.expect("a hash before the recirculation");
+            let mut k2 = rc.packet;
+            k2.set_recirc_id(rc.id);
+            k2.set_dp_hash(flowpath_flow::key::dp_hash_bits(h));
+            let x2 = xlate(&t, &k2, false);
+            let want: Vec<u32> = x2
+                .actions
+                .iter()
+                .filter_map(|a| match a {
+                    DpAction::Output(p) => Some(*p),
+                    _ => None,
+                })
+                .collect();
+            let mut got = Vec::new();
+            let mut sink = |p: u32, o: Outputs<'_>| got.extend(o.iter().map(|_| p));
+            sw.process(1, [(&f[..], 0u64)], 0, &mut sink);
+            assert_eq!(got, want, "{rules} / {group}: packet {i}, hash {h:#x}");
+            *seen.entry(got[0]).or_default() += 1;
+        }
+        assert_eq!(seen.len(), buckets, "{rules}: {seen:?}");
+    }
 }
 
 /// A translation that recirculates on every pass (pop_mpls, then a table

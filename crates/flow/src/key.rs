@@ -196,6 +196,18 @@ scalar_accessors! {
     mpls_lse2, set_mpls_lse2, u32, W_IPV6_MISC, 32, 32;
 }
 
+/// The key's `dp_hash` bits for a computed 32-bit hash `h`: its low 16
+/// bits, with bit 15 set when those are all 0 (0 means "no hash"; select
+/// groups read at most the low 8 bits, so the choice is the same).
+#[inline]
+pub fn dp_hash_bits(h: u32) -> u32 {
+    if h & 0xffff == 0 {
+        0x8000
+    } else {
+        h & 0xffff
+    }
+}
+
 impl FlowKey {
     /// An all-zero key.
     pub const fn zero() -> Self {

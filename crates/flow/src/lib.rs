@@ -19,6 +19,7 @@ pub mod extract;
 pub mod field;
 pub mod key;
 pub mod matching;
+pub mod ovs_hash;
 pub mod value;
 
 pub use field::{FieldId, FieldInfo, FIELDS};

@@ -98,8 +98,8 @@ pub enum Action {
         load: Option<Subfield>,
     },
     /// `multipath(FIELDS,BASIS,ALGORITHM,N_LINKS,ARG,DST[a..b])`: a link
-    /// number in `0..n_links`, chosen by flowpath's hash of the field set,
-    /// stored in `dst`.
+    /// number in `0..n_links`, chosen as OVS chooses it (OVS's hash of the
+    /// field set and its algorithms), stored in `dst`.
     Multipath {
         /// Hashed fields ([`BUNDLE_FIELDS`] index).
         fields: u8,

@@ -25,10 +25,12 @@
 //!   - otherwise (and with `selection_method=hash` without fields), in the
 //!     slow path by a hash of the packet's symmetric 5-tuple, or of
 //!     `fields(...)` with `selection_method=hash`; the hashed fields become
-//!     exact in the megaflow. The hashes are flowpath's: the bucket a
-//!     given packet takes differs from OVS's, the guarantee (packets of
-//!     one connection take one bucket, in proportion to the weights) is
-//!     the same.
+//!     exact in the megaflow. The hashes are OVS's own functions
+//!     ([`flowpath_flow::ovs_hash`]: its symmetric-L4 hash, or
+//!     `hash_bytes` over the fields' values under their masks in OVS's
+//!     field order, then the bucket with the highest
+//!     `hash_int(bucket_id, hash)` × weight), so a packet takes the bucket
+//!     it takes in OVS (checked against OVS 3.1).
 //!
 //! Thread-safety: plain data (part of the immutable rule tables).
 
@@ -132,6 +134,229 @@ impl DpHashTable {
     }
 }
 
+/// One field of a select group's `fields(...)`: OVS hashes its value
+/// (as the field's bytes, in network order) under `mask` and makes those
+/// bits significant.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SelectField {
+    /// The field.
+    pub id: FieldId,
+    /// The mask (field units; `fields(ip_src=255.255.255.0)`), all ones
+    /// by default.
+    pub mask: u128,
+    /// Named by its OXM name `vlan_vid` or `vlan_pcp` (OVS's `vlan_vid`
+    /// is the VID with the present bit 0x1000, and `vlan_pcp` needs a
+    /// tag), not `dl_vlan` / `dl_vlan_pcp`.
+    pub oxm_vlan: bool,
+}
+
+impl SelectField {
+    fn parse(item: &str) -> Result<SelectField, RuleError> {
+        let (name, mask) = match item.split_once('=') {
+            Some((n, m)) => (n.trim(), Some(m.trim())),
+            None => (item, None),
+        };
+        let f = field::lookup(name)
+            .filter(|f| f.id != FieldId::VlanTci1)
+            .ok_or_else(|| err("fields", format!("{item}: unknown field {name}")))?;
+        // OpenFlow's group property has no encoding for the OpenFlow
+        // 1.0 VLAN fields: OVS 3.1 refuses dl_vlan_pcp, and silently
+        // hashes in_port for dl_vlan (checked with ovs-ofctl dump-groups).
+        // flowpath refuses both.
+        if matches!(name, "dl_vlan" | "dl_vlan_pcp") {
+            let oxm = if name == "dl_vlan" {
+                "vlan_vid"
+            } else {
+                "vlan_pcp"
+            };
+            return Err(err(
+                "fields",
+                format!(
+                    "{item}: OVS cannot hash {name} in a group (OVS 3.1 refuses dl_vlan_pcp \
+                     and hashes in_port for dl_vlan): use {oxm}"
+                ),
+            ));
+        }
+        let oxm_vlan = matches!(name, "vlan_vid" | "vlan_pcp");
+        let mut sf = SelectField {
+            id: f.id,
+            mask: 0,
+            oxm_vlan,
+        };
+        sf.mask = sf.full_mask();
+        if let Some(m) = mask.filter(|m| !m.is_empty()) {
+            let (v, _) = flowpath_flow::value::parse_value(f, m)
+                .map_err(|e| err("fields", format!("{item}: {e}")))?;
+            if v == 0 {
+                return Err(err(
+                    "fields",
+                    format!("{item}: values are wildcards here and must not be all-zeros"),
+                ));
+            }
+            sf.mask = v & sf.full_mask();
+        }
+        Ok(sf)
+    }
+
+    /// The name it was given by.
+    pub fn name(&self) -> &'static str {
+        match (self.oxm_vlan, self.id) {
+            (true, FieldId::DlVlan) => "vlan_vid",
+            (true, _) => "vlan_pcp",
+            _ => self.id.info().name,
+        }
+    }
+
+    /// All the field's value bits (`vlan_vid`: the VID and the present
+    /// bit).
+    pub fn full_mask(&self) -> u128 {
+        if self.oxm_vlan && self.id == FieldId::DlVlan {
+            0x1fff
+        } else {
+            self.id.info().full_mask()
+        }
+    }
+
+    /// The field's place in OVS's field numbering (`enum mf_field_id`),
+    /// which orders a select group's hash.
+    pub fn rank(&self) -> u16 {
+        use FieldId as F;
+        match self.id {
+            F::ConjId => 3,
+            F::TunId => 4,
+            F::Metadata => 10,
+            F::InPort => 11,
+            F::PktMark => 14,
+            F::Reg0 => 20,
+            F::Reg1 => 21,
+            F::Reg2 => 22,
+            F::Reg3 => 23,
+            F::Reg4 => 24,
+            F::Reg5 => 25,
+            F::Reg6 => 26,
+            F::Reg7 => 27,
+            F::Reg8 => 28,
+            F::Reg9 => 29,
+            F::Reg10 => 30,
+            F::Reg11 => 31,
+            F::Reg12 => 32,
+            F::Reg13 => 33,
+            F::Reg14 => 34,
+            F::Reg15 => 35,
+            F::Xreg0 => 36,
+            F::Xreg1 => 37,
+            F::Xreg2 => 38,
+            F::Xreg3 => 39,
+            F::Xreg4 => 40,
+            F::Xreg5 => 41,
+            F::Xreg6 => 42,
+            F::Xreg7 => 43,
+            F::Xxreg0 => 44,
+            F::Xxreg1 => 45,
+            F::Xxreg2 => 46,
+            F::Xxreg3 => 47,
+            F::EthSrc => 50,
+            F::EthDst => 51,
+            F::EthType => 52,
+            F::VlanTci => 53,
+            F::DlVlan if self.oxm_vlan => 55,
+            F::DlVlan => 54,
+            F::DlVlanPcp if self.oxm_vlan => 57,
+            F::DlVlanPcp => 56,
+            F::MplsLabel => 58,
+            F::MplsTc => 59,
+            F::MplsBos => 60,
+            F::MplsTtl => 61,
+            F::NwSrc => 62,
+            F::NwDst => 63,
+            F::Ipv6Src => 64,
+            F::Ipv6Dst => 65,
+            F::Ipv6Label => 66,
+            F::NwProto => 67,
+            F::NwTos => 68,
+            F::IpDscp => 69,
+            F::NwEcn => 70,
+            F::NwTtl => 71,
+            F::NwFrag => 72,
+            F::ArpOp => 73,
+            F::ArpSpa => 74,
+            F::ArpTpa => 75,
+            F::ArpSha => 76,
+            F::ArpTha => 77,
+            F::TpSrc | F::TcpSrc => 78,
+            F::TpDst | F::TcpDst => 79,
+            F::TcpFlags => 80,
+            F::UdpSrc => 81,
+            F::UdpDst => 82,
+            F::SctpSrc => 83,
+            F::SctpDst => 84,
+            F::IcmpType => 85,
+            F::IcmpCode => 86,
+            F::Icmpv6Type => 87,
+            F::Icmpv6Code => 88,
+            F::NdTarget => 89,
+            F::NdSll => 90,
+            F::NdTll => 91,
+            F::VlanTci1 => 200,
+        }
+    }
+
+    /// How many bytes OVS's value of the field has (`mf_field.n_bytes`).
+    pub fn n_bytes(&self) -> usize {
+        use FieldId as F;
+        match self.id {
+            F::DlVlanPcp
+            | F::MplsTc
+            | F::MplsBos
+            | F::MplsTtl
+            | F::NwProto
+            | F::NwTos
+            | F::IpDscp
+            | F::NwEcn
+            | F::NwTtl
+            | F::NwFrag
+            | F::IcmpType
+            | F::IcmpCode
+            | F::Icmpv6Type
+            | F::Icmpv6Code => 1,
+            F::InPort
+            | F::EthType
+            | F::VlanTci
+            | F::VlanTci1
+            | F::DlVlan
+            | F::ArpOp
+            | F::TpSrc
+            | F::TpDst
+            | F::TcpSrc
+            | F::TcpDst
+            | F::UdpSrc
+            | F::UdpDst
+            | F::SctpSrc
+            | F::SctpDst
+            | F::TcpFlags => 2,
+            F::EthSrc | F::EthDst | F::ArpSha | F::ArpTha | F::NdSll | F::NdTll => 6,
+            F::Metadata
+            | F::TunId
+            | F::Xreg0
+            | F::Xreg1
+            | F::Xreg2
+            | F::Xreg3
+            | F::Xreg4
+            | F::Xreg5
+            | F::Xreg6
+            | F::Xreg7 => 8,
+            F::Ipv6Src
+            | F::Ipv6Dst
+            | F::NdTarget
+            | F::Xxreg0
+            | F::Xxreg1
+            | F::Xxreg2
+            | F::Xxreg3 => 16,
+            _ => 4,
+        }
+    }
+}
+
 /// A group table entry.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Group {
@@ -143,7 +368,7 @@ pub struct Group {
     pub buckets: Vec<Bucket>,
     /// `selection_method=hash,fields(...)`: the fields a select group
     /// hashes (`None`: the symmetric 5-tuple).
-    pub fields: Option<Vec<FieldId>>,
+    pub fields: Option<Vec<SelectField>>,
     /// `selection_method=` as written (`hash`, `dp_hash`), if given.
     pub method: Option<String>,
     /// `selection_method_param=` (0 when not given).
@@ -167,11 +392,19 @@ impl fmt::Display for Group {
         }
         if let Some(fields) = &self.fields {
             f.write_str(",selection_method=hash,fields(")?;
-            for (i, id) in fields.iter().enumerate() {
+            for (i, sf) in fields.iter().enumerate() {
                 if i > 0 {
                     f.write_str(",")?;
                 }
-                f.write_str(id.info().name)?;
+                f.write_str(sf.name())?;
+                let info = sf.id.info();
+                if sf.mask != sf.full_mask() {
+                    write!(
+                        f,
+                        "={}",
+                        flowpath_flow::value::format_value(info, sf.mask, info.full_mask())
+                    )?;
+                }
             }
             f.write_str(")")?;
         }
@@ -298,16 +531,20 @@ pub fn parse_group(text: &str) -> Result<Group, RuleError> {
             let Some(end) = inner.find(')') else {
                 return Err(err("fields", "missing ')'"));
             };
-            let mut v = Vec::new();
-            for name in inner[..end]
+            let mut v: Vec<SelectField> = Vec::new();
+            for item in inner[..end]
                 .split(',')
                 .map(str::trim)
                 .filter(|s| !s.is_empty())
             {
-                let f = field::lookup(name)
-                    .ok_or_else(|| err("fields", format!("unknown field {name}")))?;
-                v.push(f.id);
+                let sf = SelectField::parse(item)?;
+                if v.iter().any(|x| x.id == sf.id && x.oxm_vlan == sf.oxm_vlan) {
+                    return Err(err("fields", format!("{}: duplicate field", sf.name())));
+                }
+                v.push(sf);
             }
+            // As OVS: hashed in its field order, not as written.
+            v.sort_by_key(SelectField::rank);
             fields = Some(v);
             rest = &inner[end + 1..];
             continue;
@@ -472,8 +709,31 @@ mod tests {
         .unwrap();
         assert_eq!(g.buckets[0].watch_port, Some(9));
         assert_eq!(g.buckets[1].actions, vec![Action::Output(3)]);
+        // As OVS: masks, OXM VLAN names, and OVS's field order (not the
+        // text's), printed back as written.
+        let g = parse_group("group_id=6,type=select,selection_method=hash,fields(tcp_dst,ip_src=255.255.255.0,vlan_vid,eth_src),bucket=output:1").unwrap();
+        let f = g.fields.as_ref().unwrap();
+        assert_eq!(
+            f.iter().map(|x| (x.name(), x.mask)).collect::<Vec<_>>(),
+            vec![
+                ("dl_src", 0xffff_ffff_ffff),
+                ("vlan_vid", 0x1fff),
+                ("nw_src", 0xffff_ff00),
+                ("tcp_dst", 0xffff)
+            ]
+        );
+        assert!(
+            g.to_string()
+                .contains("fields(dl_src,vlan_vid,nw_src=255.255.255.0,tcp_dst)"),
+            "{g}"
+        );
         let g = parse_group("group_id=5 type=select selection_method=hash fields(ip_src,nw_proto) bucket=weight:10,output:1 bucket=bucket_id:7,output:2").unwrap();
-        assert_eq!(g.fields, Some(vec![FieldId::NwSrc, FieldId::NwProto]));
+        assert_eq!(
+            g.fields
+                .as_ref()
+                .map(|v| v.iter().map(|f| f.id).collect::<Vec<_>>()),
+            Some(vec![FieldId::NwSrc, FieldId::NwProto])
+        );
         assert_eq!((g.buckets[0].weight, g.buckets[1].id), (10, 7));
         assert_eq!(parse_group(&g.to_string()).unwrap(), g);
     }
@@ -491,6 +751,22 @@ mod tests {
             ("group_id=1,type=all,bucket=goto_table:1", "bucket 0"),
             ("group_id=1,type=all,fields(ip_src)", "for select groups"),
             ("group_id=1,type=all,color=red", "unknown group keyword"),
+            (
+                "group_id=1,type=select,selection_method=hash,fields(ip_src,ip_src=255.0.0.0)",
+                "duplicate field",
+            ),
+            (
+                "group_id=1,type=select,selection_method=hash,fields(dl_vlan)",
+                "use vlan_vid",
+            ),
+            (
+                "group_id=1,type=select,selection_method=hash,fields(ip_dst=0.0.0.0)",
+                "must not be all-zeros",
+            ),
+            (
+                "group_id=1,type=select,selection_method=hash,fields(vlan_tci1)",
+                "unknown field",
+            ),
         ] {
             let e = parse_group(bad).unwrap_err().to_string();
             assert!(e.contains(needle), "{bad}: {e}");

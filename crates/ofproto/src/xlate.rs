@@ -107,57 +107,62 @@ fn action_set_order(set: &[Action]) -> Option<Vec<Action>> {
     Some(list)
 }
 
-/// `multipath`'s link for hash `h` (flowpath's own choices; OVS's hash,
-/// and so its link numbers, differ): `modulo_n` the remainder,
-/// `hash_threshold` equal slices of the hash space, `hrw` the link with
-/// the highest mix of hash and link, `iter_hash` the hash's low bits (as
-/// many as the power of two at or above `arg` and `n_links` needs)
-/// re-mixed until they name a link, the remainder after 16 tries.
-fn multipath_link(h: u64, alg: u8, n_links: u32, arg: u32) -> u32 {
-    let n = u64::from(n_links.max(1));
+/// `multipath`'s link for hash `h`, as OVS's `multipath_algorithm`:
+/// `modulo_n` the remainder, `hash_threshold` equal slices of the hash
+/// space, `hrw` (up to 64 links) the link whose `hash_2words(h, link)` is
+/// highest (the lowest on ties), `iter_hash` (and `hrw` past 64 links)
+/// `hash_2words(h, i) % m` for i = 0, 1, ... until it names a link, `m`
+/// being `arg` if it lies in `n_links..=2 n_links + 1`, else the power of
+/// two at or above `n_links`.
+fn multipath_link(h: u32, alg: u8, n_links: u32, arg: u32) -> u32 {
+    use flowpath_flow::ovs_hash::hash_2words;
+    let n = n_links.max(1);
+    let iter_hash = |modulo: u32| {
+        let m = if modulo < n || modulo / 2 > n {
+            n.next_power_of_two()
+        } else {
+            modulo
+        };
+        // (Each try fails with probability under 1/2: 64 tries never
+        // all fail in practice; the remainder is a bound, not a choice.)
+        (0..64u32)
+            .map(|i| hash_2words(h, i) % m)
+            .find(|&l| l < n)
+            .unwrap_or(h % n)
+    };
     match alg {
-        0 => (h % n) as u32,
-        1 => ((u128::from(h) * u128::from(n)) >> 64) as u32,
-        2 => (0..n_links.max(1))
-            .max_by_key(|&l| {
-                (
-                    mix64(h ^ u64::from(l).wrapping_mul(0x9e37_79b9_7f4a_7c15)),
-                    std::cmp::Reverse(l),
-                )
-            })
-            .unwrap_or(0),
-        _ => {
-            let bits = u64::from(arg.max(n_links).next_power_of_two()) - 1;
-            let mut x = h;
-            for i in 0..16u64 {
-                if x & bits < n {
-                    return (x & bits) as u32;
+        0 => h % n,
+        1 if n == 1 => 0,
+        1 => h / (u32::MAX / n + 1),
+        2 if n <= 64 => {
+            let mut best = (0, hash_2words(h, 0));
+            for l in 1..n {
+                let w = hash_2words(h, l);
+                if w > best.1 {
+                    best = (l, w);
                 }
-                x = mix64(x ^ i);
             }
-            (x % n) as u32
+            best.0
         }
+        2 => iter_hash(0),
+        _ => iter_hash(arg),
     }
 }
 
-/// The symmetric L4 part of a hash: nw_proto and the ports (smaller
-/// first) of TCP, SCTP and, if `udp`, UDP, made significant in `m`; the
-/// values to hash.
-fn sym_l4(f: &FlowKey, m: &mut FlowKey, udp: bool) -> [u128; 3] {
+/// Makes the symmetric L4 part of OVS's hashes significant in `m`:
+/// nw_proto, and the ports of TCP, SCTP and, if `udp`, UDP (not of a
+/// later fragment).
+fn sym_l4(f: &FlowKey, m: &mut FlowKey, udp: bool) {
     m.set_nw_proto(0xff);
     let ports = match f.nw_proto() {
         6 | 132 => true,
         17 => udp,
         _ => false,
     };
-    let proto = u128::from(f.nw_proto());
-    if !ports || f.nw_frag() & FRAG_LATER != 0 {
-        return [proto, 0, 0];
+    if ports && f.nw_frag() & FRAG_LATER == 0 {
+        m.set_tp_src(0xffff);
+        m.set_tp_dst(0xffff);
     }
-    m.set_tp_src(0xffff);
-    m.set_tp_dst(0xffff);
-    let (a, b) = (f.tp_src().min(f.tp_dst()), f.tp_src().max(f.tp_dst()));
-    [proto, u128::from(a), u128::from(b)]
 }
 
 /// The bottom-of-stack bit of an MPLS label stack entry.
@@ -250,8 +255,9 @@ fn reads_only_l2(a: &Action) -> bool {
     }
 }
 
-/// A 64-bit mixing function (splitmix64's finaliser): flowpath's hashes
-/// for select groups, `bundle`, `multipath` and the datapath's `hash`.
+/// A 64-bit mixing function (splitmix64's finaliser), for flowpath's own
+/// hashing needs (not for choices OVS makes by its hashes: those use
+/// [`flowpath_flow::ovs_hash`]).
 #[inline]
 pub fn mix64(mut z: u64) -> u64 {
     z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
@@ -294,11 +300,23 @@ pub struct Xlate {
     /// TCI bit (the megaflow is the same; OVS prints it, see
     /// [`Style::MegaflowCfiRead`]).
     pub cfi_read: bool,
-    /// Each `recirc(ID)` the actions end a frozen translation with: the id
-    /// and the packet the datapath sends back (as the actions before left
-    /// it; its next pass's key adds `recirc_id` and, after a `hash`, the
-    /// datapath's `dp_hash`).
-    pub recirculations: Vec<(u32, FlowKey)>,
+    /// Each `recirc(ID)` the actions end a frozen translation with.
+    pub recirculations: Vec<Recirculation>,
+}
+
+/// A `recirc(ID)` a translation ended with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Recirculation {
+    /// The recirculation id.
+    pub id: u32,
+    /// The packet the datapath sends back, as the actions before left it
+    /// (its next pass's key adds `recirc_id` and, after a `hash`, the
+    /// `dp_hash` bits).
+    pub packet: FlowKey,
+    /// After a `hash(...)` action: the 32-bit hash the datapath computes
+    /// for it (OVS's; `hash(l4)` of a packet that is not a received one's
+    /// first pass takes the translated packet as the received one).
+    pub dp_hash: Option<u32>,
 }
 
 /// See `Ctx::flow_state`.
@@ -370,7 +388,7 @@ struct Ctx<'a, 'e, L: Lookup> {
     /// The actions left so far by the levels stopped, innermost first.
     frozen: Vec<Segment>,
     /// See [`Xlate::recirculations`].
-    recirculations: Vec<(u32, FlowKey)>,
+    recirculations: Vec<Recirculation>,
     /// The cookie of the rule whose actions run (`u64::MAX` before any).
     cookie: u64,
     /// The last `UnrollXlate` marker this freeze put, as (table, cookie).
@@ -719,17 +737,24 @@ impl<L: Lookup> Ctx<'_, '_, L> {
                 } => {
                     let members = &members[..usize::from(n)];
                     let chosen = if hrw {
-                        let h = self.bundle_hash(fields) ^ u64::from(basis);
-                        members
-                            .iter()
-                            .copied()
-                            .filter(|&p| self.port_live(u32::from(p)))
-                            .max_by_key(|&p| {
-                                (
-                                    mix64(h ^ u64::from(p).wrapping_mul(0x9e37_79b9_7f4a_7c15)),
-                                    std::cmp::Reverse(p),
-                                )
-                            })
+                        // As OVS's: the hash's fields significant when
+                        // there is a choice; of the live members, the one
+                        // whose hash_2words(index, hash) is highest (the
+                        // first on ties).
+                        if members.len() > 1 {
+                            self.mask_hash_fields(fields);
+                        }
+                        let h = flowpath_flow::ovs_hash::hash_fields(&self.flow, fields, basis);
+                        let mut best: Option<(u16, u32)> = None;
+                        for (i, &p) in members.iter().enumerate() {
+                            if self.port_live(u32::from(p)) {
+                                let w = flowpath_flow::ovs_hash::hash_2words(i as u32, h);
+                                if best.is_none_or(|(_, b)| w > b) {
+                                    best = Some((p, w));
+                                }
+                            }
+                        }
+                        best.map(|(p, _)| p)
                     } else {
                         members
                             .iter()
@@ -757,7 +782,8 @@ impl<L: Lookup> Ctx<'_, '_, L> {
                     arg,
                     dst,
                 } => {
-                    let h = mix64(self.bundle_hash(fields) ^ u64::from(basis));
+                    self.mask_hash_fields(fields);
+                    let h = flowpath_flow::ovs_hash::hash_fields(&self.flow, fields, basis);
                     let link = multipath_link(h, alg, n_links, arg);
                     self.set_field(dst.field, u128::from(link) << dst.ofs, dst.mask(), false);
                 }
@@ -1065,9 +1091,18 @@ impl<L: Lookup> Ctx<'_, '_, L> {
             self.error = Some("Failed to allocate recirculation id".into());
             return;
         };
-        if let Some((symmetric, basis)) = hash {
+        // The hash the datapath computes (as OVS's userspace datapath):
+        // sym_l4 of the packet as it is now; l4 from the received
+        // packet's 5-tuple hash (its RSS hash).
+        let dp_hash = hash.map(|(symmetric, basis)| {
             self.odp.push(DpAction::Hash { symmetric, basis });
-        }
+            if symmetric {
+                flowpath_flow::ovs_hash::symmetric_l3l4(&self.flow, basis, false)
+            } else {
+                let rss = flowpath_flow::ovs_hash::hash_5tuple(&self.orig, 0);
+                flowpath_flow::ovs_hash::hash_int(rss, basis)
+            }
+        });
         self.odp.push(DpAction::Recirc(id));
         if self.tracing {
             self.note(self.depth, &format!("recirc({id:#x}): translation frozen"));
@@ -1076,7 +1111,11 @@ impl<L: Lookup> Ctx<'_, '_, L> {
         packet.set_in_port(self.orig.in_port());
         packet.set_recirc_id(0);
         packet.set_dp_hash(0);
-        self.recirculations.push((id, packet));
+        self.recirculations.push(Recirculation {
+            id,
+            packet,
+            dp_hash,
+        });
     }
 
     /// Resumes the translation frozen under recirculation id `id` (the
@@ -1601,18 +1640,17 @@ impl<L: Lookup> Ctx<'_, '_, L> {
                 // As OVS's slow-path methods: the fields of the symmetric
                 // L4 hash (UDP ports not among them) or of `fields(...)`
                 // significant; of the live buckets, the one with the
-                // highest 16-bit score × weight, the later one on ties (so
-                // weight 0 only when every live bucket scores 0). The hash
-                // is flowpath's own.
-                let h = self.select_hash(g.fields.as_deref());
-                let mut best: Option<(&crate::group::Bucket, u64)> = None;
+                // highest score, hash_int(bucket id, hash)'s low 16 bits
+                // × weight, the later one on ties (so weight 0 only when
+                // every live bucket scores 0).
+                let h = self.select_hash(g.fields.as_deref(), g.param);
+                let mut best: Option<(&crate::group::Bucket, u32)> = None;
                 for b in &g.buckets {
                     if !self.bucket_live(b, GroupType::Select, 0) {
                         continue;
                     }
-                    let score = (mix64(h ^ u64::from(b.id).wrapping_mul(0x9e37_79b9_7f4a_7c15))
-                        & 0xffff)
-                        * u64::from(b.weight);
+                    let score =
+                        (flowpath_flow::ovs_hash::hash_int(b.id, h) & 0xffff) * u32::from(b.weight);
                     if best.is_none_or(|(_, s)| score >= s) {
                         best = Some((b, score));
                     }
@@ -1659,52 +1697,49 @@ impl<L: Lookup> Ctx<'_, '_, L> {
         self.tables.ports().contains(&p) || (p == OFPP_LOCAL && local)
     }
 
-    /// The hash of `bundle`'s field set ([`crate::action::BUNDLE_FIELDS`]),
-    /// making the fields it reads significant as OVS 3.1 does.
-    fn bundle_hash(&mut self, set: u8) -> u64 {
+    /// Makes the fields that `bundle`'s and `multipath`'s field set
+    /// ([`crate::action::BUNDLE_FIELDS`]) hashes significant, as OVS 3.1's
+    /// `flow_mask_hash_fields` (the hash itself:
+    /// [`flowpath_flow::ovs_hash::hash_fields`]).
+    fn mask_hash_fields(&mut self, set: u8) {
         if set == 1 {
             // OVS's symmetric_l4: L4 ports of TCP and SCTP only.
-            return self.select_hash(None);
+            self.mask_symmetric_l4();
+            return;
         }
         let f = self.flow;
         let mut m = self.wc.to_key();
-        let mut h: u64 = 0x2545_f491_4f6c_dd1d;
-        let mut add = |v: u128| {
-            h = mix64(h ^ (v as u64) ^ ((v >> 64) as u64).rotate_left(29));
-        };
-        let sym = |a: u128, b: u128| if a < b { (a, b) } else { (b, a) };
         let (v4, v6) = (f.is_ipv4(), f.is_ip_any() && !f.is_ipv4());
-        let (src, dst) = if v4 {
-            (u128::from(f.nw_src()), u128::from(f.nw_dst()))
-        } else {
-            (f.ipv6_src(), f.ipv6_dst())
-        };
         match set {
             0 => {
-                add(u128::from(f.dl_src()));
                 m.set_dl_src(0xffff_ffff_ffff);
             }
             4 if v4 => {
-                add(src);
                 m.set_nw_src(u32::MAX);
             }
             4 if v6 => {
-                add(src);
                 m.set_ipv6_src(u128::MAX);
             }
             5 if v4 => {
-                add(dst);
                 m.set_nw_dst(u32::MAX);
             }
             5 if v6 => {
-                add(dst);
                 m.set_ipv6_dst(u128::MAX);
+            }
+            2 | 3 if !v4 && !v6 => {
+                // symmetric_l3l4 of a packet that is not IP hashes its L2
+                // fields (OVS's flow_hash_symmetric_l2), which OVS 3.1
+                // leaves out of the megaflow: then other packets of it
+                // would reuse this packet's choice. flowpath makes them
+                // significant (its megaflow is narrower than OVS's here,
+                // on purpose).
+                m.set_dl_src(0xffff_ffff_ffff);
+                m.set_dl_dst(0xffff_ffff_ffff);
+                m.set_vlan_tci(m.vlan_tci() | 0x0fff);
+                m.set_vlan_tci_inner(m.vlan_tci_inner() | 0x0fff);
             }
             2 | 3 | 6 if v4 || v6 => {
                 // symmetric_l3 (6), symmetric_l3l4 (2), +udp (3).
-                let (a, b) = sym(src, dst);
-                add(a);
-                add(b);
                 if v4 {
                     m.set_nw_src(u32::MAX);
                     m.set_nw_dst(u32::MAX);
@@ -1713,15 +1748,12 @@ impl<L: Lookup> Ctx<'_, '_, L> {
                     m.set_ipv6_dst(u128::MAX);
                 }
                 if set != 6 {
-                    for v in sym_l4(&f, &mut m, set == 3) {
-                        add(v);
-                    }
+                    sym_l4(&f, &mut m, set == 3);
                 }
             }
             _ => {}
         }
         self.wc = FlowMask::from_key(&m);
-        h
     }
 
     /// Bucket liveness, as OVS's: a bucket of a group of `kind` is live if
@@ -1751,73 +1783,152 @@ impl<L: Lookup> Ctx<'_, '_, L> {
                     }))
     }
 
-    /// A select group's (and `bundle`'s / `multipath`'s `symmetric_l4`)
-    /// hash of the packet: of `fields`, or of OVS's symmetric L4 fields
-    /// (Ethernet addresses, type and VLAN; IP addresses and protocol;
-    /// TCP/SCTP ports), whose bits become significant.
-    fn select_hash(&mut self, fields: Option<&[FieldId]>) -> u64 {
-        let f = self.flow;
-        let sym = |a: u128, b: u128| if a < b { (a, b) } else { (b, a) };
-        let mut m = self.wc.to_key();
-        let mut h: u64 = 0x5bd1_e995;
-        let mut add = |v: u128| {
-            h = mix64(h ^ (v as u64) ^ ((v >> 64) as u64).rotate_left(17));
+    /// A slow-path select group's hash of the packet, as OVS 3.1's: of
+    /// `fields` (each whose prerequisites the packet meets, under its
+    /// mask, in OVS's field order, from `hash_uint64(param)`), or OVS's
+    /// `flow_hash_symmetric_l4`; the bits read become significant.
+    fn select_hash(&mut self, fields: Option<&[crate::group::SelectField]>, param: u64) -> u32 {
+        use flowpath_flow::ovs_hash::{hash_bytes, hash_uint64, symmetric_l4};
+        let Some(fields) = fields else {
+            self.mask_symmetric_l4();
+            return symmetric_l4(&self.flow, 0);
         };
-        match fields {
-            Some(fields) => {
-                // Whether a field counts depends on its prerequisites
-                // (dl_type, always exact, and nw_proto).
-                if f.is_ip_any() {
-                    m.set_nw_proto(0xff);
-                }
-                let mut mask = FlowMask::from_key(&m);
-                for id in fields {
-                    let info = id.info();
-                    if info.prereq.ok_for(&f) {
-                        add(info.get(&f));
-                        info.or_mask(&mut mask, info.full_mask());
-                    }
-                }
-                self.wc = mask;
-                return h;
+        let f = self.flow;
+        let mut basis = hash_uint64(param);
+        for sf in fields {
+            if !self.select_prereq_ok(sf) {
+                continue;
             }
-            None => {
-                let (a, b) = sym(u128::from(f.dl_src()), u128::from(f.dl_dst()));
-                add(a);
-                add(b);
-                add(u128::from(f.dl_type()));
-                add(u128::from(f.vlan_tci() & 0x1fff));
-                m.set_dl_src(0xffff_ffff_ffff);
-                m.set_dl_dst(0xffff_ffff_ffff);
-                m.set_vlan_tci(m.vlan_tci() | 0x1fff);
-                if f.is_ip_any() {
-                    let (a, b) = if f.is_ipv4() {
-                        m.set_nw_src(u32::MAX);
-                        m.set_nw_dst(u32::MAX);
-                        sym(u128::from(f.nw_src()), u128::from(f.nw_dst()))
+            let info = sf.id.info();
+            let value = if info.is_reg() {
+                info.get_regs(&self.regs)
+            } else if sf.oxm_vlan && sf.id == FieldId::DlVlan {
+                u128::from(f.vlan_tci() & 0x1fff)
+            } else {
+                info.get(&f)
+            };
+            let n = sf.n_bytes();
+            let bytes = (value & sf.mask).to_be_bytes();
+            basis = hash_bytes(&bytes[16 - n..], basis);
+            let mut mask = self.wc;
+            match sf.id {
+                // As OVS's setters of these fields (on the mask): the
+                // tag's present bit (CFI) with the VID or priority.
+                FieldId::DlVlan | FieldId::DlVlanPcp => {
+                    let bits = if sf.id == FieldId::DlVlan {
+                        (sf.mask & 0x0fff) as u16
                     } else {
-                        m.set_ipv6_src(u128::MAX);
-                        m.set_ipv6_dst(u128::MAX);
-                        sym(f.ipv6_src(), f.ipv6_dst())
+                        ((sf.mask & 7) as u16) << 13
                     };
-                    add(a);
-                    add(b);
-                    for v in sym_l4(&f, &mut m, false) {
-                        add(v);
-                    }
-                    // As OVS's symmetric_l4: the ports of every IP packet
-                    // but UDP are significant, hashed or not (checked
-                    // against OVS 3.1: ICMP type and code, zero ports of
-                    // other protocols).
-                    if f.nw_proto() != 17 {
-                        m.set_tp_src(0xffff);
+                    let cfi = if sf.oxm_vlan && sf.id == FieldId::DlVlan {
+                        (sf.mask & u128::from(VLAN_CFI)) as u16
+                    } else {
+                        VLAN_CFI
+                    };
+                    let mut m = mask.to_key();
+                    m.set_vlan_tci(m.vlan_tci() | bits | cfi);
+                    mask = FlowMask::from_key(&m);
+                }
+                _ => info.or_mask(&mut mask, sf.mask),
+            }
+            self.wc = mask;
+        }
+        basis
+    }
+
+    /// Whether the packet meets `sf`'s prerequisites, as OVS's
+    /// `mf_are_prereqs_ok` decides it (the bits it reads become
+    /// significant: nw_proto when it checks an IP packet's protocol, the
+    /// tag's present bit, ICMPv6 type and code for ND fields).
+    fn select_prereq_ok(&mut self, sf: &crate::group::SelectField) -> bool {
+        use FieldId as F;
+        let f = self.flow;
+        let t = f.dl_type();
+        let mut m = self.wc.to_key();
+        let mut proto = |want: u8, v4_only: bool, v6_only: bool| {
+            let ip = if v4_only {
+                t == 0x0800
+            } else if v6_only {
+                t == 0x86dd
+            } else {
+                f.is_ip_any()
+            };
+            if !ip {
+                return false;
+            }
+            m.set_nw_proto(0xff);
+            f.nw_proto() == want
+        };
+        let later = f.nw_frag() & FRAG_LATER != 0;
+        let ok = match sf.id {
+            F::DlVlanPcp if sf.oxm_vlan => {
+                m.set_vlan_tci(m.vlan_tci() | VLAN_CFI);
+                f.vlan_tci() & VLAN_CFI != 0
+            }
+            F::MplsLabel | F::MplsTc | F::MplsBos | F::MplsTtl => matches!(t, 0x8847 | 0x8848),
+            F::NwSrc | F::NwDst => t == 0x0800,
+            F::Ipv6Src | F::Ipv6Dst | F::Ipv6Label => t == 0x86dd,
+            F::NwProto | F::NwTos | F::IpDscp | F::NwEcn | F::NwTtl | F::NwFrag => f.is_ip_any(),
+            F::ArpOp | F::ArpSpa | F::ArpTpa | F::ArpSha | F::ArpTha => {
+                matches!(t, 0x0806 | 0x8035)
+            }
+            F::TpSrc | F::TpDst | F::TcpSrc | F::TcpDst | F::TcpFlags => {
+                proto(6, false, false) && !later
+            }
+            F::UdpSrc | F::UdpDst => proto(17, false, false) && !later,
+            F::SctpSrc | F::SctpDst => proto(132, false, false) && !later,
+            F::IcmpType | F::IcmpCode => proto(1, true, false),
+            F::Icmpv6Type | F::Icmpv6Code => proto(58, false, true),
+            F::NdTarget | F::NdSll | F::NdTll => {
+                proto(58, false, true) && {
+                    m.set_tp_src(0xffff);
+                    let ty = f.tp_src();
+                    let type_ok = match sf.id {
+                        F::NdSll => ty == 135,
+                        F::NdTll => ty == 136,
+                        _ => ty == 135 || ty == 136,
+                    };
+                    type_ok && {
                         m.set_tp_dst(0xffff);
+                        f.tp_dst() == 0
                     }
                 }
+            }
+            _ => true,
+        };
+        self.wc = FlowMask::from_key(&m);
+        ok
+    }
+
+    /// Makes the fields of OVS's `symmetric_l4` hash significant: Ethernet
+    /// addresses, type and VLAN; IP addresses and protocol; the ports of
+    /// every IP packet but UDP's.
+    fn mask_symmetric_l4(&mut self) {
+        let f = self.flow;
+        let mut m = self.wc.to_key();
+        m.set_dl_src(0xffff_ffff_ffff);
+        m.set_dl_dst(0xffff_ffff_ffff);
+        // Both tags' VIDs are hashed (OVS: every `FLOW_MAX_VLAN_HEADERS`).
+        m.set_vlan_tci(m.vlan_tci() | 0x1fff);
+        m.set_vlan_tci_inner(m.vlan_tci_inner() | 0x1fff);
+        if f.is_ip_any() {
+            if f.is_ipv4() {
+                m.set_nw_src(u32::MAX);
+                m.set_nw_dst(u32::MAX);
+            } else {
+                m.set_ipv6_src(u128::MAX);
+                m.set_ipv6_dst(u128::MAX);
+            }
+            sym_l4(&f, &mut m, false);
+            // As OVS's symmetric_l4: the ports of every IP packet but
+            // UDP are significant, hashed or not (checked against OVS
+            // 3.1: ICMP type and code, zero ports of other protocols).
+            if f.nw_proto() != 17 {
+                m.set_tp_src(0xffff);
+                m.set_tp_dst(0xffff);
             }
         }
         self.wc = FlowMask::from_key(&m);
-        h
     }
 
     /// Outputs to `port` with the VLAN tag its mode gives VLAN `vlan`, then

@@ -113,10 +113,15 @@ fn check(seed: u64, prefixes: &[FieldId]) -> Result<(), TestCaseError> {
         // recirculated packet with a hash, and the same invariant for its
         // megaflow — the hash bits it leaves out (and everything else it
         // leaves out) change nothing.
-        for &(id, p2) in &x.recirculations {
-            let mut k2 = p2;
+        for rc in &x.recirculations {
+            let id = rc.id;
+            let mut k2 = rc.packet;
             k2.set_recirc_id(id);
-            k2.set_dp_hash(1 + r.below(0xfffe) as u32);
+            // The datapath's hash, or (a quarter of the time) any other.
+            k2.set_dp_hash(match rc.dp_hash {
+                Some(h) if r.below(4) != 0 => flowpath_flow::key::dp_hash_bits(h),
+                _ => 1 + r.below(0xfffe) as u32,
+            });
             let x2 = normal.xlate(&fast, &k2);
             let ref2 = normal.xlate(&slow, &k2);
             prop_assert_eq!(&x2.actions, &ref2.actions, "second pass of {:?}", k2);
@@ -131,7 +136,7 @@ fn check(seed: u64, prefixes: &[FieldId]) -> Result<(), TestCaseError> {
                 let mut s = normalize(s);
                 s.set_recirc_id(id);
                 let h = (k2.dp_hash() & mk2.dp_hash()) | (r.next_u64() as u32 & !mk2.dp_hash());
-                s.set_dp_hash(if h & 0xffff == 0 { 0x8000 } else { h });
+                s.set_dp_hash(flowpath_flow::key::dp_hash_bits(h));
                 if !s.eq_masked(&k2, &m2) {
                     continue;
                 }
