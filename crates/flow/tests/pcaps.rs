@@ -6,7 +6,9 @@
 
 use std::path::{Path, PathBuf};
 
-use flowpath_flow::extract::{extract_with_layers, possible_words, used_words, Layers, NONE};
+use flowpath_flow::extract::{
+    extract_general, extract_with_layers, possible_words, used_words, Layers, NONE,
+};
 use flowpath_flow::key::{FlowKey, FRAG_ANY, FRAG_LATER, VLAN_CFI};
 use flowpath_io::{PcapReader, LINKTYPE_ETHERNET};
 
@@ -117,6 +119,14 @@ fn every_ethernet_packet_of_the_corpus_extracts() {
             port = port % 0xffff + 1;
             let (k, l) = extract_with_layers(p.data, port);
             check_invariants(p.data, &k, &l, port);
+            // The straight-line common case gives the general walk's answer.
+            assert_eq!(
+                (k, l),
+                extract_general(p.data, port),
+                "{}: {:02x?}",
+                f.display(),
+                p.data
+            );
             t.extracted += 1;
             t.ipv4 += u64::from(k.dl_type() == 0x0800 && k.nw_ttl() != 0);
             t.ipv6 += u64::from(k.dl_type() == 0x86dd && k.ipv6_src() | k.ipv6_dst() != 0);
