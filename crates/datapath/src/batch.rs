@@ -150,18 +150,24 @@ impl Batch {
     /// [`packet_hash`]; returns the packet's index. The key slot is handed
     /// to `fill` as it was left by an earlier packet: `fill` must write
     /// every word. Writing in place saves a 128-byte copy per packet.
+    /// `fill` returns true when it knows words 5..16 are 0 (the hash then
+    /// skips reading them: the same value).
     #[inline]
     pub fn push_with(
         &mut self,
         bytes: u32,
-        fill: impl FnOnce(&mut FlowKey),
+        fill: impl FnOnce(&mut FlowKey) -> bool,
     ) -> Result<usize, BatchFull> {
         if self.len == BATCH_SIZE {
             return Err(BatchFull);
         }
         let i = self.len;
-        fill(&mut self.keys[i]);
-        self.hashes[i] = packet_hash(&self.keys[i]);
+        let short = fill(&mut self.keys[i]);
+        self.hashes[i] = if short {
+            crate::hash::packet_hash_short(&self.keys[i])
+        } else {
+            packet_hash(&self.keys[i])
+        };
         self.sizes[i] = bytes;
         self.verdicts[i] = Verdict::Pending;
         self.len += 1;
@@ -234,7 +240,13 @@ mod tests {
         assert_eq!(b.verdicts(), &[Verdict::Pending]);
         let mut k = FlowKey::zero();
         k.set_nw_dst(7);
-        assert_eq!(b.push_with(60, |slot| *slot = k), Ok(1));
+        assert_eq!(
+            b.push_with(60, |slot| {
+                *slot = k;
+                false
+            }),
+            Ok(1)
+        );
         assert_eq!(b.keys()[1], k);
         assert_eq!(b.hashes()[1], packet_hash(&k));
         assert_eq!(b.len(), 2);

@@ -215,6 +215,20 @@ pub fn extract_into(frame: &[u8], in_port: u32, key: &mut FlowKey) -> Layers {
     layers
 }
 
+/// [`extract_into`], also telling whether the key is known to use only
+/// words 0..5 (the straight-line case answered: its other words are 0),
+/// so a hash may skip them.
+#[inline]
+pub fn extract_into_short(frame: &[u8], in_port: u32, key: &mut FlowKey) -> (Layers, bool) {
+    if let Some((k, layers)) = fast_ipv4(frame, in_port) {
+        *key = k;
+        return (layers, true);
+    }
+    let (k, layers) = walk(frame, in_port);
+    *key = k;
+    (layers, false)
+}
+
 /// The extractor; inlined into both entry points so the key is built in
 /// registers and stored once: the common case's straight line
 /// ([`fast_ipv4`]) when it applies, else the general walk.
