@@ -240,7 +240,7 @@ fn extract_impl(frame: &[u8], in_port: u32) -> (FlowKey, Layers) {
     walk(frame, in_port)
 }
 
-/// The general walk alone, without [`fast_ipv4`]'s shortcut: the reference
+/// The general walk alone, without the straight-line shortcut: the reference
 /// the shortcut is tested against (the result is always the same as
 /// [`extract_with_layers`]'s).
 pub fn extract_general(frame: &[u8], in_port: u32) -> (FlowKey, Layers) {
