@@ -26,7 +26,7 @@
 //!   headers. `push_mpls` / `pop_mpls` do the same with a label stack entry
 //!   behind the EtherType (after the VLAN tags), and set the EtherType;
 //!   `set(mpls(...))` rewrites the top entry.
-//! - `hash(...)` computes the packet's datapath hash ([`dp_hash`]) into
+//! - `hash(...)` computes the packet's datapath hash (OVS's) into
 //!   its metadata; `recirc(ID)` keeps a copy of the packet (a reused
 //!   buffer) with its metadata for another datapath pass, which
 //!   [`crate::switch::Switch`] runs after the batch
@@ -180,35 +180,14 @@ where
     (old & !mask) | (key & mask)
 }
 
-/// The datapath hash of a packet (the `hash` action), as OVS's userspace
-/// datapath computes it: `sym_l4` OVS's `flow_hash_symmetric_l3l4` of the
-/// packet as it is now (`key`, the key of this pass, when `unchanged`:
-/// no action of the pass changed the packet before; else parsed again);
-/// `l4` `hash_int` of the received packet's 5-tuple hash (its RSS hash:
-/// `key`'s when no earlier pass changed the packet, else already in
-/// `meta`) with `basis`. Returns the key's bits of it
-/// ([`flowpath_flow::key::dp_hash_bits`]).
-pub fn dp_hash(
-    d: &[u8],
-    meta: &mut PacketMeta,
-    key: &FlowKey,
-    unchanged: bool,
-    symmetric: bool,
-    basis: u32,
-) -> u32 {
-    use flowpath_flow::ovs_hash::{hash_5tuple, hash_int, symmetric_l3l4};
-    let h = if symmetric && unchanged {
-        symmetric_l3l4(key, basis, false)
-    } else if symmetric {
-        symmetric_l3l4(&flowpath_flow::extract::extract(d, 0), basis, false)
-    } else {
-        let rss = *meta.rss.get_or_insert_with(|| hash_5tuple(key, 0));
-        hash_int(rss, basis)
-    };
-    flowpath_flow::key::dp_hash_bits(h)
-}
-
-/// A `hash` action (see [`dp_hash`]).
+/// The `hash` action: the packet's datapath hash, as OVS's userspace
+/// datapath computes it, into `meta.dp_hash` (the key's bits of it,
+/// [`flowpath_flow::key::dp_hash_bits`]). `sym_l4`: OVS's
+/// `flow_hash_symmetric_l3l4` of the packet as it is now (`key`, the key
+/// of this pass, when `unchanged`: no action of the pass changed the
+/// packet before; else parsed again). `l4`: `hash_int` of the received
+/// packet's 5-tuple hash (its RSS hash: `key`'s when no earlier pass
+/// changed the packet, else already in `meta`) with `basis`.
 #[cold]
 #[inline(never)]
 fn hash_action(
@@ -219,7 +198,20 @@ fn hash_action(
     symmetric: bool,
     basis: u32,
 ) {
-    meta.dp_hash = dp_hash(pkt.data(), meta, key, unchanged, symmetric, basis);
+    use flowpath_flow::ovs_hash::{hash_5tuple, hash_int, symmetric_l3l4};
+    let h = if symmetric && unchanged {
+        symmetric_l3l4(key, basis, false)
+    } else if symmetric {
+        symmetric_l3l4(
+            &flowpath_flow::extract::extract(pkt.data(), 0),
+            basis,
+            false,
+        )
+    } else {
+        let rss = *meta.rss.get_or_insert_with(|| hash_5tuple(key, 0));
+        hash_int(rss, basis)
+    };
+    meta.dp_hash = flowpath_flow::key::dp_hash_bits(h);
 }
 
 /// True for the datapath actions that change the packet's bytes.

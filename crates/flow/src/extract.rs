@@ -217,7 +217,9 @@ pub fn extract_into(frame: &[u8], in_port: u32, key: &mut FlowKey) -> Layers {
 
 /// [`extract_into`], also telling whether the key is known to use only
 /// words 0..5 (the straight-line case answered: its other words are 0),
-/// so a hash may skip them.
+/// so a hash may skip them. (Its own dispatch: sharing
+/// `extract_impl`'s, returning the flag with the key, cost ~43
+/// instructions per packet by callgrind, code generation.)
 #[inline]
 pub fn extract_into_short(frame: &[u8], in_port: u32, key: &mut FlowKey) -> (Layers, bool) {
     if let Some((k, layers)) = fast_ipv4(frame, in_port) {

@@ -136,7 +136,10 @@ impl DpHashTable {
 
 /// One field of a select group's `fields(...)`: OVS hashes its value
 /// (as the field's bytes, in network order) under `mask` and makes those
-/// bits significant.
+/// bits significant. The VLAN fields are OXM's (`dl_vlan` and
+/// `dl_vlan_pcp` are refused): [`FieldId::DlVlan`] stands for `vlan_vid`,
+/// the VID with the present bit 0x1000, and [`FieldId::DlVlanPcp`] for
+/// `vlan_pcp`, which needs a tag.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SelectField {
     /// The field.
@@ -144,10 +147,6 @@ pub struct SelectField {
     /// The mask (field units; `fields(ip_src=255.255.255.0)`), all ones
     /// by default.
     pub mask: u128,
-    /// Named by its OXM name `vlan_vid` or `vlan_pcp` (OVS's `vlan_vid`
-    /// is the VID with the present bit 0x1000, and `vlan_pcp` needs a
-    /// tag), not `dl_vlan` / `dl_vlan_pcp`.
-    pub oxm_vlan: bool,
 }
 
 impl SelectField {
@@ -177,12 +176,7 @@ impl SelectField {
                 ),
             ));
         }
-        let oxm_vlan = matches!(name, "vlan_vid" | "vlan_pcp");
-        let mut sf = SelectField {
-            id: f.id,
-            mask: 0,
-            oxm_vlan,
-        };
+        let mut sf = SelectField { id: f.id, mask: 0 };
         sf.mask = sf.full_mask();
         if let Some(m) = mask.filter(|m| !m.is_empty()) {
             let (v, _) = flowpath_flow::value::parse_value(f, m)
@@ -198,19 +192,19 @@ impl SelectField {
         Ok(sf)
     }
 
-    /// The name it was given by.
+    /// Its name (the OXM one for the VLAN fields).
     pub fn name(&self) -> &'static str {
-        match (self.oxm_vlan, self.id) {
-            (true, FieldId::DlVlan) => "vlan_vid",
-            (true, _) => "vlan_pcp",
-            _ => self.id.info().name,
+        match self.id {
+            FieldId::DlVlan => "vlan_vid",
+            FieldId::DlVlanPcp => "vlan_pcp",
+            id => id.info().name,
         }
     }
 
     /// All the field's value bits (`vlan_vid`: the VID and the present
     /// bit).
     pub fn full_mask(&self) -> u128 {
-        if self.oxm_vlan && self.id == FieldId::DlVlan {
+        if self.id == FieldId::DlVlan {
             0x1fff
         } else {
             self.id.info().full_mask()
@@ -259,10 +253,8 @@ impl SelectField {
             F::EthDst => 51,
             F::EthType => 52,
             F::VlanTci => 53,
-            F::DlVlan if self.oxm_vlan => 55,
-            F::DlVlan => 54,
-            F::DlVlanPcp if self.oxm_vlan => 57,
-            F::DlVlanPcp => 56,
+            F::DlVlan => 55,
+            F::DlVlanPcp => 57,
             F::MplsLabel => 58,
             F::MplsTc => 59,
             F::MplsBos => 60,
@@ -538,7 +530,7 @@ pub fn parse_group(text: &str) -> Result<Group, RuleError> {
                 .filter(|s| !s.is_empty())
             {
                 let sf = SelectField::parse(item)?;
-                if v.iter().any(|x| x.id == sf.id && x.oxm_vlan == sf.oxm_vlan) {
+                if v.iter().any(|x| x.id == sf.id) {
                     return Err(err("fields", format!("{}: duplicate field", sf.name())));
                 }
                 v.push(sf);

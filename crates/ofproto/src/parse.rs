@@ -474,10 +474,9 @@ pub fn parse_packet(text: &str) -> Result<flowpath_flow::FlowKey, RuleError> {
     let mut key = m.key;
     key.set_recirc_id(recirc_id);
     // The key keeps the hash's low 16 bits; a non-zero hash stays non-zero.
-    key.set_dp_hash(match dp_hash & 0xffff {
-        0 if dp_hash != 0 => 0x8000,
-        low => low,
-    });
+    if dp_hash != 0 {
+        key.set_dp_hash(flowpath_flow::key::dp_hash_bits(dp_hash));
+    }
     // As `ofproto/trace` would have them: every packet enters the pipeline
     // with its registers zero (a recirculated one gets its translation's).
     if !m.regs_mask.is_zero() {

@@ -255,16 +255,6 @@ fn reads_only_l2(a: &Action) -> bool {
     }
 }
 
-/// A 64-bit mixing function (splitmix64's finaliser), for flowpath's own
-/// hashing needs (not for choices OVS makes by its hashes: those use
-/// [`flowpath_flow::ovs_hash`]).
-#[inline]
-pub fn mix64(mut z: u64) -> u64 {
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
-}
-
 /// Most nested resubmits (OVS's translation depth limit).
 pub const MAX_DEPTH: u32 = 64;
 /// Most resubmits in one translation (OVS's limit).
@@ -1802,7 +1792,8 @@ impl<L: Lookup> Ctx<'_, '_, L> {
             let info = sf.id.info();
             let value = if info.is_reg() {
                 info.get_regs(&self.regs)
-            } else if sf.oxm_vlan && sf.id == FieldId::DlVlan {
+            } else if sf.id == FieldId::DlVlan {
+                // vlan_vid: the VID with the present bit.
                 u128::from(f.vlan_tci() & 0x1fff)
             } else {
                 info.get(&f)
@@ -1811,25 +1802,21 @@ impl<L: Lookup> Ctx<'_, '_, L> {
             let bytes = (value & sf.mask).to_be_bytes();
             basis = hash_bytes(&bytes[16 - n..], basis);
             let mut mask = self.wc;
-            match sf.id {
-                // As OVS's setters of these fields (on the mask): the
-                // tag's present bit (CFI) with the VID or priority.
-                FieldId::DlVlan | FieldId::DlVlanPcp => {
-                    let bits = if sf.id == FieldId::DlVlan {
-                        (sf.mask & 0x0fff) as u16
-                    } else {
-                        ((sf.mask & 7) as u16) << 13
-                    };
-                    let cfi = if sf.oxm_vlan && sf.id == FieldId::DlVlan {
-                        (sf.mask & u128::from(VLAN_CFI)) as u16
-                    } else {
-                        VLAN_CFI
-                    };
+            // As OVS's setters of vlan_vid and vlan_pcp (on the mask):
+            // the VID with the present bit as masked, the priority with
+            // the present bit.
+            let tci_bits = match sf.id {
+                FieldId::DlVlan => Some((sf.mask & 0x1fff) as u16),
+                FieldId::DlVlanPcp => Some(((sf.mask & 7) as u16) << 13 | VLAN_CFI),
+                _ => None,
+            };
+            match tci_bits {
+                Some(bits) => {
                     let mut m = mask.to_key();
-                    m.set_vlan_tci(m.vlan_tci() | bits | cfi);
+                    m.set_vlan_tci(m.vlan_tci() | bits);
                     mask = FlowMask::from_key(&m);
                 }
-                _ => info.or_mask(&mut mask, sf.mask),
+                None => info.or_mask(&mut mask, sf.mask),
             }
             self.wc = mask;
         }
@@ -1861,7 +1848,7 @@ impl<L: Lookup> Ctx<'_, '_, L> {
         };
         let later = f.nw_frag() & FRAG_LATER != 0;
         let ok = match sf.id {
-            F::DlVlanPcp if sf.oxm_vlan => {
+            F::DlVlanPcp => {
                 m.set_vlan_tci(m.vlan_tci() | VLAN_CFI);
                 f.vlan_tci() & VLAN_CFI != 0
             }
@@ -1919,7 +1906,7 @@ impl<L: Lookup> Ctx<'_, '_, L> {
                 m.set_ipv6_src(u128::MAX);
                 m.set_ipv6_dst(u128::MAX);
             }
-            sym_l4(&f, &mut m, false);
+            m.set_nw_proto(0xff);
             // As OVS's symmetric_l4: the ports of every IP packet but
             // UDP are significant, hashed or not (checked against OVS
             // 3.1: ICMP type and code, zero ports of other protocols).

@@ -331,10 +331,9 @@ fn check(data: &str, at_least: usize) -> (usize, usize) {
                         ));
                     }
                 }
-                key.set_dp_hash(match h & 0xffff {
-                    0 if h != 0 => 0x8000,
-                    low => low,
-                });
+                if h != 0 {
+                    key.set_dp_hash(flowpath_flow::key::dp_hash_bits(h));
+                }
             }
             // As `flowpath trace` (what tools/ovs-compare.py ran): NORMAL with
             // an empty MAC table, no learning, flooding to LOCAL too.
