@@ -950,6 +950,56 @@ impl Executor {
         }
     }
 
+    /// Executes `actions` on a run of packets in consecutive batch slots
+    /// from `first` (one per tag in `tags`, in order), when the list is
+    /// only outputs (or empty: a drop): the same outputs, counters and
+    /// queue order as [`Executor::execute`] per packet, with the list
+    /// inspected once. Returns false, doing nothing, for any other list
+    /// (the caller executes those packet by packet).
+    ///
+    /// Why: a run of packets of one megaflow (one flow, or many flows one
+    /// megaflow covers) is the common case of a batch; per packet this is
+    /// one queue entry instead of the interpreter's walk (by callgrind,
+    /// about 60 instructions per packet less on the EMC-hit path).
+    #[inline]
+    pub fn execute_outputs(&mut self, first: usize, tags: &[u64], actions: &[DpAction]) -> bool {
+        let n = tags.len() as u64;
+        match actions {
+            [] => {
+                self.stats.packets += n;
+                self.stats.dropped += n;
+            }
+            [DpAction::Output(port)] => {
+                self.stats.packets += n;
+                let port = *port;
+                self.queue
+                    .extend(tags.iter().enumerate().map(|(k, &tag)| OutEntry {
+                        port,
+                        src: (first + k) as u32,
+                        slot: 0,
+                        tag,
+                    }));
+            }
+            _ if actions.iter().all(|a| matches!(a, DpAction::Output(_))) => {
+                self.stats.packets += n;
+                for (k, &tag) in tags.iter().enumerate() {
+                    for a in actions {
+                        if let DpAction::Output(port) = a {
+                            self.queue.push(OutEntry {
+                                port: *port,
+                                src: (first + k) as u32,
+                                slot: 0,
+                                tag,
+                            });
+                        }
+                    }
+                }
+            }
+            _ => return false,
+        }
+        true
+    }
+
     /// Queues the packet (in batch slot `slot`) for `port`: itself, or a
     /// copy of its bytes as they are now when `copy` (a later action
     /// changes it), or at most `trunc` of them (once).

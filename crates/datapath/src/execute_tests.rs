@@ -766,3 +766,63 @@ fn check_pkt_len_branches_change_only_their_packet() {
     assert_eq!(got[1].1, f_ttl1);
     assert_eq!(got[2].1, f_ttl1);
 }
+
+/// One action of the lists `execute_outputs` is tested on: mostly outputs,
+/// sometimes one it must refuse.
+fn run_action() -> impl Strategy<Value = DpAction> {
+    prop_oneof![
+        6 => (1u32..5).prop_map(DpAction::Output),
+        1 => Just(DpAction::Controller),
+        1 => Just(DpAction::Trunc(20)),
+        1 => Just(set(SetHeader::Ipv4, |k, m| {
+            k.set_nw_ttl(1);
+            m.set_nw_ttl(0xff);
+        })),
+        1 => Just(DpAction::PopVlan),
+    ]
+}
+
+proptest! {
+    /// `execute_outputs` on a run of packets gives what `execute` packet by
+    /// packet gives: the same sink calls (ports, order, bytes, tags) and
+    /// counters; it takes exactly the lists made only of outputs.
+    #[test]
+    fn a_run_of_outputs_is_executed_as_packet_by_packet(
+        actions in proptest::collection::vec(run_action(), 0..5),
+        before in 0usize..3,
+        len in 1usize..9,
+    ) {
+        let frames: Vec<Vec<u8>> = (0..before + len).map(|i| tcp4(&[i as u8; 30])).collect();
+        let tags: Vec<u64> = (0..frames.len() as u64).map(|t| 100 + t).collect();
+        let run_exec = |whole: bool| {
+            let mut ex = Executor::new();
+            let mut bufs = Vec::new();
+            let mut metas = Vec::new();
+            for f in &frames {
+                let (p, m) = load(f);
+                bufs.push(p);
+                metas.push(m);
+            }
+            // Packets before the run: one output each.
+            for i in 0..before {
+                ex.execute(i, &mut bufs[i], &mut metas[i], &[DpAction::Output(9)], tags[i], &FlowKey::zero());
+            }
+            let taken = whole && ex.execute_outputs(before, &tags[before..], &actions);
+            if !taken {
+                for i in before..frames.len() {
+                    ex.execute(i, &mut bufs[i], &mut metas[i], &actions, tags[i], &FlowKey::zero());
+                }
+            }
+            let mut sink = Collect::default();
+            ex.flush(&bufs, &mut sink);
+            (taken, sink.0, *ex.stats(), ex.port_stats().to_vec())
+        };
+        let (taken, got, stats, ports) = run_exec(true);
+        let (_, want, want_stats, want_ports) = run_exec(false);
+        let only_outputs = actions.iter().all(|a| matches!(a, DpAction::Output(_)));
+        prop_assert_eq!(taken, only_outputs);
+        prop_assert_eq!(got, want);
+        prop_assert_eq!(stats, want_stats);
+        prop_assert_eq!(ports, want_ports);
+    }
+}

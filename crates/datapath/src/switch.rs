@@ -41,7 +41,7 @@
 //! Threads: a `Switch` is owned by its worker thread; rule tables are
 //! shared read-only (`Arc`) and replaced between batches.
 
-use crate::batch::{Batch, BatchFull, BATCH_SIZE};
+use crate::batch::{Batch, BatchFull, Verdict, BATCH_SIZE};
 use crate::config::{Config, ConfigError};
 use crate::execute::{ExecStats, Executor, PacketMeta, PortSink, PortStats, Recirculated};
 use crate::packet::PacketBuf;
@@ -192,16 +192,33 @@ impl<U: Upcall> Switch<U> {
         let n = self.batch.len();
         self.dp
             .process_batch(&mut self.batch, now_ms, &mut self.upcall);
-        for i in 0..n {
+        // Runs of consecutive packets of one megaflow share its actions:
+        // a list of outputs is queued for the whole run at once, any other
+        // list runs packet by packet.
+        let mut i = 0;
+        while i < n {
+            let verdicts = self.batch.verdicts();
+            let mut j = i + 1;
+            if let Verdict::Megaflow { flow, .. } = verdicts[i] {
+                while j < n && matches!(verdicts[j], Verdict::Megaflow { flow: f, .. } if f == flow)
+                {
+                    j += 1;
+                }
+            }
             let actions = self.batch.actions(i, &self.dp);
-            self.exec.execute(
-                i,
-                &mut self.bufs[i],
-                &mut self.metas[i],
-                actions,
-                self.tags[i],
-                &self.batch.keys()[i],
-            );
+            if !self.exec.execute_outputs(i, &self.tags[i..j], actions) {
+                for k in i..j {
+                    self.exec.execute(
+                        k,
+                        &mut self.bufs[k],
+                        &mut self.metas[k],
+                        actions,
+                        self.tags[k],
+                        &self.batch.keys()[k],
+                    );
+                }
+            }
+            i = j;
         }
         self.exec.flush(&self.bufs[..n], sink);
         self.batch.clear();
