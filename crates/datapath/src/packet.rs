@@ -78,7 +78,22 @@ impl PacketBuf {
         }
         self.start = HEADROOM;
         self.len = n;
-        self.buf[HEADROOM..HEADROOM + n].copy_from_slice(frame);
+        let dst = &mut self.buf[HEADROOM..HEADROOM + n];
+        match (frame.first_chunk::<32>(), frame.last_chunk::<32>()) {
+            // Minimum-size frames (33..=64 bytes) by two fixed-size,
+            // overlapping copies, inline: the library call's dispatch and
+            // its 32-byte AVX stores cost more than the copy (perf put 9 %
+            // of the receive loop's samples in the call on 60-byte frames).
+            (Some(head), Some(tail)) if n <= 64 => {
+                if let Some(d) = dst.first_chunk_mut::<32>() {
+                    *d = *head;
+                }
+                if let Some(d) = dst.last_chunk_mut::<32>() {
+                    *d = *tail;
+                }
+            }
+            _ => dst.copy_from_slice(frame),
+        }
         Ok(())
     }
 
@@ -174,6 +189,20 @@ mod tests {
         p.insert_front(0, 10).unwrap();
         p.load(&[7]).unwrap();
         assert_eq!((p.data(), p.headroom()), (&[7u8][..], HEADROOM));
+    }
+
+    /// Every length around the inline copy's range (33..=64) loads exactly
+    /// the frame, whatever the buffer held before.
+    #[test]
+    fn load_copies_every_short_length_exactly() {
+        let mut p = PacketBuf::new();
+        for n in 0..=130usize {
+            p.load(&[0xee; 200]).unwrap();
+            let frame: Vec<u8> = (0..n).map(|i| (i * 7 + n) as u8).collect();
+            p.load(&frame).unwrap();
+            assert_eq!(p.data(), &frame[..], "length {n}");
+            assert_eq!(p.headroom(), HEADROOM);
+        }
     }
 
     #[test]
