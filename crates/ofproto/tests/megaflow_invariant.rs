@@ -96,7 +96,14 @@ fn check(seed: u64, prefixes: &[FieldId]) -> Result<(), TestCaseError> {
             }
             s.w[14] = 0;
             let s = normalize(s);
-            prop_assert!(s.eq_masked(&pkt, &m));
+            // Normalising can take a sample out of the megaflow (e.g. the
+            // inner VLAN VID is significant, the outer tag's presence was
+            // randomised away and the inner tag with it): such a key is
+            // not one the megaflow admits, so it tests nothing (as in the
+            // second-pass loop below).
+            if !s.eq_masked(&pkt, &m) {
+                continue;
+            }
             let y = normal.xlate(&slow, &s);
             let rules_text: Vec<String> = rules.iter().map(|r| r.to_string()).collect();
             prop_assert_eq!(
@@ -172,4 +179,12 @@ proptest! {
     fn megaflows_are_correct_with_ipv6_prefixes(seed in any::<u64>()) {
         check(seed, &[FieldId::Ipv6Dst, FieldId::NwSrc, FieldId::NwDst])?;
     }
+}
+
+/// A seed whose first packet's megaflow masks the inner VLAN VID; its
+/// samples that normalising takes out of the megaflow are skipped, and
+/// those inside still get the same actions.
+#[test]
+fn megaflow_with_inner_vlan_vid_seed() {
+    check(14427834524563734992, &[]).unwrap();
 }
