@@ -969,6 +969,8 @@ impl Executor {
                 self.stats.packets += n;
                 self.stats.dropped += n;
             }
+            // One output, the common list, apart: by callgrind the general
+            // arm below costs 19 instructions per packet more for it.
             [DpAction::Output(port)] => {
                 self.stats.packets += n;
                 let port = *port;
