@@ -117,8 +117,9 @@ pub struct Args {
     /// Do not pin or renice the measuring thread.
     #[arg(long)]
     no_pin: bool,
-    /// Allocate the cache tables (EMC, SMC, DFC, CD, hybrid) on ordinary
-    /// 4 KB pages instead of advising 2 MB transparent huge pages.
+    /// Allocate the large tables (EMC, SMC, DFC, CD, hybrid, the megaflow
+    /// slab and the dpcls indexes) on ordinary 4 KB pages instead of
+    /// advising 2 MB transparent huge pages.
     #[arg(long)]
     no_huge_pages: bool,
     /// TSC rate in MHz (default: detected from the kernel log).

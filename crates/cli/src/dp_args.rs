@@ -69,8 +69,9 @@ pub struct DatapathArgs {
     /// existing mask or exact match. 0 = no budget (OVS).
     #[arg(long, value_name = "N", default_value_t = 0)]
     mask_budget: usize,
-    /// Allocate the cache tables (EMC, SMC, DFC, CD, hybrid) on ordinary
-    /// 4 KB pages instead of advising 2 MB transparent huge pages.
+    /// Allocate the large tables (EMC, SMC, DFC, CD, hybrid, the megaflow
+    /// slab and the dpcls indexes) on ordinary 4 KB pages instead of
+    /// advising 2 MB transparent huge pages.
     #[arg(long)]
     no_huge_pages: bool,
 }

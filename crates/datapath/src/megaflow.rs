@@ -32,7 +32,9 @@
 //! that megaflow is a correct answer too. Storing each piece once, and
 //! sharing what megaflows have in common (mask, actions), is what makes a
 //! megaflow cost ~150 bytes instead of ~2.5 KB (BENCHMARKS.md, "Memory per
-//! megaflow"). Every array grows by an eighth when full (not doubling),
+//! megaflow"). The hot lines and counters are on 2 MB pages once they
+//! span one ([`crate::hugepage::HugeGrowVec`]: a hit at 100K+ megaflows
+//! lands on a random page). Every array grows by an eighth when full (not doubling),
 //! free slots form a list threaded through the hot lines, and when the
 //! last megaflow goes everything is freed: no allocation per install in
 //! the common case, and memory follows the megaflows installed.
@@ -55,6 +57,7 @@
 
 use crate::batch::BATCH_SIZE;
 use crate::dpcls::{Dpcls, InsertError};
+use crate::hugepage::HugeGrowVec;
 use crate::prefetch::prefetch;
 use crate::subtable::{reserve_gently, KeyStore};
 use flowpath_flow::{FlowKey, FlowMask, FLOW_WORDS};
@@ -170,11 +173,21 @@ impl Hot {
 
 /// The hot lines and the spill slab: where the dpcls finds megaflows'
 /// keys.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct Records {
-    hot: Vec<Hot>,
+    hot: HugeGrowVec<Hot>,
     spill: Vec<[u64; FLOW_WORDS]>,
     spill_free: Vec<u32>,
+}
+
+impl Default for Records {
+    fn default() -> Self {
+        Records {
+            hot: HugeGrowVec::new(MIN_STEP),
+            spill: Vec::new(),
+            spill_free: Vec::new(),
+        }
+    }
 }
 
 impl KeyStore for Records {
@@ -438,7 +451,7 @@ impl MemoryReport {
 #[derive(Debug)]
 pub struct MegaflowTable {
     records: Records,
-    counters: Vec<Counters>,
+    counters: HugeGrowVec<Counters>,
     created: Vec<u64>,
     masks: Masks,
     free_head: u32,
@@ -453,7 +466,7 @@ impl Default for MegaflowTable {
     fn default() -> Self {
         MegaflowTable {
             records: Records::default(),
-            counters: Vec::new(),
+            counters: HugeGrowVec::new(MIN_STEP),
             created: Vec::new(),
             masks: Masks::default(),
             free_head: NIL,
@@ -575,7 +588,6 @@ impl MegaflowTable {
             if self.records.hot.len() >= NIL as usize {
                 return Err(InstallError::NoRoom(actions));
             }
-            reserve_gently(&mut self.records.hot, 1, MIN_STEP);
             self.records.hot.push(Hot {
                 gen: self.gen_floor.wrapping_sub(1),
                 ..Hot::FREE
@@ -625,7 +637,6 @@ impl MegaflowTable {
         h.sub = sub;
         let gen = h.gen;
         if pushed {
-            reserve_gently(&mut self.counters, 1, MIN_STEP);
             reserve_gently(&mut self.created, 1, MIN_STEP);
             self.counters.push(Counters::ZERO);
             self.created.push(now_ms);
@@ -828,7 +839,7 @@ impl MegaflowTable {
         // out so far, so no ref held anywhere becomes live again.
         self.gen_floor = self.gen_floor.max(max_gen.wrapping_add(2) | 1);
         self.records = Records::default();
-        self.counters = Vec::new();
+        self.counters = HugeGrowVec::new(MIN_STEP);
         self.created = Vec::new();
         self.masks = Masks::default();
         self.free_head = NIL;
@@ -847,11 +858,10 @@ impl MegaflowTable {
         let r = &self.records;
         MemoryReport {
             megaflows: self.n_live,
-            records: r.hot.capacity() * std::mem::size_of::<Hot>()
+            records: r.hot.allocated_bytes()
                 + r.spill.capacity() * std::mem::size_of::<[u64; FLOW_WORDS]>()
                 + r.spill_free.capacity() * 4,
-            counters: self.counters.capacity() * std::mem::size_of::<Counters>()
-                + self.created.capacity() * 8,
+            counters: self.counters.allocated_bytes() + self.created.capacity() * 8,
             dpcls: self
                 .classifiers
                 .iter()

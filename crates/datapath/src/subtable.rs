@@ -43,6 +43,7 @@
 
 use crate::batch::BATCH_SIZE;
 use crate::hash::hash_compact;
+use crate::hugepage::HugeVec;
 use flowpath_flow::{FlowKey, FlowMask, FLOW_WORDS};
 
 /// Slots per bucket.
@@ -114,7 +115,7 @@ pub struct Subtable {
     n: usize,
     words: [u8; FLOW_WORDS],
     mvals: [u64; FLOW_WORDS],
-    buckets: Vec<Bucket>,
+    buckets: HugeVec<Bucket>,
     len: usize,
 }
 
@@ -161,7 +162,7 @@ impl Subtable {
             n,
             words,
             mvals,
-            buckets: vec![Bucket::default(); 1],
+            buckets: HugeVec::new(1, Bucket::default()),
             len: 0,
         }
     }
@@ -194,7 +195,7 @@ impl Subtable {
 
     /// Heap bytes held (the index, capacity included).
     pub fn heap_bytes(&self) -> usize {
-        self.buckets.capacity() * std::mem::size_of::<Bucket>()
+        self.buckets.allocated_bytes()
     }
 
     /// Gathers `key`'s words under the mask into `out[..n]`; returns the
@@ -417,8 +418,8 @@ impl Subtable {
     /// Rebuilds the index with `nb` buckets (a power of two that keeps the
     /// load ≤ 1/2); nothing is rehashed.
     fn rebuild(&mut self, nb: usize) {
-        let old = std::mem::replace(&mut self.buckets, vec![Bucket::default(); nb]);
-        for bucket in &old {
+        let old = std::mem::replace(&mut self.buckets, HugeVec::new(nb, Bucket::default()));
+        for bucket in old.iter() {
             for (&h, &f) in bucket.hashes.iter().zip(&bucket.flows) {
                 if h != 0 {
                     self.place(h, f);

@@ -2,7 +2,8 @@
 //!
 //! A counting global allocator tracks the live heap bytes (requested
 //! sizes, what the program holds; the allocator's own overhead is not
-//! counted). The test installs N exact-match megaflows (megaflows off, one
+//! counted), plus the tables mapped for huge pages outside it
+//! (`hugepage::mapped_bytes`, whole 2 MB pages). The test installs N exact-match megaflows (megaflows off, one
 //! subtable, four distinct action lists) through a `Switch` and divides the
 //! growth of the live bytes by N: that share covers the megaflow slab, the
 //! dpcls, the action lists and whatever the caches allocate beyond their
@@ -19,6 +20,7 @@
 mod common;
 
 use flowpath_datapath::execute::NullSink;
+use flowpath_datapath::hugepage;
 use flowpath_datapath::{Config, Switch};
 use flowpath_ofproto::parse::parse_rules;
 use flowpath_ofproto::tables::RuleTables;
@@ -101,7 +103,7 @@ fn bytes_per_megaflow(n: u32) -> (f64, usize) {
     sw.datapath_mut().flush();
     // Frames are generated per batch so the test's own buffers stay small
     // and are freed before measuring.
-    let before = LIVE.load(Relaxed);
+    let before = LIVE.load(Relaxed) + hugepage::mapped_bytes();
     let mut batch: Vec<Vec<u8>> = Vec::with_capacity(32);
     let mut i = 0;
     while i < n {
@@ -111,7 +113,7 @@ fn bytes_per_megaflow(n: u32) -> (f64, usize) {
         i += 32;
     }
     drop(batch);
-    let after = LIVE.load(Relaxed);
+    let after = LIVE.load(Relaxed) + hugepage::mapped_bytes();
     let installed = sw.datapath().megaflow_count();
     let grown = (after - before) as f64;
     // The table's own account of its memory must agree with the
