@@ -15,6 +15,8 @@
 # Environment: W, M, R = OVS warm-up s / interval s / intervals (10, 5, 3, as
 # RESULTS.md); FP_WARMUP_MS, FP_DURATION_MS, FP_INTERVALS = flowpath's
 # warm-up, interval and intervals per configuration (1100, 2000, 3);
+# FP_AUTO_ROUNDS, FP_AUTO_MS = rounds and interval of the paired run of
+# auto against the best fixed configuration (5, 1000);
 # FLOWPATH = the binary (default: cargo build --release, target/release);
 # ANCHOR = the OVS-DPDK anchor directory (default ../shared/anchors/ovs-dpdk
 # next to the repository).
@@ -27,7 +29,9 @@
 # and with SMC on (EMC off); subtables-30x33333 (issue 11's row) with the
 # defaults; nmap 15 x 65535 with megaflows on and off. The table marks each
 # row against issue 11's target ratio and flowpath-in-OVS's-configuration
-# against 1.5x, and shows auto's share of the best fixed configuration.
+# against 1.5x, and shows auto's share of the best fixed configuration:
+# in the grid (against the best of ten noisy measurements) and paired (the
+# two alternated in one run, median rounds).
 # flowpath runs each workload under several configurations: its row for
 # OVS's configuration, and its best configuration, are both reported.
 set -euo pipefail
@@ -37,6 +41,7 @@ OUT=/tmp/parity PCAPS=/tmp/ovsbench/pcap SKIP_OVS=false SKIP_FP=false ONLY=. NOH
 ANCHOR=${ANCHOR:-$ROOT/../shared/anchors/ovs-dpdk}
 W=${W:-10} M=${M:-5} R=${R:-3}
 FP_WARMUP_MS=${FP_WARMUP_MS:-1100} FP_DURATION_MS=${FP_DURATION_MS:-2000} FP_INTERVALS=${FP_INTERVALS:-3}
+FP_AUTO_ROUNDS=${FP_AUTO_ROUNDS:-5} FP_AUTO_MS=${FP_AUTO_MS:-1000}
 while [ $# -gt 0 ]; do
     case "$1" in
         --out) OUT=$2; shift 2 ;;
@@ -142,6 +147,26 @@ if ! $SKIP_FP; then
                 --json-out "$OUT/flowpath-$tag-stride.json" > "$OUT/logs/flowpath-$tag-stride.log" 2>&1 \
                 || { log "flowpath $tag (stride) failed"; tail -5 "$OUT/logs/flowpath-$tag-stride.log" >&2; }
         fi
+        # auto against the best fixed configuration, paired: the best of
+        # ten noisy measurements is biased upwards (the winner's curse), so
+        # auto's share is measured again in one run that alternates the two
+        # (--rounds, rotating their order; the median round of each).
+        if [ -f "$OUT/flowpath-$tag.json" ]; then
+            pair=$(python3 -c 'import json,sys
+rs = json.load(open(sys.argv[1]))
+fixed = [r for r in rs if not r["config"].startswith("auto")]
+auto = [r for r in rs if r["config"].startswith("auto")]
+if fixed and auto:
+    print(max(fixed, key=lambda r: r["mpps"])["config"] + "," + auto[0]["config"])' "$OUT/flowpath-$tag.json")
+            if [ -n "$pair" ]; then
+                log "flowpath $tag, auto paired with the best fixed configuration ($pair, $FP_AUTO_ROUNDS rounds)"
+                "$FLOWPATH" bench --pcap "$PCAPS/$wl.parts" --rules "$PCAPS/$wl.rules" \
+                    --config "$pair" --warmup-ms "$FP_WARMUP_MS" --duration-ms "$FP_AUTO_MS" \
+                    --rounds "$FP_AUTO_ROUNDS" \
+                    --json-out "$OUT/flowpath-$tag-auto.json" > "$OUT/logs/flowpath-$tag-auto.log" 2>&1 \
+                    || { log "flowpath $tag (auto paired) failed"; tail -5 "$OUT/logs/flowpath-$tag-auto.log" >&2; }
+            fi
+        fi
     done
 fi
 
@@ -167,8 +192,8 @@ print("* Mpps = TSC rate / processing cycles per packet for both (cycles are TSC
 TARGET = {"flows-rr-1": 2.0, "flows-rr-1000": 2.5, "flows-rr-100000": 3.0, "flows-rr-1000000": 3.0,
           "subtables-20x50000": 6.0, "subtables-20x50000-smc": 6.0, "subtables-30x33333": 8.0,
           "nmap-megaflows-on": 3.0, "nmap-megaflows-off": 10.0}
-print("| workload | OVS config | OVS Mpps | OVS cyc/pkt | OVS on-CPU % | flowpath, same config | same / OVS (target 1.5) | flowpath best (config) | best cyc/pkt | auto | best / OVS | target | met | best, frames 4 KB apart |")
-print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+print("| workload | OVS config | OVS Mpps | OVS cyc/pkt | OVS on-CPU % | flowpath, same config | same / OVS (target 1.5) | flowpath best (config) | best cyc/pkt | auto (share of best) | auto / best, paired | best / OVS | target | met | best, frames 4 KB apart |")
+print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 for c in cases:
     tag, wl, opts, cfgs = c.split("|")
     o = ovs.get(tag, [])
@@ -186,23 +211,33 @@ for c in cases:
     ratio = (best["mpps"] / om) if (best and om) else None
     sratio = (same["mpps"] / om) if (same and om) else None
     auto = next((r for r in fp if r["config"].startswith("auto")), None)
+    ap = os.path.join(out, "flowpath-%s-auto.json" % tag)
+    paired = "-"
+    if os.path.exists(ap):
+        pr = json.load(open(ap))
+        pa = next((r for r in pr if r["config"].startswith("auto")), None)
+        pb = next((r for r in pr if not r["config"].startswith("auto")), None)
+        if pa and pb and pb["mpps"] > 0:
+            share = 100 * pa["mpps"] / pb["mpps"]
+            paired = "%.0f %% (%s %.2f, auto %.2f)%s" % (share, pb["config"], pb["mpps"], pa["mpps"], "" if share >= 95 else " (**<95 %**)")
     target = TARGET.get(tag)
     sp = os.path.join(out, "flowpath-%s-stride.json" % tag)
     sbest = max(json.load(open(sp)), key=lambda r: r["mpps"]) if os.path.exists(sp) else None
     stride = "-" if sbest is None else "%.2f (%s, %.0f cyc)" % (sbest["mpps"], sbest["config"], sbest["avg_processing_cycles_per_packet"])
-    print("| %s | %s | %s | %s | %s | %s (%s) | %s | %s (%s) | %s | %s | %s | %s | %s | %s |" % (
+    print("| %s | %s | %s | %s | %s | %s (%s) | %s | %s (%s) | %s | %s | %s | %s | %s | %s | %s |" % (
         tag, ocfg, f(om), f(oc, 0), f(oon, 1),
         f(same and same["mpps"]), same and same["config"],
         "-" if sratio is None else "%.2f%s" % (sratio, "" if sratio >= 1.5 else " (**no**)"),
         f(best and best["mpps"]), best and best["config"],
         f(best and best["avg_processing_cycles_per_packet"], 0),
         "-" if auto is None else "%.2f (%.0f %% of best)" % (auto["mpps"], 100 * auto["mpps"] / best["mpps"]),
+        paired,
         "-" if ratio is None else "%.2f" % ratio,
         "-" if target is None else "%.1f" % target,
         "-" if ratio is None or target is None else ("yes" if ratio >= target else "**no**"), stride))
 print("\nflowpath, every configuration (Mpps / cycles per packet / on-CPU %):\n")
 for c in cases:
-  for suffix in ("", "-stride"):
+  for suffix in ("", "-stride", "-auto"):
     tag = c.split("|")[0] + suffix
     jp = os.path.join(out, "flowpath-%s.json" % tag)
     if os.path.exists(jp):
