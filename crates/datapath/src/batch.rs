@@ -150,19 +150,23 @@ impl Batch {
     /// [`packet_hash`]; returns the packet's index. The key slot is handed
     /// to `fill` as it was left by an earlier packet: `fill` must write
     /// every word. Writing in place saves a 128-byte copy per packet.
-    /// `fill` returns true when it knows words 5..16 are 0 (the hash then
-    /// skips reading them: the same value).
+    /// `fill` returns `Some(true)` when it knows words 5..16 are 0 (the
+    /// hash then skips reading them: the same value), `Some(false)`
+    /// otherwise, and `None` to leave the packet out (`Ok(None)`: the
+    /// frame turned out never valid; the slot stays free).
     #[inline]
     pub fn push_with(
         &mut self,
         bytes: u32,
-        fill: impl FnOnce(&mut FlowKey) -> bool,
-    ) -> Result<usize, BatchFull> {
+        fill: impl FnOnce(&mut FlowKey) -> Option<bool>,
+    ) -> Result<Option<usize>, BatchFull> {
         if self.len == BATCH_SIZE {
             return Err(BatchFull);
         }
         let i = self.len;
-        let short = fill(&mut self.keys[i]);
+        let Some(short) = fill(&mut self.keys[i]) else {
+            return Ok(None);
+        };
         self.hashes[i] = if short {
             crate::hash::packet_hash_short(&self.keys[i])
         } else {
@@ -171,7 +175,7 @@ impl Batch {
         self.sizes[i] = bytes;
         self.verdicts[i] = Verdict::Pending;
         self.len += 1;
-        Ok(i)
+        Ok(Some(i))
     }
 
     /// Adds a packet, hashing its key with [`packet_hash`].
@@ -243,12 +247,14 @@ mod tests {
         assert_eq!(
             b.push_with(60, |slot| {
                 *slot = k;
-                false
+                Some(false)
             }),
-            Ok(1)
+            Ok(Some(1))
         );
         assert_eq!(b.keys()[1], k);
         assert_eq!(b.hashes()[1], packet_hash(&k));
+        assert_eq!(b.len(), 2);
+        assert_eq!(b.push_with(60, |_| None), Ok(None), "left out");
         assert_eq!(b.len(), 2);
     }
 }

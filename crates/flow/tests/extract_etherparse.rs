@@ -27,7 +27,10 @@ use etherparse::{
     Ipv6FragmentHeaderSlice, Ipv6HeaderSlice, Ipv6RawExtHeaderSlice, NetSlice, SingleVlanSlice,
     SlicedPacket, TcpHeaderSlice, TransportSlice, UdpHeaderSlice, VlanSlice,
 };
-use flowpath_flow::extract::{extract_with_layers, possible_words, used_words, Layers, NONE};
+use flowpath_flow::extract::{
+    extract_into_checked, extract_with_layers, never_valid, possible_words, used_words, Layers,
+    NONE,
+};
 use flowpath_flow::key::{FlowKey, FRAG_ANY, FRAG_LATER, VLAN_CFI};
 use proptest::prelude::*;
 use proptest::strategy::ValueTree;
@@ -595,6 +598,20 @@ fn check(frame: &[u8]) -> Result<FlowKey, Declined> {
     check_layers(frame, &l);
     assert_eq!(k.w[14], 0);
     assert_words_possible(&k);
+    // The receive path's entry point: the same key and layers into a slot
+    // left dirty by an earlier packet, or the never-valid verdict.
+    let mut slot = FlowKey::zero();
+    slot.w = [0xa5a5_a5a5_a5a5_a5a5; 16];
+    match extract_into_checked(frame, 0x1234_5678, &mut slot) {
+        Err(why) => assert_eq!(never_valid(frame), Some(why), "frame {frame:02x?}"),
+        Ok((cl, short)) => {
+            assert_eq!(never_valid(frame), None, "frame {frame:02x?}");
+            assert_eq!((slot, cl), (k, l), "frame {frame:02x?}");
+            if short {
+                assert!(k.w[5..].iter().all(|&w| w == 0), "short key {k:?}");
+            }
+        }
+    }
     let e = oracle(frame, 0x1234_5678)?;
     assert_eq!(Expect { key: k, layers: l }, e, "frame {frame:02x?}");
     Ok(k)
