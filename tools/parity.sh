@@ -127,25 +127,27 @@ if ! $SKIP_FP; then
         (cd "$ROOT" && cargo build --release -q -p flowpath-cli)
         FLOWPATH=$ROOT/target/release/flowpath
     fi
+    # fp_bench NAME CONFIGS ARGS...: one `flowpath bench` of the current
+    # workload, written to flowpath-NAME.json and logs/flowpath-NAME.log.
+    fp_bench() {
+        local name=$1 cfgs=$2; shift 2
+        "$FLOWPATH" bench --pcap "$PCAPS/$wl.parts" --rules "$PCAPS/$wl.rules" \
+            --config "$cfgs" --warmup-ms "$FP_WARMUP_MS" "$@" \
+            --json-out "$OUT/flowpath-$name.json" > "$OUT/logs/flowpath-$name.log" 2>&1 \
+            || { log "flowpath $name failed"; tail -5 "$OUT/logs/flowpath-$name.log" >&2; }
+    }
     for c in "${CASES[@]}"; do
         IFS='|' read -r tag wl _ cfgs <<< "$c"
         [[ "$tag" =~ $ONLY ]] || continue
         log "flowpath $tag ($(cut -d' ' -f1-3 /proc/loadavg))"
-        "$FLOWPATH" bench --pcap "$PCAPS/$wl.parts" --rules "$PCAPS/$wl.rules" \
-            --config "$cfgs" --warmup-ms "$FP_WARMUP_MS" --duration-ms "$FP_DURATION_MS" \
-            --intervals "$FP_INTERVALS" \
-            --json-out "$OUT/flowpath-$tag.json" > "$OUT/logs/flowpath-$tag.log" 2>&1 \
-            || { log "flowpath $tag failed"; tail -5 "$OUT/logs/flowpath-$tag.log" >&2; }
+        fp_bench "$tag" "$cfgs" --duration-ms "$FP_DURATION_MS" --intervals "$FP_INTERVALS"
         # The 4-port (1M-packet) workloads again with the frames 4 KB apart,
         # one per "mbuf" as net_pcap holds them, so that flowpath's source
         # misses the caches as OVS's does (see BENCHMARKS.md).
         if [ "$(wc -l < "$PCAPS/$wl.parts")" -gt 1 ]; then
             log "flowpath $tag, frames 4096 bytes apart"
-            "$FLOWPATH" bench --pcap "$PCAPS/$wl.parts" --rules "$PCAPS/$wl.rules" \
-                --config "$cfgs" --warmup-ms "$FP_WARMUP_MS" --duration-ms "$FP_DURATION_MS" \
-                --intervals "$FP_INTERVALS" --frame-stride 4096 \
-                --json-out "$OUT/flowpath-$tag-stride.json" > "$OUT/logs/flowpath-$tag-stride.log" 2>&1 \
-                || { log "flowpath $tag (stride) failed"; tail -5 "$OUT/logs/flowpath-$tag-stride.log" >&2; }
+            fp_bench "$tag-stride" "$cfgs" --duration-ms "$FP_DURATION_MS" \
+                --intervals "$FP_INTERVALS" --frame-stride 4096
         fi
         # auto against the best fixed configuration, paired: the best of
         # ten noisy measurements is biased upwards (the winner's curse), so
@@ -160,11 +162,7 @@ if fixed and auto:
     print(max(fixed, key=lambda r: r["mpps"])["config"] + "," + auto[0]["config"])' "$OUT/flowpath-$tag.json")
             if [ -n "$pair" ]; then
                 log "flowpath $tag, auto paired with the best fixed configuration ($pair, $FP_AUTO_ROUNDS rounds)"
-                "$FLOWPATH" bench --pcap "$PCAPS/$wl.parts" --rules "$PCAPS/$wl.rules" \
-                    --config "$pair" --warmup-ms "$FP_WARMUP_MS" --duration-ms "$FP_AUTO_MS" \
-                    --rounds "$FP_AUTO_ROUNDS" \
-                    --json-out "$OUT/flowpath-$tag-auto.json" > "$OUT/logs/flowpath-$tag-auto.log" 2>&1 \
-                    || { log "flowpath $tag (auto paired) failed"; tail -5 "$OUT/logs/flowpath-$tag-auto.log" >&2; }
+                fp_bench "$tag-auto" "$pair" --duration-ms "$FP_AUTO_MS" --rounds "$FP_AUTO_ROUNDS"
             fi
         fi
     done
