@@ -5,15 +5,23 @@
 //! [`crate::hybrid`] second level, and [`Auto`] decides, per interval
 //! (`auto-interval`, 1000 ms by default), which of them the packets go
 //! through: both, the hybrid table only, the EMC only, or neither (straight
-//! to the ranked dpcls). At the start of each interval it *explores*: the
-//! allowed arms take turns, one batch each, for a quarter of
-//! [`AUTO_SAMPLES`] rounds unmeasured and then until each arm has
-//! [`AUTO_SAMPLES`] measured batches (`auto-samples`, 128 by default) —
-//! interleaved, so that every arm is measured on the same traffic, the
-//! same cache state and the same moment of a drifting machine (measured one
-//! after the other, in the parity run at 30 subtables, `emc+hybrid` came
-//! out 4 % cheaper than `hybrid`, which ran 15 % faster as a fixed
-//! configuration, and auto reached 72 % of the best); an arm's
+//! to the ranked dpcls). At the start of each interval it *explores*:
+//! after [`AUTO_WARM`] unmeasured batches that warm the EMC, the
+//! allowed arms take turns, [`AUTO_RUN`] consecutive batches each, the
+//! first [`AUTO_RUN_SKIP`] of every turn unmeasured, until each arm has
+//! [`AUTO_SAMPLES`] measured batches (`auto-samples`, 128 by default).
+//! Turns are interleaved, so that every arm is measured on the same
+//! traffic, the same cache state and the same moment of a drifting machine
+//! (measured one after the other, in the parity run at 30 subtables,
+//! `emc+hybrid` came out 4 % cheaper than `hybrid`, which ran 15 % faster
+//! as a fixed configuration, and auto reached 72 % of the best). Turns of
+//! several batches, not one, because a batch right after a change of arm
+//! pays for it: the branch predictors and the caches still hold the other
+//! arm's code and tables, and that penalty is not the same for every arm
+//! (taking turns batch by batch, parity run 7 measured every arm at about
+//! twice its steady cost at 1,000 flows, `emc` dearer than `hybrid`, and
+//! auto chose `hybrid`: 123 cycles per packet as a fixed configuration
+//! in the same run, against 97 for `emc`). An arm's
 //! cost is the median of its batches' cycles per packet (the cycles the
 //! caller measures around each batch, as OVS's PMD cycle counters; the
 //! median ignores batches that hit an upcall or an interrupt). Then it
@@ -21,20 +29,24 @@
 //! use is kept unless another is at least [`AUTO_HYSTERESIS`] cheaper. A
 //! tier that is off is not looked up, so its cost goes — the benefit each
 //! tier brings is measured as exactly what it saves. The hybrid table, when
-//! off, is still filled from the ranked hits that needed more than one
-//! subtable, where it would pay: a table of 1M entries left empty while
-//! off would be measured cold (a 160-batch exploration cannot fill it) and
-//! never chosen again. (Filling it from 1 in 8 of the other hits too was
-//! measured: an insert reads two cold buckets, and it cost ~20 % at 100K
-//! flows with one subtable, where the hybrid table gains nothing over the
-//! ranked search anyway.) The EMC, when off, is not filled (it is small
-//! and, where it pays, warms within a few batches).
+//! off, is still filled, so that an exploration measures it warm (a table
+//! of 1M entries left empty while off would be measured cold: an
+//! exploration's ~180 batches per arm cannot fill it, and it would never
+//! be chosen again): from every ranked hit that needed more than one
+//! subtable, where it pays most, and from 1 in 32 of the others. (Filling
+//! from 1 in 8 of the others cost ~20 % at 100K flows with one subtable:
+//! an insert reads two cold buckets. Filling from none of them left the
+//! table cold at 100K flows, where `hybrid` is the best arm: explorations
+//! measured it at 356-651 cycles per packet against `none`'s 122-224,
+//! and it ran at 129 as a fixed configuration against `none`'s 162.) The
+//! EMC, when off, is not filled; [`Auto::warming`] warms it for the
+//! exploration.
 //!
 //! Why measure instead of predicting: the seeds' tables show the best
 //! cascade changes with the flow count, the subtable count, the traffic's
 //! locality and the CPU's caches (EMC on helps one flow and costs at 1M;
 //! the CD pays only with many evenly hit subtables); the cost of each
-//! choice is directly observable, and ~4 × 160 batches of exploration per
+//! choice is directly observable, and ~4 × 176 batches of exploration per
 //! second cost well under 1 % of a PMD's batches.
 //!
 //! Without cycle reports (a caller that never calls
@@ -46,9 +58,17 @@
 //!
 //! Threads: one per datapath worker.
 
-/// Measured batches per arm and exploration (the default and the most;
-/// each arm first runs a quarter as many unmeasured batches).
+/// Measured batches per arm and exploration (the default and the most).
 pub const AUTO_SAMPLES: usize = 128;
+/// Consecutive batches an arm runs per turn while exploring.
+pub const AUTO_RUN: u32 = 16;
+/// Batches at the start of each turn that are run but not measured (the
+/// change of arm's own cost).
+pub const AUTO_RUN_SKIP: u32 = 4;
+/// Batches that open an exploration, unmeasured, on `emc+hybrid` with the
+/// EMC inserting every miss (when the EMC arms are allowed): 2,048 packets,
+/// enough to bring a cold EMC to its steady state before it is measured.
+pub const AUTO_WARM: u32 = 64;
 /// A new arm replaces the one in use only if this much cheaper.
 pub const AUTO_HYSTERESIS: f64 = 0.03;
 
@@ -117,8 +137,10 @@ pub struct Auto {
     exploring: bool,
     /// The arm of the next batch while exploring.
     turn: usize,
-    batches: u32,
-    warm: u32,
+    /// Batches of the turn run so far.
+    run_pos: u32,
+    /// Warm-up batches left before the first turn.
+    warm_left: u32,
     want: usize,
     samples: [[f64; AUTO_SAMPLES]; 4],
     n_samples: [usize; 4],
@@ -135,7 +157,6 @@ impl Auto {
         let want = samples.clamp(1, AUTO_SAMPLES);
         let allowed = ARMS.map(|a| emc_allowed || !a.emc);
         let current = allowed.iter().position(|&a| a).unwrap_or(0);
-        let n_allowed = allowed.iter().filter(|&&a| a).count() as u32;
         Auto {
             allowed,
             interval_ms: interval_ms.max(1),
@@ -143,8 +164,8 @@ impl Auto {
             current,
             exploring: false,
             turn: current,
-            batches: 0,
-            warm: (want / 4) as u32 * n_allowed,
+            run_pos: 0,
+            warm_left: 0,
             want,
             samples: [[0.0; AUTO_SAMPLES]; 4],
             n_samples: [0; 4],
@@ -158,10 +179,29 @@ impl Auto {
     #[inline(always)]
     pub fn arm(&self) -> Arm {
         ARMS[if self.exploring {
-            self.turn
+            if self.warm_left > 0 {
+                0
+            } else {
+                self.turn
+            }
         } else {
             self.current
         }]
+    }
+
+    /// Whether the next batch warms the EMC (the [`AUTO_WARM`] batches
+    /// that open an exploration, and the unmeasured batches that open a
+    /// turn of an arm with the EMC): the EMC then inserts every miss, so
+    /// that the EMC arms are measured with the EMC they would have in use.
+    /// An EMC that is off is not filled, and at its insertion probability
+    /// (1/100 by default) an exploration could not warm it: at 1,000
+    /// flows each flow must pass ~100 times before it is in. With `hybrid`
+    /// in use, explorations measured `emc` at 139 cycles per packet against
+    /// `hybrid`'s 96, with `emc+hybrid` in use at 89 against 99.
+    #[inline(always)]
+    pub fn warming(&self) -> bool {
+        self.exploring
+            && (self.warm_left > 0 || (self.run_pos < AUTO_RUN_SKIP && ARMS[self.turn].emc))
     }
 
     /// Starts an exploration when an interval has passed (the first one at
@@ -176,17 +216,18 @@ impl Auto {
         self.next_explore_ms = Some(now_ms + self.interval_ms);
         self.costs = [0.0; 4];
         self.exploring = true;
-        self.batches = 0;
+        self.run_pos = 0;
+        self.warm_left = if self.allowed[0] { AUTO_WARM } else { 0 };
         self.n_samples = [0; 4];
         self.turn = self.current;
     }
 
-    /// The next allowed arm after `i`, cyclically.
-    fn next_allowed(&self, i: usize) -> usize {
+    /// The next allowed arm after `i`, cyclically, that still wants
+    /// samples (`None`: none does).
+    fn next_wanting(&self, i: usize) -> Option<usize> {
         (1..=ARMS.len())
             .map(|d| (i + d) % ARMS.len())
-            .find(|&j| self.allowed[j])
-            .unwrap_or(i)
+            .find(|&j| self.allowed[j] && self.n_samples[j] < self.want)
     }
 
     /// Accounts one batch of `packets` that took `cycles` (the caller's
@@ -195,22 +236,29 @@ impl Auto {
         if !self.exploring || packets == 0 {
             return;
         }
-        let arm = self.turn;
-        self.turn = self.next_allowed(arm);
-        self.batches += 1;
-        if self.batches <= self.warm || self.n_samples[arm] >= self.want {
+        if self.warm_left > 0 {
+            self.warm_left -= 1;
             return;
         }
-        self.samples[arm][self.n_samples[arm]] = cycles as f64 / f64::from(packets);
-        self.n_samples[arm] += 1;
-        if self.n_samples[arm] == self.want {
-            let mut s = self.samples[arm];
-            let (_, median, _) =
-                s[..self.want].select_nth_unstable_by(self.want / 2, |a, b| a.total_cmp(b));
-            self.costs[arm] = *median;
+        let arm = self.turn;
+        let pos = self.run_pos;
+        self.run_pos += 1;
+        if pos >= AUTO_RUN_SKIP && self.n_samples[arm] < self.want {
+            self.samples[arm][self.n_samples[arm]] = cycles as f64 / f64::from(packets);
+            self.n_samples[arm] += 1;
+            if self.n_samples[arm] == self.want {
+                let mut s = self.samples[arm];
+                let (_, median, _) =
+                    s[..self.want].select_nth_unstable_by(self.want / 2, |a, b| a.total_cmp(b));
+                self.costs[arm] = *median;
+            }
         }
-        if (0..ARMS.len()).all(|i| !self.allowed[i] || self.n_samples[i] >= self.want) {
-            self.decide();
+        if self.run_pos >= AUTO_RUN || self.n_samples[arm] >= self.want {
+            self.run_pos = 0;
+            match self.next_wanting(arm) {
+                Some(next) => self.turn = next,
+                None => self.decide(),
+            }
         }
     }
 
@@ -283,6 +331,72 @@ mod tests {
         assert_eq!(a.arm().name(), "emc");
         let r = a.report();
         assert_eq!((r.explorations, r.switches), (3, 2));
+    }
+
+    #[test]
+    fn a_change_of_arm_is_not_charged_to_the_arm() {
+        // Arm i costs base[i], plus penalty[i] in the first three batches
+        // after the arm changed (predictors and caches still on the other
+        // arm's work). Taking turns batch by batch would measure `emc` at
+        // 260 and choose `hybrid`; turns of AUTO_RUN batches measure the
+        // steady costs.
+        let base = [100.0, 80.0, 60.0, 90.0];
+        let penalty = [10.0, 0.0, 200.0, 20.0];
+        let mut a = Auto::new(1000, AUTO_SAMPLES, true);
+        a.tick(0);
+        let (mut last, mut same, mut batches) = (usize::MAX, 0, 0);
+        while a.is_exploring() {
+            let arm = ARMS.iter().position(|&x| x == a.arm()).unwrap();
+            same = if arm == last { same + 1 } else { 0 };
+            last = arm;
+            let c = base[arm] + if same < 3 { penalty[arm] } else { 0.0 };
+            a.record_batch(32, (c * 32.0) as u64);
+            batches += 1;
+            assert!(batches < 10_000, "exploration ends");
+        }
+        assert_eq!(a.arm().name(), "emc");
+        assert_eq!(a.report().costs, base);
+        // Every arm had its samples, in turns: ceil(128 / 12) turns each.
+        let turns = AUTO_SAMPLES.div_ceil((AUTO_RUN - AUTO_RUN_SKIP) as usize);
+        let warm = AUTO_WARM as usize;
+        assert!(
+            batches <= warm + 4 * turns * AUTO_RUN as usize,
+            "{batches} batches"
+        );
+        assert!(batches >= warm + 4 * (AUTO_SAMPLES + turns * AUTO_RUN_SKIP as usize));
+    }
+
+    #[test]
+    fn the_first_batches_of_an_emc_turn_warm_the_emc() {
+        let mut a = Auto::new(1000, AUTO_SAMPLES, true);
+        assert!(!a.warming(), "not before an exploration");
+        a.tick(0);
+        let (mut last, mut same, mut batches) = (usize::MAX, 0u32, 0u32);
+        let mut warmed = [0u32; 4];
+        while a.is_exploring() {
+            let arm = ARMS.iter().position(|&x| x == a.arm()).unwrap();
+            // The warm-up, on emc+hybrid, then turns (the first on the arm
+            // in use, emc+hybrid).
+            same = if arm == last && batches != AUTO_WARM {
+                same + 1
+            } else {
+                0
+            };
+            last = arm;
+            let warm_up = batches < AUTO_WARM;
+            assert!(!warm_up || arm == 0);
+            assert_eq!(
+                a.warming(),
+                warm_up || (ARMS[arm].emc && same < AUTO_RUN_SKIP),
+                "batch {batches}"
+            );
+            batches += 1;
+            warmed[arm] += u32::from(a.warming());
+            a.record_batch(32, 3200);
+        }
+        assert!(!a.warming(), "not while exploiting");
+        assert!(warmed[0] > 0 && warmed[2] > 0, "{warmed:?}");
+        assert_eq!((warmed[1], warmed[3]), (0, 0), "{warmed:?}");
     }
 
     #[test]

@@ -212,6 +212,13 @@ impl Hybrid {
         found
     }
 
+    /// Starts loading the primary buckets of the packets of `todo`, which
+    /// are about to be [`Hybrid::insert`]ed.
+    #[inline]
+    pub fn prefetch_for_insert(&self, hashes: &[u32], todo: u32) {
+        prefetch_indexed(&self.buckets, hashes, self.mask, todo);
+    }
+
     /// Records that the packet with `hash` matched megaflow slot `flow` in
     /// subtable `sub`, with `live` megaflows in the datapath.
     pub fn insert(&mut self, hash: u32, flow: u32, sub: u16, live: usize) {

@@ -175,8 +175,25 @@ pub struct Datapath {
     /// `auto`'s arm).
     emc_active: bool,
     second_active: bool,
+    /// The EMC inserts every miss (`auto` warming it for an exploration
+    /// turn), not at the configured probability.
+    emc_warming: bool,
     /// Packets processed since the caller last reported cycles.
     batch_packets: u32,
+    /// Changes every batch: which packets' hashes select them for filling
+    /// `auto`'s hybrid table while it is off.
+    fill_salt: u32,
+}
+
+/// While `auto` has the hybrid table off, 1 in this many of the ranked
+/// hits that needed one subtable still fill it.
+const AUTO_OFF_FILL_ONE_IN: u32 = 32;
+
+/// Whether the packet with `hash` is one of those that fill `auto`'s
+/// hybrid table while it is off, in the batch with `salt`.
+#[inline(always)]
+fn chosen_for_off_fill(hash: u32, salt: u32) -> bool {
+    hash.wrapping_add(salt).is_multiple_of(AUTO_OFF_FILL_ONE_IN)
 }
 
 fn auto_for(cfg: &Config) -> Option<Auto> {
@@ -216,8 +233,10 @@ impl Datapath {
             budget_used: [0; 16],
             auto: auto_for(&cfg),
             emc_active: cfg.emc_enable,
+            emc_warming: false,
             second_active: true,
             batch_packets: 0,
+            fill_salt: 0,
             cfg,
         })
     }
@@ -245,6 +264,7 @@ impl Datapath {
         } else {
             self.emc.set_inv_prob(cfg.emc_insert_inv_prob);
         }
+        self.emc_warming = false;
         let second_changed = cfg.second_level != old.second_level
             || cfg.seed != old.seed
             || match cfg.second_level {
@@ -495,7 +515,19 @@ impl Datapath {
         self.batch_packets = self.batch_packets.saturating_add(n as u32);
         let (emc_on, second_on) = match &self.auto {
             Some(a) => {
+                self.fill_salt = self.fill_salt.wrapping_add(1);
                 let arm = a.arm();
+                // (Not when insertion is off: `emc-insert-inv-prob=0`.)
+                let warming = a.warming() && self.cfg.emc_insert_inv_prob != 0;
+                if warming != self.emc_warming {
+                    self.emc_warming = warming;
+                    let inv_prob = if warming {
+                        1
+                    } else {
+                        self.cfg.emc_insert_inv_prob
+                    };
+                    self.emc.set_inv_prob(inv_prob);
+                }
                 (self.cfg.emc_enable && arm.emc, arm.second)
             }
             None => (self.cfg.emc_enable, true),
@@ -512,6 +544,18 @@ impl Datapath {
         } = batch;
         let keys = &keys[..n];
         let hashes = &hashes[..n];
+        if !second_on && self.auto.is_some() {
+            // auto has the hybrid table off: the packets chosen to fill it
+            // (see dpcls_stage) start loading their buckets now, so that
+            // their insert does not wait for memory.
+            if let SecondCache::Hybrid(h) = &self.second {
+                let mut chosen = 0u32;
+                for (i, &hash) in hashes.iter().enumerate() {
+                    chosen |= u32::from(chosen_for_off_fill(hash, self.fill_salt)) << i;
+                }
+                h.prefetch_for_insert(hashes, chosen);
+            }
+        }
         let mut rem = all;
         let mut refs = [MegaflowRef::NONE; BATCH_SIZE];
         let mut hints = Hints {
@@ -700,11 +744,17 @@ impl Datapath {
                     }
                     self.second.fill(hashes[j], r.index, sub[j], &self.flows);
                 } else if self.auto.is_some() {
-                    // auto has the hybrid table off: keep it warm where it
-                    // would pay (the ranked search needed more than one
-                    // subtable), so that the next exploration measures it
-                    // warm, not empty.
-                    if cls.rank_of(sub[j]).unwrap_or(1) > 1 {
+                    // auto has the hybrid table off: keep it warm, so that
+                    // the next exploration measures it warm, not empty:
+                    // where it would pay most (the ranked search needed
+                    // more than one subtable) and from 1 in
+                    // AUTO_OFF_FILL_ONE_IN of the other hits (a packet is
+                    // chosen by its hash plus a salt that changes every
+                    // batch, so that in periodic traffic every flow's turn
+                    // comes).
+                    if cls.rank_of(sub[j]).unwrap_or(1) > 1
+                        || chosen_for_off_fill(hashes[j], self.fill_salt)
+                    {
                         self.second.fill(hashes[j], r.index, sub[j], &self.flows);
                     }
                 }
@@ -839,4 +889,29 @@ fn mark(
             tier,
         }
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_flow_fills_the_hybrid_table_in_its_turn() {
+        // Over AUTO_OFF_FILL_ONE_IN consecutive batches each packet hash
+        // is chosen exactly once, whatever the hash.
+        for hash in [0u32, 1, 31, 32, 0xdead_beef, u32::MAX] {
+            let chosen = (0..AUTO_OFF_FILL_ONE_IN)
+                .filter(|&salt| chosen_for_off_fill(hash, salt))
+                .count();
+            assert_eq!(chosen, 1, "hash {hash:#x}");
+        }
+        // In one batch, about 1 in AUTO_OFF_FILL_ONE_IN hashes.
+        let mut rng = crate::hash::Rng::new(7);
+        let n = 32_000;
+        let chosen = (0..n)
+            .filter(|_| chosen_for_off_fill(rng.next_u32(), 5))
+            .count();
+        let expect = n / AUTO_OFF_FILL_ONE_IN as usize;
+        assert!(chosen.abs_diff(expect) < expect / 5, "{chosen} of {n}");
+    }
 }
