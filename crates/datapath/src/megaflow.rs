@@ -35,9 +35,9 @@
 //! megaflow"). The hot lines and counters are on 2 MB pages once they
 //! span one ([`crate::hugepage::HugeGrowVec`]: a hit at 100K+ megaflows
 //! lands on a random page). Every array grows by an eighth when full (not
-//! doubling), free slots form a list threaded through the hot lines, and when the
-//! last megaflow goes everything is freed: no allocation per install in
-//! the common case, and memory follows the megaflows installed.
+//! doubling), free slots form a list threaded through the hot lines, and
+//! when the last megaflow goes everything is freed: no allocation per
+//! install in the common case, and memory follows the megaflows installed.
 //!
 //! Invariants:
 //! - a slot is live iff its `gen` is odd; a free slot's `actions` is the

@@ -183,6 +183,9 @@ pub struct Datapath {
     /// Changes every batch: which packets' hashes select them for filling
     /// `auto`'s hybrid table while it is off.
     fill_salt: u32,
+    /// The packets of the current batch so chosen (bitmap; 0 unless `auto`
+    /// has the hybrid table off).
+    off_fill: u32,
 }
 
 /// While `auto` has the hybrid table off, 1 in this many of the ranked
@@ -237,6 +240,7 @@ impl Datapath {
             second_active: true,
             batch_packets: 0,
             fill_salt: 0,
+            off_fill: 0,
             cfg,
         })
     }
@@ -544,16 +548,16 @@ impl Datapath {
         } = batch;
         let keys = &keys[..n];
         let hashes = &hashes[..n];
+        self.off_fill = 0;
         if !second_on && self.auto.is_some() {
             // auto has the hybrid table off: the packets chosen to fill it
-            // (see dpcls_stage) start loading their buckets now, so that
+            // (in dpcls_stage) start loading their buckets now, so that
             // their insert does not wait for memory.
             if let SecondCache::Hybrid(h) = &self.second {
-                let mut chosen = 0u32;
                 for (i, &hash) in hashes.iter().enumerate() {
-                    chosen |= u32::from(chosen_for_off_fill(hash, self.fill_salt)) << i;
+                    self.off_fill |= u32::from(chosen_for_off_fill(hash, self.fill_salt)) << i;
                 }
-                h.prefetch_for_insert(hashes, chosen);
+                h.prefetch_for_insert(hashes, self.off_fill);
             }
         }
         let mut rem = all;
@@ -751,10 +755,8 @@ impl Datapath {
                     // AUTO_OFF_FILL_ONE_IN of the other hits (a packet is
                     // chosen by its hash plus a salt that changes every
                     // batch, so that in periodic traffic every flow's turn
-                    // comes).
-                    if cls.rank_of(sub[j]).unwrap_or(1) > 1
-                        || chosen_for_off_fill(hashes[j], self.fill_salt)
-                    {
+                    // comes; chosen in process_batch).
+                    if cls.rank_of(sub[j]).unwrap_or(1) > 1 || self.off_fill & (1 << j) != 0 {
                         self.second.fill(hashes[j], r.index, sub[j], &self.flows);
                     }
                 }

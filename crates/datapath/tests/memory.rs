@@ -3,8 +3,9 @@
 //! A counting global allocator tracks the live heap bytes (requested
 //! sizes, what the program holds; the allocator's own overhead is not
 //! counted), plus the tables mapped for huge pages outside it
-//! (`hugepage::mapped_bytes`, whole 2 MB pages). The test installs N exact-match megaflows (megaflows off, one
-//! subtable, four distinct action lists) through a `Switch` and divides the
+//! (`hugepage::mapped_bytes`, whole 2 MB pages). The test installs N
+//! exact-match megaflows (megaflows off, one subtable, four distinct
+//! action lists) through a `Switch` and divides the
 //! growth of the live bytes by N: that share covers the megaflow slab, the
 //! dpcls, the action lists and whatever the caches allocate beyond their
 //! fixed size. The bound asserted (600 B) leaves headroom above the
