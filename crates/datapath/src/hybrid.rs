@@ -48,6 +48,7 @@ use crate::hash::Rng;
 use crate::hugepage::HugeVec;
 use crate::megaflow::{MegaflowRef, MegaflowTable};
 use crate::prefetch::prefetch_indexed;
+use crate::simd::match16;
 use flowpath_flow::FlowKey;
 
 /// Default number of buckets (16 entries each: 1M entries, 4 MB).
@@ -141,11 +142,7 @@ impl Hybrid {
     /// ones).
     #[inline(always)]
     fn sig_matches(&self, b: usize, sig: u32) -> u32 {
-        let mut m = 0u32;
-        for (w, e) in self.buckets[b].0.iter().enumerate() {
-            m |= u32::from((e >> SIG_SHIFT) & SIG_MASK == sig) << w;
-        }
-        m
+        match16(&self.buckets[b].0, SIG_MASK << SIG_SHIFT, sig << SIG_SHIFT)
     }
 
     /// Looks up every packet of `todo`. Packets whose entry names a

@@ -28,6 +28,7 @@
 //! | [`config`], [`stats`] | run-time knobs, counters |
 //! | [`prefetch`] | the software prefetch hint (fenced `unsafe`) |
 //! | [`hugepage`] | cache tables on 2 MB pages (fenced `unsafe`) |
+//! | [`simd`] | SSE2 bucket compares with their scalar reference (fenced `unsafe`) |
 //! | [`packet`], [`execute`] | packet buffers with headroom; actions on bytes, outputs per port |
 //! | [`slowpath`] | the rule tables behind the upcall; revalidation |
 //! | [`switch`] | the worker loop: frames in, cascade, actions, frames out |
@@ -35,7 +36,8 @@
 //! Rules of the crate: no I/O, no clock reads, no locks and no allocation on
 //! the packet path (time and cycles are arguments); caches store indices,
 //! never references; no `unsafe` outside [`prefetch`] (one fenced
-//! intrinsic call) and [`hugepage`] (the tables' allocation).
+//! intrinsic call), [`simd`] (SSE2 compares) and [`hugepage`] (the tables'
+//! allocation).
 
 #![deny(unsafe_code)]
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
@@ -56,6 +58,7 @@ pub mod megaflow;
 pub mod packet;
 pub mod pipeline;
 pub mod prefetch;
+pub mod simd;
 pub mod slowpath;
 pub mod smc;
 pub mod stats;
