@@ -133,8 +133,9 @@ pub struct Config {
     /// Hybrid table buckets of 16 entries (power of two; default 64K).
     #[serde(default = "default_hybrid_buckets")]
     pub hybrid_buckets: usize,
-    /// `auto`: interval between explorations of the tiers (ms, default
-    /// 1000).
+    /// `auto`: interval between explorations of the tiers while the arm
+    /// holds (ms, default 1000); after a change of arm the next comes after
+    /// an eighth of it, and the gap doubles back.
     #[serde(default = "default_auto_interval_ms")]
     pub auto_interval_ms: u64,
     /// `auto`: measured batches per tier choice and exploration
