@@ -554,8 +554,13 @@ impl Datapath {
             // (in dpcls_stage) start loading their buckets now, so that
             // their insert does not wait for memory.
             if let SecondCache::Hybrid(h) = &self.second {
-                for (i, &hash) in hashes.iter().enumerate() {
-                    self.off_fill |= u32::from(chosen_for_off_fill(hash, self.fill_salt)) << i;
+                if self.auto.as_ref().is_some_and(Auto::prewarming) {
+                    // An exploration is near: every hit fills the table.
+                    self.off_fill = all;
+                } else {
+                    for (i, &hash) in hashes.iter().enumerate() {
+                        self.off_fill |= u32::from(chosen_for_off_fill(hash, self.fill_salt)) << i;
+                    }
                 }
                 h.prefetch_for_insert(hashes, self.off_fill);
             }
