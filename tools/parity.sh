@@ -116,6 +116,12 @@ if ! $SKIP_OVS; then
     # reserved (if none is in use), so that the flowpath runs and the rest
     # of the machine get that memory back.
     "$ANCHOR/ovs-dpdk-bench.sh" --stop || true
+    # The netdev datapath's tap outlives our OVS: remove it when it was not
+    # there before (ours ran in the root namespace), so that the next run
+    # does not take it for another OVS's.
+    if [ ${#NS[@]} -eq 0 ] && ip link show ovs-netdev >/dev/null 2>&1; then
+        ip link del ovs-netdev 2>/dev/null || true
+    fi
     if [ "$(awk '/HugePages_Free/ {print $2}' /proc/meminfo)" = "$(cat /proc/sys/vm/nr_hugepages)" ]; then
         echo "$HUGE_BEFORE" > /proc/sys/vm/nr_hugepages 2>/dev/null || true
     fi
