@@ -41,9 +41,9 @@
 //! be chosen again): from every ranked hit that needed more than one
 //! subtable, where it pays most, and from 1 in 32 of the others, or from
 //! every hit in the short window before an exploration
-//! ([`Auto::prewarming`]). (Filling from 1 in 8 of the others cost ~20 % at 100K flows with one subtable:
-//! an insert reads two cold buckets. Filling from none of them left the
-//! table cold at 100K flows, where `hybrid` is the best arm: explorations
+//! ([`Auto::prewarming`]). (Filling from 1 in 8 of the others cost ~20 %
+//! at 100K flows with one subtable: an insert reads two cold buckets.
+//! Filling from none of them left the table cold at 100K flows, where `hybrid` is the best arm: explorations
 //! measured it at 356-651 cycles per packet against `none`'s 122-224,
 //! and it ran at 129 as a fixed configuration against `none`'s 162.) The
 //! EMC, when off, is not filled; [`Auto::warming`] warms it for the

@@ -199,6 +199,21 @@ fn chosen_for_off_fill(hash: u32, salt: u32) -> bool {
     hash.wrapping_add(salt).is_multiple_of(AUTO_OFF_FILL_ONE_IN)
 }
 
+/// The packets of a batch (`hashes`, batch salt `salt`) that fill `auto`'s
+/// hybrid table while it is off: every packet in the pre-warm window
+/// before an exploration ([`Auto::prewarming`]), else those
+/// [`chosen_for_off_fill`].
+fn off_fill_set(hashes: &[u32], salt: u32, prewarm: bool) -> u32 {
+    if prewarm {
+        return ((1u64 << hashes.len()) - 1) as u32;
+    }
+    let mut set = 0u32;
+    for (i, &hash) in hashes.iter().enumerate() {
+        set |= u32::from(chosen_for_off_fill(hash, salt)) << i;
+    }
+    set
+}
+
 fn auto_for(cfg: &Config) -> Option<Auto> {
     (cfg.second_level == SecondLevel::Auto)
         .then(|| Auto::new(cfg.auto_interval_ms, cfg.auto_samples, cfg.emc_enable))
@@ -517,9 +532,11 @@ impl Datapath {
         let all = batch.all();
         self.stats.packets_received += n as u64;
         self.batch_packets = self.batch_packets.saturating_add(n as u32);
+        let mut prewarm = false;
         let (emc_on, second_on) = match &self.auto {
             Some(a) => {
                 self.fill_salt = self.fill_salt.wrapping_add(1);
+                prewarm = a.prewarming();
                 let arm = a.arm();
                 // (Not when insertion is off: `emc-insert-inv-prob=0`.)
                 let warming = a.warming() && self.cfg.emc_insert_inv_prob != 0;
@@ -554,14 +571,7 @@ impl Datapath {
             // (in dpcls_stage) start loading their buckets now, so that
             // their insert does not wait for memory.
             if let SecondCache::Hybrid(h) = &self.second {
-                if self.auto.as_ref().is_some_and(Auto::prewarming) {
-                    // An exploration is near: every hit fills the table.
-                    self.off_fill = all;
-                } else {
-                    for (i, &hash) in hashes.iter().enumerate() {
-                        self.off_fill |= u32::from(chosen_for_off_fill(hash, self.fill_salt)) << i;
-                    }
-                }
+                self.off_fill = off_fill_set(hashes, self.fill_salt, prewarm);
                 h.prefetch_for_insert(hashes, self.off_fill);
             }
         }
@@ -920,5 +930,27 @@ mod tests {
             .count();
         let expect = n / AUTO_OFF_FILL_ONE_IN as usize;
         assert!(chosen.abs_diff(expect) < expect / 5, "{chosen} of {n}");
+    }
+
+    #[test]
+    fn the_prewarm_window_fills_every_packet_of_the_batch() {
+        let hashes: Vec<u32> = (0..BATCH_SIZE as u32).map(|i| i * 7919).collect();
+        for n in [1, 5, BATCH_SIZE] {
+            let h = &hashes[..n];
+            let all = ((1u64 << n) - 1) as u32;
+            assert_eq!(off_fill_set(h, 3, true), all, "{n} packets");
+            let chosen = off_fill_set(h, 3, false);
+            for (i, &hash) in h.iter().enumerate() {
+                assert_eq!(
+                    chosen >> i & 1 == 1,
+                    chosen_for_off_fill(hash, 3),
+                    "packet {i}"
+                );
+            }
+            assert_eq!(chosen & !all, 0);
+        }
+        // Outside the window, a batch fills about 1 in AUTO_OFF_FILL_ONE_IN.
+        let full = off_fill_set(&hashes, 3, false).count_ones();
+        assert!(full < BATCH_SIZE as u32 / 2, "{full}");
     }
 }
