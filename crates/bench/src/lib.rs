@@ -35,7 +35,7 @@ pub mod workload;
 
 pub use grid::{parse_config, parse_configs, BenchConfig, GridError};
 pub use result::BenchResult;
-pub use runner::{run, EmcFill, RunError, RunOptions};
+pub use runner::{run, run_interleaved, EmcFill, RunError, RunOptions};
 pub use scenario::{plan, Plan, Scenario};
 pub use workload::{load, Workload, WorkloadError, WorkloadSpec};
 
@@ -90,7 +90,7 @@ pub struct Report {
 /// Runs every (workload, configuration) of `plan`, `opts.rounds` times
 /// (each round loads each workload once), and calls `progress` along the
 /// way. Each result is the round with the median Mpps; `mpps_rounds` lists
-/// every round's (sorted).
+/// every round's (sorted), `mpps_by_round` the same in round order.
 pub fn run_plan(
     plan: &Plan,
     opts: &RunOptions,
@@ -113,6 +113,24 @@ pub fn run_plan(
                 source,
             })?;
             w.set_frame_stride(opts.frame_stride);
+            if let Some(slice) = opts.interleave {
+                for (j, cfg) in configs.iter().enumerate() {
+                    progress(Progress::Running {
+                        workload: &name,
+                        config: &cfg.label,
+                        index: index + j,
+                        total,
+                    });
+                }
+                let rs = runner::run_interleaved(&w, configs, opts, slice)?;
+                for (c, r) in rs.into_iter().enumerate() {
+                    progress(Progress::Done(&r));
+                    samples[k0 + c].push(r);
+                    index += 1;
+                }
+                k0 += configs.len();
+                continue;
+            }
             // Each round starts at another configuration, so a slow spell
             // of the machine does not always hit the same one.
             for j in 0..configs.len() {
@@ -133,6 +151,7 @@ pub fn run_plan(
         }
     }
     for mut s in samples {
+        let by_round: Vec<f64> = s.iter().map(|r| r.mpps).collect();
         s.sort_by(|a, b| a.mpps.total_cmp(&b.mpps));
         let per_round: Vec<f64> = s.iter().map(|r| r.mpps).collect();
         if s.is_empty() {
@@ -141,6 +160,7 @@ pub fn run_plan(
         // The median round (the lower middle one for an even count).
         let mut r = s.swap_remove((s.len() - 1) / 2);
         r.mpps_rounds = per_round;
+        r.mpps_by_round = by_round;
         report.results.push(r);
     }
     if let Some((spec, target, cap)) = &plan.emc_fill {
@@ -228,6 +248,7 @@ mod tests {
             tsc_mhz: 2600.0,
             frame_stride: 0,
             rounds: 3,
+            interleave: None,
         };
         let mut done = 0;
         let rep = run_plan(&p, &opts, &mut |e| {
@@ -244,6 +265,9 @@ mod tests {
             assert_eq!(r.mpps_rounds.len(), 3);
             assert!(r.mpps_rounds.windows(2).all(|w| w[0] <= w[1]));
             assert_eq!(r.mpps, r.mpps_rounds[1], "median round");
+            let mut by_round = r.mpps_by_round.clone();
+            by_round.sort_by(f64::total_cmp);
+            assert_eq!(by_round, r.mpps_rounds, "the same rounds, in round order");
         }
     }
 }

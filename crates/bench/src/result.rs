@@ -48,6 +48,11 @@ pub struct BenchResult {
     /// With several rounds: every round's Mpps, sorted (this result is the
     /// median round); empty for a single run.
     pub mpps_rounds: Vec<f64>,
+    /// With several rounds: every round's Mpps in round order (index k is
+    /// round k for every configuration of the run, so two configurations
+    /// can be compared round by round, each pair measured seconds apart);
+    /// empty for a single run.
+    pub mpps_by_round: Vec<f64>,
     /// Packets sent to output ports during the interval.
     pub tx_packets: u64,
     /// Share of the interval the measuring thread was on its CPU (%), when
@@ -146,6 +151,7 @@ pub(crate) mod tests {
             measured_s: 1.5,
             mpps_intervals: vec![mpps],
             mpps_rounds: vec![],
+            mpps_by_round: vec![],
             tx_packets: 100,
             oncpu_pct: Some(99.5),
             tsc_mhz: 2600.0,

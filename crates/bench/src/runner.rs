@@ -34,8 +34,8 @@ use crate::result::BenchResult;
 use crate::workload::Workload;
 use flowpath_datapath::execute::NullSink;
 use flowpath_datapath::switch::Switch;
-use flowpath_datapath::SlowPath;
 use flowpath_datapath::{ConfigError, BATCH_SIZE};
+use flowpath_datapath::{PmdStats, SlowPath};
 use flowpath_io::tsc::{rdtsc, UNIT};
 use flowpath_ofproto::normal::{Bridge, MacTable, PortVlans};
 use std::sync::Arc;
@@ -70,6 +70,10 @@ pub struct RunOptions {
     /// Rounds over the whole plan ([`crate::run_plan`] reports the median
     /// round of each run).
     pub rounds: u32,
+    /// `Some(slice)`: the configurations of a workload run side by side,
+    /// taking turns of `slice` ([`run_interleaved`]), instead of one after
+    /// the other.
+    pub interleave: Option<Duration>,
 }
 
 impl Default for RunOptions {
@@ -81,6 +85,7 @@ impl Default for RunOptions {
             tsc_mhz: detect_tsc_mhz().unwrap_or(FALLBACK_TSC_MHZ),
             frame_stride: 0,
             rounds: 1,
+            interleave: None,
         }
     }
 }
@@ -123,6 +128,9 @@ struct Replay<'w> {
     port: usize,
     /// TSC at the end of the previous burst.
     last_tsc: u64,
+    /// Time this replay has run ([`Replay::run_for`]: its clock, which
+    /// stands still while other replays take their turns).
+    own: Duration,
 }
 
 impl<'w> Replay<'w> {
@@ -142,6 +150,7 @@ impl<'w> Replay<'w> {
             cursors: vec![0; w.ports.len()],
             port: 0,
             last_tsc: rdtsc(),
+            own: Duration::ZERO,
         })
     }
 
@@ -187,6 +196,36 @@ impl<'w> Replay<'w> {
             }
             let now_ms = now.duration_since(t0).as_millis() as u64;
             self.burst(now_ms);
+        }
+    }
+}
+
+impl Replay<'_> {
+    /// What auto chose, with `second-level = auto`.
+    fn auto_choice(&self) -> Option<AutoChoice> {
+        self.sw.datapath().auto_report().map(|a| AutoChoice {
+            arm: a.arm.name().to_string(),
+            switches: a.switches,
+            costs: a.costs,
+        })
+    }
+
+    /// Bursts for `d` of this replay's own time: `now_ms` is the time it
+    /// has run, so a replay that takes turns with others sees one
+    /// continuous clock (auto's exploration gaps, the re-ranking interval
+    /// and idle expiry are in the time the worker actually ran).
+    fn run_for(&mut self, d: Duration) {
+        let start = Instant::now();
+        // The previous burst of this replay ended before the other
+        // replays' turns: those cycles are not this one's batch's.
+        self.last_tsc = rdtsc();
+        loop {
+            let e = start.elapsed();
+            if e >= d {
+                self.own += e;
+                return;
+            }
+            self.burst((self.own + e).as_millis() as u64);
         }
     }
 }
@@ -268,16 +307,173 @@ pub fn run(w: &Workload, cfg: &BenchConfig, opts: &RunOptions) -> Result<BenchRe
         measured_s: secs,
         mpps_intervals: interval_mpps,
         mpps_rounds: Vec::new(),
+        mpps_by_round: Vec::new(),
         tx_packets: r.sink.packets,
         oncpu_pct,
         tsc_mhz: opts.tsc_mhz,
         frame_stride: opts.frame_stride,
-        auto: r.sw.datapath().auto_report().map(|a| AutoChoice {
-            arm: a.arm.name().to_string(),
-            switches: a.switches,
-            costs: a.costs,
-        }),
+        auto: r.auto_choice(),
     })
+}
+
+/// What one replay measured over the turns of [`run_interleaved`].
+#[derive(Default)]
+struct Measured {
+    /// The counters' deltas over the measured parts, with the TSC cycles
+    /// of those parts as `processing_cycles`.
+    stats: PmdStats,
+    tx_packets: u64,
+    wall: Duration,
+    /// On-CPU time of the measured parts, if every read of it worked.
+    cpu_ns: Option<u64>,
+    /// (packets, TSC cycles, wall) of each interval.
+    intervals: Vec<(u64, u64, Duration)>,
+}
+
+/// Runs every configuration of `cfgs` on `w` side by side, on the calling
+/// thread: one worker per configuration, all alive at once, taking turns
+/// of `slice` (their order rotating from turn to turn), first for the
+/// warm-up, then until each has `opts.intervals` x `opts.duration` of
+/// measured time. The first tenth of every turn is run but not measured:
+/// it reloads the caches the other workers' turns evicted. What each
+/// result counts (tiers, cycles, packets sent) is the measured parts only.
+///
+/// Why: on a shared machine the speed of a core moves by ±30 % from one
+/// second to the next (clock boost, neighbours), so two configurations
+/// measured one after the other differ by that much even when they run
+/// the same code; alternating them every few tens of milliseconds exposes
+/// both to the same spells, and their ratio becomes resolvable. Each
+/// worker's clock runs only during its own turns ([`Replay::run_for`]).
+pub fn run_interleaved(
+    w: &Workload,
+    cfgs: &[BenchConfig],
+    opts: &RunOptions,
+    slice: Duration,
+) -> Result<Vec<BenchResult>, RunError> {
+    if w.ports.is_empty() || w.ports.iter().any(|p| p.is_empty()) {
+        return Err(RunError::Empty(w.spec.name()));
+    }
+    let mut rs = cfgs
+        .iter()
+        .map(|c| Replay::new(w, c))
+        .collect::<Result<Vec<_>, _>>()?;
+    let n = rs.len();
+    if n == 0 {
+        return Ok(Vec::new());
+    }
+    let slice = slice.max(Duration::from_millis(1));
+    let skip = slice / 10;
+    let mut turn = 0usize;
+    // Warm-up, in turns too, so that every worker's tables are in the
+    // state they will be in while measured.
+    while rs.iter().any(|r| r.own < opts.warmup) {
+        for j in 0..n {
+            let r = &mut rs[(j + turn) % n];
+            let left = opts.warmup.saturating_sub(r.own);
+            if !left.is_zero() {
+                r.run_for(left.min(slice));
+            }
+        }
+        turn += 1;
+    }
+    for r in &mut rs {
+        r.sw.clear_stats();
+        r.sink = NullSink::default();
+    }
+    let mut m: Vec<Measured> = (0..n)
+        .map(|_| Measured {
+            cpu_ns: Some(0),
+            ..Measured::default()
+        })
+        .collect();
+    for _ in 0..opts.intervals.max(1) {
+        let mut done = vec![Duration::ZERO; n];
+        let mut iv = vec![(0u64, 0u64, Duration::ZERO); n];
+        while done.iter().any(|&d| d < opts.duration) {
+            for j in 0..n {
+                let i = (j + turn) % n;
+                if done[i] >= opts.duration {
+                    continue;
+                }
+                let r = &mut rs[i];
+                r.run_for(skip);
+                let before = *r.sw.datapath().stats();
+                let tx0 = r.sink.packets;
+                let cpu0 = flowpath_io::affinity::thread_cpu_time_ns();
+                let t0 = Instant::now();
+                let tsc0 = rdtsc();
+                r.run_for(slice - skip);
+                let tsc1 = rdtsc();
+                let wall = t0.elapsed();
+                let cpu1 = flowpath_io::affinity::thread_cpu_time_ns();
+                let mut d = r.sw.datapath().stats().since(&before);
+                d.processing_cycles = tsc1.saturating_sub(tsc0);
+                let pkts = d.packets_received - d.recirculations.min(d.packets_received);
+                let mi = &mut m[i];
+                mi.stats.add(&d);
+                mi.tx_packets += r.sink.packets - tx0;
+                mi.wall += wall;
+                mi.cpu_ns = match (mi.cpu_ns, cpu0, cpu1) {
+                    (Some(acc), Some(a), Some(b)) => Some(acc + b.saturating_sub(a)),
+                    _ => None,
+                };
+                iv[i].0 += pkts;
+                iv[i].1 += d.processing_cycles;
+                iv[i].2 += wall;
+                done[i] += wall;
+            }
+            turn += 1;
+        }
+        for (mi, v) in m.iter_mut().zip(iv) {
+            mi.intervals.push(v);
+        }
+    }
+    let mut out = Vec::with_capacity(n);
+    for ((r, cfg), mi) in rs.iter().zip(cfgs).zip(m) {
+        let per = |&(p, c, _): &(u64, u64, Duration)| {
+            if c == 0 {
+                0.0
+            } else {
+                p as f64 * opts.tsc_mhz / c as f64
+            }
+        };
+        let interval_mpps: Vec<f64> = mi.intervals.iter().map(per).collect();
+        let (pkts, cycles, wall) = mi
+            .intervals
+            .iter()
+            .fold((0u64, 0u64, Duration::ZERO), |(p, c, w), &(p1, c1, w1)| {
+                (p + p1, c + c1, w + w1)
+            });
+        let secs = wall.as_secs_f64();
+        out.push(BenchResult {
+            workload: w.spec.name(),
+            config: cfg.label.clone(),
+            mpps: per(&(pkts, cycles, wall)),
+            stats: mi.stats.report(r.sw.datapath().megaflow_count()),
+            mpps_wall: if secs > 0.0 {
+                pkts as f64 / secs / 1e6
+            } else {
+                0.0
+            },
+            flows: w.spec.flow_count(),
+            family: w.spec.family(),
+            input_ports: w.ports.len(),
+            pcap_packets: w.packet_count(),
+            measured_s: mi.wall.as_secs_f64(),
+            mpps_intervals: interval_mpps,
+            mpps_rounds: Vec::new(),
+            mpps_by_round: Vec::new(),
+            tx_packets: mi.tx_packets,
+            oncpu_pct: mi
+                .cpu_ns
+                .filter(|_| !mi.wall.is_zero())
+                .map(|c| 100.0 * c as f64 / mi.wall.as_nanos() as f64),
+            tsc_mhz: opts.tsc_mhz,
+            frame_stride: opts.frame_stride,
+            auto: r.auto_choice(),
+        });
+    }
+    Ok(out)
 }
 
 /// How fast an EMC fills: packets replayed from a fresh datapath until
@@ -349,6 +545,7 @@ mod tests {
             tsc_mhz: 2600.0,
             frame_stride: 0,
             rounds: 1,
+            interleave: None,
         }
     }
 
@@ -373,6 +570,43 @@ mod tests {
         let r = run(&w, &parse_config("emc").unwrap(), &o).unwrap();
         assert_eq!(r.mpps_intervals.len(), 3);
         assert!(r.is_consistent());
+    }
+
+    #[test]
+    fn interleaved_workers_each_count_only_their_measured_turns() {
+        let w = load(&WorkloadSpec::Flows {
+            flows: 16,
+            order: Order::RoundRobin,
+        })
+        .unwrap();
+        let cfgs = [
+            parse_config("emc:1").unwrap(),
+            parse_config("none").unwrap(),
+            parse_config("auto").unwrap(),
+        ];
+        let mut o = short();
+        o.intervals = 2;
+        let rs = run_interleaved(&w, &cfgs, &o, Duration::from_millis(4)).unwrap();
+        assert_eq!(rs.len(), 3);
+        for (r, c) in rs.iter().zip(&cfgs) {
+            assert_eq!(r.config, c.label);
+            assert!(r.is_consistent(), "{r:?}");
+            assert!(r.stats.packets_received > 0, "{r:?}");
+            assert_eq!(r.tx_packets, r.stats.packets_received, "all udp → output:2");
+            assert_eq!(r.mpps_intervals.len(), 2);
+            // Each worker measured at least its 2 x 20 ms, in turns of
+            // 4 ms of which 0.4 are not measured.
+            assert!(r.measured_s >= 0.040, "{r:?}");
+            let cyc = r.stats.avg_processing_cycles_per_packet;
+            assert!(
+                (r.mpps * cyc - 2600.0).abs() < 1.0,
+                "Mpps = TSC / cycles: {r:?}"
+            );
+        }
+        assert!(rs[0].pct(rs[0].stats.emc_hits) > 99.0, "{:?}", rs[0]);
+        assert_eq!(rs[1].stats.emc_hits + rs[1].second_level_hits(), 0);
+        assert!(rs[1].stats.megaflow_hits > 0);
+        assert!(rs[2].auto.is_some() && rs[0].auto.is_none());
     }
 
     #[test]

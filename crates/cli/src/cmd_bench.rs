@@ -111,6 +111,14 @@ pub struct Args {
     /// net_pcap's does.
     #[arg(long, default_value_t = 0, value_name = "BYTES")]
     frame_stride: usize,
+    /// Run the configurations of each workload side by side, taking
+    /// turns of this many ms (one worker each, alive at once; the first
+    /// tenth of each turn reloads the caches and is not measured), until
+    /// each has --intervals x --duration-ms of measured time. On a machine
+    /// whose speed drifts, this compares configurations far more precisely
+    /// than running them one after the other. 0 = one after the other.
+    #[arg(long, default_value_t = 0, value_name = "MS")]
+    interleave_ms: u64,
     /// CPU to pin the measuring thread to (default: the last one).
     #[arg(long, value_name = "N")]
     cpu: Option<usize>,
@@ -330,6 +338,7 @@ pub fn run(args: Args) -> Result<()> {
         intervals: args.intervals.max(1),
         frame_stride: args.frame_stride,
         rounds: args.rounds.max(1),
+        interleave: (args.interleave_ms > 0).then(|| Duration::from_millis(args.interleave_ms)),
         tsc_mhz: args.tsc_mhz.unwrap_or(RunOptions::default().tsc_mhz),
     };
     let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
@@ -339,13 +348,21 @@ pub fn run(args: Args) -> Result<()> {
         .collect::<Vec<_>>()
         .join(" ");
     let header = format!(
-        "{}: {} runs x {} round(s), warm-up {} ms + {} x {} ms each; {pinned}; TSC {:.0} MHz; {}; load average {load}",
+        "{}: {} runs x {} round(s), warm-up {} ms + {} x {} ms each{}; {pinned}; TSC {:.0} MHz; {}; load average {load}",
         p.title,
         p.len(),
         opts.rounds,
         args.warmup_ms,
         args.intervals.max(1),
         args.duration_ms,
+        if args.interleave_ms > 0 {
+            format!(
+                ", a workload's configurations side by side in turns of {} ms",
+                args.interleave_ms
+            )
+        } else {
+            String::new()
+        },
         opts.tsc_mhz,
         if args.no_huge_pages {
             "cache tables on 4 KB pages"

@@ -55,7 +55,44 @@ pub struct PmdStats {
     pub masks_widened: u64,
 }
 
+/// Applies `$f` to every counter of the given [`PmdStats`] values,
+/// building a new one (so a counter added later cannot be forgotten by
+/// [`PmdStats::since`] or [`PmdStats::add`]).
+macro_rules! each_counter {
+    ($a:expr, $b:expr, $f:expr) => {
+        PmdStats {
+            packets_received: $f($a.packets_received, $b.packets_received),
+            recirculations: $f($a.recirculations, $b.recirculations),
+            emc_hits: $f($a.emc_hits, $b.emc_hits),
+            smc_hits: $f($a.smc_hits, $b.smc_hits),
+            dfc_hits: $f($a.dfc_hits, $b.dfc_hits),
+            cd_hits: $f($a.cd_hits, $b.cd_hits),
+            megaflow_hits: $f($a.megaflow_hits, $b.megaflow_hits),
+            subtable_lookups: $f($a.subtable_lookups, $b.subtable_lookups),
+            miss_with_success_upcall: $f($a.miss_with_success_upcall, $b.miss_with_success_upcall),
+            miss_with_failed_upcall: $f($a.miss_with_failed_upcall, $b.miss_with_failed_upcall),
+            lost: $f($a.lost, $b.lost),
+            processing_cycles: $f($a.processing_cycles, $b.processing_cycles),
+            upcall_budget_drops: $f($a.upcall_budget_drops, $b.upcall_budget_drops),
+            masks_widened: $f($a.masks_widened, $b.masks_widened),
+        }
+    };
+}
+
 impl PmdStats {
+    /// What was counted between the snapshot `earlier` of the same
+    /// worker's counters and these (counters never go down between two
+    /// snapshots unless cleared; a cleared one gives 0).
+    pub fn since(&self, earlier: &PmdStats) -> PmdStats {
+        each_counter!(self, earlier, u64::saturating_sub)
+    }
+
+    /// These counters plus `other`'s (summing the deltas of several
+    /// measured stretches).
+    pub fn add(&mut self, other: &PmdStats) {
+        *self = each_counter!(self, other, u64::saturating_add);
+    }
+
     /// Sum of the per-tier outcomes (equals `packets_received`).
     pub fn decided(&self) -> u64 {
         self.emc_hits
@@ -174,6 +211,33 @@ impl fmt::Display for PmdStatsReport {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn deltas_of_snapshots_add_up_to_the_whole() {
+        let at = |k: u64| PmdStats {
+            packets_received: 11 * k,
+            recirculations: k,
+            emc_hits: 3 * k,
+            smc_hits: k,
+            dfc_hits: k,
+            cd_hits: k,
+            megaflow_hits: 2 * k,
+            subtable_lookups: 5 * k,
+            miss_with_success_upcall: k,
+            miss_with_failed_upcall: k,
+            lost: k,
+            processing_cycles: 1000 * k,
+            upcall_budget_drops: k,
+            masks_widened: k,
+        };
+        // Two measured stretches, 1..3 and 4..9, with 3..4 not measured.
+        let mut sum = at(3).since(&at(1));
+        assert_eq!(sum, at(2), "each counter's own delta");
+        sum.add(&at(9).since(&at(4)));
+        assert_eq!(sum, at(7));
+        assert_eq!(sum.decided(), sum.packets_received);
+        assert_eq!(at(1).since(&at(3)), PmdStats::default(), "cleared: 0");
+    }
 
     #[test]
     fn report_json_keys_and_display() {
