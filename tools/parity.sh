@@ -15,8 +15,10 @@
 # Environment: W, M, R = OVS warm-up s / interval s / intervals (10, 5, 3, as
 # RESULTS.md); FP_WARMUP_MS, FP_DURATION_MS, FP_INTERVALS = flowpath's
 # warm-up, interval and intervals per configuration (1100, 2000, 3);
-# FP_AUTO_ROUNDS, FP_AUTO_MS = rounds and interval of the paired run of
-# auto against the best fixed configuration (5, 1000);
+# FP_AUTO_ROUNDS, FP_AUTO_MS, FP_AUTO_SLICE = rounds, measured time per
+# configuration and turn length of the paired run of auto against the best
+# fixed configuration (3, 3000 ms, 50 ms: the two run side by side,
+# `flowpath bench --interleave-ms`);
 # FLOWPATH = the binary (default: cargo build --release, target/release);
 # ANCHOR = the OVS-DPDK anchor directory (default ../shared/anchors/ovs-dpdk
 # next to the repository).
@@ -31,7 +33,8 @@
 # row against issue 11's target ratio and flowpath-in-OVS's-configuration
 # against 1.5x, and shows auto's share of the best fixed configuration:
 # in the grid (against the best of ten noisy measurements) and paired (the
-# two alternated in one run, median rounds).
+# two side by side in one process, taking turns of 50 ms; the median of the
+# rounds' ratios).
 # flowpath runs each workload under several configurations: its row for
 # OVS's configuration, and its best configuration, are both reported.
 set -euo pipefail
@@ -41,7 +44,7 @@ OUT=/tmp/parity PCAPS=/tmp/ovsbench/pcap SKIP_OVS=false SKIP_FP=false ONLY=. NOH
 ANCHOR=${ANCHOR:-$ROOT/../shared/anchors/ovs-dpdk}
 W=${W:-10} M=${M:-5} R=${R:-3}
 FP_WARMUP_MS=${FP_WARMUP_MS:-1100} FP_DURATION_MS=${FP_DURATION_MS:-2000} FP_INTERVALS=${FP_INTERVALS:-3}
-FP_AUTO_ROUNDS=${FP_AUTO_ROUNDS:-5} FP_AUTO_MS=${FP_AUTO_MS:-1000}
+FP_AUTO_ROUNDS=${FP_AUTO_ROUNDS:-3} FP_AUTO_MS=${FP_AUTO_MS:-3000} FP_AUTO_SLICE=${FP_AUTO_SLICE:-50}
 while [ $# -gt 0 ]; do
     case "$1" in
         --out) OUT=$2; shift 2 ;;
@@ -156,9 +159,11 @@ if ! $SKIP_FP; then
                 --intervals "$FP_INTERVALS" --frame-stride 4096
         fi
         # auto against the best fixed configuration, paired: the best of
-        # ten noisy measurements is biased upwards (the winner's curse), so
-        # auto's share is measured again in one run that alternates the two
-        # (--rounds, rotating their order; the median round of each).
+        # ten noisy measurements is biased upwards (the winner's curse), and
+        # this host's speed drifts by +-30 % from second to second, so
+        # auto's share is measured again with the two side by side, taking
+        # turns of FP_AUTO_SLICE ms (--interleave-ms; an A/A pair of one
+        # configuration comes out within ~3 %), FP_AUTO_ROUNDS times.
         if [ -f "$OUT/flowpath-$tag.json" ]; then
             pair=$(python3 -c 'import json,sys
 rs = json.load(open(sys.argv[1]))
@@ -168,7 +173,8 @@ if fixed and auto:
     print(max(fixed, key=lambda r: r["mpps"])["config"] + "," + auto[0]["config"])' "$OUT/flowpath-$tag.json")
             if [ -n "$pair" ]; then
                 log "flowpath $tag, auto paired with the best fixed configuration ($pair, $FP_AUTO_ROUNDS rounds)"
-                fp_bench "$tag-auto" "$pair" --duration-ms "$FP_AUTO_MS" --rounds "$FP_AUTO_ROUNDS"
+                fp_bench "$tag-auto" "$pair" --duration-ms "$FP_AUTO_MS" --rounds "$FP_AUTO_ROUNDS" \
+                    --interleave-ms "$FP_AUTO_SLICE"
             fi
         fi
     done
@@ -222,8 +228,13 @@ for c in cases:
         pa = next((r for r in pr if r["config"].startswith("auto")), None)
         pb = next((r for r in pr if not r["config"].startswith("auto")), None)
         if pa and pb and pb["mpps"] > 0:
-            share = 100 * pa["mpps"] / pb["mpps"]
-            paired = "%.0f %% (%s %.2f, auto %.2f)%s" % (share, pb["config"], pb["mpps"], pa["mpps"], "" if share >= 95 else " (**<95 %**)")
+            # The median of the rounds' ratios (each round measured the two
+            # side by side); older runs without mpps_by_round: the ratio of
+            # the median rounds.
+            ra, rb = pa.get("mpps_by_round") or [pa["mpps"]], pb.get("mpps_by_round") or [pb["mpps"]]
+            share = 100 * st.median(a / b for a, b in zip(ra, rb) if b > 0)
+            rounds = ", rounds " + " / ".join("%.0f" % (100 * a / b) for a, b in zip(ra, rb) if b > 0) if len(ra) > 1 else ""
+            paired = "%.0f %% (%s %.2f, auto %.2f%s)%s" % (share, pb["config"], pb["mpps"], pa["mpps"], rounds, "" if share >= 95 else " (**<95 %**)")
     target = TARGET.get(tag)
     sp = os.path.join(out, "flowpath-%s-stride.json" % tag)
     sbest = max(json.load(open(sp)), key=lambda r: r["mpps"]) if os.path.exists(sp) else None
