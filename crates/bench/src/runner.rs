@@ -22,6 +22,9 @@
 //! harness computes it; `mpps_wall` is the same count over wall-clock time,
 //! as a cross-check (the harness's `Mpps(w)`).
 //!
+//! [`run_interleaved`] does the same for several configurations at once,
+//! side by side: one worker each, taking turns (see there).
+//!
 //! Time is read here, by the benchmark, never by the datapath: `now_ms`
 //! is passed in (subtable re-ranking and the CD's adaptation use it).
 //!
