@@ -26,7 +26,10 @@
 //! caller measures around each batch, as OVS's PMD cycle counters; the
 //! median ignores batches that hit an upcall or an interrupt). Then it
 //! *exploits*: the cheapest arm runs until the next exploration; the arm in
-//! use is kept unless another is at least [`AUTO_HYSTERESIS`] cheaper. The
+//! use is kept unless another is at least [`AUTO_HYSTERESIS`] cheaper
+//! ([`AUTO_LEAVE_TABLE_HYSTERESIS`] to turn the hybrid table off), and a
+//! hybrid arm measured with its table off within [`AUTO_TRIAL_MARGIN`] of
+//! the arm in use is put on trial (see `Auto::decide`). The
 //! next exploration comes an interval later while the arm holds, but only
 //! an eighth of one ([`AUTO_SETTLE_DIV`]) after the first exploration or a
 //! change of arm, the gap doubling back: a choice made while megaflows
@@ -78,6 +81,17 @@ pub const AUTO_RUN_SKIP: u32 = 4;
 pub const AUTO_WARM: u32 = 64;
 /// A new arm replaces the one in use only if this much cheaper.
 pub const AUTO_HYSTERESIS: f64 = 0.03;
+/// An arm without the hybrid table replaces one with it only if this much
+/// cheaper: the table goes cold while off, and coming back costs a refill
+/// (at 1M flows, ~70 ms of misses).
+pub const AUTO_LEAVE_TABLE_HYSTERESIS: f64 = 0.10;
+/// An arm with the hybrid table is put on trial (in use until the next
+/// exploration) when an exploration made while the table was off measured
+/// it within this share of the arm in use (see the module documentation).
+pub const AUTO_TRIAL_MARGIN: f64 = 0.15;
+/// After a failed trial the next waits `auto-interval`, doubling with
+/// each failure up to this many intervals.
+pub const AUTO_TRIAL_BACKOFF_MAX: u64 = 8;
 /// After an exploration that changed the arm (and after the first), the
 /// next comes after `auto-interval` / this; each exploration that keeps the
 /// arm doubles the gap, up to `auto-interval`.
@@ -152,6 +166,12 @@ pub struct Auto {
     explore_start_ms: u64,
     next_explore_ms: Option<u64>,
     current: usize,
+    /// The arm in use is on trial ([`AUTO_TRIAL_MARGIN`]).
+    trial: bool,
+    /// Wait after a failed trial before the next.
+    trial_backoff_ms: u64,
+    /// No trial starts before this time.
+    next_trial_ms: u64,
     exploring: bool,
     /// The arm of the next batch while exploring.
     turn: usize,
@@ -184,6 +204,9 @@ impl Auto {
             explore_start_ms: 0,
             next_explore_ms: None,
             current,
+            trial: false,
+            trial_backoff_ms: interval_ms.max(1),
+            next_trial_ms: 0,
             exploring: false,
             turn: current,
             run_pos: 0,
@@ -307,20 +330,86 @@ impl Auto {
         }
     }
 
+    /// The cheapest allowed, measured arm among `arms`.
+    fn cheapest(&self, arms: &[usize]) -> Option<usize> {
+        arms.iter()
+            .copied()
+            .filter(|&i| self.allowed[i] && self.costs[i] > 0.0)
+            .min_by(|&a, &b| self.costs[a].total_cmp(&self.costs[b]))
+    }
+
+    /// How much cheaper arm `to` must be to replace the arm in use: more
+    /// when it turns the hybrid table off ([`AUTO_LEAVE_TABLE_HYSTERESIS`]).
+    fn hysteresis(&self, to: usize) -> f64 {
+        if ARMS[self.current].second && !ARMS[to].second {
+            AUTO_LEAVE_TABLE_HYSTERESIS
+        } else {
+            AUTO_HYSTERESIS
+        }
+    }
+
+    /// Ends an exploration: keeps the arm in use, or changes to a cheaper
+    /// one, or puts an arm with the hybrid table on trial.
+    ///
+    /// Trials: an exploration made while the hybrid table is off measures
+    /// the hybrid arms colder than they run in use, even after the
+    /// pre-warm window (the entries are there; the measured cost is
+    /// still higher). At 1M flows, with `none` in use, explorations
+    /// measured `hybrid` at 137-153 cycles per packet against `none`'s
+    /// 131-139, and with `hybrid` in use at 108-117 against 130-137; side
+    /// by side as fixed configurations `hybrid` ran 0-14 % faster, and
+    /// auto, which kept `none`, at 84-96 % of it. So when the cheaper
+    /// hybrid arm comes within [`AUTO_TRIAL_MARGIN`] of an arm without the
+    /// table, it is put in use until the next exploration (125 ms later),
+    /// which measures it warm and keeps it or not by the usual rule. A
+    /// failed trial doubles the wait before the next (from
+    /// `auto-interval` up to [`AUTO_TRIAL_BACKOFF_MAX`] intervals), so
+    /// where the hybrid table does not pay a trial costs at most ~1 % of
+    /// the time, and less and less.
+    ///
+    /// Leaving an arm with the table for one without takes
+    /// [`AUTO_LEAVE_TABLE_HYSTERESIS`]: with trials alone, auto at 1M flows
+    /// still flipped 8-18 times in 4 s (explorations in this host's slow
+    /// spells measured `none` 2-10 % cheaper) and ran at 86-97 % of
+    /// `hybrid` side by side; with 10 % to leave at 96-103 % (2-8 flips),
+    /// with 6 % at 83-92 %.
     fn decide(&mut self) {
         self.exploring = false;
         self.explorations += 1;
         let before = self.current;
-        let best = (0..ARMS.len())
-            .filter(|&i| self.allowed[i] && self.costs[i] > 0.0)
-            .min_by(|&a, &b| self.costs[a].total_cmp(&self.costs[b]));
-        if let Some(best) = best {
+        let on_trial = std::mem::take(&mut self.trial);
+        let all = [0, 1, 2, 3];
+        if let Some(best) = self.cheapest(&all) {
             let cur = self.costs[self.current];
             if best != self.current
-                && (cur <= 0.0 || self.costs[best] < cur * (1.0 - AUTO_HYSTERESIS))
+                && (cur <= 0.0 || self.costs[best] < cur * (1.0 - self.hysteresis(best)))
             {
                 self.current = best;
                 self.switches += 1;
+            }
+        }
+        let hybrid_arms = [0, 1];
+        if on_trial {
+            if self.current == before {
+                self.trial_backoff_ms = self.interval_ms;
+            } else {
+                self.next_trial_ms = self.explore_start_ms + self.trial_backoff_ms;
+                self.trial_backoff_ms = (self.trial_backoff_ms * 2)
+                    .min(self.interval_ms.saturating_mul(AUTO_TRIAL_BACKOFF_MAX));
+            }
+        } else if self.current == before
+            && !ARMS[before].second
+            && self.explore_start_ms >= self.next_trial_ms
+        {
+            // The arm in use, kept, had the hybrid table off while this
+            // exploration measured it.
+            let cur = self.costs[self.current];
+            if let Some(h) = self.cheapest(&hybrid_arms) {
+                if cur > 0.0 && self.costs[h] < cur * (1.0 + AUTO_TRIAL_MARGIN) {
+                    self.current = h;
+                    self.switches += 1;
+                    self.trial = true;
+                }
             }
         }
         // A changed arm is confirmed soon (the change may have come from a
@@ -430,6 +519,99 @@ mod tests {
         assert_eq!(next_start(&mut a, t + 5) - t, 125);
     }
 
+    /// Runs `a` from `from` to `to` ms (a tick every 5 ms); at each
+    /// exploration arm i costs `warm[i]`, and the hybrid arms `cold` times
+    /// that when the arm in use at its start had the table off (or at the
+    /// first exploration, when the table is empty). Returns the arm in use
+    /// at every tick.
+    fn simulate(a: &mut Auto, from: u64, to: u64, warm: [u64; 4], cold: f64) -> Vec<&'static str> {
+        let mut arms = Vec::new();
+        let mut t = from;
+        while t < to {
+            a.tick(t);
+            if a.is_exploring() {
+                let r = a.report();
+                let table_warm = r.arm.second && r.explorations > 0;
+                let cost = std::array::from_fn(|i| {
+                    if ARMS[i].second && !table_warm {
+                        (warm[i] as f64 * cold) as u64
+                    } else {
+                        warm[i]
+                    }
+                });
+                explore(a, t, cost);
+            }
+            arms.push(a.arm().name());
+            t += 5;
+        }
+        arms
+    }
+
+    /// Fails unless under 5 % of the ticks of `arms` were on arm `name`.
+    fn assert_rarely_on(arms: &[&str], name: &str) {
+        let on = arms.iter().filter(|&&n| n == name).count();
+        assert!(
+            on * 20 < arms.len(),
+            "{on} of {} ticks on {name}",
+            arms.len()
+        );
+    }
+
+    #[test]
+    fn a_hybrid_arm_measured_cold_but_close_is_tried_warm_and_kept() {
+        let mut a = Auto::new(1000, AUTO_SAMPLES, false);
+        // Warm, hybrid is the cheaper by 10 %; cold it measures 137
+        // against none's 122, and without a trial none would be kept for
+        // good.
+        let arms = simulate(&mut a, 0, 5000, [0, 110, 0, 122], 1.25);
+        assert_eq!(arms.last(), Some(&"hybrid"));
+        assert_rarely_on(&arms, "none");
+        // hybrid -> none (the first, cold exploration) -> hybrid (trial),
+        // kept.
+        assert_eq!(a.report().switches, 2, "{:?}", a.report());
+    }
+
+    #[test]
+    fn failed_trials_come_less_and_less_often() {
+        let mut a = Auto::new(1000, AUTO_SAMPLES, false);
+        // Hybrid is 15 % dearer than none, warm or cold: within the trial
+        // margin, beyond the hysteresis for leaving it: every trial fails.
+        let arms = simulate(&mut a, 0, 30_000, [0, 140, 0, 122], 1.0);
+        assert_eq!(arms.last(), Some(&"none"));
+        // Trials of 125 ms after waits of 1, 2, 4, 8, 8, 8 s: 6 in 30 s,
+        // two switches each, plus the first.
+        let switches = a.report().switches;
+        assert!((9..=15).contains(&switches), "{:?}", a.report());
+        assert_rarely_on(&arms, "hybrid");
+    }
+
+    #[test]
+    fn leaving_the_hybrid_table_takes_a_larger_gain() {
+        let mut a = Auto::new(1000, AUTO_SAMPLES, true);
+        explore(&mut a, 0, [100, 80, 120, 90]);
+        assert_eq!(a.arm().name(), "hybrid");
+        // none 8 % cheaper: not enough to turn the table off.
+        explore(&mut a, 1000, [100, 100, 120, 92]);
+        assert_eq!(a.arm().name(), "hybrid");
+        // emc+hybrid 8 % cheaper keeps the table: the usual 3 %.
+        explore(&mut a, 2000, [92, 100, 120, 110]);
+        assert_eq!(a.arm().name(), "emc+hybrid");
+        // none 12 % cheaper: off.
+        explore(&mut a, 3000, [100, 110, 120, 88]);
+        assert_eq!(a.arm().name(), "none");
+        // And from none, emc 5 % cheaper (no table on either side): 3 %.
+        explore(&mut a, 4000, [200, 200, 95, 100]);
+        assert_eq!(a.arm().name(), "emc");
+    }
+
+    #[test]
+    fn no_trial_when_the_hybrid_arm_is_far_dearer() {
+        let mut a = Auto::new(1000, AUTO_SAMPLES, false);
+        let arms = simulate(&mut a, 0, 10_000, [0, 200, 0, 122], 1.1);
+        assert!(arms.iter().all(|&n| n == "none"), "{arms:?}");
+        assert_eq!(a.report().switches, 1, "the first exploration only");
+    }
+
     #[test]
     fn the_hybrid_table_prewarms_just_before_an_exploration() {
         let mut a = Auto::new(1000, AUTO_SAMPLES, true);
@@ -448,9 +630,7 @@ mod tests {
         assert_eq!((w[0], w.len()), (125 - 125 / AUTO_PREWARM_DIV, 15), "{w:?}");
         a.tick(125);
         assert!(a.is_exploring() && !a.prewarming());
-        while a.is_exploring() {
-            a.record_batch(32, 32 * 50);
-        }
+        explore(&mut a, 125, [100, 90, 95, 50]);
         // Kept: gap 250, next at 375, pre-warm from 375 - 31.
         let w = window(&mut a, 126, 375);
         assert_eq!((w[0], w.len()), (375 - 250 / AUTO_PREWARM_DIV, 31), "{w:?}");
