@@ -346,7 +346,7 @@ struct Measured {
 /// measured one after the other differ by that much even when they run
 /// the same code; alternating them every few tens of milliseconds exposes
 /// both to the same spells, and their ratio becomes resolvable. Each
-/// worker's clock runs only during its own turns ([`Replay::run_for`]).
+/// worker's clock runs only during its own turns.
 pub fn run_interleaved(
     w: &Workload,
     cfgs: &[BenchConfig],
