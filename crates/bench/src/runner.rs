@@ -320,7 +320,6 @@ pub fn run(w: &Workload, cfg: &BenchConfig, opts: &RunOptions) -> Result<BenchRe
 }
 
 /// What one replay measured over the turns of [`run_interleaved`].
-#[derive(Default)]
 struct Measured {
     /// The counters' deltas over the measured parts, with the TSC cycles
     /// of those parts as `processing_cycles`.
@@ -329,8 +328,18 @@ struct Measured {
     wall: Duration,
     /// On-CPU time of the measured parts, if every read of it worked.
     cpu_ns: Option<u64>,
-    /// (packets, TSC cycles, wall) of each interval.
-    intervals: Vec<(u64, u64, Duration)>,
+    interval_mpps: Vec<f64>,
+}
+
+/// Mpps of `s`'s packets (recirculations not counted) over its
+/// `processing_cycles` at `tsc_mhz`, as [`run`] computes it.
+fn mpps_of(s: &PmdStats, tsc_mhz: f64) -> f64 {
+    let pkts = s.packets_received - s.recirculations.min(s.packets_received);
+    if s.processing_cycles == 0 {
+        0.0
+    } else {
+        pkts as f64 * tsc_mhz / s.processing_cycles as f64
+    }
 }
 
 /// Runs every configuration of `cfgs` on `w` side by side, on the calling
@@ -385,17 +394,20 @@ pub fn run_interleaved(
     }
     let mut m: Vec<Measured> = (0..n)
         .map(|_| Measured {
+            stats: PmdStats::default(),
+            tx_packets: 0,
+            wall: Duration::ZERO,
             cpu_ns: Some(0),
-            ..Measured::default()
+            interval_mpps: Vec::new(),
         })
         .collect();
     for _ in 0..opts.intervals.max(1) {
-        let mut done = vec![Duration::ZERO; n];
-        let mut iv = vec![(0u64, 0u64, Duration::ZERO); n];
-        while done.iter().any(|&d| d < opts.duration) {
+        // This interval's counters and measured time, per worker.
+        let mut iv = vec![(PmdStats::default(), Duration::ZERO); n];
+        while iv.iter().any(|(_, d)| *d < opts.duration) {
             for j in 0..n {
                 let i = (j + turn) % n;
-                if done[i] >= opts.duration {
+                if iv[i].1 >= opts.duration {
                     continue;
                 }
                 let r = &mut rs[i];
@@ -411,7 +423,6 @@ pub fn run_interleaved(
                 let cpu1 = flowpath_io::affinity::thread_cpu_time_ns();
                 let mut d = r.sw.datapath().stats().since(&before);
                 d.processing_cycles = tsc1.saturating_sub(tsc0);
-                let pkts = d.packets_received - d.recirculations.min(d.packets_received);
                 let mi = &mut m[i];
                 mi.stats.add(&d);
                 mi.tx_packets += r.sink.packets - tx0;
@@ -420,50 +431,35 @@ pub fn run_interleaved(
                     (Some(acc), Some(a), Some(b)) => Some(acc + b.saturating_sub(a)),
                     _ => None,
                 };
-                iv[i].0 += pkts;
-                iv[i].1 += d.processing_cycles;
-                iv[i].2 += wall;
-                done[i] += wall;
+                iv[i].0.add(&d);
+                iv[i].1 += wall;
             }
             turn += 1;
         }
-        for (mi, v) in m.iter_mut().zip(iv) {
-            mi.intervals.push(v);
+        for (mi, (s, _)) in m.iter_mut().zip(iv) {
+            mi.interval_mpps.push(mpps_of(&s, opts.tsc_mhz));
         }
     }
     let mut out = Vec::with_capacity(n);
     for ((r, cfg), mi) in rs.iter().zip(cfgs).zip(m) {
-        let per = |&(p, c, _): &(u64, u64, Duration)| {
-            if c == 0 {
-                0.0
-            } else {
-                p as f64 * opts.tsc_mhz / c as f64
-            }
-        };
-        let interval_mpps: Vec<f64> = mi.intervals.iter().map(per).collect();
-        let (pkts, cycles, wall) = mi
-            .intervals
-            .iter()
-            .fold((0u64, 0u64, Duration::ZERO), |(p, c, w), &(p1, c1, w1)| {
-                (p + p1, c + c1, w + w1)
-            });
-        let secs = wall.as_secs_f64();
+        let stats = mi.stats.report(r.sw.datapath().megaflow_count());
+        let secs = mi.wall.as_secs_f64();
         out.push(BenchResult {
             workload: w.spec.name(),
             config: cfg.label.clone(),
-            mpps: per(&(pkts, cycles, wall)),
-            stats: mi.stats.report(r.sw.datapath().megaflow_count()),
+            mpps: mpps_of(&mi.stats, opts.tsc_mhz),
             mpps_wall: if secs > 0.0 {
-                pkts as f64 / secs / 1e6
+                stats.packets_received as f64 / secs / 1e6
             } else {
                 0.0
             },
+            stats,
             flows: w.spec.flow_count(),
             family: w.spec.family(),
             input_ports: w.ports.len(),
             pcap_packets: w.packet_count(),
-            measured_s: mi.wall.as_secs_f64(),
-            mpps_intervals: interval_mpps,
+            measured_s: secs,
+            mpps_intervals: mi.interval_mpps,
             mpps_rounds: Vec::new(),
             mpps_by_round: Vec::new(),
             tx_packets: mi.tx_packets,

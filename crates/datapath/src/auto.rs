@@ -330,11 +330,10 @@ impl Auto {
         }
     }
 
-    /// The cheapest allowed, measured arm among `arms`.
-    fn cheapest(&self, arms: &[usize]) -> Option<usize> {
-        arms.iter()
-            .copied()
-            .filter(|&i| self.allowed[i] && self.costs[i] > 0.0)
+    /// The cheapest allowed, measured arm of those `want` accepts.
+    fn cheapest(&self, want: impl Fn(Arm) -> bool) -> Option<usize> {
+        (0..ARMS.len())
+            .filter(|&i| self.allowed[i] && self.costs[i] > 0.0 && want(ARMS[i]))
             .min_by(|&a, &b| self.costs[a].total_cmp(&self.costs[b]))
     }
 
@@ -378,8 +377,7 @@ impl Auto {
         self.explorations += 1;
         let before = self.current;
         let on_trial = std::mem::take(&mut self.trial);
-        let all = [0, 1, 2, 3];
-        if let Some(best) = self.cheapest(&all) {
+        if let Some(best) = self.cheapest(|_| true) {
             let cur = self.costs[self.current];
             if best != self.current
                 && (cur <= 0.0 || self.costs[best] < cur * (1.0 - self.hysteresis(best)))
@@ -388,7 +386,6 @@ impl Auto {
                 self.switches += 1;
             }
         }
-        let hybrid_arms = [0, 1];
         if on_trial {
             if self.current == before {
                 self.trial_backoff_ms = self.interval_ms;
@@ -404,7 +401,7 @@ impl Auto {
             // The arm in use, kept, had the hybrid table off while this
             // exploration measured it.
             let cur = self.costs[self.current];
-            if let Some(h) = self.cheapest(&hybrid_arms) {
+            if let Some(h) = self.cheapest(|a| a.second) {
                 if cur > 0.0 && self.costs[h] < cur * (1.0 + AUTO_TRIAL_MARGIN) {
                     self.current = h;
                     self.switches += 1;
