@@ -661,7 +661,7 @@ impl PortSink for NullSink {
     fn send(&mut self, _port: u32, packets: Outputs<'_>) {
         self.calls += 1;
         self.packets += packets.len() as u64;
-        self.bytes += packets.iter().map(|p| p.data.len() as u64).sum::<u64>();
+        self.bytes += packets.bytes();
     }
 }
 
@@ -676,6 +676,10 @@ struct OutEntry {
     src: u32,
     /// Index of the port's slot in `Executor::slots` (set by `flush`).
     slot: u32,
+    /// Bytes sent: the packet's length when it was queued (a queued packet
+    /// that a later action changes is a copy, so the bytes a sink gets
+    /// have this length).
+    len: u32,
     tag: u64,
 }
 
@@ -694,6 +698,7 @@ pub struct Outputs<'a> {
     entries: &'a [OutEntry],
     packets: &'a [PacketBuf],
     clones: &'a [Vec<u8>],
+    bytes: u64,
 }
 
 impl<'a> Outputs<'a> {
@@ -707,6 +712,13 @@ impl<'a> Outputs<'a> {
     #[inline]
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()
+    }
+
+    /// Their total length in bytes (counted as they were queued: no walk
+    /// over the packets).
+    #[inline]
+    pub fn bytes(&self) -> u64 {
+        self.bytes
     }
 
     #[inline(always)]
@@ -824,6 +836,7 @@ struct PortSlot {
     port: u32,
     count: u32,
     next: u32,
+    bytes: u64,
 }
 
 /// Executes batches' actions and delivers their outputs. See the module
@@ -951,8 +964,8 @@ impl Executor {
     }
 
     /// Executes `actions` on a run of packets in consecutive batch slots
-    /// from `first` (one per tag in `tags`, in order), when the list is
-    /// only outputs (or empty: a drop): the same outputs, counters and
+    /// from `first` (one per tag in `tags`, in order; `lens` are their
+    /// lengths in bytes, as many), when the list is only outputs (or empty: a drop): the same outputs, counters and
     /// queue order as [`Executor::execute`] per packet, with the list
     /// inspected once. Returns false, doing nothing, for any other list
     /// (the caller executes those packet by packet).
@@ -962,7 +975,14 @@ impl Executor {
     /// one queue entry instead of the interpreter's walk (by callgrind,
     /// about 60 instructions per packet less on the EMC-hit path).
     #[inline]
-    pub fn execute_outputs(&mut self, first: usize, tags: &[u64], actions: &[DpAction]) -> bool {
+    pub fn execute_outputs(
+        &mut self,
+        first: usize,
+        tags: &[u64],
+        lens: &[u32],
+        actions: &[DpAction],
+    ) -> bool {
+        debug_assert_eq!(tags.len(), lens.len());
         let n = tags.len() as u64;
         match actions {
             [] => {
@@ -975,22 +995,29 @@ impl Executor {
                 self.stats.packets += n;
                 let port = *port;
                 self.queue
-                    .extend(tags.iter().enumerate().map(|(k, &tag)| OutEntry {
-                        port,
-                        src: (first + k) as u32,
-                        slot: 0,
-                        tag,
-                    }));
+                    .extend(
+                        tags.iter()
+                            .zip(lens)
+                            .enumerate()
+                            .map(|(k, (&tag, &len))| OutEntry {
+                                port,
+                                src: (first + k) as u32,
+                                slot: 0,
+                                len,
+                                tag,
+                            }),
+                    );
             }
             _ if actions.iter().all(|a| matches!(a, DpAction::Output(_))) => {
                 self.stats.packets += n;
-                for (k, &tag) in tags.iter().enumerate() {
+                for (k, (&tag, &len)) in tags.iter().zip(lens).enumerate() {
                     for a in actions {
                         if let DpAction::Output(port) = a {
                             self.queue.push(OutEntry {
                                 port: *port,
                                 src: (first + k) as u32,
                                 slot: 0,
+                                len,
                                 tag,
                             });
                         }
@@ -1015,18 +1042,20 @@ impl Executor {
         slot: usize,
         tag: u64,
     ) {
-        let src = match trunc.take() {
-            Some(n) if n < pkt.data().len() => {
+        let full = pkt.data().len();
+        let (src, len) = match trunc.take() {
+            Some(n) if n < full => {
                 self.stats.truncated += 1;
-                self.clone_of(&pkt.data()[..n])
+                (self.clone_of(&pkt.data()[..n]), n)
             }
-            _ if copy => self.clone_of(pkt.data()),
-            _ => slot as u32,
+            _ if copy => (self.clone_of(pkt.data()), full),
+            _ => (slot as u32, full),
         };
         self.queue.push(OutEntry {
             port,
             src,
             slot: 0,
+            len: len as u32,
             tag,
         });
     }
@@ -1249,22 +1278,29 @@ impl Executor {
                     port: e.port,
                     count: 0,
                     next: 0,
+                    bytes: 0,
                 });
                 slots.len() - 1
             };
             slots[s].count += 1;
+            slots[s].bytes += u64::from(e.len);
             e.slot = s as u32;
             last = s;
         }
         let clones = &clones[..*clones_used];
         stats.output_packets += queue.len() as u64;
-        let mut deliver = |port: u32, entries: &[OutEntry]| {
+        let mut deliver = |port: u32, entries: &[OutEntry], bytes: u64| {
             let out = Outputs {
                 entries,
                 packets,
                 clones,
+                bytes,
             };
-            let bytes: u64 = out.iter().map(|p| p.data.len() as u64).sum();
+            debug_assert_eq!(
+                bytes,
+                out.iter().map(|p| p.data.len() as u64).sum::<u64>(),
+                "queued lengths differ from the bytes delivered"
+            );
             let ps = match ports.iter().position(|p| p.port == port) {
                 Some(i) => &mut ports[i],
                 None => {
@@ -1281,7 +1317,7 @@ impl Executor {
             sink.send(port, out);
         };
         if slots.len() == 1 {
-            deliver(slots[0].port, queue);
+            deliver(slots[0].port, queue, slots[0].bytes);
         } else {
             // Stable counting sort by port slot.
             let mut off = 0u32;
@@ -1298,7 +1334,7 @@ impl Executor {
             }
             for s in slots.iter() {
                 let start = (s.next - s.count) as usize;
-                deliver(s.port, &grouped[start..s.next as usize]);
+                deliver(s.port, &grouped[start..s.next as usize], s.bytes);
             }
         }
         queue.clear();

@@ -486,6 +486,12 @@ struct Collect(Vec<(u32, Vec<u8>, u64)>);
 impl PortSink for Collect {
     fn send(&mut self, port: u32, packets: Outputs<'_>) {
         assert!(!packets.is_empty());
+        let sum: u64 = packets.iter().map(|p| p.data.len() as u64).sum();
+        assert_eq!(
+            packets.bytes(),
+            sum,
+            "Outputs::bytes against the bytes delivered"
+        );
         for p in packets.iter() {
             self.0.push((port, p.data.to_vec(), p.tag));
         }
@@ -792,7 +798,9 @@ proptest! {
         before in 0usize..3,
         len in 1usize..9,
     ) {
-        let frames: Vec<Vec<u8>> = (0..before + len).map(|i| tcp4(&[i as u8; 30])).collect();
+        // Lengths differ from packet to packet: the run's queued lengths
+        // must be each packet's own (the port's byte counter compares).
+        let frames: Vec<Vec<u8>> = (0..before + len).map(|i| tcp4(&vec![i as u8; 30 + i % 7])).collect();
         let tags: Vec<u64> = (0..frames.len() as u64).map(|t| 100 + t).collect();
         let run_exec = |whole: bool| {
             let mut ex = Executor::new();
@@ -807,7 +815,8 @@ proptest! {
             for i in 0..before {
                 ex.execute(i, &mut bufs[i], &mut metas[i], &[DpAction::Output(9)], tags[i], &FlowKey::zero());
             }
-            let taken = whole && ex.execute_outputs(before, &tags[before..], &actions);
+            let lens: Vec<u32> = frames[before..].iter().map(|f| f.len() as u32).collect();
+            let taken = whole && ex.execute_outputs(before, &tags[before..], &lens, &actions);
             if !taken {
                 for i in before..frames.len() {
                     ex.execute(i, &mut bufs[i], &mut metas[i], &actions, tags[i], &FlowKey::zero());

@@ -79,7 +79,14 @@ pub struct Switch<U: Upcall = SlowPath> {
     upcall: U,
     batch: Box<Batch>,
     bufs: Vec<PacketBuf>,
+    /// Where each received packet's headers are (its [`PacketMeta`] is
+    /// built from them only if its actions run packet by packet).
+    layers: [Layers; BATCH_SIZE],
+    /// The packets' metadata for the per-packet interpreter: built there
+    /// from `layers` for received packets, set by the caller for
+    /// recirculated ones (`metas_set`).
     metas: [PacketMeta; BATCH_SIZE],
+    metas_set: bool,
     tags: [u64; BATCH_SIZE],
     exec: Executor,
     rx: RxStats,
@@ -113,7 +120,9 @@ impl<U: Upcall> Switch<U> {
             upcall,
             batch: Box::new(Batch::new()),
             bufs: (0..BATCH_SIZE).map(|_| PacketBuf::new()).collect(),
+            layers: [Layers::EMPTY; BATCH_SIZE],
             metas: [PacketMeta::EMPTY; BATCH_SIZE],
+            metas_set: false,
             tags: [0; BATCH_SIZE],
             exec: Executor::new(),
             rx: RxStats::default(),
@@ -158,7 +167,10 @@ impl<U: Upcall> Switch<U> {
             self.rx.invalid += 1;
             return Ok(());
         }
-        self.metas[i] = PacketMeta::new(&self.batch.keys()[i], &layers);
+        // Only the offsets: the metadata is built if the packet's actions
+        // run packet by packet (most batches queue runs of outputs, which
+        // need none).
+        self.layers[i] = layers;
         self.tags[i] = tag;
         self.rx.packets += 1;
         self.rx.bytes += u64::from(len);
@@ -212,8 +224,15 @@ impl<U: Upcall> Switch<U> {
                 }
             }
             let actions = self.batch.actions(i, &self.dp);
-            if !self.exec.execute_outputs(i, &self.tags[i..j], actions) {
+            let lens = &self.batch.sizes[i..j];
+            if !self
+                .exec
+                .execute_outputs(i, &self.tags[i..j], lens, actions)
+            {
                 for k in i..j {
+                    if !self.metas_set {
+                        self.metas[k] = PacketMeta::new(&self.batch.keys()[k], &self.layers[k]);
+                    }
                     self.exec.execute(
                         k,
                         &mut self.bufs[k],
@@ -280,7 +299,9 @@ impl<U: Upcall> Switch<U> {
                     self.tags[i] = r.tag;
                 }
                 self.dp.note_recirculations(self.batch.len() as u64);
+                self.metas_set = true;
                 self.run_batch(now_ms, sink);
+                self.metas_set = false;
             }
         }
     }
