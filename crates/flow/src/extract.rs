@@ -235,6 +235,16 @@ pub fn extract_into_checked(
         *key = k;
         return Ok((layers, true));
     }
+    checked_walk(frame, in_port, key)
+}
+
+/// [`extract_into_checked`]'s frames that the straight line does not
+/// answer: the validity check and the general walk, out of line (inlined,
+/// the walk's many live values made the caller's straight line spill
+/// registers to the stack).
+#[cold]
+#[inline(never)]
+fn checked_walk(frame: &[u8], in_port: u32, key: &mut FlowKey) -> Result<(Layers, bool), Invalid> {
     if let Some(why) = never_valid(frame) {
         return Err(why);
     }
