@@ -67,14 +67,12 @@ struct Bucket {
 }
 
 impl Bucket {
-    /// Bitmap of the slots holding hash `h`.
+    /// Bitmap of the slots holding hash `h` ([`crate::simd::match8`]:
+    /// written as a loop, the compiler built the bitmap with ~40
+    /// shuffles, shifts and ORs per bucket).
     #[inline(always)]
     fn matches(&self, h: u32) -> u32 {
-        let mut m = 0u32;
-        for (w, x) in self.hashes.iter().enumerate() {
-            m |= u32::from(*x == h) << w;
-        }
-        m
+        crate::simd::match8(&self.hashes, h)
     }
 
     #[inline(always)]
@@ -126,6 +124,9 @@ pub struct Probe {
     /// Bits 0..8: candidate slots of the home bucket; above: the home
     /// bucket's index (tables stay far below 2^24 buckets).
     cand: u32,
+    /// The key's hash under the mask (kept: the last pass does not hash
+    /// again).
+    h: u32,
     again: bool,
     k0: u64,
 }
@@ -134,6 +135,7 @@ impl Probe {
     /// A probe that finishes as a miss.
     pub const NONE: Probe = Probe {
         cand: 0,
+        h: 0,
         again: false,
         k0: 0,
     };
@@ -223,6 +225,47 @@ impl Subtable {
         nonzero(hash_compact(&v))
     }
 
+    /// The hash [`Subtable::gather`] returns, without writing the words
+    /// anywhere (they stay in registers for the common word counts).
+    #[inline(always)]
+    fn hash_of(&self, key: &FlowKey) -> u32 {
+        match self.n {
+            1 => self.hash_n::<1>(key),
+            2 => self.hash_n::<2>(key),
+            3 => self.hash_n::<3>(key),
+            4 => self.hash_n::<4>(key),
+            5 => self.hash_n::<5>(key),
+            _ => {
+                let mut g = [0u64; FLOW_WORDS];
+                self.gather_any(key, &mut g)
+            }
+        }
+    }
+
+    #[inline(always)]
+    fn hash_n<const N: usize>(&self, key: &FlowKey) -> u32 {
+        let mut v = [0u64; N];
+        for ((o, &w), &m) in v.iter_mut().zip(&self.words).zip(&self.mvals) {
+            *o = key.w[w as usize & (FLOW_WORDS - 1)] & m;
+        }
+        nonzero(hash_compact(&v))
+    }
+
+    /// Whether `key` under the mask equals a megaflow's stored words
+    /// (`stored`: [`Subtable::n_words`] of them), read straight from the
+    /// key: no gathered copy.
+    #[inline(always)]
+    fn masked_eq(&self, key: &FlowKey, stored: &[u64]) -> bool {
+        stored
+            .iter()
+            .zip(&self.words)
+            .zip(&self.mvals)
+            .fold(0u64, |d, ((s, &w), &m)| {
+                d | ((key.w[w as usize & (FLOW_WORDS - 1)] & m) ^ s)
+            })
+            == 0
+    }
+
     #[inline(always)]
     fn gather_any(&self, key: &FlowKey, out: &mut [u64; FLOW_WORDS]) -> u32 {
         for ((o, &w), &m) in out
@@ -247,12 +290,12 @@ impl Subtable {
         self.buckets[slot / WAYS].flows[slot % WAYS]
     }
 
-    /// Finds the slot whose megaflow has gathered key `g` and hash `h`,
-    /// starting at bucket `b` whose hash matches are `m`.
+    /// Finds the slot whose megaflow has hash `h` and stored words that
+    /// `eq` accepts, starting at bucket `b` whose hash matches are `m`.
     #[inline(always)]
     fn probe<K: KeyStore>(
         &self,
-        g: &[u64],
+        eq: impl Fn(&[u64]) -> bool,
         h: u32,
         mut b: usize,
         mut m: u32,
@@ -263,7 +306,7 @@ impl Subtable {
             while m != 0 {
                 let slot = b * WAYS + m.trailing_zeros() as usize;
                 m &= m - 1;
-                if keys_equal(ks.words(self.flow_of(slot), self.n), g) {
+                if eq(ks.words(self.flow_of(slot), self.n)) {
                     return Some(slot);
                 }
             }
@@ -278,7 +321,7 @@ impl Subtable {
     #[inline(always)]
     fn find<K: KeyStore>(&self, g: &[u64], h: u32, ks: &K) -> Option<usize> {
         let b = h as usize & self.bucket_mask();
-        self.probe(g, h, b, self.buckets[b].matches(h), ks)
+        self.probe(|s| keys_equal(s, g), h, b, self.buckets[b].matches(h), ks)
     }
 
     /// Looks up one key; returns the megaflow index.
@@ -291,12 +334,12 @@ impl Subtable {
     /// First pass of a lookup: hashes `key` and matches its home bucket.
     #[inline(always)]
     pub fn probe_start(&self, key: &FlowKey) -> Probe {
-        let mut g = [0u64; FLOW_WORDS];
-        let h = self.gather(key, &mut g);
+        let h = self.hash_of(key);
         let bucket = &self.buckets[h as usize & self.bucket_mask()];
         let cand = bucket.matches(h);
         Probe {
             cand: cand | ((h as usize & self.bucket_mask()) as u32) << WAYS,
+            h,
             again: cand != 0 || bucket.is_full(),
             k0: 0,
         }
@@ -319,9 +362,7 @@ impl Subtable {
         if !p.again {
             return None;
         }
-        let mut g = [0u64; FLOW_WORDS];
-        let h = self.gather(key, &mut g);
-        let g = &g[..self.n];
+        let h = p.h;
         let b = h as usize & self.bucket_mask();
         let mut cand = p.cand & ((1 << WAYS) - 1);
         if cand != 0 {
@@ -329,12 +370,16 @@ impl Subtable {
             // `probe_touch` (for n = 0 there is nothing to compare).
             let slot = b * WAYS + cand.trailing_zeros() as usize;
             let f = self.flow_of(slot);
-            if self.n == 0 || (p.k0 == g[0] && keys_equal(ks.words(f, self.n), g)) {
+            if self.n == 0
+                || (p.k0 == key.w[usize::from(self.words[0]) & (FLOW_WORDS - 1)] & self.mvals[0]
+                    && self.masked_eq(key, ks.words(f, self.n)))
+            {
                 return Some(f);
             }
             cand &= cand - 1;
         }
-        self.probe(g, h, b, cand, ks).map(|s| self.flow_of(s))
+        self.probe(|s| self.masked_eq(key, s), h, b, cand, ks)
+            .map(|s| self.flow_of(s))
     }
 
     /// Looks up every packet of `keys` whose bit is set in `todo`; writes
