@@ -100,6 +100,13 @@ pub const AUTO_SETTLE_DIV: u64 = 8;
 /// window ([`Auto::prewarming`]).
 pub const AUTO_PREWARM_DIV: u64 = 8;
 
+/// After an exploration that measured the hybrid table warm (pre-warmed,
+/// or in use) and turned it off or kept it off, the table *rests*: it is
+/// not filled and not pre-warmed for the next 1, then 2, 4 … up to this
+/// many explorations, after which one pre-warmed exploration measures it
+/// again ([`Auto::resting`]). Any arm with the table in use ends the rest.
+pub const AUTO_REST_MAX: u32 = 8;
+
 /// One choice of tiers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Arm {
@@ -181,6 +188,12 @@ pub struct Auto {
     warm_left: u32,
     /// In the pre-warm window before the next exploration.
     prewarm: bool,
+    /// Explorations the hybrid table still rests for (0: not resting).
+    rest_left: u32,
+    /// Length of the last rest (doubles, up to [`AUTO_REST_MAX`]).
+    rest_len: u32,
+    /// The exploration under way measures the hybrid table warm.
+    explore_warm: bool,
     want: usize,
     samples: [[f64; AUTO_SAMPLES]; 4],
     n_samples: [usize; 4],
@@ -212,6 +225,9 @@ impl Auto {
             run_pos: 0,
             warm_left: 0,
             prewarm: false,
+            rest_left: 0,
+            rest_len: 0,
+            explore_warm: true,
             want,
             samples: [[0.0; AUTO_SAMPLES]; 4],
             n_samples: [0; 4],
@@ -269,6 +285,19 @@ impl Auto {
         self.prewarm
     }
 
+    /// Whether the hybrid table, if off, rests: it is then not filled at
+    /// all (no 1-in-32 fill, no pre-warm window). The fills cost where the
+    /// table does not pay: at 1M flows, with `none` the better arm, auto
+    /// ran at 86-91 % of it side by side (the pre-warm window reads two
+    /// cold buckets per packet), and at 96-100 % with no fill at all (a
+    /// throw-away build). Where the table pays, an exploration after the
+    /// rest, pre-warmed, finds it again (or a trial does, see
+    /// [`AUTO_TRIAL_MARGIN`]).
+    #[inline(always)]
+    pub fn resting(&self) -> bool {
+        self.rest_left > 0
+    }
+
     /// Starts an exploration when its time has come (the first one at the
     /// first call; see [`AUTO_SETTLE_DIV`] for the gaps).
     pub fn tick(&mut self, now_ms: u64) {
@@ -276,10 +305,12 @@ impl Auto {
             return;
         }
         if let Some(t) = self.next_explore_ms.filter(|&t| now_ms < t) {
-            self.prewarm = now_ms + self.gap_ms / AUTO_PREWARM_DIV >= t;
+            self.prewarm = self.rest_left == 0 && now_ms + self.gap_ms / AUTO_PREWARM_DIV >= t;
             return;
         }
         self.prewarm = false;
+        // Not resting: the table was pre-warmed, or is in use.
+        self.explore_warm = self.rest_left == 0;
         self.explore_start_ms = now_ms;
         self.next_explore_ms = Some(now_ms + self.gap_ms);
         self.costs = [0.0; 4];
@@ -412,6 +443,16 @@ impl Auto {
         // A changed arm is confirmed soon (the change may have come from a
         // transient: megaflows still being installed, a burst of other
         // work); a kept one is re-examined less and less often.
+        // The table rests after a warm measure that left it off, one
+        // exploration less after a cold one, not at all while in use.
+        if ARMS[self.current].second {
+            (self.rest_len, self.rest_left) = (0, 0);
+        } else if self.explore_warm {
+            self.rest_len = (self.rest_len * 2).clamp(1, AUTO_REST_MAX);
+            self.rest_left = self.rest_len;
+        } else {
+            self.rest_left = self.rest_left.saturating_sub(1);
+        }
         self.gap_ms = if self.current != before {
             Self::settle_gap(self.interval_ms)
         } else {
@@ -609,28 +650,88 @@ mod tests {
         assert_eq!(a.report().switches, 1, "the first exploration only");
     }
 
+    /// The ticks of `from..to` in `a`'s pre-warm window (no exploration
+    /// may start in between).
+    fn prewarm_window(a: &mut Auto, from: u64, to: u64) -> Vec<u64> {
+        (from..to)
+            .filter(|&t| {
+                a.tick(t);
+                assert!(!a.is_exploring(), "{t}");
+                a.prewarming()
+            })
+            .collect()
+    }
+
     #[test]
     fn the_hybrid_table_prewarms_just_before_an_exploration() {
         let mut a = Auto::new(1000, AUTO_SAMPLES, true);
-        explore(&mut a, 0, [100, 90, 95, 50]);
-        // Changed arm: next exploration at 125, pre-warm from 125 - 15.
-        let window = |a: &mut Auto, from: u64, to: u64| {
-            (from..to)
-                .filter(|&t| {
-                    a.tick(t);
-                    assert!(!a.is_exploring(), "{t}");
-                    a.prewarming()
-                })
-                .collect::<Vec<_>>()
-        };
-        let w = window(&mut a, 1, 125);
-        assert_eq!((w[0], w.len()), (125 - 125 / AUTO_PREWARM_DIV, 15), "{w:?}");
-        a.tick(125);
+        // The table in use (emc+hybrid) is cheaper than the rest: kept.
+        explore(&mut a, 0, [50, 90, 95, 100]);
+        assert_eq!(a.arm().name(), "emc+hybrid");
+        // Kept: gap 250, next exploration at 250 (the window before it
+        // changes nothing: the table is in use).
+        assert!(!a.resting());
+        prewarm_window(&mut a, 1, 250);
+        // Now none is far cheaper: the table goes off, and rests (see
+        // the_table_rests_longer_and_longer_while_it_does_not_pay); the
+        // exploration after the rest (at 250 + 125 + 250) is pre-warmed
+        // from gap / AUTO_PREWARM_DIV before it.
+        explore(&mut a, 250, [100, 90, 95, 50]);
+        assert_eq!(a.arm().name(), "none");
+        assert!(a.resting());
+        assert!(prewarm_window(&mut a, 251, 375).is_empty());
+        explore(&mut a, 375, [100, 90, 95, 50]);
+        assert!(!a.resting(), "a one-exploration rest");
+        let w = prewarm_window(&mut a, 376, 625);
+        assert_eq!((w[0], w.len()), (625 - 250 / AUTO_PREWARM_DIV, 31), "{w:?}");
+        a.tick(625);
         assert!(a.is_exploring() && !a.prewarming());
-        explore(&mut a, 125, [100, 90, 95, 50]);
-        // Kept: gap 250, next at 375, pre-warm from 375 - 31.
-        let w = window(&mut a, 126, 375);
-        assert_eq!((w[0], w.len()), (375 - 250 / AUTO_PREWARM_DIV, 31), "{w:?}");
+    }
+
+    #[test]
+    fn the_table_rests_longer_and_longer_while_it_does_not_pay() {
+        let mut a = Auto::new(1000, AUTO_SAMPLES, false);
+        // hybrid (in use at the start) 40 % dearer than none.
+        let costs = [0, 140, 0, 100];
+        let mut t = 0;
+        let mut warm = Vec::new();
+        for _ in 0..40 {
+            a.tick(t);
+            assert!(a.is_exploring());
+            warm.push(!a.resting());
+            explore(&mut a, t, costs);
+            // Until the next exploration.
+            while {
+                t += 5;
+                a.tick(t);
+                !a.is_exploring()
+            } {
+                assert!(!a.prewarming() || !a.resting());
+            }
+        }
+        assert_eq!(a.arm().name(), "none");
+        // Warm measures (the first with the table in use, then pre-warmed
+        // ones) after rests of 1, 2, 4, 8, 8 … explorations.
+        let at: Vec<usize> = (0..warm.len()).filter(|&i| warm[i]).collect();
+        assert_eq!(&at[..6], &[0, 2, 5, 10, 19, 28], "{warm:?}");
+        assert_eq!(a.report().switches, 1);
+    }
+
+    #[test]
+    fn a_rest_ends_when_the_table_is_chosen_again() {
+        let mut a = Auto::new(1000, AUTO_SAMPLES, false);
+        explore(&mut a, 0, [0, 140, 0, 100]);
+        assert!(a.resting());
+        // The traffic changes: even cold, the table measures cheaper.
+        explore(&mut a, 125, [0, 60, 0, 100]);
+        assert_eq!(a.arm().name(), "hybrid");
+        assert!(!a.resting());
+        // In use, then off again after a warm measure: a rest of 1, not 2.
+        explore(&mut a, 250, [0, 140, 0, 100]);
+        assert_eq!(a.arm().name(), "none");
+        assert!(a.resting());
+        explore(&mut a, 375, [0, 140, 0, 100]);
+        assert!(!a.resting());
     }
 
     #[test]

@@ -186,6 +186,9 @@ pub struct Datapath {
     /// The packets of the current batch so chosen (bitmap; 0 unless `auto`
     /// has the hybrid table off).
     off_fill: u32,
+    /// auto's hybrid table, off, rests this batch ([`Auto::resting`]): not
+    /// filled.
+    table_rests: bool,
 }
 
 /// While `auto` has the hybrid table off, 1 in this many of the ranked
@@ -256,6 +259,7 @@ impl Datapath {
             batch_packets: 0,
             fill_salt: 0,
             off_fill: 0,
+            table_rests: false,
             cfg,
         })
     }
@@ -533,10 +537,12 @@ impl Datapath {
         self.stats.packets_received += n as u64;
         self.batch_packets = self.batch_packets.saturating_add(n as u32);
         let mut prewarm = false;
+        let mut resting = false;
         let (emc_on, second_on) = match &self.auto {
             Some(a) => {
                 self.fill_salt = self.fill_salt.wrapping_add(1);
                 prewarm = a.prewarming();
+                resting = a.resting();
                 let arm = a.arm();
                 // (Not when insertion is off: `emc-insert-inv-prob=0`.)
                 let warming = a.warming() && self.cfg.emc_insert_inv_prob != 0;
@@ -566,7 +572,8 @@ impl Datapath {
         let keys = &keys[..n];
         let hashes = &hashes[..n];
         self.off_fill = 0;
-        if !second_on && self.auto.is_some() {
+        self.table_rests = resting;
+        if !second_on && self.auto.is_some() && !resting {
             // auto has the hybrid table off: the packets chosen to fill it
             // (in dpcls_stage) start loading their buckets now, so that
             // their insert does not wait for memory.
@@ -762,7 +769,7 @@ impl Datapath {
                         cd.record_hit(cls.rank_of(sub[j]).unwrap_or(1), false);
                     }
                     self.second.fill(hashes[j], r.index, sub[j], &self.flows);
-                } else if self.auto.is_some() {
+                } else if self.auto.is_some() && !self.table_rests {
                     // auto has the hybrid table off: keep it warm, so that
                     // the next exploration measures it warm, not empty:
                     // where it would pay most (the ranked search needed
