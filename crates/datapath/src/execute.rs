@@ -965,9 +965,9 @@ impl Executor {
 
     /// Executes `actions` on a run of packets in consecutive batch slots
     /// from `first` (one per tag in `tags`, in order; `lens` are their
-    /// lengths in bytes, as many), when the list is only outputs (or empty: a drop): the same outputs, counters and
-    /// queue order as [`Executor::execute`] per packet, with the list
-    /// inspected once. Returns false, doing nothing, for any other list
+    /// lengths in bytes, as many), when the list is only outputs (or
+    /// empty: a drop): the same outputs, counters and queue order as
+    /// [`Executor::execute`] per packet, with the list inspected once. Returns false, doing nothing, for any other list
     /// (the caller executes those packet by packet).
     ///
     /// Why: a run of packets of one megaflow (one flow, or many flows one

@@ -681,11 +681,7 @@ impl MegaflowTable {
             return false;
         };
         let k = self.records.words(index, v.n);
-        let mut diff = 0u64;
-        for ((&w, &m), &x) in v.words.iter().zip(&v.mvals).zip(k) {
-            diff |= (packet.w[w as usize & (FLOW_WORDS - 1)] & m) ^ x;
-        }
-        diff == 0
+        crate::subtable::masked_words_eq(packet, &v.words, &v.mvals, k)
     }
 
     /// Starts loading slot `index`'s hot line (everything a hit reads), so

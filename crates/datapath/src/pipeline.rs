@@ -186,9 +186,6 @@ pub struct Datapath {
     /// The packets of the current batch so chosen (bitmap; 0 unless `auto`
     /// has the hybrid table off).
     off_fill: u32,
-    /// auto's hybrid table, off, rests this batch ([`Auto::resting`]): not
-    /// filled.
-    table_rests: bool,
 }
 
 /// While `auto` has the hybrid table off, 1 in this many of the ranked
@@ -259,7 +256,6 @@ impl Datapath {
             batch_packets: 0,
             fill_salt: 0,
             off_fill: 0,
-            table_rests: false,
             cfg,
         })
     }
@@ -572,7 +568,6 @@ impl Datapath {
         let keys = &keys[..n];
         let hashes = &hashes[..n];
         self.off_fill = 0;
-        self.table_rests = resting;
         if !second_on && self.auto.is_some() && !resting {
             // auto has the hybrid table off: the packets chosen to fill it
             // (in dpcls_stage) start loading their buckets now, so that
@@ -769,7 +764,7 @@ impl Datapath {
                         cd.record_hit(cls.rank_of(sub[j]).unwrap_or(1), false);
                     }
                     self.second.fill(hashes[j], r.index, sub[j], &self.flows);
-                } else if self.auto.is_some() && !self.table_rests {
+                } else if self.auto.as_ref().is_some_and(|a| !a.resting()) {
                     // auto has the hybrid table off: keep it warm, so that
                     // the next exploration measures it warm, not empty:
                     // where it would pay most (the ranked search needed

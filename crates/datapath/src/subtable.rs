@@ -97,6 +97,21 @@ fn keys_equal(a: &[u64], b: &[u64]) -> bool {
     a.iter().zip(b).fold(0u64, |d, (x, y)| d | (x ^ y)) == 0
 }
 
+/// Whether `key`'s words `words[i]` under `mvals[i]` equal `stored[i]`,
+/// for each stored word (a mask's non-zero words against a megaflow's
+/// stored key): read straight from the key, no gathered copy.
+#[inline(always)]
+pub(crate) fn masked_words_eq(key: &FlowKey, words: &[u8], mvals: &[u64], stored: &[u64]) -> bool {
+    stored
+        .iter()
+        .zip(words)
+        .zip(mvals)
+        .fold(0u64, |d, ((s, &w), &m)| {
+            d | ((key.w[w as usize & (FLOW_WORDS - 1)] & m) ^ s)
+        })
+        == 0
+}
+
 /// Makes room for `extra` more elements, growing by an eighth of the
 /// current capacity (at least `min_step`) instead of doubling, so the
 /// unused tail stays small. Install path only.
@@ -200,55 +215,52 @@ impl Subtable {
         self.buckets.allocated_bytes()
     }
 
-    /// Gathers `key`'s words under the mask into `out[..n]`; returns the
-    /// hash (never 0). Specialized for the common small word counts so the
-    /// loops unroll (the branch on `n` is predictable within a batch).
+    /// Calls `f` with `key`'s words under the mask (`n` of them, in a
+    /// fixed-size array for the common small word counts, so the loops
+    /// unroll and the words stay in registers; the branch on `n` is
+    /// predictable within a batch).
     #[inline(always)]
-    fn gather(&self, key: &FlowKey, out: &mut [u64; FLOW_WORDS]) -> u32 {
+    fn with_gathered<R>(&self, key: &FlowKey, f: impl FnOnce(&[u64]) -> R) -> R {
         match self.n {
-            1 => self.gather_n::<1>(key, out),
-            2 => self.gather_n::<2>(key, out),
-            3 => self.gather_n::<3>(key, out),
-            4 => self.gather_n::<4>(key, out),
-            5 => self.gather_n::<5>(key, out),
-            _ => self.gather_any(key, out),
-        }
-    }
-
-    #[inline(always)]
-    fn gather_n<const N: usize>(&self, key: &FlowKey, out: &mut [u64; FLOW_WORDS]) -> u32 {
-        let mut v = [0u64; N];
-        for ((o, &w), &m) in v.iter_mut().zip(&self.words).zip(&self.mvals) {
-            *o = key.w[w as usize & (FLOW_WORDS - 1)] & m;
-        }
-        out[..N].copy_from_slice(&v);
-        nonzero(hash_compact(&v))
-    }
-
-    /// The hash [`Subtable::gather`] returns, without writing the words
-    /// anywhere (they stay in registers for the common word counts).
-    #[inline(always)]
-    fn hash_of(&self, key: &FlowKey) -> u32 {
-        match self.n {
-            1 => self.hash_n::<1>(key),
-            2 => self.hash_n::<2>(key),
-            3 => self.hash_n::<3>(key),
-            4 => self.hash_n::<4>(key),
-            5 => self.hash_n::<5>(key),
-            _ => {
+            1 => f(&self.gathered::<1>(key)),
+            2 => f(&self.gathered::<2>(key)),
+            3 => f(&self.gathered::<3>(key)),
+            4 => f(&self.gathered::<4>(key)),
+            5 => f(&self.gathered::<5>(key)),
+            n => {
                 let mut g = [0u64; FLOW_WORDS];
-                self.gather_any(key, &mut g)
+                for ((o, &w), &m) in g.iter_mut().zip(&self.words).zip(&self.mvals).take(n) {
+                    *o = key.w[w as usize & (FLOW_WORDS - 1)] & m;
+                }
+                f(&g[..n])
             }
         }
     }
 
     #[inline(always)]
-    fn hash_n<const N: usize>(&self, key: &FlowKey) -> u32 {
+    fn gathered<const N: usize>(&self, key: &FlowKey) -> [u64; N] {
         let mut v = [0u64; N];
         for ((o, &w), &m) in v.iter_mut().zip(&self.words).zip(&self.mvals) {
             *o = key.w[w as usize & (FLOW_WORDS - 1)] & m;
         }
-        nonzero(hash_compact(&v))
+        v
+    }
+
+    /// Gathers `key`'s words under the mask into `out[..n]`; returns the
+    /// hash (never 0).
+    #[inline(always)]
+    fn gather(&self, key: &FlowKey, out: &mut [u64; FLOW_WORDS]) -> u32 {
+        self.with_gathered(key, |v| {
+            out[..v.len()].copy_from_slice(v);
+            nonzero(hash_compact(v))
+        })
+    }
+
+    /// The hash [`Subtable::gather`] returns, without writing the words
+    /// anywhere.
+    #[inline(always)]
+    fn hash_of(&self, key: &FlowKey) -> u32 {
+        self.with_gathered(key, |v| nonzero(hash_compact(v)))
     }
 
     /// Whether `key` under the mask equals a megaflow's stored words
@@ -256,27 +268,7 @@ impl Subtable {
     /// key: no gathered copy.
     #[inline(always)]
     fn masked_eq(&self, key: &FlowKey, stored: &[u64]) -> bool {
-        stored
-            .iter()
-            .zip(&self.words)
-            .zip(&self.mvals)
-            .fold(0u64, |d, ((s, &w), &m)| {
-                d | ((key.w[w as usize & (FLOW_WORDS - 1)] & m) ^ s)
-            })
-            == 0
-    }
-
-    #[inline(always)]
-    fn gather_any(&self, key: &FlowKey, out: &mut [u64; FLOW_WORDS]) -> u32 {
-        for ((o, &w), &m) in out
-            .iter_mut()
-            .zip(&self.words)
-            .zip(&self.mvals)
-            .take(self.n)
-        {
-            *o = key.w[w as usize] & m;
-        }
-        nonzero(hash_compact(&out[..self.n]))
+        masked_words_eq(key, &self.words, &self.mvals, stored)
     }
 
     #[inline(always)]
