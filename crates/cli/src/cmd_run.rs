@@ -23,7 +23,7 @@ use flowpath_datapath::slowpath::{uses_normal, SlowPath};
 use flowpath_datapath::{Outputs, PortSink, Switch};
 use flowpath_flow::{Match, Style};
 use flowpath_io::{load_ethernet_frames, tsc, IoError, PcapWriter};
-use flowpath_ofproto::odp::format_actions;
+use flowpath_odp::format_actions;
 use flowpath_ofproto::tables::Lookup;
 use std::collections::BTreeMap;
 use std::io::Write;

@@ -9,7 +9,7 @@
 //! its next pass as `recirc_id=ID,dp_hash=H,PACKET`).
 
 use anyhow::{bail, Context, Result};
-use flowpath_ofproto::odp::format_actions;
+use flowpath_odp::format_actions;
 use flowpath_ofproto::parse::parse_packet;
 use flowpath_ofproto::xlate::{xlate_on, XlateMode};
 use std::io::Write;

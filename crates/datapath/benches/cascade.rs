@@ -34,7 +34,7 @@ use flowpath_datapath::{
     Batch, Config, Datapath, SecondLevel, Tier, UpcallError, Verdict, BATCH_SIZE,
 };
 use flowpath_flow::{FlowKey, FlowMask};
-use flowpath_ofproto::odp::{DpAction, DpActions};
+use flowpath_odp::{DpAction, DpActions};
 use std::collections::HashSet;
 use std::hint::black_box;
 use std::time::Instant;

@@ -23,7 +23,7 @@ use crate::hash::packet_hash;
 use crate::megaflow::MegaflowRef;
 use crate::pipeline::Datapath;
 use flowpath_flow::FlowKey;
-use flowpath_ofproto::odp::{DpAction, DpActions};
+use flowpath_odp::{DpAction, DpActions};
 
 /// Maximum packets per batch (OVS's `NETDEV_MAX_BURST`).
 pub const BATCH_SIZE: usize = 32;

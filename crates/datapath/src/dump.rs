@@ -12,7 +12,7 @@
 
 use crate::pipeline::Datapath;
 use flowpath_flow::{Match, Style};
-use flowpath_ofproto::odp::format_actions;
+use flowpath_odp::format_actions;
 use std::fmt::Write;
 
 impl Datapath {

@@ -61,7 +61,7 @@
 use crate::packet::{PacketBuf, DATA_ROOM};
 use flowpath_flow::extract::{Layers, NONE};
 use flowpath_flow::{FlowKey, FlowMask};
-use flowpath_ofproto::odp::{DpAction, SetHeader};
+use flowpath_odp::{DpAction, SetHeader};
 use flowpath_wire::ethernet::is_vlan_tpid;
 use flowpath_wire::ipv6::is_ext_header;
 use flowpath_wire::{

@@ -61,7 +61,7 @@ use crate::hugepage::HugeGrowVec;
 use crate::prefetch::prefetch;
 use crate::subtable::{reserve_gently, KeyStore};
 use flowpath_flow::{FlowKey, FlowMask, FLOW_WORDS};
-use flowpath_ofproto::odp::{DpAction, DpActions};
+use flowpath_odp::{DpAction, DpActions};
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -874,7 +874,7 @@ impl MegaflowTable {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use flowpath_ofproto::odp::DpAction;
+    use flowpath_odp::DpAction;
 
     fn k(x: u64) -> FlowKey {
         let mut k = FlowKey::zero();

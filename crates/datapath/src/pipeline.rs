@@ -54,7 +54,7 @@ use flowpath_flow::key::{
     W_ARP_SHA, W_ARP_THA, W_IPV6_MISC, W_L2_DST, W_L2_SRC, W_META, W_NW, W_TP,
 };
 use flowpath_flow::{FlowKey, FlowMask};
-use flowpath_ofproto::odp::{DpAction, DpActions};
+use flowpath_odp::{DpAction, DpActions};
 
 /// The mask of an exact-match megaflow (megaflows off): every bit a key
 /// built by the extractor can have.

@@ -29,10 +29,10 @@ use crate::pipeline::Datapath;
 use crate::upcall::{Upcall, UpcallError};
 use flowpath_flow::key::VLAN_CFI;
 use flowpath_flow::{FlowKey, FlowMask};
+use flowpath_odp::DpActions;
 use flowpath_ofproto::action::Action;
 use flowpath_ofproto::learn::LearnedFlows;
 use flowpath_ofproto::normal::{Bridge, MacChanges};
-use flowpath_ofproto::odp::DpActions;
 use flowpath_ofproto::tables::RuleTables;
 use flowpath_ofproto::xlate::{xlate_on, XlateMode};
 use std::collections::HashSet;
@@ -589,7 +589,7 @@ pub fn revalidate_where(
 mod tests {
     use super::*;
     use crate::{Batch, Config, Tier, Verdict};
-    use flowpath_ofproto::odp::DpAction;
+    use flowpath_odp::DpAction;
     use flowpath_ofproto::parse::parse_rules;
 
     fn tables(text: &str) -> Arc<RuleTables> {

@@ -16,7 +16,7 @@
 
 use crate::pipeline::Datapath;
 use flowpath_flow::{FlowKey, FlowMask};
-use flowpath_ofproto::odp::DpActions;
+use flowpath_odp::DpActions;
 
 /// Why an upcall gave no actions.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]

@@ -20,11 +20,11 @@
 
 use flowpath_datapath::{Batch, Config, Datapath, SlowPath, Upcall};
 use flowpath_flow::{FlowKey, FlowMask};
+use flowpath_odp::format_actions;
 use flowpath_ofproto::action::OFPP_LOCAL;
 use flowpath_ofproto::classifier::{parse_prefixes, DEFAULT_PREFIXES};
 use flowpath_ofproto::dpflow::parse_dp_flow;
 use flowpath_ofproto::normal::{Bridge, MacTable, PortVlans};
-use flowpath_ofproto::odp::format_actions;
 use flowpath_ofproto::parse::{parse_packet, parse_rules};
 use flowpath_ofproto::tables::RuleTables;
 use flowpath_ofproto::xlate::{xlate_on, XlateMode};

@@ -5,7 +5,7 @@ use flowpath_datapath::{
     EXACT_MASK,
 };
 use flowpath_flow::{FlowKey, FlowMask};
-use flowpath_ofproto::odp::{DpAction, DpActions};
+use flowpath_odp::{DpAction, DpActions};
 
 fn tcp(port: u32, src: u32, dst: u32, sport: u16) -> FlowKey {
     let mut k = FlowKey::zero();

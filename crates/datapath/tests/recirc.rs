@@ -90,7 +90,7 @@ fn select_groups_hash_in_the_datapath() {
 #[test]
 fn datapath_hash_is_the_one_translation_predicts() {
     use flowpath_flow::extract::extract;
-    use flowpath_ofproto::odp::DpAction;
+    use flowpath_odp::DpAction;
     use flowpath_ofproto::xlate::xlate;
     // (rules, group, how many buckets the packets reach: one when the
     // first pass makes the hashed fields alike — sym_l4 leaves UDP ports

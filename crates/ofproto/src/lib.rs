@@ -6,7 +6,7 @@
 //! - [`classifier`] (+ [`trie`]): one table's tuple space search with staged
 //!   lookup, prefix and port tracking;
 //! - [`tables`]: a bridge's tables; [`linear`]: the linear-scan reference;
-//! - [`xlate`]: the walk through the tables → datapath actions ([`odp`]) and
+//! - [`xlate`]: the walk through the tables → datapath actions ([`flowpath_odp`]) and
 //!   the megaflow mask.
 //!
 //! Works on `FlowKey`s only: it never touches packet bytes, does no I/O and
@@ -22,7 +22,6 @@ pub mod group;
 pub mod learn;
 pub mod linear;
 pub mod normal;
-pub mod odp;
 pub mod parse;
 pub mod recirc;
 pub mod rule;

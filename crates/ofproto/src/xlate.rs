@@ -45,12 +45,12 @@
 
 use crate::action::{Action, OFPP_LOCAL};
 use crate::normal::{self, NormalEnv, PortVlans};
-use crate::odp::{DpAction, DpActions, SetHeader};
 use crate::recirc::{FrozenState, Segment};
 use crate::tables::Lookup;
 use flowpath_flow::field::FieldId;
 use flowpath_flow::key::{FRAG_LATER, VLAN_CFI, W_MPLS};
 use flowpath_flow::{FlowKey, FlowMask, Match, Regs, Style};
+use flowpath_odp::{DpAction, DpActions, SetHeader};
 use std::fmt::Write as _;
 
 /// An action set (or a group bucket, which OpenFlow executes as one) in
@@ -2399,7 +2399,7 @@ impl Xlate {
         let _ = write!(
             s,
             "Datapath actions: {}",
-            crate::odp::format_actions(&self.actions)
+            flowpath_odp::format_actions(&self.actions)
         );
         s
     }

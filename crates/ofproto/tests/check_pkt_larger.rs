@@ -5,7 +5,7 @@
 //! `fail-mode=secure`); the random comparison is in `ovs_golden.rs`
 //! (`ovs31-cpl-traces.jsonl`).
 
-use flowpath_ofproto::odp::format_actions;
+use flowpath_odp::format_actions;
 use flowpath_ofproto::parse::{parse_match, parse_packet, parse_rules};
 use flowpath_ofproto::tables::RuleTables;
 use flowpath_ofproto::xlate::xlate;

@@ -6,8 +6,8 @@
 //! `tools/ovs-compare.py --conj`) and with the linear-scan reference in the
 //! megaflow-invariant property test.
 
+use flowpath_odp::format_actions;
 use flowpath_ofproto::classifier::DEFAULT_PREFIXES;
-use flowpath_ofproto::odp::format_actions;
 use flowpath_ofproto::parse::{parse_match, parse_rules};
 use flowpath_ofproto::tables::RuleTables;
 use flowpath_ofproto::xlate::xlate;

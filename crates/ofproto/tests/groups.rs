@@ -4,8 +4,8 @@
 //! checks. `all`, `indirect` and `ff` are compared with OVS 3.1 in the
 //! golden traces (`ovs_golden.rs`).
 
+use flowpath_odp::{format_actions, DpAction};
 use flowpath_ofproto::group::{parse_group, parse_groups};
-use flowpath_ofproto::odp::{format_actions, DpAction};
 use flowpath_ofproto::parse::{parse_match, parse_rules};
 use flowpath_ofproto::tables::RuleTables;
 use flowpath_ofproto::xlate::xlate;

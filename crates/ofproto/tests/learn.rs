@@ -4,7 +4,7 @@
 //! traces (`ovs_golden.rs`, `--regs`), learning on a live datapath in
 //! the datapath's and the switch's tests.
 
-use flowpath_ofproto::odp::format_actions;
+use flowpath_odp::format_actions;
 use flowpath_ofproto::parse::{parse_match, parse_rules};
 use flowpath_ofproto::tables::RuleTables;
 use flowpath_ofproto::xlate::{xlate, xlate_on, XlateMode};

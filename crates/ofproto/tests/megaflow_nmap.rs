@@ -7,8 +7,8 @@
 //! megaflow does not reach the slow path).
 
 use flowpath_flow::{FlowKey, FlowMask, Match, Style};
+use flowpath_odp::format_actions;
 use flowpath_ofproto::classifier::DEFAULT_PREFIXES;
-use flowpath_ofproto::odp::format_actions;
 use flowpath_ofproto::parse::{parse_match, parse_rules};
 use flowpath_ofproto::tables::RuleTables;
 use flowpath_ofproto::xlate::xlate;

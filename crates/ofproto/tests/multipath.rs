@@ -5,7 +5,7 @@
 //! value stored where the action says; `bundle_load`'s `active_backup` and
 //! one-link `multipath` are compared with OVS 3.1 in `ovs_golden.rs`.
 
-use flowpath_ofproto::odp::format_actions;
+use flowpath_odp::format_actions;
 use flowpath_ofproto::parse::{parse_match, parse_rules};
 use flowpath_ofproto::tables::RuleTables;
 use flowpath_ofproto::xlate::xlate;

@@ -13,10 +13,10 @@
 //! Every recorded packet must get the same datapath actions and the same
 //! megaflow from flowpath.
 
+use flowpath_odp::format_actions;
 use flowpath_ofproto::classifier::DEFAULT_PREFIXES;
 use flowpath_ofproto::group::parse_groups;
 use flowpath_ofproto::normal::{MacTable, NormalEnv, PortVlans};
-use flowpath_ofproto::odp::format_actions;
 use flowpath_ofproto::parse::{parse_packet, parse_rules};
 use flowpath_ofproto::tables::RuleTables;
 use flowpath_ofproto::xlate::xlate_with;

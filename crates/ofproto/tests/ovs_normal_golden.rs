@@ -20,9 +20,9 @@
 //! `dl_vlan_pcp`, and the packet with another PCP must get other actions
 //! (proof that OVS's megaflow would admit a packet it mistranslates).
 
+use flowpath_odp::format_actions;
 use flowpath_ofproto::classifier::DEFAULT_PREFIXES;
 use flowpath_ofproto::normal::{parse_vlan_mode, MacTable, NormalEnv, PortVlans};
-use flowpath_ofproto::odp::format_actions;
 use flowpath_ofproto::parse::{parse_packet, parse_rules};
 use flowpath_ofproto::tables::RuleTables;
 use flowpath_ofproto::xlate::xlate_with;

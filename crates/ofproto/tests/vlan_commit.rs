@@ -9,8 +9,8 @@
 //! (checked with tools/ovs-sandbox.sh). flowpath's megaflow for the PCP-0
 //! packet has `dl_vlan_pcp=0`: narrower than OVS's, and correct.
 
+use flowpath_odp::format_actions;
 use flowpath_ofproto::normal::{MacTable, NormalEnv, PortVlans, VlanMode};
-use flowpath_ofproto::odp::format_actions;
 use flowpath_ofproto::parse::{parse_match, parse_rules};
 use flowpath_ofproto::tables::RuleTables;
 use flowpath_ofproto::xlate::{xlate, xlate_with, Xlate};

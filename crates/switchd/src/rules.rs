@@ -12,7 +12,7 @@
 //! never touched by a PMD.
 
 use flowpath_flow::{FieldId, Match, Style};
-use flowpath_ofproto::odp::format_actions;
+use flowpath_odp::format_actions;
 use flowpath_ofproto::parse::{parse_match, parse_rule, parse_rules};
 use flowpath_ofproto::rule::{Rule, RuleError};
 use flowpath_ofproto::tables::RuleTables;
@@ -357,7 +357,7 @@ pub fn format_actions_of(r: &Rule) -> String {
 }
 
 /// Datapath actions as `dpctl/dump-flows` prints them.
-pub fn format_dp_actions(a: &[flowpath_ofproto::odp::DpAction]) -> String {
+pub fn format_dp_actions(a: &[flowpath_odp::DpAction]) -> String {
     format_actions(a)
 }
 

@@ -309,8 +309,8 @@ fn a_fin_through_a_rule_applies_its_fin_timeout() {
 /// packet of the same flow gets a frozen translation again.
 #[test]
 fn recirculation_ids_are_freed_when_no_megaflow_names_them() {
+    use flowpath_odp::DpAction;
     use flowpath_ofproto::group::parse_groups;
-    use flowpath_ofproto::odp::DpAction;
     use flowpath_ofproto::recirc::RecircTable;
     use flowpath_ofproto::tables::RuleTables;
     use flowpath_switchd::revalidator::recirc_ids_in_use;

@@ -5,7 +5,7 @@
 
 use flowpath_datapath::{Upcall, UpcallError};
 use flowpath_flow::{FlowKey, FlowMask};
-use flowpath_ofproto::odp::{DpAction, DpActions};
+use flowpath_odp::{DpAction, DpActions};
 use proptest::prelude::*;
 
 /// An OpenFlow-like rule: key under mask, priority, actions.

@@ -8,6 +8,13 @@
 //! A `set` carries the new values of the rewritten fields of one header as a
 //! key under a mask (the fields that change, nothing else); the datapath
 //! rewrites exactly those bits and fixes checksums.
+//!
+//! This crate sits below both the fast path (`flowpath-datapath`, which
+//! executes these actions) and the slow path (`flowpath-ofproto`, which
+//! produces them), so that neither depends on the other.
+
+#![forbid(unsafe_code)]
+#![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
 use flowpath_flow::field::FieldId;
 use flowpath_flow::value::format_mac;
