@@ -37,10 +37,11 @@ use crate::result::BenchResult;
 use crate::workload::Workload;
 use flowpath_datapath::execute::NullSink;
 use flowpath_datapath::switch::Switch;
+use flowpath_datapath::PmdStats;
 use flowpath_datapath::{ConfigError, BATCH_SIZE};
-use flowpath_datapath::{PmdStats, SlowPath};
 use flowpath_io::tsc::{rdtsc, UNIT};
 use flowpath_ofproto::normal::{Bridge, MacTable, PortVlans};
+use flowpath_slowpath::SlowPath;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -125,7 +126,7 @@ pub fn detect_tsc_mhz() -> Option<f64> {
 /// cascade, slow path, action execution), the output sink, port cursors.
 struct Replay<'w> {
     w: &'w Workload,
-    sw: Switch,
+    sw: Switch<SlowPath>,
     sink: NullSink,
     cursors: Vec<usize>,
     port: usize,
@@ -183,9 +184,7 @@ impl<'w> Replay<'w> {
         // Per burst, as a PMD measures them, for auto (the statistics
         // get the whole interval's cycles at the end).
         let t = rdtsc();
-        self.sw
-            .datapath_mut()
-            .note_batch_cycles(t.wrapping_sub(self.last_tsc));
+        self.sw.note_batch_cycles(t.wrapping_sub(self.last_tsc));
         self.last_tsc = t;
     }
 

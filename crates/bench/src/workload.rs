@@ -301,7 +301,7 @@ fn parse_tables(
 ) -> Result<Arc<RuleTables>, WorkloadError> {
     let rules = parse_rules(text, Some(name)).map_err(|e| WorkloadError::Rules(e.to_string()))?;
     let mut tables = RuleTables::new(rules, DEFAULT_PREFIXES);
-    if flowpath_datapath::slowpath::uses_normal(&tables) {
+    if flowpath_slowpath::uses_normal(&tables) {
         let mut p: Vec<u32> = tables.ports().to_vec();
         p.extend(ports.iter().map(|t| t.in_port));
         p.push(2);

@@ -8,11 +8,12 @@
 //! extracted from their frames, so rule text, frames and datapath are the
 //! ones `flowpath bench` runs.
 
-use flowpath_datapath::{Batch, Config, Datapath, SecondLevel, SlowPath};
+use flowpath_datapath::{Batch, Config, Datapath, SecondLevel};
 use flowpath_flow::extract::extract;
 use flowpath_ofproto::classifier::DEFAULT_PREFIXES;
 use flowpath_ofproto::parse::parse_rules;
 use flowpath_ofproto::tables::RuleTables;
+use flowpath_slowpath::SlowPath;
 use flowpath_trafficgen::frame::write_tcp_syn;
 use flowpath_trafficgen::nmap::{probe, NmapRuleSet};
 use std::sync::Arc;

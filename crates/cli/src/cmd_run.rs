@@ -19,12 +19,12 @@
 //! frame's timestamp.
 
 use anyhow::{bail, Context, Result};
-use flowpath_datapath::slowpath::{uses_normal, SlowPath};
 use flowpath_datapath::{Outputs, PortSink, Switch};
 use flowpath_flow::{Match, Style};
 use flowpath_io::{load_ethernet_frames, tsc, IoError, PcapWriter};
 use flowpath_odp::format_actions;
 use flowpath_ofproto::tables::Lookup;
+use flowpath_slowpath::{uses_normal, SlowPath};
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -179,7 +179,7 @@ pub fn run(args: Args) -> Result<()> {
 /// Feeds every frame to `sw` on `in_port` in batches of up to 32 frames of
 /// the same millisecond; returns the time of the last batch.
 fn replay(
-    sw: &mut Switch,
+    sw: &mut Switch<SlowPath>,
     frames: &flowpath_io::EthernetFrames,
     in_port: u32,
     sink: &mut PcapSink,
@@ -209,7 +209,12 @@ fn replay(
     Ok(now)
 }
 
-fn print_text(out: &mut impl Write, sw: &Switch, dump_flows: bool, now_ms: u64) -> Result<()> {
+fn print_text(
+    out: &mut impl Write,
+    sw: &Switch<SlowPath>,
+    dump_flows: bool,
+    now_ms: u64,
+) -> Result<()> {
     writeln!(out, "pmd thread numa_id 0 core_id 0:")?;
     write!(out, "{}", sw.report())?;
     let mut ports = sw.port_stats().to_vec();
@@ -248,7 +253,7 @@ fn port_name(p: u32) -> String {
 
 fn print_json(
     out: &mut impl Write,
-    sw: &Switch,
+    sw: &Switch<SlowPath>,
     dump_flows: bool,
     normal: bool,
     now_ms: u64,

@@ -1,45 +1,114 @@
-//! Megaflow dump, as `ovs-appctl dpctl/dump-flows`.
+//! Megaflow dump: the one listing of a worker's megaflows.
 //!
-//! What: one line per live megaflow: its match in megaflow style
-//! (`recirc_id=0,eth,tcp,in_port=1,...`), then `packets:N, bytes:N,
-//! used:X.XXXs` (or `used:never`), then `actions:` in datapath-action
-//! syntax.
+//! What: [`Datapath::dump`] lists every live megaflow as a [`DumpEntry`]
+//! (handle, key, mask, shared action list, counters, times, TCP flags);
+//! [`DumpEntry::to_line`] prints one as `ovs-appctl dpctl/dump-flows` does
+//! (its match in megaflow style, `packets:N, bytes:N, used:X.XXXs` or
+//! `used:never`, then `actions:` in datapath-action syntax) and
+//! [`Datapath::dump_flows`] prints them all. The switch's revalidator,
+//! its `dpctl/dump-flows` (text and JSON) and `flowpath run --dump-flows`
+//! all read this one dump.
 //!
 //! Why here: only the worker knows its megaflows; the control path asks
-//! for a dump between batches. Allocates (it is not on the packet path).
+//! for a dump between batches. Allocates (it is not on the packet path);
+//! the action lists are shared with the table (`Arc`), not copied.
 //!
 //! Threads: called on the worker's thread (or on a worker that is paused).
 
+use crate::megaflow::MegaflowRef;
 use crate::pipeline::Datapath;
-use flowpath_flow::{Match, Style};
-use flowpath_odp::format_actions;
-use std::fmt::Write;
+use flowpath_flow::{FlowKey, FlowMask, Match, Style};
+use flowpath_odp::{format_actions, DpAction};
+use std::sync::Arc;
+
+/// One megaflow as a worker dumps it.
+#[derive(Clone, Debug)]
+pub struct DumpEntry {
+    /// Its handle in the worker (for a later deletion).
+    pub mf: MegaflowRef,
+    /// Key (zero outside the mask).
+    pub key: FlowKey,
+    /// Mask.
+    pub mask: FlowMask,
+    /// Datapath actions (the worker's interned list, shared).
+    pub actions: Arc<[DpAction]>,
+    /// Packets that hit it.
+    pub packets: u64,
+    /// Their bytes.
+    pub bytes: u64,
+    /// Last hit (datapath ms), if any.
+    pub used_ms: Option<u64>,
+    /// Installation time (datapath ms).
+    pub created_ms: u64,
+    /// OR of the TCP flags of the packets that hit it.
+    pub tcp_flags: u16,
+}
+
+impl DumpEntry {
+    /// The match in megaflow style (`recirc_id=0,eth,tcp,in_port=1,...`).
+    pub fn megaflow(&self) -> String {
+        Match::new(&self.key, &self.mask).format(Style::Megaflow)
+    }
+
+    /// Milliseconds since the last hit at `now_ms`, if it was hit.
+    pub fn used_ms_ago(&self, now_ms: u64) -> Option<u64> {
+        self.used_ms.map(|t| now_ms.saturating_sub(t))
+    }
+
+    /// The `dpctl/dump-flows` line (without its newline), with `used`
+    /// relative to `now_ms`.
+    pub fn to_line(&self, now_ms: u64) -> String {
+        let used = match self.used_ms_ago(now_ms) {
+            Some(ago) => format!("{:.3}s", ago as f64 / 1000.0),
+            None => "never".to_string(),
+        };
+        format!(
+            "{}, packets:{}, bytes:{}, used:{}, actions:{}",
+            self.megaflow(),
+            self.packets,
+            self.bytes,
+            used,
+            format_actions(&self.actions)
+        )
+    }
+}
 
 impl Datapath {
+    /// Every live megaflow, in slot order.
+    pub fn dump(&self) -> Vec<DumpEntry> {
+        let flows = self.megaflows();
+        flows
+            .live_refs()
+            .filter_map(|r| {
+                let (m, st) = (flows.get(r)?, flows.stats(r)?);
+                Some(DumpEntry {
+                    mf: r,
+                    key: m.key,
+                    mask: m.mask,
+                    actions: flows.actions_shared(r)?,
+                    packets: st.packets,
+                    bytes: st.bytes,
+                    used_ms: st.used_ms,
+                    created_ms: st.created_ms,
+                    tcp_flags: st.tcp_flags,
+                })
+            })
+            .collect()
+    }
+
     /// The dump-flows text: one line per live megaflow, in slot order,
     /// with `used` relative to `now_ms`.
     pub fn dump_flows(&self, now_ms: u64) -> String {
         let mut out = String::new();
-        let flows = self.megaflows();
-        for r in flows.live_refs() {
-            let (Some(mf), Some(st)) = (flows.get(r), flows.stats(r)) else {
-                continue; // unreachable: live_refs yields live refs
-            };
-            let used = match st.used_ms {
-                Some(t) => format!("{:.3}s", now_ms.saturating_sub(t) as f64 / 1000.0),
-                None => "never".to_string(),
-            };
-            // Writing to a String cannot fail.
-            let _ = writeln!(
-                out,
-                "{}, packets:{}, bytes:{}, used:{}, actions:{}",
-                Match::new(&mf.key, &mf.mask).format(Style::Megaflow),
-                st.packets,
-                st.bytes,
-                used,
-                format_actions(mf.actions)
-            );
+        for e in self.dump() {
+            out.push_str(&e.to_line(now_ms));
+            out.push('\n');
         }
         out
+    }
+
+    /// Removes `refs` (stale handles are ignored); returns how many went.
+    pub fn delete_megaflows(&mut self, refs: &[MegaflowRef]) -> usize {
+        refs.iter().filter(|r| self.remove_megaflow(**r)).count()
     }
 }

@@ -30,8 +30,12 @@
 //! | [`hugepage`] | cache tables on 2 MB pages (fenced `unsafe`) |
 //! | [`simd`] | SSE2 bucket compares with their scalar reference (fenced `unsafe`) |
 //! | [`packet`], [`execute`] | packet buffers with headroom; actions on bytes, outputs per port |
-//! | [`slowpath`] | the rule tables behind the upcall; revalidation |
 //! | [`switch`] | the worker loop: frames in, cascade, actions, frames out |
+//!
+//! The crate knows nothing of OpenFlow: the actions it executes are
+//! `flowpath_odp`'s, and the slow path behind a miss is any [`Upcall`]
+//! (the rule tables' one is `flowpath_slowpath::SlowPath`, a crate above
+//! this one).
 //!
 //! Rules of the crate: no I/O, no clock reads, no locks and no allocation on
 //! the packet path (time and cycles are arguments); caches store indices,
@@ -48,7 +52,7 @@ pub mod cd;
 pub mod config;
 pub mod dfc;
 pub mod dpcls;
-mod dump;
+pub mod dump;
 pub mod emc;
 pub mod execute;
 pub mod hash;
@@ -59,7 +63,6 @@ pub mod packet;
 pub mod pipeline;
 pub mod prefetch;
 pub mod simd;
-pub mod slowpath;
 pub mod smc;
 pub mod stats;
 pub mod subtable;
@@ -71,11 +74,11 @@ mod testutil;
 
 pub use batch::{Batch, BatchFull, DropReason, Tier, Verdict, BATCH_SIZE};
 pub use config::{Config, ConfigError, SecondLevel};
+pub use dump::DumpEntry;
 pub use execute::{NullSink, OutPacket, Outputs, PortSink};
 pub use megaflow::{InstallError, Megaflow, MegaflowRef, MegaflowStats, MemoryReport};
 pub use packet::PacketBuf;
 pub use pipeline::{exact_mask_for, Datapath, EXACT_MASK};
-pub use slowpath::SlowPath;
 pub use stats::{PmdStats, PmdStatsReport};
 pub use switch::Switch;
 pub use upcall::{Upcall, UpcallError};

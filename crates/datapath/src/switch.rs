@@ -2,7 +2,7 @@
 //!
 //! What: [`Switch`] is one datapath worker with everything around the
 //! cascade — rx buffers, extraction, the [`Datapath`], the slow path (any
-//! [`Upcall`], by default the rule tables' [`SlowPath`]), action execution
+//! [`Upcall`]; the rule tables' is `flowpath_slowpath::SlowPath`), action execution
 //! and output delivery. Per batch:
 //!
 //! 1. [`Switch::push`] copies each arriving frame into the next rx
@@ -19,8 +19,9 @@
 //!
 //! [`Switch::process`] does both for a run of frames. Between batches the
 //! caller may call [`Switch::housekeeping`] (idle expiry every
-//! [`SWEEP_INTERVAL_MS`], with the configured `max-idle`), publish new
-//! rules ([`Switch::publish_rules`], which revalidates the megaflows) and
+//! [`SWEEP_INTERVAL_MS`], with the configured `max-idle`), let the slow
+//! path revalidate ([`Switch::upcall_and_datapath`]: the slow path's
+//! `publish_rules` revalidates the megaflows against new rules) and
 //! add the processing cycles it measured around the batch
 //! ([`Switch::add_processing_cycles`]).
 //!
@@ -43,15 +44,14 @@
 
 use crate::batch::{Batch, BatchFull, Verdict, BATCH_SIZE};
 use crate::config::{Config, ConfigError};
+use crate::dump::DumpEntry;
 use crate::execute::{ExecStats, Executor, PacketMeta, PortSink, PortStats, Recirculated};
+use crate::megaflow::MegaflowRef;
 use crate::packet::PacketBuf;
 use crate::pipeline::Datapath;
-use crate::slowpath::SlowPath;
 use crate::stats::PmdStatsReport;
 use crate::upcall::Upcall;
 use flowpath_flow::extract::{extract_into, extract_into_checked, Layers};
-use flowpath_ofproto::tables::RuleTables;
-use std::sync::Arc;
 
 /// How often [`Switch::housekeeping`] sweeps idle megaflows (ms; OVS's
 /// revalidator wakes every 500 ms by default).
@@ -74,7 +74,7 @@ pub struct RxStats {
 
 /// One datapath worker with its buffers. See the module documentation.
 #[derive(Debug)]
-pub struct Switch<U: Upcall = SlowPath> {
+pub struct Switch<U: Upcall> {
     dp: Datapath,
     upcall: U,
     batch: Box<Batch>,
@@ -92,23 +92,6 @@ pub struct Switch<U: Upcall = SlowPath> {
     next_sweep_ms: Option<u64>,
     /// Recirculated packets being run (swapped with the executor's pool).
     recirc: Vec<Recirculated>,
-}
-
-impl Switch<SlowPath> {
-    /// A worker whose slow path is `tables`.
-    pub fn with_rules(cfg: Config, tables: Arc<RuleTables>) -> Result<Self, ConfigError> {
-        Switch::new(cfg, SlowPath::new(tables))
-    }
-
-    /// Publishes a new rule version (between batches): megaflows whose
-    /// translation changed are removed ([`crate::slowpath::revalidate`]), then upcalls use
-    /// the new tables. Returns how many megaflows were removed.
-    pub fn publish_rules(&mut self, tables: Arc<RuleTables>) -> usize {
-        // The new tables with the flows `learn` made.
-        self.upcall.set_tables(tables);
-        let merged = self.upcall.tables().clone();
-        self.upcall.revalidate(&mut self.dp, &merged)
-    }
 }
 
 impl<U: Upcall> Switch<U> {
@@ -357,19 +340,61 @@ impl<U: Upcall> Switch<U> {
         &self.dp
     }
 
-    /// The datapath, mutable (configuration, flushes, expiry).
-    pub fn datapath_mut(&mut self) -> &mut Datapath {
-        &mut self.dp
-    }
-
     /// The slow path.
     pub fn upcall(&self) -> &U {
         &self.upcall
     }
 
-    /// The slow path, mutable.
-    pub fn upcall_mut(&mut self) -> &mut U {
-        &mut self.upcall
+    // The control commands: what the control path asks of a worker
+    // between batches. The worker's caches and tables are reached only
+    // through these (and the read-only accessors above), never by handing
+    // out the datapath itself.
+
+    /// Every live megaflow (see [`Datapath::dump`]).
+    pub fn dump(&self) -> Vec<DumpEntry> {
+        self.dp.dump()
+    }
+
+    /// The `dpctl/dump-flows` text, `used` relative to `now_ms`.
+    pub fn dump_flows(&self, now_ms: u64) -> String {
+        self.dp.dump_flows(now_ms)
+    }
+
+    /// Removes these megaflows (stale handles are ignored); returns how
+    /// many went.
+    pub fn delete_megaflows(&mut self, refs: &[MegaflowRef]) -> usize {
+        self.dp.delete_megaflows(refs)
+    }
+
+    /// Removes every megaflow and cache entry (`dpctl/del-flows`);
+    /// returns how many megaflows there were.
+    pub fn delete_all_megaflows(&mut self) -> usize {
+        let n = self.dp.megaflow_count();
+        self.dp.flush();
+        n
+    }
+
+    /// The current configuration.
+    pub fn config(&self) -> &Config {
+        self.dp.config()
+    }
+
+    /// Applies a configuration (rebuilding only what changed).
+    pub fn set_config(&mut self, cfg: Config) -> Result<(), ConfigError> {
+        self.dp.set_config(cfg)
+    }
+
+    /// Sets the flow limit alone (the revalidator's dynamic limit).
+    pub fn set_flow_limit(&mut self, limit: usize) -> Result<(), ConfigError> {
+        let mut cfg = self.dp.config().clone();
+        cfg.flow_limit = limit;
+        self.dp.set_config(cfg)
+    }
+
+    /// Tells the self-tuning cascade the cycles one batch took (as a PMD
+    /// measures them around its bursts).
+    pub fn note_batch_cycles(&mut self, cycles: u64) {
+        self.dp.note_batch_cycles(cycles);
     }
 
     /// The pmd-stats-show view of the datapath's counters.
@@ -392,6 +417,13 @@ impl<U: Upcall> Switch<U> {
         self.exec.port_stats()
     }
 
+    /// The slow path and the datapath together, between batches: what a
+    /// slow path needs to revalidate the megaflows after its own state
+    /// changed (new rules). Not for the packet path.
+    pub fn upcall_and_datapath(&mut self) -> (&mut U, &mut Datapath) {
+        (&mut self.upcall, &mut self.dp)
+    }
+
     /// Zeroes every counter (datapath, rx, execution); caches and
     /// megaflows stay.
     pub fn clear_stats(&mut self) {
@@ -404,78 +436,6 @@ impl<U: Upcall> Switch<U> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::execute::{NullSink, Outputs};
-    use flowpath_ofproto::parse::parse_rules;
-
-    fn rules(text: &str) -> Arc<RuleTables> {
-        Arc::new(RuleTables::new(parse_rules(text, None).unwrap(), &[]))
-    }
-
-    /// An Ethernet + IPv4 + UDP frame with a zero UDP checksum.
-    fn udp_frame(dst_port: u16, len: usize) -> Vec<u8> {
-        let mut f = vec![0u8; len.max(42)];
-        f[..6].copy_from_slice(&[2, 0, 0, 0, 0, 2]);
-        f[6..12].copy_from_slice(&[2, 0, 0, 0, 0, 1]);
-        f[12..14].copy_from_slice(&[0x08, 0x00]);
-        let ip_len = (f.len() - 14) as u16;
-        let ip = &mut f[14..34];
-        ip[0] = 0x45;
-        ip[2..4].copy_from_slice(&ip_len.to_be_bytes());
-        ip[8] = 64;
-        ip[9] = 17;
-        ip[12..16].copy_from_slice(&[10, 0, 0, 1]);
-        ip[16..20].copy_from_slice(&[10, 0, 0, 2]);
-        let c = flowpath_wire::checksum::checksum(ip);
-        ip[10..12].copy_from_slice(&c.to_be_bytes());
-        f[36..38].copy_from_slice(&dst_port.to_be_bytes());
-        f[38..40].copy_from_slice(&(ip_len - 20).to_be_bytes());
-        f
-    }
-
-    #[test]
-    fn frames_in_outputs_out_with_tags_and_counters() {
-        let t = rules(
-            "priority=10,udp,tp_dst=53,actions=output:2\n\
-             priority=10,udp,tp_dst=54,actions=output:3,output:2\n\
-             priority=0,actions=drop\n",
-        );
-        let mut sw = Switch::with_rules(Config::default(), t).unwrap();
-        let frames: Vec<Vec<u8>> = (0..70)
-            .map(|i| udp_frame([53, 54, 99][i % 3], 60 + i))
-            .collect();
-        let mut got: Vec<(u32, u64, usize)> = Vec::new();
-        let mut sink = |port: u32, out: Outputs<'_>| {
-            for p in out.iter() {
-                got.push((port, p.tag, p.data.len()));
-            }
-        };
-        let n = sw.process(
-            1,
-            frames.iter().enumerate().map(|(i, f)| (&f[..], i as u64)),
-            5,
-            &mut sink,
-        );
-        assert_eq!(n, 70);
-        assert_eq!(sw.pending(), 0);
-        // Port 2 gets frames 0, 1, 3, 4, ... in order; port 3 gets 1, 4, ...
-        let p2: Vec<u64> = got.iter().filter(|g| g.0 == 2).map(|g| g.1).collect();
-        let p3: Vec<u64> = got.iter().filter(|g| g.0 == 3).map(|g| g.1).collect();
-        assert_eq!(p2, (0..70).filter(|i| i % 3 != 2).collect::<Vec<_>>());
-        assert_eq!(p3, (0..70).filter(|i| i % 3 == 1).collect::<Vec<_>>());
-        assert!(got.iter().all(|g| g.2 == 60 + g.1 as usize));
-        let r = sw.report();
-        assert_eq!(r.packets_received, 70);
-        assert_eq!(r.miss_with_success_upcall, 3);
-        assert_eq!(sw.rx_stats().packets, 70);
-        assert_eq!(sw.exec_stats().dropped, 23);
-        assert_eq!(sw.exec_stats().output_packets, 47 + 23);
-        let ports: Vec<(u32, u64)> = sw
-            .port_stats()
-            .iter()
-            .map(|p| (p.port, p.packets))
-            .collect();
-        assert_eq!(ports, vec![(2, 47), (3, 23)]);
-    }
 
     #[test]
     fn batch_hashes_are_packet_hashes() {
@@ -483,8 +443,9 @@ mod tests {
         // their keys without reading words 5..16) and others: every
         // packet's batch hash is `packet_hash` of its key, which the
         // caches recompute when they insert.
-        let mut sw =
-            Switch::with_rules(Config::default(), rules("priority=0,actions=drop\n")).unwrap();
+        let drop_all =
+            |_: &flowpath_flow::FlowKey| Ok((Vec::new(), flowpath_flow::FlowMask::catchall()));
+        let mut sw = Switch::new(Config::default(), drop_all).unwrap();
         let mut frames: Vec<Vec<u8>> = Vec::new();
         for i in 0..20u8 {
             let mut f = vec![0u8; 64];
@@ -508,137 +469,5 @@ mod tests {
         for (k, h) in b.keys().iter().zip(b.hashes()) {
             assert_eq!(*h, crate::hash::packet_hash(k), "{k:?}");
         }
-    }
-
-    #[test]
-    fn never_valid_frames_cost_no_upcall() {
-        let mut sw = Switch::with_rules(Config::default(), rules("actions=output:2\n")).unwrap();
-        let mut sink = NullSink::default();
-        let runt = [0u8; 10];
-        let mut bad_ihl = udp_frame(1, 60);
-        bad_ihl[14] = 0x42;
-        let good = udp_frame(1, 60);
-        sw.process(
-            1,
-            [(&runt[..], 0), (&bad_ihl[..], 1), (&good[..], 2)],
-            0,
-            &mut sink,
-        );
-        assert_eq!(sw.rx_stats().invalid, 2);
-        assert_eq!(sw.report().packets_received, 1);
-        assert_eq!(sw.report().miss_with_success_upcall, 1);
-        assert_eq!(sink.packets, 1);
-    }
-
-    #[test]
-    fn oversize_frames_are_counted_not_processed() {
-        let mut sw = Switch::with_rules(Config::default(), rules("actions=output:2\n")).unwrap();
-        let big = vec![0u8; crate::packet::MAX_FRAME_LEN + 1];
-        let jumbo = udp_frame(1, 9000);
-        let mut sink = NullSink::default();
-        sw.process(1, [(&big[..], 0), (&jumbo[..], 1)], 0, &mut sink);
-        assert_eq!(sw.rx_stats().oversize, 1);
-        assert_eq!(sw.report().packets_received, 1);
-        assert_eq!((sink.packets, sink.bytes), (1, 9000));
-    }
-
-    #[test]
-    fn housekeeping_expires_idle_megaflows() {
-        let cfg = Config {
-            max_idle_ms: 1000,
-            ..Config::default()
-        };
-        let mut sw = Switch::with_rules(cfg, rules("udp,actions=output:2\n")).unwrap();
-        let mut sink = NullSink::default();
-        let f = udp_frame(1, 60);
-        sw.process(1, [(&f[..], 0)], 0, &mut sink);
-        assert_eq!(sw.datapath().megaflow_count(), 1);
-        assert_eq!(sw.housekeeping(0), 0);
-        assert_eq!(sw.housekeeping(600), 0);
-        assert_eq!(sw.housekeeping(1100), 1);
-        assert_eq!(sw.datapath().megaflow_count(), 0);
-    }
-
-    #[test]
-    fn upcall_budget_is_per_port_and_per_millisecond() {
-        let cfg = Config {
-            megaflows: false,
-            upcall_budget_per_ms: 4,
-            ..Config::default()
-        };
-        let mut sw = Switch::with_rules(cfg, rules("udp,actions=output:9\n")).unwrap();
-        let mut sink = NullSink::default();
-        let flood: Vec<Vec<u8>> = (0..32).map(|i| udp_frame(1000 + i, 60)).collect();
-        let frames = |port_base: u16| -> Vec<Vec<u8>> {
-            (0..32).map(|i| udp_frame(port_base + i, 60)).collect()
-        };
-        // 32 new flows on port 1 and 32 on port 2 in the same millisecond:
-        // 4 upcalls each, the others dropped without one.
-        sw.process(1, flood.iter().map(|f| (&f[..], 0)), 7, &mut sink);
-        let p2 = frames(2000);
-        sw.process(2, p2.iter().map(|f| (&f[..], 0)), 7, &mut sink);
-        let st = *sw.datapath().stats();
-        assert_eq!(st.miss_with_success_upcall, 8);
-        assert_eq!(st.upcall_budget_drops, 56);
-        assert_eq!(st.miss_with_failed_upcall, 56);
-        assert_eq!(sink.packets, 8);
-        // The next millisecond has a fresh budget; installed flows hit.
-        sw.process(1, flood.iter().map(|f| (&f[..], 0)), 8, &mut sink);
-        let st = *sw.datapath().stats();
-        assert_eq!(st.miss_with_success_upcall, 12);
-        assert_eq!(st.upcall_budget_drops, 56 + 24);
-        assert_eq!(st.decided(), st.packets_received);
-    }
-
-    /// Tuple space explosion in miniature: ports differing from the allowed
-    /// one at each bit make port-prefix tracking produce a mask per bit.
-    #[test]
-    fn mask_budget_bounds_subtables_and_keeps_actions() {
-        let attack: Vec<Vec<u8>> = (0..16).map(|b| udp_frame(80 ^ (1 << b), 60)).collect();
-        let count = |budget: usize| {
-            let cfg = Config {
-                mask_budget: budget,
-                ..Config::default()
-            };
-            let t = rules("priority=10,udp,tp_dst=80,actions=output:2\npriority=0,actions=drop\n");
-            let mut sw = Switch::with_rules(cfg, t).unwrap();
-            let mut sink = NullSink::default();
-            sw.process(1, attack.iter().map(|f| (&f[..], 0)), 0, &mut sink);
-            let legit = udp_frame(80, 60);
-            sw.process(1, [(&legit[..], 0)], 1, &mut sink);
-            // Replayed: every packet now hits an installed megaflow.
-            sw.process(1, attack.iter().map(|f| (&f[..], 0)), 2, &mut sink);
-            let subtables = sw.datapath().dpcls(1).map_or(0, |c| c.n_subtables());
-            (
-                subtables,
-                sw.datapath().stats().masks_widened,
-                sink.packets,
-                *sw.datapath().stats(),
-            )
-        };
-        let (free, w0, out0, _) = count(0);
-        assert!(free >= 16, "the attack makes a mask per bit: {free}");
-        assert_eq!(w0, 0);
-        let (bounded, w, out, st) = count(4);
-        assert!(bounded <= 5, "{bounded} subtables with a budget of 4");
-        assert!(w > 0);
-        assert_eq!((out, out0), (1, 1), "only the allowed port is output");
-        assert_eq!(
-            st.miss_with_success_upcall, 17,
-            "each packet installed once"
-        );
-    }
-
-    #[test]
-    fn publish_rules_revalidates() {
-        let mut sw =
-            Switch::with_rules(Config::default(), rules("udp,actions=output:2\n")).unwrap();
-        let f = udp_frame(1, 60);
-        let mut last_port = 0;
-        let mut sink = |p: u32, _: Outputs<'_>| last_port = p;
-        sw.process(1, [(&f[..], 0)], 0, &mut sink);
-        assert_eq!(sw.publish_rules(rules("udp,actions=output:7\n")), 1);
-        sw.process(1, [(&f[..], 0)], 1, &mut sink);
-        assert_eq!(last_port, 7);
     }
 }

@@ -30,9 +30,10 @@ pub mod ports;
 pub mod revalidator;
 pub mod rules;
 
-use flowpath_datapath::{Config, SlowPath, Switch};
+use flowpath_datapath::{Config, Switch};
 use flowpath_netdev::{NetdevError, OpenPort, PortSpec};
 use flowpath_ofproto::normal::Bridge;
+use flowpath_slowpath::SlowPath;
 use pmd::{Pmd, PmdCmd, RxqSlot};
 use ports::{PortInfo, TxTable};
 use revalidator::{RevalCmd, UpcallStats};

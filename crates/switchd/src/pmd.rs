@@ -26,11 +26,12 @@
 //! OVS counts them; idle cycles are the rest of the loop.
 
 use crate::ports::{TxPort, TxTable};
-use flowpath_datapath::{Config, Outputs, PmdStatsReport, PortSink, Switch, BATCH_SIZE};
+use flowpath_datapath::{Config, DumpEntry, Outputs, PmdStatsReport, PortSink, Switch, BATCH_SIZE};
 use flowpath_io::tsc;
 use flowpath_netdev::offload::finish;
 use flowpath_netdev::{wait_readable, QueueStats, RxMeta, RxQueue, TxFrame};
 use flowpath_ofproto::tables::RuleTables;
+use flowpath_slowpath::{RuleSwitch, SlowPath};
 use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender, TryRecvError};
@@ -121,7 +122,7 @@ pub enum PmdCmd {
     /// Apply a datapath configuration; answer the outcome.
     SetConfig(Box<Config>, SyncSender<Result<(), String>>),
     /// Answer a dump of the megaflows for the revalidator.
-    Dump(SyncSender<Vec<crate::revalidator::DumpEntry>>),
+    Dump(SyncSender<Vec<DumpEntry>>),
     /// Delete these megaflows (stale handles are ignored); answer how many
     /// went.
     Delete(Vec<flowpath_datapath::MegaflowRef>, SyncSender<usize>),
@@ -235,7 +236,7 @@ pub struct Pmd {
     /// CPU to pin to.
     pub core: Option<usize>,
     /// The datapath worker.
-    pub sw: Switch,
+    pub sw: Switch<SlowPath>,
     /// Rx queues polled.
     pub rxqs: Vec<RxqSlot>,
     /// Transmit sides of all ports.
@@ -348,18 +349,22 @@ impl Pmd {
                     let _ = r.send(());
                 }
                 PmdCmd::DumpFlows(r) => {
-                    let _ = r.send(self.sw.datapath().dump_flows(now_ms));
+                    let _ = r.send(self.sw.dump_flows(now_ms));
                 }
                 PmdCmd::DumpFlowsJson(r) => {
-                    let _ = r.send(dump_json(&self.sw, now_ms));
+                    let _ = r.send(
+                        self.sw
+                            .dump()
+                            .iter()
+                            .map(|e| dump_json(e, now_ms))
+                            .collect(),
+                    );
                 }
                 PmdCmd::DelFlows(r) => {
-                    let n = self.sw.datapath().megaflow_count();
-                    self.sw.datapath_mut().flush();
-                    let _ = r.send(n);
+                    let _ = r.send(self.sw.delete_all_megaflows());
                 }
                 PmdCmd::SwapRules(t, r) => {
-                    self.sw.upcall_mut().set_tables(t);
+                    self.sw.swap_rules(t);
                     let _ = r.send(());
                 }
                 PmdCmd::SetConfig(cfg, r) => {
@@ -367,26 +372,20 @@ impl Pmd {
                     if let Some(l) = self.dyn_limit {
                         cfg.flow_limit = cfg.flow_limit.min(l);
                     }
-                    let res = self
-                        .sw
-                        .datapath_mut()
-                        .set_config(cfg)
-                        .map_err(|e| e.to_string());
+                    let res = self.sw.set_config(cfg).map_err(|e| e.to_string());
                     let _ = r.send(res);
                 }
                 PmdCmd::Dump(r) => {
-                    let _ = r.send(crate::revalidator::dump(self.sw.datapath()));
+                    let _ = r.send(self.sw.dump());
                 }
                 PmdCmd::Delete(refs, r) => {
-                    let _ = r.send(crate::revalidator::delete(self.sw.datapath_mut(), &refs));
+                    let _ = r.send(self.sw.delete_megaflows(&refs));
                 }
                 PmdCmd::SetFlowLimit(l) => {
                     self.dyn_limit = Some(l);
-                    let mut cfg = self.sw.datapath().config().clone();
-                    cfg.flow_limit = l;
                     // Only the limit changes: cannot fail validation (the
                     // limit is at least 1000).
-                    let _ = self.sw.datapath_mut().set_config(cfg);
+                    let _ = self.sw.set_flow_limit(l);
                 }
             }
         }
@@ -420,22 +419,14 @@ impl Pmd {
     }
 }
 
-/// The megaflows as JSON objects (`megaflow`, `packets`, `bytes`,
+/// One megaflow as a JSON object (`megaflow`, `packets`, `bytes`,
 /// `used_ms_ago`, `actions`).
-fn dump_json(sw: &Switch, now_ms: u64) -> Vec<serde_json::Value> {
-    use flowpath_flow::{Match, Style};
-    let flows = sw.datapath().megaflows();
-    flows
-        .live_refs()
-        .filter_map(|r| Some((flows.get(r)?, flows.stats(r)?)))
-        .map(|(mf, st)| {
-            serde_json::json!({
-                "megaflow": Match::new(&mf.key, &mf.mask).format(Style::Megaflow),
-                "packets": st.packets,
-                "bytes": st.bytes,
-                "used_ms_ago": st.used_ms.map(|t| now_ms.saturating_sub(t)),
-                "actions": crate::rules::format_dp_actions(mf.actions),
-            })
-        })
-        .collect()
+fn dump_json(e: &DumpEntry, now_ms: u64) -> serde_json::Value {
+    serde_json::json!({
+        "megaflow": e.megaflow(),
+        "packets": e.packets,
+        "bytes": e.bytes,
+        "used_ms_ago": e.used_ms_ago(now_ms),
+        "actions": flowpath_odp::format_actions(&e.actions),
+    })
 }

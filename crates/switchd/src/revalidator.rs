@@ -32,14 +32,13 @@
 use crate::pmd::PmdCmd;
 use crate::rules::Published;
 use crate::Shared;
-use flowpath_datapath::{Datapath, MegaflowRef};
-use flowpath_flow::{FlowKey, FlowMask};
+use flowpath_datapath::{DumpEntry, MegaflowRef};
 use flowpath_odp::DpAction;
 use flowpath_ofproto::normal::Bridge;
-use flowpath_ofproto::xlate::{xlate_on, XlateMode};
+use flowpath_ofproto::xlate::XlateMode;
+use flowpath_slowpath::{idle_expired, recheck, uses_normal};
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::Ordering;
-
 use std::sync::mpsc::{sync_channel, Receiver, RecvTimeoutError, SyncSender};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -48,57 +47,6 @@ use std::time::{Duration, Instant};
 pub const ROUND_INTERVAL: Duration = Duration::from_millis(500);
 /// The flow limit never goes below this.
 pub const MIN_FLOW_LIMIT: usize = 1000;
-
-/// One megaflow as a PMD dumps it.
-#[derive(Clone, Debug)]
-pub struct DumpEntry {
-    /// Its handle in the PMD.
-    pub mf: MegaflowRef,
-    /// Key (zero outside the mask).
-    pub key: FlowKey,
-    /// Mask.
-    pub mask: FlowMask,
-    /// Datapath actions (the PMD's interned list, shared: a dump copies
-    /// no action list).
-    pub actions: Arc<[DpAction]>,
-    /// Packets that hit it.
-    pub packets: u64,
-    /// Their bytes.
-    pub bytes: u64,
-    /// Last hit (datapath ms), if any.
-    pub used_ms: Option<u64>,
-    /// Installation time (datapath ms).
-    pub created_ms: u64,
-    /// OR of the TCP flags of the packets that hit it.
-    pub tcp_flags: u16,
-}
-
-/// Dumps `dp`'s megaflows (on the PMD's thread, between bursts).
-pub fn dump(dp: &Datapath) -> Vec<DumpEntry> {
-    let flows = dp.megaflows();
-    flows
-        .live_refs()
-        .filter_map(|r| {
-            let (m, st) = (flows.get(r)?, flows.stats(r)?);
-            Some(DumpEntry {
-                mf: r,
-                key: m.key,
-                mask: m.mask,
-                actions: flows.actions_shared(r)?,
-                packets: st.packets,
-                bytes: st.bytes,
-                used_ms: st.used_ms,
-                created_ms: st.created_ms,
-                tcp_flags: st.tcp_flags,
-            })
-        })
-        .collect()
-}
-
-/// Removes `refs` from `dp` (stale refs are ignored); returns how many.
-pub fn delete(dp: &mut Datapath, refs: &[MegaflowRef]) -> usize {
-    refs.iter().filter(|r| dp.remove_megaflow(**r)).count()
-}
 
 /// What the revalidator remembers of a megaflow (OVS's ukey).
 #[derive(Clone, Debug, Default)]
@@ -237,10 +185,7 @@ impl Revalidator {
         let n = rules.tables.rules().len();
         let indexes_ok = tables.rules().get(..n) == Some(rules.tables.rules());
         // NORMAL's table is locked per translation only if the rules use it.
-        let bridge = self
-            .bridge
-            .as_deref()
-            .filter(|_| flowpath_datapath::slowpath::uses_normal(tables));
+        let bridge = self.bridge.as_deref().filter(|_| uses_normal(tables));
         for (pmd, dump) in dumps.iter().enumerate() {
             if pmd >= self.ukeys.len() {
                 self.ukeys.resize_with(pmd + 1, HashMap::new);
@@ -259,11 +204,10 @@ impl Revalidator {
                         record: true,
                         ..XlateMode::default()
                     };
-                    let x = xlate_on(tables, bridge, &e.key, now_ms, record);
+                    let (k, x) =
+                        recheck(tables, bridge, &e.key, &e.mask, &e.actions, now_ms, record);
                     out.translated += 1;
-                    keep = x.error.is_none()
-                        && x.actions[..] == e.actions[..]
-                        && x.megaflow.is_subset_of(&e.mask);
+                    keep = k;
                     u.rules = x
                         .rules
                         .iter()
@@ -292,11 +236,10 @@ impl Revalidator {
                 }
                 u.packets = e.packets;
                 u.bytes = e.bytes;
-                let idle = now_ms.saturating_sub(e.used_ms.unwrap_or(e.created_ms));
                 if !keep {
                     out.changed += 1;
                     out.deletions[pmd].push(e.mf);
-                } else if idle > max_idle_ms {
+                } else if idle_expired(e.created_ms, e.used_ms, now_ms, max_idle_ms) {
                     out.expired += 1;
                     out.deletions[pmd].push(e.mf);
                 } else {

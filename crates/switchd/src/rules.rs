@@ -12,7 +12,6 @@
 //! never touched by a PMD.
 
 use flowpath_flow::{FieldId, Match, Style};
-use flowpath_odp::format_actions;
 use flowpath_ofproto::parse::{parse_match, parse_rule, parse_rules};
 use flowpath_ofproto::rule::{Rule, RuleError};
 use flowpath_ofproto::tables::RuleTables;
@@ -354,11 +353,6 @@ pub fn format_actions_of(r: &Rule) -> String {
     } else {
         s
     }
-}
-
-/// Datapath actions as `dpctl/dump-flows` prints them.
-pub fn format_dp_actions(a: &[flowpath_odp::DpAction]) -> String {
-    format_actions(a)
 }
 
 #[cfg(test)]

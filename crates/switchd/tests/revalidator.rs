@@ -12,12 +12,13 @@
 //! - Each step of OVS's dynamic flow limit, and the least recently used
 //!   megaflows going when a PMD holds more than the limit.
 
-use flowpath_datapath::{Batch, Config, Datapath, SlowPath, BATCH_SIZE, EXACT_MASK};
+use flowpath_datapath::{Batch, Config, Datapath, BATCH_SIZE, EXACT_MASK};
 use flowpath_flow::FlowKey;
 use flowpath_ofproto::parse::parse_rules;
 use flowpath_ofproto::testgen::{rule_set, Rng};
 use flowpath_ofproto::xlate::xlate;
-use flowpath_switchd::revalidator::{delete, dump, Revalidator};
+use flowpath_slowpath::SlowPath;
+use flowpath_switchd::revalidator::Revalidator;
 use flowpath_switchd::rules::RuleSet;
 use std::time::{Duration, Instant};
 
@@ -62,16 +63,16 @@ fn random_rule_changes_keep_only_what_the_new_rules_say() {
         let mut sp = SlowPath::new(pa.tables.clone());
         process(&mut dp, &mut sp, &keys, 10);
         let mut rv = Revalidator::new(1, 200_000);
-        let o = rv.revalidate(&[dump(&dp)], &pa, 20, 10_000);
+        let o = rv.revalidate(&[dp.dump()], &pa, 20, 10_000);
         assert_eq!(o.changed + o.expired, 0, "seed {seed}: nothing changes");
         // The rules change; the PMD only swaps its tables.
         rs.replace(b.clone());
         let pb = rs.publish();
         sp.set_tables(pb.tables.clone());
-        let o = rv.revalidate(&[dump(&dp)], &pb, 30, 10_000);
+        let o = rv.revalidate(&[dp.dump()], &pb, 30, 10_000);
         total_changed += o.changed;
-        assert_eq!(delete(&mut dp, &o.deletions[0]), o.deletions[0].len());
-        for e in dump(&dp) {
+        assert_eq!(dp.delete_megaflows(&o.deletions[0]), o.deletions[0].len());
+        for e in dp.dump() {
             let x = xlate(&*pb.tables, &e.key, false);
             assert_eq!(
                 x.actions[..],
@@ -131,10 +132,10 @@ fn rule_counters_add_up_to_the_megaflows_packets() {
             })
             .collect();
         process(&mut dp, &mut sp, &keys, round * 100);
-        let o = rv.revalidate(&[dump(&dp)], &p, round * 100 + 50, 10_000);
+        let o = rv.revalidate(&[dp.dump()], &p, round * 100 + 50, 10_000);
         rs.credit(&o.rule_deltas, Instant::now());
     }
-    let carried: u64 = dump(&dp).iter().map(|e| e.packets).sum();
+    let carried: u64 = dp.dump().iter().map(|e| e.packets).sum();
     let counted: u64 = rs.rules().iter().map(|r| r.packets).sum();
     assert!(carried > 2000, "{carried}");
     assert_eq!(counted, carried);
@@ -182,17 +183,17 @@ fn idle_megaflows_expire_after_max_idle() {
     process(&mut dp, &mut sp, &keys, 1000);
     process(&mut dp, &mut sp, &keys[..50], 3000);
     let mut rv = Revalidator::new(1, 200_000);
-    let o = rv.revalidate(&[dump(&dp)], &p, 5000, 10_000);
+    let o = rv.revalidate(&[dp.dump()], &p, 5000, 10_000);
     assert_eq!(o.expired, 0);
     // Flows first seen at 1000 and never hit again are idle since 1000;
     // those hit at 3000 since 3000.
-    let o = rv.revalidate(&[dump(&dp)], &p, 12_000, 10_000);
+    let o = rv.revalidate(&[dp.dump()], &p, 12_000, 10_000);
     assert_eq!(o.expired, 50);
-    delete(&mut dp, &o.deletions[0]);
+    dp.delete_megaflows(&o.deletions[0]);
     assert_eq!(dp.megaflow_count(), 50);
-    let o = rv.revalidate(&[dump(&dp)], &p, 14_000, 10_000);
+    let o = rv.revalidate(&[dp.dump()], &p, 14_000, 10_000);
     assert_eq!(o.expired, 50);
-    delete(&mut dp, &o.deletions[0]);
+    dp.delete_megaflows(&o.deletions[0]);
     assert_eq!(dp.megaflow_count(), 0);
     assert_eq!(rv.stats.expired, 100);
 }
@@ -245,12 +246,12 @@ fn least_recently_used_megaflows_go_above_the_limit() {
     process(&mut dp, &mut sp, &keys, 0);
     process(&mut dp, &mut sp, &keys[1000..], 100);
     let mut rv = Revalidator::new(1, 1000);
-    let o = rv.revalidate(&[dump(&dp)], &p, 200, 10_000);
+    let o = rv.revalidate(&[dp.dump()], &p, 200, 10_000);
     assert_eq!(o.over_limit, 500);
-    delete(&mut dp, &o.deletions[0]);
+    dp.delete_megaflows(&o.deletions[0]);
     assert_eq!(dp.megaflow_count(), 1000);
     // The ones used at 100 stayed.
-    let kept: Vec<u16> = dump(&dp).iter().map(|e| e.key.tp_src()).collect();
+    let kept: Vec<u16> = dp.dump().iter().map(|e| e.key.tp_src()).collect();
     assert!(
         kept.iter().filter(|s| **s >= 1000).count() == 500,
         "{}",
@@ -291,7 +292,7 @@ fn a_fin_through_a_rule_applies_its_fin_timeout() {
     process(&mut dp, &mut sp, &keys[3..4], 0);
     process(&mut dp, &mut sp, &keys[1..3], 10);
     process(&mut dp, &mut sp, &keys[4..], 10);
-    let o = rv.revalidate(&[dump(&dp)], &p, 50, 10_000);
+    let o = rv.revalidate(&[dp.dump()], &p, 50, 10_000);
     assert_eq!(o.fin_rules.len(), 1, "{:?}", o.fin_rules);
     rs.credit(&o.rule_deltas, Instant::now());
     rs.saw_fin(&o.fin_rules);
@@ -336,7 +337,7 @@ fn recirculation_ids_are_freed_when_no_megaflow_names_them() {
     k.set_in_port(3);
     k.set_dl_type(0x0800);
     let acts = process(&mut dp, &mut sp, &[k], 10);
-    let dumped = dump(&dp);
+    let dumped = dp.dump();
     assert_eq!(dumped.len(), 1, "{acts:?}");
     let Some(DpAction::Recirc(id)) = dumped[0].actions.last().copied() else {
         panic!("{acts:?}")
@@ -344,19 +345,19 @@ fn recirculation_ids_are_freed_when_no_megaflow_names_them() {
     let table = RecircTable::global();
     // A round with the megaflow installed keeps the id.
     let round = table.begin_round();
-    let in_use = recirc_ids_in_use(&[dump(&dp)]);
+    let in_use = recirc_ids_in_use(&[dp.dump()]);
     assert!(in_use.contains(&id));
     table.sweep(&in_use, round);
     assert!(table.find(id).is_some());
     // The megaflow goes; the next round frees the id.
-    assert_eq!(delete(&mut dp, &[dumped[0].mf]), 1);
+    assert_eq!(dp.delete_megaflows(&[dumped[0].mf]), 1);
     let round = table.begin_round();
-    table.sweep(&recirc_ids_in_use(&[dump(&dp)]), round);
+    table.sweep(&recirc_ids_in_use(&[dp.dump()]), round);
     assert!(table.find(id).is_none(), "id {id} freed");
     // The flow's next packet freezes again (under a new id or a reused
     // one), and that state is found.
     process(&mut dp, &mut sp, &[k], 20);
-    let Some(DpAction::Recirc(again)) = dump(&dp)[0].actions.last().copied() else {
+    let Some(DpAction::Recirc(again)) = dp.dump()[0].actions.last().copied() else {
         panic!()
     };
     assert!(table.find(again).is_some());

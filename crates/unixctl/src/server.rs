@@ -361,7 +361,11 @@ fn dispatch(inner: &Inner, req: Request) -> (Value, Result<String, String>) {
 fn write_reply(s: &mut UnixStream, id: &Value, r: Result<&str, &str>) -> std::io::Result<()> {
     let v = match r {
         Ok(t) => json!({"id": id, "result": t, "error": null}),
-        Err(e) => json!({"id": id, "result": null, "error": e}),
+        // Error text ends with a newline, as OVS's does: `ovs-appctl`
+        // prints it as it is and then its own "server returned an error"
+        // line.
+        Err(e) if e.ends_with('\n') => json!({"id": id, "result": null, "error": e}),
+        Err(e) => json!({"id": id, "result": null, "error": format!("{e}\n")}),
     };
     let mut bytes = v.to_string().into_bytes();
     bytes.push(b'\n');

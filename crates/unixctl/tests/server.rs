@@ -90,22 +90,22 @@ fn commands_answer_and_errors_use_ovs_messages() {
     let (_s, p) = server("basic");
     assert_eq!(call(&p, "echo", &["a", "b"]), Ok("a b\n".into()));
     assert_eq!(call(&p, "lines", &[]), Ok("one\ntwo\nthree\n".into()));
-    assert_eq!(call(&p, "fail", &[]), Err("it failed".into()));
+    assert_eq!(call(&p, "fail", &[]), Err("it failed\n".into()));
     let l = call(&p, "list-commands", &[]).unwrap();
     assert!(l.starts_with("The available commands are:\n"), "{l}");
     assert!(l.contains("  echo                    ARG...\n"), "{l}");
     assert!(l.contains("  list-commands"), "{l}");
     assert_eq!(
         call(&p, "nope", &[]),
-        Err("\"nope\" is not a valid command (use \"list-commands\" to see a list of valid commands)".into())
+        Err("\"nope\" is not a valid command (use \"list-commands\" to see a list of valid commands)\n".into())
     );
     assert_eq!(
         call(&p, "echo", &[]),
-        Err("\"echo\" command requires at least 1 arguments".into())
+        Err("\"echo\" command requires at least 1 arguments\n".into())
     );
     assert_eq!(
         call(&p, "echo", &["1", "2", "3", "4"]),
-        Err("\"echo\" command takes at most 3 arguments".into())
+        Err("\"echo\" command takes at most 3 arguments\n".into())
     );
 }
 
@@ -282,7 +282,14 @@ fn real_ovs_appctl_talks_to_the_server() {
     assert_eq!(out, call(&p, "list-commands", &[]).unwrap());
     let (code, _, err) = run(&["fail"]);
     assert_eq!(code, Some(2));
-    assert!(err.contains("it failed"), "{err}");
+    // The error on its own line, then ovs-appctl's own line.
+    let lines: Vec<&str> = err.lines().collect();
+    assert_eq!(lines.len(), 2, "{err:?}");
+    assert_eq!(lines[0], "it failed", "{err:?}");
+    assert!(
+        lines[1].starts_with("ovs-appctl: ") && lines[1].ends_with("server returned an error"),
+        "{err:?}"
+    );
     let (code, _, err) = run(&["echo"]);
     assert_eq!(code, Some(2));
     assert!(err.contains("requires at least 1 arguments"), "{err}");

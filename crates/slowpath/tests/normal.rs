@@ -5,10 +5,11 @@
 
 mod common;
 
-use flowpath_datapath::{Config, Outputs, SecondLevel, SlowPath, Switch};
+use flowpath_datapath::{Config, Outputs, SecondLevel, Switch};
 use flowpath_ofproto::normal::{Bridge, MacTable, PortVlans, VlanMode};
 use flowpath_ofproto::parse::parse_rules;
 use flowpath_ofproto::tables::RuleTables;
+use flowpath_slowpath::SlowPath;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -21,7 +22,7 @@ fn frame(src: [u8; 6], dst: [u8; 6]) -> Vec<u8> {
     common::udp_frame(dst, src, ([10, 0, 0, 1], [10, 0, 0, 2]), (1024, 80))
 }
 
-fn switch(vlans: PortVlans, aging_s: u64) -> (Switch, Arc<Bridge>) {
+fn switch(vlans: PortVlans, aging_s: u64) -> (Switch<SlowPath>, Arc<Bridge>) {
     let mut tables = RuleTables::new(parse_rules("actions=NORMAL", None).unwrap(), &[]);
     tables.set_ports(vec![1, 2, 3]);
     let bridge = Arc::new(Bridge::new(MacTable::new(16, aging_s), vlans, false));
@@ -35,7 +36,7 @@ fn switch(vlans: PortVlans, aging_s: u64) -> (Switch, Arc<Bridge>) {
 
 /// Receives one frame on `port` at `now`; returns the ports it left on
 /// (with the frame's VLAN TCI there, 0 if untagged).
-fn send(sw: &mut Switch, port: u32, f: &[u8], now: u64) -> BTreeMap<u32, u16> {
+fn send(sw: &mut Switch<SlowPath>, port: u32, f: &[u8], now: u64) -> BTreeMap<u32, u16> {
     let mut out = BTreeMap::new();
     let mut sink = |p: u32, pk: Outputs<'_>| {
         for o in pk.iter() {

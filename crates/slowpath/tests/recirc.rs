@@ -9,10 +9,11 @@ use flowpath_datapath::{Config, Outputs, Switch};
 use flowpath_ofproto::group::parse_groups;
 use flowpath_ofproto::parse::parse_rules;
 use flowpath_ofproto::tables::RuleTables;
+use flowpath_slowpath::{RuleSwitch, RulesWorker};
 use std::collections::HashMap;
 use std::sync::Arc;
 
-fn switch(rules: &str, groups: &str) -> Switch {
+fn switch(rules: &str, groups: &str) -> RulesWorker {
     let mut t = RuleTables::new(parse_rules(rules, None).unwrap(), &[]);
     t.set_ports(vec![1, 2, 3, 4]);
     t.set_groups(parse_groups(groups, None).unwrap()).unwrap();

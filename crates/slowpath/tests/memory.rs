@@ -25,6 +25,7 @@ use flowpath_datapath::hugepage;
 use flowpath_datapath::{Config, Switch};
 use flowpath_ofproto::parse::parse_rules;
 use flowpath_ofproto::tables::RuleTables;
+use flowpath_slowpath::RuleSwitch;
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::sync::Arc;
@@ -101,7 +102,7 @@ fn bytes_per_megaflow(n: u32) -> (f64, usize) {
     // every structure; then remove the warm-up megaflows.
     let warm: Vec<Vec<u8>> = (0..64).map(|i| frame(u32::MAX - i)).collect();
     sw.process(1, warm.iter().map(|f| (&f[..], 0)), 0, &mut sink);
-    sw.datapath_mut().flush();
+    sw.delete_all_megaflows();
     // Frames are generated per batch so the test's own buffers stay small
     // and are freed before measuring.
     let before = LIVE.load(Relaxed) + hugepage::mapped_bytes();

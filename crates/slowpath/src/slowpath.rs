@@ -5,7 +5,7 @@
 //! `flowpath_ofproto::xlate::xlate` into datapath actions and the megaflow
 //! mask; a translation error (too deep, too many resubmits) is
 //! [`UpcallError::Failed`] — the packet is dropped and counted as "miss
-//! with failed upcall", as in OVS. [`revalidate`] re-checks installed
+//! with failed upcall", as in OVS. [`crate::revalidate`] re-checks installed
 //! megaflows against a new rule version, as OVS's revalidator does.
 //!
 //! Why: the datapath crate knows the slow path only through the [`Upcall`]
@@ -14,19 +14,18 @@
 //!
 //! Invariants: every `Ok` answer satisfies the megaflow invariant of
 //! `xlate` (every key that agrees with the packet's on the mask gets the
-//! same actions); after [`revalidate`], every live megaflow's actions are
+//! same actions); after [`crate::revalidate()`], every live megaflow's actions are
 //! what the new tables give every packet it covers.
 //!
 //! Threads: the tables are shared read-only behind an [`Arc`]: the control
 //! path builds a new `RuleTables` and publishes it to each worker between
 //! batches ([`SlowPath::set_tables`], or
-//! [`crate::switch::Switch::publish_rules`], which also revalidates). The
+//! [`crate::RuleSwitch::publish_rules`], which also revalidates). The
 //! worker calls the upcall inline on its own thread. Translation
 //! allocates (it is the miss path, not the per-packet hit path).
 
-use crate::megaflow::{Megaflow, MegaflowRef};
-use crate::pipeline::Datapath;
-use crate::upcall::{Upcall, UpcallError};
+use crate::revalidate::revalidate_where;
+use flowpath_datapath::{Datapath, Megaflow, Upcall, UpcallError};
 use flowpath_flow::key::VLAN_CFI;
 use flowpath_flow::{FlowKey, FlowMask};
 use flowpath_odp::DpActions;
@@ -112,7 +111,7 @@ impl std::hash::Hash for CacheKey {
         for (w, x) in k.w.iter_mut().zip(s.w.iter()) {
             *w ^= x;
         }
-        h.write_u64(u64::from(crate::hash::packet_hash(&k)));
+        h.write_u64(u64::from(flowpath_datapath::hash::packet_hash(&k)));
     }
 }
 
@@ -251,7 +250,8 @@ impl SlowPath {
     }
 
     /// Re-checks every live megaflow of `dp` against `tables` (with this
-    /// slow path's bridge state, without learning): see [`revalidate`].
+    /// slow path's bridge state, without learning): see
+    /// [`crate::revalidate()`].
     pub fn revalidate(&self, dp: &mut Datapath, tables: &RuleTables) -> usize {
         let bridge = self.bridge.as_deref().filter(|_| uses_normal(tables));
         revalidate_where(dp, tables, bridge, self.last_now_ms, |_| true)
@@ -269,7 +269,7 @@ impl SlowPath {
 
     /// Replaces the rule tables (between batches; the learned flows stay);
     /// returns the old ones. Installed megaflows are not checked: see
-    /// [`revalidate`].
+    /// [`crate::revalidate()`].
     pub fn set_tables(&mut self, tables: Arc<RuleTables>) -> Arc<RuleTables> {
         let old = std::mem::replace(&mut self.base, tables);
         self.merge_learned();
@@ -549,46 +549,11 @@ fn refresh_macs(dp: &Datapath, bridge: &Bridge, since: Option<u64>, now_ms: u64)
     }
 }
 
-/// Re-checks every live megaflow of `dp` against `tables` and removes those
-/// whose translation changed: a megaflow is kept only if translating its
-/// (masked) key succeeds with the same actions and a mask that needs no bit
-/// the installed mask lacks — then, by the megaflow invariant, every packet
-/// it covers still gets its actions. Returns how many were removed.
-/// Between batches only (allocates).
-pub fn revalidate(dp: &mut Datapath, tables: &RuleTables) -> usize {
-    revalidate_where(dp, tables, None, 0, |_| true)
-}
-
-/// [`revalidate`] of the megaflows `which` selects, with `bridge`'s
-/// `NORMAL` state at `now_ms` (no learning).
-pub fn revalidate_where(
-    dp: &mut Datapath,
-    tables: &RuleTables,
-    bridge: Option<&Bridge>,
-    now_ms: u64,
-    which: impl Fn(&Megaflow<'_>) -> bool,
-) -> usize {
-    let refs: Vec<MegaflowRef> = dp.megaflows().live_refs().collect();
-    let mut removed = 0;
-    for r in refs {
-        let keep = dp.megaflow(r).is_none_or(|m| {
-            if !which(&m) {
-                return true;
-            }
-            let x = xlate_on(tables, bridge, &m.key, now_ms, XlateMode::default());
-            x.error.is_none() && x.actions == m.actions && x.megaflow.is_subset_of(&m.mask)
-        });
-        if !keep && dp.remove_megaflow(r) {
-            removed += 1;
-        }
-    }
-    removed
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{Batch, Config, Tier, Verdict};
+    use crate::revalidate::revalidate;
+    use flowpath_datapath::{Batch, Config, Tier, Verdict};
     use flowpath_odp::DpAction;
     use flowpath_ofproto::parse::parse_rules;
 

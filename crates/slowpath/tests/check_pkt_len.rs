@@ -8,6 +8,7 @@ mod common;
 use flowpath_datapath::{Config, Outputs, Switch};
 use flowpath_ofproto::parse::parse_rules;
 use flowpath_ofproto::tables::RuleTables;
+use flowpath_slowpath::RuleSwitch;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 

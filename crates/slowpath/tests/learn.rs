@@ -27,7 +27,12 @@ fn frame(src: u8, dst: u8) -> Vec<u8> {
 }
 
 /// Receives one frame on `port` at `now`; returns the ports it left on.
-fn send(sw: &mut Switch, port: u32, f: &[u8], now: u64) -> BTreeMap<u32, u16> {
+fn send(
+    sw: &mut Switch<flowpath_slowpath::SlowPath>,
+    port: u32,
+    f: &[u8],
+    now: u64,
+) -> BTreeMap<u32, u16> {
     let mut out = BTreeMap::new();
     let mut sink = |p: u32, pk: Outputs<'_>| {
         *out.entry(p).or_insert(0) += pk.iter().count() as u16;
@@ -47,13 +52,13 @@ fn to_a(bridge: &Bridge) -> Option<String> {
 }
 
 /// A switch on ports 1-4 running `rules`, and its bridge.
-fn switch(rules: &str) -> (Switch, Arc<Bridge>) {
+fn switch(rules: &str) -> (Switch<flowpath_slowpath::SlowPath>, Arc<Bridge>) {
     let mut t = RuleTables::new(parse_rules(rules, None).unwrap(), &[]);
     t.set_ports(vec![1, 2, 3, 4]);
     let bridge = Arc::new(Bridge::default());
     let sw = Switch::new(
         Config::default(),
-        flowpath_datapath::SlowPath::with_bridge(Arc::new(t), bridge.clone()),
+        flowpath_slowpath::SlowPath::with_bridge(Arc::new(t), bridge.clone()),
     )
     .unwrap();
     (sw, bridge)

@@ -3,11 +3,12 @@
 //! gets the same datapath actions as with megaflows on, and the cache is
 //! used.
 
-use flowpath_datapath::{Batch, Config, Datapath, SlowPath, Upcall};
+use flowpath_datapath::{Batch, Config, Datapath, Upcall};
 use flowpath_ofproto::group::parse_groups;
 use flowpath_ofproto::normal::Bridge;
 use flowpath_ofproto::tables::RuleTables;
 use flowpath_ofproto::testgen::{packet, rule_set, Rng, GROUPS};
+use flowpath_slowpath::SlowPath;
 use std::sync::Arc;
 
 fn worker(megaflows: bool, tables: &Arc<RuleTables>) -> (Datapath, SlowPath) {

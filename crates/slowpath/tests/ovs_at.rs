@@ -18,7 +18,7 @@
 //! recirculation, tunnels, netflow, ...) are listed with
 //! what they need, and counted.
 
-use flowpath_datapath::{Batch, Config, Datapath, SlowPath, Upcall};
+use flowpath_datapath::{Batch, Config, Datapath, Upcall};
 use flowpath_flow::{FlowKey, FlowMask};
 use flowpath_odp::format_actions;
 use flowpath_ofproto::action::OFPP_LOCAL;
@@ -28,6 +28,7 @@ use flowpath_ofproto::normal::{Bridge, MacTable, PortVlans};
 use flowpath_ofproto::parse::{parse_packet, parse_rules};
 use flowpath_ofproto::tables::RuleTables;
 use flowpath_ofproto::xlate::{xlate_on, XlateMode};
+use flowpath_slowpath::SlowPath;
 use serde_json::Value;
 use std::sync::Arc;
 

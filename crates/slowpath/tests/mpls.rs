@@ -6,6 +6,7 @@
 use flowpath_datapath::{Config, Outputs, Switch};
 use flowpath_ofproto::parse::parse_rules;
 use flowpath_ofproto::tables::RuleTables;
+use flowpath_slowpath::{RuleSwitch, RulesWorker};
 use std::sync::Arc;
 
 const RULES: &str = "priority=30,mpls,mpls_label=100,mpls_bos=1,actions=output:2
@@ -97,7 +98,7 @@ table=1,priority=0,actions=drop";
     let mut t = RuleTables::new(parse_rules(rules, None).unwrap(), &[]);
     t.set_ports(vec![1, 2, 3, 4, 5]);
     let mut sw = Switch::with_rules(Config::default(), Arc::new(t)).unwrap();
-    let send = |sw: &mut Switch, port: u32, f: &[u8]| -> Vec<(u32, Vec<u8>)> {
+    let send = |sw: &mut RulesWorker, port: u32, f: &[u8]| -> Vec<(u32, Vec<u8>)> {
         let mut got = Vec::new();
         let mut sink =
             |p: u32, pk: Outputs<'_>| got.extend(pk.iter().map(|o| (p, o.data.to_vec())));

@@ -13,15 +13,15 @@
 //! half-way (published with revalidation), after which the new tables are
 //! the reference.
 
-use flowpath_datapath::slowpath::revalidate;
 use flowpath_datapath::{
-    Batch, Config, Datapath, DropReason, PmdStats, SecondLevel, SlowPath, Tier, Verdict,
-    BATCH_SIZE, EXACT_MASK,
+    Batch, Config, Datapath, DropReason, PmdStats, SecondLevel, Tier, Verdict, BATCH_SIZE,
+    EXACT_MASK,
 };
 use flowpath_flow::FlowKey;
 use flowpath_ofproto::rule::Rule;
 use flowpath_ofproto::tables::RuleTables;
 use flowpath_ofproto::xlate::xlate;
+use flowpath_slowpath::{revalidate, SlowPath};
 use proptest::prelude::*;
 use std::sync::Arc;
 
