@@ -14,6 +14,7 @@
 //! | `ub:N` | upcall budget: N upcalls per input port per ms (storm defence) |
 //! | `mb:N` | mask budget: N subtables per input port (TSE defence) |
 //! | `none` | nothing (alone: no caches, every packet searches the dpcls) |
+//! | `KEY:VALUE` | any configuration key of [`flowpath_datapath::keys`] (`flow-limit:5000`, `emc-entries:1024`, `megaflows:false`) |
 //!
 //! Tiers not named are off: `emc` alone is OVS's default (EMC, no SMC),
 //! `smc` alone is "SMC on, EMC off". So `emc+smc` = OVS with
@@ -23,7 +24,7 @@
 //! [`cross_product`] builds a grid from lists of EMC probabilities, second
 //! levels and megaflow switches instead.
 
-use flowpath_datapath::{Config, SecondLevel};
+use flowpath_datapath::{keys, Config, SecondLevel};
 use std::fmt;
 
 /// One configuration of the grid: a label and the datapath config.
@@ -120,11 +121,23 @@ pub fn parse_config(spec: &str) -> Result<BenchConfig, GridError> {
             }
             t => {
                 let Some(n) = t.strip_prefix("emc:") else {
+                    // Any configuration key as KEY:VALUE.
+                    if let Some((k, v)) = t.split_once(':') {
+                        if let Some(key) = keys::key(k) {
+                            key.set(&mut cfg, v).map_err(|e| err(spec, e.to_string()))?;
+                            if key.name == "second-level" {
+                                set_second(cfg.second_level, &mut cfg)?;
+                            }
+                            continue;
+                        }
+                    }
                     return Err(err(
                         spec,
                         format!(
                             "unknown token {t:?} (expected emc, emc:N, smc, dfc, cd, \
-                             hybrid, auto, dfc-proposal, nomf, ub:N, mb:N or none)"
+                             hybrid, auto, dfc-proposal, nomf, ub:N, mb:N, none or \
+                             KEY:VALUE with a configuration key: {})",
+                            keys::key_names().join(", ")
                         ),
                     ));
                 };
@@ -263,6 +276,8 @@ mod tests {
         assert!(parse_config("emc+smc+dfc").is_err());
         assert!(parse_config("emx").is_err());
         assert!(parse_config("emc:x").is_err());
+        assert!(parse_config("colour:blue").is_err());
+        assert!(parse_config("flow-limit:x").is_err());
         assert!(parse_config("=emc").is_err());
         assert!(parse_config("x=").is_err());
         assert!(parse_config("").is_err());
@@ -285,5 +300,28 @@ mod tests {
         assert_eq!(labels[2], "smc");
         assert_eq!(labels[4], "emc");
         assert_eq!(labels[7], "emc+smc+nomf");
+    }
+
+    #[test]
+    fn every_configuration_key_is_a_token() {
+        for k in keys::KEYS {
+            let v = match k.kind {
+                keys::KeyKind::Bool => (k.default_value() != "true").to_string(),
+                keys::KeyKind::Cache => "hybrid".to_string(),
+                _ => "8".to_string(),
+            };
+            let c = parse_config(&format!("emc+{}:{v}", k.name))
+                .unwrap_or_else(|e| panic!("{}: {e}", k.name));
+            assert_eq!(k.get(&c.dp), v, "{}", k.name);
+        }
+        let e = parse_config("emc+flow-limit:x").unwrap_err().to_string();
+        assert!(
+            e.contains("flow-limit=x: expected a non-negative number"),
+            "{e}"
+        );
+        assert!(
+            parse_config("smc+second-level:dfc").is_err(),
+            "two second levels"
+        );
     }
 }

@@ -127,7 +127,7 @@ pub fn run(args: Args) -> Result<()> {
     }
 
     args.dp.apply_process_settings();
-    let cfg = args.dp.config();
+    let cfg = args.dp.config()?;
     let normal = uses_normal(&tables);
     if normal && args.rules.ports.is_none() && tables.ports().is_empty() {
         eprintln!(

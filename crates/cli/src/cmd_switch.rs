@@ -163,7 +163,7 @@ pub fn run(args: Args) -> Result<()> {
         rules: rule_set,
         ports,
         pmd_cpus: args.pmd_cpus.clone(),
-        datapath: args.dp.config(),
+        datapath: args.dp.config()?,
         ctl_path: ctl_path.clone(),
         pidfile: args.pidfile.clone(),
         bridge,

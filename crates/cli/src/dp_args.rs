@@ -1,79 +1,92 @@
-//! The datapath options shared by `flowpath run` and `flowpath switch`
-//! (OVS's other_config names and defaults).
+//! The datapath options shared by `flowpath run` and `flowpath switch`.
+//!
+//! Every configuration key of the datapath ([`flowpath_datapath::keys`])
+//! is a flag here, generated from the key table: `--NAME VALUE`, or for a
+//! key that is on by default, the flag that turns it off (`--no-emc`,
+//! `--no-megaflows`). Help texts and defaults come from the same table,
+//! so the flags, the switch's `config/set` and the benchmark's tokens
+//! accept the same keys.
 
+use clap::{Arg, ArgAction, ArgMatches, Args, Command, FromArgMatches};
+use flowpath_datapath::keys::{self, KeyKind, KEYS};
 use flowpath_datapath::{Config, SecondLevel};
 
-/// The second-level cache, as named on the command line.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum SecondArg {
-    /// Signature match cache (OVS `smc-enable=true`).
-    Smc,
-    /// Datapath flow cache (the 2017 ovs-dev proposal).
-    Dfc,
-    /// Cuckoo Distributor (the 2017 ovs-dev proposal).
-    Cd,
-    /// No second-level cache (OVS's default).
-    None,
-    /// One signature table whose entries name a megaflow or a subtable.
-    Hybrid,
-    /// EMC and hybrid table, each switched on or off by measurement every
-    /// second (--no-emc keeps the EMC out).
-    Auto,
+/// Datapath options: the keys given on the command line, in table order.
+#[derive(Clone, Debug, Default)]
+pub struct DatapathArgs {
+    set: Vec<(&'static str, String)>,
+    no_huge_pages: bool,
 }
 
-impl From<SecondArg> for SecondLevel {
-    fn from(s: SecondArg) -> Self {
-        match s {
-            SecondArg::Smc => SecondLevel::Smc,
-            SecondArg::Dfc => SecondLevel::Dfc,
-            SecondArg::Cd => SecondLevel::Cd,
-            SecondArg::None => SecondLevel::None,
-            SecondArg::Hybrid => SecondLevel::Hybrid,
-            SecondArg::Auto => SecondLevel::Auto,
+const NO_HUGE_PAGES: &str = "no-huge-pages";
+
+impl Args for DatapathArgs {
+    fn augment_args(mut cmd: Command) -> Command {
+        for k in KEYS {
+            let arg = match k.off_flag {
+                Some(off) => Arg::new(k.name)
+                    .long(off)
+                    .action(ArgAction::SetTrue)
+                    .help(format!(
+                        "{} This flag turns it off ({}=false).",
+                        k.help, k.name
+                    )),
+                None => {
+                    let a = Arg::new(k.name)
+                        .long(k.name)
+                        .value_name(k.kind.placeholder())
+                        .help(format!("{} [default: {}]", k.help, k.default_value()));
+                    match k.kind {
+                        KeyKind::Cache => {
+                            a.value_parser(SecondLevel::ALL.map(|l| l.name()).to_vec())
+                        }
+                        _ => a.value_parser(clap::value_parser!(u64)),
+                    }
+                }
+            };
+            cmd = cmd.arg(arg);
         }
+        cmd.arg(
+            Arg::new(NO_HUGE_PAGES)
+                .long(NO_HUGE_PAGES)
+                .action(ArgAction::SetTrue)
+                .help(
+                    "Allocate the large tables (EMC, SMC, DFC, CD, hybrid, the megaflow \
+                     slab and the dpcls indexes) on ordinary 4 KB pages instead of \
+                     advising 2 MB transparent huge pages.",
+                ),
+        )
+    }
+
+    fn augment_args_for_update(cmd: Command) -> Command {
+        Self::augment_args(cmd)
     }
 }
 
-/// Datapath options.
-#[derive(clap::Args)]
-pub struct DatapathArgs {
-    /// Second-level cache between the EMC and the megaflow classifier.
-    #[arg(long, value_enum, value_name = "CACHE", default_value = "none")]
-    second_level: SecondArg,
-    /// EMC insertion: a miss is inserted with probability 1/N (1 = always,
-    /// 0 = never), as OVS's other_config:emc-insert-inv-prob.
-    #[arg(long, value_name = "N", default_value_t = 100)]
-    emc_insert_inv_prob: u32,
-    /// Turn the exact match cache off (OVS's emc-enable=false).
-    #[arg(long)]
-    no_emc: bool,
-    /// Install exact-match megaflows, as `ovs-appctl
-    /// upcall/disable-megaflows`.
-    #[arg(long)]
-    no_megaflows: bool,
-    /// No megaflow is installed while this many are live (the packet still
-    /// gets its actions; counted as a failed upcall).
-    #[arg(long, value_name = "N", default_value_t = 200_000)]
-    flow_limit: usize,
-    /// Megaflows idle for longer than this (ms of datapath time) are
-    /// removed (checked every 500 ms).
-    #[arg(long, value_name = "MS", default_value_t = 10_000)]
-    max_idle: u64,
-    /// Upcall budget against new-flow storms: at most N upcalls per input
-    /// port per millisecond; further misses are dropped before the slow
-    /// path (counted as failed upcalls). 0 = no budget (OVS).
-    #[arg(long, value_name = "N", default_value_t = 0)]
-    upcall_budget: u32,
-    /// Mask budget against tuple space explosion: once an input port has
-    /// N megaflow masks (subtables), new megaflows are widened into an
-    /// existing mask or exact match. 0 = no budget (OVS).
-    #[arg(long, value_name = "N", default_value_t = 0)]
-    mask_budget: usize,
-    /// Allocate the large tables (EMC, SMC, DFC, CD, hybrid, the megaflow
-    /// slab and the dpcls indexes) on ordinary 4 KB pages instead of
-    /// advising 2 MB transparent huge pages.
-    #[arg(long)]
-    no_huge_pages: bool,
+impl FromArgMatches for DatapathArgs {
+    fn from_arg_matches(m: &ArgMatches) -> Result<Self, clap::Error> {
+        let mut a = DatapathArgs::default();
+        a.update_from_arg_matches(m)?;
+        Ok(a)
+    }
+
+    fn update_from_arg_matches(&mut self, m: &ArgMatches) -> Result<(), clap::Error> {
+        for k in KEYS {
+            let value = if k.off_flag.is_some() {
+                m.get_flag(k.name).then(|| "false".to_string())
+            } else if k.kind == KeyKind::Cache {
+                m.get_one::<String>(k.name).cloned()
+            } else {
+                m.get_one::<u64>(k.name).map(u64::to_string)
+            };
+            if let Some(v) = value {
+                self.set.retain(|(n, _)| *n != k.name);
+                self.set.push((k.name, v));
+            }
+        }
+        self.no_huge_pages |= m.get_flag(NO_HUGE_PAGES);
+        Ok(())
+    }
 }
 
 impl DatapathArgs {
@@ -83,18 +96,60 @@ impl DatapathArgs {
         flowpath_datapath::hugepage::set_enabled(!self.no_huge_pages);
     }
 
-    /// The datapath configuration these options give.
-    pub fn config(&self) -> Config {
-        Config {
-            emc_enable: !self.no_emc,
-            emc_insert_inv_prob: self.emc_insert_inv_prob,
-            second_level: self.second_level.into(),
-            megaflows: !self.no_megaflows,
-            flow_limit: self.flow_limit,
-            max_idle_ms: self.max_idle,
-            upcall_budget_per_ms: self.upcall_budget,
-            mask_budget: self.mask_budget,
-            ..Config::default()
+    /// The datapath configuration these options give: the keys' defaults
+    /// with the flags given applied, checked as a whole.
+    pub fn config(&self) -> anyhow::Result<Config> {
+        let mut cfg = keys::defaults();
+        for (k, v) in &self.set {
+            keys::set(&mut cfg, k, v).map_err(|e| anyhow::anyhow!("--{e}"))?;
         }
+        cfg.validate()?;
+        Ok(cfg)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        dp: DatapathArgs,
+    }
+
+    #[test]
+    fn every_key_is_a_flag() {
+        let mut argv = vec!["flowpath".to_string()];
+        for k in KEYS {
+            match k.off_flag {
+                Some(off) => argv.push(format!("--{off}")),
+                None if k.kind == KeyKind::Cache => {
+                    argv.extend([format!("--{}", k.name), "hybrid".into()])
+                }
+                // A power of two every size key accepts, 8 for cd-ways.
+                None => argv.extend([format!("--{}", k.name), "8".into()]),
+            }
+        }
+        let cli = Cli::try_parse_from(&argv).unwrap();
+        let cfg = cli.dp.config().unwrap();
+        for k in KEYS {
+            assert_ne!(k.get(&cfg), k.default_value(), "--{} had no effect", k.name);
+        }
+        let none = Cli::try_parse_from(["flowpath"]).unwrap();
+        assert_eq!(none.dp.config().unwrap(), keys::defaults());
+    }
+
+    #[test]
+    fn bad_values_are_refused_naming_the_flag() {
+        assert!(Cli::try_parse_from(["flowpath", "--second-level", "fast"]).is_err());
+        assert!(Cli::try_parse_from(["flowpath", "--flow-limit", "x"]).is_err());
+        let c = Cli::try_parse_from(["flowpath", "--upcall-budget", "5000000000"]).unwrap();
+        let e = c.dp.config().unwrap_err().to_string();
+        assert!(e.contains("--upcall-budget=5000000000"), "{e}");
+        let c = Cli::try_parse_from(["flowpath", "--emc-entries", "100"]).unwrap();
+        let e = c.dp.config().unwrap_err().to_string();
+        assert!(e.contains("emc_entries"), "{e}");
     }
 }

@@ -7,7 +7,8 @@
 //! `used:never`, then `actions:` in datapath-action syntax) and
 //! [`Datapath::dump_flows`] prints them all. The switch's revalidator,
 //! its `dpctl/dump-flows` (text and JSON) and `flowpath run --dump-flows`
-//! all read this one dump.
+//! all read this one dump, and [`idle_expired`] is the one idle-expiry
+//! test.
 //!
 //! Why here: only the worker knows its megaflows; the control path asks
 //! for a dump between batches. Allocates (it is not on the packet path);
@@ -44,7 +45,21 @@ pub struct DumpEntry {
     pub tcp_flags: u16,
 }
 
+/// The one idle-expiry test (OVS's `max-idle`): true when a megaflow last
+/// used (or, never hit, installed) at `last_used_ms` has been idle for
+/// longer than `max_idle_ms` at `now_ms`. The worker's own sweep
+/// ([`Datapath::expire_idle`]) and the switch's revalidator both decide
+/// with it.
+pub fn idle_expired(last_used_ms: u64, now_ms: u64, max_idle_ms: u64) -> bool {
+    now_ms.saturating_sub(last_used_ms) > max_idle_ms
+}
+
 impl DumpEntry {
+    /// The last hit, or the installation if it was never hit.
+    pub fn last_used_ms(&self) -> u64 {
+        self.used_ms.unwrap_or(self.created_ms)
+    }
+
     /// The match in megaflow style (`recirc_id=0,eth,tcp,in_port=1,...`).
     pub fn megaflow(&self) -> String {
         Match::new(&self.key, &self.mask).format(Style::Megaflow)

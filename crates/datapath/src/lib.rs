@@ -25,7 +25,7 @@
 //! | [`smc`], [`dfc`], [`cd`], [`hybrid`] | the second-level caches |
 //! | [`auto`] | the self-tuning cascade (`second-level = auto`) |
 //! | [`batch`], [`pipeline`], [`upcall`] | the cascade and its interfaces |
-//! | [`config`], [`stats`] | run-time knobs, counters |
+//! | [`config`], [`keys`], [`stats`] | run-time knobs and their names, counters |
 //! | [`prefetch`] | the software prefetch hint (fenced `unsafe`) |
 //! | [`hugepage`] | cache tables on 2 MB pages (fenced `unsafe`) |
 //! | [`simd`] | SSE2 bucket compares with their scalar reference (fenced `unsafe`) |
@@ -58,6 +58,7 @@ pub mod execute;
 pub mod hash;
 pub mod hugepage;
 pub mod hybrid;
+pub mod keys;
 pub mod megaflow;
 pub mod packet;
 pub mod pipeline;

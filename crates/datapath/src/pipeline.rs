@@ -501,7 +501,7 @@ impl Datapath {
                 continue;
             };
             let last = self.flows.last_used_ms(r).unwrap_or(now_ms);
-            if now_ms.saturating_sub(last) > max_idle_ms {
+            if crate::dump::idle_expired(last, now_ms, max_idle_ms) {
                 self.remove_megaflow(r);
                 n += 1;
             }

@@ -26,7 +26,7 @@
 pub mod revalidate;
 mod slowpath;
 
-pub use revalidate::{idle_expired, recheck, revalidate, revalidate_where};
+pub use revalidate::{recheck, revalidate, revalidate_where};
 pub use slowpath::{uses_normal, SlowPath, SlowPathStats, XLATE_CACHE_ENTRIES};
 
 use flowpath_datapath::{Config, ConfigError, Switch};

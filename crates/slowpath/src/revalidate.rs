@@ -4,8 +4,8 @@
 //! rule tables and says whether the megaflow may stay: the translation
 //! must succeed with the same actions and a mask that needs no bit the
 //! installed mask lacks — then, by the megaflow invariant, every packet it
-//! covers still gets its actions. [`idle_expired`] is the idle-expiry
-//! test. [`revalidate`] and [`revalidate_where`] apply `recheck` to a
+//! covers still gets its actions. The idle-expiry test is the datapath's
+//! [`flowpath_datapath::dump::idle_expired`]. [`revalidate`] and [`revalidate_where`] apply `recheck` to a
 //! datapath in place (`flowpath run`, the bench, a worker's own MAC and
 //! learned-flow changes); the switch's revalidator thread applies the same
 //! `recheck` and `idle_expired` to the megaflows the PMDs dump
@@ -39,13 +39,6 @@ pub fn recheck(
     let x = xlate_on(tables, bridge, key, now_ms, mode);
     let keep = x.error.is_none() && x.actions[..] == actions[..] && x.megaflow.is_subset_of(mask);
     (keep, x)
-}
-
-/// True when a megaflow created at `created_ms` and last used at
-/// `used_ms` (never: `None`) has been idle for longer than `max_idle_ms`
-/// at `now_ms` (OVS's `max-idle`).
-pub fn idle_expired(created_ms: u64, used_ms: Option<u64>, now_ms: u64, max_idle_ms: u64) -> bool {
-    now_ms.saturating_sub(used_ms.unwrap_or(created_ms)) > max_idle_ms
 }
 
 /// Re-checks every live megaflow of `dp` against `tables` and removes those

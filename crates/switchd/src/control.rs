@@ -11,7 +11,7 @@
 use crate::pmd::{PmdCmd, PmdSnapshot};
 use crate::rules::{self, Selector};
 use crate::{CtlState, Shared};
-use flowpath_datapath::{Config, SecondLevel};
+use flowpath_datapath::{keys, Config};
 use flowpath_flow::FlowKey;
 use flowpath_ofproto::parse::parse_packet;
 use flowpath_ofproto::xlate::{xlate_on, XlateMode};
@@ -24,47 +24,153 @@ use std::time::Duration;
 /// How long a handler waits for a PMD's answer.
 pub const PMD_ANSWER_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// A command's handler: the control, its parameters, whether `--json`
+/// was among them.
+type Run = fn(&Control, &[String], bool) -> Result<String, String>;
+
+/// One control command: its registration is its dispatch.
+struct Command {
+    name: &'static str,
+    usage: &'static str,
+    min_args: usize,
+    max_args: usize,
+    run: Run,
+}
+
+const fn cmd(
+    name: &'static str,
+    usage: &'static str,
+    min_args: usize,
+    max_args: usize,
+    run: Run,
+) -> Command {
+    Command {
+        name,
+        usage,
+        min_args,
+        max_args,
+        run,
+    }
+}
+
+const MANY: usize = usize::MAX;
+
+/// Every command, in `list-commands` order.
+static COMMANDS: &[Command] = &[
+    cmd("version", "", 0, 0, |_, _, _| {
+        Ok(format!("flowpath {}\n", env!("CARGO_PKG_VERSION")))
+    }),
+    cmd("exit", "", 0, 0, |c, _, _| {
+        c.sh.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        Ok(String::new())
+    }),
+    cmd("dpif-netdev/pmd-stats-show", "[--json]", 0, 1, |c, _, j| {
+        c.pmd_stats_show(j)
+    }),
+    cmd("dpif-netdev/pmd-stats-clear", "", 0, 0, |c, _, _| {
+        c.ask_all(PmdCmd::ClearStats)?;
+        Ok(String::new())
+    }),
+    cmd("dpif-netdev/pmd-rxq-show", "[--json]", 0, 1, |c, _, j| {
+        c.pmd_rxq_show(j)
+    }),
+    cmd("dpctl/show", "[--json]", 0, 1, |c, _, j| c.dpctl_show(j)),
+    cmd("dpctl/dump-flows", "[--json]", 0, 1, |c, _, j| {
+        c.dump_megaflows(j)
+    }),
+    cmd("dpctl/del-flows", "", 0, 0, |c, _, _| {
+        let n: usize = c.ask_all(PmdCmd::DelFlows)?.iter().sum();
+        Ok(format!("{n} megaflows deleted\n"))
+    }),
+    cmd("ofproto/trace", "[BRIDGE] FLOW", 1, 2, |c, p, _| c.trace(p)),
+    cmd("add-flow", "RULE", 1, MANY, |c, p, _| c.add_flow(p)),
+    cmd("add-flows", "FILE", 1, 1, |c, p, _| {
+        c.add_flows(first(p), false)
+    }),
+    cmd("del-flows", "[MATCH]", 0, MANY, |c, p, _| c.del_flows(p)),
+    cmd("replace-flows", "FILE", 1, 1, |c, p, _| {
+        c.add_flows(first(p), true)
+    }),
+    cmd("dump-flows", "[--json] [MATCH]", 0, MANY, |c, p, _| {
+        c.dump_rules(p)
+    }),
+    cmd("config/set", "KEY=VALUE...", 1, MANY, |c, p, _| {
+        c.config_set(p)
+    }),
+    cmd("config/show", "[--json]", 0, 1, |c, _, j| {
+        let st = c.state();
+        Ok(if j {
+            config_json(&st.datapath)
+        } else {
+            config_text(&st.datapath)
+        })
+    }),
+    cmd("upcall/show", "[--json]", 0, 1, |c, _, j| c.upcall_show(j)),
+    cmd("upcall/disable-megaflows", "", 0, 0, |c, _, _| {
+        c.set_megaflows(false)
+    }),
+    cmd("upcall/enable-megaflows", "", 0, 0, |c, _, _| {
+        c.set_megaflows(true)
+    }),
+    cmd("upcall/set-flow-limit", "NUMBER", 1, 1, |c, p, _| {
+        let n: usize = first(p)
+            .parse()
+            .map_err(|_| format!("'{}' is not a number", first(p)))?;
+        c.config_set(&[format!("flow-limit={n}")])?;
+        Ok(format!("set flow_limit to {n}\n"))
+    }),
+    cmd("revalidator/purge", "", 0, 0, |c, _, _| {
+        c.sh.reval_purge()?;
+        Ok(String::new())
+    }),
+    cmd("revalidator/wait", "", 0, 0, |c, _, _| {
+        c.sh.reval_wait()?;
+        Ok(String::new())
+    }),
+    cmd("memory/show", "[--json]", 0, 1, |c, _, j| c.memory_show(j)),
+    cmd("dump-groups", "[BRIDGE]", 0, 1, |c, _, _| {
+        let st = c.state();
+        let mut out = String::new();
+        for g in st.rules.groups() {
+            let _ = writeln!(out, " {g}");
+        }
+        Ok(out)
+    }),
+    cmd("add-group", "GROUP", 1, MANY, |c, p, _| {
+        c.change_groups(GroupChange::Add(p.join(" ")))
+    }),
+    cmd("mod-group", "GROUP", 1, MANY, |c, p, _| {
+        c.change_groups(GroupChange::Modify(p.join(" ")))
+    }),
+    cmd("add-groups", "FILE", 1, 1, |c, p, _| {
+        c.change_groups(GroupChange::File(first(p).to_string()))
+    }),
+    cmd("del-groups", "[group_id=N]", 0, MANY, |c, p, _| {
+        c.change_groups(GroupChange::Delete(p.join(" ")))
+    }),
+    cmd("fdb/show", "[BRIDGE] [--json]", 0, 2, |c, _, j| {
+        c.fdb_show(j)
+    }),
+    cmd("fdb/flush", "[BRIDGE]", 0, 1, |c, _, _| {
+        c.sh.bridge.macs().flush();
+        Ok("table successfully flushed\n".into())
+    }),
+    cmd("fdb/stats-show", "[BRIDGE]", 0, 1, |c, _, _| {
+        Ok(c.fdb_stats())
+    }),
+];
+
 /// Every command, for `list-commands` and argument checking.
 pub fn commands() -> Vec<CommandSpec> {
-    let c = |name: &str, usage: &str, min: usize, max: usize| CommandSpec {
-        name: name.to_string(),
-        usage: usage.to_string(),
-        min_args: min,
-        max_args: max,
-    };
-    vec![
-        c("version", "", 0, 0),
-        c("exit", "", 0, 0),
-        c("dpif-netdev/pmd-stats-show", "[--json]", 0, 1),
-        c("dpif-netdev/pmd-stats-clear", "", 0, 0),
-        c("dpif-netdev/pmd-rxq-show", "[--json]", 0, 1),
-        c("dpctl/show", "[--json]", 0, 1),
-        c("dpctl/dump-flows", "[--json]", 0, 1),
-        c("dpctl/del-flows", "", 0, 0),
-        c("ofproto/trace", "[BRIDGE] FLOW", 1, 2),
-        c("add-flow", "RULE", 1, usize::MAX),
-        c("add-flows", "FILE", 1, 1),
-        c("del-flows", "[MATCH]", 0, usize::MAX),
-        c("replace-flows", "FILE", 1, 1),
-        c("dump-flows", "[--json] [MATCH]", 0, usize::MAX),
-        c("config/set", "KEY=VALUE...", 1, usize::MAX),
-        c("config/show", "[--json]", 0, 1),
-        c("upcall/show", "[--json]", 0, 1),
-        c("upcall/disable-megaflows", "", 0, 0),
-        c("upcall/enable-megaflows", "", 0, 0),
-        c("upcall/set-flow-limit", "NUMBER", 1, 1),
-        c("revalidator/purge", "", 0, 0),
-        c("revalidator/wait", "", 0, 0),
-        c("memory/show", "[--json]", 0, 1),
-        c("dump-groups", "[BRIDGE]", 0, 1),
-        c("add-group", "GROUP", 1, usize::MAX),
-        c("mod-group", "GROUP", 1, usize::MAX),
-        c("add-groups", "FILE", 1, 1),
-        c("del-groups", "[group_id=N]", 0, usize::MAX),
-        c("fdb/show", "[BRIDGE] [--json]", 0, 2),
-        c("fdb/flush", "[BRIDGE]", 0, 1),
-        c("fdb/stats-show", "[BRIDGE]", 0, 1),
-    ]
+    COMMANDS
+        .iter()
+        .map(|c| CommandSpec {
+            name: c.name.to_string(),
+            usage: c.usage.to_string(),
+            min_args: c.min_args,
+            max_args: c.max_args,
+        })
+        .collect()
 }
 
 /// A change to the group table.
@@ -703,152 +809,44 @@ fn snapshot_json(s: &PmdSnapshot) -> serde_json::Value {
     v
 }
 
-/// Applies one `config/set` key (OVS's other_config names).
+/// Applies one `config/set` key ([`flowpath_datapath::keys`]).
 fn set_key(cfg: &mut Config, k: &str, v: &str) -> Result<(), String> {
-    let num = |v: &str| -> Result<u64, String> {
-        v.parse()
-            .map_err(|_| format!("{k}={v}: expected a non-negative number"))
-    };
-    let boolean = |v: &str| -> Result<bool, String> {
-        match v {
-            "true" | "on" | "1" => Ok(true),
-            "false" | "off" | "0" => Ok(false),
-            _ => Err(format!("{k}={v}: expected true or false")),
-        }
-    };
-    match k {
-        "emc-insert-inv-prob" => {
-            cfg.emc_insert_inv_prob =
-                u32::try_from(num(v)?).map_err(|_| format!("{k}={v}: too large"))?
-        }
-        "emc-enable" => cfg.emc_enable = boolean(v)?,
-        "second-level" => {
-            cfg.second_level = v
-                .parse::<SecondLevel>()
-                .map_err(|_| format!("{k}={v}: expected smc, dfc, cd, hybrid, auto or none"))?
-        }
-        "megaflows" => cfg.megaflows = boolean(v)?,
-        "flow-limit" => cfg.flow_limit = num(v)? as usize,
-        "max-idle" => cfg.max_idle_ms = num(v)?,
-        "mask-budget" => cfg.mask_budget = num(v)? as usize,
-        "upcall-budget" => {
-            cfg.upcall_budget_per_ms =
-                u32::try_from(num(v)?).map_err(|_| format!("{k}={v}: too large"))?
-        }
-        _ => {
-            return Err(format!(
-                "unknown key '{k}' (emc-insert-inv-prob, emc-enable, second-level, megaflows, \
-                 flow-limit, max-idle, upcall-budget, mask-budget)"
-            ))
-        }
-    }
-    Ok(())
+    keys::set(cfg, k, v).map_err(|e| e.to_string())
 }
 
+/// `config/show`: every key, `NAME=VALUE` a line.
 fn config_text(c: &Config) -> String {
-    format!(
-        "emc-enable={}\nemc-insert-inv-prob={}\nsecond-level={}\nmegaflows={}\nflow-limit={}\nmax-idle={}\nupcall-budget={}\n",
-        c.emc_enable,
-        c.emc_insert_inv_prob,
-        c.second_level.name(),
-        c.megaflows,
-        c.flow_limit,
-        c.max_idle_ms,
-        c.upcall_budget_per_ms
-    )
+    keys::show(c)
+        .into_iter()
+        .map(|(k, v)| format!("{k}={v}\n"))
+        .collect()
 }
 
+/// `config/show --json`: every key, numbers and booleans as JSON's.
 fn config_json(c: &Config) -> String {
-    format!(
-        "{}\n",
-        serde_json::json!({
-            "emc-enable": c.emc_enable,
-            "emc-insert-inv-prob": c.emc_insert_inv_prob,
-            "second-level": c.second_level.name(),
-            "megaflows": c.megaflows,
-            "flow-limit": c.flow_limit,
-            "max-idle": c.max_idle_ms,
-            "upcall-budget": c.upcall_budget_per_ms,
+    let o: serde_json::Map<String, serde_json::Value> = keys::KEYS
+        .iter()
+        .map(|k| {
+            let v = k.get(c);
+            let j = match k.kind {
+                keys::KeyKind::Bool => serde_json::Value::Bool(v == "true"),
+                keys::KeyKind::Number | keys::KeyKind::Millis => v
+                    .parse::<u64>()
+                    .map_or(serde_json::Value::String(v), serde_json::Value::from),
+                keys::KeyKind::Cache => serde_json::Value::String(v),
+            };
+            (k.name.to_string(), j)
         })
-    )
+        .collect();
+    format!("{}\n", serde_json::Value::Object(o))
 }
 
 impl Handler for Control {
     fn call(&self, method: &str, params: &[String]) -> Result<String, String> {
         let json = params.iter().any(|p| p == "--json");
-        match method {
-            "version" => Ok(format!("flowpath {}\n", env!("CARGO_PKG_VERSION"))),
-            "exit" => {
-                self.sh
-                    .stop
-                    .store(true, std::sync::atomic::Ordering::Relaxed);
-                Ok(String::new())
-            }
-            "dpif-netdev/pmd-stats-show" => self.pmd_stats_show(json),
-            "dpif-netdev/pmd-stats-clear" => {
-                self.ask_all(PmdCmd::ClearStats)?;
-                Ok(String::new())
-            }
-            "dpif-netdev/pmd-rxq-show" => self.pmd_rxq_show(json),
-            "dpctl/show" => self.dpctl_show(json),
-            "dpctl/dump-flows" => self.dump_megaflows(json),
-            "dpctl/del-flows" => {
-                let n: usize = self.ask_all(PmdCmd::DelFlows)?.iter().sum();
-                Ok(format!("{n} megaflows deleted\n"))
-            }
-            "ofproto/trace" => self.trace(params),
-            "add-flow" => self.add_flow(params),
-            "add-flows" => self.add_flows(first(params), false),
-            "replace-flows" => self.add_flows(first(params), true),
-            "del-flows" => self.del_flows(params),
-            "add-group" => self.change_groups(GroupChange::Add(params.join(" "))),
-            "mod-group" => self.change_groups(GroupChange::Modify(params.join(" "))),
-            "add-groups" => self.change_groups(GroupChange::File(first(params).to_string())),
-            "del-groups" => self.change_groups(GroupChange::Delete(params.join(" "))),
-            "dump-flows" => self.dump_rules(params),
-            "config/set" => self.config_set(params),
-            "upcall/show" => self.upcall_show(json),
-            "upcall/disable-megaflows" => self.set_megaflows(false),
-            "upcall/enable-megaflows" => self.set_megaflows(true),
-            "upcall/set-flow-limit" => {
-                let n: usize = first(params)
-                    .parse()
-                    .map_err(|_| format!("'{}' is not a number", first(params)))?;
-                self.config_set(&[format!("flow-limit={n}")])?;
-                Ok(format!("set flow_limit to {n}\n"))
-            }
-            "revalidator/purge" => {
-                self.sh.reval_purge()?;
-                Ok(String::new())
-            }
-            "memory/show" => self.memory_show(json),
-            "fdb/show" => self.fdb_show(json),
-            "dump-groups" => {
-                let st = self.state();
-                let mut out = String::new();
-                for g in st.rules.groups() {
-                    let _ = writeln!(out, " {g}");
-                }
-                Ok(out)
-            }
-            "fdb/flush" => {
-                self.sh.bridge.macs().flush();
-                Ok("table successfully flushed\n".into())
-            }
-            "fdb/stats-show" => Ok(self.fdb_stats()),
-            "revalidator/wait" => {
-                self.sh.reval_wait()?;
-                Ok(String::new())
-            }
-            "config/show" => {
-                let st = self.state();
-                Ok(if json {
-                    config_json(&st.datapath)
-                } else {
-                    config_text(&st.datapath)
-                })
-            }
-            _ => Err(format!("\"{method}\" is not a valid command")),
+        match COMMANDS.iter().find(|c| c.name == method) {
+            Some(c) => (c.run)(self, params, json),
+            None => Err(format!("\"{method}\" is not a valid command")),
         }
     }
 }

@@ -32,11 +32,12 @@
 use crate::pmd::PmdCmd;
 use crate::rules::Published;
 use crate::Shared;
+use flowpath_datapath::dump::idle_expired;
 use flowpath_datapath::{DumpEntry, MegaflowRef};
 use flowpath_odp::DpAction;
 use flowpath_ofproto::normal::Bridge;
 use flowpath_ofproto::xlate::XlateMode;
-use flowpath_slowpath::{idle_expired, recheck, uses_normal};
+use flowpath_slowpath::{recheck, uses_normal};
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::Ordering;
 use std::sync::mpsc::{sync_channel, Receiver, RecvTimeoutError, SyncSender};
@@ -239,7 +240,7 @@ impl Revalidator {
                 if !keep {
                     out.changed += 1;
                     out.deletions[pmd].push(e.mf);
-                } else if idle_expired(e.created_ms, e.used_ms, now_ms, max_idle_ms) {
+                } else if idle_expired(e.last_used_ms(), now_ms, max_idle_ms) {
                     out.expired += 1;
                     out.deletions[pmd].push(e.mf);
                 } else {

@@ -698,3 +698,44 @@ fn learn_adds_flows_shown_traced_and_deleted() {
     assert!(!dump.contains("02:00:00:00:00:09"), "{dump}");
     sw.shutdown();
 }
+
+/// `config/show` lists every configuration key and `config/set` takes
+/// every key back, live, with the value that differs from its default
+/// (the key table is also what the command line flags and the bench
+/// tokens are made of: their tests check them against the same table).
+#[test]
+fn config_show_lists_every_key_config_set_accepts() {
+    use flowpath_datapath::keys;
+    let dir = temp_dir("keys");
+    let frames: Vec<Vec<u8>> = (0..10).map(|i| udp_frame(1000 + i, 2000, 60)).collect();
+    let cap = dir.join("in.pcap");
+    write_capture(&cap, &frames);
+    let (sw, ctl) = start(
+        &dir,
+        "actions=output:2\n",
+        vec![(1, pcap_in(cap, true)), (2, PortSpec::Null)],
+    );
+    let text = call(&ctl, "config/show", &[]).unwrap();
+    let shown: Vec<&str> = text
+        .lines()
+        .filter_map(|l| l.split_once('='))
+        .map(|(k, _)| k)
+        .collect();
+    assert_eq!(shown, keys::key_names(), "{text}");
+    let v = json(&ctl, "config/show");
+    for k in keys::KEYS {
+        assert!(v.get(k.name).is_some(), "--json lacks {}: {v}", k.name);
+        // A valid value other than the current one.
+        let new = match k.kind {
+            keys::KeyKind::Bool => (k.get(&keys::defaults()) != "true").to_string(),
+            keys::KeyKind::Cache => "hybrid".to_string(),
+            _ => "8".to_string(),
+        };
+        let out = call(&ctl, "config/set", &[&format!("{}={new}", k.name)])
+            .unwrap_or_else(|e| panic!("config/set {}={new}: {e}", k.name));
+        assert!(out.contains(&format!("{}={new}\n", k.name)), "{out}");
+    }
+    let e = call(&ctl, "config/set", &["cd-ways=3"]).unwrap_err();
+    assert!(e.contains("cd_ways"), "{e}");
+    sw.shutdown();
+}
