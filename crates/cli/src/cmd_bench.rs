@@ -146,9 +146,10 @@ pub struct Args {
     #[arg(long, value_name = "FILE.svg")]
     plot: Option<PathBuf>,
     /// Directory for bench-*.csv/json/svg (written by default for
-    /// scenarios and the default grid; with explicit workloads only when
-    /// this is given).
-    #[arg(long, value_name = "DIR")]
+    /// scenarios and the default grid, into the current directory, where
+    /// a flowpath checkout's .gitignore ignores them; with explicit
+    /// workloads only when this is given).
+    #[arg(long, short = 'o', value_name = "DIR")]
     out_dir: Option<PathBuf>,
     /// No progress bar, no tables (files and --json only).
     #[arg(long, short)]

@@ -259,3 +259,29 @@ fn capture_with_groups() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("group") && err.contains('1'), "{err}");
 }
+
+/// The files the README's first command (`flowpath bench` on its
+/// defaults, in the checkout) writes are ignored by git, so they do not
+/// show up as untracked changes.
+#[test]
+fn default_bench_outputs_are_ignored_by_git() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    if !root.join(".git").exists() {
+        eprintln!("SKIPPED default_bench_outputs_are_ignored_by_git: not a git checkout");
+        return;
+    }
+    for f in ["bench-results.csv", "bench-results.json", "bench-results.svg", "bench-cd.csv"] {
+        let st = std::process::Command::new("git")
+            .arg("-C")
+            .arg(&root)
+            .args(["check-ignore", "-q", f])
+            .status();
+        match st {
+            Ok(s) => assert!(s.success(), "{f} is not ignored by git"),
+            Err(e) => {
+                eprintln!("SKIPPED default_bench_outputs_are_ignored_by_git: no git ({e})");
+                return;
+            }
+        }
+    }
+}

@@ -27,7 +27,7 @@
 //! | [`batch`], [`pipeline`], [`upcall`] | the cascade and its interfaces |
 //! | [`config`], [`keys`], [`stats`] | run-time knobs and their names, counters |
 //! | [`prefetch`] | the software prefetch hint (fenced `unsafe`) |
-//! | [`hugepage`] | cache tables on 2 MB pages (fenced `unsafe`) |
+//! | [`hugepage`] | cache tables on 2 MB pages (re-exported from `flowpath_io`, where its syscalls are fenced) |
 //! | [`simd`] | SSE2 bucket compares with their scalar reference (fenced `unsafe`) |
 //! | [`packet`], [`execute`] | packet buffers with headroom; actions on bytes, outputs per port |
 //! | [`switch`] | the worker loop: frames in, cascade, actions, frames out |
@@ -39,9 +39,8 @@
 //!
 //! Rules of the crate: no I/O, no clock reads, no locks and no allocation on
 //! the packet path (time and cycles are arguments); caches store indices,
-//! never references; no `unsafe` outside [`prefetch`] (one fenced
-//! intrinsic call), [`simd`] (SSE2 compares) and [`hugepage`] (the tables'
-//! allocation).
+//! never references; no system calls, and no `unsafe` outside
+//! [`prefetch`] (one fenced intrinsic call) and [`simd`] (SSE2 compares).
 
 #![deny(unsafe_code)]
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
@@ -56,8 +55,9 @@ pub mod dump;
 pub mod emc;
 pub mod execute;
 pub mod hash;
-pub mod hugepage;
 pub mod hybrid;
+/// Table storage on 2 MB pages (`flowpath_io`'s, where its syscalls live).
+pub use flowpath_io::hugepage;
 pub mod keys;
 pub mod megaflow;
 pub mod packet;

@@ -17,13 +17,16 @@
 //! [`reader`] for what is done here instead and why.
 //!
 //! Thread-safety: readers and writers are `Send`, used by one thread.
-//! Later: in-memory replay ring, AF_PACKET, AF_XDP (all `unsafe` syscalls
-//! of the workspace will live in this crate).
+//! Besides capture files, this crate holds system facilities that need
+//! fenced `unsafe`: CPU affinity ([`affinity`]), the time-stamp counter
+//! ([`tsc`]) and memory on 2 MB pages ([`hugepage`], the datapath's table
+//! storage). The ports' own syscalls live in `flowpath-netdev`.
 
 pub mod affinity;
 pub mod corpus;
 pub mod error;
 pub mod frames;
+pub mod hugepage;
 pub mod reader;
 pub mod tsc;
 pub mod writer;

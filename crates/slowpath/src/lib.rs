@@ -13,7 +13,7 @@
 //! Why a crate of its own: the fast path (`flowpath_datapath`) knows
 //! nothing of OpenFlow, and OpenFlow (`flowpath_ofproto`) nothing of
 //! caches; this crate sits above both and joins them through the
-//! datapath's [`Upcall`] interface, as Open vSwitch's
+//! datapath's [`Upcall`](flowpath_datapath::Upcall) interface, as Open vSwitch's
 //! `ofproto-dpif-upcall` joins `ofproto-dpif-xlate` and `dpif-netdev`.
 //!
 //! Threads: a [`SlowPath`] belongs to one worker and is called on its

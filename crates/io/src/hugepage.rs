@@ -1,4 +1,7 @@
-//! Cache tables on 2 MB pages: the second fenced `unsafe` of the crate.
+//! Cache tables on 2 MB pages: a fenced `unsafe` (memory-mapping
+//! syscalls) of the workspace, kept here with the other system calls so
+//! that the datapath crate has none (it re-exports this module as
+//! `flowpath_datapath::hugepage`).
 //!
 //! What: [`HugeVec`] is a fixed-length array (the EMC's, SMC's, DFC's,
 //! CD's and hybrid table's storage, the dpcls subtables' indexes) that,
@@ -10,6 +13,7 @@
 //! [`set_enabled`]`(false)`, are plain allocations. [`HugeGrowVec`] is the
 //! growable form, for the megaflow slab: a mapped array grows by moving
 //! its pages into a larger aligned mapping (`mremap`), not by copying.
+//! The datapath's caches, slab and indexes use them.
 //!
 //! Why: a 4 MB table of 4 KB pages needs 1,024 TLB entries; with 100K+
 //! flows every lookup lands on a random page, so the DFC/CD thread (seed
@@ -27,7 +31,8 @@
 //! written before the slice is exposed; `T: Copy` so nothing needs
 //! dropping; a growth moves the whole old mapping (both ends 2 MB-aligned)
 //! over the start of a fresh one with `MREMAP_FIXED`, after which the old
-//! range is the kernel's and the array points at the new one only; `madvise` only advises (its failure changes nothing but the
+//! range is the kernel's and the array points at the new one only;
+//! `madvise` only advises (its failure changes nothing but the
 //! page size). [`huge_pages_kb`] reads `/proc/self/smaps_rollup` — for
 //! reports, never on the packet path.
 //!
