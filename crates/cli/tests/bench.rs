@@ -270,7 +270,12 @@ fn default_bench_outputs_are_ignored_by_git() {
         eprintln!("SKIPPED default_bench_outputs_are_ignored_by_git: not a git checkout");
         return;
     }
-    for f in ["bench-results.csv", "bench-results.json", "bench-results.svg", "bench-cd.csv"] {
+    for f in [
+        "bench-results.csv",
+        "bench-results.json",
+        "bench-results.svg",
+        "bench-cd.csv",
+    ] {
         let st = std::process::Command::new("git")
             .arg("-C")
             .arg(&root)

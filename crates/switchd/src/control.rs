@@ -10,7 +10,7 @@
 
 use crate::pmd::{PmdCmd, PmdSnapshot};
 use crate::rules::{self, Selector};
-use crate::{CtlState, Shared};
+use crate::shared::{CtlState, Shared, UpcallStats};
 use flowpath_datapath::{keys, Config};
 use flowpath_flow::FlowKey;
 use flowpath_ofproto::parse::parse_packet;
@@ -253,7 +253,7 @@ impl Control {
         ))
     }
 
-    fn upcall_stats(&self) -> crate::revalidator::UpcallStats {
+    fn upcall_stats(&self) -> UpcallStats {
         *self
             .sh
             .upcall_stats

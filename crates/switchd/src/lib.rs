@@ -29,18 +29,19 @@ pub mod pmd;
 pub mod ports;
 pub mod revalidator;
 pub mod rules;
+pub mod shared;
 
 use flowpath_datapath::{Config, Switch};
 use flowpath_netdev::{NetdevError, OpenPort, PortSpec};
 use flowpath_ofproto::normal::Bridge;
 use flowpath_slowpath::SlowPath;
-use pmd::{Pmd, PmdCmd, RxqSlot};
-use ports::{PortInfo, TxTable};
-use revalidator::{RevalCmd, UpcallStats};
-use rules::{Published, RuleSet};
+use pmd::{Pmd, RxqSlot};
+use rules::RuleSet;
+use shared::UpcallStats;
+pub use shared::{CtlState, PmdHandle, Shared};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::mpsc::{sync_channel, SyncSender};
+use std::sync::mpsc::sync_channel;
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -101,99 +102,6 @@ impl From<NetdevError> for SwitchdError {
 impl From<flowpath_unixctl::UnixctlError> for SwitchdError {
     fn from(e: flowpath_unixctl::UnixctlError) -> Self {
         SwitchdError::Control(e)
-    }
-}
-
-/// A PMD as the control side sees it.
-pub struct PmdHandle {
-    /// Index.
-    pub id: usize,
-    /// Pinned CPU.
-    pub core: Option<usize>,
-    /// Its command queue.
-    pub cmds: SyncSender<PmdCmd>,
-}
-
-/// What control commands change, under one lock.
-pub struct CtlState {
-    /// The rules.
-    pub rules: RuleSet,
-    /// The datapath configuration every PMD runs with.
-    pub datapath: Config,
-}
-
-/// What the control handlers share.
-pub struct Shared {
-    /// The PMDs.
-    pub pmds: Vec<PmdHandle>,
-    /// Transmit sides (for their counters).
-    pub tx: Arc<TxTable>,
-    /// The ports.
-    pub ports: Vec<PortInfo>,
-    /// Rules and configuration.
-    pub state: Mutex<CtlState>,
-    /// Set to stop the switch.
-    pub stop: Arc<AtomicBool>,
-    /// When the switch started (time zero of the datapath clock).
-    pub started: Instant,
-    /// The rules the PMDs and the revalidator use now.
-    pub published: Mutex<Published>,
-    /// The configured `flow-limit` (the dynamic limit's ceiling).
-    pub flow_limit_cfg: AtomicUsize,
-    /// `max-idle` in ms.
-    pub max_idle_ms: AtomicU64,
-    /// `upcall/show`'s figures, as of the last revalidator round.
-    pub upcall_stats: Mutex<UpcallStats>,
-    /// The revalidator's request queue.
-    pub reval: Mutex<Option<SyncSender<RevalCmd>>>,
-    /// `NORMAL`'s state (MAC learning table, VLANs), shared by the PMDs'
-    /// slow paths, the revalidator and `fdb/*`.
-    pub bridge: Arc<Bridge>,
-}
-
-impl Shared {
-    /// The published rules.
-    pub fn published(&self) -> Published {
-        self.published
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
-    }
-
-    /// Replaces the published rules (the caller swaps them on the PMDs).
-    pub fn set_published(&self, p: Published) {
-        *self.published.lock().unwrap_or_else(|e| e.into_inner()) = p;
-    }
-
-    fn reval_send(&self, c: RevalCmd) -> Result<(), String> {
-        let g = self.reval.lock().unwrap_or_else(|p| p.into_inner());
-        match g.as_ref() {
-            Some(tx) => tx
-                .try_send(c)
-                .map_err(|_| "the revalidator is busy; try again".to_string()),
-            None => Err("the revalidator is not running".into()),
-        }
-    }
-
-    /// Asks for a revalidator round soon (does not wait).
-    pub fn reval_kick(&self) -> Result<(), String> {
-        self.reval_send(RevalCmd::RunNow(None))
-    }
-
-    /// Runs a revalidator round and waits for it (at most 60 s).
-    pub fn reval_wait(&self) -> Result<(), String> {
-        let (tx, rx) = sync_channel(1);
-        self.reval_send(RevalCmd::RunNow(Some(tx)))?;
-        rx.recv_timeout(Duration::from_secs(60))
-            .map_err(|_| "the revalidator did not finish a round within 60 s".to_string())
-    }
-
-    /// Deletes every megaflow on every PMD and waits.
-    pub fn reval_purge(&self) -> Result<(), String> {
-        let (tx, rx) = sync_channel(1);
-        self.reval_send(RevalCmd::Purge(tx))?;
-        rx.recv_timeout(Duration::from_secs(60))
-            .map_err(|_| "the purge did not finish within 60 s".to_string())
     }
 }
 

@@ -31,7 +31,7 @@
 
 use crate::pmd::PmdCmd;
 use crate::rules::Published;
-use crate::Shared;
+use crate::shared::{RevalCmd, Shared, UpcallStats};
 use flowpath_datapath::dump::idle_expired;
 use flowpath_datapath::{DumpEntry, MegaflowRef};
 use flowpath_odp::DpAction;
@@ -40,7 +40,7 @@ use flowpath_ofproto::xlate::XlateMode;
 use flowpath_slowpath::{recheck, uses_normal};
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::Ordering;
-use std::sync::mpsc::{sync_channel, Receiver, RecvTimeoutError, SyncSender};
+use std::sync::mpsc::{sync_channel, Receiver, RecvTimeoutError};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -81,31 +81,6 @@ pub struct RoundOutcome {
     pub over_limit: usize,
     /// Megaflows seen.
     pub flows: usize,
-}
-
-/// `upcall/show`'s figures.
-#[derive(Clone, Copy, Debug, Default, serde::Serialize)]
-pub struct UpcallStats {
-    /// Megaflows at the last dump.
-    pub current: usize,
-    /// Running average of `current` over rounds.
-    pub avg: usize,
-    /// Largest `current` seen.
-    pub max: usize,
-    /// The flow limit in force.
-    pub limit: usize,
-    /// Duration of the last round (dump, revalidation, deletions), ms.
-    pub dump_duration_ms: u64,
-    /// Rounds done.
-    pub rounds: u64,
-    /// Megaflows deleted as idle, in all.
-    pub expired: u64,
-    /// Megaflows deleted after rule changes, in all.
-    pub revalidated: u64,
-    /// Frozen translations (recirculation ids) freed, in all.
-    pub recirc_freed: u64,
-    /// Frozen translations kept at the last round.
-    pub recirc_ids: usize,
 }
 
 /// The revalidator's state and logic (no threads, no clock).
@@ -297,14 +272,6 @@ impl Revalidator {
         self.stats.dump_duration_ms = duration_ms;
         limit
     }
-}
-
-/// Requests to the revalidator thread.
-pub enum RevalCmd {
-    /// Run a round now; answer when it is done.
-    RunNow(Option<SyncSender<()>>),
-    /// Delete every megaflow now (`revalidator/purge`); answer when done.
-    Purge(SyncSender<()>),
 }
 
 /// The revalidator thread's body.

@@ -1,0 +1,147 @@
+//! What the switch's threads share: the control side's view of the PMDs,
+//! the rules and configuration under one lock, the published rules, and
+//! the revalidator's request queue and figures.
+//!
+//! Why a module of its own: the control handlers ([`crate::control`]) and
+//! the revalidator thread ([`crate::revalidator`]) both work on this
+//! state; keeping it here (with the revalidator's request and statistics
+//! types) means neither imports the other, nor the crate root.
+//!
+//! Threads: [`Shared`] is behind an `Arc`; each field says how it is
+//! guarded.
+
+use crate::pmd::PmdCmd;
+use crate::ports::{PortInfo, TxTable};
+use crate::rules::{Published, RuleSet};
+use flowpath_datapath::Config;
+use flowpath_ofproto::normal::Bridge;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize};
+use std::sync::mpsc::{sync_channel, SyncSender};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// A PMD as the control side sees it.
+pub struct PmdHandle {
+    /// Index.
+    pub id: usize,
+    /// Pinned CPU.
+    pub core: Option<usize>,
+    /// Its command queue.
+    pub cmds: SyncSender<PmdCmd>,
+}
+
+/// What control commands change, under one lock.
+pub struct CtlState {
+    /// The rules.
+    pub rules: RuleSet,
+    /// The datapath configuration every PMD runs with.
+    pub datapath: Config,
+}
+
+/// What the control handlers share.
+pub struct Shared {
+    /// The PMDs.
+    pub pmds: Vec<PmdHandle>,
+    /// Transmit sides (for their counters).
+    pub tx: Arc<TxTable>,
+    /// The ports.
+    pub ports: Vec<PortInfo>,
+    /// Rules and configuration.
+    pub state: Mutex<CtlState>,
+    /// Set to stop the switch.
+    pub stop: Arc<AtomicBool>,
+    /// When the switch started (time zero of the datapath clock).
+    pub started: Instant,
+    /// The rules the PMDs and the revalidator use now.
+    pub published: Mutex<Published>,
+    /// The configured `flow-limit` (the dynamic limit's ceiling).
+    pub flow_limit_cfg: AtomicUsize,
+    /// `max-idle` in ms.
+    pub max_idle_ms: AtomicU64,
+    /// `upcall/show`'s figures, as of the last revalidator round.
+    pub upcall_stats: Mutex<UpcallStats>,
+    /// The revalidator's request queue.
+    pub reval: Mutex<Option<SyncSender<RevalCmd>>>,
+    /// `NORMAL`'s state (MAC learning table, VLANs), shared by the PMDs'
+    /// slow paths, the revalidator and `fdb/*`.
+    pub bridge: Arc<Bridge>,
+}
+
+impl Shared {
+    /// The published rules.
+    pub fn published(&self) -> Published {
+        self.published
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Replaces the published rules (the caller swaps them on the PMDs).
+    pub fn set_published(&self, p: Published) {
+        *self.published.lock().unwrap_or_else(|e| e.into_inner()) = p;
+    }
+
+    fn reval_send(&self, c: RevalCmd) -> Result<(), String> {
+        let g = self.reval.lock().unwrap_or_else(|p| p.into_inner());
+        match g.as_ref() {
+            Some(tx) => tx
+                .try_send(c)
+                .map_err(|_| "the revalidator is busy; try again".to_string()),
+            None => Err("the revalidator is not running".into()),
+        }
+    }
+
+    /// Asks for a revalidator round soon (does not wait).
+    pub fn reval_kick(&self) -> Result<(), String> {
+        self.reval_send(RevalCmd::RunNow(None))
+    }
+
+    /// Runs a revalidator round and waits for it (at most 60 s).
+    pub fn reval_wait(&self) -> Result<(), String> {
+        let (tx, rx) = sync_channel(1);
+        self.reval_send(RevalCmd::RunNow(Some(tx)))?;
+        rx.recv_timeout(Duration::from_secs(60))
+            .map_err(|_| "the revalidator did not finish a round within 60 s".to_string())
+    }
+
+    /// Deletes every megaflow on every PMD and waits.
+    pub fn reval_purge(&self) -> Result<(), String> {
+        let (tx, rx) = sync_channel(1);
+        self.reval_send(RevalCmd::Purge(tx))?;
+        rx.recv_timeout(Duration::from_secs(60))
+            .map_err(|_| "the purge did not finish within 60 s".to_string())
+    }
+}
+
+/// `upcall/show`'s figures.
+#[derive(Clone, Copy, Debug, Default, serde::Serialize)]
+pub struct UpcallStats {
+    /// Megaflows at the last dump.
+    pub current: usize,
+    /// Running average of `current` over rounds.
+    pub avg: usize,
+    /// Largest `current` seen.
+    pub max: usize,
+    /// The flow limit in force.
+    pub limit: usize,
+    /// Duration of the last round (dump, revalidation, deletions), ms.
+    pub dump_duration_ms: u64,
+    /// Rounds done.
+    pub rounds: u64,
+    /// Megaflows deleted as idle, in all.
+    pub expired: u64,
+    /// Megaflows deleted after rule changes, in all.
+    pub revalidated: u64,
+    /// Frozen translations (recirculation ids) freed, in all.
+    pub recirc_freed: u64,
+    /// Frozen translations kept at the last round.
+    pub recirc_ids: usize,
+}
+
+/// Requests to the revalidator thread.
+pub enum RevalCmd {
+    /// Run a round now; answer when it is done.
+    RunNow(Option<SyncSender<()>>),
+    /// Delete every megaflow now (`revalidator/purge`); answer when done.
+    Purge(SyncSender<()>),
+}
