@@ -24,9 +24,9 @@ fn imports(src: &str) -> BTreeSet<String> {
                 .collect();
             if !name.is_empty() {
                 out.insert(name);
-            } else if rest.starts_with('{') {
+            } else if let Some(group) = rest.strip_prefix('{') {
                 // `use crate::{a, b::c}`: every first segment.
-                let inner = rest[1..].split('}').next().unwrap_or("");
+                let inner = group.split('}').next().unwrap_or("");
                 for part in inner.split(',') {
                     let first = part.trim().split("::").next().unwrap_or("").trim();
                     if !first.is_empty() {
