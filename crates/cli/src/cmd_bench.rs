@@ -289,35 +289,7 @@ fn memory_latency(tsc_mhz: f64) -> Result<()> {
 /// Runs `flowpath bench`.
 pub fn run(args: Args) -> Result<()> {
     flowpath_datapath::hugepage::set_enabled(!args.no_huge_pages);
-    let explicit = workloads(&args)?;
-    let cfgs = configs(&args)?;
-    let (mut p, stem): (Plan, Option<String>) = match (args.scenario, explicit.is_empty()) {
-        (Some(_), false) => bail!("--scenario cannot be combined with explicit workloads"),
-        (Some(s), true) => (
-            plan(s),
-            Some(if s == Scenario::Default {
-                "bench-results".to_string()
-            } else {
-                format!("bench-{s}")
-            }),
-        ),
-        (None, true) => (plan(Scenario::Default), Some("bench-results".to_string())),
-        (None, false) => {
-            let default_cfgs = parse_configs(DEFAULT_CONFIGS)?;
-            (Plan::grid("flowpath bench", explicit, &default_cfgs), None)
-        }
-    };
-    if let Some(c) = cfgs {
-        for (_, rc) in &mut p.runs {
-            rc.clone_from(&c);
-        }
-    }
-    let stem = if args.out_dir.is_some() {
-        Some(stem.unwrap_or_else(|| "bench-results".into()))
-    } else {
-        stem
-    };
-
+    let (p, stem) = bench_plan(&args)?;
     let n_cpus = affinity::available_cpus();
     let cpu = args.cpu.unwrap_or(n_cpus.saturating_sub(1));
     let pinned = if args.no_pin {
@@ -342,36 +314,7 @@ pub fn run(args: Args) -> Result<()> {
         interleave: (args.interleave_ms > 0).then(|| Duration::from_millis(args.interleave_ms)),
         tsc_mhz: args.tsc_mhz.unwrap_or(RunOptions::default().tsc_mhz),
     };
-    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
-    let load = load
-        .split_whitespace()
-        .take(3)
-        .collect::<Vec<_>>()
-        .join(" ");
-    let header = format!(
-        "{}: {} runs x {} round(s), warm-up {} ms + {} x {} ms each{}; {pinned}; TSC {:.0} MHz; {}; load average {load}",
-        p.title,
-        p.len(),
-        opts.rounds,
-        args.warmup_ms,
-        args.intervals.max(1),
-        args.duration_ms,
-        if args.interleave_ms > 0 {
-            format!(
-                ", a workload's configurations side by side in turns of {} ms",
-                args.interleave_ms
-            )
-        } else {
-            String::new()
-        },
-        opts.tsc_mhz,
-        if args.no_huge_pages {
-            "cache tables on 4 KB pages"
-        } else {
-            "cache tables on 2 MB pages where the kernel allows"
-        }
-    );
-
+    let header = run_header(&args, &p, &opts, &pinned);
     let bar = if args.quiet {
         ProgressBar::hidden()
     } else {
@@ -419,6 +362,85 @@ pub fn run(args: Args) -> Result<()> {
             println!("{text}");
         }
     }
+    write_outputs(&args, &report, &p.title, stem.as_deref())?;
+    Ok(())
+}
+
+/// The plan `args` asks for, and the stem of its default output files
+/// (none for explicit workloads without `--out-dir`).
+fn bench_plan(args: &Args) -> Result<(Plan, Option<String>)> {
+    let explicit = workloads(args)?;
+    let cfgs = configs(args)?;
+    let (mut p, stem): (Plan, Option<String>) = match (args.scenario, explicit.is_empty()) {
+        (Some(_), false) => bail!("--scenario cannot be combined with explicit workloads"),
+        (Some(s), true) => (
+            plan(s),
+            Some(if s == Scenario::Default {
+                "bench-results".to_string()
+            } else {
+                format!("bench-{s}")
+            }),
+        ),
+        (None, true) => (plan(Scenario::Default), Some("bench-results".to_string())),
+        (None, false) => {
+            let default_cfgs = parse_configs(DEFAULT_CONFIGS)?;
+            (Plan::grid("flowpath bench", explicit, &default_cfgs), None)
+        }
+    };
+    if let Some(c) = cfgs {
+        for (_, rc) in &mut p.runs {
+            rc.clone_from(&c);
+        }
+    }
+    let stem = if args.out_dir.is_some() {
+        Some(stem.unwrap_or_else(|| "bench-results".into()))
+    } else {
+        stem
+    };
+
+    Ok((p, stem))
+}
+
+/// The line that says what ran where, above the tables.
+fn run_header(args: &Args, p: &Plan, opts: &RunOptions, pinned: &str) -> String {
+    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    let load = load
+        .split_whitespace()
+        .take(3)
+        .collect::<Vec<_>>()
+        .join(" ");
+    format!(
+        "{}: {} runs x {} round(s), warm-up {} ms + {} x {} ms each{}; {pinned}; TSC {:.0} MHz; {}; load average {load}",
+        p.title,
+        p.len(),
+        opts.rounds,
+        args.warmup_ms,
+        args.intervals.max(1),
+        args.duration_ms,
+        if args.interleave_ms > 0 {
+            format!(
+                ", a workload's configurations side by side in turns of {} ms",
+                args.interleave_ms
+            )
+        } else {
+            String::new()
+        },
+        opts.tsc_mhz,
+        if args.no_huge_pages {
+            "cache tables on 4 KB pages"
+        } else {
+            "cache tables on 2 MB pages where the kernel allows"
+        }
+    )
+}
+
+/// Prints the JSON (with `--json`) and writes the CSV, JSON and SVG files.
+fn write_outputs(
+    args: &Args,
+    report: &flowpath_bench::Report,
+    title: &str,
+    stem: Option<&str>,
+) -> Result<()> {
     let json = to_json(&report.results);
     if args.json {
         let mut out = std::io::stdout().lock();
@@ -433,15 +455,15 @@ pub fn run(args: Args) -> Result<()> {
     let csv_path = args
         .csv
         .clone()
-        .or_else(|| stem.as_ref().map(|s| dir.join(format!("{s}.csv"))));
+        .or_else(|| stem.map(|s| dir.join(format!("{s}.csv"))));
     let json_path = args
         .json_out
         .clone()
-        .or_else(|| stem.as_ref().map(|s| dir.join(format!("{s}.json"))));
+        .or_else(|| stem.map(|s| dir.join(format!("{s}.json"))));
     let svg_path = args
         .plot
         .clone()
-        .or_else(|| stem.as_ref().map(|s| dir.join(format!("{s}.svg"))));
+        .or_else(|| stem.map(|s| dir.join(format!("{s}.svg"))));
     if let Some(path) = csv_path {
         write_file(&path, &to_csv(&report.results))?;
         written.push(path);
@@ -451,7 +473,7 @@ pub fn run(args: Args) -> Result<()> {
         written.push(path);
     }
     if let Some(path) = svg_path {
-        write_file(&path, &flowpath_bench::plot::svg(&report.results, &p.title))?;
+        write_file(&path, &flowpath_bench::plot::svg(&report.results, title))?;
         written.push(path);
     }
     if !args.quiet && !written.is_empty() {

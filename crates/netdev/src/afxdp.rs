@@ -681,71 +681,8 @@ pub fn open(spec: &PortSpec, extra: usize) -> Result<OpenPort, NetdevError> {
             return Err(NetdevError::last_os(&port, "put the socket in the XSKMAP"));
         }
     }
-    // The program.
-    let code = program(map.as_raw_fd());
-    let license = c"Apache-2.0";
-    let mut log = vec![0u8; 4096];
-    let mut a = [0u8; 128];
-    put_u32(&mut a, 0, BPF_PROG_TYPE_XDP);
-    put_u32(&mut a, 4, (code.len() / 8) as u32);
-    put_u64(&mut a, 8, code.as_ptr() as u64);
-    put_u64(&mut a, 16, license.as_ptr() as u64);
-    put_u32(&mut a, 24, 1);
-    put_u32(&mut a, 28, log.len() as u32);
-    put_u64(&mut a, 32, log.as_mut_ptr() as u64);
-    a[48..56].copy_from_slice(b"flowpath");
-    let prog = bpf_fd(&port, BPF_PROG_LOAD, &mut a, "load the XDP program").map_err(|e| {
-        let l = String::from_utf8_lossy(&log);
-        let l = l.trim_end_matches('\0').trim();
-        if l.is_empty() {
-            e
-        } else {
-            NetdevError::BadSpec {
-                spec: port.clone(),
-                reason: format!("{e}; verifier: {l}"),
-            }
-        }
-    })?;
-    // Attach through a link: detached when the link closes.
-    let modes: &[(u32, &str)] = match mode {
-        XdpMode::Native => &[(XDP_FLAGS_DRV_MODE, "native")],
-        XdpMode::Generic => &[(XDP_FLAGS_SKB_MODE, "generic")],
-        XdpMode::Auto => &[
-            (XDP_FLAGS_DRV_MODE, "native"),
-            (XDP_FLAGS_SKB_MODE, "generic"),
-        ],
-    };
-    let mut last_err = None;
-    let mut attached = None;
-    for (flags, name) in modes {
-        let mut a = [0u8; 128];
-        put_u32(&mut a, 0, prog.as_raw_fd() as u32);
-        put_u32(&mut a, 4, ifindex);
-        put_u32(&mut a, 8, BPF_XDP);
-        put_u32(&mut a, 12, *flags);
-        match bpf_fd(&port, BPF_LINK_CREATE, &mut a, "attach the XDP program") {
-            Ok(l) => {
-                attached = Some((l, *name));
-                break;
-            }
-            Err(NetdevError::Os { err: source, .. })
-                if matches!(source.raw_os_error(), Some(libc::EBUSY | libc::EEXIST)) =>
-            {
-                return Err(NetdevError::os(
-                    &port,
-                    format!("{ifname} already has an XDP program attached"),
-                    source,
-                ));
-            }
-            Err(e) => last_err = Some(e),
-        }
-    }
-    let Some((link, mode_name)) = attached else {
-        return Err(last_err.unwrap_or_else(|| NetdevError::BadSpec {
-            spec: port.clone(),
-            reason: "no XDP attach mode".into(),
-        }));
-    };
+    let prog = load_program(&port, &map)?;
+    let (link, mode_name) = attach(&port, ifname, ifindex, *mode, &prog)?;
     let zc = xsks.iter().all(|x| x.zero_copy);
     let tx_of = |x: &Arc<Xsk>| XskTx {
         xsk: x.clone(),
@@ -786,6 +723,86 @@ pub fn open(spec: &PortSpec, extra: usize) -> Result<OpenPort, NetdevError> {
             _prog: prog,
             _map: map,
         })),
+    })
+}
+
+/// Loads the XDP program that redirects to the sockets of `map`.
+fn load_program(port: &str, map: &OwnedFd) -> Result<OwnedFd, NetdevError> {
+    // The program.
+    let code = program(map.as_raw_fd());
+    let license = c"Apache-2.0";
+    let mut log = vec![0u8; 4096];
+    let mut a = [0u8; 128];
+    put_u32(&mut a, 0, BPF_PROG_TYPE_XDP);
+    put_u32(&mut a, 4, (code.len() / 8) as u32);
+    put_u64(&mut a, 8, code.as_ptr() as u64);
+    put_u64(&mut a, 16, license.as_ptr() as u64);
+    put_u32(&mut a, 24, 1);
+    put_u32(&mut a, 28, log.len() as u32);
+    put_u64(&mut a, 32, log.as_mut_ptr() as u64);
+    a[48..56].copy_from_slice(b"flowpath");
+    bpf_fd(port, BPF_PROG_LOAD, &mut a, "load the XDP program").map_err(|e| {
+        let l = String::from_utf8_lossy(&log);
+        let l = l.trim_end_matches('\0').trim();
+        if l.is_empty() {
+            e
+        } else {
+            NetdevError::BadSpec {
+                spec: port.to_string(),
+                reason: format!("{e}; verifier: {l}"),
+            }
+        }
+    })
+}
+
+/// Attaches `prog` to `ifname` through a link (detached when the link
+/// closes), in the first of `mode`'s attach modes that works; returns the
+/// link and the mode's name.
+fn attach(
+    port: &str,
+    ifname: &str,
+    ifindex: u32,
+    mode: XdpMode,
+    prog: &OwnedFd,
+) -> Result<(OwnedFd, &'static str), NetdevError> {
+    let modes: &[(u32, &'static str)] = match mode {
+        XdpMode::Native => &[(XDP_FLAGS_DRV_MODE, "native")],
+        XdpMode::Generic => &[(XDP_FLAGS_SKB_MODE, "generic")],
+        XdpMode::Auto => &[
+            (XDP_FLAGS_DRV_MODE, "native"),
+            (XDP_FLAGS_SKB_MODE, "generic"),
+        ],
+    };
+    let mut last_err = None;
+    let mut attached = None;
+    for (flags, name) in modes {
+        let mut a = [0u8; 128];
+        put_u32(&mut a, 0, prog.as_raw_fd() as u32);
+        put_u32(&mut a, 4, ifindex);
+        put_u32(&mut a, 8, BPF_XDP);
+        put_u32(&mut a, 12, *flags);
+        match bpf_fd(port, BPF_LINK_CREATE, &mut a, "attach the XDP program") {
+            Ok(l) => {
+                attached = Some((l, *name));
+                break;
+            }
+            Err(NetdevError::Os { err: source, .. })
+                if matches!(source.raw_os_error(), Some(libc::EBUSY | libc::EEXIST)) =>
+            {
+                return Err(NetdevError::os(
+                    port,
+                    format!("{ifname} already has an XDP program attached"),
+                    source,
+                ));
+            }
+            Err(e) => last_err = Some(e),
+        }
+    }
+    attached.ok_or_else(|| {
+        last_err.unwrap_or_else(|| NetdevError::BadSpec {
+            spec: port.to_string(),
+            reason: "no XDP attach mode".into(),
+        })
     })
 }
 
