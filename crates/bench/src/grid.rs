@@ -89,10 +89,6 @@ pub fn parse_config(spec: &str) -> Result<BenchConfig, GridError> {
                 cfg.emc_enable = true;
                 cfg.emc_insert_inv_prob = 100;
             }
-            "smc" => set_second(SecondLevel::Smc, &mut cfg)?,
-            "dfc" => set_second(SecondLevel::Dfc, &mut cfg)?,
-            "cd" => set_second(SecondLevel::Cd, &mut cfg)?,
-            "hybrid" => set_second(SecondLevel::Hybrid, &mut cfg)?,
             "auto" => {
                 // The whole cascade is measured: the EMC is one of the
                 // tiers auto switches.
@@ -100,7 +96,14 @@ pub fn parse_config(spec: &str) -> Result<BenchConfig, GridError> {
                 cfg.emc_insert_inv_prob = 100;
                 set_second(SecondLevel::Auto, &mut cfg)?
             }
-            "none" => set_second(SecondLevel::None, &mut cfg)?,
+            // A second-level cache by its name (smc, dfc, cd, hybrid,
+            // none).
+            t if t.parse::<SecondLevel>().is_ok() => {
+                let l = t
+                    .parse::<SecondLevel>()
+                    .map_err(|e| err(spec, e.to_string()))?;
+                set_second(l, &mut cfg)?
+            }
             "nomf" => cfg.megaflows = false,
             "dfc-proposal" => {
                 let p = Config::dfc_proposal();
@@ -134,9 +137,10 @@ pub fn parse_config(spec: &str) -> Result<BenchConfig, GridError> {
                     return Err(err(
                         spec,
                         format!(
-                            "unknown token {t:?} (expected emc, emc:N, smc, dfc, cd, \
-                             hybrid, auto, dfc-proposal, nomf, ub:N, mb:N, none or \
-                             KEY:VALUE with a configuration key: {})",
+                            "unknown token {t:?} (expected emc, emc:N, a second-level cache \
+                             ({}), dfc-proposal, nomf, ub:N, mb:N or KEY:VALUE with a \
+                             configuration key: {})",
+                            keys::cache_names(),
                             keys::key_names().join(", ")
                         ),
                     ));

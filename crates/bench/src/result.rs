@@ -82,14 +82,16 @@ pub struct AutoChoice {
 }
 
 impl BenchResult {
-    /// Sum of the per-tier outcomes (EMC, SMC, DFC, CD, megaflow hits and
-    /// upcall outcomes).
+    /// Sum of the per-tier outcomes (EMC, SMC, DFC, CD, hybrid, other
+    /// tiers, megaflow hits and upcall outcomes).
     pub fn decided(&self) -> u64 {
         let s = &self.stats;
         s.emc_hits
             + s.smc_hits
             + s.dfc_hits
             + s.cd_hits
+            + s.hybrid_hits
+            + s.other_hits
             + s.megaflow_hits
             + s.miss_with_success_upcall
             + s.miss_with_failed_upcall
@@ -115,9 +117,11 @@ impl BenchResult {
         self.stats.miss_with_success_upcall + self.stats.miss_with_failed_upcall + self.stats.lost
     }
 
-    /// The second-level cache hits (SMC + DFC + CD; only one is on).
+    /// The hits of the tiers between the EMC and the dpcls (SMC, DFC, CD,
+    /// hybrid and any other; one second-level cache is on at a time).
     pub fn second_level_hits(&self) -> u64 {
-        self.stats.smc_hits + self.stats.dfc_hits + self.stats.cd_hits
+        let s = &self.stats;
+        s.smc_hits + s.dfc_hits + s.cd_hits + s.hybrid_hits + s.other_hits
     }
 }
 
@@ -185,6 +189,7 @@ pub(crate) mod tests {
             "smc_hits",
             "dfc_hits",
             "cd_hits",
+            "hybrid_hits",
             "megaflow_hits",
             "avg_subtable_lookups_per_megaflow_hit",
             "miss_with_success_upcall",

@@ -26,11 +26,13 @@ fn flowpath(args: &[&str], dir: &Path) -> Output {
 }
 
 /// The tier counters, which must add up to `packets_received`.
-const TIERS: [&str; 8] = [
+const TIERS: [&str; 10] = [
     "emc_hits",
     "smc_hits",
     "dfc_hits",
     "cd_hits",
+    "hybrid_hits",
+    "other_hits",
     "megaflow_hits",
     "miss_with_success_upcall",
     "miss_with_failed_upcall",

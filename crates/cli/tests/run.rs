@@ -281,11 +281,13 @@ fn json(text: &str) -> serde_json::Value {
     serde_json::from_str(text.trim()).unwrap_or_else(|e| panic!("{e}: {text}"))
 }
 
-const TIERS: [&str; 8] = [
+const TIERS: [&str; 10] = [
     "emc_hits",
     "smc_hits",
     "dfc_hits",
     "cd_hits",
+    "hybrid_hits",
+    "other_hits",
     "megaflow_hits",
     "miss_with_success_upcall",
     "miss_with_failed_upcall",

@@ -43,6 +43,11 @@ pub enum Tier {
     Megaflow,
     /// The slow path, which installed the megaflow.
     Upcall,
+    /// The hybrid table (a megaflow entry, or a subtable entry that
+    /// directed the dpcls search).
+    Hybrid,
+    /// A tier from outside the crate ([`crate::Datapath::push_tier`]).
+    Other,
 }
 
 /// Why a packet was dropped without actions.

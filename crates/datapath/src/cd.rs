@@ -127,6 +127,11 @@ impl Cd {
         }
     }
 
+    /// Bytes of its tables.
+    pub fn memory_bytes(&self) -> usize {
+        std::mem::size_of_val(&*self.lines)
+    }
+
     /// Whether CD is currently used.
     #[inline(always)]
     pub fn is_active(&self) -> bool {

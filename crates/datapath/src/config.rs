@@ -20,6 +20,7 @@ use crate::dfc::DFC_DEFAULT_ENTRIES;
 use crate::emc::EMC_DEFAULT_ENTRIES;
 use crate::hybrid::HYBRID_DEFAULT_BUCKETS;
 use crate::smc::SMC_DEFAULT_ENTRIES;
+use crate::tier::TierKind;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::str::FromStr;
@@ -57,13 +58,22 @@ impl SecondLevel {
     /// The configuration name: `smc`, `dfc`, `cd`, `none`, `hybrid` or
     /// `auto`.
     pub fn name(self) -> &'static str {
+        match self.tier() {
+            Some(t) => t.name(),
+            None if self == SecondLevel::Auto => "auto",
+            None => "none",
+        }
+    }
+
+    /// The cache tier this choice puts after the EMC (`auto` switches
+    /// the hybrid table but is named for itself; `none` has none).
+    pub fn tier(self) -> Option<TierKind> {
         match self {
-            SecondLevel::Smc => "smc",
-            SecondLevel::Dfc => "dfc",
-            SecondLevel::Cd => "cd",
-            SecondLevel::None => "none",
-            SecondLevel::Hybrid => "hybrid",
-            SecondLevel::Auto => "auto",
+            SecondLevel::Smc => Some(TierKind::Smc),
+            SecondLevel::Dfc => Some(TierKind::Dfc),
+            SecondLevel::Cd => Some(TierKind::Cd),
+            SecondLevel::Hybrid => Some(TierKind::Hybrid),
+            SecondLevel::None | SecondLevel::Auto => None,
         }
     }
 }
@@ -76,7 +86,7 @@ impl fmt::Display for SecondLevel {
 
 /// An unknown second-level cache name.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("unknown second-level cache {0:?} (expected smc, dfc, cd, hybrid, auto or none)")]
+#[error("unknown second-level cache {0:?} (expected {names})", names = crate::keys::cache_names())]
 pub struct UnknownSecondLevel(pub String);
 
 impl FromStr for SecondLevel {

@@ -52,6 +52,11 @@ impl Dfc {
         }
     }
 
+    /// Bytes of its tables.
+    pub fn memory_bytes(&self) -> usize {
+        std::mem::size_of_val(&*self.flows)
+    }
+
     /// Number of entries.
     pub fn entries(&self) -> usize {
         self.flows.len()

@@ -76,6 +76,13 @@ impl Emc {
         }
     }
 
+    /// Bytes of its tables.
+    pub fn memory_bytes(&self) -> usize {
+        std::mem::size_of_val(&*self.hashes)
+            + std::mem::size_of_val(&*self.flows)
+            + std::mem::size_of_val(&*self.keys)
+    }
+
     /// Number of slots.
     pub fn entries(&self) -> usize {
         self.hashes.len()

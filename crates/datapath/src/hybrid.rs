@@ -114,6 +114,11 @@ impl Hybrid {
         }
     }
 
+    /// Bytes of its tables.
+    pub fn memory_bytes(&self) -> usize {
+        std::mem::size_of_val(&*self.buckets)
+    }
+
     /// Number of entries.
     pub fn entries(&self) -> usize {
         self.buckets.len() * HYBRID_WAYS

@@ -24,6 +24,7 @@
 //! | [`emc`] | exact match cache |
 //! | [`smc`], [`dfc`], [`cd`], [`hybrid`] | the second-level caches |
 //! | [`auto`] | the self-tuning cascade (`second-level = auto`) |
+//! | [`tier`] | what a cache tier is (the trait every cache implements), the tier names |
 //! | [`batch`], [`pipeline`], [`upcall`] | the cascade and its interfaces |
 //! | [`config`], [`keys`], [`stats`] | run-time knobs and their names, counters |
 //! | [`prefetch`] | the software prefetch hint (fenced `unsafe`) |
@@ -68,6 +69,7 @@ pub mod smc;
 pub mod stats;
 pub mod subtable;
 pub mod switch;
+pub mod tier;
 pub mod upcall;
 
 #[cfg(test)]
@@ -82,4 +84,5 @@ pub use packet::PacketBuf;
 pub use pipeline::{exact_mask_for, Datapath, EXACT_MASK};
 pub use stats::{PmdStats, PmdStatsReport};
 pub use switch::Switch;
+pub use tier::{CacheTier, TierKind};
 pub use upcall::{Upcall, UpcallError};

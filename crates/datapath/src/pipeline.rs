@@ -39,15 +39,13 @@
 
 use crate::auto::{Auto, AutoReport};
 use crate::batch::{Batch, DropReason, Tier, Verdict, BATCH_SIZE};
-use crate::cd::{Cd, CdReport};
+use crate::cd::CdReport;
 use crate::config::{Config, ConfigError, SecondLevel};
-use crate::dfc::Dfc;
 use crate::dpcls::{Dpcls, NO_SUBTABLE};
 use crate::emc::Emc;
-use crate::hybrid::Hybrid;
 use crate::megaflow::{InstallError, Megaflow, MegaflowRef, MegaflowTable};
-use crate::smc::Smc;
 use crate::stats::{PmdStats, PmdStatsReport};
+use crate::tier::{AnyTier, CacheTier, Probe};
 use crate::upcall::{Upcall, UpcallError};
 use flowpath_flow::extract::possible_words;
 use flowpath_flow::key::{
@@ -97,70 +95,16 @@ pub fn exact_mask_for(key: &FlowKey) -> FlowMask {
 /// The in_port and recirc_id bits of the mask, always made exact in megaflows.
 const IN_PORT_MASK: u64 = 0xffff_ffff;
 
-#[derive(Debug)]
-enum SecondCache {
-    Smc(Smc),
-    Dfc(Dfc),
-    Cd(Cd),
-    Hybrid(Hybrid),
-    None,
-}
-
-/// The hybrid table's subtable entries found for a batch, for the dpcls
-/// stage's directed lookups.
-struct Hints {
-    hinted: u32,
-    subs: [u16; BATCH_SIZE],
-    pos: [u32; BATCH_SIZE],
-}
-
-impl SecondCache {
-    fn new(cfg: &Config) -> Self {
-        match cfg.second_level {
-            SecondLevel::Smc => SecondCache::Smc(Smc::new(cfg.smc_entries, cfg.seed ^ 0x51)),
-            SecondLevel::Dfc => SecondCache::Dfc(Dfc::new(cfg.dfc_entries)),
-            SecondLevel::Cd => SecondCache::Cd(Cd::new(
-                cfg.cd_buckets,
-                cfg.cd_ways,
-                cfg.cd_adapt_interval_ms,
-                cfg.seed ^ 0xcd,
-            )),
-            SecondLevel::Hybrid | SecondLevel::Auto => {
-                SecondCache::Hybrid(Hybrid::new(cfg.hybrid_buckets, cfg.seed ^ 0x4b))
-            }
-            SecondLevel::None => SecondCache::None,
-        }
-    }
-
-    /// Fills the cache after a dpcls hit or an install.
-    #[inline(always)]
-    fn fill(&mut self, hash: u32, flow: u32, sub: u16, flows: &MegaflowTable) {
-        match self {
-            SecondCache::Smc(s) => s.insert(hash, flow, flows),
-            SecondCache::Dfc(d) => d.insert(hash, flow),
-            SecondCache::Cd(c) if c.is_active() && sub != NO_SUBTABLE => c.insert(hash, sub),
-            SecondCache::Hybrid(h) => h.insert(hash, flow, sub, flows.len()),
-            SecondCache::Cd(_) | SecondCache::None => {}
-        }
-    }
-
-    fn clear(&mut self) {
-        match self {
-            SecondCache::Smc(s) => s.clear(),
-            SecondCache::Dfc(d) => d.clear(),
-            SecondCache::Cd(c) => c.clear(),
-            SecondCache::Hybrid(h) => h.clear(),
-            SecondCache::None => {}
-        }
-    }
-}
-
 /// One datapath worker. See the module documentation.
 #[derive(Debug)]
 pub struct Datapath {
     cfg: Config,
     emc: Emc,
-    second: SecondCache,
+    /// The tiers after the EMC, in cascade order: the configured
+    /// second-level cache (if any, first), then tiers pushed from outside.
+    tiers: Vec<AnyTier>,
+    /// Whether `tiers[0]` is the configured second-level cache.
+    configured_tier: bool,
     /// The megaflows, with the per-in_port dpcls that hold their keys.
     flows: MegaflowTable,
     stats: PmdStats,
@@ -243,7 +187,8 @@ impl Datapath {
                 cfg.emc_insert_inv_prob,
                 cfg.seed,
             ),
-            second: SecondCache::new(&cfg),
+            tiers: AnyTier::for_config(&cfg).into_iter().collect(),
+            configured_tier: cfg.second_level != SecondLevel::None,
             flows: MegaflowTable::new(),
             stats: PmdStats::default(),
             next_rerank_ms: None,
@@ -302,7 +247,14 @@ impl Datapath {
                 SecondLevel::None => false,
             };
         if second_changed {
-            self.second = SecondCache::new(&cfg);
+            if self.configured_tier {
+                self.tiers.remove(0);
+            }
+            let configured = AnyTier::for_config(&cfg);
+            self.configured_tier = configured.is_some();
+            if let Some(t) = configured {
+                self.tiers.insert(0, t);
+            }
         }
         if second_changed
             || cfg.auto_interval_ms != old.auto_interval_ms
@@ -397,10 +349,21 @@ impl Datapath {
 
     /// The Cuckoo Distributor's state, when it is the second level.
     pub fn cd_report(&self) -> Option<CdReport> {
-        match &self.second {
-            SecondCache::Cd(c) => Some(c.report()),
-            _ => None,
-        }
+        self.tiers.iter().find_map(AnyTier::cd_report)
+    }
+
+    /// Adds a cache tier at the end of the cascade (after the configured
+    /// second-level cache, before the dpcls). Its hits are counted as
+    /// `other_hits` ([`crate::PmdStats`]); like the second level, it is
+    /// consulted only while `auto` (if configured) has the second level
+    /// on. It stays across configuration changes.
+    pub fn push_tier(&mut self, tier: Box<dyn CacheTier>) {
+        self.tiers.push(AnyTier::Boxed(tier));
+    }
+
+    /// The tiers after the EMC, in cascade order.
+    pub fn tiers(&self) -> &[AnyTier] {
+        &self.tiers
     }
 
     /// What `auto` decided, when it is the second level.
@@ -420,8 +383,8 @@ impl Datapath {
             }
             Some(_) => {}
         }
-        if let SecondCache::Cd(cd) = &mut self.second {
-            cd.evaluate(now_ms);
+        for t in &mut self.tiers {
+            t.tick(now_ms);
         }
         if let Some(a) = &mut self.auto {
             a.tick(now_ms);
@@ -513,7 +476,9 @@ impl Datapath {
     pub fn flush(&mut self) {
         self.flows.clear();
         self.emc.clear();
-        self.second.clear();
+        for t in &mut self.tiers {
+            t.clear();
+        }
     }
 
     /// Classifies every packet of `batch`; returns the verdicts (also kept
@@ -572,18 +537,13 @@ impl Datapath {
             // auto has the hybrid table off: the packets chosen to fill it
             // (in dpcls_stage) start loading their buckets now, so that
             // their insert does not wait for memory.
-            if let SecondCache::Hybrid(h) = &self.second {
+            if let Some(t) = self.tiers.first() {
                 self.off_fill = off_fill_set(hashes, self.fill_salt, prewarm);
-                h.prefetch_for_insert(hashes, self.off_fill);
+                t.prefetch_for_insert(hashes, self.off_fill);
             }
         }
         let mut rem = all;
         let mut refs = [MegaflowRef::NONE; BATCH_SIZE];
-        let mut hints = Hints {
-            hinted: 0,
-            subs: [NO_SUBTABLE; BATCH_SIZE],
-            pos: [0; BATCH_SIZE],
-        };
 
         if emc_on {
             let f = self
@@ -595,36 +555,19 @@ impl Datapath {
         }
 
         if rem != 0 && second_on {
-            let (f, tier) = match &self.second {
-                SecondCache::Smc(s) => (
-                    s.lookup_batch(keys, hashes, rem, &self.flows, &mut refs),
-                    Tier::Smc,
-                ),
-                SecondCache::Dfc(d) => (
-                    d.lookup_batch(keys, hashes, rem, &self.flows, &mut refs),
-                    Tier::Dfc,
-                ),
-                SecondCache::Hybrid(h) => {
-                    let found = h.lookup_batch(
-                        keys,
-                        hashes,
-                        rem,
-                        &self.flows,
-                        &mut refs,
-                        &mut hints.subs,
-                        &mut hints.pos,
-                    );
-                    hints.hinted = found.subtable;
-                    (found.megaflow, Tier::Dfc)
-                }
-                SecondCache::Cd(_) | SecondCache::None => (0, Tier::Smc),
+            let probe = Probe {
+                keys,
+                hashes,
+                flows: &self.flows,
             };
-            if f != 0 {
-                match tier {
-                    Tier::Smc => self.stats.smc_hits += u64::from(f.count_ones()),
-                    _ => self.stats.dfc_hits += u64::from(f.count_ones()),
+            for t in &mut self.tiers {
+                let f = t.lookup_batch(&probe, rem, &mut refs);
+                if f == 0 {
+                    continue;
                 }
-                mark(verdicts, &refs, f, tier);
+                let kind = t.kind();
+                self.stats.count_tier_hits(kind, f.count_ones());
+                mark(verdicts, &refs, f, kind.verdict());
                 if emc_on {
                     each(f, |i| {
                         self.emc
@@ -632,11 +575,14 @@ impl Datapath {
                     });
                 }
                 rem &= !f;
+                if rem == 0 {
+                    break;
+                }
             }
         }
 
         if rem != 0 {
-            rem = self.dpcls_stage(keys, hashes, rem, verdicts, &hints);
+            rem = self.dpcls_stage(keys, hashes, rem, verdicts);
         }
 
         if rem != 0 {
@@ -678,7 +624,6 @@ impl Datapath {
         hashes: &[u32],
         rem: u32,
         verdicts: &mut [Verdict; BATCH_SIZE],
-        hints: &Hints,
     ) -> u32 {
         let emc_on = self.emc_active;
         let second_on = self.second_active;
@@ -696,47 +641,42 @@ impl Datapath {
             let mut grp_rem = grp;
             let mut misdirected = 0u32;
 
-            let directed = match &mut self.second {
-                SecondCache::Cd(cd) if second_on && cd.is_active() => {
-                    cd.lookup_batch(hashes, grp_rem, &mut sub)
-                }
-                SecondCache::Hybrid(_) if second_on => {
-                    let h = hints.hinted & grp_rem;
-                    each(h, |j| sub[j] = hints.subs[j]);
-                    h
-                }
-                _ => 0,
-            };
-            if directed != 0 {
-                let f = self
-                    .flows
-                    .dpcls_lookup_directed(ci, &sub, keys, directed, &mut idx);
-                let cls = self.flows.classifier(ci);
-                each(f, |j| {
-                    if let Some(r) = self.flows.live_at(idx[j]) {
-                        verdicts[j] = Verdict::Megaflow {
-                            flow: r,
-                            tier: Tier::Cd,
-                        };
-                        self.stats.cd_hits += 1;
-                        match &mut self.second {
-                            SecondCache::Cd(cd) => {
-                                cd.record_hit(cls.rank_of(sub[j]).unwrap_or(1), true)
-                            }
-                            SecondCache::Hybrid(h) => h.promote(hashes[j], hints.pos[j], idx[j]),
-                            _ => {}
-                        }
-                        if emc_on {
-                            self.emc.maybe_insert(&keys[j], hashes[j], r, &self.flows);
-                        }
-                        grp_rem &= !(1 << j);
+            if second_on {
+                // Tiers that direct packets to a subtable (the Cuckoo
+                // Distributor, the hybrid table's subtable entries).
+                for t in &mut self.tiers {
+                    let directed = t.direct(hashes, grp_rem, &mut sub);
+                    if directed == 0 {
+                        continue;
                     }
-                });
-                let missed = directed & !f;
-                if let SecondCache::Cd(cd) = &mut self.second {
-                    cd.record_wasted(u64::from(missed.count_ones()));
+                    let f = self
+                        .flows
+                        .dpcls_lookup_directed(ci, &sub, keys, directed, &mut idx);
+                    let cls = self.flows.classifier(ci);
+                    let kind = t.kind();
+                    let mut hit = 0u32;
+                    each(f, |j| {
+                        if let Some(r) = self.flows.live_at(idx[j]) {
+                            verdicts[j] = Verdict::Megaflow {
+                                flow: r,
+                                tier: kind.verdict(),
+                            };
+                            t.directed_hit(j, hashes[j], cls, sub[j], idx[j]);
+                            if emc_on {
+                                self.emc.maybe_insert(&keys[j], hashes[j], r, &self.flows);
+                            }
+                            hit |= 1 << j;
+                        }
+                    });
+                    self.stats.count_tier_hits(kind, hit.count_ones());
+                    let missed = directed & !f;
+                    t.directed_misses(missed.count_ones());
+                    misdirected |= missed;
+                    grp_rem &= !hit;
+                    if grp_rem == 0 {
+                        break;
+                    }
                 }
-                misdirected |= missed;
             }
 
             if grp_rem == 0 {
@@ -760,10 +700,10 @@ impl Datapath {
                     tier: Tier::Megaflow,
                 };
                 if second_on {
-                    if let SecondCache::Cd(cd) = &mut self.second {
-                        cd.record_hit(cls.rank_of(sub[j]).unwrap_or(1), false);
+                    for t in &mut self.tiers {
+                        t.ranked_hit(cls, sub[j]);
+                        t.insert(&keys[j], hashes[j], r, sub[j], &self.flows);
                     }
-                    self.second.fill(hashes[j], r.index, sub[j], &self.flows);
                 } else if self.auto.as_ref().is_some_and(|a| !a.resting()) {
                     // auto has the hybrid table off: keep it warm, so that
                     // the next exploration measures it warm, not empty:
@@ -774,7 +714,9 @@ impl Datapath {
                     // batch, so that in periodic traffic every flow's turn
                     // comes; chosen in process_batch).
                     if cls.rank_of(sub[j]).unwrap_or(1) > 1 || self.off_fill & (1 << j) != 0 {
-                        self.second.fill(hashes[j], r.index, sub[j], &self.flows);
+                        for t in &mut self.tiers {
+                            t.insert(&keys[j], hashes[j], r, sub[j], &self.flows);
+                        }
                     }
                 }
                 if emc_on {
@@ -820,7 +762,9 @@ impl Datapath {
                             self.stats.megaflow_hits += 1;
                             self.stats.subtable_lookups += cls.rank_of(sub).unwrap_or(1) as u64;
                             if second_on {
-                                self.second.fill(hashes[i], r.index, sub, &self.flows);
+                                for t in &mut self.tiers {
+                                    t.insert(key, hashes[i], r, sub, &self.flows);
+                                }
                             }
                             continue;
                         }
@@ -858,7 +802,9 @@ impl Datapath {
                                 };
                                 self.stats.miss_with_success_upcall += 1;
                                 if second_on {
-                                    self.second.fill(hashes[i], r.index, sub, &self.flows);
+                                    for t in &mut self.tiers {
+                                        t.insert(key, hashes[i], r, sub, &self.flows);
+                                    }
                                 }
                                 if emc_on {
                                     self.emc.maybe_insert(key, hashes[i], r, &self.flows);

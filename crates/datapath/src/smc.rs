@@ -80,6 +80,11 @@ impl Smc {
         }
     }
 
+    /// Bytes of its tables.
+    pub fn memory_bytes(&self) -> usize {
+        std::mem::size_of_val(&*self.buckets)
+    }
+
     /// Number of entries.
     pub fn entries(&self) -> usize {
         self.buckets.len() * SMC_WAYS

@@ -7,7 +7,8 @@
 //! interface of `flowpath bench`).
 //!
 //! Invariant: every received packet is counted in exactly one of emc hits,
-//! smc hits, dfc hits, cd hits, megaflow hits, miss with success upcall,
+//! smc hits, dfc hits, cd hits, hybrid hits, other tiers' hits (a tier
+//! from outside the crate), megaflow hits, miss with success upcall,
 //! miss with failed upcall and lost ([`PmdStats::decided`] equals
 //! `packets_received` after every batch).
 //!
@@ -32,6 +33,11 @@ pub struct PmdStats {
     pub dfc_hits: u64,
     /// Decided by a Cuckoo Distributor directed subtable lookup.
     pub cd_hits: u64,
+    /// Decided by the hybrid table (a megaflow entry, or a subtable entry
+    /// that directed the dpcls search).
+    pub hybrid_hits: u64,
+    /// Decided by tiers from outside the crate.
+    pub other_hits: u64,
     /// Decided by the ranked dpcls search.
     pub megaflow_hits: u64,
     /// Subtable lookups made for the megaflow hits (1 per hit in the
@@ -67,6 +73,8 @@ macro_rules! each_counter {
             smc_hits: $f($a.smc_hits, $b.smc_hits),
             dfc_hits: $f($a.dfc_hits, $b.dfc_hits),
             cd_hits: $f($a.cd_hits, $b.cd_hits),
+            hybrid_hits: $f($a.hybrid_hits, $b.hybrid_hits),
+            other_hits: $f($a.other_hits, $b.other_hits),
             megaflow_hits: $f($a.megaflow_hits, $b.megaflow_hits),
             subtable_lookups: $f($a.subtable_lookups, $b.subtable_lookups),
             miss_with_success_upcall: $f($a.miss_with_success_upcall, $b.miss_with_success_upcall),
@@ -80,6 +88,22 @@ macro_rules! each_counter {
 }
 
 impl PmdStats {
+    /// Counts `n` packets decided by a tier of kind `kind` (the EMC, a
+    /// second-level cache, or a tier from elsewhere).
+    #[inline(always)]
+    pub fn count_tier_hits(&mut self, kind: crate::tier::TierKind, n: u32) {
+        use crate::tier::TierKind;
+        let n = u64::from(n);
+        match kind {
+            TierKind::Emc => self.emc_hits += n,
+            TierKind::Smc => self.smc_hits += n,
+            TierKind::Dfc => self.dfc_hits += n,
+            TierKind::Cd => self.cd_hits += n,
+            TierKind::Hybrid => self.hybrid_hits += n,
+            TierKind::Other => self.other_hits += n,
+        }
+    }
+
     /// What was counted between the snapshot `earlier` of the same
     /// worker's counters and these (counters never go down between two
     /// snapshots unless cleared; a cleared one gives 0).
@@ -99,6 +123,8 @@ impl PmdStats {
             + self.smc_hits
             + self.dfc_hits
             + self.cd_hits
+            + self.hybrid_hits
+            + self.other_hits
             + self.megaflow_hits
             + self.miss_with_success_upcall
             + self.miss_with_failed_upcall
@@ -113,6 +139,8 @@ impl PmdStats {
             packets_received: received,
             packet_recirculations: self.recirculations,
             avg_datapath_passes_per_packet: ratio(self.packets_received, received),
+            hybrid_hits: self.hybrid_hits,
+            other_hits: self.other_hits,
             emc_hits: self.emc_hits,
             smc_hits: self.smc_hits,
             dfc_hits: self.dfc_hits,
@@ -164,6 +192,10 @@ pub struct PmdStatsReport {
     pub packet_recirculations: u64,
     /// Datapath passes per received packet.
     pub avg_datapath_passes_per_packet: f64,
+    /// Hybrid table hits (after the older columns, for the same reason).
+    pub hybrid_hits: u64,
+    /// Hits of tiers from outside the crate.
+    pub other_hits: u64,
 }
 
 impl fmt::Display for PmdStatsReport {
@@ -181,6 +213,10 @@ impl fmt::Display for PmdStatsReport {
         writeln!(f, "  smc hits: {}", self.smc_hits)?;
         writeln!(f, "  dfc hits: {}", self.dfc_hits)?;
         writeln!(f, "  cd hits: {}", self.cd_hits)?;
+        writeln!(f, "  hybrid hits: {}", self.hybrid_hits)?;
+        if self.other_hits != 0 {
+            writeln!(f, "  other tiers' hits: {}", self.other_hits)?;
+        }
         writeln!(f, "  megaflow hits: {}", self.megaflow_hits)?;
         writeln!(
             f,
@@ -215,12 +251,14 @@ mod tests {
     #[test]
     fn deltas_of_snapshots_add_up_to_the_whole() {
         let at = |k: u64| PmdStats {
-            packets_received: 11 * k,
+            packets_received: 13 * k,
             recirculations: k,
             emc_hits: 3 * k,
             smc_hits: k,
             dfc_hits: k,
             cd_hits: k,
+            hybrid_hits: k,
+            other_hits: k,
             megaflow_hits: 2 * k,
             subtable_lookups: 5 * k,
             miss_with_success_upcall: k,
@@ -263,6 +301,8 @@ mod tests {
             "smc_hits",
             "dfc_hits",
             "cd_hits",
+            "hybrid_hits",
+            "other_hits",
             "megaflow_hits",
             "avg_subtable_lookups_per_megaflow_hit",
             "miss_with_success_upcall",
@@ -277,6 +317,7 @@ mod tests {
         assert_eq!(v["avg_subtable_lookups_per_megaflow_hit"], 1.5);
         let text = r.to_string();
         assert!(text.contains("  emc hits: 4\n"), "{text}");
+        assert!(text.contains("  cd hits: 0\n  hybrid hits: 0\n"), "{text}");
         assert!(text.contains("  avg. subtable lookups per megaflow hit: 1.50\n"));
         assert!(text.contains("  avg processing cycles per packet: 123.40\n"));
         assert_eq!(

@@ -49,7 +49,7 @@ fn configs(small: bool) -> Vec<Config> {
 }
 
 struct Outcome {
-    tiers: [u64; 6],
+    tiers: [u64; 8],
 }
 
 /// Runs `traffic` through a datapath with `cfg`; checks every verdict.
@@ -61,7 +61,7 @@ fn run(
 ) -> Result<Outcome, TestCaseError> {
     let mut dp = Datapath::new(cfg.clone()).map_err(|e| TestCaseError::fail(e.to_string()))?;
     let mut batch = Batch::new();
-    let mut tiers = [0u64; 6];
+    let mut tiers = [0u64; 8];
     let mut sent = 0u64;
     let mut pos = 0;
     let mut bn = 0;
@@ -145,6 +145,18 @@ fn run(
         .map(|c| c.n_megaflows())
         .sum();
     prop_assert_eq!(n_sub, dp.megaflow_count(), "dpcls and megaflow table agree");
+    // Each tier's hits are counted under its own name.
+    let s = dp.stats();
+    for (tier, counted) in [
+        (Tier::Emc, s.emc_hits),
+        (Tier::Smc, s.smc_hits),
+        (Tier::Dfc, s.dfc_hits),
+        (Tier::Cd, s.cd_hits),
+        (Tier::Hybrid, s.hybrid_hits),
+        (Tier::Megaflow, s.megaflow_hits),
+    ] {
+        prop_assert_eq!(tiers[tier as usize], counted, "{:?}", tier);
+    }
     Ok(Outcome { tiers })
 }
 
@@ -168,7 +180,7 @@ proptest! {
         churn in any::<bool>(),
     ) {
         let mode = if mode_all { MaskMode::AllRules } else { MaskMode::AtLeastWinner };
-        let mut tier_total = [0u64; 6];
+        let mut tier_total = [0u64; 8];
         for cfg in configs(small) {
             let mut up = MockUpcall::new(rules.clone(), mode);
             let out = run(&cfg, &mut up, &traffic, churn)?;
@@ -179,11 +191,13 @@ proptest! {
                 prop_assert_eq!(out.tiers[Tier::Emc as usize], 0);
             }
             match cfg.second_level {
-                SecondLevel::Smc => prop_assert_eq!(out.tiers[Tier::Dfc as usize] + out.tiers[Tier::Cd as usize], 0),
-                SecondLevel::Dfc => prop_assert_eq!(out.tiers[Tier::Smc as usize] + out.tiers[Tier::Cd as usize], 0),
-                SecondLevel::Cd => prop_assert_eq!(out.tiers[Tier::Smc as usize] + out.tiers[Tier::Dfc as usize], 0),
-                SecondLevel::None => prop_assert_eq!(out.tiers[Tier::Smc as usize] + out.tiers[Tier::Dfc as usize] + out.tiers[Tier::Cd as usize], 0),
-                SecondLevel::Hybrid | SecondLevel::Auto => prop_assert_eq!(out.tiers[Tier::Smc as usize], 0),
+                SecondLevel::Smc => prop_assert_eq!(out.tiers[Tier::Dfc as usize] + out.tiers[Tier::Cd as usize] + out.tiers[Tier::Hybrid as usize], 0),
+                SecondLevel::Dfc => prop_assert_eq!(out.tiers[Tier::Smc as usize] + out.tiers[Tier::Cd as usize] + out.tiers[Tier::Hybrid as usize], 0),
+                SecondLevel::Cd => prop_assert_eq!(out.tiers[Tier::Smc as usize] + out.tiers[Tier::Dfc as usize] + out.tiers[Tier::Hybrid as usize], 0),
+                SecondLevel::None => prop_assert_eq!(out.tiers[Tier::Smc as usize] + out.tiers[Tier::Dfc as usize] + out.tiers[Tier::Cd as usize] + out.tiers[Tier::Hybrid as usize], 0),
+                // The hybrid table's hits are its own, never SMC's, DFC's
+                // or CD's.
+                SecondLevel::Hybrid | SecondLevel::Auto => prop_assert_eq!(out.tiers[Tier::Smc as usize] + out.tiers[Tier::Dfc as usize] + out.tiers[Tier::Cd as usize], 0),
             }
         }
         // With repeats in the traffic the upcall tier must not take everything.
@@ -223,6 +237,7 @@ fn tiers_are_reached() {
         (SecondLevel::Smc, Tier::Smc),
         (SecondLevel::Dfc, Tier::Dfc),
         (SecondLevel::Cd, Tier::Cd),
+        (SecondLevel::Hybrid, Tier::Hybrid),
         (SecondLevel::None, Tier::Megaflow),
     ] {
         let cfg = Config {

@@ -88,7 +88,7 @@ fn tiers_in_order_and_removal_invalidates_every_cache() {
             SecondLevel::Cd => Tier::Cd,
             SecondLevel::None => Tier::Megaflow,
             // Few megaflows: the hybrid entry names the megaflow.
-            SecondLevel::Hybrid | SecondLevel::Auto => Tier::Dfc,
+            SecondLevel::Hybrid | SecondLevel::Auto => Tier::Hybrid,
         };
         assert_eq!(tier(&v[0]), Some(want_b), "{second}");
         dp.set_config(emc_on).unwrap();

@@ -112,6 +112,8 @@ fn tally(verdicts: &[Verdict]) -> PmdStats {
                 Tier::Smc => s.smc_hits += 1,
                 Tier::Dfc => s.dfc_hits += 1,
                 Tier::Cd => s.cd_hits += 1,
+                Tier::Hybrid => s.hybrid_hits += 1,
+                Tier::Other => s.other_hits += 1,
                 Tier::Megaflow => s.megaflow_hits += 1,
                 Tier::Upcall => s.miss_with_success_upcall += 1,
             },
@@ -206,6 +208,8 @@ fn run(
                 smc_hits: after.smc_hits - before.smc_hits,
                 dfc_hits: after.dfc_hits - before.dfc_hits,
                 cd_hits: after.cd_hits - before.cd_hits,
+                hybrid_hits: after.hybrid_hits - before.hybrid_hits,
+                other_hits: after.other_hits - before.other_hits,
                 megaflow_hits: after.megaflow_hits - before.megaflow_hits,
                 miss_with_success_upcall: after.miss_with_success_upcall
                     - before.miss_with_success_upcall,
@@ -227,6 +231,8 @@ fn run(
                 smc_hits: total.smc_hits + t.smc_hits,
                 dfc_hits: total.dfc_hits + t.dfc_hits,
                 cd_hits: total.cd_hits + t.cd_hits,
+                hybrid_hits: total.hybrid_hits + t.hybrid_hits,
+                other_hits: total.other_hits + t.other_hits,
                 megaflow_hits: total.megaflow_hits + t.megaflow_hits,
                 miss_with_success_upcall: total.miss_with_success_upcall
                     + t.miss_with_success_upcall,
@@ -269,16 +275,16 @@ fn check(seed: u64, limit: usize) -> Result<PmdStats, TestCaseError> {
             prop_assert_eq!(s.emc_hits, 0);
         }
         let second = match cfg.second_level {
-            SecondLevel::Smc => s.dfc_hits + s.cd_hits,
-            SecondLevel::Dfc => s.smc_hits + s.cd_hits,
-            SecondLevel::Cd => s.smc_hits + s.dfc_hits,
-            SecondLevel::None => s.smc_hits + s.dfc_hits + s.cd_hits,
-            SecondLevel::Hybrid | SecondLevel::Auto => s.smc_hits,
+            SecondLevel::Smc => s.dfc_hits + s.cd_hits + s.hybrid_hits,
+            SecondLevel::Dfc => s.smc_hits + s.cd_hits + s.hybrid_hits,
+            SecondLevel::Cd => s.smc_hits + s.dfc_hits + s.hybrid_hits,
+            SecondLevel::None => s.smc_hits + s.dfc_hits + s.cd_hits + s.hybrid_hits,
+            SecondLevel::Hybrid | SecondLevel::Auto => s.smc_hits + s.dfc_hits + s.cd_hits,
         };
         prop_assert_eq!(second, 0, "hits in a disabled tier: {:?}", s);
         sum.packets_received += s.packets_received;
         sum.emc_hits += s.emc_hits;
-        sum.megaflow_hits += s.megaflow_hits + s.smc_hits + s.dfc_hits + s.cd_hits;
+        sum.megaflow_hits += s.megaflow_hits + s.smc_hits + s.dfc_hits + s.cd_hits + s.hybrid_hits;
         sum.miss_with_success_upcall += s.miss_with_success_upcall;
         sum.miss_with_failed_upcall += s.miss_with_failed_upcall;
     }
@@ -319,6 +325,7 @@ fn outcomes_are_reached() {
                 total.smc_hits += s.smc_hits;
                 total.dfc_hits += s.dfc_hits;
                 total.cd_hits += s.cd_hits;
+                total.hybrid_hits += s.hybrid_hits;
                 total.megaflow_hits += s.megaflow_hits;
                 total.miss_with_success_upcall += s.miss_with_success_upcall;
                 total.miss_with_failed_upcall += s.miss_with_failed_upcall;
@@ -330,6 +337,7 @@ fn outcomes_are_reached() {
         ("smc", total.smc_hits),
         ("dfc", total.dfc_hits),
         ("cd", total.cd_hits),
+        ("hybrid", total.hybrid_hits),
         ("megaflow", total.megaflow_hits),
         ("upcall", total.miss_with_success_upcall),
         ("failed", total.miss_with_failed_upcall),

@@ -350,7 +350,13 @@ impl Control {
                 rx.entry(q.port_no).or_default().add(&q.stats);
             }
             let r = &s.report;
-            hit += r.emc_hits + r.smc_hits + r.dfc_hits + r.cd_hits + r.megaflow_hits;
+            hit += r.emc_hits
+                + r.smc_hits
+                + r.dfc_hits
+                + r.cd_hits
+                + r.hybrid_hits
+                + r.other_hits
+                + r.megaflow_hits;
             missed += r.miss_with_success_upcall + r.miss_with_failed_upcall;
             lost += r.lost;
             flows += r.megaflows;
