@@ -26,6 +26,7 @@ pub mod parse;
 pub mod recirc;
 pub mod rule;
 pub mod tables;
+#[cfg(feature = "test-utils")]
 pub mod testgen;
 pub mod trie;
 pub mod xlate;

@@ -1,0 +1,230 @@
+//! Commit: before every output, the datapath `set`, `push_vlan`,
+//! `pop_vlan` and MPLS actions that turn the packet as the datapath has it
+//! into the packet as the rules made it, and the megaflow mask's final
+//! touches.
+
+use super::*;
+
+impl<L: Lookup> Ctx<'_, '_, L> {
+    pub(super) fn output(&mut self, port: u32) {
+        self.commit();
+        self.odp.push(DpAction::Output(port));
+    }
+
+    /// Emits the datapath actions that make the packet (`base`) look like
+    /// the flow, in OVS's order: Ethernet, L3, L4, then VLAN tags.
+    pub(super) fn commit(&mut self) {
+        use FieldId::*;
+        // The rewritable fields of each header, as OVS's datapath `set`
+        // attributes group them (the ToS byte is one field: DSCP + ECN).
+        const ETH: &[&[FieldId]] = &[&[EthSrc], &[EthDst]];
+        const IPV4: &[&[FieldId]] = &[&[NwSrc], &[NwDst], &[NwTos, NwEcn], &[NwTtl]];
+        const IPV6: &[&[FieldId]] = &[
+            &[Ipv6Src],
+            &[Ipv6Dst],
+            &[Ipv6Label],
+            &[NwTos, NwEcn],
+            &[NwTtl],
+        ];
+        const L4: &[&[FieldId]] = &[&[TpSrc], &[TpDst]];
+        self.commit_header(SetHeader::Eth, ETH);
+        // As OVS: a packet that stops being MPLS does so before the L3
+        // and L4 rewrites (which would otherwise do nothing); other MPLS
+        // changes come after them.
+        let mpls_first = is_mpls(self.base.dl_type()) && !is_mpls(self.flow.dl_type());
+        if mpls_first {
+            self.commit_mpls();
+        }
+        // As OVS: no L3 rewrite when nw_proto is 0 (every L3 rewrite has made
+        // nw_proto significant, so megaflows stay correct).
+        if self.flow.nw_proto() != 0 && self.base.is_ipv4() {
+            self.commit_header(SetHeader::Ipv4, IPV4);
+        } else if self.flow.nw_proto() != 0 && self.base.is_ipv6() {
+            self.commit_header(SetHeader::Ipv6, IPV6);
+        }
+        if self.flow.nw_proto() != 0
+            && self.base.is_ip_any()
+            && self.base.nw_frag() & FRAG_LATER == 0
+        {
+            match self.flow.nw_proto() {
+                6 => self.commit_header(SetHeader::Tcp, L4),
+                17 => self.commit_header(SetHeader::Udp, L4),
+                132 => self.commit_header(SetHeader::Sctp, L4),
+                _ => {}
+            }
+        }
+        if !mpls_first {
+            self.commit_mpls();
+        }
+        self.commit_vlan();
+        // As OVS: the priority last; its change makes it significant.
+        let p = self.flow.skb_priority();
+        if p != self.base.skb_priority() {
+            let mut m = self.wc.to_key();
+            m.set_skb_priority(u32::MAX);
+            self.wc = FlowMask::from_key(&m);
+            self.odp.push(DpAction::SetPriority(p));
+            self.base.set_skb_priority(p);
+        }
+        // Then the mark, as OVS: a masked set under the mark's megaflow
+        // bits (every write made its bits significant), a plain set when
+        // all 32 are.
+        let mark = self.flow.pkt_mark();
+        if mark != self.base.pkt_mark() {
+            let mut m = self.wc.to_key();
+            let mask = m.pkt_mark();
+            self.odp.push(DpAction::SetMark {
+                value: mark & mask,
+                mask,
+            });
+            m.set_pkt_mark(mask);
+            self.wc = FlowMask::from_key(&m);
+            self.base.set_pkt_mark(mark);
+        }
+    }
+
+    /// Emits one `set` for `header` carrying every field (group) whose
+    /// significant bits differ between the flow and the datapath packet;
+    /// each such field is written under its megaflow mask, as OVS's masked
+    /// set actions do.
+    pub(super) fn commit_header(&mut self, header: SetHeader, fields: &[&[FieldId]]) {
+        let mut key = FlowKey::zero();
+        let mut mask = FlowMask::catchall();
+        for group in fields {
+            let mut m = FlowMask::catchall();
+            for f in group.iter() {
+                m.or_assign(&f.info().storage_mask());
+            }
+            let m = m.intersect(&self.wc);
+            if !self.flow.eq_masked(&self.base, &m) {
+                for i in 0..flowpath_flow::FLOW_WORDS {
+                    key.w[i] |= self.flow.w[i] & m.w[i];
+                }
+                mask.or_assign(&m);
+            }
+        }
+        self.emit_set(header, key, mask);
+    }
+
+    pub(super) fn emit_set(&mut self, header: SetHeader, key: FlowKey, mask: FlowMask) {
+        if mask.is_catchall() {
+            return;
+        }
+        let key = key.masked(&mask);
+        // The datapath packet now carries these values.
+        for i in 0..flowpath_flow::FLOW_WORDS {
+            self.base.w[i] = (self.base.w[i] & !mask.w[i]) | key.w[i];
+        }
+        self.odp.push(DpAction::Set { header, key, mask });
+    }
+
+    /// Pops the packet's tags that differ from the flow's (outermost
+    /// first) and pushes the flow's (innermost first), comparing from the
+    /// innermost tag outwards as OVS does.
+    pub(super) fn commit_vlan(&mut self) {
+        let tags = |k: &FlowKey, tp: [u16; 2]| -> Vec<(u16, u16)> {
+            let mut v = Vec::new();
+            if k.vlan_tci() & VLAN_CFI != 0 {
+                v.push((tp[0], k.vlan_tci()));
+                if k.vlan_tci_inner() & VLAN_CFI != 0 {
+                    v.push((tp[1], k.vlan_tci_inner()));
+                }
+            }
+            v
+        };
+        let b = tags(&self.base, self.base_tpid);
+        let f = tags(&self.flow, self.flow_tpid);
+        let (mut bn, mut fn_) = (b.len() as isize - 1, f.len() as isize - 1);
+        // Comparing a tag the actions made (or another of the packet's
+        // tags) with the packet's reads the whole of both packet tags.
+        let mut read = [false; 2];
+        let mut compare = |bn: isize, fn_: isize| {
+            let src = self.tag_src[fn_ as usize];
+            if src != Some(bn as u8) {
+                read[bn as usize] = true;
+                if let Some(k) = src {
+                    read[usize::from(k).min(1)] = true;
+                }
+            }
+        };
+        while bn >= 0 && fn_ >= 0 {
+            compare(bn, fn_);
+            if b[bn as usize] != f[fn_ as usize] {
+                break;
+            }
+            bn -= 1;
+            fn_ -= 1;
+        }
+        let mut m = self.wc.to_key();
+        if read[0] {
+            m.set_vlan_tci(0xffff);
+        }
+        if read[1] {
+            m.set_vlan_tci_inner(0xffff);
+        }
+        self.wc = FlowMask::from_key(&m);
+        if bn < 0 && fn_ < 0 {
+            return;
+        }
+        let mut m = self.wc.to_key();
+        for i in (0..=bn).rev() {
+            self.odp.push(DpAction::PopVlan);
+            if i == 0 {
+                m.set_vlan_tci(0xffff);
+            } else {
+                m.set_vlan_tci_inner(0xffff);
+            }
+        }
+        self.wc = FlowMask::from_key(&m);
+        for i in (0..=fn_).rev() {
+            let (tpid, tci) = f[i as usize];
+            self.odp.push(DpAction::PushVlan {
+                tpid,
+                tci: tci & !VLAN_CFI,
+            });
+        }
+        self.base.set_vlan_tci(self.flow.vlan_tci());
+        self.base.set_vlan_tci_inner(self.flow.vlan_tci_inner());
+        self.base_tpid = self.flow_tpid;
+        self.tag_src = [Some(0), Some(1)];
+    }
+
+    pub(super) fn finish_wc(&mut self) {
+        let mut m = self.wc.to_key();
+        let is_icmp = (self.flow.is_ipv4() && self.flow.nw_proto() == 1)
+            || (self.flow.is_ipv6() && self.flow.nw_proto() == 58);
+        if is_icmp {
+            m.set_tp_src(m.tp_src() & 0xff);
+            m.set_tp_dst(m.tp_dst() & 0xff);
+        }
+        // Whether a tag is present is always part of a megaflow (OVS's
+        // datapath keys encode it structurally); an absent tag's TCI bits are
+        // all zero, so the CFI bit alone matches "no tag".
+        let orig = self.orig;
+        self.cfi_read = orig.vlan_tci() & VLAN_CFI != 0 && m.vlan_tci() == VLAN_CFI;
+        if orig.vlan_tci() & VLAN_CFI == 0 {
+            m.set_vlan_tci(VLAN_CFI);
+            m.set_vlan_tci_inner(0);
+        } else {
+            m.set_vlan_tci(m.vlan_tci() | VLAN_CFI);
+            if orig.vlan_tci_inner() & VLAN_CFI == 0 {
+                m.set_vlan_tci_inner(VLAN_CFI);
+            } else {
+                m.set_vlan_tci_inner(m.vlan_tci_inner() | VLAN_CFI);
+            }
+        }
+        if self.orig.nw_frag() & FRAG_LATER != 0 {
+            m.set_tp_src(0);
+            m.set_tp_dst(0);
+        }
+        // A lookup that failed on the L2 stage makes the MPLS bits of its
+        // subtable significant whatever the packet: a packet that is not
+        // MPLS has none (its dl_type, always significant, says so), as
+        // OVS's datapath key leaves them out.
+        if !is_mpls(self.orig.dl_type()) {
+            m.w[W_MPLS] = 0;
+            m.set_mpls_lse2(0);
+        }
+        self.wc = FlowMask::from_key(&m);
+    }
+}

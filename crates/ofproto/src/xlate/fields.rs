@@ -1,0 +1,305 @@
+//! Field writes and reads: `set_field`, `load`, `move`, the stack, VLAN
+//! tag writes, `check_pkt_larger`'s two branches (the flow state each runs
+//! from), and `learn`.
+
+use super::*;
+
+impl<L: Lookup> Ctx<'_, '_, L> {
+    /// The flow, the registers and what has been committed: what a
+    /// `check_pkt_larger` branch starts from.
+    pub(super) fn flow_state(&self) -> FlowState {
+        FlowState {
+            flow: self.flow,
+            regs: self.regs,
+            base: self.base,
+            flow_tpid: self.flow_tpid,
+            base_tpid: self.base_tpid,
+            tag_src: self.tag_src,
+            was_mpls: self.was_mpls,
+        }
+    }
+
+    pub(super) fn set_flow_state(&mut self, s: FlowState) {
+        self.flow = s.flow;
+        self.regs = s.regs;
+        self.base = s.base;
+        self.flow_tpid = s.flow_tpid;
+        self.base_tpid = s.base_tpid;
+        self.tag_src = s.tag_src;
+        self.was_mpls = s.was_mpls;
+    }
+
+    /// `check_pkt_larger(len)->dst`, as OVS 3.1 translates it for a
+    /// datapath with `check_pkt_len`: the pending changes are committed,
+    /// then `rest` (the actions after it in the same list) and the action
+    /// set are translated twice from the same state — with the `dst` bit 1
+    /// into the greater-than branch, with it 0 into the less-or-equal one.
+    /// The flow, registers and committed state are restored after each
+    /// branch; the `push`/`pop` stack and the action set are copied once
+    /// for both branches (the first branch's run of the action set empties
+    /// it for the second, as in OVS) and restored at the end. The megaflow
+    /// gets both branches' bits; the packet length is not in it (the
+    /// datapath checks it per packet).
+    pub(super) fn check_pkt_larger(
+        &mut self,
+        len: u16,
+        dst: crate::action::Subfield,
+        rest: &[Action],
+        write_set: &[Action],
+        table: u8,
+    ) {
+        let indent = self.depth + 1;
+        self.commit();
+        let stack = self.stack.clone();
+        let action_set = self.action_set.clone();
+        let saved = self.flow_state();
+        let at = self.odp.len();
+        self.odp.push(DpAction::CheckPktLen {
+            size: len,
+            gt: 0,
+            le: 0,
+        });
+        let info = dst.field.info();
+        let mut lens = [0u16; 2];
+        for (k, bit) in [1u128, 0].into_iter().enumerate() {
+            if self.error.is_some() {
+                return;
+            }
+            if self.odp.len() > MAX_DP_ACTIONS {
+                self.error = Some(format!(
+                    "over {MAX_DP_ACTIONS} datapath actions (check_pkt_larger branches)"
+                ));
+                return;
+            }
+            if self.tracing {
+                let cmp = if bit == 1 { "longer" } else { "not longer" };
+                self.note(
+                    indent,
+                    &format!("(packets {cmp} than {len} bytes: {dst}={bit})"),
+                );
+            }
+            let start = self.odp.len();
+            info.set_regs_masked(&mut self.regs, bit << dst.ofs, dst.mask());
+            self.do_actions(rest, write_set, table);
+            if self.error.is_none() && self.freezing.is_none() {
+                self.cur_table = table;
+                self.run_action_set();
+            }
+            // As OVS: a freeze in a branch recirculates from that branch.
+            if self.error.is_none() {
+                self.finish_freezing();
+            }
+            match u16::try_from(self.odp.len() - start) {
+                Ok(n) => lens[k] = n,
+                Err(_) => {
+                    self.error = Some("a check_pkt_larger branch is too long".into());
+                    return;
+                }
+            }
+            self.set_flow_state(saved);
+        }
+        self.odp[at] = DpAction::CheckPktLen {
+            size: len,
+            gt: lens[0],
+            le: lens[1],
+        };
+        self.stack = stack;
+        self.action_set = action_set;
+        self.cur_table = table;
+    }
+
+    /// Writes `v` (right-aligned) into the bits of `sf`, as `move` and
+    /// `pop` do: the bits become significant, but — unlike `set_field` and
+    /// `load` (checked against OVS 3.1) — not nw_proto.
+    pub(super) fn move_to(&mut self, sf: crate::action::Subfield, v: u128) {
+        let info = sf.field.info();
+        let m = sf.mask() >> sf.ofs;
+        let (value, mask) = ((v & m) << sf.ofs, sf.mask());
+        match sf.field {
+            FieldId::VlanTci | FieldId::DlVlan | FieldId::DlVlanPcp => {
+                self.set_field(sf.field, value, mask, false)
+            }
+            _ if info.is_reg() => info.set_regs_masked(&mut self.regs, value, mask),
+            _ => {
+                info.or_mask(&mut self.wc, mask);
+                info.set_masked(&mut self.flow, value, mask);
+            }
+        }
+    }
+
+    /// `learn`: the sources become significant (OVS's `learn_mask`); with
+    /// side effects, the flow is made for the caller to add.
+    /// Stores `learn`'s success in its `result_dst` bit, if it has one.
+    pub(super) fn learn_result(&mut self, l: &crate::learn::Learn, ok: bool) {
+        if let Some(d) = l.result_dst {
+            let info = d.field.info();
+            info.set_regs_masked(&mut self.regs, u128::from(ok) << d.ofs, d.mask());
+        }
+    }
+
+    pub(super) fn learn(&mut self, id: u32, indent: u32) {
+        let Some(l) = crate::learn::get(id) else {
+            return;
+        };
+        for sf in l.sources() {
+            let info = sf.field.info();
+            if !info.is_reg() {
+                info.or_mask(&mut self.wc, sf.mask());
+            }
+        }
+        if !self.side_effects {
+            // As OVS 3.1: `ofproto/trace` ignores the action; a
+            // revalidation (no trace) takes learning as succeeded.
+            if !self.tracing && l.flow(&self.flow, &self.regs).is_some() {
+                self.learn_result(&l, true);
+            }
+            self.note(
+                indent + 1,
+                ">> suppressing side effects, so learn action ignored",
+            );
+            return;
+        }
+        match l.flow(&self.flow, &self.regs) {
+            Some(r) => {
+                let ok = crate::tables::learn_allowed(
+                    self.tables.all_rules(),
+                    &self.learned,
+                    &r,
+                    l.limit,
+                );
+                if !ok {
+                    self.note(indent + 1, "Limit exceeded, learn failed");
+                } else {
+                    if self.tracing {
+                        self.note(indent + 1, &format!("learned: {r}"));
+                    }
+                    self.learned.push(r);
+                }
+                self.learn_result(&l, ok);
+            }
+            None => self.note(
+                indent + 1,
+                "the learned match lacks prerequisites: nothing learned",
+            ),
+        }
+    }
+
+    /// True when the flow has `field`'s prerequisites (nw_proto becomes
+    /// significant when they involve it).
+    pub(super) fn prereqs_ok(&mut self, field: FieldId) -> bool {
+        let info = field.info();
+        if !matches!(info.prereq.proto, flowpath_flow::field::ProtoReq::Any) {
+            FieldId::NwProto.info().or_mask(&mut self.wc, 0xff);
+        }
+        info.prereq.ok_for(&self.flow)
+    }
+
+    /// Reads the bits of `sf` (right-aligned), making them significant;
+    /// `None` when the flow lacks the field's prerequisites.
+    pub(super) fn read_subfield(&mut self, sf: crate::action::Subfield) -> Option<u128> {
+        if !self.prereqs_ok(sf.field) {
+            return None;
+        }
+        let info = sf.field.info();
+        let v = if info.is_reg() {
+            info.get_regs(&self.regs)
+        } else {
+            info.or_mask(&mut self.wc, sf.mask());
+            info.get(&self.flow)
+        };
+        Some((v & sf.mask()) >> sf.ofs)
+    }
+
+    /// Sets bits `bits` of the outer VLAN TCI to `value`, pushing a tag
+    /// first when there is none and `push_if_needed`.
+    pub(super) fn set_vlan(&mut self, bits: u16, value: u16, push_if_needed: bool) {
+        let mut m = self.wc.to_key();
+        m.set_vlan_tci(m.vlan_tci() | bits | VLAN_CFI);
+        self.wc = FlowMask::from_key(&m);
+        let tci = self.flow.vlan_tci();
+        if tci & VLAN_CFI != 0 || push_if_needed {
+            if tci & VLAN_CFI == 0 {
+                self.flow_tpid[0] = 0x8100;
+            }
+            // The bits written are significant on the packet's outer tag:
+            // another tag becomes a made one.
+            if tci & VLAN_CFI == 0 || self.tag_src[0] != Some(0) {
+                self.tag_src[0] = None;
+            }
+            self.flow.set_vlan_tci((tci & !bits) | value | VLAN_CFI);
+        }
+    }
+
+    pub(super) fn set_field(&mut self, field: FieldId, value: u128, mask: u128, legacy: bool) {
+        let info = field.info();
+        if info.is_reg() {
+            // Translation state: never part of the megaflow.
+            info.set_regs_masked(&mut self.regs, value, mask);
+            return;
+        }
+        let is_l4 = matches!(
+            field,
+            FieldId::TpSrc
+                | FieldId::TpDst
+                | FieldId::TcpSrc
+                | FieldId::TcpDst
+                | FieldId::UdpSrc
+                | FieldId::UdpDst
+                | FieldId::SctpSrc
+                | FieldId::SctpDst
+        );
+        match field {
+            FieldId::DlVlan => return self.set_vlan(0x0fff, (value as u16) & 0x0fff, legacy),
+            FieldId::DlVlanPcp => return self.set_vlan(0xe000, ((value as u16) & 7) << 13, legacy),
+            FieldId::VlanTci => {
+                let mut m = self.wc.to_key();
+                m.set_vlan_tci(m.vlan_tci() | mask as u16);
+                self.wc = FlowMask::from_key(&m);
+                if self.tag_src[0] != Some(0) {
+                    self.tag_src[0] = None;
+                }
+                let tci = self.flow.vlan_tci();
+                let new = (tci & !(mask as u16)) | (value as u16 & mask as u16);
+                // Writing the CFI bit of an untagged packet makes a tag: an
+                // 802.1Q one (checked against OVS 3.1).
+                if tci & VLAN_CFI == 0 && new & VLAN_CFI != 0 {
+                    self.flow_tpid[0] = 0x8100;
+                }
+                self.flow.set_vlan_tci(new);
+                return;
+            }
+            _ => {}
+        }
+        let applies = if legacy && is_l4 {
+            self.flow.is_ip_any() && self.flow.nw_frag() & FRAG_LATER == 0
+        } else if legacy {
+            match info.prereq.eth {
+                flowpath_flow::field::EthReq::Ipv4 => self.flow.is_ipv4(),
+                flowpath_flow::field::EthReq::Ip => self.flow.is_ip_any(),
+                _ => true,
+            }
+        } else {
+            info.prereq.ok_for(&self.flow)
+        };
+        if !applies {
+            self.note(
+                self.depth + 2,
+                "skipped: the packet lacks this field's prerequisites",
+            );
+            return;
+        }
+        // Reading the prerequisites makes them significant; like OVS 3.1,
+        // any L3 or L4 rewrite makes nw_proto significant.
+        let is_l3 = matches!(
+            info.prereq.eth,
+            flowpath_flow::field::EthReq::Ip
+                | flowpath_flow::field::EthReq::Ipv4
+                | flowpath_flow::field::EthReq::Ipv6
+        );
+        if is_l3 || is_l4 || !matches!(info.prereq.proto, flowpath_flow::field::ProtoReq::Any) {
+            FieldId::NwProto.info().or_mask(&mut self.wc, 0xff);
+        }
+        info.or_mask(&mut self.wc, mask);
+        info.set_masked(&mut self.flow, value, mask);
+    }
+}

@@ -1,0 +1,848 @@
+//! Translation ("xlate"): a packet's walk through the rule tables, giving
+//! the datapath actions and the megaflow mask.
+//!
+//! # What
+//!
+//! Starting in table 0, the packet's flow is looked up, the matching rule's
+//! actions are applied in order (`resubmit` and `goto_table` look it up
+//! again in other tables), and every output is preceded by a *commit* that
+//! emits the datapath `set`/`push_vlan`/`pop_vlan` actions needed to turn
+//! the packet as the datapath has it into the packet as the rules have made
+//! it. Semantics are those of Open vSwitch with `fail-mode=secure`: highest
+//! priority wins, a table miss drops, `output` to the packet's own in_port
+//! is skipped (the `in_port` action sends it back), OpenFlow port N is
+//! datapath port N.
+//!
+//! # Freezing
+//!
+//! Where the rest of the translation needs what only the datapath can
+//! give — the L3 header of a packet a `pop_mpls` made IP again, a select
+//! group's datapath hash — translation freezes as OVS's does: every level
+//! of the resubmit stack keeps the actions it had left (with OVS's
+//! `unroll_xlate` markers), the freeze ends at the top, at the end of a
+//! group bucket or of a `check_pkt_larger` branch with `[hash(...),]
+//! recirc(ID)`, the state kept under ID ([`crate::recirc`]); a packet whose
+//! key has that `recirc_id` resumes from it ("thaw").
+//!
+//! # Wildcards
+//!
+//! The megaflow mask starts with what is always examined (in_port,
+//! dl_type, and nw_frag for IP), accumulates the classifier's recorded bits
+//! for every lookup, and the fields that actions read or write (a rewritten
+//! field is matched exactly, so that "no change needed" is safe; `dec_ttl`
+//! reads the TTL; L4 rewrites read nw_proto). It then gets OVS's final
+//! touches: the VLAN CFI bit with any TCI bit, only the low 8 bits of ICMP
+//! type/code, no ports for later fragments.
+//!
+//! # Invariant
+//!
+//! Every packet that agrees with the translated packet on the megaflow mask
+//! gets exactly the same datapath actions (property-tested against the
+//! linear-scan reference, [`crate::linear`]).
+//!
+//! Pure computation on a `FlowKey`: no I/O, no clock (a freeze or thaw
+//! takes the process-wide recirculation table's lock once).
+//!
+//! # Layout
+//!
+//! This module holds the entry points, the walk through the tables and
+//! freezing; the actions by family are in `actions` (outputs, choices,
+//! control flow, field writes, MPLS), with `groups` (groups, bundle,
+//! multipath), `fields` (writes, reads, `check_pkt_larger`, `learn`),
+//! `mpls`, `bridge` (`NORMAL`) and `commit` (the datapath actions before
+//! each output, the mask's final touches).
+
+use crate::action::{Action, OFPP_LOCAL};
+use crate::normal::{self, NormalEnv, PortVlans};
+use crate::recirc::{FrozenState, Segment};
+use crate::tables::Lookup;
+use flowpath_flow::field::FieldId;
+use flowpath_flow::key::{FRAG_LATER, VLAN_CFI, W_MPLS};
+use flowpath_flow::{FlowKey, FlowMask, Match, Regs, Style};
+use flowpath_odp::{DpAction, DpActions, SetHeader};
+use std::fmt::Write as _;
+
+mod actions;
+mod bridge;
+mod commit;
+mod fields;
+mod groups;
+mod mpls;
+
+use actions::{At, Step};
+use groups::multipath_link;
+use mpls::{is_mpls, MPLS_MAX_LABELS};
+
+/// An action set (or a group bucket, which OpenFlow executes as one) in
+/// execution order: the last `strip_vlan`/`pop_vlan`, the last
+/// `pop_mpls`, the last `push_mpls`, the last `push_vlan`, the last
+/// `dec_ttl`, the last `dec_mpls_ttl`, every set-field, `load`, `move` and
+/// `set_mpls_*` in the order written,
+/// then the last output (`output`, `IN_PORT`, `ALL`, `FLOOD`, `NORMAL`,
+/// `CONTROLLER`, `resubmit`, `group`, the group taking precedence).
+/// `None` without an output: nothing is done at all.
+fn action_set_order(set: &[Action]) -> Option<Vec<Action>> {
+    let last = |f: &dyn Fn(&Action) -> bool| set.iter().rev().find(|a| f(a)).copied();
+    let output = last(&|a| matches!(a, Action::Group(_))).or_else(|| {
+        last(&|a| {
+            matches!(
+                a,
+                Action::Output(_)
+                    | Action::OutputTrunc { .. }
+                    | Action::Enqueue { .. }
+                    | Action::Bundle { .. }
+                    | Action::InPort
+                    | Action::All
+                    | Action::Flood
+                    | Action::Normal
+                    | Action::Controller { .. }
+                    | Action::Resubmit { .. }
+            )
+        })
+    })?;
+    let mut list: Vec<Action> = Vec::new();
+    list.extend(last(&|a| matches!(a, Action::PopVlan)));
+    list.extend(last(&|a| matches!(a, Action::PopMpls(_))));
+    list.extend(last(&|a| matches!(a, Action::PushMpls(_))));
+    list.extend(last(&|a| matches!(a, Action::PushVlan(_))));
+    list.extend(last(&|a| {
+        matches!(a, Action::DecTtl | Action::DecTtlIds { .. })
+    }));
+    list.extend(last(&|a| matches!(a, Action::DecMplsTtl)));
+    list.extend(set.iter().copied().filter(|a| {
+        matches!(
+            a,
+            Action::SetField { .. }
+                | Action::Load { .. }
+                | Action::Move { .. }
+                | Action::ModVlanVid(_)
+                | Action::ModVlanPcp(_)
+                | Action::SetMplsLabel(_)
+                | Action::SetMplsTc(_)
+                | Action::SetMplsTtl(_)
+        )
+    }));
+    list.extend(last(&|a| matches!(a, Action::SetQueue(_))));
+    list.push(output);
+    Some(list)
+}
+
+/// The actions that OVS lets run after a `pop_mpls` to a non-MPLS
+/// EtherType without parsing the packet again (`recirc_for_mpls`):
+/// outputs, queue choice, groups (a select group is checked when it
+/// picks), and rewrites below L3.
+fn reads_only_l2(a: &Action) -> bool {
+    use flowpath_flow::field::EthReq;
+    match *a {
+        Action::Output(_)
+        | Action::OutputTrunc { .. }
+        | Action::Enqueue { .. }
+        | Action::InPort
+        | Action::All
+        | Action::Flood
+        | Action::Normal
+        | Action::ModVlanVid(_)
+        | Action::ModVlanPcp(_)
+        | Action::SetQueue(_)
+        | Action::Group(_) => true,
+        Action::SetField { field, .. }
+        | Action::Load {
+            dst: crate::action::Subfield { field, .. },
+            ..
+        } => matches!(field.info().prereq.eth, EthReq::Any | EthReq::Mpls),
+        _ => false,
+    }
+}
+
+/// Most nested resubmits (OVS's translation depth limit).
+pub const MAX_DEPTH: u32 = 64;
+/// Most resubmits in one translation (OVS's limit).
+pub const MAX_RESUBMITS: u32 = 4096;
+/// Most datapath actions `check_pkt_larger` branches may grow a
+/// translation to (each nested check doubles what follows it; OVS's
+/// limit is the 64 KB of a netlink attribute).
+pub const MAX_DP_ACTIONS: usize = 4096;
+
+/// The outcome of translating one packet.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Xlate {
+    /// Datapath actions (empty = drop).
+    pub actions: DpActions,
+    /// The megaflow mask: bits of the packet key the actions depend on.
+    pub megaflow: FlowMask,
+    /// The flow after all actions (as the rules left it).
+    pub final_flow: FlowKey,
+    /// Human-readable walk through the tables (when asked for).
+    pub trace: String,
+    /// True when translation was cut short (too deep / too many
+    /// resubmits); the actions are then empty, as in OVS.
+    pub error: Option<String>,
+    /// The flows `learn` actions made (only when side effects were
+    /// allowed: [`XlateMode::learn`]); the caller adds them to the tables.
+    pub learned: Vec<crate::rule::Rule>,
+    /// Indexes (in [`Lookup::lookup_indexed`]'s numbering, for
+    /// [`crate::tables::RuleTables`] the position in its rule list) of the
+    /// rules the packet went through, in order; filled only by
+    /// [`xlate_recording_rules`] (rule statistics), empty otherwise.
+    pub rules: Vec<u32>,
+    /// The translation read the CFI bit of the packet's tag and no other
+    /// TCI bit (the megaflow is the same; OVS prints it, see
+    /// [`Style::MegaflowCfiRead`]).
+    pub cfi_read: bool,
+    /// Each `recirc(ID)` the actions end a frozen translation with.
+    pub recirculations: Vec<Recirculation>,
+}
+
+/// A `recirc(ID)` a translation ended with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Recirculation {
+    /// The recirculation id.
+    pub id: u32,
+    /// The packet the datapath sends back, as the actions before left it
+    /// (its next pass's key adds `recirc_id` and, after a `hash`, the
+    /// `dp_hash` bits).
+    pub packet: FlowKey,
+    /// After a `hash(...)` action: the 32-bit hash the datapath computes
+    /// for it (OVS's; `hash(l4)` of a packet that is not a received one's
+    /// first pass takes the translated packet as the received one).
+    pub dp_hash: Option<u32>,
+}
+
+/// See `Ctx::flow_state`.
+#[derive(Clone, Copy)]
+struct FlowState {
+    flow: FlowKey,
+    regs: Regs,
+    base: FlowKey,
+    flow_tpid: [u16; 2],
+    base_tpid: [u16; 2],
+    tag_src: [Option<u8>; 2],
+    was_mpls: bool,
+}
+
+struct Ctx<'a, 'e, L: Lookup> {
+    tables: &'a L,
+    /// `NORMAL`'s state (learning table, VLANs); `None`: an empty table,
+    /// no learning, no VLAN configuration, no LOCAL port.
+    normal: Option<NormalEnv<'e>>,
+    flow: FlowKey,
+    /// The registers and `metadata` (all zero when the packet enters).
+    regs: Regs,
+    /// The `push`/`pop` stack.
+    stack: Vec<u128>,
+    base: FlowKey,
+    wc: FlowMask,
+    odp: DpActions,
+    depth: u32,
+    resubmits: u32,
+    tracing: bool,
+    trace: String,
+    error: Option<String>,
+    /// VLAN TPIDs of the flow's / the datapath packet's tags (outer, inner);
+    /// the key does not carry them, tags present on input count as 0x8100.
+    flow_tpid: [u16; 2],
+    base_tpid: [u16; 2],
+    /// For each of the flow's tags (outer, inner): the datapath packet's
+    /// tag it is, bits other than significant ones unchanged (`None`: a
+    /// tag the actions made). Comparing a made tag with the packet's
+    /// reads all of the packet's tag (see `commit_vlan`).
+    tag_src: [Option<u8>; 2],
+    /// The packet as it arrived.
+    orig: FlowKey,
+    /// Record the rules hit (`Some`) or not.
+    rules: Option<Vec<u32>>,
+    /// The OpenFlow action set (`write_actions` appends, `clear_actions`
+    /// empties), run when the pipeline ends.
+    action_set: Vec<Action>,
+    /// The table translation is in (for a `resubmit` without a table in
+    /// the action set).
+    cur_table: u8,
+    /// Whether `learn` learns (an upcall) or only reads (a trace, a
+    /// revalidation).
+    side_effects: bool,
+    /// The flows `learn` made.
+    learned: Vec<crate::rule::Rule>,
+    /// See [`Xlate::cfi_read`].
+    cfi_read: bool,
+    /// A `pop_mpls` made the packet IP (or other non-MPLS) again: its L3
+    /// header was never parsed, so what reads it needs the packet parsed
+    /// again: translation freezes and the packet recirculates.
+    was_mpls: bool,
+    /// Translation is freezing ([`crate::recirc`]): `Some(hash)`, with the
+    /// datapath hash (`(symmetric, basis)`) to compute before
+    /// recirculating, if any. Every level of the resubmit stack then stops
+    /// and keeps its actions left in `frozen`, up to where the freeze is
+    /// finished (`finish_freezing`).
+    freezing: Option<Option<(bool, u32)>>,
+    /// The actions left so far by the levels stopped, innermost first.
+    frozen: Vec<Segment>,
+    /// See [`Xlate::recirculations`].
+    recirculations: Vec<Recirculation>,
+    /// The cookie of the rule whose actions run (`u64::MAX` before any).
+    cookie: u64,
+    /// The last `UnrollXlate` marker this freeze put, as (table, cookie).
+    unrolled: Option<(u8, u64)>,
+}
+
+/// Translates `key` through `tables`. With `trace`, also records the
+/// human-readable walk in [`Xlate::trace`].
+pub fn xlate<L: Lookup>(tables: &L, key: &FlowKey, trace: bool) -> Xlate {
+    xlate_inner(tables, key, trace, false, None, false)
+}
+
+/// [`xlate`] with the bridge state `NORMAL` uses (and learns into when
+/// `env.learn`); `record` also fills [`Xlate::rules`].
+pub fn xlate_with<L: Lookup>(
+    tables: &L,
+    key: &FlowKey,
+    trace: bool,
+    record: bool,
+    env: Option<NormalEnv<'_>>,
+) -> Xlate {
+    let learn = env.as_ref().is_some_and(|e| e.learn);
+    xlate_inner(tables, key, trace, record, env, learn)
+}
+
+/// What [`xlate_on`] does besides translating.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct XlateMode {
+    /// Record the human-readable walk ([`Xlate::trace`]).
+    pub trace: bool,
+    /// Record the rules gone through ([`Xlate::rules`]).
+    pub record: bool,
+    /// `NORMAL` learns the packet's source (an upcall; not a trace or a
+    /// revalidation).
+    pub learn: bool,
+    /// `learn` actions make their flows ([`Xlate::learned`]) even without
+    /// `learn`: a revalidation that refreshes the flows a megaflow's
+    /// packets learn, as OVS's translation cache does (`NORMAL` does not
+    /// learn from it).
+    pub relearn: bool,
+}
+
+/// [`xlate_with`] on a bridge's shared `NORMAL` state: its learning table
+/// is locked for the translation; `None` translates with an empty table
+/// and no learning (give `None` when the tables do not use `NORMAL`, to
+/// take no lock).
+pub fn xlate_on<L: Lookup>(
+    tables: &L,
+    bridge: Option<&crate::normal::Bridge>,
+    key: &FlowKey,
+    now_ms: u64,
+    mode: XlateMode,
+) -> Xlate {
+    let Some(b) = bridge else {
+        return xlate_inner(
+            tables,
+            key,
+            mode.trace,
+            mode.record,
+            None,
+            mode.learn || mode.relearn,
+        );
+    };
+    let mut macs = b.macs();
+    let env = NormalEnv {
+        vlans: &b.vlans,
+        macs: &mut macs,
+        now_ms,
+        learn: mode.learn,
+        local: b.local,
+    };
+    xlate_inner(
+        tables,
+        key,
+        mode.trace,
+        mode.record,
+        Some(env),
+        mode.learn || mode.relearn,
+    )
+}
+
+/// [`xlate`] that also records which rules the packet went through
+/// ([`Xlate::rules`]), for attributing statistics to rules (the
+/// revalidator); costs one small allocation more than [`xlate`].
+pub fn xlate_recording_rules<L: Lookup>(tables: &L, key: &FlowKey) -> Xlate {
+    xlate_inner(tables, key, false, true, None, false)
+}
+
+fn xlate_inner<L: Lookup>(
+    tables: &L,
+    key: &FlowKey,
+    trace: bool,
+    record: bool,
+    normal: Option<NormalEnv<'_>>,
+    side_effects: bool,
+) -> Xlate {
+    let mut wc = FlowMask::catchall();
+    let mut m = wc.to_key();
+    m.set_in_port(u32::MAX);
+    m.set_recirc_id(u32::MAX);
+    m.set_dl_type(0xffff);
+    if key.is_ip_any() {
+        m.set_nw_frag(0x3);
+    }
+    wc = FlowMask::from_key(&m);
+    let tpid = |tci: u16| if tci & VLAN_CFI != 0 { 0x8100 } else { 0 };
+    let tpids = [tpid(key.vlan_tci()), tpid(key.vlan_tci_inner())];
+    let mut ctx = Ctx {
+        tables,
+        normal,
+        flow: *key,
+        regs: Regs::zero(),
+        stack: Vec::new(),
+        base: *key,
+        wc,
+        odp: Vec::new(),
+        depth: 0,
+        resubmits: 0,
+        tracing: trace,
+        trace: String::new(),
+        error: None,
+        flow_tpid: tpids,
+        base_tpid: tpids,
+        tag_src: [Some(0), Some(1)],
+        orig: *key,
+        rules: record.then(Vec::new),
+        action_set: Vec::new(),
+        cur_table: 0,
+        side_effects,
+        learned: Vec::new(),
+        cfi_read: false,
+        was_mpls: false,
+        freezing: None,
+        frozen: Vec::new(),
+        recirculations: Vec::new(),
+        cookie: u64::MAX,
+        unrolled: None,
+    };
+    if key.recirc_id() == 0 {
+        ctx.xlate_table(0, None);
+    } else {
+        ctx.thaw(key.recirc_id());
+    }
+    if ctx.error.is_none() && ctx.freezing.is_none() {
+        ctx.run_action_set();
+    }
+    if ctx.error.is_none() {
+        ctx.finish_freezing();
+    }
+    if ctx.error.is_some() {
+        ctx.odp.clear();
+        ctx.recirculations.clear();
+    } else {
+        // As OVS: a failed translation's megaflow is what it read, without
+        // the final touches (it is never installed; a trace prints it).
+        ctx.finish_wc();
+    }
+    Xlate {
+        actions: ctx.odp,
+        megaflow: ctx.wc,
+        final_flow: ctx.flow,
+        trace: ctx.trace,
+        error: ctx.error,
+        learned: ctx.learned,
+        rules: ctx.rules.unwrap_or_default(),
+        cfi_read: ctx.cfi_read,
+        recirculations: ctx.recirculations,
+    }
+}
+
+impl<L: Lookup> Ctx<'_, '_, L> {
+    fn note(&mut self, indent: u32, text: &str) {
+        if self.tracing {
+            for _ in 0..indent {
+                self.trace.push_str("    ");
+            }
+            self.trace.push_str(text);
+            self.trace.push('\n');
+        }
+    }
+
+    /// Runs the action set at the end of the pipeline, in OpenFlow's order:
+    /// the last `strip_vlan`/`pop_vlan`, the last `push_vlan`, the last
+    /// `dec_ttl`, every set-field in the order written, then the last
+    /// output (`output`, `IN_PORT`, `ALL`, `FLOOD`, `NORMAL`,
+    /// `CONTROLLER`, `resubmit`); nothing at all without an output.
+    fn run_action_set(&mut self) {
+        let set = std::mem::take(&mut self.action_set);
+        if set.is_empty() {
+            return;
+        }
+        let Some(list) = action_set_order(&set) else {
+            self.note(0, "action set: no output, nothing to do");
+            return;
+        };
+        if self.tracing {
+            self.note(0, "action set:");
+        }
+        let table = self.cur_table;
+        self.do_actions(&list, &[], table);
+    }
+
+    /// Looks the flow up in `table` (with `in_port` replaced by
+    /// `lookup_port` for the lookup only, as OVS's `resubmit(PORT,T)`: the
+    /// rule's actions see the flow's own in_port) and runs the rule.
+    fn xlate_table(&mut self, table: u8, lookup_port: Option<u32>) {
+        if self.was_mpls {
+            // The lookup reads L3: it runs after recirculation.
+            self.freezing = Some(None);
+            let resubmit = Action::Resubmit {
+                port: lookup_port,
+                table: Some(table),
+            };
+            self.unroll(&[resubmit], &[], table);
+            return;
+        }
+        self.cur_table = table;
+        let tables = self.tables;
+        let saved_port = self.flow.in_port();
+        if let Some(p) = lookup_port {
+            self.flow.set_in_port(p);
+        }
+        let rule = match self.rules.as_mut() {
+            None => tables.lookup(table, &self.flow, &self.regs, Some(&mut self.wc)),
+            Some(seen) => tables
+                .lookup_indexed(table, &self.flow, &self.regs, Some(&mut self.wc))
+                .map(|(id, r)| {
+                    if let Some(id) = id {
+                        seen.push(id);
+                    }
+                    r
+                }),
+        };
+        self.flow.set_in_port(saved_port);
+        let indent = self.depth;
+        match rule {
+            None => {
+                if self.tracing {
+                    self.note(indent, &format!("{table:2}. No match."));
+                    self.note(indent + 1, "drop");
+                }
+            }
+            Some(r) => {
+                if self.tracing {
+                    let m = r.matching.format(Style::Rule);
+                    let m = if m.is_empty() {
+                        "priority ".to_string() + &r.priority.to_string()
+                    } else {
+                        format!("{m}, priority {}", r.priority)
+                    };
+                    let cookie = if r.cookie != 0 {
+                        format!(", cookie {:#x}", r.cookie)
+                    } else {
+                        String::new()
+                    };
+                    self.note(indent, &format!("{table:2}. {m}{cookie}"));
+                }
+                if r.actions.is_empty() && self.tracing {
+                    self.note(indent + 1, "drop");
+                }
+                // As OVS: the rule's cookie while its actions run (back
+                // to the resubmitting rule's after, but for the first).
+                let cookie = std::mem::replace(&mut self.cookie, r.cookie);
+                self.do_actions(&r.actions, &r.write_actions, table);
+                if self.depth > 0 {
+                    self.cookie = cookie;
+                }
+            }
+        }
+    }
+
+    fn do_actions(&mut self, actions: &[Action], write_set: &[Action], table: u8) {
+        let indent = self.depth + 1;
+        for (i, a) in actions.iter().enumerate() {
+            if self.error.is_some() {
+                return;
+            }
+            if self.freezing.is_some() {
+                // Frozen below this level: what is left here runs after
+                // recirculation.
+                self.unroll(&actions[i..], write_set, table);
+                return;
+            }
+            if self.was_mpls && !reads_only_l2(a) {
+                // As OVS: what may read the L3 header a pop_mpls exposed
+                // (never parsed) runs after recirculation, from here.
+                if self.tracing {
+                    self.note(
+                        indent,
+                        &format!("{a}: recirculating to parse the packet after pop_mpls"),
+                    );
+                }
+                self.freezing = Some(None);
+                self.unroll(&actions[i..], write_set, table);
+                return;
+            }
+            if self.tracing {
+                self.note(indent, &a.to_string());
+            }
+            let step = match a {
+                Action::Output(..)
+                | Action::InPort
+                | Action::OutputTrunc { .. }
+                | Action::All
+                | Action::Flood
+                | Action::Controller { .. }
+                | Action::Normal
+                | Action::SetQueue(..)
+                | Action::PopQueue
+                | Action::Enqueue { .. } => self.output_action(a, indent),
+                Action::Bundle { .. } | Action::Multipath { .. } => self.choice_action(a, indent),
+                Action::Group(..)
+                | Action::ClearActions
+                | Action::UnrollXlate { .. }
+                | Action::WriteActions
+                | Action::Resubmit { .. }
+                | Action::GotoTable(..)
+                | Action::Conjunction { .. }
+                | Action::Learn(..)
+                | Action::FinTimeout { .. }
+                | Action::CheckPktLarger { .. } => self.control_action(
+                    a,
+                    &At {
+                        i,
+                        actions,
+                        write_set,
+                        table,
+                        indent,
+                    },
+                ),
+                Action::SetField { .. }
+                | Action::DecTtl
+                | Action::DecTtlIds { .. }
+                | Action::PushVlan(..)
+                | Action::PopVlan
+                | Action::ModVlanVid(..)
+                | Action::ModVlanPcp(..)
+                | Action::Load { .. }
+                | Action::Move { .. }
+                | Action::Push(..)
+                | Action::Pop(..)
+                | Action::WriteMetadata { .. } => self.fields_action(a, indent),
+                Action::PushMpls(..)
+                | Action::PopMpls(..)
+                | Action::SetMplsLabel(..)
+                | Action::SetMplsTc(..)
+                | Action::SetMplsTtl(..)
+                | Action::DecMplsTtl => self.mpls_action(a, indent),
+            };
+            if step == Step::Stop {
+                return;
+            }
+        }
+    }
+
+    /// Keeps `rest` (the actions a level had left when translation froze)
+    /// for after recirculation.
+    ///
+    /// As OVS's `freeze_unroll_actions`: before the first action that may
+    /// send a packet-in (which names the rule's table and cookie) an
+    /// `UnrollXlate` marker keeps them, unless the last marker of this
+    /// freeze has the same; `write_metadata` becomes the `set_field` it
+    /// means.
+    fn unroll(&mut self, rest: &[Action], write_set: &[Action], table: u8) {
+        if rest.is_empty() {
+            return;
+        }
+        let mut actions = Vec::with_capacity(rest.len() + 1);
+        for a in rest {
+            let may_packet_in = matches!(
+                a,
+                Action::Output(_)
+                    | Action::OutputTrunc { .. }
+                    | Action::InPort
+                    | Action::All
+                    | Action::Flood
+                    | Action::Normal
+                    | Action::Controller { .. }
+                    | Action::Group(_)
+                    | Action::DecTtl
+                    | Action::DecTtlIds { .. }
+                    | Action::DecMplsTtl
+                    | Action::Resubmit { table: None, .. }
+            );
+            if may_packet_in && self.unrolled != Some((table, self.cookie)) {
+                self.unrolled = Some((table, self.cookie));
+                actions.push(Action::UnrollXlate {
+                    table,
+                    cookie: self.cookie,
+                });
+            }
+            actions.push(match *a {
+                Action::WriteMetadata { value, mask } => Action::SetField {
+                    field: FieldId::Metadata,
+                    value: u128::from(value),
+                    mask: u128::from(mask),
+                    legacy: false,
+                },
+                a => a,
+            });
+        }
+        self.frozen.push(Segment {
+            actions,
+            write_set: write_set.to_vec(),
+            table,
+        });
+    }
+
+    /// Ends a freeze (at the top of the pipeline, at the end of a group
+    /// bucket or of a `check_pkt_larger` branch, as OVS): commits the
+    /// packet's changes, keeps the state under a recirculation id and emits
+    /// `[hash(...),]recirc(ID)`. Nothing when not freezing.
+    fn finish_freezing(&mut self) {
+        let Some(hash) = self.freezing.take() else {
+            return;
+        };
+        self.unrolled = None;
+        self.commit();
+        let state = FrozenState {
+            segments: std::mem::take(&mut self.frozen),
+            action_set: self.action_set.clone(),
+            stack: self.stack.clone(),
+            regs: self.regs,
+            in_port: self.flow.in_port(),
+            table: 0,
+        };
+        let Some(id) = crate::recirc::alloc(state) else {
+            self.error = Some("Failed to allocate recirculation id".into());
+            return;
+        };
+        // The hash the datapath computes (as OVS's userspace datapath):
+        // sym_l4 of the packet as it is now; l4 from the received
+        // packet's 5-tuple hash (its RSS hash).
+        let dp_hash = hash.map(|(symmetric, basis)| {
+            self.odp.push(DpAction::Hash { symmetric, basis });
+            if symmetric {
+                flowpath_flow::ovs_hash::symmetric_l3l4(&self.flow, basis, false)
+            } else {
+                let rss = flowpath_flow::ovs_hash::hash_5tuple(&self.orig, 0);
+                flowpath_flow::ovs_hash::hash_int(rss, basis)
+            }
+        });
+        self.odp.push(DpAction::Recirc(id));
+        if self.tracing {
+            self.note(self.depth, &format!("recirc({id:#x}): translation frozen"));
+        }
+        let mut packet = self.flow;
+        packet.set_in_port(self.orig.in_port());
+        packet.set_recirc_id(0);
+        packet.set_dp_hash(0);
+        self.recirculations.push(Recirculation {
+            id,
+            packet,
+            dp_hash,
+        });
+    }
+
+    /// Resumes the translation frozen under recirculation id `id` (the
+    /// packet is the recirculated one: parsed again, with its `dp_hash`):
+    /// the metadata, stack and action set come back, then the actions left
+    /// run, innermost level first; without any, a lookup in its table.
+    fn thaw(&mut self, id: u32) {
+        let Some(st) = crate::recirc::find(id) else {
+            self.note(
+                0,
+                &format!("     >>>> Recirculation context not found for ID {id:x} <<<<"),
+            );
+            self.error = Some("No recirculation context".into());
+            return;
+        };
+        self.regs = st.regs;
+        self.stack = st.stack.clone();
+        self.action_set = st.action_set.clone();
+        self.flow.set_in_port(st.in_port);
+        self.cur_table = st.table;
+        if self.tracing {
+            self.note(0, &format!("thaw (recirc_id {id:#x})"));
+            self.note(1, &format!("Resuming from table {}", st.table));
+            if !st.action_set.is_empty() {
+                let set = crate::action::format_actions(&st.action_set);
+                self.note(1, &format!("Restoring action set {set}"));
+            }
+        }
+        if st.segments.is_empty() {
+            self.xlate_table(st.table, None);
+            return;
+        }
+        for (k, seg) in st.segments.iter().enumerate() {
+            if self.error.is_some() {
+                return;
+            }
+            if self.freezing.is_some() {
+                self.frozen.extend(st.segments[k..].iter().cloned());
+                return;
+            }
+            if self.tracing {
+                let acts = crate::action::format_actions(&seg.actions);
+                self.note(1, &format!("Restoring actions {acts}"));
+            }
+            self.cur_table = seg.table;
+            self.do_actions(&seg.actions, &seg.write_set, seg.table);
+        }
+    }
+
+    fn priority_significant(&mut self) {
+        let mut m = self.wc.to_key();
+        m.set_skb_priority(u32::MAX);
+        self.wc = FlowMask::from_key(&m);
+    }
+
+    fn enter_resubmit(&mut self) -> bool {
+        self.resubmits += 1;
+        if self.depth >= MAX_DEPTH {
+            self.error = Some(format!("over max translation depth {MAX_DEPTH}"));
+            return false;
+        }
+        if self.resubmits > MAX_RESUBMITS {
+            self.error = Some(format!("over {MAX_RESUBMITS} resubmit actions"));
+            return false;
+        }
+        true
+    }
+}
+
+impl Xlate {
+    /// The megaflow as OVS prints it (`recirc_id=0,eth,...`) for `key`.
+    pub fn megaflow_text(&self, key: &FlowKey) -> String {
+        let style = if self.cfi_read {
+            Style::MegaflowCfiRead
+        } else {
+            Style::Megaflow
+        };
+        Match::new(key, &self.megaflow).format(style)
+    }
+
+    /// The full `ofproto/trace`-style report for `key` (needs `trace=true`).
+    pub fn report(&self, key: &FlowKey, flow_text: &str) -> String {
+        let mut s = String::new();
+        let _ = writeln!(s, "Flow: {flow_text}");
+        let _ = writeln!(s);
+        let _ = writeln!(s, "bridge(\"br0\")");
+        let _ = writeln!(s, "-------------");
+        s.push_str(&self.trace);
+        let _ = writeln!(s);
+        if self.final_flow == *key {
+            let _ = writeln!(s, "Final flow: unchanged");
+        } else {
+            let full = FlowMask {
+                w: [u64::MAX; flowpath_flow::FLOW_WORDS],
+            };
+            let _ = writeln!(
+                s,
+                "Final flow: {}",
+                Match::new(&self.final_flow, &full).format(Style::Rule)
+            );
+        }
+        let _ = writeln!(s, "Megaflow: {}", self.megaflow_text(key));
+        if let Some(e) = &self.error {
+            let _ = writeln!(s, "Translation failed: {e}");
+        }
+        let _ = write!(
+            s,
+            "Datapath actions: {}",
+            flowpath_odp::format_actions(&self.actions)
+        );
+        s
+    }
+}
