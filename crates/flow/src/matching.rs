@@ -199,6 +199,77 @@ impl Match {
         let mut parts: Vec<String> = Vec::new();
         let mk = self.mask.to_key();
         let k = &self.key;
+        self.format_head(style, &mk, &mut parts);
+        let dl_type = self.exact_dl_type();
+        let (skip_type, skip_proto) = self.format_proto_name(dl_type, &mut parts);
+        let put = |parts: &mut Vec<String>, id: FieldId| put_field(parts, k, &mk, id);
+        self.format_regs(&mut parts);
+        put(&mut parts, FieldId::InPort);
+        format_vlan(k, &mk, style, &mut parts);
+        if style == Style::Rule {
+            put(&mut parts, FieldId::VlanTci1);
+        }
+        put(&mut parts, FieldId::EthSrc);
+        put(&mut parts, FieldId::EthDst);
+        if !skip_type {
+            put(&mut parts, FieldId::EthType);
+        }
+        let is_v6 = dl_type == Some(0x86dd);
+        let is_arp = matches!(dl_type, Some(0x0806 | 0x8035));
+        if is_v6 {
+            put(&mut parts, FieldId::Ipv6Src);
+            put(&mut parts, FieldId::Ipv6Dst);
+            put(&mut parts, FieldId::Ipv6Label);
+        } else if is_arp {
+            put(&mut parts, FieldId::ArpSpa);
+            put(&mut parts, FieldId::ArpTpa);
+        } else {
+            put(&mut parts, FieldId::NwSrc);
+            put(&mut parts, FieldId::NwDst);
+        }
+        if !skip_proto {
+            put(
+                &mut parts,
+                if is_arp {
+                    FieldId::ArpOp
+                } else {
+                    FieldId::NwProto
+                },
+            );
+        }
+        if is_arp {
+            put(&mut parts, FieldId::ArpSha);
+            put(&mut parts, FieldId::ArpTha);
+            // A megaflow of an ARP packet can have the TTL significant
+            // (`dec_ttl` reads it whatever the packet), printed last as OVS
+            // does.
+            put(&mut parts, FieldId::NwTtl);
+        }
+        if !is_arp {
+            put(&mut parts, FieldId::NwTos);
+            put(&mut parts, FieldId::NwEcn);
+            put(&mut parts, FieldId::NwTtl);
+            if matches!(dl_type, Some(0x8847 | 0x8848)) {
+                format_mpls(k, &mk, &mut parts);
+            }
+            put(&mut parts, FieldId::NwFrag);
+        }
+        format_l4(
+            k,
+            &mk,
+            style,
+            is_v6,
+            is_arp,
+            self.exact_nw_proto(),
+            &mut parts,
+        );
+        parts.join(",")
+    }
+
+    /// The fields before the protocol: the packet mark, `conj_id`, and a
+    /// megaflow's `recirc_id`, `dp_hash`, `skb_priority` and `eth`.
+    fn format_head(&self, style: Style, mk: &FlowKey, parts: &mut Vec<String>) {
+        let k = &self.key;
         // As OVS: the packet mark before everything, even recirc_id.
         if mk.pkt_mark() != 0 {
             let f = FieldId::PktMark.info();
@@ -235,7 +306,11 @@ impl Match {
             }
             parts.push("eth".into());
         }
-        let dl_type = self.exact_dl_type();
+    }
+
+    /// The protocol's name (`tcp`, `ipv6`, `arp`, ...) when the match pins
+    /// it; returns whether `dl_type` and `nw_proto` then go unprinted.
+    fn format_proto_name(&self, dl_type: Option<u16>, parts: &mut Vec<String>) -> (bool, bool) {
         let mut skip_type = false;
         let mut skip_proto = false;
         if let Some(t) = dl_type {
@@ -282,29 +357,12 @@ impl Match {
                 parts.push(n.into());
             }
         }
-        let put = |parts: &mut Vec<String>, id: FieldId| {
-            let f = id.info();
-            let m = f.get(&mk);
-            if m != 0 {
-                // As OVS's match printer: the one-byte IP fields and the ARP
-                // opcode print their value under the mask, without the mask
-                // (a megaflow can hold part of them: `move` of a few bits).
-                if matches!(
-                    id,
-                    FieldId::NwProto
-                        | FieldId::ArpOp
-                        | FieldId::NwTos
-                        | FieldId::NwEcn
-                        | FieldId::NwTtl
-                ) {
-                    parts.push(format!("{}={}", f.name, f.get(k)));
-                } else {
-                    parts.push(format!("{}={}", f.name, format_value(f, f.get(k), m)));
-                }
-            }
-        };
-        // Registers (always printed one 32-bit register at a time, as OVS)
-        // and metadata, between the protocol and in_port.
+        (skip_type, skip_proto)
+    }
+
+    /// Registers (always one 32-bit register at a time, as OVS), the tunnel
+    /// id and metadata, between the protocol and in_port.
+    fn format_regs(&self, parts: &mut Vec<String>) {
         for i in 0..16 {
             let m = self.regs_mask.reg(i);
             if m != 0 {
@@ -327,143 +385,133 @@ impl Match {
                 ));
             }
         }
-        put(&mut parts, FieldId::InPort);
-        // VLAN, as OVS: dl_vlan / dl_vlan_pcp when expressible, else vlan_tci.
-        let mut tm = mk.vlan_tci();
-        if style.megaflow() {
-            // Datapath megaflows always match whether a tag is present (the
-            // CFI bit); OVS keeps that in the datapath key's structure and
-            // does not print it, nor any TCI bits of an absent tag.
-            if k.vlan_tci() & VLAN_CFI == 0 || (tm == VLAN_CFI && style == Style::Megaflow) {
-                tm = 0;
-            }
-        }
-        if tm != 0 {
-            let tv = k.vlan_tci();
-            let vid_m = tm & 0x0fff;
-            let pcp_m = tm & 0xe000;
-            if tm & VLAN_CFI != 0
-                && tv & VLAN_CFI != 0
-                && (vid_m == 0 || vid_m == 0x0fff)
-                && (pcp_m == 0 || pcp_m == 0xe000)
-                && (vid_m != 0 || pcp_m != 0)
-            {
-                if vid_m != 0 {
-                    parts.push(format!("dl_vlan={}", tv & 0x0fff));
-                }
-                if pcp_m != 0 {
-                    parts.push(format!("dl_vlan_pcp={}", tv >> 13));
-                }
-            } else if tm == 0xffff {
-                parts.push(format!("vlan_tci=0x{tv:04x}"));
-            } else {
-                parts.push(format!("vlan_tci=0x{tv:04x}/0x{tm:04x}"));
-            }
-        }
-        if style == Style::Rule {
-            put(&mut parts, FieldId::VlanTci1);
-        }
-        put(&mut parts, FieldId::EthSrc);
-        put(&mut parts, FieldId::EthDst);
-        if !skip_type {
-            put(&mut parts, FieldId::EthType);
-        }
-        let t = k.dl_type();
-        let is_v6 = dl_type == Some(0x86dd);
-        let is_arp = matches!(dl_type, Some(0x0806 | 0x8035));
-        if is_v6 {
-            put(&mut parts, FieldId::Ipv6Src);
-            put(&mut parts, FieldId::Ipv6Dst);
-            put(&mut parts, FieldId::Ipv6Label);
-        } else if is_arp {
-            put(&mut parts, FieldId::ArpSpa);
-            put(&mut parts, FieldId::ArpTpa);
+    }
+}
+
+/// Prints field `id` of `k` under `mk`, if the mask has any of its bits.
+fn put_field(parts: &mut Vec<String>, k: &FlowKey, mk: &FlowKey, id: FieldId) {
+    let f = id.info();
+    let m = f.get(mk);
+    if m != 0 {
+        // As OVS's match printer: the one-byte IP fields and the ARP
+        // opcode print their value under the mask, without the mask
+        // (a megaflow can hold part of them: `move` of a few bits).
+        if matches!(
+            id,
+            FieldId::NwProto | FieldId::ArpOp | FieldId::NwTos | FieldId::NwEcn | FieldId::NwTtl
+        ) {
+            parts.push(format!("{}={}", f.name, f.get(k)));
         } else {
-            put(&mut parts, FieldId::NwSrc);
-            put(&mut parts, FieldId::NwDst);
+            parts.push(format!("{}={}", f.name, format_value(f, f.get(k), m)));
         }
-        if !skip_proto {
-            put(
-                &mut parts,
-                if is_arp {
-                    FieldId::ArpOp
-                } else {
-                    FieldId::NwProto
-                },
-            );
+    }
+}
+
+/// VLAN, as OVS: `dl_vlan` / `dl_vlan_pcp` when expressible, else
+/// `vlan_tci`.
+fn format_vlan(k: &FlowKey, mk: &FlowKey, style: Style, parts: &mut Vec<String>) {
+    let mut tm = mk.vlan_tci();
+    if style.megaflow() {
+        // Datapath megaflows always match whether a tag is present (the
+        // CFI bit); OVS keeps that in the datapath key's structure and
+        // does not print it, nor any TCI bits of an absent tag.
+        if k.vlan_tci() & VLAN_CFI == 0 || (tm == VLAN_CFI && style == Style::Megaflow) {
+            tm = 0;
         }
-        if is_arp {
-            put(&mut parts, FieldId::ArpSha);
-            put(&mut parts, FieldId::ArpTha);
-            // A megaflow of an ARP packet can have the TTL significant
-            // (`dec_ttl` reads it whatever the packet), printed last as OVS
-            // does.
-            put(&mut parts, FieldId::NwTtl);
+    }
+    if tm != 0 {
+        let tv = k.vlan_tci();
+        let vid_m = tm & 0x0fff;
+        let pcp_m = tm & 0xe000;
+        if tm & VLAN_CFI != 0
+            && tv & VLAN_CFI != 0
+            && (vid_m == 0 || vid_m == 0x0fff)
+            && (pcp_m == 0 || pcp_m == 0xe000)
+            && (vid_m != 0 || pcp_m != 0)
+        {
+            if vid_m != 0 {
+                parts.push(format!("dl_vlan={}", tv & 0x0fff));
+            }
+            if pcp_m != 0 {
+                parts.push(format!("dl_vlan_pcp={}", tv >> 13));
+            }
+        } else if tm == 0xffff {
+            parts.push(format!("vlan_tci=0x{tv:04x}"));
+        } else {
+            parts.push(format!("vlan_tci=0x{tv:04x}/0x{tm:04x}"));
         }
-        if !is_arp {
-            put(&mut parts, FieldId::NwTos);
-            put(&mut parts, FieldId::NwEcn);
-            put(&mut parts, FieldId::NwTtl);
-            // The top MPLS label stack entry, after the TTL, as OVS orders it
-            // (only for MPLS).
-            if matches!(dl_type, Some(0x8847 | 0x8848)) {
-                for id in [
-                    FieldId::MplsLabel,
-                    FieldId::MplsTc,
-                    FieldId::MplsTtl,
-                    FieldId::MplsBos,
-                ] {
-                    put(&mut parts, id);
-                }
-                // The entries below it: significant only in megaflows
-                // (MPLS actions count and move them), printed as OVS does.
-                for (name, v, m) in [
-                    ("mpls_lse1", k.mpls_lse1(), mk.mpls_lse1()),
-                    ("mpls_lse2", k.mpls_lse2(), mk.mpls_lse2()),
-                ] {
-                    if m == u32::MAX {
-                        parts.push(format!("{name}={v}"));
-                    } else if m != 0 {
-                        parts.push(format!("{name}=0x{v:08x}/0x{m:08x}"));
-                    }
+    }
+}
+
+/// The top MPLS label stack entry, after the TTL, as OVS orders it, and
+/// the entries below it (significant only in megaflows: MPLS actions count
+/// and move them).
+fn format_mpls(k: &FlowKey, mk: &FlowKey, parts: &mut Vec<String>) {
+    let put = |parts: &mut Vec<String>, id: FieldId| put_field(parts, k, mk, id);
+    for id in [
+        FieldId::MplsLabel,
+        FieldId::MplsTc,
+        FieldId::MplsTtl,
+        FieldId::MplsBos,
+    ] {
+        put(parts, id);
+    }
+    for (name, v, m) in [
+        ("mpls_lse1", k.mpls_lse1(), mk.mpls_lse1()),
+        ("mpls_lse2", k.mpls_lse2(), mk.mpls_lse2()),
+    ] {
+        if m == u32::MAX {
+            parts.push(format!("{name}={v}"));
+        } else if m != 0 {
+            parts.push(format!("{name}=0x{v:08x}/0x{m:08x}"));
+        }
+    }
+}
+
+/// The transport fields: ICMP type and code (and ND for ICMPv6), or the
+/// ports; then the TCP flags.
+fn format_l4(
+    k: &FlowKey,
+    mk: &FlowKey,
+    style: Style,
+    is_v6: bool,
+    is_arp: bool,
+    proto: Option<u8>,
+    parts: &mut Vec<String>,
+) {
+    let put = |parts: &mut Vec<String>, id: FieldId| put_field(parts, k, mk, id);
+    let t = k.dl_type();
+    let is_icmp = t == 0x0800 && proto == Some(1);
+    let is_icmp6 = is_v6 && proto == Some(58);
+    if is_icmp || is_icmp6 {
+        if style.megaflow() {
+            // OVS prints a megaflow's ICMP type/code as the 16-bit
+            // transport-port words they live in, masked to 8 bits.
+            for (name, v, m) in [
+                ("icmp_type", k.tp_src(), mk.tp_src()),
+                ("icmp_code", k.tp_dst(), mk.tp_dst()),
+            ] {
+                if m == 0xffff {
+                    parts.push(format!("{name}={v}"));
+                } else if m != 0 {
+                    parts.push(format!("{name}={v:#x}/{m:#x}"));
                 }
             }
-            put(&mut parts, FieldId::NwFrag);
+        } else {
+            put(parts, FieldId::IcmpType);
+            put(parts, FieldId::IcmpCode);
         }
-        let proto = self.exact_nw_proto();
-        let is_icmp = t == 0x0800 && proto == Some(1);
-        let is_icmp6 = is_v6 && proto == Some(58);
-        if is_icmp || is_icmp6 {
-            if style.megaflow() {
-                // OVS prints a megaflow's ICMP type/code as the 16-bit
-                // transport-port words they live in, masked to 8 bits.
-                for (name, v, m) in [
-                    ("icmp_type", k.tp_src(), mk.tp_src()),
-                    ("icmp_code", k.tp_dst(), mk.tp_dst()),
-                ] {
-                    if m == 0xffff {
-                        parts.push(format!("{name}={v}"));
-                    } else if m != 0 {
-                        parts.push(format!("{name}={v:#x}/{m:#x}"));
-                    }
-                }
-            } else {
-                put(&mut parts, FieldId::IcmpType);
-                put(&mut parts, FieldId::IcmpCode);
-            }
-            if is_icmp6 {
-                put(&mut parts, FieldId::NdTarget);
-                put(&mut parts, FieldId::NdSll);
-                put(&mut parts, FieldId::NdTll);
-            }
-        } else if !is_arp {
-            put(&mut parts, FieldId::TpSrc);
-            put(&mut parts, FieldId::TpDst);
+        if is_icmp6 {
+            put(parts, FieldId::NdTarget);
+            put(parts, FieldId::NdSll);
+            put(parts, FieldId::NdTll);
         }
-        if !is_arp {
-            put(&mut parts, FieldId::TcpFlags);
-        }
-        parts.join(",")
+    } else if !is_arp {
+        put(parts, FieldId::TpSrc);
+        put(parts, FieldId::TpDst);
+    }
+    if !is_arp {
+        put(parts, FieldId::TcpFlags);
     }
 }
 
