@@ -146,101 +146,15 @@ impl Builder {
         let (name, args) = attr(item)?;
         let unknown = |k: &str| RuleError::new(Some(name), format!("{name}: unknown key '{k}'"));
         match name {
-            "in_port" => self.put(name, FieldId::InPort, args),
-            "recirc_id" | "dp_hash" => {
-                let (v, m) = masked_uint(name, "value", args, 32)?;
-                let (mut k, mut mk) = (self.key, self.mask.to_key());
-                if name == "recirc_id" {
-                    // flowpath's ids are 16 bits (they share in_port's word).
-                    if v > 0xffff {
-                        return Err(RuleError::new(
-                            Some(name),
-                            format!("recirc_id({args}): flowpath's ids are below 0x10000"),
-                        ));
-                    }
-                    k.set_recirc_id(v & m);
-                    mk.set_recirc_id(m);
-                } else {
-                    // The key keeps the hash's low 16 bits (a select group
-                    // reads at most 8); a non-zero hash stays non-zero as
-                    // the datapath keeps it.
-                    if m > 0xffff && m != u32::MAX {
-                        return Err(RuleError::new(
-                            Some(name),
-                            format!("dp_hash({args}): flowpath keeps the low 16 bits only"),
-                        ));
-                    }
-                    let low = v & m & 0xffff;
-                    k.set_dp_hash(if low == 0 && v & m != 0 { 0x8000 } else { low });
-                    mk.set_dp_hash(m & 0xffff);
-                }
-                self.key = k;
-                self.mask = FlowMask::from_key(&mk);
-                Ok(())
-            }
-            "skb_priority" | "skb_mark" | "ct_state" | "ct_zone" | "ct_mark" | "ct_label" => {
-                let v = args.split('/').next().unwrap_or("");
-                match parse_uint(v) {
-                    Ok(0) => Ok(()),
-                    _ => Err(RuleError::new(
-                        Some(name),
-                        format!("{name}({args}) is not supported by flowpath (only 0)"),
-                    )),
-                }
-            }
-            "packet_type" => {
-                if args.replace(' ', "") == "ns=0,id=0" {
-                    Ok(())
-                } else {
-                    Err(RuleError::new(
-                        Some(name),
-                        "only Ethernet packets (packet_type(ns=0,id=0)) are supported",
-                    ))
-                }
-            }
+            "in_port" | "recirc_id" | "dp_hash" | "skb_priority" | "skb_mark" | "ct_state"
+            | "ct_zone" | "ct_mark" | "ct_label" | "packet_type" => self.meta_item(name, args),
             "eth" => self.pairs(name, args, |b, k, v| match k {
                 "src" => b.put(name, FieldId::EthSrc, v),
                 "dst" => b.put(name, FieldId::EthDst, v),
                 _ => Err(unknown(k)),
             }),
             "eth_type" => self.put(name, FieldId::EthType, args),
-            "vlan" => {
-                if self.tags >= 2 {
-                    return Err(RuleError::new(Some(name), "more than two VLAN tags"));
-                }
-                let (mut tci, mut tmask) = (VLAN_CFI, VLAN_CFI);
-                for kv in split_top(args)? {
-                    let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
-                    let (shift, width) = match k.trim() {
-                        "vid" => (0, 12),
-                        "pcp" => (13, 3),
-                        "cfi" => (12, 1),
-                        k => return Err(unknown(k)),
-                    };
-                    let (val, msk) = masked_uint(name, k.trim(), v, width)?;
-                    let (val, msk) = ((val as u16) << shift, (msk as u16) << shift);
-                    tci = (tci & !msk) | (val & msk);
-                    tmask |= msk;
-                }
-                let (mut k, mut m) = (self.key, self.mask.to_key());
-                if self.tags == 0 {
-                    k.set_vlan_tci(tci);
-                    m.set_vlan_tci(tmask);
-                } else {
-                    k.set_vlan_tci_inner(tci);
-                    m.set_vlan_tci_inner(tmask);
-                }
-                self.key = k;
-                self.mask = FlowMask::from_key(&m);
-                self.tags += 1;
-                Ok(())
-            }
-            "encap" => {
-                for it in split_top(args)? {
-                    self.item(it)?;
-                }
-                Ok(())
-            }
+            "vlan" | "encap" | "mpls" => self.tag_item(name, args),
             "ipv4" => self.pairs(name, args, |b, k, v| {
                 let id = match k {
                     "src" => FieldId::NwSrc,
@@ -300,6 +214,123 @@ impl Builder {
             }),
             // Up to three label stack entries, as OVS writes them: a key
             // seen again starts the next entry.
+            "tunnel" | "ct_tuple4" | "ct_tuple6" | "nsh" | "ipv4_frag" | "erspan" => {
+                Err(RuleError::new(
+                    Some(name),
+                    format!("{name}(...) is not supported by flowpath"),
+                ))
+            }
+            _ => Err(RuleError::new(
+                Some(name),
+                format!("unknown datapath flow attribute '{name}'"),
+            )),
+        }
+    }
+
+    /// The metadata attributes: `in_port`, `recirc_id`, `dp_hash`, the ones
+    /// OVS prints with their default values, `packet_type`.
+    fn meta_item(&mut self, name: &str, args: &str) -> Result<(), RuleError> {
+        match name {
+            "in_port" => self.put(name, FieldId::InPort, args),
+            "recirc_id" | "dp_hash" => {
+                let (v, m) = masked_uint(name, "value", args, 32)?;
+                let (mut k, mut mk) = (self.key, self.mask.to_key());
+                if name == "recirc_id" {
+                    // flowpath's ids are 16 bits (they share in_port's word).
+                    if v > 0xffff {
+                        return Err(RuleError::new(
+                            Some(name),
+                            format!("recirc_id({args}): flowpath's ids are below 0x10000"),
+                        ));
+                    }
+                    k.set_recirc_id(v & m);
+                    mk.set_recirc_id(m);
+                } else {
+                    // The key keeps the hash's low 16 bits (a select group
+                    // reads at most 8); a non-zero hash stays non-zero as
+                    // the datapath keeps it.
+                    if m > 0xffff && m != u32::MAX {
+                        return Err(RuleError::new(
+                            Some(name),
+                            format!("dp_hash({args}): flowpath keeps the low 16 bits only"),
+                        ));
+                    }
+                    let low = v & m & 0xffff;
+                    k.set_dp_hash(if low == 0 && v & m != 0 { 0x8000 } else { low });
+                    mk.set_dp_hash(m & 0xffff);
+                }
+                self.key = k;
+                self.mask = FlowMask::from_key(&mk);
+                Ok(())
+            }
+            "skb_priority" | "skb_mark" | "ct_state" | "ct_zone" | "ct_mark" | "ct_label" => {
+                let v = args.split('/').next().unwrap_or("");
+                match parse_uint(v) {
+                    Ok(0) => Ok(()),
+                    _ => Err(RuleError::new(
+                        Some(name),
+                        format!("{name}({args}) is not supported by flowpath (only 0)"),
+                    )),
+                }
+            }
+            "packet_type" => {
+                if args.replace(' ', "") == "ns=0,id=0" {
+                    Ok(())
+                } else {
+                    Err(RuleError::new(
+                        Some(name),
+                        "only Ethernet packets (packet_type(ns=0,id=0)) are supported",
+                    ))
+                }
+            }
+            _ => Err(RuleError::new(
+                Some(name),
+                format!("unknown datapath flow attribute '{name}'"),
+            )),
+        }
+    }
+
+    /// VLAN tags (`vlan`, `encap`) and MPLS label stack entries (`mpls`).
+    fn tag_item(&mut self, name: &str, args: &str) -> Result<(), RuleError> {
+        let unknown = |k: &str| RuleError::new(Some(name), format!("{name}: unknown key '{k}'"));
+        match name {
+            "vlan" => {
+                if self.tags >= 2 {
+                    return Err(RuleError::new(Some(name), "more than two VLAN tags"));
+                }
+                let (mut tci, mut tmask) = (VLAN_CFI, VLAN_CFI);
+                for kv in split_top(args)? {
+                    let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
+                    let (shift, width) = match k.trim() {
+                        "vid" => (0, 12),
+                        "pcp" => (13, 3),
+                        "cfi" => (12, 1),
+                        k => return Err(unknown(k)),
+                    };
+                    let (val, msk) = masked_uint(name, k.trim(), v, width)?;
+                    let (val, msk) = ((val as u16) << shift, (msk as u16) << shift);
+                    tci = (tci & !msk) | (val & msk);
+                    tmask |= msk;
+                }
+                let (mut k, mut m) = (self.key, self.mask.to_key());
+                if self.tags == 0 {
+                    k.set_vlan_tci(tci);
+                    m.set_vlan_tci(tmask);
+                } else {
+                    k.set_vlan_tci_inner(tci);
+                    m.set_vlan_tci_inner(tmask);
+                }
+                self.key = k;
+                self.mask = FlowMask::from_key(&m);
+                self.tags += 1;
+                Ok(())
+            }
+            "encap" => {
+                for it in split_top(args)? {
+                    self.item(it)?;
+                }
+                Ok(())
+            }
             "mpls" => {
                 let mut entry = 0usize;
                 let mut seen: Vec<String> = Vec::new();
@@ -333,12 +364,6 @@ impl Builder {
                     b.mask = FlowMask::from_key(&mk);
                     Ok(())
                 })
-            }
-            "tunnel" | "ct_tuple4" | "ct_tuple6" | "nsh" | "ipv4_frag" | "erspan" => {
-                Err(RuleError::new(
-                    Some(name),
-                    format!("{name}(...) is not supported by flowpath"),
-                ))
             }
             _ => Err(RuleError::new(
                 Some(name),

@@ -141,6 +141,19 @@ pub fn rule_text(r: &mut Rng, table: u8, ntables: u8, prio: u16) -> String {
             _ => format!("xreg1={}", r.below(3)),
         });
     }
+    let acts = random_actions(r, table, ntables, proto);
+    let a = if acts.is_empty() {
+        "drop".to_string()
+    } else {
+        acts.join(",")
+    };
+    format!("{},actions={a}", p.join(","))
+}
+
+/// The actions of a random rule of `table` matching `proto` (the rest of
+/// [`rule_text`], drawn in the same order).
+fn random_actions(r: &mut Rng, table: u8, ntables: u8, proto: &str) -> Vec<String> {
+    let v4 = matches!(proto, "ip" | "tcp" | "udp" | "icmp" | "sctp");
     let v6 = matches!(proto, "ipv6" | "tcp6" | "udp6");
     let mut acts: Vec<String> = Vec::new();
     // Register actions: packet bits into registers and back.
@@ -253,12 +266,7 @@ pub fn rule_text(r: &mut Rng, table: u8, ntables: u8, prio: u16) -> String {
     if table + 1 < ntables && r.chance(15) {
         acts.push(format!("goto_table:{}", table + 1));
     }
-    let a = if acts.is_empty() {
-        "drop".to_string()
-    } else {
-        acts.join(",")
-    };
-    format!("{},actions={a}", p.join(","))
+    acts
 }
 
 /// The group table the generated rule sets' `group:1` .. `group:4` use:

@@ -570,27 +570,7 @@ pub fn parse_instructions(
                 }
                 flush(&mut plain, &mut list)?;
                 write_set = parse_actions(inner, matching, table)?;
-                if write_set.iter().any(|a| {
-                    matches!(
-                        a,
-                        Action::GotoTable(_) | Action::ClearActions | Action::WriteActions
-                    )
-                }) {
-                    return fail(name, "write_actions cannot hold instructions");
-                }
-                if let Some(a) = write_set.iter().find(|a| {
-                    matches!(
-                        a,
-                        Action::Push(_)
-                            | Action::Pop(_)
-                            | Action::Multipath { .. }
-                            | Action::Bundle { load: Some(_), .. }
-                            | Action::CheckPktLarger { .. }
-                            | Action::FinTimeout { .. }
-                    )
-                }) {
-                    return fail(name, format!("disallowed action in action set: {a}"));
-                }
+                check_write_set(name, &write_set)?;
                 list.push(Action::WriteActions);
                 phase = 2;
             }
@@ -598,33 +578,9 @@ pub fn parse_instructions(
                 if phase == 3 {
                     return fail(name, "write_metadata given twice");
                 }
-                let s = need_arg(name, arg)?.trim();
-                let (v, m) = match s.split_once('/') {
-                    Some((v, m)) => (v, Some(m)),
-                    None => (s, None),
-                };
-                let num = |x: &str| {
-                    parse_uint(x.trim())
-                        .ok()
-                        .filter(|n| *n <= u128::from(u64::MAX))
-                        .map(|n| n as u64)
-                        .ok_or_else(|| {
-                            RuleError::new(
-                                Some(name),
-                                format!("'{}' is not a 64-bit number", x.trim()),
-                            )
-                        })
-                };
-                let value = num(v)?;
-                let mask = match m {
-                    Some(m) => num(m)?,
-                    None => u64::MAX,
-                };
+                let a = parse_write_metadata(name, arg)?;
                 flush(&mut plain, &mut list)?;
-                list.push(Action::WriteMetadata {
-                    value: value & mask,
-                    mask,
-                });
+                list.push(a);
                 phase = 3;
             }
             "goto_table" if phase > 0 => {
@@ -643,7 +599,67 @@ pub fn parse_instructions(
         }
     }
     flush(&mut plain, &mut list)?;
-    // As ovs-ofctl: conjunctions go with nothing else (but notes).
+    check_instruction_list(&list, &write_set)?;
+    Ok((list, write_set))
+}
+
+/// What an action set may not hold: instructions, and the actions OVS
+/// refuses there.
+fn check_write_set(name: &str, write_set: &[Action]) -> Result<(), RuleError> {
+    if write_set.iter().any(|a| {
+        matches!(
+            a,
+            Action::GotoTable(_) | Action::ClearActions | Action::WriteActions
+        )
+    }) {
+        return fail(name, "write_actions cannot hold instructions");
+    }
+    if let Some(a) = write_set.iter().find(|a| {
+        matches!(
+            a,
+            Action::Push(_)
+                | Action::Pop(_)
+                | Action::Multipath { .. }
+                | Action::Bundle { load: Some(_), .. }
+                | Action::CheckPktLarger { .. }
+                | Action::FinTimeout { .. }
+        )
+    }) {
+        return fail(name, format!("disallowed action in action set: {a}"));
+    }
+    Ok(())
+}
+
+/// `write_metadata:VALUE[/MASK]`.
+fn parse_write_metadata(name: &str, arg: Arg<'_>) -> Result<Action, RuleError> {
+    let s = need_arg(name, arg)?.trim();
+    let (v, m) = match s.split_once('/') {
+        Some((v, m)) => (v, Some(m)),
+        None => (s, None),
+    };
+    let num = |x: &str| {
+        parse_uint(x.trim())
+            .ok()
+            .filter(|n| *n <= u128::from(u64::MAX))
+            .map(|n| n as u64)
+            .ok_or_else(|| {
+                RuleError::new(Some(name), format!("'{}' is not a 64-bit number", x.trim()))
+            })
+    };
+    let value = num(v)?;
+    let mask = match m {
+        Some(m) => num(m)?,
+        None => u64::MAX,
+    };
+    Ok(Action::WriteMetadata {
+        value: value & mask,
+        mask,
+    })
+}
+
+/// The checks of a whole instruction list: conjunctions go with nothing
+/// else (but notes), as in ovs-ofctl; `goto_table` is last.
+fn check_instruction_list(list: &[Action], write_set: &[Action]) -> Result<(), RuleError> {
     if list.iter().any(|a| matches!(a, Action::Conjunction { .. }))
         || write_set
             .iter()
@@ -670,7 +686,7 @@ pub fn parse_instructions(
             return fail("goto_table", "goto_table must be the last action");
         }
     }
-    Ok((list, write_set))
+    Ok(())
 }
 
 /// Parses the text after `actions=` for a rule in `table` whose match is
