@@ -335,6 +335,31 @@ pub fn set(cfg: &mut Config, name: &str, value: &str) -> Result<(), KeyError> {
         .set(cfg, value)
 }
 
+/// The documentation's table of keys (Markdown): name, kind, default,
+/// where it applies, what it does.
+pub fn markdown_table() -> String {
+    let mut out = String::from(
+        "| key | value | default | applies | what |\n|---|---|---|---|---|\n",
+    );
+    for k in KEYS {
+        let name = match k.off_flag {
+            Some(off) => format!("`{}` (`--{off}` turns it off)", k.name),
+            None => format!("`{}` (`--{}`)", k.name, k.name),
+        };
+        let applies = match k.applies {
+            Applies::Live => "live",
+            Applies::RebuildsTier => "live; the tier starts empty",
+        };
+        out.push_str(&format!(
+            "| {name} | {} | `{}` | {applies} | {} |\n",
+            k.kind.placeholder(),
+            k.default_value(),
+            k.help.replace('|', "\\|")
+        ));
+    }
+    out
+}
+
 /// Every key with its value in `cfg`, in [`KEYS`] order.
 pub fn show(cfg: &Config) -> Vec<(&'static str, String)> {
     KEYS.iter().map(|k| (k.name, k.get(cfg))).collect()

@@ -25,3 +25,17 @@ fn the_datapath_does_not_depend_on_the_slow_path() {
         }
     }
 }
+
+/// The documentation's table of configuration keys is the one the key
+/// table makes (`flowpath_datapath::keys::markdown_table`): a key added,
+/// renamed or given another default changes the docs too.
+#[test]
+fn the_configuration_page_lists_every_key_as_declared() {
+    let page = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/configuration.md");
+    let text = std::fs::read_to_string(page).expect("docs/configuration.md");
+    let table = flowpath_datapath::keys::markdown_table();
+    assert!(
+        text.contains(&table),
+        "docs/configuration.md does not hold the current table of keys; replace it with:\n{table}"
+    );
+}
