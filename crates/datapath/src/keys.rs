@@ -338,9 +338,8 @@ pub fn set(cfg: &mut Config, name: &str, value: &str) -> Result<(), KeyError> {
 /// The documentation's table of keys (Markdown): name, kind, default,
 /// where it applies, what it does.
 pub fn markdown_table() -> String {
-    let mut out = String::from(
-        "| key | value | default | applies | what |\n|---|---|---|---|---|\n",
-    );
+    let mut out =
+        String::from("| key | value | default | applies | what |\n|---|---|---|---|---|\n");
     for k in KEYS {
         let name = match k.off_flag {
             Some(off) => format!("`{}` (`--{off}` turns it off)", k.name),

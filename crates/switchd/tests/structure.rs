@@ -107,3 +107,17 @@ fn the_import_reader_sees_grouped_and_inline_paths() {
     let got: Vec<String> = imports(s).into_iter().collect();
     assert_eq!(got, ["a", "b", "d"]);
 }
+
+/// The manual's page of control commands names every command the switch
+/// registers.
+#[test]
+fn the_control_page_names_every_command() {
+    let page = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/control.md");
+    let text = std::fs::read_to_string(page).expect("docs/control.md");
+    let missing: Vec<String> = flowpath_switchd::control::commands()
+        .into_iter()
+        .map(|c| c.name)
+        .filter(|n| !text.contains(&format!("`{n}")))
+        .collect();
+    assert!(missing.is_empty(), "docs/control.md lacks {missing:?}");
+}
