@@ -295,7 +295,10 @@ fn real_ovs_appctl_talks_to_the_server() {
     assert_eq!(code, Some(2));
     let lines: Vec<&str> = err.lines().collect();
     assert_eq!(lines.len(), 2, "{err:?}");
-    assert!(lines[0].starts_with("\"bogus\" is not a valid command"), "{err:?}");
+    assert!(
+        lines[0].starts_with("\"bogus\" is not a valid command"),
+        "{err:?}"
+    );
     assert!(lines[1].starts_with("ovs-appctl: "), "{err:?}");
     let (code, _, err) = run(&["echo"]);
     assert_eq!(code, Some(2));
