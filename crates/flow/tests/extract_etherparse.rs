@@ -295,127 +295,160 @@ fn oracle(frame: &[u8], in_port: u32) -> Result<Expect, Declined> {
     layers.l3 = off(pos);
     let l3 = &frame[pos..];
     if ty == 0x8847 || ty == 0x8848 {
-        // etherparse has no MPLS: the label stack entries are read here,
-        // up to three, stopping at the bottom of the stack (bit 8).
-        let lses: Vec<u32> = l3
-            .chunks(4)
-            .filter(|c| c.len() == 4)
-            .map(|c| u32::from_be_bytes([c[0], c[1], c[2], c[3]]))
-            .take(3)
-            .collect();
-        for (i, &lse) in lses.iter().enumerate() {
-            match i {
-                0 => k.set_mpls_lse0(lse),
-                1 => k.set_mpls_lse1(lse),
-                _ => k.set_mpls_lse2(lse),
-            }
-            if lse & 0x100 != 0 {
-                break;
-            }
-        }
+        oracle_mpls(&mut k, l3);
         return Ok(Expect { key: k, layers });
     }
     let (proto, frag, l4_at, payload) = match ty {
-        0x0800 => {
-            let Ok(ip) = Ipv4HeaderSlice::from_slice(l3) else {
-                return Ok(Expect { key: k, layers });
-            };
-            let (hl, total) = (usize::from(ip.ihl()) * 4, usize::from(ip.total_len()));
-            if total < hl || total > l3.len() || l3.len() - total > 65535 {
-                return Ok(Expect { key: k, layers });
-            }
-            k.set_nw_src(u32::from_be_bytes(ip.source()));
-            k.set_nw_dst(u32::from_be_bytes(ip.destination()));
-            let mut frag = 0;
-            if ip.more_fragments() || ip.fragments_offset().value() != 0 {
-                frag = FRAG_ANY;
-            }
-            if ip.fragments_offset().value() != 0 {
-                frag |= FRAG_LATER;
-            }
-            k.set_nw_proto(ip.protocol().0);
-            k.set_nw_tos((ip.dcp().value() << 2) | ip.ecn().value());
-            k.set_nw_ttl(ip.ttl());
-            k.set_nw_frag(frag);
-            (ip.protocol().0, frag, pos + hl, &l3[hl..total])
-        }
-        0x86dd => {
-            let Ok(ip) = Ipv6HeaderSlice::from_slice(l3) else {
-                return Ok(Expect { key: k, layers });
-            };
-            let end = 40 + usize::from(ip.payload_length());
-            if end > l3.len() || l3.len() - end > 65535 {
-                return Ok(Expect { key: k, layers });
-            }
-            k.set_ipv6_src(u128::from_be_bytes(ip.source()));
-            k.set_ipv6_dst(u128::from_be_bytes(ip.destination()));
-            k.set_ipv6_label(ip.flow_label().value());
-            let mut rest = &l3[40..end];
-            let mut at = pos + 40;
-            let mut nh = ip.next_header().0;
-            let mut frag = 0u8;
-            loop {
-                let len = match nh {
-                    0 | 43 | 60 => match Ipv6RawExtHeaderSlice::from_slice(rest) {
-                        Ok(h) => {
-                            nh = h.next_header().0;
-                            h.slice().len()
-                        }
-                        Err(_) => return Ok(Expect { key: k, layers }),
-                    },
-                    // etherparse rejects an AH whose length byte is 0 (and
-                    // wants 12 bytes before looking); OVS takes it as 8.
-                    51 if rest.len() >= 8 && rest[1] == 0 => return Err(Declined),
-                    51 => match IpAuthHeaderSlice::from_slice(rest) {
-                        Ok(h) => {
-                            nh = h.next_header().0;
-                            h.slice().len()
-                        }
-                        Err(etherparse::err::ip_auth::HeaderSliceError::Content(_)) => {
-                            return Err(Declined)
-                        }
-                        Err(_) => return Ok(Expect { key: k, layers }),
-                    },
-                    44 => match Ipv6FragmentHeaderSlice::from_slice(rest) {
-                        Ok(h) => {
-                            nh = h.next_header().0;
-                            // etherparse 0.16's fragment_offset() and
-                            // more_fragments() use a wrong bit layout (offset
-                            // low bits and M swapped ends of byte 3; see the
-                            // `etherparse_fragment_bug` test), so the
-                            // offset/flags word is decoded per RFC 8200 here.
-                            // OVS tests the whole word, reserved bits too.
-                            let raw = h.slice();
-                            let w = u16::from_be_bytes([raw[2], raw[3]]);
-                            if w != 0 {
-                                frag = FRAG_ANY;
-                            }
-                            if w >> 3 != 0 {
-                                frag |= FRAG_LATER;
-                                nh = 44;
-                                break;
-                            }
-                            8
-                        }
-                        Err(_) => return Ok(Expect { key: k, layers }),
-                    },
-                    _ => break,
-                };
-                rest = &rest[len..];
-                at += len;
-            }
-            k.set_nw_proto(nh);
-            k.set_nw_tos(ip.traffic_class());
-            k.set_nw_ttl(ip.hop_limit());
-            k.set_nw_frag(frag);
-            (nh, frag, at, rest)
-        }
+        0x0800 => match oracle_ipv4(&mut k, l3, pos) {
+            Some(l4) => l4,
+            None => return Ok(Expect { key: k, layers }),
+        },
+        0x86dd => match oracle_ipv6(&mut k, l3, pos)? {
+            Some(l4) => l4,
+            None => return Ok(Expect { key: k, layers }),
+        },
         _ => return Ok(Expect { key: k, layers }),
     };
     if frag & FRAG_LATER != 0 {
         return Ok(Expect { key: k, layers });
     }
-    let parsed = match proto {
+    let parsed = oracle_l4(&mut k, proto, payload);
+    if parsed {
+        layers.l4 = off(l4_at);
+    }
+    Ok(Expect { key: k, layers })
+}
+
+/// What the oracle's IP header parsers give: `(nw_proto, nw_frag, L4
+/// offset in the frame, L4 bytes)`.
+type L4<'a> = (u8, u8, usize, &'a [u8]);
+
+/// The MPLS label stack of the packet's `l3` bytes.
+fn oracle_mpls(k: &mut FlowKey, l3: &[u8]) {
+    // etherparse has no MPLS: the label stack entries are read here,
+    // up to three, stopping at the bottom of the stack (bit 8).
+    let lses: Vec<u32> = l3
+        .chunks(4)
+        .filter(|c| c.len() == 4)
+        .map(|c| u32::from_be_bytes([c[0], c[1], c[2], c[3]]))
+        .take(3)
+        .collect();
+    for (i, &lse) in lses.iter().enumerate() {
+        match i {
+            0 => k.set_mpls_lse0(lse),
+            1 => k.set_mpls_lse1(lse),
+            _ => k.set_mpls_lse2(lse),
+        }
+        if lse & 0x100 != 0 {
+            break;
+        }
+    }
+}
+
+/// The IPv4 header at frame offset `pos` (`l3`); `None` where OVS stops
+/// before L4.
+fn oracle_ipv4<'a>(k: &mut FlowKey, l3: &'a [u8], pos: usize) -> Option<L4<'a>> {
+    let Ok(ip) = Ipv4HeaderSlice::from_slice(l3) else {
+        return None;
+    };
+    let (hl, total) = (usize::from(ip.ihl()) * 4, usize::from(ip.total_len()));
+    if total < hl || total > l3.len() || l3.len() - total > 65535 {
+        return None;
+    }
+    k.set_nw_src(u32::from_be_bytes(ip.source()));
+    k.set_nw_dst(u32::from_be_bytes(ip.destination()));
+    let mut frag = 0;
+    if ip.more_fragments() || ip.fragments_offset().value() != 0 {
+        frag = FRAG_ANY;
+    }
+    if ip.fragments_offset().value() != 0 {
+        frag |= FRAG_LATER;
+    }
+    k.set_nw_proto(ip.protocol().0);
+    k.set_nw_tos((ip.dcp().value() << 2) | ip.ecn().value());
+    k.set_nw_ttl(ip.ttl());
+    k.set_nw_frag(frag);
+    Some((ip.protocol().0, frag, pos + hl, &l3[hl..total]))
+}
+
+/// The IPv6 header and extension headers at frame offset `pos` (`l3`);
+/// `None` where OVS stops before L4, `Declined` where etherparse and OVS
+/// differ in a way the oracle does not model.
+fn oracle_ipv6<'a>(k: &mut FlowKey, l3: &'a [u8], pos: usize) -> Result<Option<L4<'a>>, Declined> {
+    let Ok(ip) = Ipv6HeaderSlice::from_slice(l3) else {
+        return Ok(None);
+    };
+    let end = 40 + usize::from(ip.payload_length());
+    if end > l3.len() || l3.len() - end > 65535 {
+        return Ok(None);
+    }
+    k.set_ipv6_src(u128::from_be_bytes(ip.source()));
+    k.set_ipv6_dst(u128::from_be_bytes(ip.destination()));
+    k.set_ipv6_label(ip.flow_label().value());
+    let mut rest = &l3[40..end];
+    let mut at = pos + 40;
+    let mut nh = ip.next_header().0;
+    let mut frag = 0u8;
+    loop {
+        let len = match nh {
+            0 | 43 | 60 => match Ipv6RawExtHeaderSlice::from_slice(rest) {
+                Ok(h) => {
+                    nh = h.next_header().0;
+                    h.slice().len()
+                }
+                Err(_) => return Ok(None),
+            },
+            // etherparse rejects an AH whose length byte is 0 (and
+            // wants 12 bytes before looking); OVS takes it as 8.
+            51 if rest.len() >= 8 && rest[1] == 0 => return Err(Declined),
+            51 => match IpAuthHeaderSlice::from_slice(rest) {
+                Ok(h) => {
+                    nh = h.next_header().0;
+                    h.slice().len()
+                }
+                Err(etherparse::err::ip_auth::HeaderSliceError::Content(_)) => {
+                    return Err(Declined)
+                }
+                Err(_) => return Ok(None),
+            },
+            44 => match Ipv6FragmentHeaderSlice::from_slice(rest) {
+                Ok(h) => {
+                    nh = h.next_header().0;
+                    // etherparse 0.16's fragment_offset() and
+                    // more_fragments() use a wrong bit layout (offset
+                    // low bits and M swapped ends of byte 3; see the
+                    // `etherparse_fragment_bug` test), so the
+                    // offset/flags word is decoded per RFC 8200 here.
+                    // OVS tests the whole word, reserved bits too.
+                    let raw = h.slice();
+                    let w = u16::from_be_bytes([raw[2], raw[3]]);
+                    if w != 0 {
+                        frag = FRAG_ANY;
+                    }
+                    if w >> 3 != 0 {
+                        frag |= FRAG_LATER;
+                        nh = 44;
+                        break;
+                    }
+                    8
+                }
+                Err(_) => return Ok(None),
+            },
+            _ => break,
+        };
+        rest = &rest[len..];
+        at += len;
+    }
+    k.set_nw_proto(nh);
+    k.set_nw_tos(ip.traffic_class());
+    k.set_nw_ttl(ip.hop_limit());
+    k.set_nw_frag(frag);
+    Ok(Some((nh, frag, at, rest)))
+}
+
+/// The L4 header of protocol `proto` in `payload`: whether OVS parses it.
+fn oracle_l4(k: &mut FlowKey, proto: u8, payload: &[u8]) -> bool {
+    match proto {
         6 => match TcpHeaderSlice::from_slice(payload) {
             Ok(tcp) => {
                 k.set_tp_src(tcp.source_port());
@@ -464,7 +497,7 @@ fn oracle(frame: &[u8], in_port: u32) -> Result<Expect, Declined> {
                 k.set_tp_src(icmp.type_u8().into());
                 k.set_tp_dst(icmp.code_u8().into());
                 if icmp.code_u8() == 0 && (icmp.type_u8() == 135 || icmp.type_u8() == 136) {
-                    oracle_nd(&mut k, icmp.type_u8(), &payload[8..]);
+                    oracle_nd(k, icmp.type_u8(), &payload[8..]);
                 }
                 true
             }
@@ -482,11 +515,7 @@ fn oracle(frame: &[u8], in_port: u32) -> Result<Expect, Declined> {
             true
         }
         _ => false,
-    };
-    if parsed {
-        layers.l4 = off(l4_at);
     }
-    Ok(Expect { key: k, layers })
 }
 
 /// RFC 4861 NS/NA body after the 8-byte ICMPv6 header, with the OVS rules.
