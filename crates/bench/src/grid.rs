@@ -96,14 +96,6 @@ pub fn parse_config(spec: &str) -> Result<BenchConfig, GridError> {
                 cfg.emc_insert_inv_prob = 100;
                 set_second(SecondLevel::Auto, &mut cfg)?
             }
-            // A second-level cache by its name (smc, dfc, cd, hybrid,
-            // none).
-            t if t.parse::<SecondLevel>().is_ok() => {
-                let l = t
-                    .parse::<SecondLevel>()
-                    .map_err(|e| err(spec, e.to_string()))?;
-                set_second(l, &mut cfg)?
-            }
             "nomf" => cfg.megaflows = false,
             "dfc-proposal" => {
                 let p = Config::dfc_proposal();
@@ -123,6 +115,12 @@ pub fn parse_config(spec: &str) -> Result<BenchConfig, GridError> {
                 }
             }
             t => {
+                // A second-level cache by its name (smc, dfc, cd, hybrid,
+                // none).
+                if let Ok(l) = t.parse::<SecondLevel>() {
+                    set_second(l, &mut cfg)?;
+                    continue;
+                }
                 let Some(n) = t.strip_prefix("emc:") else {
                     // Any configuration key as KEY:VALUE.
                     if let Some((k, v)) = t.split_once(':') {

@@ -70,8 +70,32 @@ pub struct ConfigKey {
     /// For a key that is on by default: the command-line flag that turns
     /// it off (`--no-emc`); such keys have no `--NAME VALUE` flag.
     pub off_flag: Option<&'static str>,
-    get: fn(&Config) -> String,
-    put: fn(&mut Config, u64, SecondLevel, bool),
+    /// The largest number a [`KeyKind::Number`] or [`KeyKind::Millis`]
+    /// key's field holds.
+    max: u64,
+    get: fn(&Config) -> Value,
+    put: fn(&mut Config, Value),
+}
+
+/// A key's value, of its kind.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Value {
+    /// A [`KeyKind::Bool`] key's.
+    Bool(bool),
+    /// A [`KeyKind::Number`] or [`KeyKind::Millis`] key's.
+    Number(u64),
+    /// A [`KeyKind::Cache`] key's.
+    Cache(SecondLevel),
+}
+
+impl std::fmt::Display for Value {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Value::Bool(b) => write!(f, "{b}"),
+            Value::Number(n) => write!(f, "{n}"),
+            Value::Cache(l) => f.write_str(l.name()),
+        }
+    }
 }
 
 impl std::fmt::Debug for ConfigKey {
@@ -83,9 +107,14 @@ impl std::fmt::Debug for ConfigKey {
 }
 
 impl ConfigKey {
+    /// The key's value in `cfg`.
+    pub fn value(&self, cfg: &Config) -> Value {
+        (self.get)(cfg)
+    }
+
     /// The key's value in `cfg`, as [`show`] prints it.
     pub fn get(&self, cfg: &Config) -> String {
-        (self.get)(cfg)
+        self.value(cfg).to_string()
     }
 
     /// The key's default (its value in [`defaults`]).
@@ -101,31 +130,24 @@ impl ConfigKey {
             expected: expected.to_string(),
         };
         let v = value.trim();
-        match self.kind {
-            KeyKind::Bool => {
-                let b = match v {
-                    "true" | "on" | "1" => true,
-                    "false" | "off" | "0" => false,
-                    _ => return Err(bad("true or false")),
-                };
-                (self.put)(cfg, 0, SecondLevel::None, b);
-            }
+        let parsed = match self.kind {
+            KeyKind::Bool => match v {
+                "true" | "on" | "1" => Value::Bool(true),
+                "false" | "off" | "0" => Value::Bool(false),
+                _ => return Err(bad("true or false")),
+            },
             KeyKind::Number | KeyKind::Millis => {
                 let n: u64 = v.parse().map_err(|_| bad("a non-negative number"))?;
-                let max = match self.name {
-                    "emc-insert-inv-prob" | "upcall-budget" => u64::from(u32::MAX),
-                    _ => u64::MAX,
-                };
-                if n > max {
-                    return Err(bad(&format!("a number up to {max}")));
+                if n > self.max {
+                    return Err(bad(&format!("a number up to {}", self.max)));
                 }
-                (self.put)(cfg, n, SecondLevel::None, false);
+                Value::Number(n)
             }
             KeyKind::Cache => {
-                let l = v.parse::<SecondLevel>().map_err(|_| bad(&cache_names()))?;
-                (self.put)(cfg, 0, l, false);
+                Value::Cache(v.parse::<SecondLevel>().map_err(|_| bad(&cache_names()))?)
             }
-        }
+        };
+        (self.put)(cfg, parsed);
         Ok(())
     }
 }
@@ -158,6 +180,8 @@ pub enum KeyError {
     },
 }
 
+/// A numeric key over `Config::$field` of type `$ty` (its range is the
+/// type's).
 macro_rules! number_key {
     ($name:literal, $field:ident, $ty:ty, $kind:expr, $applies:expr, $help:literal) => {
         ConfigKey {
@@ -166,24 +190,47 @@ macro_rules! number_key {
             help: $help,
             applies: $applies,
             off_flag: None,
-            get: |c| c.$field.to_string(),
-            // `set` bounds the value to the field's range first.
-            put: |c, n, _, _| c.$field = <$ty>::try_from(n).unwrap_or(<$ty>::MAX),
+            max: <$ty>::MAX as u64,
+            get: |c| Value::Number(c.$field as u64),
+            put: |c, v| {
+                // `set` checked the value against `max`.
+                if let Value::Number(n) = v {
+                    c.$field = n as $ty;
+                }
+            },
+        }
+    };
+}
+
+/// A key over `Config::$field: bool`, on by default, turned off on the
+/// command line by `--$off`.
+macro_rules! bool_key {
+    ($name:literal, $field:ident, $off:literal, $help:literal) => {
+        ConfigKey {
+            name: $name,
+            kind: KeyKind::Bool,
+            help: $help,
+            applies: Applies::Live,
+            off_flag: Some($off),
+            max: 1,
+            get: |c| Value::Bool(c.$field),
+            put: |c, v| {
+                if let Value::Bool(b) = v {
+                    c.$field = b;
+                }
+            },
         }
     };
 }
 
 /// Every key, in the order `config/show` prints them.
 pub static KEYS: &[ConfigKey] = &[
-    ConfigKey {
-        name: "emc-enable",
-        kind: KeyKind::Bool,
-        help: "The exact match cache in front of everything (OVS's emc-enable).",
-        applies: Applies::Live,
-        off_flag: Some("no-emc"),
-        get: |c| c.emc_enable.to_string(),
-        put: |c, _, _, b| c.emc_enable = b,
-    },
+    bool_key!(
+        "emc-enable",
+        emc_enable,
+        "no-emc",
+        "The exact match cache in front of everything (OVS's emc-enable)."
+    ),
     number_key!(
         "emc-insert-inv-prob",
         emc_insert_inv_prob,
@@ -198,18 +245,20 @@ pub static KEYS: &[ConfigKey] = &[
         help: "The second-level cache between the EMC and the megaflow classifier: smc (OVS's smc-enable=true), dfc, cd, hybrid, auto (EMC and hybrid table switched on and off by measurement) or none (OVS's default).",
         applies: Applies::RebuildsTier,
         off_flag: None,
-        get: |c| c.second_level.name().to_string(),
-        put: |c, _, l, _| c.second_level = l,
+        max: 0,
+        get: |c| Value::Cache(c.second_level),
+        put: |c, v| {
+            if let Value::Cache(l) = v {
+                c.second_level = l;
+            }
+        },
     },
-    ConfigKey {
-        name: "megaflows",
-        kind: KeyKind::Bool,
-        help: "Wildcarded megaflows; off installs exact-match megaflows, as `ovs-appctl upcall/disable-megaflows`.",
-        applies: Applies::Live,
-        off_flag: Some("no-megaflows"),
-        get: |c| c.megaflows.to_string(),
-        put: |c, _, _, b| c.megaflows = b,
-    },
+    bool_key!(
+        "megaflows",
+        megaflows,
+        "no-megaflows",
+        "Wildcarded megaflows; off installs exact-match megaflows, as `ovs-appctl upcall/disable-megaflows`."
+    ),
     number_key!(
         "flow-limit",
         flow_limit,

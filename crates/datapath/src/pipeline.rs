@@ -1,16 +1,18 @@
 //! The pipeline: one datapath worker's cascade of caches.
 //!
-//! What: [`Datapath`] owns a worker's configuration, EMC, second-level
-//! cache (SMC, DFC, Cuckoo Distributor or none), one dpcls per in_port,
-//! the megaflow table and the statistics, and classifies a [`Batch`] at a
-//! time ([`Datapath::process_batch`]):
+//! What: [`Datapath`] owns a worker's configuration, EMC, the list of
+//! cache tiers after it ([`crate::tier`]: the configured second level —
+//! SMC, DFC, Cuckoo Distributor, hybrid — and any tier pushed from
+//! outside), one dpcls per in_port, the megaflow table and the statistics,
+//! and classifies a [`Batch`] at a time ([`Datapath::process_batch`]):
 //!
 //! 1. EMC (if `emc-enable`): exact key compare.
-//! 2. Second level: SMC or DFC (signature/index → megaflow, masked compare;
-//!    a hit is promoted into the EMC with probability 1/N); or the CD,
-//!    which directs each packet to one subtable of its in_port's dpcls.
+//! 2. The tiers, in order: megaflow hits (signature/index → megaflow,
+//!    masked compare; a hit is promoted into the EMC with probability 1/N);
+//!    then, in the dpcls stage, the subtable directions some tiers give
+//!    (the CD, the hybrid table's subtable entries).
 //! 3. dpcls: ranked tuple space search of the packet's in_port classifier.
-//!    A hit fills the second-level cache and, with probability 1/N, the EMC.
+//!    A hit fills every tier and, with probability 1/N, the EMC.
 //! 4. Upcall: the slow path returns actions and a mask; the megaflow is
 //!    installed (with in_port made exact, or as an exact-match megaflow when
 //!    megaflows are off) unless `flow-limit` megaflows are live, in which

@@ -755,7 +755,7 @@ impl Control {
             let (k, v) = p
                 .split_once('=')
                 .ok_or_else(|| format!("'{p}': expected KEY=VALUE"))?;
-            set_key(&mut cfg, k.trim(), v.trim())?;
+            keys::set(&mut cfg, k.trim(), v.trim()).map_err(|e| e.to_string())?;
         }
         cfg.validate().map_err(|e| e.to_string())?;
         self.sh
@@ -815,11 +815,6 @@ fn snapshot_json(s: &PmdSnapshot) -> serde_json::Value {
     v
 }
 
-/// Applies one `config/set` key ([`flowpath_datapath::keys`]).
-fn set_key(cfg: &mut Config, k: &str, v: &str) -> Result<(), String> {
-    keys::set(cfg, k, v).map_err(|e| e.to_string())
-}
-
 /// `config/show`: every key, `NAME=VALUE` a line.
 fn config_text(c: &Config) -> String {
     keys::show(c)
@@ -833,13 +828,10 @@ fn config_json(c: &Config) -> String {
     let o: serde_json::Map<String, serde_json::Value> = keys::KEYS
         .iter()
         .map(|k| {
-            let v = k.get(c);
-            let j = match k.kind {
-                keys::KeyKind::Bool => serde_json::Value::Bool(v == "true"),
-                keys::KeyKind::Number | keys::KeyKind::Millis => v
-                    .parse::<u64>()
-                    .map_or(serde_json::Value::String(v), serde_json::Value::from),
-                keys::KeyKind::Cache => serde_json::Value::String(v),
+            let j = match k.value(c) {
+                keys::Value::Bool(b) => serde_json::Value::Bool(b),
+                keys::Value::Number(n) => serde_json::Value::from(n),
+                keys::Value::Cache(l) => serde_json::Value::from(l.name()),
             };
             (k.name.to_string(), j)
         })
