@@ -66,6 +66,13 @@ pub struct Args {
     /// other_config:mac-aging-time).
     #[arg(long, value_name = "S", default_value_t = flowpath_ofproto::normal::DEFAULT_MAC_AGING_S)]
     mac_aging: u64,
+    /// How IP fragments are looked up, as OVS's `ovs-ofctl set-frags`:
+    /// `normal` (every fragment as if its L4 ports were 0), `drop` (every
+    /// fragment dropped) or `nx-match` (a first fragment with its ports;
+    /// match `nw_frag` to tell fragments apart). Changed while running
+    /// with `config/set frag-mode=MODE`.
+    #[arg(long = "frag-mode", value_name = "MODE", default_value = "normal", value_parser = crate::rule_args::parse_frag_mode)]
+    frag_mode: flowpath_ofproto::tables::FragMode,
     #[command(flatten)]
     dp: crate::dp_args::DatapathArgs,
 }
@@ -155,6 +162,7 @@ pub fn run(args: Args) -> Result<()> {
     }
     let ctl_path = args.ctl.clone().unwrap_or_else(default_ctl);
     let mut rule_set = RuleSet::new(rules, prefixes, per_table, nums);
+    rule_set.set_frag_mode(args.frag_mode);
     rule_set
         .set_groups(crate::rule_args::load_groups(args.groups.as_deref())?)
         .map_err(|e| anyhow::anyhow!("{}: {e}", args.rules.display()))?;

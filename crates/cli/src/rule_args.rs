@@ -8,7 +8,7 @@ use flowpath_flow::FieldId;
 use flowpath_ofproto::classifier::parse_prefixes;
 use flowpath_ofproto::normal::{parse_vlan_mode, Bridge, MacTable, PortVlans};
 use flowpath_ofproto::parse::parse_rules;
-use flowpath_ofproto::tables::RuleTables;
+use flowpath_ofproto::tables::{FragMode, RuleTables};
 use std::path::PathBuf;
 
 /// Rule-table options.
@@ -52,6 +52,17 @@ pub struct RuleArgs {
     /// too, as OVS's bridges always have one).
     #[arg(long)]
     pub no_local: bool,
+    /// How IP fragments are looked up, as OVS's `ovs-ofctl set-frags`:
+    /// `normal` (every fragment as if its L4 ports were 0), `drop` (every
+    /// fragment dropped) or `nx-match` (a first fragment with its ports;
+    /// match `nw_frag` to tell fragments apart).
+    #[arg(long = "frag-mode", value_name = "MODE", default_value = "normal", value_parser = parse_frag_mode)]
+    pub frag_mode: FragMode,
+}
+
+/// Parses `--frag-mode`.
+pub fn parse_frag_mode(s: &str) -> Result<FragMode, String> {
+    s.parse()
 }
 
 impl RuleArgs {
@@ -68,6 +79,7 @@ impl RuleArgs {
         if let Some(p) = &self.ports {
             tables.set_ports(p.clone());
         }
+        tables.set_frag_mode(self.frag_mode);
         tables
             .set_groups(load_groups(self.groups.as_deref())?)
             .map_err(|e| anyhow::anyhow!("{name}: {e}"))?;

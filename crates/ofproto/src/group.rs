@@ -137,9 +137,9 @@ impl DpHashTable {
 /// One field of a select group's `fields(...)`: OVS hashes its value
 /// (as the field's bytes, in network order) under `mask` and makes those
 /// bits significant. The VLAN fields are OXM's (`dl_vlan` and
-/// `dl_vlan_pcp` are refused): [`FieldId::DlVlan`] stands for `vlan_vid`,
-/// the VID with the present bit 0x1000, and [`FieldId::DlVlanPcp`] for
-/// `vlan_pcp`, which needs a tag.
+/// `dl_vlan_pcp` are refused): [`FieldId::VlanVid`], the VID with the
+/// present bit 0x1000, and [`FieldId::DlVlanPcp`] standing for `vlan_pcp`,
+/// which needs a tag.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SelectField {
     /// The field.
@@ -195,7 +195,6 @@ impl SelectField {
     /// Its name (the OXM one for the VLAN fields).
     pub fn name(&self) -> &'static str {
         match self.id {
-            FieldId::DlVlan => "vlan_vid",
             FieldId::DlVlanPcp => "vlan_pcp",
             id => id.info().name,
         }
@@ -204,11 +203,7 @@ impl SelectField {
     /// All the field's value bits (`vlan_vid`: the VID and the present
     /// bit).
     pub fn full_mask(&self) -> u128 {
-        if self.id == FieldId::DlVlan {
-            0x1fff
-        } else {
-            self.id.info().full_mask()
-        }
+        self.id.info().full_mask()
     }
 
     /// The field's place in OVS's field numbering (`enum mf_field_id`),
@@ -253,7 +248,8 @@ impl SelectField {
             F::EthDst => 51,
             F::EthType => 52,
             F::VlanTci => 53,
-            F::DlVlan => 55,
+            F::DlVlan => 54,
+            F::VlanVid => 55,
             F::DlVlanPcp => 57,
             F::MplsLabel => 58,
             F::MplsTc => 59,
@@ -316,6 +312,7 @@ impl SelectField {
             | F::VlanTci
             | F::VlanTci1
             | F::DlVlan
+            | F::VlanVid
             | F::ArpOp
             | F::TpSrc
             | F::TpDst

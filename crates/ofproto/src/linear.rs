@@ -15,6 +15,7 @@ pub struct LinearTables {
     rules: Vec<Rule>,
     ports: Vec<u32>,
     groups: Vec<crate::group::Group>,
+    frag_mode: crate::tables::FragMode,
 }
 
 impl LinearTables {
@@ -32,12 +33,18 @@ impl LinearTables {
             rules: kept,
             ports,
             groups: Vec::new(),
+            frag_mode: Default::default(),
         }
     }
 
     /// Replaces the port list used by `ALL` and `FLOOD`.
     pub fn set_ports(&mut self, ports: Vec<u32>) {
         self.ports = ports;
+    }
+
+    /// Sets how IP fragments are looked up.
+    pub fn set_frag_mode(&mut self, mode: crate::tables::FragMode) {
+        self.frag_mode = mode;
     }
 
     /// Installs the groups (unchecked).
@@ -132,5 +139,9 @@ impl Lookup for LinearTables {
 
     fn all_rules(&self) -> &[Rule] {
         &self.rules
+    }
+
+    fn frag_mode(&self) -> crate::tables::FragMode {
+        self.frag_mode
     }
 }

@@ -13,6 +13,64 @@ use flowpath_flow::field::FieldId;
 use flowpath_flow::{FlowKey, FlowMask, Regs};
 use std::collections::{BTreeSet, HashMap};
 
+/// How the bridge looks up IP fragments (OVS's `ovs-ofctl set-frags`,
+/// OpenFlow's `OFPC_FRAG_*`).
+///
+/// A fragment's L4 ports are in its first fragment only; OVS's default,
+/// `normal`, looks every fragment up as if its ports (ICMP type and code)
+/// were 0, so that all fragments of a datagram take the same way.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum FragMode {
+    /// Every fragment, first one included, looked up with its L4 ports
+    /// (ICMP type and code) 0 (OVS's default).
+    #[default]
+    Normal,
+    /// Every fragment dropped before any lookup.
+    Drop,
+    /// Fragments looked up as they are: a first fragment with its ports,
+    /// `nw_frag` matchable to tell them apart.
+    NxMatch,
+}
+
+impl FragMode {
+    /// The modes, by their `set-frags` names.
+    pub const ALL: [FragMode; 3] = [FragMode::Normal, FragMode::Drop, FragMode::NxMatch];
+
+    /// The mode's name, as `ovs-ofctl get-frags` prints it.
+    pub fn name(self) -> &'static str {
+        match self {
+            FragMode::Normal => "normal",
+            FragMode::Drop => "drop",
+            FragMode::NxMatch => "nx-match",
+        }
+    }
+}
+
+impl std::fmt::Display for FragMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for FragMode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "normal" => Ok(FragMode::Normal),
+            "drop" => Ok(FragMode::Drop),
+            "nx-match" => Ok(FragMode::NxMatch),
+            "reassemble" => Err(
+                "frag mode reassemble is not supported by flowpath (it needs IP reassembly, \
+                 which comes with connection tracking); use normal, drop or nx-match"
+                    .into(),
+            ),
+            _ => Err(format!(
+                "unknown frag mode {s:?}: expected normal, drop or nx-match"
+            )),
+        }
+    }
+}
+
 /// Something that finds the rule a packet hits in a table. Implemented by
 /// [`RuleTables`] (classifier with wildcard tracking) and by the linear-scan
 /// reference in [`crate::linear`].
@@ -46,6 +104,10 @@ pub trait Lookup {
     /// Every rule, in the tables' numbering (`learn`'s `limit` counts
     /// them).
     fn all_rules(&self) -> &[Rule];
+    /// How IP fragments are looked up.
+    fn frag_mode(&self) -> FragMode {
+        FragMode::Normal
+    }
 }
 
 /// What `learn(...,limit=N)` checks before adding `flow` (OVS's
@@ -81,6 +143,7 @@ pub struct RuleTables {
     /// The prefix-tracking configuration (to rebuild with more rules).
     prefixes: Vec<FieldId>,
     per_table: Vec<(u8, Vec<FieldId>)>,
+    frag_mode: FragMode,
 }
 
 /// The ports a rule set mentions (in_port matches, outputs, resubmits).
@@ -153,6 +216,7 @@ impl RuleTables {
             groups: Default::default(),
             prefixes: prefixes.to_vec(),
             per_table: per_table.to_vec(),
+            frag_mode: FragMode::default(),
         }
     }
 
@@ -165,6 +229,7 @@ impl RuleTables {
         rules.extend_from_slice(extra);
         let mut t = RuleTables::with_table_prefixes(rules, &self.prefixes, &self.per_table);
         t.groups = self.groups.clone();
+        t.frag_mode = self.frag_mode;
         let mut ports = self.ports.clone();
         ports.extend(t.ports.iter().copied());
         t.set_ports(ports);
@@ -190,6 +255,11 @@ impl RuleTables {
         ports.sort_unstable();
         ports.dedup();
         self.ports = ports;
+    }
+
+    /// Sets how IP fragments are looked up (OVS's `set-frags`).
+    pub fn set_frag_mode(&mut self, mode: FragMode) {
+        self.frag_mode = mode;
     }
 
     /// The rules, in load order (after replacement of duplicates).
@@ -239,6 +309,10 @@ impl Lookup for RuleTables {
     fn all_rules(&self) -> &[Rule] {
         &self.rules
     }
+
+    fn frag_mode(&self) -> FragMode {
+        self.frag_mode
+    }
 }
 
 #[cfg(test)]
@@ -264,5 +338,37 @@ mod tests {
         assert_eq!(a.actions, b.actions);
         assert_eq!(a.megaflow.to_key().nw_dst(), 0x8000_0000);
         assert_eq!(b.megaflow.to_key().nw_dst(), 0xff00_0000);
+    }
+
+    #[test]
+    fn fragments_are_looked_up_by_the_frag_mode() {
+        use flowpath_odp::format_actions;
+        let rules = "priority=100,tcp,tp_dst=8080,actions=drop\npriority=10,actions=output:2\n";
+        let first = parse_match("in_port=1,tcp,nw_frag=first,tp_src=1,tp_dst=8080").unwrap().key;
+        let later = parse_match("in_port=1,tcp,nw_frag=later").unwrap().key;
+        let whole = parse_match("in_port=1,tcp,tp_src=1,tp_dst=8080").unwrap().key;
+        let mut t = RuleTables::new(parse_rules(rules, None).unwrap(), &[]);
+        let run = |t: &RuleTables, k: &FlowKey| format_actions(&xlate(t, k, false).actions);
+        // OVS's default: the first fragment as if its ports were 0.
+        assert_eq!(t.frag_mode(), FragMode::Normal);
+        assert_eq!(run(&t, &first), "2");
+        assert_eq!(run(&t, &later), "2");
+        assert_eq!(run(&t, &whole), "drop");
+        // The ports are back for what follows the lookup.
+        assert_eq!(xlate(&t, &first, false).final_flow.tp_dst(), 8080);
+        t.set_frag_mode(FragMode::NxMatch);
+        assert_eq!(run(&t, &first), "drop");
+        assert_eq!(run(&t, &later), "2");
+        t.set_frag_mode(FragMode::Drop);
+        assert_eq!(run(&t, &first), "drop");
+        assert_eq!(run(&t, &later), "drop");
+        assert_eq!(run(&t, &whole), "drop");
+        let added = t.with_added(&[]);
+        assert_eq!(added.frag_mode(), FragMode::Drop, "kept by with_added");
+        for m in FragMode::ALL {
+            assert_eq!(m.name().parse::<FragMode>().unwrap(), m);
+        }
+        assert!("reassemble".parse::<FragMode>().unwrap_err().contains("not supported"));
+        assert!("bogus".parse::<FragMode>().is_err());
     }
 }

@@ -59,7 +59,7 @@ fn canonical_forms() {
             "in_port=LOCAL,eth_src=00:0A:E4:25:6B:B0,actions=in_port",
             "priority=32768,in_port=65534,dl_src=00:0a:e4:25:6b:b0 actions=IN_PORT",
         ),
-        ("vlan_vid=10,vlan_pcp=3 actions=strip_vlan,flood", "priority=32768,dl_vlan=10,dl_vlan_pcp=3 actions=pop_vlan,FLOOD"),
+        ("vlan_vid=4106,vlan_pcp=3 actions=strip_vlan,flood", "priority=32768,dl_vlan=10,dl_vlan_pcp=3 actions=pop_vlan,FLOOD"),
         (
             "dl_vlan=0xffff actions=push_vlan:0x8100,mod_vlan_vid:10,all",
             "priority=32768,vlan_tci=0x0000 actions=push_vlan:0x8100,mod_vlan_vid:10,ALL",
@@ -117,7 +117,7 @@ fn broad_table_round_trips() {
         "ipv6,actions=set_field:0x1/0xf->ipv6_label,output:1",
         "cookie=0xffffffffffffffff,table=254,priority=65535,actions=resubmit:IN_PORT",
         "table=3,actions=resubmit(LOCAL,1),output:65279",
-        "dl_vlan=4095,actions=mod_vlan_vid:4095,set_field:3->dl_vlan_pcp,set_field:10->vlan_vid,output:1",
+        "dl_vlan=4095,actions=mod_vlan_vid:4095,set_field:3->dl_vlan_pcp,set_field:4106->vlan_vid,output:1",
         "actions=mod_dl_src:00:00:00:00:00:01,mod_dl_dst:00:00:00:00:00:02,mod_nw_src:1.1.1.1,mod_tp_dst:1,output:1",
         "ip actions=set_field:00:11:22:33:44:55/ff:ff:ff:00:00:00->eth_src,set_field:0x1005->vlan_tci,output:1",
         "pkt_mark=0x10/0xf0,ip,reg0=0x5,reg3=0x10/0xf0,metadata=0x1/0xff,in_port=1,actions=load:0x1->NXM_NX_REG1[0..3],move:NXM_OF_ETH_SRC[]->NXM_NX_XXREG0[0..47],push:NXM_OF_IP_SRC[],pop:NXM_NX_REG2[],set_field:0x7->pkt_mark,write_metadata:0x5/0xff,goto_table:1",

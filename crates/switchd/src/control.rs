@@ -14,6 +14,7 @@ use crate::shared::{CtlState, Shared, UpcallStats};
 use flowpath_datapath::{keys, Config};
 use flowpath_flow::FlowKey;
 use flowpath_ofproto::parse::parse_packet;
+use flowpath_ofproto::tables::FragMode;
 use flowpath_ofproto::xlate::{xlate_on, XlateMode};
 use flowpath_unixctl::{CommandSpec, Handler};
 use std::fmt::Write;
@@ -100,9 +101,9 @@ static COMMANDS: &[Command] = &[
     cmd("config/show", "[--json]", 0, 1, |c, _, j| {
         let st = c.state();
         Ok(if j {
-            config_json(&st.datapath)
+            config_json(&st.datapath, st.rules.frag_mode())
         } else {
-            config_text(&st.datapath)
+            config_text(&st.datapath, st.rules.frag_mode())
         })
     }),
     cmd("upcall/show", "[--json]", 0, 1, |c, _, j| c.upcall_show(j)),
@@ -751,13 +752,26 @@ impl Control {
     fn config_set(&self, params: &[String]) -> Result<String, String> {
         let mut st = self.state();
         let mut cfg = st.datapath.clone();
+        let mut frag_mode = None;
         for p in params {
             let (k, v) = p
                 .split_once('=')
                 .ok_or_else(|| format!("'{p}': expected KEY=VALUE"))?;
+            if k.trim() == FRAG_MODE_KEY {
+                // The bridge's setting, not the datapath's.
+                let m: FragMode = v.trim().parse().map_err(|e| format!("{FRAG_MODE_KEY}: {e}"))?;
+                frag_mode = Some(m);
+                continue;
+            }
             keys::set(&mut cfg, k.trim(), v.trim()).map_err(|e| e.to_string())?;
         }
         cfg.validate().map_err(|e| e.to_string())?;
+        if let Some(m) = frag_mode.filter(|m| *m != st.rules.frag_mode()) {
+            // Every megaflow of a fragment may change: republish, then a
+            // revalidator round (after the lock is released) takes them.
+            st.rules.set_frag_mode(m);
+            self.publish(&st)?;
+        }
         self.sh
             .flow_limit_cfg
             .store(cfg.flow_limit, std::sync::atomic::Ordering::Relaxed);
@@ -769,7 +783,12 @@ impl Control {
             r?;
         }
         st.datapath = cfg;
-        Ok(config_text(&st.datapath))
+        let out = config_text(&st.datapath, st.rules.frag_mode());
+        drop(st);
+        if frag_mode.is_some() {
+            self.sh.reval_wait()?;
+        }
+        Ok(out)
     }
 }
 
@@ -816,16 +835,24 @@ fn snapshot_json(s: &PmdSnapshot) -> serde_json::Value {
 }
 
 /// `config/show`: every key, `NAME=VALUE` a line.
-fn config_text(c: &Config) -> String {
-    keys::show(c)
+/// The bridge's own key among `config/set`'s (the others are the
+/// datapath's, `keys::KEYS`).
+const FRAG_MODE_KEY: &str = "frag-mode";
+
+/// `config/show`: every key, `NAME=VALUE` a line; the bridge's frag mode
+/// last.
+fn config_text(c: &Config, frag: FragMode) -> String {
+    let mut out: String = keys::show(c)
         .into_iter()
         .map(|(k, v)| format!("{k}={v}\n"))
-        .collect()
+        .collect();
+    let _ = writeln!(out, "{FRAG_MODE_KEY}={frag}");
+    out
 }
 
 /// `config/show --json`: every key, numbers and booleans as JSON's.
-fn config_json(c: &Config) -> String {
-    let o: serde_json::Map<String, serde_json::Value> = keys::KEYS
+fn config_json(c: &Config, frag: FragMode) -> String {
+    let mut o: serde_json::Map<String, serde_json::Value> = keys::KEYS
         .iter()
         .map(|k| {
             let j = match k.value(c) {
@@ -836,6 +863,7 @@ fn config_json(c: &Config) -> String {
             (k.name.to_string(), j)
         })
         .collect();
+    o.insert(FRAG_MODE_KEY.into(), frag.name().into());
     format!("{}\n", serde_json::Value::Object(o))
 }
 

@@ -14,7 +14,7 @@
 use flowpath_flow::{FieldId, Match, Style};
 use flowpath_ofproto::parse::{parse_match, parse_rule, parse_rules};
 use flowpath_ofproto::rule::{Rule, RuleError};
-use flowpath_ofproto::tables::RuleTables;
+use flowpath_ofproto::tables::{FragMode, RuleTables};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -58,6 +58,7 @@ pub struct RuleSet {
     per_table: Vec<(u8, Vec<FieldId>)>,
     ports: Vec<u32>,
     groups: Vec<flowpath_ofproto::group::Group>,
+    frag_mode: FragMode,
     next_uid: u64,
     version: u64,
 }
@@ -77,6 +78,7 @@ impl RuleSet {
             per_table,
             ports,
             groups: Vec::new(),
+            frag_mode: FragMode::default(),
             next_uid: 1,
             version: 0,
         };
@@ -95,6 +97,19 @@ impl RuleSet {
         self.groups = groups;
         self.version += 1;
         Ok(())
+    }
+
+    /// Sets how IP fragments are looked up (OVS's `set-frags`).
+    pub fn set_frag_mode(&mut self, mode: FragMode) {
+        if mode != self.frag_mode {
+            self.frag_mode = mode;
+            self.version += 1;
+        }
+    }
+
+    /// How IP fragments are looked up.
+    pub fn frag_mode(&self) -> FragMode {
+        self.frag_mode
     }
 
     /// The groups, in id order.
@@ -124,6 +139,7 @@ impl RuleSet {
         let rules: Vec<Rule> = self.rules.iter().map(|r| r.rule.clone()).collect();
         let mut t = RuleTables::with_table_prefixes(rules, &self.prefixes, &self.per_table);
         t.set_ports(self.ports.clone());
+        t.set_frag_mode(self.frag_mode);
         // Checked when rules and groups are added (`check_groups`).
         let _ = t.set_groups(self.groups.clone());
         Published {

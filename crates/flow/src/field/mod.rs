@@ -97,6 +97,7 @@ pub enum FieldId {
     MplsTc,
     MplsBos,
     MplsTtl,
+    VlanVid,
 }
 
 /// Where a field's bits live in the key.
@@ -301,8 +302,7 @@ impl FieldId {
 }
 
 /// The NXM and OXM names of the fields (`ovs-fields(7)`), with the field
-/// they name. Left out: `OXM_OF_VLAN_VID` (OpenFlow 1.2+ VLAN id with its
-/// own present bit), tunnel and conntrack fields. (OVS 3.1 has no
+/// they name. Left out: tunnel and conntrack fields. (OVS 3.1 has no
 /// `NXM_NX_XREG` name: `xreg`s are `OXM_OF_PKT_REG`.)
 pub const NXM_NAMES: &[(&str, FieldId)] = &[
     ("NXM_OF_IN_PORT", FieldId::InPort),
@@ -314,6 +314,7 @@ pub const NXM_NAMES: &[(&str, FieldId)] = &[
     ("NXM_OF_ETH_TYPE", FieldId::EthType),
     ("OXM_OF_ETH_TYPE", FieldId::EthType),
     ("NXM_OF_VLAN_TCI", FieldId::VlanTci),
+    ("OXM_OF_VLAN_VID", FieldId::VlanVid),
     ("OXM_OF_VLAN_PCP", FieldId::DlVlanPcp),
     ("NXM_OF_IP_SRC", FieldId::NwSrc),
     ("OXM_OF_IPV4_SRC", FieldId::NwSrc),

@@ -147,7 +147,7 @@ pub static FIELDS: &[FieldInfo] = &[
     f(
         F::DlVlan,
         "dl_vlan",
-        &["vlan_vid"],
+        &[],
         12,
         bits(W_L2_DST, 48, 12),
         V::Int,
@@ -658,5 +658,20 @@ pub static FIELDS: &[FieldInfo] = &[
         Prereq::eth(E::Mpls),
         true,
         false,
+    ),
+    // OpenFlow 1.2+'s VLAN id: the VID with the present bit
+    // (OFPVID_PRESENT, 0x1000 = the TCI's CFI bit as OVS keeps it):
+    // `vlan_vid=0` is "no tag", `vlan_vid=0x1000/0x1000` "any tag". As a
+    // bit range (`load`, `move`) it is the 12-bit VID.
+    f(
+        F::VlanVid,
+        "vlan_vid",
+        &[],
+        13,
+        bits(W_L2_DST, 48, 13),
+        V::Int,
+        Prereq::NONE,
+        true,
+        true,
     ),
 ];

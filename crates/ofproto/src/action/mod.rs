@@ -386,6 +386,8 @@ fn subfield_width(id: FieldId, name: &str) -> u32 {
     match id {
         FieldId::InPort if name == "NXM_OF_IN_PORT" => 16,
         FieldId::ArpOp => 16,
+        // OVS's vlan_vid as a bit range: the 12-bit VID.
+        FieldId::VlanVid => 12,
         _ => u32::from(id.info().bits),
     }
 }

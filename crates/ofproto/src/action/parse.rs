@@ -374,6 +374,17 @@ pub(super) fn parse_set_field(
     if info.id == FieldId::DlVlan && value > 0xfff {
         return fail(name, "dl_vlan=0xffff (no VLAN) cannot be set; use pop_vlan");
     }
+    // As OpenFlow 1.2+ (and OVS decoding it): the present bit must be set
+    // in the value and in the mask.
+    if info.id == FieldId::VlanVid && (value & 0x1000 == 0 || mask & 0x1000 == 0) {
+        return fail(
+            name,
+            format!(
+                "set_field:{v}->vlan_vid: the present bit OFPVID_PRESENT (0x1000) must be set \
+                 (VLAN 100 is 4196, 0x1000|100; mod_vlan_vid:100 sets the VID alone)"
+            ),
+        );
+    }
     // A group bucket has no match: as OVS, its set_field is checked
     // against each packet when it runs (skipped without the prerequisites).
     if !std::ptr::eq(matching, bucket_context()) {
@@ -689,6 +700,52 @@ fn check_instruction_list(list: &[Action], write_set: &[Action]) -> Result<(), R
     Ok(())
 }
 
+/// As ovs-ofctl checks a list: writing `vlan_vid` (`set_field`, `load`)
+/// needs a tag, from the match (`dl_vlan=`, `vlan_vid=0x1000/0x1000`, ...)
+/// or an earlier `push_vlan`/`mod_vlan_vid`; `pop_vlan` takes it away.
+fn track_vlan(a: &Action, cur: &mut Option<Match>, matching: &Match) -> Result<(), RuleError> {
+    let tagged = |m: &Match| m.key.vlan_tci() & flowpath_flow::key::VLAN_CFI != 0;
+    let set_cfi = |cur: &mut Option<Match>, on: bool| {
+        let mut m = cur.take().unwrap_or(*matching);
+        let tci = FieldId::VlanTci.info();
+        let v = if on { 0x1000 } else { 0 };
+        m.set_field_masked(tci, v, 0x1000);
+        *cur = Some(m);
+    };
+    match *a {
+        Action::SetField {
+            field: FieldId::VlanVid,
+            ..
+        }
+        | Action::Load {
+            dst: Subfield {
+                field: FieldId::VlanVid,
+                ..
+            },
+            ..
+        } => {
+            if !tagged(cur.as_ref().unwrap_or(matching)) {
+                let what = if matches!(a, Action::Load { .. }) {
+                    "load"
+                } else {
+                    "set_field"
+                };
+                return fail(
+                    what,
+                    format!(
+                        "{a}: vlan_vid lacks its prerequisite: the packet has no VLAN tag here \
+                         (match dl_vlan=N or vlan_vid=0x1000/0x1000, or push_vlan first)"
+                    ),
+                );
+            }
+        }
+        Action::PushVlan(_) | Action::ModVlanVid(_) => set_cfi(cur, true),
+        Action::PopVlan => set_cfi(cur, false),
+        _ => {}
+    }
+    Ok(())
+}
+
 /// Parses the text after `actions=` for a rule in `table` whose match is
 /// `matching` (`set_field` must have its prerequisites met by it;
 /// `goto_table` must go to a later table). An empty text or `drop` is the
@@ -712,6 +769,9 @@ pub fn parse_actions(text: &str, matching: &Match, table: u8) -> Result<Vec<Acti
         }
         match parse_one(item, cur.as_ref().unwrap_or(matching), table)? {
             Some(a) => {
+                if !std::ptr::eq(matching, bucket_context()) {
+                    track_vlan(&a, &mut cur, matching)?;
+                }
                 // As ovs-ofctl checks a list: after push_mpls/pop_mpls the
                 // later actions see the new EtherType (and, after a push,
                 // no network protocol).

@@ -116,7 +116,7 @@ impl<L: Lookup> Ctx<'_, '_, L> {
         let m = sf.mask() >> sf.ofs;
         let (value, mask) = ((v & m) << sf.ofs, sf.mask());
         match sf.field {
-            FieldId::VlanTci | FieldId::DlVlan | FieldId::DlVlanPcp => {
+            FieldId::VlanTci | FieldId::VlanVid | FieldId::DlVlan | FieldId::DlVlanPcp => {
                 self.set_field(sf.field, value, mask, false)
             }
             _ if info.is_reg() => info.set_regs_masked(&mut self.regs, value, mask),
@@ -251,6 +251,12 @@ impl<L: Lookup> Ctx<'_, '_, L> {
         match field {
             FieldId::DlVlan => return self.set_vlan(0x0fff, (value as u16) & 0x0fff, legacy),
             FieldId::DlVlanPcp => return self.set_vlan(0xe000, ((value as u16) & 7) << 13, legacy),
+            // OpenFlow's vlan_vid: the TCI's VID and CFI (present) bits, a
+            // tag made where the present bit is written on an untagged
+            // packet (as OVS's flow_set_vlan_vid and flow_fix_vlan_tpid).
+            FieldId::VlanVid => {
+                return self.set_field(FieldId::VlanTci, value & 0x1fff, mask & 0x1fff, legacy)
+            }
             FieldId::VlanTci => {
                 let mut m = self.wc.to_key();
                 m.set_vlan_tci(m.vlan_tci() | mask as u16);

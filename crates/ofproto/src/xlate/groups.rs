@@ -295,9 +295,6 @@ impl<L: Lookup> Ctx<'_, '_, L> {
             let info = sf.id.info();
             let value = if info.is_reg() {
                 info.get_regs(&self.regs)
-            } else if sf.id == FieldId::DlVlan {
-                // vlan_vid: the VID with the present bit.
-                u128::from(f.vlan_tci() & 0x1fff)
             } else {
                 info.get(&f)
             };
@@ -309,7 +306,7 @@ impl<L: Lookup> Ctx<'_, '_, L> {
             // the VID with the present bit as masked, the priority with
             // the present bit.
             let tci_bits = match sf.id {
-                FieldId::DlVlan => Some((sf.mask & 0x1fff) as u16),
+                FieldId::VlanVid => Some((sf.mask & 0x1fff) as u16),
                 FieldId::DlVlanPcp => Some(((sf.mask & 7) as u16) << 13 | VLAN_CFI),
                 _ => None,
             };

@@ -55,9 +55,9 @@
 use crate::action::{Action, OFPP_LOCAL};
 use crate::normal::{self, NormalEnv, PortVlans};
 use crate::recirc::{FrozenState, Segment};
-use crate::tables::Lookup;
+use crate::tables::{FragMode, Lookup};
 use flowpath_flow::field::FieldId;
-use flowpath_flow::key::{FRAG_LATER, VLAN_CFI, W_MPLS};
+use flowpath_flow::key::{FRAG_ANY, FRAG_LATER, VLAN_CFI, W_MPLS};
 use flowpath_flow::{FlowKey, FlowMask, Match, Regs, Style};
 use flowpath_odp::{DpAction, DpActions, SetHeader};
 use std::fmt::Write as _;
@@ -496,6 +496,32 @@ impl<L: Lookup> Ctx<'_, '_, L> {
         }
         self.cur_table = table;
         let tables = self.tables;
+        // IP fragments (nw_frag, always significant for IP, tells them):
+        // as OVS's bridge, by its frag mode.
+        let fragment = self.flow.is_ip_any() && self.flow.nw_frag() & FRAG_ANY != 0;
+        let saved_l4 = (self.flow.tp_src(), self.flow.tp_dst());
+        if fragment {
+            match tables.frag_mode() {
+                FragMode::NxMatch => {}
+                FragMode::Normal => {
+                    // Looked up as if it had no ports (restored after).
+                    self.flow.set_tp_src(0);
+                    self.flow.set_tp_dst(0);
+                }
+                FragMode::Drop => {
+                    // OVS's internal drop-fragments rule: no actions.
+                    if self.tracing {
+                        let indent = self.depth;
+                        self.note(
+                            indent,
+                            &format!("{table:2}. Packets are IP fragments and the fragment handling mode is \"drop\"."),
+                        );
+                        self.note(indent + 1, "drop");
+                    }
+                    return;
+                }
+            }
+        }
         let saved_port = self.flow.in_port();
         if let Some(p) = lookup_port {
             self.flow.set_in_port(p);
@@ -512,6 +538,8 @@ impl<L: Lookup> Ctx<'_, '_, L> {
                 }),
         };
         self.flow.set_in_port(saved_port);
+        self.flow.set_tp_src(saved_l4.0);
+        self.flow.set_tp_dst(saved_l4.1);
         let indent = self.depth;
         match rule {
             None => {
