@@ -111,6 +111,10 @@ def rnd_match(r, table_count):
                     parts.append("%s=0x%x/0x%x" % (f, r.randrange(65536) & m, m))
     if proto == "icmp" and r.random() < 0.5:
         parts.append("icmp_type=%d" % r.choice([0, 8, 3]))
+    if FRAGS[0] and proto in ("ip", "tcp", "udp", "icmp", "ipv6", "tcp6") and r.random() < 0.2:
+        parts.append("nw_frag=%s" % r.choice(["no", "yes", "first", "later", "not_later"]))
+    if FRAGS[0] and proto == "icmp" and r.random() < 0.3:
+        parts.append("icmp_code=%d" % r.choice([0, 1]))
     if proto == "arp" and r.random() < 0.5:
         parts.append("arp_op=%d" % r.choice([1, 2]))
     if proto == "arp" and r.random() < 0.3:
@@ -135,6 +139,12 @@ TUN = [False]  # --tun: tun_id matched, loaded, moved and set in --regs rules
 CPL = [False]  # --cpl: check_pkt_larger in most --regs rules, matches on its bits
 SELECT = [False]  # --select: select groups (datapath hash, recirculation), compared over both passes
 HASHES = [False]  # --hashes: choices made by OVS's hashes (hrw bundles, multipath links, slow-path select groups)
+FRAGS = [False]  # --frags: IP fragments (first/later) among the packets, rule sets under a random frag mode
+ARPW = [False]  # --arp-rewrites: writes to ARP, ICMP and ND fields (responders), their packets
+VLANVID = [False]  # --vlan-vid: OpenFlow 1.3 rule sets over vlan_vid (matches, set_field, load/move) and tagged packets
+OUTREG = [False]  # --output-reg: with --regs, output:REG[a..b] to ports the registers hold
+CLONE = [False]  # --clone: with --regs, clone(...) around some of a rule's actions
+CTLOPTS = [False]  # --controller-opts: with --regs, controller(reason=,max_len=,id=,userdata=,pause) and sample(...)
 LEARN = [False]  # --learn: a learn action in (nearly) every --regs rule  # --of13: no OpenFlow 1.0-only actions, groups in most rule sets
 
 # Fields a select group may hash (--hashes), some masked.
@@ -455,6 +465,42 @@ def rnd_reg_actions(r, proto, table, ntables):
                 acts.append("multipath(%s,%d,%s,1,0,NXM_NX_REG%d[0..%d])" % (fs, r.randrange(100), r.choice(["modulo_n", "hash_threshold", "hrw", "iter_hash"]), r.randrange(4), r.randrange(16)))
         else:
             acts.append("output:%d" % r.randint(1, 4))
+    if OUTREG[0] and r.random() < 0.5:
+        reg = r.randrange(4)
+        rng = r.choice(["0..15", "16..31", "0..31", "8..23"])
+        a0 = int(rng.split("..")[0])
+        # (Not ALL or FLOOD: OVS floods in its own port order, LOCAL too.)
+        port = r.choice([1, 2, 3, 4, 1, 2, 3, 4, 0, 0xfff8] + ([0x10004] if rng == "0..31" else []))
+        if r.random() < 0.8:
+            acts.append("load:0x%x->NXM_NX_REG%d[%s]" % (port, reg, rng) if a0 + 15 <= int(rng.split("..")[1]) else "load:0x%x->NXM_NX_REG%d[%s]" % (port & 0xff, reg, rng))
+        acts.append(r.choice(["output:NXM_NX_REG%d[%s]", "output:reg%d[%s]"]) % (reg, rng))
+    if CTLOPTS[0] and r.random() < 0.5:
+        k = r.random()
+        if k < 0.5:
+            opts = []
+            if r.random() < 0.5:
+                opts.append("reason=%s" % r.choice(["no_match", "action", "invalid_ttl", "action_set", "group"]))
+            if r.random() < 0.5:
+                opts.append("max_len=%d" % r.choice([0, 64, 128, 1500]))
+            if r.random() < 0.5:
+                opts.append("id=%d" % r.randint(1, 9))
+            if r.random() < 0.4:
+                opts.append("userdata=%s" % ".".join("%02x" % r.randrange(256) for _ in range(r.randint(1, 8))))
+            a = "controller(%s)" % ",".join(opts) if opts else "controller"
+        elif k < 0.65:
+            a = r.choice(["controller", "CONTROLLER:%d" % r.choice([0, 100, 65535]), "output:CONTROLLER"])
+        elif k < 0.75:
+            a = "controller(pause)"
+        else:
+            a = "sample(probability=%d,collector_set_id=%d,obs_domain_id=%d,obs_point_id=%d)" % (r.randint(1, 65535), r.randrange(3), r.randrange(3), r.randrange(3))
+        acts.insert(r.randint(0, len(acts)), a)
+    if CLONE[0] and acts and r.random() < 0.6:
+        i = r.randrange(len(acts))
+        j = r.randint(i + 1, len(acts))
+        body = acts[i:j]
+        if r.random() < 0.5:
+            body.append("output:%d" % r.randint(1, 4))
+        acts[i:j] = ["clone(%s)" % ",".join(body)]
     if FIN[0] and r.random() < 0.5:
         kv = [x for x in ("idle_timeout=%d" % r.randint(1, 9) if r.random() < 0.7 else "", "hard_timeout=%d" % r.randint(1, 9) if r.random() < 0.5 else "") if x]
         acts.insert(r.randint(0, len(acts)), "fin_timeout(%s)" % ",".join(kv))
@@ -484,6 +530,182 @@ def rnd_reg_rules(r):
         if r.random() < 0.6:
             rules.append("table=%d,priority=0,actions=%s" % (t, rnd_reg_actions(r, "", t, ntables)))
     return rules
+
+VIDS = [0, 1, 5, 100, 4095]
+
+def rnd_vlan_match(r):
+    """A match over vlan_vid (OpenFlow 1.3 forms); (parts, tagged)."""
+    parts, tagged = [], False
+    k = r.random()
+    if k < 0.15:
+        parts.append("vlan_vid=0")
+    elif k < 0.3:
+        parts.append("vlan_vid=0x1000/0x1000")
+        tagged = True
+    elif k < 0.55:
+        parts.append("vlan_vid=%d" % (0x1000 | r.choice(VIDS)))
+        tagged = True
+    elif k < 0.62:
+        parts.append("vlan_vid=0x%x/0x%x" % (0x1000 | (r.choice(VIDS) & 0xff0), 0x1ff0))
+        tagged = True
+    elif k < 0.68:
+        parts.append("vlan_vid=0x%x/0xfff" % r.choice(VIDS))
+    elif k < 0.75:
+        parts.append("dl_vlan=%d" % r.choice(VIDS))
+        tagged = True
+    if tagged and r.random() < 0.2:
+        parts.append("vlan_pcp=%d" % r.randrange(8))
+    if r.random() < 0.3:
+        parts.append("in_port=%d" % r.randint(1, 4))
+    if r.random() < 0.3:
+        parts.append(r.choice(["tcp", "udp", "ip", "arp"]))
+    return parts, tagged
+
+def rnd_vlan_actions(r, tagged, table, ntables):
+    acts = []
+    pushes = 0
+    for _ in range(r.randint(1, 5)):
+        k = r.random()
+        if k < 0.25:
+            acts.append("output:%d" % r.randint(1, 4))
+        elif k < 0.45 and tagged:
+            acts.append("set_field:%d->vlan_vid" % (0x1000 | r.choice(VIDS + [7, 200])))
+        elif k < 0.5 and tagged:
+            acts.append("load:0x%x->OXM_OF_VLAN_VID[%s]" % ((r.choice(VIDS) & 0xf, "0..3") if r.random() < 0.5 else (r.choice(VIDS), "")))
+        elif k < 0.55 and tagged:
+            acts.append("move:OXM_OF_VLAN_VID[]->NXM_NX_REG0[0..11]")
+            acts.append("move:NXM_NX_REG0[0..11]->NXM_OF_ETH_SRC[0..11]")
+        elif k < 0.6 and tagged:
+            acts.append("set_field:%d->vlan_pcp" % r.randrange(8))
+        elif k < 0.7 and pushes < 1:
+            # (OVS keeps at most two tags: a packet may come with one.)
+            acts.append("push_vlan:%s" % r.choice(["0x8100", "0x8100", "0x88a8"]))
+            tagged = True
+            pushes += 1
+        elif k < 0.8 and tagged:
+            # (OpenFlow 1.3 refuses a pop without a tag.)
+            acts.append("pop_vlan")
+            tagged = False
+        elif k < 0.85 and table + 1 < ntables:
+            acts.append("resubmit(,%d)" % r.randint(table + 1, ntables - 1))
+    if table + 1 < ntables and r.random() < 0.3:
+        acts.append("goto_table:%d" % (table + 1))
+    return ",".join(acts) if acts else "drop"
+
+def rnd_vlan_rules(r):
+    ntables = r.randint(1, 2)
+    rules = []
+    for t in range(ntables):
+        for _ in range(r.randint(1, 6)):
+            parts, tagged = rnd_vlan_match(r)
+            rules.append("table=%d,priority=%d,%s%sactions=%s" % (t, r.randint(1, 65535), ",".join(parts), "," if parts else "", rnd_vlan_actions(r, tagged, t, ntables)))
+        if r.random() < 0.5:
+            rules.append("table=%d,priority=0,actions=%s" % (t, rnd_vlan_actions(r, False, t, ntables)))
+    return first_by(rules, lambda rule: rule.split(",actions=")[0])
+
+def rnd_vlan_packet(r):
+    p = ["in_port=%d" % r.randint(1, 4)]
+    if r.random() < 0.7:
+        p.append("dl_vlan=%d" % r.choice(VIDS))
+        if r.random() < 0.3:
+            p.append("dl_vlan_pcp=%d" % r.randrange(8))
+    proto = r.choice(["tcp", "udp", "arp", "ip"])
+    p.append(proto)
+    if proto != "arp":
+        p += ["nw_src=10.0.0.%d" % r.randint(1, 4), "nw_dst=10.0.0.%d" % r.randint(1, 4), "nw_ttl=64"]
+    return ",".join(p)
+
+ARP_IPS = ["10.0.0.1", "10.0.0.2", "10.0.0.254"]
+ARP_MACS = ["00:00:00:00:00:01", "00:00:00:00:00:02", "50:54:00:00:00:01"]
+
+def rnd_arpw_rule(r, t, ntables):
+    """A rule matching ARP, ICMP, ICMPv6 echo or neighbour discovery that
+    writes their fields (set_field, load, move), as responders do."""
+    kind = r.choice(["arp", "arp", "icmp", "icmp6", "ns", "na"])
+    m, w = [], []
+    if kind == "arp":
+        m.append("arp")
+        if r.random() < 0.5:
+            m.append("arp_op=%d" % r.choice([1, 2]))
+        if r.random() < 0.4:
+            m.append("arp_tpa=%s" % r.choice(ARP_IPS))
+        w = [lambda: "set_field:%d->arp_op" % r.choice([1, 2]),
+             lambda: "load:0x2->NXM_OF_ARP_OP[]",
+             lambda: "set_field:%s->arp_spa" % r.choice(ARP_IPS),
+             lambda: "set_field:%s->arp_tpa" % r.choice(ARP_IPS),
+             lambda: "set_field:%s->arp_sha" % r.choice(ARP_MACS),
+             lambda: "set_field:%s->arp_tha" % r.choice(ARP_MACS),
+             lambda: "move:NXM_OF_ARP_SPA[]->NXM_OF_ARP_TPA[]",
+             lambda: "move:NXM_NX_ARP_SHA[]->NXM_NX_ARP_THA[]",
+             lambda: "move:NXM_OF_ARP_TPA[]->NXM_NX_REG0[],move:NXM_NX_REG0[]->NXM_OF_ARP_SPA[]",
+             lambda: "load:0x%x->NXM_NX_ARP_SHA[]" % r.randrange(1 << 48),
+             lambda: "load:0x%x->NXM_OF_ARP_SPA[0..7]" % r.randrange(256),
+             lambda: "move:NXM_OF_ETH_SRC[]->NXM_OF_ETH_DST[]"]
+    elif kind == "icmp":
+        m.append("icmp")
+        if r.random() < 0.4:
+            m.append("icmp_type=%d" % r.choice([0, 8, 3]))
+        w = [lambda: "set_field:%d->icmp_type" % r.choice([0, 8, 3, 11]),
+             lambda: "set_field:%d->icmp_code" % r.choice([0, 1, 3]),
+             lambda: "load:0->NXM_OF_ICMP_TYPE[]",
+             lambda: "move:NXM_OF_ICMP_CODE[]->NXM_OF_ICMP_TYPE[]",
+             lambda: "move:NXM_OF_IP_SRC[]->NXM_OF_IP_DST[]"]
+    elif kind == "icmp6":
+        m.append("icmp6")
+        if r.random() < 0.4:
+            m.append("icmp_type=%d" % r.choice([128, 129]))
+        w = [lambda: "set_field:%d->icmpv6_type" % r.choice([128, 129, 1]),
+             lambda: "set_field:%d->icmpv6_code" % r.choice([0, 1]),
+             lambda: "load:0x81->NXM_NX_ICMPV6_TYPE[]"]
+    else:
+        t6 = 135 if kind == "ns" else 136
+        m.append("icmp6,icmp_type=%d" % t6)
+        if r.random() < 0.3:
+            m.append("nd_target=fe80::%d" % r.randint(1, 3))
+        ll = "nd_sll" if t6 == 135 else "nd_tll"
+        w = [lambda: "set_field:fe80::%d->nd_target" % r.randint(1, 3),
+             lambda: "set_field:%s->%s" % (r.choice(ARP_MACS), ll),
+             lambda: "load:0x%x->NXM_NX_ND_TARGET[0..15]" % r.randrange(1 << 16),
+             lambda: "move:NXM_OF_ETH_SRC[]->NXM_NX_%s[]" % ll.upper(),
+             lambda: "set_field:%d->icmpv6_type" % (271 - t6)]
+    acts = []
+    for _ in range(r.randint(1, 4)):
+        acts.append(r.choice(w)())
+        if r.random() < 0.3:
+            acts.append(r.choice(["output:%d" % r.randint(1, 4), "in_port", "mod_dl_src:%s" % r.choice(ARP_MACS)]))
+    if r.random() < 0.2 and t + 1 < ntables:
+        acts.append("resubmit(,%d)" % (t + 1))
+    acts.append(r.choice(["in_port", "output:%d" % r.randint(1, 4)]))
+    if r.random() < 0.3:
+        m.append("in_port=%d" % r.randint(1, 4))
+    return "table=%d,priority=%d,%s,actions=%s" % (t, r.randint(1, 65535), ",".join(m), ",".join(acts))
+
+def rnd_arpw_rules(r):
+    ntables = r.randint(1, 2)
+    rules = []
+    for t in range(ntables):
+        for _ in range(r.randint(1, 6)):
+            rules.append(rnd_arpw_rule(r, t, ntables))
+        if r.random() < 0.5:
+            rules.append("table=%d,priority=0,actions=output:%d" % (t, r.randint(1, 4)))
+    return first_by(rules, lambda rule: rule.split(",actions=")[0])
+
+def rnd_arpw_packet(r):
+    p = ["in_port=%d" % r.randint(1, 4), "dl_src=%s" % r.choice(ARP_MACS), "dl_dst=%s" % r.choice(ARP_MACS + ["ff:ff:ff:ff:ff:ff"])]
+    kind = r.choice(["arp", "arp", "icmp", "icmp6", "ns", "na", "tcp"])
+    if kind == "arp":
+        p += ["arp", "arp_op=%d" % r.choice([1, 2]), "arp_spa=%s" % r.choice(ARP_IPS), "arp_tpa=%s" % r.choice(ARP_IPS), "arp_sha=%s" % r.choice(ARP_MACS), "arp_tha=%s" % r.choice(ARP_MACS + ["00:00:00:00:00:00"])]
+    elif kind == "icmp":
+        p += ["icmp", "nw_src=10.0.0.1", "nw_dst=10.0.0.2", "nw_ttl=64", "icmp_type=%d" % r.choice([0, 8, 3]), "icmp_code=%d" % r.choice([0, 0, 1])]
+    elif kind == "icmp6":
+        p += ["icmp6", "ipv6_src=fe80::1", "ipv6_dst=fe80::2", "nw_ttl=64", "icmpv6_type=%d" % r.choice([128, 129]), "icmpv6_code=0"]
+    elif kind in ("ns", "na"):
+        t6 = 135 if kind == "ns" else 136
+        p += ["icmp6", "ipv6_src=fe80::1", "ipv6_dst=ff02::1", "nw_ttl=255", "icmpv6_type=%d" % t6, "icmpv6_code=0", "nd_target=fe80::%d" % r.randint(1, 3)]
+        p.append("%s=%s" % ("nd_sll" if t6 == 135 else "nd_tll", r.choice(ARP_MACS)))
+    else:
+        p += ["tcp", "nw_src=10.0.0.1", "nw_dst=10.0.0.2", "tp_dst=80"]
+    return ",".join(p)
 
 # Small value spaces, so that most packets complete some conjunction.
 CONJ_SRC = ["10.0.0.%d" % i for i in range(1, 4)]
@@ -590,6 +812,13 @@ def rnd_packet(r):
             p.append("nd_target=1000::%d" % r.randrange(3))
     if proto == "tcp6":
         p += ["ipv6_src=2001:db8::1", "ipv6_dst=2001:db8::%x" % r.randrange(16), "nw_ttl=64", "tp_dst=%d" % r.choice([80, 90, 443])]
+    if FRAGS[0] and proto in ("tcp", "udp", "icmp", "ip", "tcp6") and r.random() < 0.7:
+        if r.random() < 0.5:
+            p.append("nw_frag=first")
+        else:
+            # A later fragment has no L4 header: no ports, type or flags.
+            p = [x for x in p if not re.match(r"(tp|udp)_(src|dst)=|icmp_type=|tcp_flags=", x)]
+            p.append("nw_frag=later")
     return ",".join(p)
 
 DP2OF = {}
@@ -631,13 +860,16 @@ def restart_ovs():
 
 def load_rules(rules, of13_fallback=False, groups=()):
     """Writes `rules` to a temporary file and loads them into br0 (replacing
-    its flows); returns (file, completed ovs-ofctl process)."""
+    its flows); returns (file, completed ovs-ofctl process). --vlan-vid
+    rule sets always go in with OpenFlow 1.3 (vlan_vid is its field)."""
     with tempfile.NamedTemporaryFile("w", suffix=".flows", delete=False) as f:
         f.write("\n".join(rules) + "\n")
         rf = f.name
     subprocess.run(["ovs-ofctl", "del-flows", "br0"], check=True)
     subprocess.run(["ovs-ofctl", "-O", "OpenFlow13", "del-groups", "br0"], check=True)
     text = open(rf).read()
+    if VLANVID[0]:
+        return rf, subprocess.run(["ovs-ofctl", "-O", "OpenFlow13", "add-flows", "br0", rf], capture_output=True, text=True)
     if groups:
         with open(rf + ".groups", "w") as f:
             f.write("\n".join(groups) + "\n")
@@ -683,7 +915,14 @@ def ovs_trace(pkt, *extra):
     if not mfm:
         print("OVS could not trace", pkt, o[:300])
         return None
-    da = re.sub(r"userspace\(pid=0,controller\([^)]*\)\)", "userspace(controller)", re.search(r"^Datapath actions: (.*)$", o, re.M).group(1))
+    da = re.search(r"^Datapath actions: (.*)$", o, re.M).group(1)
+    if CTLOPTS[0]:
+        # The packet-in's reason, rule cookie, controller id and length;
+        # not OVS's own bookkeeping (pid, dont_send, continuation, the
+        # recirculation id of its continuation).
+        da = re.sub(r"userspace\(pid=0,controller\(reason=(\d+),dont_send=\d+,continuation=\d+,recirc_id=\d+,", r"userspace(controller(reason=\1,", da)
+    else:
+        da = re.sub(r"userspace\(pid=0,controller\([^)]*\)\)", "userspace(controller)", da)
     return mfm.group(1), map_ovs_actions(da)
 
 def flowpath_trace(a, rf, pf, extra=()):
@@ -692,6 +931,11 @@ def flowpath_trace(a, rf, pf, extra=()):
     fp = subprocess.run([a.flowpath, "trace", "--rules", rf, "--packets", pf, "--json", "--ports", "1,2,3,4"] + list(extra), capture_output=True, text=True)
     if fp.returncode:
         print("flowpath failed:", fp.stderr, open(rf).read())
+        if a.record and (FRAGS[0] or VLANVID[0] or ARPW[0] or OUTREG[0] or CLONE[0] or CTLOPTS[0]):
+            # OVS's answers are still recorded: a rule set OVS loads and
+            # flowpath refuses is a difference the replay must show.
+            n = sum(1 for l in open(pf) if l.strip())
+            return [{"actions": "(flowpath refused the rule set)", "megaflow": ""}] * n
         return None
     return [json.loads(l) for l in fp.stdout.splitlines()]
 
@@ -719,6 +963,18 @@ def l2_hash_narrowing(rules, ovs_mf, our_mf):
     u = [i.split("=", 1) + [""] for i in our_mf.split(",")]
     return (all(any(k == k2 and (v == v2 or k in l2) for k2, v2, *_ in u) for k, v, *_ in o)
             and all(k in l2 or any(k == k2 for k2, *_ in o) for k, *_ in u))
+
+def vlan_narrowing(rules, ovs_mf, our_mf):
+    """True when the megaflows differ only in VLAN items, ours having
+    OVS's and more, in a rule set that pops and pushes tags (a tag pushed
+    after a pop is compared with the packet's whole tag; OVS reads nothing
+    when they are equal, a megaflow too wide)."""
+    vl = ("dl_vlan", "dl_vlan_pcp", "vlan_tci")
+    if "push_vlan" not in rules or "pop_vlan" not in rules:
+        return False
+    part = lambda m: ([i for i in m.split(",") if i.split("=")[0] in vl], [i for i in m.split(",") if i.split("=")[0] not in vl])
+    (ov, oo), (uv, uo) = part(ovs_mf), part(our_mf)
+    return oo == uo and all(i in uv for i in ov) and len(uv) > len(ov)
 
 def unmasked_eth_sets(actions):
     """`actions` without the masks of set(eth(...)) rewrites."""
@@ -920,6 +1176,12 @@ def main():
     ap.add_argument("--select", action="store_true", help="select groups by the datapath hash (OVS's default; recirculation), weighted, watched, nested in other groups' buckets: both passes compared (the second through OVS's datapath: netdev-dummy/receive, dpctl/dump-flows)")
     ap.add_argument("--hashes", action="store_true", help="choices made by OVS's hashes: bundle hrw members, and select groups by selection_method=hash (fields, masks) or by weights too many for dp_hash; with --regs, bundle_load hrw and multipath links (all algorithms) moved into pkt_mark")
     ap.add_argument("--regs", action="store_true", help="pipelines over registers, metadata and pkt_mark (load, move, push/pop, write_metadata)")
+    ap.add_argument("--frags", action="store_true", help="IP fragments: first and later fragments of TCP/UDP/ICMP/IPv6 among the packets, nw_frag matches, each rule set under a random frag mode (ovs-ofctl set-frags; flowpath --frag-mode); recorded with \"frag_mode\"")
+    ap.add_argument("--arp-rewrites", action="store_true", help="writes to ARP, ICMP, ICMPv6 and ND fields (set_field, load, move; responder-style rules) and their packets")
+    ap.add_argument("--vlan-vid", action="store_true", help="OpenFlow 1.3 rule sets over vlan_vid: matches (0, present bit, VIDs, masks), set_field, load/move of OXM_OF_VLAN_VID, push/pop_vlan; tagged and untagged packets")
+    ap.add_argument("--output-reg", action="store_true", help="with --regs: output:REG[a..b] (the port a register holds)")
+    ap.add_argument("--clone", action="store_true", help="with --regs: clone(...) around some of a rule's actions")
+    ap.add_argument("--controller-opts", action="store_true", help="with --regs: controller(reason=,max_len=,id=,userdata=,pause) and sample(...); the packet-in's reason, cookie, id and length compared")
     ap.add_argument("--of13", action="store_true", help="rule sets OpenFlow 1.3 can carry as flowpath means them (no mod_vlan_*/mod_nw_tos), with groups and instructions more often")
     a = ap.parse_args()
     r = random.Random(a.seed)
@@ -936,6 +1198,12 @@ def main():
     CPL[0] = a.cpl
     TUN[0] = a.tun
     FIN[0] = a.fin
+    FRAGS[0] = a.frags
+    VLANVID[0] = a.vlan_vid
+    ARPW[0] = a.arp_rewrites
+    OUTREG[0] = a.output_reg
+    CLONE[0] = a.clone
+    CTLOPTS[0] = a.controller_opts
     if a.ctl:
         CTL.extend(["-t", a.ctl])
     load_port_map()
@@ -953,11 +1221,14 @@ def main():
             crashes += 1
             print("OVS CRASHED during rule set %d (see its ovs-vswitchd.log): restarting it" % (rs - 1))
             restart_ovs()
-        special = a.regs or a.conj
+        special = a.regs or a.conj or a.vlan_vid or a.arp_rewrites
         ntables = 0 if special else r.randint(1, 3)
         groups = rnd_groups(r) if not special and r.random() < (0.8 if OF13[0] or a.select or a.hashes else 0.3) else []
         GROUP_IDS[:] = [i + 1 for i in range(len(groups))]
-        rules = rnd_reg_rules(r) if a.regs else rnd_conj_rules(r) if a.conj else []
+        rules = rnd_reg_rules(r) if a.regs else rnd_conj_rules(r) if a.conj else rnd_vlan_rules(r) if a.vlan_vid else rnd_arpw_rules(r) if a.arp_rewrites else []
+        frag_mode = r.choice(["normal", "normal", "drop", "nx-match"]) if a.frags else None
+        if frag_mode:
+            subprocess.run(["ovs-ofctl", "set-frags", "br0", frag_mode], check=True)
         for t in range(ntables):
             for _ in range(r.randint(1, 8)):
                 parts, proto = rnd_match(r, ntables)
@@ -972,9 +1243,10 @@ def main():
             continue
         if any("type=select" in g for g in groups):
             select_sets += 1
-        pkts = [rnd_conj_packet(r) if a.conj else rnd_packet(r) for _ in range(a.packets)]
+        pkts = [rnd_conj_packet(r) if a.conj else rnd_vlan_packet(r) if a.vlan_vid else rnd_arpw_packet(r) if a.arp_rewrites else rnd_packet(r) for _ in range(a.packets)]
         pf = write_packets(pkts)
-        ours = flowpath_trace(a, rf, pf, ["--groups", rf + ".groups"] if groups else [])
+        fm = ["--frag-mode", frag_mode] if frag_mode else []
+        ours = flowpath_trace(a, rf, pf, (["--groups", rf + ".groups"] if groups else []) + fm)
         if ours is None:
             continue
         grouped = []
@@ -988,7 +1260,7 @@ def main():
             if t is None:
                 continue
             mf, da = t
-            if rec and (a.regs or a.conj or a.of13 or a.mpls or a.mpls_actions or a.select or a.hashes):
+            if rec and (a.regs or a.conj or a.of13 or a.mpls or a.mpls_actions or a.select or a.hashes or a.frags or a.vlan_vid or a.arp_rewrites):
                 gidx[i] = len(grouped)
                 grouped.append({"packet": pkt, "megaflow": mf, "actions": da})
             elif rec and ("OpenFlow13" not in " ".join(res.args) or "mod_vlan" not in open(rf).read()):
@@ -1032,14 +1304,14 @@ def main():
             if da != mine["actions"] and not (l2n and unmasked_eth_sets(da) == unmasked_eth_sets(mine["actions"])):
                 diffs += 1
                 print("ACTIONS DIFFER\n  rules: %s\n  groups: %s\n  packet: %s\n  ovs:  %s\n  ours: %s" % (open(rf).read().strip().replace("\n", "\n         "), "\n          ".join(groups), pkt, da, mine["actions"]))
-            elif mf != mine["megaflow"] and not mpls_set_narrowing(da, mf, mine["megaflow"], pkt) and not l2n and not mine.get("error"):
+            elif mf != mine["megaflow"] and not mpls_set_narrowing(da, mf, mine["megaflow"], pkt) and not l2n and not mine.get("error") and not vlan_narrowing(open(rf).read(), mf, mine["megaflow"]):
                 print("MEGAFLOW DIFFERS\n  rules: %s\n  groups: %s\n  packet: %s\n  actions: %s\n  ovs:  %s\n  ours: %s" % (open(rf).read().strip().replace("\n", "\n         "), "\n          ".join(groups), pkt, da, mf, mine["megaflow"]))
                 wider += 1
         if second:
             # The second passes: traced by a flowpath that first traced the
             # same first passes (so its recirculation ids are the same).
             pf2 = write_packets(pkts + [x[5] for x in second])
-            ours2 = flowpath_trace(a, rf, pf2, ["--groups", rf + ".groups"] if groups else [])
+            ours2 = flowpath_trace(a, rf, pf2, (["--groups", rf + ".groups"] if groups else []) + fm)
             os.unlink(pf2)
             for (i, k, rp, h, (mf2, da2), our_pkt), mine2 in zip(second, (ours2 or [])[len(pkts):]):
                 total += 1
@@ -1056,8 +1328,13 @@ def main():
                     print("SECOND PASS MEGAFLOW DIFFERS\n  rules: %s\n  groups: %s\n  packet: %s\n  actions: %s\n  ovs:  %s\n  ours: %s" % (open(rf).read().strip().replace("\n", "\n         "), "\n          ".join(groups), our_pkt, da2, mf2, ourmf2))
         if grouped:
             # --regs: one line per rule set, its traces in "traces".
-            rec.write(json.dumps({"rules": rules, "groups": groups, "traces": grouped}) + "\n")
+            line = {"rules": rules, "groups": groups, "traces": grouped}
+            if frag_mode:
+                line["frag_mode"] = frag_mode
+            rec.write(json.dumps(line) + "\n")
         os.unlink(rf); os.unlink(pf)
+    if a.frags:
+        subprocess.run(["ovs-ofctl", "set-frags", "br0", "normal"], check=True)
     print("rule sets %d (%d skipped: mod_vlan_*/mod_nw_tos cannot be compared under OpenFlow 1.1+), packets %d, action diffs %d, megaflow diffs %d" % (a.rulesets, skipped, total, diffs, wider))
     if crashes:
         print("OVS crashed %d times (its own assertions; rule sets printed above)" % crashes)

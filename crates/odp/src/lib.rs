@@ -37,6 +37,15 @@ pub enum SetHeader {
     Udp,
     /// SCTP ports.
     Sctp,
+    /// ARP sender and target addresses, opcode (`set(arp(...))`).
+    Arp,
+    /// ICMPv4 type and code (`set(icmp(...))`, always both).
+    Icmp,
+    /// ICMPv6 type and code (`set(icmpv6(...))`, always both).
+    Icmpv6,
+    /// IPv6 neighbour discovery: target and link-layer address options
+    /// (`set(nd(...))`).
+    Nd,
 }
 
 /// One datapath action.
@@ -68,8 +77,19 @@ pub enum DpAction {
     },
     /// Remove the outermost VLAN tag.
     PopVlan,
-    /// Send to the controller (counted; flowpath has no controller channel).
-    Controller,
+    /// Send to the controller (`userspace(controller(...))`; counted, as
+    /// flowpath has no controller channel yet).
+    Controller {
+        /// The packet-in's reason (OpenFlow's `OFPR_*` number; 6: an
+        /// explicit table miss).
+        reason: u8,
+        /// The controller connection id (0: all).
+        id: u16,
+        /// Bytes of the packet to send.
+        max_len: u16,
+        /// The cookie of the rule whose action it is.
+        cookie: u64,
+    },
     /// The next output sends at most this many bytes of the packet
     /// (`trunc(N)`, from `output(port=P,max_len=N)`).
     Trunc(u32),
@@ -129,6 +149,15 @@ pub enum DpAction {
 }
 
 impl DpAction {
+    /// A packet-in for reason "action", to every controller, the whole
+    /// packet, from a rule with cookie 0.
+    pub const CONTROLLER: DpAction = DpAction::Controller {
+        reason: 1,
+        id: 0,
+        max_len: u16::MAX,
+        cookie: 0,
+    };
+
     /// The flat length of the action that starts a list (1, or for a
     /// `CheckPktLen` 1 plus both branches).
     pub fn flat_len(&self) -> usize {
@@ -150,33 +179,15 @@ fn fmt_set(
 ) -> fmt::Result {
     let mk = mask.to_key();
     let mut parts: Vec<String> = Vec::new();
-    let mut mac = |name: &str, v: u64, m: u64| {
-        if m == 0xffff_ffff_ffff {
-            parts.push(format!("{name}={}", format_mac(v)));
-        } else if m != 0 {
-            parts.push(format!("{name}={}/{}", format_mac(v), format_mac(m)));
-        }
-    };
     let name = match header {
         SetHeader::Eth => {
-            mac("src", key.dl_src(), mk.dl_src());
-            mac("dst", key.dl_dst(), mk.dl_dst());
+            push_mac(&mut parts, "src", key.dl_src(), mk.dl_src());
+            push_mac(&mut parts, "dst", key.dl_dst(), mk.dl_dst());
             "eth"
         }
         SetHeader::Ipv4 => {
-            let mut ip = |name: &str, v: u32, m: u32| {
-                if m == u32::MAX {
-                    parts.push(format!("{name}={}", Ipv4Addr::from(v)));
-                } else if m != 0 {
-                    parts.push(format!(
-                        "{name}={}/{}",
-                        Ipv4Addr::from(v),
-                        Ipv4Addr::from(m)
-                    ));
-                }
-            };
-            ip("src", key.nw_src(), mk.nw_src());
-            ip("dst", key.nw_dst(), mk.nw_dst());
+            push_ipv4(&mut parts, "src", key.nw_src(), mk.nw_src());
+            push_ipv4(&mut parts, "dst", key.nw_dst(), mk.nw_dst());
             push_u8(&mut parts, "tos", key.nw_tos(), mk.nw_tos(), true);
             push_u8(&mut parts, "ttl", key.nw_ttl(), mk.nw_ttl(), false);
             "ipv4"
@@ -222,8 +233,72 @@ fn fmt_set(
                 _ => "sctp",
             }
         }
+        SetHeader::Arp => {
+            push_ipv4(&mut parts, "sip", key.nw_src(), mk.nw_src());
+            push_ipv4(&mut parts, "tip", key.nw_dst(), mk.nw_dst());
+            push_u8(&mut parts, "op", key.nw_proto(), mk.nw_proto(), false);
+            push_mac(&mut parts, "sha", key.arp_sha(), mk.arp_sha());
+            push_mac(&mut parts, "tha", key.arp_tha(), mk.arp_tha());
+            "arp"
+        }
+        SetHeader::Icmp | SetHeader::Icmpv6 => {
+            push_u8(
+                &mut parts,
+                "type",
+                key.tp_src() as u8,
+                mk.tp_src() as u8,
+                false,
+            );
+            push_u8(
+                &mut parts,
+                "code",
+                key.tp_dst() as u8,
+                mk.tp_dst() as u8,
+                false,
+            );
+            if header == SetHeader::Icmp {
+                "icmp"
+            } else {
+                "icmpv6"
+            }
+        }
+        SetHeader::Nd => {
+            let (t, tm) = (key.nd_target(), mk.nd_target());
+            if tm == u128::MAX {
+                parts.push(format!("target={}", Ipv6Addr::from(t)));
+            } else if tm != 0 {
+                parts.push(format!(
+                    "target={}/{}",
+                    Ipv6Addr::from(t),
+                    Ipv6Addr::from(tm)
+                ));
+            }
+            push_mac(&mut parts, "sll", key.arp_sha(), mk.arp_sha());
+            push_mac(&mut parts, "tll", key.arp_tha(), mk.arp_tha());
+            "nd"
+        }
     };
     write!(f, "set({name}({}))", parts.join(","))
+}
+
+fn push_ipv4(parts: &mut Vec<String>, name: &str, v: u32, m: u32) {
+    if m == u32::MAX {
+        parts.push(format!("{name}={}", Ipv4Addr::from(v)));
+    } else if m != 0 {
+        parts.push(format!(
+            "{name}={}/{}",
+            Ipv4Addr::from(v),
+            Ipv4Addr::from(m)
+        ));
+    }
+}
+
+fn push_mac(parts: &mut Vec<String>, name: &str, v: u64, m: u64) {
+    if m == 0xffff_ffff_ffff {
+        parts.push(format!("{name}={}", format_mac(v)));
+    } else if m != 0 {
+        parts.push(format!("{name}={}/{}", format_mac(v), format_mac(m)));
+    }
 }
 
 fn push_u8(parts: &mut Vec<String>, name: &str, v: u8, m: u8, hex: bool) {
@@ -279,7 +354,23 @@ impl fmt::Display for DpAction {
             }
             DpAction::PopMpls(t) => write!(f, "pop_mpls(eth_type={t:#x})"),
             DpAction::SetMpls(lse) => write!(f, "set(mpls({}))", Lse(*lse)),
-            DpAction::Controller => write!(f, "userspace(controller)"),
+            DpAction::Controller {
+                reason,
+                id,
+                max_len,
+                cookie,
+            } => {
+                // (C's %#x: 0 without the prefix.)
+                let cookie = if *cookie == 0 {
+                    "0".to_string()
+                } else {
+                    format!("{cookie:#x}")
+                };
+                write!(
+                    f,
+                    "userspace(controller(reason={reason},rule_cookie={cookie},controller_id={id},max_len={max_len}))"
+                )
+            }
             DpAction::Hash { symmetric, basis } => {
                 let alg = if *symmetric { "sym_l4" } else { "l4" };
                 write!(f, "hash({alg}({basis}))")

@@ -344,9 +344,13 @@ mod tests {
     fn fragments_are_looked_up_by_the_frag_mode() {
         use flowpath_odp::format_actions;
         let rules = "priority=100,tcp,tp_dst=8080,actions=drop\npriority=10,actions=output:2\n";
-        let first = parse_match("in_port=1,tcp,nw_frag=first,tp_src=1,tp_dst=8080").unwrap().key;
+        let first = parse_match("in_port=1,tcp,nw_frag=first,tp_src=1,tp_dst=8080")
+            .unwrap()
+            .key;
         let later = parse_match("in_port=1,tcp,nw_frag=later").unwrap().key;
-        let whole = parse_match("in_port=1,tcp,tp_src=1,tp_dst=8080").unwrap().key;
+        let whole = parse_match("in_port=1,tcp,tp_src=1,tp_dst=8080")
+            .unwrap()
+            .key;
         let mut t = RuleTables::new(parse_rules(rules, None).unwrap(), &[]);
         let run = |t: &RuleTables, k: &FlowKey| format_actions(&xlate(t, k, false).actions);
         // OVS's default: the first fragment as if its ports were 0.
@@ -368,7 +372,10 @@ mod tests {
         for m in FragMode::ALL {
             assert_eq!(m.name().parse::<FragMode>().unwrap(), m);
         }
-        assert!("reassemble".parse::<FragMode>().unwrap_err().contains("not supported"));
+        assert!("reassemble"
+            .parse::<FragMode>()
+            .unwrap_err()
+            .contains("not supported"));
         assert!("bogus".parse::<FragMode>().is_err());
     }
 }

@@ -73,10 +73,13 @@ pub fn rule_text(r: &mut Rng, table: u8, ntables: u8, prio: u16) -> String {
     if r.chance(25) {
         p.push(format!("in_port={}", 1 + r.below(3)));
     }
-    match r.below(10) {
+    match r.below(12) {
         0 => p.push(format!("dl_vlan={}", 1 + r.below(3))),
         1 => p.push("vlan_tci=0x1000/0x1000".into()),
         2 => p.push("dl_vlan=0xffff".into()),
+        // OpenFlow 1.3's vlan_vid: no tag, a VID with the present bit.
+        10 => p.push("vlan_vid=0".into()),
+        11 => p.push(format!("vlan_vid={}", 0x1001 + r.below(3))),
         3 => p.push(format!(
             "dl_dst=02:00:00:00:00:{:02x}/ff:ff:ff:ff:ff:fe",
             r.below(4)
@@ -229,6 +232,42 @@ fn random_actions(r: &mut Rng, table: u8, ntables: u8, proto: &str) -> Vec<Strin
             _ => "in_port".into(),
         };
         acts.push(a);
+    }
+    // The port a field holds (the destination MAC's low bits, a constant).
+    if r.chance(8) {
+        acts.push(if r.chance(50) {
+            "move:NXM_OF_ETH_DST[0..1]->NXM_NX_REG2[0..1],output:NXM_NX_REG2[0..15]".into()
+        } else {
+            format!(
+                "load:{}->NXM_NX_REG2[16..31],output:NXM_NX_REG2[16..31]",
+                1 + r.below(4)
+            )
+        });
+    }
+    // A VLAN tag made and written through OpenFlow 1.3's vlan_vid.
+    if r.chance(6) {
+        acts.push(format!(
+            "push_vlan:0x8100,set_field:{}->vlan_vid",
+            0x1001 + r.below(3)
+        ));
+    }
+    // Packet-ins with options, a pause, a sample (samples nothing).
+    if r.chance(6) {
+        let a = match r.below(4) {
+            0 => "controller(reason=no_match,id=2)",
+            1 => "controller(max_len=64,userdata=01.02)",
+            2 => "controller(pause)",
+            _ => "sample(probability=100,collector_set_id=1,obs_domain_id=2,obs_point_id=3)",
+        };
+        let at = r.below(acts.len() as u64 + 1) as usize;
+        acts.insert(at, a.into());
+    }
+    // A clone around some of the actions: their changes do not leak.
+    if !acts.is_empty() && r.chance(12) {
+        let i = r.below(acts.len() as u64) as usize;
+        let j = i + 1 + r.below((acts.len() - i) as u64) as usize;
+        let body = acts[i..j].join(",");
+        acts.splice(i..j, [format!("clone({body})")]);
     }
     // check_pkt_larger: what follows it runs in both branches, with a bit
     // of reg1 (which matches above read) set or clear.

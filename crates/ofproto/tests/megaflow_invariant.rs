@@ -19,7 +19,7 @@ use flowpath_flow::{FlowKey, FlowMask, FLOW_WORDS};
 use flowpath_ofproto::group::parse_groups;
 use flowpath_ofproto::linear::LinearTables;
 use flowpath_ofproto::normal::{MacTable, NormalEnv, PortVlans, VlanMode};
-use flowpath_ofproto::tables::{Lookup, RuleTables};
+use flowpath_ofproto::tables::{FragMode, Lookup, RuleTables};
 use flowpath_ofproto::testgen::{normalize, packet, rule_set, Rng, GROUPS};
 use flowpath_ofproto::xlate::{xlate_with, Xlate};
 use proptest::prelude::*;
@@ -78,6 +78,10 @@ fn check(seed: u64, prefixes: &[FieldId]) -> Result<(), TestCaseError> {
     let mut slow = LinearTables::new(rules.clone());
     slow.set_ports(vec![1, 2, 3, 4]);
     slow.set_groups(groups);
+    // The packets include first and later fragments: under every frag mode.
+    let mode = FragMode::ALL[r.below(3) as usize];
+    fast.set_frag_mode(mode);
+    slow.set_frag_mode(mode);
     for _ in 0..24 {
         let pkt = packet(&mut r, &rules);
         let x = normal.xlate(&fast, &pkt);

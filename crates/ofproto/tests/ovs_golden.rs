@@ -186,6 +186,49 @@ fn hash_choice_traces_match_ovs_3_1() {
     }
 }
 
+/// IP fragments (`tools/ovs-compare.py --frags`): first and later
+/// fragments of TCP, UDP, ICMP and IPv6 packets among the others, rules
+/// on their ports, ICMP type and code and `nw_frag`, each rule set under
+/// a frag mode (`ovs-ofctl set-frags`: normal, drop or nx-match; recorded
+/// as "frag_mode"), one line per rule set.
+#[test]
+fn fragment_traces_match_ovs_3_1() {
+    let data = include_str!("data/ovs31-frags-traces.jsonl");
+    check(data, 2500);
+    for (what, at_least) in [
+        ("\"frag_mode\": \"normal\"", 100),
+        ("\"frag_mode\": \"drop\"", 40),
+        ("\"frag_mode\": \"nx-match\"", 40),
+    ] {
+        let n = data.matches(what).count();
+        assert!(n >= at_least, "{what} in only {n} rule sets");
+    }
+    for (what, at_least) in [("nw_frag=first", 500), ("nw_frag=later", 500)] {
+        let n = data.matches(what).count();
+        assert!(n >= at_least, "{what} only {n} times");
+    }
+}
+
+/// OpenFlow 1.3's `vlan_vid` (`tools/ovs-compare.py --vlan-vid`, loaded
+/// with OpenFlow 1.3): matches on no tag, any tag, VIDs with the present
+/// bit, masks with and without it; `set_field` with the present bit,
+/// `load`/`move` of `OXM_OF_VLAN_VID` (the 12-bit VID), `vlan_pcp`,
+/// push and pop; tagged and untagged packets; one line per rule set.
+#[test]
+fn vlan_vid_traces_match_ovs_3_1() {
+    let data = include_str!("data/ovs31-vlan-vid-traces.jsonl");
+    check(data, 1000);
+    for (what, at_least) in [
+        ("vlan_vid=0,", 50),
+        ("vlan_vid=0x1000/0x1000", 50),
+        ("->vlan_vid", 100),
+        ("OXM_OF_VLAN_VID[", 50),
+    ] {
+        let n = data.lines().filter(|l| l.contains(what)).count();
+        assert!(n >= at_least, "{what} in only {n} rule sets");
+    }
+}
+
 /// True when flowpath's megaflow is OVS's with the L2 fields a
 /// `symmetric_l3l4` hash of a packet that is not IP reads (Ethernet
 /// addresses, VLAN) made significant: OVS 3.1 hashes them but leaves them
@@ -210,6 +253,90 @@ fn l2_hash_narrowing(rules: &str, ovs: &str, ours: &str) -> bool {
     }) && u
         .iter()
         .all(|(k, _)| L2.contains(&k.as_str()) || o.iter().any(|(k2, _)| k == k2))
+}
+
+/// Writes to ARP, ICMP and neighbour-discovery fields
+/// (`tools/ovs-compare.py --arp-rewrites`): responder-style rules that
+/// `set_field`, `load` and `move` `arp_op`, `arp_spa`, `arp_tpa`,
+/// `arp_sha`, `arp_tha`, `icmp_type`, `icmp_code`, `icmpv6_type`,
+/// `icmpv6_code`, `nd_target`, `nd_sll`, `nd_tll`, with ARP, ICMP, ICMPv6
+/// echo, neighbour solicitation and advertisement packets: the datapath's
+/// `set(arp(...))`, `set(icmp(...))`, `set(icmpv6(...))` and `set(nd(...))`
+/// and their megaflows; one line per rule set.
+#[test]
+fn arp_icmp_nd_rewrite_traces_match_ovs_3_1() {
+    let data = include_str!("data/ovs31-arp-rewrites-traces.jsonl");
+    check(data, 2500);
+    for (what, at_least) in [
+        ("set(arp(", 300),
+        ("set(icmp(", 100),
+        ("set(icmpv6(", 100),
+        ("set(nd(", 100),
+    ] {
+        let n = data.matches(what).count();
+        assert!(n >= at_least, "{what} only {n} times");
+    }
+}
+
+/// `output:REG[a..b]`, `clone(...)` and controller options
+/// (`tools/ovs-compare.py --regs --output-reg --clone --controller-opts`):
+/// the register pipelines with outputs to the ports registers hold (IN_PORT,
+/// 0, numbers past 16 bits and ports the bridge lacks among them), clones
+/// around some of a rule's actions, `controller(reason=,max_len=,id=,
+/// userdata=)`, `controller(pause)`, plain packet-ins in rules, buckets and
+/// action sets, and `sample(...)`; the datapath's packet-ins compared with
+/// their reason, rule cookie, controller id and length; one line per rule
+/// set.
+#[test]
+fn output_reg_clone_controller_traces_match_ovs_3_1() {
+    let data = include_str!("data/ovs31-regs-extras-traces.jsonl");
+    check(data, 2500);
+    for (what, at_least) in [
+        ("output:NXM_NX_REG", 100),
+        ("output:reg", 100),
+        ("clone(", 200),
+        ("controller(pause)", 30),
+        ("userdata=", 50),
+        ("sample(", 50),
+        ("userspace(controller(reason=", 100),
+    ] {
+        let n = data.lines().filter(|l| l.contains(what)).count();
+        assert!(n >= at_least, "{what} in only {n} rule sets");
+    }
+}
+
+/// True when the megaflows differ only in VLAN items, ours having OVS's
+/// and more, in a rule set that pops and pushes tags: a tag pushed after a
+/// pop is compared with the packet's whole tag (OVS compares them and
+/// reads nothing when they are equal, so its megaflow also covers packets
+/// with another priority, which need the tag rewritten).
+fn vlan_narrowing(rules: &str, ovs: &str, ours: &str) -> bool {
+    const VLAN: [&str; 3] = ["dl_vlan", "dl_vlan_pcp", "vlan_tci"];
+    if !(rules.contains("push_vlan") && rules.contains("pop_vlan")) {
+        return false;
+    }
+    let split = |m: &str| -> (Vec<String>, Vec<String>) {
+        m.split(',')
+            .map(str::to_string)
+            .partition(|i| VLAN.contains(&i.split('=').next().unwrap_or("")))
+    };
+    let ((ov, oo), (uv, uo)) = (split(ovs), split(ours));
+    oo == uo && ov.iter().all(|i| uv.contains(i)) && uv.len() > ov.len()
+}
+
+/// `userspace(controller(...))` written `userspace(controller)`.
+fn reduce_controller(actions: &str) -> String {
+    let mut out = String::new();
+    let mut rest = actions;
+    while let Some(i) = rest.find("userspace(controller(") {
+        out.push_str(&rest[..i]);
+        out.push_str("userspace(controller)");
+        rest = &rest[i..];
+        let end = rest.find("))").map_or(rest.len(), |e| e + 2);
+        rest = &rest[end..];
+    }
+    out.push_str(rest);
+    out
 }
 
 /// `actions` with the masks of `set(eth(...))` rewrites left out.
@@ -288,8 +415,18 @@ fn check(data: &str, at_least: usize) -> (usize, usize) {
             .map(|r| r.as_str().unwrap().to_string())
             .collect();
         let text = rules.join("\n");
-        let mut tables = RuleTables::new(parse_rules(&text, None).unwrap(), DEFAULT_PREFIXES);
+        let mut tables = match parse_rules(&text, None) {
+            Ok(r) => RuleTables::new(r, DEFAULT_PREFIXES),
+            Err(e) => {
+                // OVS loaded it: flowpath must too.
+                failures.push(format!("rules:\n{text}\nflowpath refuses them: {e}"));
+                continue;
+            }
+        };
         tables.set_ports(vec![1, 2, 3, 4]);
+        if let Some(m) = v["frag_mode"].as_str() {
+            tables.set_frag_mode(m.parse().unwrap());
+        }
         if let Some(g) = v["groups"].as_array().filter(|g| !g.is_empty()) {
             let text: Vec<&str> = g.iter().map(|x| x.as_str().unwrap()).collect();
             tables
@@ -364,6 +501,13 @@ fn check(data: &str, at_least: usize) -> (usize, usize) {
                 without_recirc_ids(ovs_actions),
             );
             let ovs_actions = ovs_actions.as_str();
+            // Data recorded before packet-ins were compared in full holds
+            // `userspace(controller)`: ours reduced to that.
+            let actions = if ovs_actions.contains("userspace(controller)") {
+                reduce_controller(&actions)
+            } else {
+                actions
+            };
             // With the L2 fields significant, a rewrite of them needs no
             // mask (the same rewrite).
             let l2 = l2_hash_narrowing(&text, ovs_megaflow, &megaflow);
@@ -375,6 +519,7 @@ fn check(data: &str, at_least: usize) -> (usize, usize) {
                         // installed (both drop the packet).
                         || x.error.is_some()
                         || mpls_narrowing(pkt, ovs_actions, ovs_megaflow, &megaflow)
+                        || vlan_narrowing(&text, ovs_megaflow, &megaflow)
                         || l2)
             };
             if !ok {

@@ -163,9 +163,7 @@ fn random_action(rng: &mut Rng, m: &Match) -> Option<Action> {
         1 => Action::InPort,
         2 => Action::All,
         3 => Action::Flood,
-        4 => Action::Controller {
-            max_len: rng.next() as u16,
-        },
+        4 => Action::controller(rng.next() as u16),
         5 => Action::Resubmit {
             port: rng.coin(2).then(|| random_port(rng)),
             table: rng.coin(2).then(|| rng.below(255) as u8),

@@ -759,7 +759,10 @@ impl Control {
                 .ok_or_else(|| format!("'{p}': expected KEY=VALUE"))?;
             if k.trim() == FRAG_MODE_KEY {
                 // The bridge's setting, not the datapath's.
-                let m: FragMode = v.trim().parse().map_err(|e| format!("{FRAG_MODE_KEY}: {e}"))?;
+                let m: FragMode = v
+                    .trim()
+                    .parse()
+                    .map_err(|e| format!("{FRAG_MODE_KEY}: {e}"))?;
                 frag_mode = Some(m);
                 continue;
             }

@@ -721,7 +721,10 @@ fn config_show_lists_every_key_config_set_accepts() {
         .filter_map(|l| l.split_once('='))
         .map(|(k, _)| k)
         .collect();
-    assert_eq!(shown, keys::key_names(), "{text}");
+    // The datapath's keys, then the bridge's frag mode.
+    let mut want = keys::key_names();
+    want.push("frag-mode");
+    assert_eq!(shown, want, "{text}");
     let v = json(&ctl, "config/show");
     for k in keys::KEYS {
         assert!(v.get(k.name).is_some(), "--json lacks {}: {v}", k.name);
@@ -737,5 +740,48 @@ fn config_show_lists_every_key_config_set_accepts() {
     }
     let e = call(&ctl, "config/set", &["cd-ways=3"]).unwrap_err();
     assert!(e.contains("cd_ways"), "{e}");
+    sw.shutdown();
+}
+
+/// `config/set frag-mode=` changes how the running switch looks IP
+/// fragments up (its traces and megaflows follow); a bad mode changes
+/// nothing.
+#[test]
+fn frag_mode_changes_at_run_time() {
+    let dir = temp_dir("frag-mode");
+    let frames: Vec<Vec<u8>> = (0..4).map(|i| udp_frame(1000 + i, 2000, 60)).collect();
+    let cap = dir.join("in.pcap");
+    write_capture(&cap, &frames);
+    let (sw, ctl) = start(
+        &dir,
+        "priority=100,udp,tp_dst=53,actions=drop\npriority=10,actions=output:2\n",
+        vec![(1, pcap_in(cap, true)), (2, PortSpec::Null)],
+    );
+    let first = "in_port=1,udp,nw_src=10.0.0.1,nw_dst=10.0.0.2,nw_frag=first,udp_src=7,udp_dst=53";
+    let trace = |ctl: &std::path::Path| call(ctl, "ofproto/trace", &[first]).unwrap();
+    assert!(json(&ctl, "config/show")["frag-mode"] == "normal");
+    // OVS's default: the first fragment looked up with ports 0.
+    assert!(
+        trace(&ctl).contains("Datapath actions: 2"),
+        "{}",
+        trace(&ctl)
+    );
+    let out = call(&ctl, "config/set", &["frag-mode=nx-match"]).unwrap();
+    assert!(out.contains("frag-mode=nx-match\n"), "{out}");
+    assert!(
+        trace(&ctl).contains("Datapath actions: drop"),
+        "{}",
+        trace(&ctl)
+    );
+    call(&ctl, "config/set", &["frag-mode=drop"]).unwrap();
+    let t = trace(&ctl);
+    assert!(t.contains("fragment handling mode is \"drop\""), "{t}");
+    let e = call(&ctl, "config/set", &["frag-mode=reassemble"]).unwrap_err();
+    assert!(e.contains("not supported"), "{e}");
+    let e = call(&ctl, "config/set", &["frag-mode=sideways", "flow-limit=5"]).unwrap_err();
+    assert!(e.contains("frag-mode"), "{e}");
+    let v = json(&ctl, "config/show");
+    assert_eq!(v["frag-mode"], "drop", "unchanged by the refused change");
+    assert_ne!(v["flow-limit"], 5, "all or nothing");
     sw.shutdown();
 }

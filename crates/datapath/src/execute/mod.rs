@@ -462,7 +462,7 @@ impl Executor {
                     self.output(pkt, *port, &mut trunc, j < copy_before, slot, tag);
                     delivered = true;
                 }
-                DpAction::Controller => {
+                DpAction::Controller { .. } => {
                     trunc = None;
                     self.stats.controller += 1;
                     delivered = true;
@@ -658,7 +658,7 @@ impl Executor {
                     self.output(pkt, *port, &mut run.trunc, copy, run.slot, run.tag);
                     run.delivered = true;
                 }
-                DpAction::Controller => {
+                DpAction::Controller { .. } => {
                     run.trunc = None;
                     self.stats.controller += 1;
                     run.delivered = true;

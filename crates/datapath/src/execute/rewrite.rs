@@ -53,7 +53,7 @@ pub(super) fn changes_packet(a: &DpAction) -> bool {
     !matches!(
         a,
         DpAction::Output(_)
-            | DpAction::Controller
+            | DpAction::Controller { .. }
             | DpAction::Trunc(_)
             | DpAction::SetPriority(_)
             | DpAction::SetMark { .. }
@@ -79,6 +79,9 @@ pub fn apply(
             SetHeader::Tcp | SetHeader::Udp | SetHeader::Sctp => {
                 set_l4(pkt, meta, *header, key, mask)
             }
+            SetHeader::Arp => set_arp(pkt, meta, key, mask),
+            SetHeader::Icmp | SetHeader::Icmpv6 => set_icmp(pkt, meta, *header, key, mask),
+            SetHeader::Nd => set_nd(pkt, meta, key, mask),
         },
         DpAction::PushVlan { tpid, tci } => push_vlan(pkt, meta, *tpid, *tci),
         DpAction::PopVlan => pop_vlan(pkt, meta),
@@ -97,7 +100,7 @@ pub fn apply(
         }
         DpAction::Output(_)
         | DpAction::Hash { .. }
-        | DpAction::Controller
+        | DpAction::Controller { .. }
         | DpAction::Trunc(_)
         | DpAction::Recirc(_)
         | DpAction::CheckPktLen { .. } => Ok(()),
@@ -309,7 +312,7 @@ pub fn set_l4(
         SetHeader::Tcp => ip_proto::TCP,
         SetHeader::Udp => ip_proto::UDP,
         SetHeader::Sctp => ip_proto::SCTP,
-        SetHeader::Eth | SetHeader::Ipv4 | SetHeader::Ipv6 => return Err(ExecError::NoHeader),
+        _ => return Err(ExecError::NoHeader),
     };
     if meta.l4 == NONE || meta.nw_proto != proto {
         return Err(ExecError::NoHeader);
@@ -366,6 +369,150 @@ pub fn set_l4(
             }
         }
     }
+    Ok(())
+}
+
+/// The Internet checksum `csum` (as stored) after the bytes `old` became
+/// `new` at an even offset of the checksummed data (RFC 1624, eqn. 3).
+pub(super) fn csum_replace(csum: u16, old: &[u8], new: &[u8]) -> u16 {
+    let mut sum = u32::from(!csum);
+    for (o, n) in old.chunks(2).zip(new.chunks(2)) {
+        let w = |c: &[u8]| u32::from(u16::from_be_bytes([c[0], *c.get(1).unwrap_or(&0)]));
+        sum += u32::from(!(w(o) as u16)) + w(n);
+    }
+    while sum > 0xffff {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    !(sum as u16)
+}
+
+/// Rewrites the masked bits of an Ethernet/IPv4 ARP packet's sender and
+/// target addresses and opcode (no checksum).
+pub fn set_arp(
+    pkt: &mut PacketBuf,
+    meta: &PacketMeta,
+    key: &FlowKey,
+    mask: &FlowMask,
+) -> Result<(), ExecError> {
+    if meta.l3 == NONE {
+        return Err(ExecError::NoHeader);
+    }
+    let l3 = usize::from(meta.l3);
+    let h = pkt
+        .data_mut()
+        .get_mut(l3..l3 + 28)
+        .ok_or(ExecError::NoHeader)?;
+    if h[..6] != [0, 1, 8, 0, 6, 4] {
+        return Err(ExecError::NoHeader);
+    }
+    let mk = mask.to_key();
+    // The key's opcode is its low byte (OVS's, as it keeps it).
+    h[7] = masked(h[7], key.nw_proto(), mk.nw_proto());
+    let mac = |b: &mut [u8], v: u64, m: u64| {
+        let mut o = [0u8; 8];
+        o[2..].copy_from_slice(b);
+        let n = masked(u64::from_be_bytes(o), v, m).to_be_bytes();
+        b.copy_from_slice(&n[2..]);
+    };
+    let ip = |b: &mut [u8], v: u32, m: u32| {
+        let o = u32::from_be_bytes([b[0], b[1], b[2], b[3]]);
+        b.copy_from_slice(&masked(o, v, m).to_be_bytes());
+    };
+    mac(&mut h[8..14], key.arp_sha(), mk.arp_sha());
+    ip(&mut h[14..18], key.nw_src(), mk.nw_src());
+    mac(&mut h[18..24], key.arp_tha(), mk.arp_tha());
+    ip(&mut h[24..28], key.nw_dst(), mk.nw_dst());
+    Ok(())
+}
+
+/// Rewrites the masked bits of an ICMPv4 or ICMPv6 type and code, patching
+/// the checksum.
+pub fn set_icmp(
+    pkt: &mut PacketBuf,
+    meta: &PacketMeta,
+    header: SetHeader,
+    key: &FlowKey,
+    mask: &FlowMask,
+) -> Result<(), ExecError> {
+    let proto = if header == SetHeader::Icmp {
+        ip_proto::ICMP
+    } else {
+        ip_proto::ICMPV6
+    };
+    if meta.l4 == NONE || meta.nw_proto != proto {
+        return Err(ExecError::NoHeader);
+    }
+    let mk = mask.to_key();
+    let l4 = usize::from(meta.l4);
+    let t = pkt
+        .data_mut()
+        .get_mut(l4..l4 + 4)
+        .ok_or(ExecError::NoHeader)?;
+    let old = [t[0], t[1]];
+    let new = [
+        masked(t[0], key.tp_src() as u8, mk.tp_src() as u8),
+        masked(t[1], key.tp_dst() as u8, mk.tp_dst() as u8),
+    ];
+    if new != old {
+        t[..2].copy_from_slice(&new);
+        let c = csum_replace(u16::from_be_bytes([t[2], t[3]]), &old, &new);
+        t[2..4].copy_from_slice(&c.to_be_bytes());
+    }
+    Ok(())
+}
+
+/// Rewrites the masked bits of a neighbour solicitation's or
+/// advertisement's target and of its source/target link-layer address
+/// options (where the packet has them), patching the ICMPv6 checksum.
+pub fn set_nd(
+    pkt: &mut PacketBuf,
+    meta: &PacketMeta,
+    key: &FlowKey,
+    mask: &FlowMask,
+) -> Result<(), ExecError> {
+    if meta.l4 == NONE || meta.nw_proto != ip_proto::ICMPV6 {
+        return Err(ExecError::NoHeader);
+    }
+    let mk = mask.to_key();
+    let l4 = usize::from(meta.l4);
+    let d = pkt.data_mut();
+    let end = ip_end(d, usize::from(meta.l3)).max(l4);
+    let t = d.get_mut(l4..end).ok_or(ExecError::NoHeader)?;
+    if t.len() < 24 || !matches!(t[0], 135 | 136) {
+        return Err(ExecError::NoHeader);
+    }
+    let mut csum = u16::from_be_bytes([t[2], t[3]]);
+    let mut patch = |t: &mut [u8], at: usize, new: &[u8]| {
+        let old = t[at..at + new.len()].to_vec();
+        if old != new {
+            csum = csum_replace(csum, &old, new);
+            t[at..at + new.len()].copy_from_slice(new);
+        }
+    };
+    let target = u128::from_be_bytes(t[8..24].try_into().map_err(|_| ExecError::NoHeader)?);
+    let n = masked(target, key.nd_target(), mk.nd_target()).to_be_bytes();
+    patch(t, 8, &n);
+    // Options: type, length in units of 8 bytes, data.
+    let mut o = 24;
+    while o + 8 <= t.len() {
+        let (kind, len) = (t[o], usize::from(t[o + 1]) * 8);
+        if len == 0 || o + len > t.len() {
+            break;
+        }
+        let (v, m) = match kind {
+            1 => (key.arp_sha(), mk.arp_sha()),
+            2 => (key.arp_tha(), mk.arp_tha()),
+            _ => (0, 0),
+        };
+        if m != 0 {
+            let mut b = [0u8; 8];
+            b[2..].copy_from_slice(&t[o + 2..o + 8]);
+            let n = masked(u64::from_be_bytes(b), v, m).to_be_bytes();
+            patch(t, o + 2, &n[2..]);
+        }
+        o += len;
+    }
+    t[2..4].copy_from_slice(&csum.to_be_bytes());
     Ok(())
 }
 

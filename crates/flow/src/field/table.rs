@@ -364,7 +364,7 @@ pub static FIELDS: &[FieldInfo] = &[
         bits(W_TP, 0, 8),
         V::Int,
         ICMP,
-        false,
+        true,
         false,
     ),
     f(
@@ -375,7 +375,7 @@ pub static FIELDS: &[FieldInfo] = &[
         bits(W_TP, 16, 8),
         V::Int,
         ICMP,
-        false,
+        true,
         false,
     ),
     f(
@@ -386,7 +386,7 @@ pub static FIELDS: &[FieldInfo] = &[
         bits(W_TP, 0, 8),
         V::Int,
         ICMP6,
-        false,
+        true,
         false,
     ),
     f(
@@ -397,7 +397,7 @@ pub static FIELDS: &[FieldInfo] = &[
         bits(W_TP, 16, 8),
         V::Int,
         ICMP6,
-        false,
+        true,
         false,
     ),
     f(
@@ -408,7 +408,7 @@ pub static FIELDS: &[FieldInfo] = &[
         bits(W_META, 48, 8),
         V::Int,
         Prereq::eth(E::Arp),
-        false,
+        true,
         false,
     ),
     f(
@@ -419,7 +419,7 @@ pub static FIELDS: &[FieldInfo] = &[
         bits(W_NW, 0, 32),
         V::Ipv4,
         Prereq::eth(E::Arp),
-        false,
+        true,
         true,
     ),
     f(
@@ -430,7 +430,7 @@ pub static FIELDS: &[FieldInfo] = &[
         bits(W_NW, 32, 32),
         V::Ipv4,
         Prereq::eth(E::Arp),
-        false,
+        true,
         true,
     ),
     f(
@@ -441,7 +441,7 @@ pub static FIELDS: &[FieldInfo] = &[
         bits(W_ARP_SHA, 0, 48),
         V::Mac,
         Prereq::eth(E::Arp),
-        false,
+        true,
         true,
     ),
     f(
@@ -452,7 +452,7 @@ pub static FIELDS: &[FieldInfo] = &[
         bits(W_ARP_THA, 0, 48),
         V::Mac,
         Prereq::eth(E::Arp),
-        false,
+        true,
         true,
     ),
     f(
@@ -502,7 +502,7 @@ pub static FIELDS: &[FieldInfo] = &[
             wide(W_ND_TARGET),
             V::Ipv6,
             ICMP6,
-            false,
+            true,
             true,
         )
     },
@@ -520,7 +520,7 @@ pub static FIELDS: &[FieldInfo] = &[
             bits(W_ARP_SHA, 0, 48),
             V::Mac,
             ICMP6,
-            false,
+            true,
             true,
         )
     },
@@ -538,7 +538,7 @@ pub static FIELDS: &[FieldInfo] = &[
             bits(W_ARP_THA, 0, 48),
             V::Mac,
             ICMP6,
-            false,
+            true,
             true,
         )
     },

@@ -25,7 +25,54 @@ impl fmt::Display for Action {
             Action::All => f.write_str("ALL"),
             Action::Flood => f.write_str("FLOOD"),
             Action::Normal => f.write_str("NORMAL"),
-            Action::Controller { max_len } => write!(f, "CONTROLLER:{max_len}"),
+            Action::Controller { max_len, .. } if self.is_plain_controller() => {
+                write!(f, "CONTROLLER:{max_len}")
+            }
+            Action::Controller {
+                max_len,
+                reason,
+                id,
+                userdata,
+                pause,
+                meter_id,
+            } => {
+                // As OVS: the options that differ from the defaults.
+                let mut parts: Vec<String> = Vec::new();
+                if reason != 1 {
+                    let name = PACKET_IN_REASONS.get(usize::from(reason)).copied().unwrap_or("action");
+                    parts.push(format!("reason={name}"));
+                }
+                if max_len != CONTROLLER_MAX_LEN {
+                    parts.push(format!("max_len={max_len}"));
+                }
+                if id != 0 {
+                    parts.push(format!("id={id}"));
+                }
+                let bytes = userdata::get(userdata);
+                if !bytes.is_empty() {
+                    let hex: Vec<String> = bytes.iter().map(|b| format!("{b:02x}")).collect();
+                    parts.push(format!("userdata={}", hex.join(".")));
+                }
+                if pause {
+                    parts.push("pause".into());
+                }
+                if let Some(m) = meter_id {
+                    parts.push(format!("meter_id={m}"));
+                }
+                write!(f, "controller({})", parts.join(","))
+            }
+            Action::OutputReg { src } => write!(f, "output:{src}"),
+            Action::Sample {
+                probability,
+                collector_set_id,
+                obs_domain_id,
+                obs_point_id,
+            } => write!(
+                f,
+                "sample(probability={probability},collector_set_id={collector_set_id},obs_domain_id={obs_domain_id},obs_point_id={obs_point_id})"
+            ),
+            // (The list printers print the actions it holds.)
+            Action::Clone { .. } => f.write_str("clone"),
             Action::Resubmit { port, table } => match (port, table) {
                 (None, None) => f.write_str("resubmit:IN_PORT"),
                 (Some(p), None) => {
@@ -183,11 +230,26 @@ pub fn format_actions(actions: &[Action]) -> String {
     if actions.is_empty() {
         return "drop".into();
     }
-    actions
-        .iter()
-        .map(|a| a.to_string())
-        .collect::<Vec<_>>()
-        .join(",")
+    format_list(actions, &|a| a.to_string())
+}
+
+/// Prints `actions` comma-separated, each by `one`, a `clone` with the
+/// actions it holds in parentheses.
+fn format_list(actions: &[Action], one: &dyn Fn(&Action) -> String) -> String {
+    let mut out: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < actions.len() {
+        let a = &actions[i];
+        if let Action::Clone { len } = *a {
+            let end = (i + 1 + usize::from(len)).min(actions.len());
+            out.push(format!("clone({})", format_list(&actions[i + 1..end], one)));
+            i = end;
+            continue;
+        }
+        out.push(one(a));
+        i += 1;
+    }
+    out.join(",")
 }
 
 /// Prints a rule's instructions: its actions, with the
@@ -197,13 +259,9 @@ pub fn format_instructions(actions: &[Action], write_set: &[Action]) -> String {
     if actions.is_empty() {
         return "drop".into();
     }
-    actions
-        .iter()
-        .map(|a| match a {
-            Action::WriteActions if write_set.is_empty() => "write_actions()".to_string(),
-            Action::WriteActions => format!("write_actions({})", format_actions(write_set)),
-            a => a.to_string(),
-        })
-        .collect::<Vec<_>>()
-        .join(",")
+    format_list(actions, &|a| match a {
+        Action::WriteActions if write_set.is_empty() => "write_actions()".to_string(),
+        Action::WriteActions => format!("write_actions({})", format_actions(write_set)),
+        a => a.to_string(),
+    })
 }

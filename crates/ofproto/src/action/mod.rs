@@ -76,6 +76,79 @@ pub const MAX_DEC_TTL_IDS: usize = 8;
 /// The `max_len` of a `controller` action that gives no length.
 pub const CONTROLLER_MAX_LEN: u16 = 0xffff;
 
+/// The packet-in reasons, by OpenFlow number, as `controller(reason=...)`
+/// names them.
+pub const PACKET_IN_REASONS: [&str; 6] = [
+    "no_match",
+    "action",
+    "invalid_ttl",
+    "action_set",
+    "group",
+    "packet_out",
+];
+
+impl Action {
+    /// `CONTROLLER:max_len`: a packet-in for reason "action" to every
+    /// controller.
+    pub const fn controller(max_len: u16) -> Action {
+        Action::Controller {
+            max_len,
+            reason: 1,
+            id: 0,
+            userdata: 0,
+            pause: false,
+            meter_id: None,
+        }
+    }
+
+    /// True for a `controller` with no option but its length: OpenFlow
+    /// carries it as an output to the CONTROLLER port, whose packet-in
+    /// reason depends on where it runs (a group bucket, the action set).
+    pub fn is_plain_controller(&self) -> bool {
+        matches!(
+            *self,
+            Action::Controller {
+                reason: 1,
+                id: 0,
+                userdata: 0,
+                pause: false,
+                meter_id: None,
+                ..
+            }
+        )
+    }
+}
+
+/// The `controller(userdata=...)` bytes of the process, interned: actions
+/// are plain values, so they hold an index into this table.
+pub mod userdata {
+    use std::sync::{Mutex, OnceLock};
+
+    fn table() -> &'static Mutex<Vec<Vec<u8>>> {
+        static T: OnceLock<Mutex<Vec<Vec<u8>>>> = OnceLock::new();
+        T.get_or_init(|| Mutex::new(Vec::new()))
+    }
+
+    /// The index of `bytes` (1-based; the same bytes, the same index).
+    pub fn intern(bytes: &[u8]) -> u32 {
+        let mut t = table().lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(i) = t.iter().position(|b| b == bytes) {
+            return i as u32 + 1;
+        }
+        t.push(bytes.to_vec());
+        t.len() as u32
+    }
+
+    /// The bytes of index `i` (empty for 0 or an unknown index).
+    pub fn get(i: u32) -> Vec<u8> {
+        if i == 0 {
+            return Vec::new();
+        }
+        let t = table().lock().unwrap_or_else(|e| e.into_inner());
+        t.get(i as usize - 1).cloned().unwrap_or_default()
+    }
+}
+
 /// One rule action. A rule with no action drops the packet.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
 pub enum Action {
@@ -155,6 +228,44 @@ pub enum Action {
     Controller {
         /// Bytes of the packet to send.
         max_len: u16,
+        /// The packet-in's reason (OpenFlow's `OFPR_*` number: 0
+        /// no_match, 1 action, 2 invalid_ttl, 3 action_set, 4 group, 5
+        /// packet_out).
+        reason: u8,
+        /// The controller connection id (`id=`; 0: every controller).
+        id: u16,
+        /// `userdata=HEX`: an index into the process's userdata table
+        /// ([`userdata`]), 0 for none.
+        userdata: u32,
+        /// `pause`: translation stops here, to resume when the controller
+        /// sends the packet back (a continuation).
+        pause: bool,
+        /// `meter_id=N`.
+        meter_id: Option<u32>,
+    },
+    /// Output to the port held in `src` (`output:NXM_NX_REG0[0..15]`).
+    OutputReg {
+        /// Where the port number is.
+        src: Subfield,
+    },
+    /// `sample(...)`: sFlow/IPFIX sampling to a flow-sample collector set.
+    Sample {
+        /// Packets sampled out of 65535.
+        probability: u16,
+        /// `collector_set_id=`.
+        collector_set_id: u32,
+        /// `obs_domain_id=`.
+        obs_domain_id: u32,
+        /// `obs_point_id=`.
+        obs_point_id: u32,
+    },
+    /// `clone(...)`: the next `len` actions of the same list run on a copy
+    /// of the packet; the packet after the clone is as it was before it.
+    /// (Laid out flat, as [`flowpath_odp::DpAction::CheckPktLen`].)
+    Clone {
+        /// How many of the following actions the clone holds (nested
+        /// clones counted whole).
+        len: u16,
     },
     /// Look the packet up again, with `in_port` replaced by `port` (None:
     /// unchanged) in `table` (None: the current table).
@@ -438,14 +549,11 @@ const UNSUPPORTED: &[&str] = &[
     "meter",
     "autopath",
     "exit",
-    "sample",
-    "clone",
     "encap",
     "decap",
     "dec_nsh_ttl",
     "stack_push",
     "stack_pop",
-    "output_reg",
     "delete_field",
     "debug_recirc",
     "debug_slow",

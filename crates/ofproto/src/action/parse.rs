@@ -145,9 +145,7 @@ pub(super) fn port_action(p: Dest) -> Action {
         Dest::InPort => Action::InPort,
         Dest::All => Action::All,
         Dest::Flood => Action::Flood,
-        Dest::Controller => Action::Controller {
-            max_len: CONTROLLER_MAX_LEN,
-        },
+        Dest::Controller => Action::controller(CONTROLLER_MAX_LEN),
         Dest::Normal => Action::Normal,
     }
 }
@@ -176,23 +174,73 @@ pub(super) fn parse_small(name: &str, s: &str, max: u128, what: &str) -> Result<
 }
 
 pub(super) fn parse_controller(name: &str, arg: Arg<'_>) -> Result<Action, RuleError> {
-    let max_len = match arg {
-        Arg::None => CONTROLLER_MAX_LEN,
-        Arg::Colon(s) => parse_small(name, s, 0xffff, "max_len")? as u16,
+    let mut a = Action::controller(CONTROLLER_MAX_LEN);
+    let Action::Controller {
+        max_len,
+        reason,
+        id,
+        userdata,
+        pause,
+        meter_id,
+    } = &mut a
+    else {
+        return fail(name, "controller");
+    };
+    match arg {
+        Arg::None => {}
+        Arg::Colon(s) => *max_len = parse_small(name, s, 0xffff, "max_len")? as u16,
         Arg::Paren(s) => {
-            let mut max_len = CONTROLLER_MAX_LEN;
             for kv in s.split(',').map(str::trim).filter(|kv| !kv.is_empty()) {
-                match kv.split_once('=') {
-                    Some((k, v)) if k.trim() == "max_len" => {
-                        max_len = parse_small(name, v, 0xffff, "max_len")? as u16;
+                let (k, v) = match kv.split_once('=') {
+                    Some((k, v)) => (k.trim(), Some(v.trim())),
+                    None => (kv, None),
+                };
+                match (k, v) {
+                    ("max_len", Some(v)) => {
+                        *max_len = parse_small(name, v, 0xffff, "max_len")? as u16
                     }
-                    _ => return unsupported(name, &format!("controller option '{kv}'")),
+                    ("id", Some(v)) => *id = parse_small(name, v, 0xffff, "controller id")? as u16,
+                    ("meter_id", Some(v)) => {
+                        *meter_id =
+                            Some(parse_small(name, v, u128::from(u32::MAX), "meter id")? as u32)
+                    }
+                    ("reason", Some(v)) => {
+                        let Some(r) = PACKET_IN_REASONS.iter().position(|n| *n == v) else {
+                            return fail(
+                                name,
+                                format!(
+                                    "unknown reason \"{v}\" (expected one of {})",
+                                    PACKET_IN_REASONS.join(", ")
+                                ),
+                            );
+                        };
+                        *reason = r as u8;
+                    }
+                    ("userdata", Some(v)) => {
+                        let mut bytes = Vec::new();
+                        for b in v.split('.').filter(|b| !b.is_empty()) {
+                            let ok = b.len() <= 2 && u8::from_str_radix(b, 16).is_ok();
+                            if !ok {
+                                return fail(
+                                    name,
+                                    format!("userdata '{v}' is not hex bytes (userdata=00.11.22)"),
+                                );
+                            }
+                            bytes.push(u8::from_str_radix(b, 16).unwrap_or(0));
+                        }
+                        *userdata = if bytes.is_empty() {
+                            0
+                        } else {
+                            super::userdata::intern(&bytes)
+                        };
+                    }
+                    ("pause", None) => *pause = true,
+                    _ => return fail(name, format!("unknown controller option '{kv}'")),
                 }
             }
-            max_len
         }
-    };
-    Ok(Action::Controller { max_len })
+    }
+    Ok(a)
 }
 
 pub(super) fn parse_resubmit(name: &str, arg: Arg<'_>) -> Result<Action, RuleError> {
@@ -332,17 +380,9 @@ pub(super) fn parse_dst(name: &str, text: &str, matching: &Match) -> Result<Subf
     let sf = parse_src(name, text, matching)?;
     let info = sf.field.info();
     if !info.writable {
-        let why = if matches!(
-            info.id,
-            FieldId::ArpOp | FieldId::ArpSpa | FieldId::ArpTpa | FieldId::ArpSha | FieldId::ArpTha
-        ) {
-            " by flowpath (no ARP rewrite)"
-        } else {
-            ""
-        };
         return fail(
             name,
-            format!("destination field {} is not writable{why}", info.name),
+            format!("destination field {} is not writable", info.name),
         );
     }
     Ok(sf)
@@ -718,26 +758,25 @@ fn track_vlan(a: &Action, cur: &mut Option<Match>, matching: &Match) -> Result<(
             ..
         }
         | Action::Load {
-            dst: Subfield {
-                field: FieldId::VlanVid,
-                ..
-            },
+            dst:
+                Subfield {
+                    field: FieldId::VlanVid,
+                    ..
+                },
             ..
-        } => {
-            if !tagged(cur.as_ref().unwrap_or(matching)) {
-                let what = if matches!(a, Action::Load { .. }) {
-                    "load"
-                } else {
-                    "set_field"
-                };
-                return fail(
-                    what,
-                    format!(
-                        "{a}: vlan_vid lacks its prerequisite: the packet has no VLAN tag here \
-                         (match dl_vlan=N or vlan_vid=0x1000/0x1000, or push_vlan first)"
-                    ),
-                );
-            }
+        } if !tagged(cur.as_ref().unwrap_or(matching)) => {
+            let what = if matches!(a, Action::Load { .. }) {
+                "load"
+            } else {
+                "set_field"
+            };
+            return fail(
+                what,
+                format!(
+                    "{a}: vlan_vid lacks its prerequisite: the packet has no VLAN tag here \
+                     (match dl_vlan=N or vlan_vid=0x1000/0x1000, or push_vlan first)"
+                ),
+            );
         }
         Action::PushVlan(_) | Action::ModVlanVid(_) => set_cfi(cur, true),
         Action::PopVlan => set_cfi(cur, false),
@@ -765,6 +804,38 @@ pub fn parse_actions(text: &str, matching: &Match, table: u8) -> Result<Vec<Acti
             if !ok {
                 return fail("note", format!("'{hex}' is not hex bytes (note:00.11.22)"));
             }
+            continue;
+        }
+        if let Some(inner) = item
+            .trim()
+            .strip_prefix("clone(")
+            .and_then(|r| r.strip_suffix(')'))
+        {
+            // The actions it holds, checked against the match as the list
+            // has it here; what they change does not leak out.
+            let body = parse_actions(inner, cur.as_ref().unwrap_or(matching), table)?;
+            if let Some(bad) = body.iter().find(|a| {
+                matches!(
+                    a,
+                    Action::GotoTable(_)
+                        | Action::WriteActions
+                        | Action::ClearActions
+                        | Action::WriteMetadata { .. }
+                )
+            }) {
+                return fail(
+                    "clone",
+                    format!("{bad} is an instruction: not allowed inside clone(...)"),
+                );
+            }
+            if body.iter().any(|a| matches!(a, Action::OutputTrunc { .. })) {
+                // (OVS then needs the datapath's own clone action.)
+                return unsupported("clone", "output(port=..,max_len=..) inside clone(...)");
+            }
+            let len = u16::try_from(body.len())
+                .map_err(|_| RuleError::new(Some("clone"), "too many actions".to_string()))?;
+            actions.push(Action::Clone { len });
+            actions.extend(body);
             continue;
         }
         match parse_one(item, cur.as_ref().unwrap_or(matching), table)? {

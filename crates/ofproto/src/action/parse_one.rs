@@ -49,6 +49,7 @@ pub(super) fn parse_one(
             tag_family(it, matching, table)
         }
         "bundle" | "bundle_load" | "multipath" => choice_family(it, matching),
+        "sample" => parse_sample(it).map(Some),
         _ => other_action(it),
     }
 }
@@ -102,6 +103,11 @@ fn ports_family(it: Item<'_>, _matching: &Match, _table: u8) -> Result<Option<Ac
                         )
                     }
                 }
+            }
+            Arg::Colon(s) if s.contains('[') => {
+                // `output:NXM_NX_REG0[0..15]`: the port a field holds.
+                let src = Subfield::parse(s).map_err(|e| RuleError::new(Some(name), e))?;
+                Action::OutputReg { src }
             }
             _ => port_action(parse_port(name, need_arg(name, arg)?)?),
         },
@@ -615,4 +621,46 @@ fn other_action(it: Item<'_>) -> Result<Option<Action>, RuleError> {
         }
     };
     Ok(Some(a))
+}
+
+/// `sample(probability=N,collector_set_id=C,obs_domain_id=D,obs_point_id=P)`.
+fn parse_sample(it: Item<'_>) -> Result<Action, RuleError> {
+    let Item { name, arg, .. } = it;
+    let Arg::Paren(s) = arg else {
+        return fail(name, "sample needs (probability=N,...)");
+    };
+    let (mut p, mut c, mut d, mut o) = (None, 0u32, 0u32, 0u32);
+    for kv in s.split(',').map(str::trim).filter(|kv| !kv.is_empty()) {
+        let Some((k, v)) = kv.split_once('=') else {
+            return fail(name, format!("unexpected '{kv}' in sample(...)"));
+        };
+        let n32 = |what: &str| -> Result<u32, RuleError> {
+            Ok(super::parse::parse_small(name, v, u128::from(u32::MAX), what)? as u32)
+        };
+        match k.trim() {
+            "probability" => {
+                let n = super::parse::parse_small(name, v, 0xffff, "probability")? as u16;
+                if n == 0 {
+                    return fail(name, "invalid probability value \"0\"");
+                }
+                p = Some(n);
+            }
+            "collector_set_id" => c = n32("collector_set_id")?,
+            "obs_domain_id" => d = n32("obs_domain_id")?,
+            "obs_point_id" => o = n32("obs_point_id")?,
+            "sampling_port" | "ingress" | "egress" => {
+                return unsupported(name, &format!("sample option {}", k.trim()))
+            }
+            _ => return fail(name, format!("unexpected '{kv}' in sample(...)")),
+        }
+    }
+    let Some(probability) = p else {
+        return fail(name, "non-zero \"probability\" must be specified on sample");
+    };
+    Ok(Action::Sample {
+        probability,
+        collector_set_id: c,
+        obs_domain_id: d,
+        obs_point_id: o,
+    })
 }

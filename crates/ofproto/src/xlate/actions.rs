@@ -28,7 +28,45 @@ pub(super) struct At<'x> {
     pub(super) indent: u32,
 }
 
+/// The action an OpenFlow port number (16 bits, as `output:REG` reads
+/// it) outputs with; `None` for 0, NONE, TABLE and numbers past 16 bits.
+fn port_of(port: u128) -> Option<Action> {
+    Some(match port {
+        1..0xff00 => Action::Output(port as u32),
+        0xfff8 => Action::InPort,
+        0xfffa => Action::Normal,
+        0xfffb => Action::Flood,
+        0xfffc => Action::All,
+        0xfffd => Action::controller(u16::MAX),
+        0xfffe => Action::Output(crate::action::OFPP_LOCAL),
+        _ => return None,
+    })
+}
+
 impl<L: Lookup> Ctx<'_, '_, L> {
+    /// A packet-in: the pending changes committed, then the datapath's
+    /// `userspace(controller(...))` (an action-reason one from a
+    /// table-miss rule is an explicit miss).
+    pub(super) fn packet_in(&mut self, reason: u8, id: u16, max_len: u16) {
+        self.commit();
+        let reason = if reason == 1 && self.miss_rule {
+            6
+        } else {
+            reason
+        };
+        let cookie = if self.cookie == u64::MAX {
+            0
+        } else {
+            self.cookie
+        };
+        self.odp.push(DpAction::Controller {
+            reason,
+            id,
+            max_len,
+            cookie,
+        });
+    }
+
     /// Outputs and where they go: ports, `IN_PORT`, `ALL`/`FLOOD`, the
     /// controller, `NORMAL`, queues.
     pub(super) fn output_action(&mut self, a: &Action, indent: u32) -> Step {
@@ -66,9 +104,51 @@ impl<L: Lookup> Ctx<'_, '_, L> {
                     self.output(p);
                 }
             }
-            Action::Controller { .. } => {
-                self.commit();
-                self.odp.push(DpAction::Controller);
+            Action::Controller {
+                max_len,
+                reason,
+                id,
+                pause,
+                ..
+            } => {
+                if pause {
+                    // As OVS: the translation stops here (with a
+                    // controller connected, it would resume from the
+                    // continuation the controller sends back).
+                    self.note(indent + 1, "pausing: the rest waits for the controller");
+                    // (The freeze commits what is pending first.)
+                    self.commit();
+                    self.paused = true;
+                    return Step::Stop;
+                }
+                // A plain one is OpenFlow's output to CONTROLLER: its
+                // reason comes from where it runs.
+                let reason = if a.is_plain_controller() {
+                    if self.in_bucket {
+                        4
+                    } else if self.in_action_set {
+                        3
+                    } else {
+                        1
+                    }
+                } else {
+                    reason
+                };
+                self.packet_in(reason, id, max_len);
+            }
+            Action::OutputReg { src } => {
+                let port = self.read_subfield(src).unwrap_or(0);
+                // As OVS: a number that is not one of the bridge's ports
+                // outputs nothing.
+                let known =
+                    |p: u32| p == crate::action::OFPP_LOCAL || self.tables.ports().contains(&p);
+                match port_of(port).filter(|a| !matches!(*a, Action::Output(p) if !known(p))) {
+                    Some(a) => return self.output_action(&a, indent),
+                    None => self.note(
+                        indent + 1,
+                        &format!("output port {port} is out of range or not a port"),
+                    ),
+                }
             }
             Action::Normal => self.xlate_normal(indent + 1),
             // As OVS: a queue action makes the priority significant
@@ -275,8 +355,12 @@ impl<L: Lookup> Ctx<'_, '_, L> {
                     // "invalid TTL") and this table's remaining actions
                     // are skipped.
                     self.commit();
-                    for _ in 0..packet_ins {
-                        self.odp.push(DpAction::Controller);
+                    for k in 0..packet_ins {
+                        let id = match *a {
+                            Action::DecTtlIds { ids, .. } => ids[k],
+                            _ => 0,
+                        };
+                        self.packet_in(2, id, u16::MAX);
                     }
                     return Step::Stop;
                 }
@@ -391,8 +475,7 @@ impl<L: Lookup> Ctx<'_, '_, L> {
                         self.flow.set_mpls_lse0((lse & !0xff) | (ttl - 1));
                         return Step::Next;
                     }
-                    self.commit();
-                    self.odp.push(DpAction::Controller);
+                    self.packet_in(2, 0, u16::MAX);
                 }
                 self.note(indent + 1, "MPLS decrement TTL exception");
                 return Step::Stop;

@@ -41,6 +41,14 @@ impl<L: Lookup> Ctx<'_, '_, L> {
             self.commit_header(SetHeader::Ipv4, IPV4);
         } else if self.flow.nw_proto() != 0 && self.base.is_ipv6() {
             self.commit_header(SetHeader::Ipv6, IPV6);
+            // Neighbour discovery after IPv6, as OVS (a masked set).
+            if self.base.nw_proto() == 58 && is_nd(&self.base) {
+                self.commit_header(SetHeader::Nd, &[&[NdTarget], &[NdSll], &[NdTll]]);
+            }
+        } else if self.flow.nw_proto() != 0 && matches!(self.base.dl_type(), 0x0806 | 0x8035) {
+            // ARP (its opcode is where nw_proto is): a masked set.
+            const ARP: &[&[FieldId]] = &[&[ArpSpa], &[ArpTpa], &[ArpOp], &[ArpSha], &[ArpTha]];
+            self.commit_header(SetHeader::Arp, ARP);
         }
         if self.flow.nw_proto() != 0
             && self.base.is_ip_any()
@@ -53,6 +61,7 @@ impl<L: Lookup> Ctx<'_, '_, L> {
                 _ => {}
             }
         }
+        self.commit_icmp();
         if !mpls_first {
             self.commit_mpls();
         }
@@ -81,6 +90,25 @@ impl<L: Lookup> Ctx<'_, '_, L> {
             self.wc = FlowMask::from_key(&m);
             self.base.set_pkt_mark(mark);
         }
+    }
+
+    /// ICMP type and code, as OVS commits them: when either significant
+    /// one differs, a set of both (not masked), both then significant.
+    fn commit_icmp(&mut self) {
+        let header = match (self.flow.dl_type(), self.flow.nw_proto()) {
+            (0x0800, 1) => SetHeader::Icmp,
+            (0x86dd, 58) => SetHeader::Icmpv6,
+            _ => return,
+        };
+        let mut m = FlowMask::catchall();
+        m.or_assign(&FieldId::IcmpType.info().storage_mask());
+        m.or_assign(&FieldId::IcmpCode.info().storage_mask());
+        if self.flow.eq_masked(&self.base, &m.intersect(&self.wc)) {
+            return;
+        }
+        self.wc.or_assign(&m);
+        let key = self.flow.masked(&m);
+        self.emit_set(header, key, m);
     }
 
     /// Emits one `set` for `header` carrying every field (group) whose
@@ -227,4 +255,13 @@ impl<L: Lookup> Ctx<'_, '_, L> {
         }
         self.wc = FlowMask::from_key(&m);
     }
+}
+
+/// An IPv6 neighbour solicitation or advertisement (code 0), as OVS's
+/// `is_nd`.
+fn is_nd(k: &FlowKey) -> bool {
+    k.is_ipv6()
+        && k.nw_proto() == 58
+        && matches!(k.tp_src() & 0xff, 135 | 136)
+        && k.tp_dst() & 0xff == 0
 }

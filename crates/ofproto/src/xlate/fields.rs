@@ -5,6 +5,42 @@
 use super::*;
 
 impl<L: Lookup> Ctx<'_, '_, L> {
+    /// `clone(...)`'s actions, as OVS translates a clone with no action
+    /// that needs the datapath's own clone (flowpath refuses those):
+    /// inline, with a copy of the action set (run at the clone's end) and
+    /// of the stack; afterwards the flow and registers are as before it,
+    /// while what was committed stays committed (the next output commits
+    /// the way back).
+    pub(super) fn clone_actions(&mut self, body: &[Action], table: u8) {
+        let saved = self.flow_state();
+        let stack = self.stack.clone();
+        let action_set = self.action_set.clone();
+        self.do_actions(body, &[], table);
+        if self.error.is_none() && self.freezing.is_none() && !self.paused {
+            self.cur_table = table;
+            self.run_action_set();
+        }
+        if self.error.is_none() && self.freezing.is_some() {
+            self.finish_freezing();
+        }
+        self.stack = stack;
+        self.action_set = action_set;
+        self.cur_table = table;
+        self.flow = saved.flow;
+        self.regs = saved.regs;
+        self.flow_tpid = saved.flow_tpid;
+        // The packet's tags are the flow's as before unless the clone
+        // changed them; then compare the flow's tags in full.
+        self.tag_src = if self.base_tpid == saved.base_tpid
+            && self.base.vlan_tci() == saved.base.vlan_tci()
+            && self.base.vlan_tci_inner() == saved.base.vlan_tci_inner()
+        {
+            saved.tag_src
+        } else {
+            [None, None]
+        };
+    }
+
     /// The flow, the registers and what has been committed: what a
     /// `check_pkt_larger` branch starts from.
     pub(super) fn flow_state(&self) -> FlowState {
@@ -191,7 +227,24 @@ impl<L: Lookup> Ctx<'_, '_, L> {
         if !matches!(info.prereq.proto, flowpath_flow::field::ProtoReq::Any) {
             FieldId::NwProto.info().or_mask(&mut self.wc, 0xff);
         }
+        self.nd_read(field);
         info.prereq.ok_for(&self.flow)
+    }
+
+    /// A neighbour-discovery field's prerequisite reads the ICMPv6 code,
+    /// then (when it is 0) the type, as OVS's `is_nd`.
+    pub(super) fn nd_read(&mut self, field: FieldId) {
+        if field.info().prereq.icmp6_types.is_empty()
+            || !(self.flow.is_ipv6() && self.flow.nw_proto() == 58)
+        {
+            return;
+        }
+        let mut m = self.wc.to_key();
+        m.set_tp_dst(m.tp_dst() | 0xff);
+        if self.flow.tp_dst() & 0xff == 0 {
+            m.set_tp_src(m.tp_src() | 0xff);
+        }
+        self.wc = FlowMask::from_key(&m);
     }
 
     /// Reads the bits of `sf` (right-aligned), making them significant;
@@ -296,15 +349,18 @@ impl<L: Lookup> Ctx<'_, '_, L> {
         }
         // Reading the prerequisites makes them significant; like OVS 3.1,
         // any L3 or L4 rewrite makes nw_proto significant.
+        // (ARP's too: its opcode is where nw_proto is.)
         let is_l3 = matches!(
             info.prereq.eth,
             flowpath_flow::field::EthReq::Ip
                 | flowpath_flow::field::EthReq::Ipv4
                 | flowpath_flow::field::EthReq::Ipv6
+                | flowpath_flow::field::EthReq::Arp
         );
         if is_l3 || is_l4 || !matches!(info.prereq.proto, flowpath_flow::field::ProtoReq::Any) {
             FieldId::NwProto.info().or_mask(&mut self.wc, 0xff);
         }
+        self.nd_read(field);
         info.or_mask(&mut self.wc, mask);
         info.set_masked(&mut self.flow, value, mask);
     }

@@ -166,7 +166,9 @@ impl<L: Lookup> Ctx<'_, '_, L> {
         };
         let (flow, tpid, src) = (self.flow, self.flow_tpid, self.tag_src);
         let was_mpls = self.was_mpls;
+        let was_bucket = std::mem::replace(&mut self.in_bucket, true);
         self.do_actions(&list, &[], table);
+        self.in_bucket = was_bucket;
         // As OVS: a freeze in a bucket recirculates a copy from there; the
         // actions after the group go on with the packet as it was.
         if self.error.is_none() {

@@ -282,6 +282,16 @@ struct Ctx<'a, 'e, L: Lookup> {
     cookie: u64,
     /// The last `UnrollXlate` marker this freeze put, as (table, cookie).
     unrolled: Option<(u8, u64)>,
+    /// The rule whose actions run is a table-miss rule (priority 0,
+    /// matching everything): its packet-ins are explicit misses.
+    miss_rule: bool,
+    /// Translating a group bucket's own actions (a packet-in's reason is
+    /// then "group").
+    in_bucket: bool,
+    /// Translating the action set (reason "action_set").
+    in_action_set: bool,
+    /// A `controller(pause)` stopped translation.
+    paused: bool,
 }
 
 /// Translates `key` through `tables`. With `trace`, also records the
@@ -415,13 +425,17 @@ fn xlate_inner<L: Lookup>(
         recirculations: Vec::new(),
         cookie: u64::MAX,
         unrolled: None,
+        miss_rule: false,
+        in_bucket: false,
+        in_action_set: false,
+        paused: false,
     };
     if key.recirc_id() == 0 {
         ctx.xlate_table(0, None);
     } else {
         ctx.thaw(key.recirc_id());
     }
-    if ctx.error.is_none() && ctx.freezing.is_none() {
+    if ctx.error.is_none() && ctx.freezing.is_none() && !ctx.paused {
         ctx.run_action_set();
     }
     if ctx.error.is_none() {
@@ -477,7 +491,9 @@ impl<L: Lookup> Ctx<'_, '_, L> {
             self.note(0, "action set:");
         }
         let table = self.cur_table;
+        let was = std::mem::replace(&mut self.in_action_set, true);
         self.do_actions(&list, &[], table);
+        self.in_action_set = was;
     }
 
     /// Looks the flow up in `table` (with `in_port` replaced by
@@ -569,9 +585,14 @@ impl<L: Lookup> Ctx<'_, '_, L> {
                 // As OVS: the rule's cookie while its actions run (back
                 // to the resubmitting rule's after, but for the first).
                 let cookie = std::mem::replace(&mut self.cookie, r.cookie);
+                let miss = r.priority == 0 && r.matching == flowpath_flow::Match::catchall();
+                let was_miss = std::mem::replace(&mut self.miss_rule, miss);
+                let was_bucket = std::mem::replace(&mut self.in_bucket, false);
                 self.do_actions(&r.actions, &r.write_actions, table);
+                self.in_bucket = was_bucket;
                 if self.depth > 0 {
                     self.cookie = cookie;
+                    self.miss_rule = was_miss;
                 }
             }
         }
@@ -579,8 +600,13 @@ impl<L: Lookup> Ctx<'_, '_, L> {
 
     fn do_actions(&mut self, actions: &[Action], write_set: &[Action], table: u8) {
         let indent = self.depth + 1;
+        // The end of a clone's actions (which it ran itself).
+        let mut skip_to = 0;
         for (i, a) in actions.iter().enumerate() {
-            if self.error.is_some() {
+            if i < skip_to {
+                continue;
+            }
+            if self.error.is_some() || self.paused {
                 return;
             }
             if self.freezing.is_some() {
@@ -612,10 +638,26 @@ impl<L: Lookup> Ctx<'_, '_, L> {
                 | Action::All
                 | Action::Flood
                 | Action::Controller { .. }
+                | Action::OutputReg { .. }
                 | Action::Normal
                 | Action::SetQueue(..)
                 | Action::PopQueue
                 | Action::Enqueue { .. } => self.output_action(a, indent),
+                Action::Sample { .. } => {
+                    // As OVS with no IPFIX collector set configured for
+                    // it: nothing is sampled.
+                    self.note(
+                        indent + 1,
+                        "no flow-sample collector configured: nothing sampled",
+                    );
+                    Step::Next
+                }
+                Action::Clone { len } => {
+                    let end = (i + 1 + usize::from(*len)).min(actions.len());
+                    skip_to = end;
+                    self.clone_actions(&actions[i + 1..end], table);
+                    Step::Next
+                }
                 Action::Bundle { .. } | Action::Multipath { .. } => self.choice_action(a, indent),
                 Action::Group(..)
                 | Action::ClearActions
