@@ -35,9 +35,9 @@ use std::sync::Arc;
 /// What flowpath has of the transcribed tests' needs.
 /// Instructions are replayed when flowpath accepts the rules (it has
 /// `goto_table`, not `write_actions`/`clear_actions`: those tests are then
-/// listed as not replayed, with the parser's reason). `controller` stays
-/// out: OVS freezes translation at a controller action (continuations),
-/// which flowpath does not model, and its megaflows differ there.
+/// listed as not replayed, with the parser's reason). Packet-ins are
+/// compared without OVS's own bookkeeping in them (pid, dont_send,
+/// continuation, the continuation's recirculation id).
 const SUPPORTED: &[&str] = &[
     "normal",
     "flow-tables-config",
@@ -52,6 +52,9 @@ const SUPPORTED: &[&str] = &[
     "check_pkt_larger",
     "mpls",
     "recirc",
+    "controller",
+    "other:clone action",
+    "other:slow path for ND set actions",
 ];
 
 /// Tests whose expectation the installed OVS 3.1 itself does not give
@@ -67,7 +70,13 @@ const KNOWN: &[(&str, &str)] = &[
         NW_PROTO_AFTER_SET,
     ),
     ("ofproto-dpif - all group in action set", NW_PROTO_AFTER_SET),
+    ("ofproto-dpif - dec_ttl", NW_PROTO_AFTER_DEC_TTL),
 ];
+
+const NW_PROTO_AFTER_DEC_TTL: &str = "OVS 3.1's netdev datapath (tools/ovs-sandbox.sh, \
+    ofproto/trace ovs-netdev) gives `recirc_id=0,eth,ip,in_port=1,nw_proto=111,nw_ttl=2,nw_frag=no` \
+    (dec_ttl makes nw_proto exact), as flowpath does; the test's megaflow is the autotest dummy \
+    datapath's";
 
 const NW_PROTO_AFTER_SET: &str = "OVS 3.1's netdev datapath (tools/ovs-sandbox.sh) gives \
     `recirc_id=0,eth,icmp,in_port=1,nw_src=192.168.0.1,nw_frag=no` (nw_proto exact after the \
@@ -267,6 +276,18 @@ impl Run {
             format!("Megaflow: {}", x.megaflow_text(&key)),
             format!("Datapath actions: {actions}"),
         ];
+        // OVS's packet-ins carry its own bookkeeping (pid, dont_send,
+        // continuation, the continuation's recirculation id), not printed
+        // by flowpath.
+        // Compared: the `Megaflow:` and `Datapath actions:` lines. Not
+        // compared: blank lines, `Final flow:` (a tail taking it along),
+        // and OVS's note that a flow with ND or ARP rewrites runs in its
+        // slow path (flowpath's datapath executes them).
+        let expect: Vec<String> = expect
+            .iter()
+            .filter(|e| e.starts_with("Megaflow:") || e.starts_with("Datapath actions:"))
+            .map(|e| without_ovs_controller_ids(e))
+            .collect();
         let missing: Vec<&String> = expect.iter().filter(|e| !got.contains(e)).collect();
         if missing.is_empty() {
             return Ok(());
@@ -287,6 +308,30 @@ impl Run {
             got.join(" / ")
         ))
     }
+}
+
+/// `userspace(pid=0,controller(reason=R,dont_send=D,continuation=C,
+/// recirc_id=N,...` written `userspace(controller(reason=R,...`.
+fn without_ovs_controller_ids(line: &str) -> String {
+    let mut out = String::new();
+    let mut rest = line;
+    while let Some(i) = rest.find("userspace(pid=0,controller(") {
+        out.push_str(&rest[..i]);
+        out.push_str("userspace(controller(");
+        rest = &rest[i + "userspace(pid=0,controller(".len()..];
+        let mut kept = Vec::new();
+        let end = rest.find(')').unwrap_or(rest.len());
+        for kv in rest[..end].split(',') {
+            let k = kv.split('=').next().unwrap_or("");
+            if !matches!(k, "dont_send" | "continuation" | "recirc_id") {
+                kept.push(kv);
+            }
+        }
+        out.push_str(&kept.join(","));
+        rest = &rest[end..];
+    }
+    out.push_str(rest);
+    out
 }
 
 /// Replays one transcribed test; `Err` says what differed.
@@ -456,5 +501,5 @@ fn ovs_megaflow_tests() {
         failed.len(),
         failed.join("\n\n")
     );
-    assert!(passed.len() >= 10, "only {} replayed", passed.len());
+    assert!(passed.len() >= 29, "only {} replayed", passed.len());
 }
