@@ -500,6 +500,9 @@ def rnd_reg_actions(r, proto, table, ntables):
         body = acts[i:j]
         if r.random() < 0.5:
             body.append("output:%d" % r.randint(1, 4))
+        if r.random() < 0.3:
+            # A truncated output: OVS then needs the datapath's clone.
+            body.insert(r.randint(0, len(body)), "output(port=%d,max_len=%d)" % (r.randint(1, 4), r.choice([14, 64, 200])))
         acts[i:j] = ["clone(%s)" % ",".join(body)]
     if FIN[0] and r.random() < 0.5:
         kv = [x for x in ("idle_timeout=%d" % r.randint(1, 9) if r.random() < 0.7 else "", "hard_timeout=%d" % r.randint(1, 9) if r.random() < 0.5 else "") if x]

@@ -134,6 +134,14 @@ pub fn run(args: Args) -> Result<()> {
             "flowpath: warning: the rules use NORMAL but name no port, so it floods only to LOCAL; give the bridge's ports with --ports 1,2,..."
         );
     }
+    // The capture's port is one of the bridge's (for `in_port` and
+    // `output:REG`, which output only to the bridge's ports).
+    let mut tables = tables;
+    if args.rules.ports.is_none() && !tables.ports().is_empty() {
+        let mut p = tables.ports().to_vec();
+        p.push(args.in_port);
+        tables.set_ports(p);
+    }
     let bridge = Arc::new(args.rules.bridge()?);
     let mut sw = Switch::new(cfg, SlowPath::with_bridge(Arc::new(tables), bridge))
         .context("datapath configuration")?;

@@ -146,6 +146,13 @@ pub enum DpAction {
         /// Number of flat actions in the less-or-equal branch.
         le: u16,
     },
+    /// `clone(...)`: the `len` actions that follow this one run on a copy
+    /// of the packet; the packet after them is as it was before (laid out
+    /// flat, as `CheckPktLen`'s branches).
+    Clone {
+        /// Number of flat actions in the clone.
+        len: u16,
+    },
 }
 
 impl DpAction {
@@ -163,6 +170,7 @@ impl DpAction {
     pub fn flat_len(&self) -> usize {
         match self {
             DpAction::CheckPktLen { gt, le, .. } => 1 + usize::from(*gt) + usize::from(*le),
+            DpAction::Clone { len } => 1 + usize::from(*len),
             _ => 1,
         }
     }
@@ -329,14 +337,15 @@ impl fmt::Display for Lse {
 }
 
 impl fmt::Display for DpAction {
-    /// One action; a `CheckPktLen` prints its header only
-    /// (`check_pkt_len(size=N,gt:G,le:L)`): [`format_actions`] prints the
-    /// branches.
+    /// One action; a `CheckPktLen` or `Clone` prints its header only
+    /// (`check_pkt_len(size=N,gt:G,le:L)`, `clone(len:N)`):
+    /// [`format_actions`] prints what they hold.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             DpAction::CheckPktLen { size, gt, le } => {
                 write!(f, "check_pkt_len(size={size},gt:{gt},le:{le})")
             }
+            DpAction::Clone { len } => write!(f, "clone(len:{len})"),
             DpAction::Output(p) => write!(f, "{p}"),
             DpAction::Set { header, key, mask } => fmt_set(f, *header, key, mask),
             DpAction::PushVlan { tpid, tci } => {
@@ -427,6 +436,12 @@ fn write_actions(out: &mut String, actions: &[DpAction]) {
                 out.push_str("),le(");
                 write_actions(out, l);
                 out.push_str("))");
+            }
+            DpAction::Clone { len } => {
+                let body = actions.get(i + 1..i + 1 + usize::from(len)).unwrap_or(&[]);
+                out.push_str("clone(");
+                write_actions(out, body);
+                out.push(')');
             }
             _ => {
                 let _ = write!(out, "{a}");

@@ -401,6 +401,9 @@ pub struct Executor {
     /// are buffers kept for reuse).
     recirc: Vec<Recirculated>,
     recirc_used: usize,
+    /// Spare buffers for `clone(...)`'s copies (one per nesting level in
+    /// use; made on first use, then reused).
+    clone_bufs: Vec<PacketBuf>,
 }
 
 impl Executor {
@@ -482,9 +485,9 @@ impl Executor {
                         .is_some_and(|a| !a.iter().any(changes_packet));
                     hash_action(pkt, meta, key, unchanged, *symmetric, *basis);
                 }
-                DpAction::CheckPktLen { .. } => {
-                    // Branches: the rest of the list by the general
-                    // interpreter (off the common path).
+                DpAction::CheckPktLen { .. } | DpAction::Clone { .. } => {
+                    // Branches and clones: the rest of the list by the
+                    // general interpreter (off the common path).
                     let mut run = Run {
                         slot,
                         tag,
@@ -678,6 +681,10 @@ impl Executor {
                     self.check_pkt_len(pkt, meta, actions, j, base, run);
                     skip_to = j + a.flat_len();
                 }
+                DpAction::Clone { .. } => {
+                    self.clone_run(pkt, meta, actions, j, base, run);
+                    skip_to = j + a.flat_len();
+                }
                 _ => {
                     if let Err(e) = apply(pkt, meta, a) {
                         self.count_exec_error(e);
@@ -717,6 +724,45 @@ impl Executor {
         if let Some(branch) = actions.get(from..end) {
             self.run_list(pkt, meta, branch, base + from, run);
         }
+    }
+
+    /// `clone(...)` at `actions[j]`: its actions run on a copy of the
+    /// packet (a spare buffer, reused), every output of it a copy; the
+    /// packet itself is left as it was.
+    #[cold]
+    #[inline(never)]
+    fn clone_run(
+        &mut self,
+        pkt: &PacketBuf,
+        meta: &PacketMeta,
+        actions: &[DpAction],
+        j: usize,
+        base: usize,
+        run: &mut Run,
+    ) {
+        let Some(&DpAction::Clone { len }) = actions.get(j) else {
+            return;
+        };
+        let end = (j + 1 + usize::from(len)).min(actions.len());
+        let Some(body) = actions.get(j + 1..end) else {
+            return;
+        };
+        let mut buf = self.clone_bufs.pop().unwrap_or_default();
+        if buf.load(pkt.data()).is_ok() {
+            let mut m = *meta;
+            let mut r = Run {
+                key: run.key,
+                slot: run.slot,
+                tag: run.tag,
+                // The buffer is reused: what it outputs is copied.
+                copy_before: usize::MAX,
+                trunc: None,
+                delivered: false,
+            };
+            self.run_list(&mut buf, &mut m, body, base + j + 1, &mut r);
+            run.delivered |= r.delivered;
+        }
+        self.clone_bufs.push(buf);
     }
 
     /// Keeps a copy of the packet as it is now for another datapath pass

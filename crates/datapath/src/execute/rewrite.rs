@@ -60,6 +60,7 @@ pub(super) fn changes_packet(a: &DpAction) -> bool {
             | DpAction::Hash { .. }
             | DpAction::Recirc(_)
             | DpAction::CheckPktLen { .. }
+            | DpAction::Clone { .. }
     )
 }
 
@@ -103,7 +104,8 @@ pub fn apply(
         | DpAction::Controller { .. }
         | DpAction::Trunc(_)
         | DpAction::Recirc(_)
-        | DpAction::CheckPktLen { .. } => Ok(()),
+        | DpAction::CheckPktLen { .. }
+        | DpAction::Clone { .. } => Ok(()),
     }
 }
 

@@ -983,3 +983,40 @@ fn nd_target_and_link_layer_option_with_valid_checksum() {
     let orig = neighbour_solicitation(V6_SRC);
     assert_eq!(run(&orig, &[b]), orig);
 }
+
+#[test]
+fn clone_changes_only_its_copy() {
+    let f = tcp4(b"payload bytes");
+    let ttl = set(SetHeader::Ipv4, |k, m| {
+        k.set_nw_ttl(1);
+        m.set_nw_ttl(0xff);
+    });
+    // clone(trunc(20),set(ipv4(ttl=1)),2,clone(3)),4 — then the original
+    // packet, unchanged, to port 4.
+    let actions = [
+        DpAction::Clone { len: 5 },
+        DpAction::Trunc(20),
+        ttl,
+        DpAction::Output(2),
+        DpAction::Clone { len: 1 },
+        DpAction::Output(3),
+        DpAction::Output(4),
+    ];
+    assert_eq!(
+        flowpath_odp::format_actions(&actions),
+        "clone(trunc(20),set(ipv4(ttl=1)),2,clone(3)),4"
+    );
+    let (mut p, mut meta) = load(&f);
+    let mut ex = Executor::new();
+    ex.execute(0, &mut p, &mut meta, &actions, 0, &FlowKey::zero());
+    let mut sink = Collect::default();
+    ex.flush(std::slice::from_ref(&p), &mut sink);
+    let got = sink.0;
+    assert_eq!(got.iter().map(|g| g.0).collect::<Vec<_>>(), vec![2, 3, 4]);
+    let f_ttl1 = run(&f, &[ttl]);
+    assert_eq!(got[0].1, f_ttl1[..20], "truncated inside the clone");
+    assert_eq!(got[1].1, f_ttl1, "the clone's packet, whole");
+    assert_eq!(got[2].1, f, "the packet after the clone is as before");
+    assert_eq!(p.data(), &f[..]);
+    assert_eq!(ex.stats().dropped, 0);
+}

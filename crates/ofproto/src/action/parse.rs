@@ -828,10 +828,6 @@ pub fn parse_actions(text: &str, matching: &Match, table: u8) -> Result<Vec<Acti
                     format!("{bad} is an instruction: not allowed inside clone(...)"),
                 );
             }
-            if body.iter().any(|a| matches!(a, Action::OutputTrunc { .. })) {
-                // (OVS then needs the datapath's own clone action.)
-                return unsupported("clone", "output(port=..,max_len=..) inside clone(...)");
-            }
             let len = u16::try_from(body.len())
                 .map_err(|_| RuleError::new(Some("clone"), "too many actions".to_string()))?;
             actions.push(Action::Clone { len });

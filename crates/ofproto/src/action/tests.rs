@@ -437,7 +437,6 @@ fn controller_output_reg_sample_clone() {
         ("controller(colour=red)", "unknown controller option"),
         ("sample(collector_set_id=1)", "probability"),
         ("sample(probability=0)", "probability"),
-        ("clone(output(port=2,max_len=100))", "not supported"),
         ("clone(goto_table:1)", "not allowed inside clone"),
         ("output:NXM_NX_REG0[0..40]", "0..31"),
     ] {

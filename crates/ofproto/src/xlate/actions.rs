@@ -67,6 +67,14 @@ impl<L: Lookup> Ctx<'_, '_, L> {
         });
     }
 
+    /// True when `p` is a port of the bridge: LOCAL, one of its ports
+    /// (any but 0 when the tables know no port list, as when `flowpath
+    /// run`'s rules name none).
+    fn is_port(&self, p: u32) -> bool {
+        let ports = self.tables.ports();
+        p != 0 && (p == crate::action::OFPP_LOCAL || ports.is_empty() || ports.contains(&p))
+    }
+
     /// Outputs and where they go: ports, `IN_PORT`, `ALL`/`FLOOD`, the
     /// controller, `NORMAL`, queues.
     pub(super) fn output_action(&mut self, a: &Action, indent: u32) -> Step {
@@ -80,7 +88,16 @@ impl<L: Lookup> Ctx<'_, '_, L> {
             }
             Action::InPort => {
                 let p = self.flow.in_port();
-                self.output(p);
+                // (An in_port a load changed may name no port: as OVS,
+                // nothing is output.)
+                if self.is_port(p) {
+                    self.output(p);
+                } else {
+                    self.note(
+                        indent + 1,
+                        &format!("no port {p} on the bridge: nothing output"),
+                    );
+                }
             }
             Action::OutputTrunc { port, max_len } => {
                 if port == self.flow.in_port() {
@@ -140,9 +157,8 @@ impl<L: Lookup> Ctx<'_, '_, L> {
                 let port = self.read_subfield(src).unwrap_or(0);
                 // As OVS: a number that is not one of the bridge's ports
                 // outputs nothing.
-                let known =
-                    |p: u32| p == crate::action::OFPP_LOCAL || self.tables.ports().contains(&p);
-                match port_of(port).filter(|a| !matches!(*a, Action::Output(p) if !known(p))) {
+                match port_of(port).filter(|a| !matches!(*a, Action::Output(p) if !self.is_port(p)))
+                {
                     Some(a) => return self.output_action(&a, indent),
                     None => self.note(
                         indent + 1,

@@ -5,27 +5,66 @@
 use super::*;
 
 impl<L: Lookup> Ctx<'_, '_, L> {
-    /// `clone(...)`'s actions, as OVS translates a clone with no action
-    /// that needs the datapath's own clone (flowpath refuses those):
-    /// inline, with a copy of the action set (run at the clone's end) and
-    /// of the stack; afterwards the flow and registers are as before it,
-    /// while what was committed stays committed (the next output commits
-    /// the way back).
-    pub(super) fn clone_actions(&mut self, body: &[Action], table: u8) {
-        let saved = self.flow_state();
+    /// `clone(...)`'s actions, as OVS 3.1 translates a clone. When none of
+    /// its own actions needs the datapath's help (`output` with a
+    /// `max_len` does: the truncation must not outlive the clone), inline,
+    /// with a copy of the action set (run at the clone's end) and of the
+    /// stack; afterwards the flow and registers are as before it, while
+    /// what was committed stays committed (the next output commits the way
+    /// back). Otherwise the pending changes are committed and the actions
+    /// go inside a datapath `clone(...)` (left out when empty), after which
+    /// the packet is as the commit left it.
+    pub(super) fn clone_actions(&mut self, body: &[Action], table: u8, last: bool) {
         let stack = self.stack.clone();
         let action_set = self.action_set.clone();
+        // The clone's own actions (not those of clones inside it).
+        let mut own = Vec::new();
+        let mut i = 0;
+        while let Some(a) = body.get(i) {
+            own.push(*a);
+            i += 1 + match *a {
+                Action::Clone { len } => usize::from(len),
+                _ => 0,
+            };
+        }
+        // (As OVS: the translation's last action needs no datapath clone.)
+        let datapath = !last && own.iter().any(|a| matches!(a, Action::OutputTrunc { .. }));
+        let at = if datapath {
+            self.commit();
+            self.odp.push(DpAction::Clone { len: 0 });
+            Some(self.odp.len() - 1)
+        } else {
+            None
+        };
+        let saved = self.flow_state();
+        // A datapath clone's actions are the last of their own list.
+        let level = std::mem::replace(&mut self.last_level, datapath || last);
         self.do_actions(body, &[], table);
         if self.error.is_none() && self.freezing.is_none() && !self.paused {
             self.cur_table = table;
             self.run_action_set();
         }
+        self.last_level = level;
         if self.error.is_none() && self.freezing.is_some() {
             self.finish_freezing();
         }
         self.stack = stack;
         self.action_set = action_set;
         self.cur_table = table;
+        if let Some(at) = at {
+            let n = self.odp.len() - at - 1;
+            match u16::try_from(n) {
+                Ok(0) => {
+                    self.odp.truncate(at);
+                }
+                Ok(len) => self.odp[at] = DpAction::Clone { len },
+                Err(_) => {
+                    self.error = Some("a clone is too long".into());
+                }
+            }
+            self.set_flow_state(saved);
+            return;
+        }
         self.flow = saved.flow;
         self.regs = saved.regs;
         self.flow_tpid = saved.flow_tpid;
@@ -116,7 +155,10 @@ impl<L: Lookup> Ctx<'_, '_, L> {
             }
             let start = self.odp.len();
             info.set_regs_masked(&mut self.regs, bit << dst.ofs, dst.mask());
+            // (As OVS: each branch is the last of the translation.)
+            let level = std::mem::replace(&mut self.last_level, true);
             self.do_actions(rest, write_set, table);
+            self.last_level = level;
             if self.error.is_none() && self.freezing.is_none() {
                 self.cur_table = table;
                 self.run_action_set();

@@ -74,9 +74,15 @@ impl<L: Lookup> Ctx<'_, '_, L> {
         };
         match g.kind {
             GroupType::All => {
-                for b in &g.buckets {
+                // (As OVS: only the last bucket of the group's is the
+                // last of the translation.)
+                let level = self.last_level;
+                let n = g.buckets.len();
+                for (k, b) in g.buckets.iter().enumerate() {
+                    self.last_level = level && k + 1 == n;
                     self.xlate_bucket(b, table);
                 }
+                self.last_level = level;
             }
             GroupType::Indirect => {
                 if let Some(b) = g.buckets.first() {

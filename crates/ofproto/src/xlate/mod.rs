@@ -292,6 +292,11 @@ struct Ctx<'a, 'e, L: Lookup> {
     in_action_set: bool,
     /// A `controller(pause)` stopped translation.
     paused: bool,
+    /// The action list being run is the last of the translation (OVS's
+    /// `is_last_action`: the top level, the last action's resubmit or
+    /// group, the action set, a datapath clone's actions); its last action
+    /// is the translation's last when the action set is empty.
+    last_level: bool,
 }
 
 /// Translates `key` through `tables`. With `trace`, also records the
@@ -429,6 +434,7 @@ fn xlate_inner<L: Lookup>(
         in_bucket: false,
         in_action_set: false,
         paused: false,
+        last_level: true,
     };
     if key.recirc_id() == 0 {
         ctx.xlate_table(0, None);
@@ -448,6 +454,17 @@ fn xlate_inner<L: Lookup>(
         // As OVS: a failed translation's megaflow is what it read, without
         // the final touches (it is never installed; a trace prints it).
         ctx.finish_wc();
+        // As OVS: a datapath clone that is the last action needs no copy
+        // (its actions are the last on the packet).
+        let mut i = 0;
+        let mut last = None;
+        while let Some(a) = ctx.odp.get(i) {
+            last = Some(i);
+            i += a.flat_len();
+        }
+        if let Some(i) = last.filter(|&i| matches!(ctx.odp[i], DpAction::Clone { .. })) {
+            ctx.odp.remove(i);
+        }
     }
     Xlate {
         actions: ctx.odp,
@@ -492,7 +509,9 @@ impl<L: Lookup> Ctx<'_, '_, L> {
         }
         let table = self.cur_table;
         let was = std::mem::replace(&mut self.in_action_set, true);
+        let level = std::mem::replace(&mut self.last_level, true);
         self.do_actions(&list, &[], table);
+        self.last_level = level;
         self.in_action_set = was;
     }
 
@@ -599,9 +618,16 @@ impl<L: Lookup> Ctx<'_, '_, L> {
     }
 
     fn do_actions(&mut self, actions: &[Action], write_set: &[Action], table: u8) {
+        let level = self.last_level;
+        self.run_list(actions, write_set, table);
+        self.last_level = level;
+    }
+
+    fn run_list(&mut self, actions: &[Action], write_set: &[Action], table: u8) {
         let indent = self.depth + 1;
         // The end of a clone's actions (which it ran itself).
         let mut skip_to = 0;
+        let level = self.last_level;
         for (i, a) in actions.iter().enumerate() {
             if i < skip_to {
                 continue;
@@ -609,6 +635,13 @@ impl<L: Lookup> Ctx<'_, '_, L> {
             if self.error.is_some() || self.paused {
                 return;
             }
+            // This action is the translation's last (a clone: when it runs
+            // to the end of the list).
+            let end = match *a {
+                Action::Clone { len } => i + 1 + usize::from(len),
+                _ => i + 1,
+            };
+            self.last_level = level && end >= actions.len() && self.action_set.is_empty();
             if self.freezing.is_some() {
                 // Frozen below this level: what is left here runs after
                 // recirculation.
@@ -655,7 +688,8 @@ impl<L: Lookup> Ctx<'_, '_, L> {
                 Action::Clone { len } => {
                     let end = (i + 1 + usize::from(*len)).min(actions.len());
                     skip_to = end;
-                    self.clone_actions(&actions[i + 1..end], table);
+                    let last = self.last_level;
+                    self.clone_actions(&actions[i + 1..end], table, last);
                     Step::Next
                 }
                 Action::Bundle { .. } | Action::Multipath { .. } => self.choice_action(a, indent),
