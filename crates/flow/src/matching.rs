@@ -52,7 +52,10 @@ pub const PROTOCOLS: &[(&str, u16, Option<u8>)] = &[
     ("eth", 0, None),
     ("ip", 0x0800, None),
     ("ipv4", 0x0800, None),
+    // (OVS 3.1's ovs-ofctl takes these too: `ip4` is `ip`, `ip6` `ipv6`.)
+    ("ip4", 0x0800, None),
     ("ipv6", 0x86dd, None),
+    ("ip6", 0x86dd, None),
     ("icmp", 0x0800, Some(1)),
     ("icmp6", 0x86dd, Some(58)),
     ("tcp", 0x0800, Some(6)),

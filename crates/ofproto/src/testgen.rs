@@ -5,8 +5,10 @@
 //! chained by resubmit and goto_table, random priorities (distinct within a
 //! table: OpenFlow leaves ties unspecified), protocols, in_port, VLAN and
 //! masked MAC matches, CIDR and arbitrary masks on addresses and ports, and
-//! actions that rewrite fields, decrement the TTL, push/pop VLAN tags, go to
-//! the controller or loop (translation then fails); registers, metadata
+//! actions that rewrite fields (ARP and ICMP ones too), decrement the TTL,
+//! push/pop VLAN tags, go to the controller (with options, or pausing) or
+//! loop (translation then fails); `output:REG`, `clone(...)`, OpenFlow
+//! 1.3's `vlan_vid`; registers, metadata
 //! and the packet mark matched, loaded, moved from and into packet fields;
 //! conjunctive matches (`conjunction(id,k/2)` flows and their `conj_id`
 //! flow).
@@ -190,7 +192,7 @@ fn random_actions(r: &mut Rng, table: u8, ntables: u8, proto: &str) -> Vec<Strin
         });
     }
     for _ in 0..r.below(4) {
-        let a = match r.below(20) {
+        let a = match r.below(23) {
             0..=4 => format!("output:{}", 1 + r.below(4)),
             5 if r.chance(50) => "NORMAL".into(),
             5 if r.chance(70) => format!("group:{}", 1 + r.below(4)),
@@ -229,6 +231,15 @@ fn random_actions(r: &mut Rng, table: u8, ntables: u8, proto: &str) -> Vec<Strin
             18 if r.chance(20) => "controller".into(),
             // A loop: translation fails when it is reached.
             19 if r.chance(15) => format!("resubmit(,{table})"),
+            // ARP and ICMP rewrites (a responder's).
+            20 if proto == "arp" => format!(
+                "set_field:2->arp_op,move:NXM_OF_ARP_SPA[]->NXM_OF_ARP_TPA[],set_field:{}->arp_spa",
+                ip(r)
+            ),
+            21 if proto == "icmp" => {
+                format!("set_field:{}->icmp_type", [0, 3][r.below(2) as usize])
+            }
+            22 if proto == "arp" => "move:NXM_NX_ARP_SHA[]->NXM_NX_ARP_THA[]".into(),
             _ => "in_port".into(),
         };
         acts.push(a);

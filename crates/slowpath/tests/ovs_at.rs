@@ -71,7 +71,13 @@ const KNOWN: &[(&str, &str)] = &[
     ),
     ("ofproto-dpif - all group in action set", NW_PROTO_AFTER_SET),
     ("ofproto-dpif - dec_ttl", NW_PROTO_AFTER_DEC_TTL),
+    ("ofproto-dpif - load and move order", NW_PROTO_AFTER_MOVE),
 ];
+
+const NW_PROTO_AFTER_MOVE: &str = "flowpath makes nw_proto exact when an L3 rewrite made by \
+    `move` alone is pending (there is no rewrite when it is 0); OVS 3.1 leaves it out, so its \
+    megaflow `eth,ip,...` would also give a packet with nw_proto 0 the `set(ipv4(...))` OVS's \
+    own translation of it has not (documented in docs/openflow.md)";
 
 const NW_PROTO_AFTER_DEC_TTL: &str = "OVS 3.1's netdev datapath (tools/ovs-sandbox.sh, \
     ofproto/trace ovs-netdev) gives `recirc_id=0,eth,ip,in_port=1,nw_proto=111,nw_ttl=2,nw_frag=no` \
@@ -501,5 +507,5 @@ fn ovs_megaflow_tests() {
         failed.len(),
         failed.join("\n\n")
     );
-    assert!(passed.len() >= 29, "only {} replayed", passed.len());
+    assert!(passed.len() >= 28, "only {} replayed", passed.len());
 }

@@ -35,8 +35,30 @@ impl<L: Lookup> Ctx<'_, '_, L> {
         if mpls_first {
             self.commit_mpls();
         }
-        // As OVS: no L3 rewrite when nw_proto is 0 (every L3 rewrite has made
-        // nw_proto significant, so megaflows stay correct).
+        // As OVS: no L3 rewrite when nw_proto is 0. A rewrite pending
+        // makes nw_proto significant (a set_field has already made it so;
+        // after a `move` or `pop` alone OVS 3.1 leaves it out, and its
+        // megaflow then also covers packets with nw_proto 0, which get no
+        // rewrite).
+        const ARP: &[&[FieldId]] = &[&[ArpSpa], &[ArpTpa], &[ArpOp], &[ArpSha], &[ArpTha]];
+        let l3: &[&[FieldId]] = if self.base.is_ipv4() {
+            IPV4
+        } else if self.base.is_ipv6() {
+            IPV6
+        } else if matches!(self.base.dl_type(), 0x0806 | 0x8035) {
+            ARP
+        } else {
+            &[]
+        };
+        // (Only while nw_proto is still the packet's: after a push_mpls
+        // or pop_mpls it is the flow's, 0, whatever the packet's.)
+        if self.flow.dl_type() == self.base.dl_type()
+            && !self.was_mpls
+            && self.flow.nw_proto() == self.base.nw_proto()
+            && self.pending(l3)
+        {
+            FieldId::NwProto.info().or_mask(&mut self.wc, 0xff);
+        }
         if self.flow.nw_proto() != 0 && self.base.is_ipv4() {
             self.commit_header(SetHeader::Ipv4, IPV4);
         } else if self.flow.nw_proto() != 0 && self.base.is_ipv6() {
@@ -47,7 +69,6 @@ impl<L: Lookup> Ctx<'_, '_, L> {
             }
         } else if self.flow.nw_proto() != 0 && matches!(self.base.dl_type(), 0x0806 | 0x8035) {
             // ARP (its opcode is where nw_proto is): a masked set.
-            const ARP: &[&[FieldId]] = &[&[ArpSpa], &[ArpTpa], &[ArpOp], &[ArpSha], &[ArpTha]];
             self.commit_header(SetHeader::Arp, ARP);
         }
         if self.flow.nw_proto() != 0
@@ -109,6 +130,18 @@ impl<L: Lookup> Ctx<'_, '_, L> {
         self.wc.or_assign(&m);
         let key = self.flow.masked(&m);
         self.emit_set(header, key, m);
+    }
+
+    /// True when a field (group) of `fields` differs, in its significant
+    /// bits, between the flow and the datapath packet.
+    fn pending(&self, fields: &[&[FieldId]]) -> bool {
+        fields.iter().any(|group| {
+            let mut m = FlowMask::catchall();
+            for f in group.iter() {
+                m.or_assign(&f.info().storage_mask());
+            }
+            !self.flow.eq_masked(&self.base, &m.intersect(&self.wc))
+        })
     }
 
     /// Emits one `set` for `header` carrying every field (group) whose
