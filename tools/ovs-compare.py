@@ -666,7 +666,12 @@ def rnd_arpw_rule(r, t, ntables):
         if r.random() < 0.3:
             m.append("nd_target=fe80::%d" % r.randint(1, 3))
         ll = "nd_sll" if t6 == 135 else "nd_tll"
+        if r.random() < 0.2:
+            m.append(r.choice(["nd_reserved=%d" % r.choice([0, 0x20000000, 0x60000000]), "nd_options_type=%d" % r.choice([0, 1, 2])]))
         w = [lambda: "set_field:fe80::%d->nd_target" % r.randint(1, 3),
+             lambda: "set_field:%d->nd_reserved" % r.choice([0, 1, 0x40000000]),
+             lambda: "set_field:%d->nd_options_type" % r.choice([1, 2]),
+             lambda: "load:0x%x->ERICOXM_OF_ICMPV6_ND_RESERVED[%s]" % r.choice([(1, "0..3"), (0xe, "28..31"), (0x7, "")]),
              lambda: "set_field:%s->%s" % (r.choice(ARP_MACS), ll),
              lambda: "load:0x%x->NXM_NX_ND_TARGET[0..15]" % r.randrange(1 << 16),
              lambda: "move:NXM_OF_ETH_SRC[]->NXM_NX_%s[]" % ll.upper(),
@@ -706,6 +711,10 @@ def rnd_arpw_packet(r):
         t6 = 135 if kind == "ns" else 136
         p += ["icmp6", "ipv6_src=fe80::1", "ipv6_dst=ff02::1", "nw_ttl=255", "icmpv6_type=%d" % t6, "icmpv6_code=0", "nd_target=fe80::%d" % r.randint(1, 3)]
         p.append("%s=%s" % ("nd_sll" if t6 == 135 else "nd_tll", r.choice(ARP_MACS)))
+        # What the extractor reads: the reserved word (an NA's flags) and
+        # the first link-layer option's type.
+        p.append("nd_reserved=%d" % (r.choice([0, 0x20000000, 0x60000000]) if t6 == 136 else 0))
+        p.append("nd_options_type=%d" % (1 if t6 == 135 else 2))
     else:
         p += ["tcp", "nw_src=10.0.0.1", "nw_dst=10.0.0.2", "tp_dst=80"]
     return ",".join(p)

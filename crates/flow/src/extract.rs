@@ -49,6 +49,9 @@
 //!   `arp_tha`; an option of length 0, an option running past the message,
 //!   or a second SLL (TLL) after a non-zero first one makes the ND part
 //!   invalid: `nd_target`, `arp_sha`, `arp_tha` all 0, type and code kept.
+//!   Also, as OVS: `nd_reserved` = the word after the checksum (an NA's
+//!   R/S/O flags), and `nd_options_type` = the type of the first SLL or TLL
+//!   option of 8 bytes, in either message (kept when the rest is invalid).
 //! - ARP / RARP (0x0806 / 0x8035): ≥ 28 bytes with htype 1, ptype 0x0800,
 //!   hlen 6, plen 4: `nw_proto` = opcode if ≤ 0xff else 0, `nw_src` = SPA,
 //!   `nw_dst` = TPA, `arp_sha`, `arp_tha`.
@@ -135,15 +138,17 @@ pub enum Invalid {
 /// make non-zero in a key with this `dl_type` and `nw_proto`: what an
 /// exact-match megaflow of such packets must cover (the datapath's
 /// `exact_mask_for`). IPv4 keys use words 0–4 only — except with nw_proto
-/// 58, whose ICMPv6 neighbour discovery fields (nd_sll, nd_tll, nd_target)
-/// are extracted from IPv4 too, as OVS's extraction does; ARP and RARP keys
+/// 58, whose ICMPv6 neighbour discovery fields (nd_sll, nd_tll, nd_target,
+/// nd_reserved) are extracted from IPv4 too, as OVS's extraction does; ARP and RARP keys
 /// add the hardware addresses (5, 6); any other type may use every word.
 /// The extraction tests check it on generated packets and on the capture
 /// corpus.
 pub fn possible_words(dl_type: u16, nw_proto: u8) -> u16 {
     const BASE: u16 = 0b1_1111;
     match (dl_type, nw_proto) {
-        (ethertype::IPV4, ip_proto::ICMPV6) => BASE | 1 << 5 | 1 << 6 | 1 << 12 | 1 << 13,
+        (ethertype::IPV4, ip_proto::ICMPV6) => {
+            BASE | 1 << 5 | 1 << 6 | 1 << W_IPV6_MISC | 1 << 12 | 1 << 13
+        }
         (ethertype::IPV4, _) => BASE,
         (ethertype::ARP | ethertype::RARP, _) => BASE | 1 << 5 | 1 << 6,
         (ethertype::MPLS | ethertype::MPLS_MCAST, _) => BASE | 1 << W_IPV6_MISC | 1 << W_MPLS,
@@ -581,7 +586,9 @@ fn transport(
                 if code == 0
                     && (ty == icmp6_type::NEIGHBOR_SOLICIT || ty == icmp6_type::NEIGHBOR_ADVERT)
                 {
-                    nd(k, ty, payload.get(8..).unwrap_or(&[]));
+                    let reserved =
+                        u32::from_be_bytes([payload[4], payload[5], payload[6], payload[7]]);
+                    nd(k, ty, reserved, payload.get(8..).unwrap_or(&[]));
                 }
                 true
             }
@@ -597,10 +604,39 @@ fn transport(
 /// Neighbor discovery: `body` is the NS/NA message after its 8-byte ICMPv6
 /// header (target address, then options).
 #[inline(always)]
-fn nd(k: &mut FlowKey, ty: u8, body: &[u8]) {
+fn nd(k: &mut FlowKey, ty: u8, reserved: u32, body: &[u8]) {
+    k.set_nd_reserved(reserved);
     let Some(target) = body.get(..16) else {
         return;
     };
+    // As OVS: the type of the first link-layer address option taken
+    // (either kind, in either message; kept when the rest is invalid).
+    let mut opt_type = 0u8;
+    let (mut any_sll, mut any_tll) = (false, false);
+    let mut o = body.get(16..).unwrap_or(&[]);
+    while let &[kind, units, m0, m1, m2, m3, m4, m5, ..] = o {
+        let len = usize::from(units) * 8;
+        if len == 0 || len > o.len() {
+            break;
+        }
+        let nonzero = [m0, m1, m2, m3, m4, m5] != [0; 6];
+        let seen = match kind {
+            1 if len == 8 => Some(&mut any_sll),
+            2 if len == 8 => Some(&mut any_tll),
+            _ => None,
+        };
+        if let Some(seen) = seen {
+            if *seen {
+                break; // a second one: OVS's invalid ND part
+            }
+            *seen = nonzero;
+            if opt_type == 0 {
+                opt_type = kind;
+            }
+        }
+        o = o.get(len..).unwrap_or(&[]);
+    }
+    k.set_nd_options_type(opt_type);
     let mut t = [0u8; 16];
     for (d, s) in t.iter_mut().zip(target) {
         *d = *s;

@@ -12,12 +12,12 @@
 //! |---|---|---|
 //! | 0 `W_META` | 0..16 in_port, 16..32 recirc_id, 32..48 dl_type, 48..56 nw_proto (arp_op), 56..58 nw_frag |
 //! | 1 `W_NW` | 0..32 nw_src (arp_spa), 32..64 nw_dst (arp_tpa) |
-//! | 2 `W_TP` | 0..16 tp_src (icmp_type), 16..32 tp_dst (icmp_code), 32..44 tcp_flags, 48..56 nw_tos (DSCP+ECN byte), 56..64 nw_ttl |
+//! | 2 `W_TP` | 0..16 tp_src (icmp_type), 16..32 tp_dst (icmp_code), 32..44 tcp_flags (32..40 nd_options_type), 48..56 nw_tos (DSCP+ECN byte), 56..64 nw_ttl |
 //! | 3 `W_L2_DST` | 0..48 dl_dst, 48..64 vlan_tci (outer tag, CFI bit = present) |
 //! | 4 `W_L2_SRC` | 0..48 dl_src, 48..64 vlan_tci of the inner (second) tag |
 //! | 5 `W_ARP_SHA` | 0..48 arp_sha / nd_sll, 48..64 dp_hash (its low 16 bits; datapath metadata) |
 //! | 6 `W_ARP_THA` | 0..48 arp_tha / nd_tll |
-//! | 7 `W_IPV6_MISC` | 0..20 ipv6_label, 32..64 mpls_lse2 (the third MPLS label stack entry) |
+//! | 7 `W_IPV6_MISC` | 0..20 ipv6_label, 32..64 mpls_lse2 (the third MPLS label stack entry) or nd_reserved |
 //! | 8, 9 | ipv6_src (high, low) |
 //! | 10, 11 | ipv6_dst |
 //! | 12, 13 | nd_target |
@@ -180,6 +180,14 @@ scalar_accessors! {
     arp_tha, set_arp_tha, u64, W_ARP_THA, 0, 48;
     /// IPv6 flow label (20 bits).
     ipv6_label, set_ipv6_label, u32, W_IPV6_MISC, 0, 20;
+    /// A neighbour solicitation's or advertisement's reserved word (the
+    /// advertisement's R/S/O flags), where the third MPLS label stack
+    /// entry is (an ND packet has none; an IPv4 packet's addresses stay
+    /// apart, as ICMPv6 is read inside IPv4 too).
+    nd_reserved, set_nd_reserved, u32, W_IPV6_MISC, 32, 32;
+    /// The type of an ND packet's first link-layer address option (1 or
+    /// 2; 0 if none), where TCP's flags are (an ND packet has none).
+    nd_options_type, set_nd_options_type, u8, W_TP, 32, 8;
     /// The packet's priority (`skb_priority`: the queue `set_queue`
     /// chose); datapath metadata, 0 for every received packet.
     skb_priority, set_skb_priority, u32, W_META2, 0, 32;

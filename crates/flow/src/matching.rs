@@ -508,12 +508,32 @@ fn format_l4(
             put(parts, FieldId::NdTarget);
             put(parts, FieldId::NdSll);
             put(parts, FieldId::NdTll);
+            // As OVS: decimal when exact, else hex value/mask (32 and 16
+            // bits, as OVS keeps them).
+            let (v, m) = (k.nd_reserved(), mk.nd_reserved());
+            if m == u32::MAX {
+                parts.push(format!("nd_reserved={v}"));
+            } else if m != 0 {
+                parts.push(format!("nd_reserved=0x{v:08x}/0x{m:08x}"));
+            }
+            // (OVS keeps the option type in 16 bits: a match sets all 16,
+            // a write or a read the low 8, printed as value/mask.)
+            let f = FieldId::NdOptionsType.info();
+            let (v, m) = (f.get(k), f.get(mk));
+            if m == 0xffff {
+                parts.push(format!("nd_options_type={v}"));
+            } else if m != 0 {
+                parts.push(format!("nd_options_type={v:#x}/{m:#x}"));
+            }
         }
     } else if !is_arp {
         put(parts, FieldId::TpSrc);
         put(parts, FieldId::TpDst);
     }
-    if !is_arp {
+    // (ICMPv6 neighbour discovery keeps its option type where TCP's flags
+    // are: printed above.)
+    let icmp6 = is_v6 && proto == Some(58);
+    if !(is_arp || icmp6) {
         put(parts, FieldId::TcpFlags);
     }
 }

@@ -277,6 +277,10 @@ pub fn parse_value(f: &FieldInfo, text: &str) -> Result<(u128, u128), ValueError
     if text.contains('/') && !f.maskable && f.format != ValueFormat::Frag {
         return err(format!("{} does not take a mask", f.name));
     }
+    // (nd_options_type: OVS's 16-bit place of an 8-bit value.)
+    if f.id == FieldId::NdOptionsType && v > 0xff {
+        return err(format!("value {text} is too wide for {} (8 bits)", f.name));
+    }
     if v & !full != 0 && !(f.id == FieldId::DlVlan && v == 0xffff) {
         return err(format!(
             "value {text} is too wide for {} ({} bits)",

@@ -497,7 +497,9 @@ fn oracle_l4(k: &mut FlowKey, proto: u8, payload: &[u8]) -> bool {
                 k.set_tp_src(icmp.type_u8().into());
                 k.set_tp_dst(icmp.code_u8().into());
                 if icmp.code_u8() == 0 && (icmp.type_u8() == 135 || icmp.type_u8() == 136) {
-                    oracle_nd(k, icmp.type_u8(), &payload[8..]);
+                    // The word after the checksum (etherparse's bytes 5..8).
+                    let reserved = u32::from_be_bytes(icmp.bytes5to8());
+                    oracle_nd(k, icmp.type_u8(), reserved, &payload[8..]);
                 }
                 true
             }
@@ -519,10 +521,34 @@ fn oracle_l4(k: &mut FlowKey, proto: u8, payload: &[u8]) -> bool {
 }
 
 /// RFC 4861 NS/NA body after the 8-byte ICMPv6 header, with the OVS rules.
-fn oracle_nd(k: &mut FlowKey, ty: u8, body: &[u8]) {
+fn oracle_nd(k: &mut FlowKey, ty: u8, reserved: u32, body: &[u8]) {
+    k.set_nd_reserved(reserved);
     if body.len() < 16 {
         return;
     }
+    // OVS's option type: the first SLL/TLL option of 8 bytes, whatever the
+    // message; a second one after a non-zero first ends the walk.
+    let mut opt_type = 0u8;
+    let mut seen = [false; 2];
+    let mut j = 16;
+    while body.len() - j >= 8 {
+        let len = usize::from(body[j + 1]) * 8;
+        if len == 0 || j + len > body.len() {
+            break;
+        }
+        if len == 8 && (body[j] == 1 || body[j] == 2) {
+            let s = usize::from(body[j] - 1);
+            if seen[s] {
+                break;
+            }
+            seen[s] = body[j + 2..j + 8] != [0; 6];
+            if opt_type == 0 {
+                opt_type = body[j];
+            }
+        }
+        j += len;
+    }
+    k.set_nd_options_type(opt_type);
     let target = u128::from_be_bytes(body[..16].try_into().expect("16 bytes"));
     let (mut sll, mut tll) = (0u64, 0u64);
     let mut i = 16;

@@ -46,6 +46,9 @@ pub enum SetHeader {
     /// IPv6 neighbour discovery: target and link-layer address options
     /// (`set(nd(...))`).
     Nd,
+    /// Neighbour discovery extensions: the reserved word and the first
+    /// option's type (`set(nd_ext(...))`).
+    NdExt,
 }
 
 /// One datapath action.
@@ -284,6 +287,15 @@ fn fmt_set(
             push_mac(&mut parts, "sll", key.arp_sha(), mk.arp_sha());
             push_mac(&mut parts, "tll", key.arp_tha(), mk.arp_tha());
             "nd"
+        }
+        SetHeader::NdExt => {
+            // As OVS: the reserved word always (hex), the option type
+            // under its mask.
+            parts.push(format!("nd_reserved={:#x}", key.nd_reserved()));
+            let f = FieldId::NdOptionsType.info();
+            let (v, m) = (f.get(key) as u8, f.get(&mk) as u8);
+            push_u8(&mut parts, "nd_options_type", v, m, false);
+            "nd_ext"
         }
     };
     write!(f, "set({name}({}))", parts.join(","))

@@ -90,7 +90,18 @@ fn stage_masks() -> &'static [FlowMask; 4] {
             // As OVS 3.1 (checked with its ofproto/trace): the ND target
             // and link-layer addresses, ARP hardware addresses and TCP
             // flags belong to the last stage, with the ports.
-            &[TpSrc, TpDst, TcpFlags, ArpSha, ArpTha, NdTarget],
+            // The ND extensions too (OVS keeps them with the transport
+            // fields).
+            &[
+                TpSrc,
+                TpDst,
+                TcpFlags,
+                ArpSha,
+                ArpTha,
+                NdTarget,
+                NdReserved,
+                NdOptionsType,
+            ],
         ];
         let mut out = [FlowMask::catchall(); 4];
         for (i, g) in groups.iter().enumerate() {

@@ -285,6 +285,8 @@ impl SelectField {
             F::NdTarget => 89,
             F::NdSll => 90,
             F::NdTll => 91,
+            F::NdReserved => 92,
+            F::NdOptionsType => 93,
             F::VlanTci1 => 200,
         }
     }
@@ -306,7 +308,8 @@ impl SelectField {
             | F::IcmpType
             | F::IcmpCode
             | F::Icmpv6Type
-            | F::Icmpv6Code => 1,
+            | F::Icmpv6Code
+            | F::NdOptionsType => 1,
             F::InPort
             | F::EthType
             | F::VlanTci

@@ -259,10 +259,11 @@ fn l2_hash_narrowing(rules: &str, ovs: &str, ours: &str) -> bool {
 /// (`tools/ovs-compare.py --arp-rewrites`): responder-style rules that
 /// `set_field`, `load` and `move` `arp_op`, `arp_spa`, `arp_tpa`,
 /// `arp_sha`, `arp_tha`, `icmp_type`, `icmp_code`, `icmpv6_type`,
-/// `icmpv6_code`, `nd_target`, `nd_sll`, `nd_tll`, with ARP, ICMP, ICMPv6
+/// `icmpv6_code`, `nd_target`, `nd_sll`, `nd_tll`, `nd_reserved`,
+/// `nd_options_type` (and match the last two), with ARP, ICMP, ICMPv6
 /// echo, neighbour solicitation and advertisement packets: the datapath's
-/// `set(arp(...))`, `set(icmp(...))`, `set(icmpv6(...))` and `set(nd(...))`
-/// and their megaflows; one line per rule set.
+/// `set(arp(...))`, `set(icmp(...))`, `set(icmpv6(...))`, `set(nd(...))`
+/// and `set(nd_ext(...))` and their megaflows; one line per rule set.
 #[test]
 fn arp_icmp_nd_rewrite_traces_match_ovs_3_1() {
     let data = include_str!("data/ovs31-arp-rewrites-traces.jsonl");
@@ -272,6 +273,8 @@ fn arp_icmp_nd_rewrite_traces_match_ovs_3_1() {
         ("set(icmp(", 100),
         ("set(icmpv6(", 100),
         ("set(nd(", 100),
+        ("set(nd_ext(", 100),
+        ("nd_options_type=0x", 50),
     ] {
         let n = data.matches(what).count();
         assert!(n >= at_least, "{what} only {n} times");

@@ -72,6 +72,10 @@ fn value_mask(rng: &mut Rng, id: FieldId, allow_mask: bool) -> (u128, u128) {
                 };
                 v &= m;
             }
+            if id == FieldId::NdOptionsType {
+                // (An 8-bit value in OVS's 16-bit place.)
+                v &= 0xff;
+            }
             if id == FieldId::TcpFlags && rng.coin(2) {
                 // The named-flag forms.
                 m &= 0x1ff;

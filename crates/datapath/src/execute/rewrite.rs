@@ -83,6 +83,7 @@ pub fn apply(
             SetHeader::Arp => set_arp(pkt, meta, key, mask),
             SetHeader::Icmp | SetHeader::Icmpv6 => set_icmp(pkt, meta, *header, key, mask),
             SetHeader::Nd => set_nd(pkt, meta, key, mask),
+            SetHeader::NdExt => set_nd_ext(pkt, meta, key, mask),
         },
         DpAction::PushVlan { tpid, tci } => push_vlan(pkt, meta, *tpid, *tci),
         DpAction::PopVlan => pop_vlan(pkt, meta),
@@ -463,6 +464,22 @@ pub fn set_icmp(
     Ok(())
 }
 
+/// The neighbour solicitation or advertisement of an ICMPv6 packet (its
+/// whole message, from the ICMPv6 header to the end of the IP payload).
+fn nd_message<'p>(pkt: &'p mut PacketBuf, meta: &PacketMeta) -> Result<&'p mut [u8], ExecError> {
+    if meta.l4 == NONE || meta.nw_proto != ip_proto::ICMPV6 {
+        return Err(ExecError::NoHeader);
+    }
+    let l4 = usize::from(meta.l4);
+    let d = pkt.data_mut();
+    let end = ip_end(d, usize::from(meta.l3)).max(l4);
+    let t = d.get_mut(l4..end).ok_or(ExecError::NoHeader)?;
+    if t.len() < 24 || !matches!(t[0], 135 | 136) {
+        return Err(ExecError::NoHeader);
+    }
+    Ok(t)
+}
+
 /// Rewrites the masked bits of a neighbour solicitation's or
 /// advertisement's target and of its source/target link-layer address
 /// options (where the packet has them), patching the ICMPv6 checksum.
@@ -472,17 +489,8 @@ pub fn set_nd(
     key: &FlowKey,
     mask: &FlowMask,
 ) -> Result<(), ExecError> {
-    if meta.l4 == NONE || meta.nw_proto != ip_proto::ICMPV6 {
-        return Err(ExecError::NoHeader);
-    }
     let mk = mask.to_key();
-    let l4 = usize::from(meta.l4);
-    let d = pkt.data_mut();
-    let end = ip_end(d, usize::from(meta.l3)).max(l4);
-    let t = d.get_mut(l4..end).ok_or(ExecError::NoHeader)?;
-    if t.len() < 24 || !matches!(t[0], 135 | 136) {
-        return Err(ExecError::NoHeader);
-    }
+    let t = nd_message(pkt, meta)?;
     let mut csum = u16::from_be_bytes([t[2], t[3]]);
     let mut patch = |t: &mut [u8], at: usize, new: &[u8]| {
         let old = t[at..at + new.len()].to_vec();
@@ -513,6 +521,39 @@ pub fn set_nd(
             patch(t, o + 2, &n[2..]);
         }
         o += len;
+    }
+    t[2..4].copy_from_slice(&csum.to_be_bytes());
+    Ok(())
+}
+
+/// Rewrites the masked bits of a neighbour solicitation's or
+/// advertisement's reserved word (an NA's R/S/O flags) and of its first
+/// option's type (when it has an option), patching the ICMPv6 checksum.
+pub fn set_nd_ext(
+    pkt: &mut PacketBuf,
+    meta: &PacketMeta,
+    key: &FlowKey,
+    mask: &FlowMask,
+) -> Result<(), ExecError> {
+    let mk = mask.to_key();
+    let t = nd_message(pkt, meta)?;
+    let mut csum = u16::from_be_bytes([t[2], t[3]]);
+    let old = [t[4], t[5], t[6], t[7]];
+    let reserved = masked(u32::from_be_bytes(old), key.nd_reserved(), mk.nd_reserved());
+    let new = reserved.to_be_bytes();
+    if new != old {
+        csum = csum_replace(csum, &old, &new);
+        t[4..8].copy_from_slice(&new);
+    }
+    let m = mk.nd_options_type();
+    if m != 0 && t.len() >= 26 {
+        // The option's type and length bytes, one 16-bit word.
+        let old = [t[24], t[25]];
+        let new = [masked(t[24], key.nd_options_type(), m), t[25]];
+        if new != old {
+            csum = csum_replace(csum, &old, &new);
+            t[24] = new[0];
+        }
     }
     t[2..4].copy_from_slice(&csum.to_be_bytes());
     Ok(())

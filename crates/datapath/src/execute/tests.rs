@@ -630,7 +630,7 @@ fn action_strategy() -> impl Strategy<Value = DpAction> {
         Just(DpAction::PopVlan),
         Just(DpAction::CONTROLLER),
         (any::<u16>(), any::<u16>()).prop_map(|(tpid, tci)| DpAction::PushVlan { tpid, tci }),
-        (0usize..10, word, word).prop_map(|(h, k, m)| DpAction::Set {
+        (0usize..11, word, word).prop_map(|(h, k, m)| DpAction::Set {
             header: [
                 SetHeader::Eth,
                 SetHeader::Ipv4,
@@ -642,6 +642,7 @@ fn action_strategy() -> impl Strategy<Value = DpAction> {
                 SetHeader::Icmp,
                 SetHeader::Icmpv6,
                 SetHeader::Nd,
+                SetHeader::NdExt,
             ][h],
             key: FlowKey { w: k },
             mask: FlowMask { w: m },
@@ -1019,4 +1020,30 @@ fn clone_changes_only_its_copy() {
     assert_eq!(got[2].1, f, "the packet after the clone is as before");
     assert_eq!(p.data(), &f[..]);
     assert_eq!(ex.stats().dropped, 0);
+}
+
+#[test]
+fn nd_reserved_and_option_type_with_valid_checksum() {
+    let a = set(SetHeader::NdExt, |k, m| {
+        k.set_nd_reserved(0x6000_0000);
+        m.set_nd_reserved(u32::MAX);
+        k.set_nd_options_type(2);
+        m.set_nd_options_type(0xff);
+    });
+    let f = run(&neighbour_solicitation(V6_SRC), &[a]);
+    parse_valid(&f);
+    let l4 = 14 + 40;
+    assert_eq!(f[l4 + 4..l4 + 8], [0x60, 0, 0, 0]);
+    assert_eq!(f[l4 + 24], 2, "the first option's type");
+    let k = flowpath_flow::extract::extract(&f, 1);
+    assert_eq!((k.nd_reserved(), k.nd_options_type()), (0x6000_0000, 2));
+    // Only the reserved word's masked bits.
+    let b = set(SetHeader::NdExt, |k, m| {
+        k.set_nd_reserved(0x1);
+        m.set_nd_reserved(0xf);
+    });
+    let g = run(&neighbour_solicitation(V6_SRC), &[b]);
+    parse_valid(&g);
+    assert_eq!(g[l4 + 4..l4 + 8], [0, 0, 0, 1]);
+    assert_eq!(g[l4 + 24], 1, "the option type unchanged");
 }

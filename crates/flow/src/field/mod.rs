@@ -98,6 +98,8 @@ pub enum FieldId {
     MplsBos,
     MplsTtl,
     VlanVid,
+    NdReserved,
+    NdOptionsType,
 }
 
 /// Where a field's bits live in the key.
@@ -315,6 +317,8 @@ pub const NXM_NAMES: &[(&str, FieldId)] = &[
     ("OXM_OF_ETH_TYPE", FieldId::EthType),
     ("NXM_OF_VLAN_TCI", FieldId::VlanTci),
     ("OXM_OF_VLAN_VID", FieldId::VlanVid),
+    ("ERICOXM_OF_ICMPV6_ND_RESERVED", FieldId::NdReserved),
+    ("ERICOXM_OF_ICMPV6_ND_OPTIONS_TYPE", FieldId::NdOptionsType),
     ("OXM_OF_VLAN_PCP", FieldId::DlVlanPcp),
     ("NXM_OF_IP_SRC", FieldId::NwSrc),
     ("OXM_OF_IPV4_SRC", FieldId::NwSrc),

@@ -76,6 +76,13 @@ const fn xxreg(id: FieldId, name: &'static str, word: u8) -> FieldInfo {
 }
 
 use EthReq as E;
+
+/// A neighbour solicitation or advertisement.
+const ND: Prereq = Prereq {
+    eth: EthReq::Ipv6,
+    proto: ProtoReq::One(58),
+    icmp6_types: &[135, 136],
+};
 use FieldId as F;
 use ProtoReq as P;
 use ValueFormat as V;
@@ -489,11 +496,7 @@ pub static FIELDS: &[FieldInfo] = &[
         true,
     ),
     FieldInfo {
-        prereq: Prereq {
-            eth: E::Ipv6,
-            proto: P::One(58),
-            icmp6_types: &[135, 136],
-        },
+        prereq: ND,
         ..f(
             F::NdTarget,
             "nd_target",
@@ -674,4 +677,38 @@ pub static FIELDS: &[FieldInfo] = &[
         true,
         true,
     ),
+    // Neighbour discovery extensions (OVS's ERICOXM fields): the NS/NA
+    // reserved word (an NA's R/S/O flags; not maskable in a match, as OVS)
+    // and the type of the first link-layer address option.
+    FieldInfo {
+        prereq: ND,
+        ..f(
+            F::NdReserved,
+            "nd_reserved",
+            &[],
+            32,
+            bits(W_IPV6_MISC, 32, 32),
+            V::Int,
+            ICMP6,
+            true,
+            false,
+        )
+    },
+    FieldInfo {
+        prereq: ND,
+        ..f(
+            F::NdOptionsType,
+            "nd_options_type",
+            &[],
+            // 16 bits, as OVS keeps it (with the TCP flags): a match is on
+            // all 16 (its value at most 255), a write or a read on the low
+            // 8 (`ofproto` narrows them).
+            16,
+            bits(W_TP, 32, 16),
+            V::Int,
+            ICMP6,
+            true,
+            true,
+        )
+    },
 ];

@@ -499,6 +499,8 @@ fn subfield_width(id: FieldId, name: &str) -> u32 {
         FieldId::ArpOp => 16,
         // OVS's vlan_vid as a bit range: the 12-bit VID.
         FieldId::VlanVid => 12,
+        // (An 8-bit value in OVS's 16-bit place.)
+        FieldId::NdOptionsType => 8,
         _ => u32::from(id.info().bits),
     }
 }

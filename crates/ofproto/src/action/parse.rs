@@ -292,8 +292,6 @@ pub fn is_unsupported_field(name: &str) -> bool {
         "packet_type",
         "in_port_oxm",
         "vlan_tpid",
-        "nd_reserved",
-        "nd_options_type",
         "ipv6_exthdr",
     ];
     const PREFIXES: &[&str] = &[
@@ -301,7 +299,6 @@ pub fn is_unsupported_field(name: &str) -> bool {
         "NXM_NX_CT_",
         "OXM_OF_TUNNEL_ID",
         "OXM_OF_MPLS",
-        "OXM_OF_VLAN_VID",
         "tun_",
         "ct_",
         "mpls",

@@ -63,8 +63,19 @@ impl<L: Lookup> Ctx<'_, '_, L> {
             self.commit_header(SetHeader::Ipv4, IPV4);
         } else if self.flow.nw_proto() != 0 && self.base.is_ipv6() {
             self.commit_header(SetHeader::Ipv6, IPV6);
-            // Neighbour discovery after IPv6, as OVS (a masked set).
+            // Neighbour discovery after IPv6, as OVS (masked sets): the
+            // extensions first.
             if self.base.nw_proto() == 58 && is_nd(&self.base) {
+                let n = self.odp.len();
+                self.commit_header(SetHeader::NdExt, &[&[NdReserved], &[NdOptionsType]]);
+                if self.odp.len() > n {
+                    // As OVS (its nd_ext key's option type is 8 bits): a
+                    // commit leaves the 16-bit mask of the option type as
+                    // its low 8 bits.
+                    let f = NdOptionsType.info();
+                    let m = f.get_mask(&self.wc);
+                    f.set_mask(&mut self.wc, m & 0xff);
+                }
                 self.commit_header(SetHeader::Nd, &[&[NdTarget], &[NdSll], &[NdTll]]);
             }
         } else if self.flow.nw_proto() != 0 && matches!(self.base.dl_type(), 0x0806 | 0x8035) {
@@ -284,7 +295,11 @@ impl<L: Lookup> Ctx<'_, '_, L> {
         // OVS's datapath key leaves them out.
         if !is_mpls(self.orig.dl_type()) {
             m.w[W_MPLS] = 0;
-            m.set_mpls_lse2(0);
+            // (An ICMPv6 packet's ND reserved word is where the third
+            // entry is: read by an ND lookup, it stays, as OVS's.)
+            if !(self.orig.is_ip_any() && self.orig.nw_proto() == 58) {
+                m.set_mpls_lse2(0);
+            }
         }
         self.wc = FlowMask::from_key(&m);
     }

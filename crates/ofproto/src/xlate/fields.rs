@@ -352,6 +352,10 @@ impl<L: Lookup> Ctx<'_, '_, L> {
             FieldId::VlanVid => {
                 return self.set_field(FieldId::VlanTci, value & 0x1fff, mask & 0x1fff, legacy)
             }
+            // An 8-bit value in OVS's 16-bit place: a write is of the low 8.
+            FieldId::NdOptionsType if mask & !0xff != 0 => {
+                return self.set_field(field, value & 0xff, mask & 0xff, legacy)
+            }
             FieldId::VlanTci => {
                 let mut m = self.wc.to_key();
                 m.set_vlan_tci(m.vlan_tci() | mask as u16);
@@ -371,6 +375,8 @@ impl<L: Lookup> Ctx<'_, '_, L> {
             }
             _ => {}
         }
+        // (The ND prerequisites are read whether they hold or not.)
+        self.nd_read(field);
         let applies = if legacy && is_l4 {
             self.flow.is_ip_any() && self.flow.nw_frag() & FRAG_LATER == 0
         } else if legacy {
@@ -402,7 +408,6 @@ impl<L: Lookup> Ctx<'_, '_, L> {
         if is_l3 || is_l4 || !matches!(info.prereq.proto, flowpath_flow::field::ProtoReq::Any) {
             FieldId::NwProto.info().or_mask(&mut self.wc, 0xff);
         }
-        self.nd_read(field);
         info.or_mask(&mut self.wc, mask);
         info.set_masked(&mut self.flow, value, mask);
     }
