@@ -174,21 +174,11 @@ pub(super) fn parse_small(name: &str, s: &str, max: u128, what: &str) -> Result<
 }
 
 pub(super) fn parse_controller(name: &str, arg: Arg<'_>) -> Result<Action, RuleError> {
-    let mut a = Action::controller(CONTROLLER_MAX_LEN);
-    let Action::Controller {
-        max_len,
-        reason,
-        id,
-        userdata,
-        pause,
-        meter_id,
-    } = &mut a
-    else {
-        return fail(name, "controller");
-    };
+    let (mut max_len, mut reason, mut id) = (CONTROLLER_MAX_LEN, 1u8, 0u16);
+    let (mut userdata, mut pause, mut meter_id) = (0u32, false, None);
     match arg {
         Arg::None => {}
-        Arg::Colon(s) => *max_len = parse_small(name, s, 0xffff, "max_len")? as u16,
+        Arg::Colon(s) => max_len = parse_small(name, s, 0xffff, "max_len")? as u16,
         Arg::Paren(s) => {
             for kv in s.split(',').map(str::trim).filter(|kv| !kv.is_empty()) {
                 let (k, v) = match kv.split_once('=') {
@@ -197,11 +187,11 @@ pub(super) fn parse_controller(name: &str, arg: Arg<'_>) -> Result<Action, RuleE
                 };
                 match (k, v) {
                     ("max_len", Some(v)) => {
-                        *max_len = parse_small(name, v, 0xffff, "max_len")? as u16
+                        max_len = parse_small(name, v, 0xffff, "max_len")? as u16
                     }
-                    ("id", Some(v)) => *id = parse_small(name, v, 0xffff, "controller id")? as u16,
+                    ("id", Some(v)) => id = parse_small(name, v, 0xffff, "controller id")? as u16,
                     ("meter_id", Some(v)) => {
-                        *meter_id =
+                        meter_id =
                             Some(parse_small(name, v, u128::from(u32::MAX), "meter id")? as u32)
                     }
                     ("reason", Some(v)) => {
@@ -214,33 +204,49 @@ pub(super) fn parse_controller(name: &str, arg: Arg<'_>) -> Result<Action, RuleE
                                 ),
                             );
                         };
-                        *reason = r as u8;
+                        reason = r as u8;
                     }
                     ("userdata", Some(v)) => {
-                        let mut bytes = Vec::new();
-                        for b in v.split('.').filter(|b| !b.is_empty()) {
-                            let ok = b.len() <= 2 && u8::from_str_radix(b, 16).is_ok();
-                            if !ok {
-                                return fail(
-                                    name,
-                                    format!("userdata '{v}' is not hex bytes (userdata=00.11.22)"),
-                                );
-                            }
-                            bytes.push(u8::from_str_radix(b, 16).unwrap_or(0));
-                        }
-                        *userdata = if bytes.is_empty() {
+                        let Some(bytes) = parse_hex_bytes(v) else {
+                            return fail(
+                                name,
+                                format!("userdata '{v}' is not hex bytes (userdata=00.11.22)"),
+                            );
+                        };
+                        userdata = if bytes.is_empty() {
                             0
                         } else {
                             super::userdata::intern(&bytes)
                         };
                     }
-                    ("pause", None) => *pause = true,
+                    ("pause", None) => pause = true,
                     _ => return fail(name, format!("unknown controller option '{kv}'")),
                 }
             }
         }
     }
-    Ok(a)
+    Ok(Action::Controller {
+        max_len,
+        reason,
+        id,
+        userdata,
+        pause,
+        meter_id,
+    })
+}
+
+/// `00.11.22` (the form of `note:` and `controller(userdata=)`): the
+/// bytes, or `None` when a part is not one or two hex digits (empty parts
+/// are skipped, as OVS skips them).
+fn parse_hex_bytes(text: &str) -> Option<Vec<u8>> {
+    text.split('.')
+        .filter(|b| !b.is_empty())
+        .map(|b| {
+            (b.len() <= 2)
+                .then(|| u8::from_str_radix(b, 16).ok())
+                .flatten()
+        })
+        .collect()
 }
 
 pub(super) fn parse_resubmit(name: &str, arg: Arg<'_>) -> Result<Action, RuleError> {
@@ -795,10 +801,7 @@ pub fn parse_actions(text: &str, matching: &Match, table: u8) -> Result<Vec<Acti
         // `note:HEX`: a comment for the controller that does nothing, as in
         // OVS (flowpath does not keep it: dump-flows does not show it).
         if let Some(hex) = item.trim().strip_prefix("note:") {
-            let ok = hex
-                .split('.')
-                .all(|b| b.len() <= 2 && (b.is_empty() || u8::from_str_radix(b, 16).is_ok()));
-            if !ok {
+            if parse_hex_bytes(hex).is_none() {
                 return fail("note", format!("'{hex}' is not hex bytes (note:00.11.22)"));
             }
             continue;

@@ -41,11 +41,12 @@ impl<L: Lookup> Ctx<'_, '_, L> {
         // megaflow then also covers packets with nw_proto 0, which get no
         // rewrite).
         const ARP: &[&[FieldId]] = &[&[ArpSpa], &[ArpTpa], &[ArpOp], &[ArpSha], &[ArpTha]];
+        let is_arp = matches!(self.base.dl_type(), 0x0806 | 0x8035);
         let l3: &[&[FieldId]] = if self.base.is_ipv4() {
             IPV4
         } else if self.base.is_ipv6() {
             IPV6
-        } else if matches!(self.base.dl_type(), 0x0806 | 0x8035) {
+        } else if is_arp {
             ARP
         } else {
             &[]
@@ -78,7 +79,7 @@ impl<L: Lookup> Ctx<'_, '_, L> {
                 }
                 self.commit_header(SetHeader::Nd, &[&[NdTarget], &[NdSll], &[NdTll]]);
             }
-        } else if self.flow.nw_proto() != 0 && matches!(self.base.dl_type(), 0x0806 | 0x8035) {
+        } else if self.flow.nw_proto() != 0 && is_arp {
             // ARP (its opcode is where nw_proto is): a masked set.
             self.commit_header(SetHeader::Arp, ARP);
         }
@@ -132,9 +133,7 @@ impl<L: Lookup> Ctx<'_, '_, L> {
             (0x86dd, 58) => SetHeader::Icmpv6,
             _ => return,
         };
-        let mut m = FlowMask::catchall();
-        m.or_assign(&FieldId::IcmpType.info().storage_mask());
-        m.or_assign(&FieldId::IcmpCode.info().storage_mask());
+        let m = group_mask(&[FieldId::IcmpType, FieldId::IcmpCode]);
         if self.flow.eq_masked(&self.base, &m.intersect(&self.wc)) {
             return;
         }
@@ -147,11 +146,9 @@ impl<L: Lookup> Ctx<'_, '_, L> {
     /// bits, between the flow and the datapath packet.
     fn pending(&self, fields: &[&[FieldId]]) -> bool {
         fields.iter().any(|group| {
-            let mut m = FlowMask::catchall();
-            for f in group.iter() {
-                m.or_assign(&f.info().storage_mask());
-            }
-            !self.flow.eq_masked(&self.base, &m.intersect(&self.wc))
+            !self
+                .flow
+                .eq_masked(&self.base, &group_mask(group).intersect(&self.wc))
         })
     }
 
@@ -163,11 +160,7 @@ impl<L: Lookup> Ctx<'_, '_, L> {
         let mut key = FlowKey::zero();
         let mut mask = FlowMask::catchall();
         for group in fields {
-            let mut m = FlowMask::catchall();
-            for f in group.iter() {
-                m.or_assign(&f.info().storage_mask());
-            }
-            let m = m.intersect(&self.wc);
+            let m = group_mask(group).intersect(&self.wc);
             if !self.flow.eq_masked(&self.base, &m) {
                 for i in 0..flowpath_flow::FLOW_WORDS {
                     key.w[i] |= self.flow.w[i] & m.w[i];
@@ -312,4 +305,13 @@ fn is_nd(k: &FlowKey) -> bool {
         && k.nw_proto() == 58
         && matches!(k.tp_src() & 0xff, 135 | 136)
         && k.tp_dst() & 0xff == 0
+}
+
+/// The key bits of a field group (fields a datapath `set` writes as one).
+fn group_mask(group: &[FieldId]) -> FlowMask {
+    let mut m = FlowMask::catchall();
+    for f in group {
+        m.or_assign(&f.info().storage_mask());
+    }
+    m
 }

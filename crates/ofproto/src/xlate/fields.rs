@@ -17,18 +17,19 @@ impl<L: Lookup> Ctx<'_, '_, L> {
     pub(super) fn clone_actions(&mut self, body: &[Action], table: u8, last: bool) {
         let stack = self.stack.clone();
         let action_set = self.action_set.clone();
-        // The clone's own actions (not those of clones inside it).
-        let mut own = Vec::new();
+        // A truncated output among the clone's own actions (not those of
+        // clones inside it). (As OVS: the translation's last action needs
+        // no datapath clone.)
+        let mut truncates = false;
         let mut i = 0;
         while let Some(a) = body.get(i) {
-            own.push(*a);
+            truncates |= matches!(a, Action::OutputTrunc { .. });
             i += 1 + match *a {
                 Action::Clone { len } => usize::from(len),
                 _ => 0,
             };
         }
-        // (As OVS: the translation's last action needs no datapath clone.)
-        let datapath = !last && own.iter().any(|a| matches!(a, Action::OutputTrunc { .. }));
+        let datapath = !last && truncates;
         let at = if datapath {
             self.commit();
             self.odp.push(DpAction::Clone { len: 0 });
