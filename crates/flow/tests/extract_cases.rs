@@ -661,3 +661,30 @@ fn fuzz_extract_crash_8b03bf17_mpls_multicast_label_in_word_15() {
     assert_eq!((k.nw_src(), k.nw_proto(), k.tp_src()), (0, 0, 0));
     assert_eq!(l.l4, NONE);
 }
+
+/// Regression: fuzz target `extract`, crash-9735ce44 (CI, after the ND
+/// extensions landed): an IPv4 frame carrying an ICMPv6 neighbour
+/// solicitation (OVS reads ICMPv6 inside IPv4 too) whose reserved word is
+/// kept where the third MPLS entry is, which the target still asserted to
+/// be zero. The extraction is right; the invariant is now "the third
+/// entry's bits only for MPLS or ND".
+#[test]
+fn fuzz_extract_crash_9735ce44_nd_reserved_inside_ipv4() {
+    let data: [u8; 82] = [
+        0, 0, 0, 0, 96, 165, 128, 40, 255, 255, 96, 103, 255, 255, 255, 0, 8, 0, 75, 52, 0, 61, 0,
+        0, 0, 0, 0, 58, 0, 155, 155, 155, 155, 27, 155, 28, 155, 0, 0, 0, 0, 165, 128, 40, 255,
+        255, 96, 103, 251, 255, 255, 1, 0, 0, 0, 0, 0, 0, 60, 17, 0, 0, 135, 0, 21, 0, 155, 155,
+        155, 155, 155, 0, 0, 0, 0, 0, 0, 210, 135, 196, 120, 135,
+    ];
+    let port = u32::from_le_bytes([data[0], data[1], data[2], data[3]]);
+    let (k, _) = extract_with_layers(&data[4..], port);
+    assert_eq!((k.dl_type(), k.nw_proto()), (0x0800, 58));
+    assert_eq!((k.tp_src(), k.tp_dst()), (135, 0));
+    let icmp = &data[4 + 14 + 44..];
+    assert_eq!(
+        k.nd_reserved(),
+        u32::from_be_bytes([icmp[4], icmp[5], icmp[6], icmp[7]])
+    );
+    assert_ne!(k.nd_reserved(), 0);
+    assert_eq!(k.w[15], 0);
+}
