@@ -8,6 +8,7 @@ use flowpath_netdev::PortSpec;
 use flowpath_ofproto::classifier::parse_prefixes;
 use flowpath_ofproto::normal::{parse_vlan_mode, Bridge, MacTable, PortVlans, VlanMode};
 use flowpath_ofproto::parse::parse_rules;
+use flowpath_switchd::ofchannel::ListenSpec;
 use flowpath_switchd::rules::RuleSet;
 use flowpath_switchd::{Switchd, SwitchdConfig};
 use std::path::PathBuf;
@@ -73,6 +74,15 @@ pub struct Args {
     /// with `config/set frag-mode=MODE`.
     #[arg(long = "frag-mode", value_name = "MODE", default_value = "normal", value_parser = crate::rule_args::parse_frag_mode)]
     frag_mode: flowpath_ofproto::tables::FragMode,
+    /// The bridge's name: its OpenFlow socket is NAME.mgmt beside the
+    /// control socket (as Open vSwitch's br0.mgmt), so that
+    /// `OVS_RUNDIR=$FLOWPATH_RUNDIR ovs-ofctl dump-flows br0` works.
+    #[arg(long, value_name = "NAME", default_value = "br0")]
+    bridge: String,
+    /// More OpenFlow listeners: `ptcp:PORT[:IP]` or `punix:PATH`
+    /// (repeatable), for `ovs-ofctl ... tcp:IP:PORT` and controllers.
+    #[arg(long = "openflow", value_name = "ptcp:PORT[:IP]|punix:PATH")]
+    openflow: Vec<String>,
     #[command(flatten)]
     dp: crate::dp_args::DatapathArgs,
 }
@@ -167,6 +177,20 @@ pub fn run(args: Args) -> Result<()> {
         .set_groups(crate::rule_args::load_groups(args.groups.as_deref())?)
         .map_err(|e| anyhow::anyhow!("{}: {e}", args.rules.display()))?;
     args.dp.apply_process_settings();
+    if args.bridge.is_empty() || args.bridge.contains('/') {
+        bail!(
+            "--bridge {:?}: a bridge name is a plain word (br0)",
+            args.bridge
+        );
+    }
+    let mgmt = ctl_path
+        .parent()
+        .unwrap_or(std::path::Path::new("."))
+        .join(format!("{}.mgmt", args.bridge));
+    let mut openflow = vec![ListenSpec::Unix(mgmt.clone())];
+    for s in &args.openflow {
+        openflow.push(ListenSpec::parse(s).map_err(|e| anyhow::anyhow!("--openflow {e}"))?);
+    }
     let cfg = SwitchdConfig {
         rules: rule_set,
         ports,
@@ -175,13 +199,15 @@ pub fn run(args: Args) -> Result<()> {
         ctl_path: ctl_path.clone(),
         pidfile: args.pidfile.clone(),
         bridge,
+        openflow,
     };
     let sw = Switchd::start(cfg)?;
     eprintln!(
-        "flowpath: switch running: {} ports, {} PMD thread(s), control socket {}",
+        "flowpath: switch running: {} ports, {} PMD thread(s), control socket {}, OpenFlow {}",
         args.ports.len(),
         args.pmd_cpus.len().max(1),
-        ctl_path.display()
+        ctl_path.display(),
+        mgmt.display()
     );
     sw.run_until_stopped()?;
     Ok(())

@@ -197,7 +197,7 @@ impl Control {
         Control { sh }
     }
 
-    fn state(&self) -> MutexGuard<'_, CtlState> {
+    pub(crate) fn state(&self) -> MutexGuard<'_, CtlState> {
         self.sh.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -236,7 +236,7 @@ impl Control {
     /// Publishes `st.rules`: the PMDs' upcalls use them from the answer
     /// on. The caller then releases the control lock and runs a
     /// revalidator round ([`Control::finish_rule_change`]).
-    fn publish(&self, st: &CtlState) -> Result<(), String> {
+    pub(crate) fn publish(&self, st: &CtlState) -> Result<(), String> {
         let p = st.rules.publish();
         self.sh.set_published(p.clone());
         self.ask_all(|r| PmdCmd::SwapRules(p.tables.clone(), r))?;
@@ -245,7 +245,11 @@ impl Control {
 
     /// After a rule change (lock released): one revalidator round, so that
     /// every megaflow the change affects is gone before the reply.
-    fn finish_rule_change(&self, what: String, n_rules: usize) -> Result<String, String> {
+    pub(crate) fn finish_rule_change(
+        &self,
+        what: String,
+        n_rules: usize,
+    ) -> Result<String, String> {
         let before = self.upcall_stats().revalidated;
         self.sh.reval_wait()?;
         let removed = self.upcall_stats().revalidated - before;
@@ -749,7 +753,7 @@ impl Control {
         Ok(out)
     }
 
-    fn config_set(&self, params: &[String]) -> Result<String, String> {
+    pub(crate) fn config_set(&self, params: &[String]) -> Result<String, String> {
         let mut st = self.state();
         let mut cfg = st.datapath.clone();
         let mut frag_mode = None;

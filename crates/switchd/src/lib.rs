@@ -25,6 +25,7 @@
 //! against it.
 
 pub mod control;
+pub mod ofchannel;
 pub mod pmd;
 pub mod ports;
 pub mod revalidator;
@@ -67,6 +68,9 @@ pub struct SwitchdConfig {
     /// `NORMAL`'s state: the MAC learning table every PMD shares, the
     /// ports' VLANs, LOCAL or not.
     pub bridge: Arc<Bridge>,
+    /// OpenFlow listeners (`punix:PATH`, `ptcp:PORT[:IP]`): the bridge's
+    /// `NAME.mgmt` socket and any `--openflow` ones.
+    pub openflow: Vec<ofchannel::ListenSpec>,
 }
 
 /// Why the switch could not start.
@@ -111,6 +115,7 @@ pub struct Switchd {
     threads: Vec<JoinHandle<()>>,
     open: Vec<OpenPort>,
     server: Option<flowpath_unixctl::Server>,
+    of_server: Option<ofchannel::OfServer>,
     pidfile: Option<PathBuf>,
 }
 
@@ -240,6 +245,7 @@ impl Switchd {
             threads,
             open: opened.open,
             server: None,
+            of_server: None,
             pidfile: None,
         };
         let server = flowpath_unixctl::Server::bind(
@@ -252,6 +258,13 @@ impl Switchd {
             Err(e) => {
                 me.shutdown();
                 return Err(e.into());
+            }
+        }
+        match ofchannel::OfServer::start(me.shared.clone(), &cfg.openflow) {
+            Ok(s) => me.of_server = Some(s),
+            Err(e) => {
+                me.shutdown();
+                return Err(SwitchdError::Config(format!("OpenFlow listener: {e}")));
             }
         }
         if let Some(p) = cfg.pidfile {
@@ -303,6 +316,9 @@ impl Switchd {
             let _ = t.join();
         }
         if let Some(s) = self.server.take() {
+            s.shutdown();
+        }
+        if let Some(s) = self.of_server.take() {
             s.shutdown();
         }
         self.shared.tx.flush_all();

@@ -240,6 +240,50 @@ impl RuleSet {
         self.add(rules);
     }
 
+    /// Deletes the rules `pred` selects; returns them.
+    pub fn delete_where(&mut self, mut pred: impl FnMut(&Rule) -> bool) -> Vec<Rule> {
+        let mut gone = Vec::new();
+        self.rules.retain(|r| {
+            let d = pred(&r.rule);
+            if d {
+                gone.push(r.rule.clone());
+            }
+            !d
+        });
+        self.version += 1;
+        gone
+    }
+
+    /// Gives the rules `pred` selects `actions` (and the write-actions
+    /// set), keeping their match, priority, timeouts and statistics
+    /// (zeroed with `reset_counts`, as OpenFlow's modify), and the cookie
+    /// `new_cookie` if given. Returns how many changed.
+    pub fn modify_where(
+        &mut self,
+        mut pred: impl FnMut(&Rule) -> bool,
+        new: &Rule,
+        reset_counts: bool,
+        new_cookie: Option<u64>,
+    ) -> usize {
+        let mut n = 0;
+        for r in &mut self.rules {
+            if pred(&r.rule) {
+                if let Some(c) = new_cookie {
+                    r.rule.cookie = c;
+                }
+                r.rule.actions = new.actions.clone();
+                r.rule.write_actions = new.write_actions.clone();
+                if reset_counts {
+                    r.packets = 0;
+                    r.bytes = 0;
+                }
+                n += 1;
+            }
+        }
+        self.version += 1;
+        n
+    }
+
     /// Deletes the rules `sel` selects (non-strict, as `ovs-ofctl
     /// del-flows`): those whose match covers every field `sel` names with
     /// the same values, in `sel`'s table if it names one. Returns how many.

@@ -17,6 +17,12 @@ impl fmt::Display for Action {
             Action::SetQueue(q) => write!(f, "set_queue:{q}"),
             Action::Bundle { .. } | Action::Multipath { .. } => fmt_choice(self, f),
             Action::PopQueue => f.write_str("pop_queue"),
+            Action::Note(i) => {
+                f.write_str("note:")?;
+                let b = super::userdata::get(i);
+                let hex: Vec<String> = b.iter().map(|x| format!("{x:02x}")).collect();
+                f.write_str(&hex.join("."))
+            }
             Action::Enqueue { port, queue } => {
                 f.write_str("enqueue:")?;
                 write_port(f, port)?;
@@ -100,6 +106,10 @@ impl fmt::Display for Action {
                     } else {
                         write!(f, "set_tunnel64:{value:#x}")
                     };
+                }
+                if field == FieldId::NwTtl && legacy {
+                    // OpenFlow 1.1's set-TTL action, as OVS prints it.
+                    return write!(f, "mod_nw_ttl:{value}");
                 }
                 let legacy_name = LEGACY.iter().find(|(_, id)| *id == field).map(|(n, _)| n);
                 match legacy_name {

@@ -22,7 +22,8 @@
 //! - tables are 0..=254; `GotoTable` is last and goes to a later table;
 //! - `SetField` values are in field units, already ANDed with the mask, the
 //!   mask is within the field's full mask; `legacy` ones have the full mask
-//!   and one of the seven legacy fields;
+//!   and one of the seven legacy fields, `nw_ttl` (`mod_nw_ttl`) or
+//!   `tun_id` (`set_tunnel`);
 //! - `ModVlanVid` ≤ 4095, `ModVlanPcp` ≤ 7, `PushVlan` is 0x8100 or 0x88a8.
 //!
 //! Layout: this module holds the types; `parse` splits a list and holds
@@ -152,6 +153,9 @@ pub mod userdata {
 /// One rule action. A rule with no action drops the packet.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
 pub enum Action {
+    /// `note:HEX`: bytes for the controller that do nothing (interned in
+    /// [`userdata`]; kept so that `dump-flows` shows them, as OVS).
+    Note(u32),
     /// Send the packet, as it is now, to this port (`output:2`, `2`;
     /// [`OFPP_LOCAL`] prints as `LOCAL`).
     Output(u32),

@@ -705,10 +705,9 @@ fn parse_write_metadata(name: &str, arg: Arg<'_>) -> Result<Action, RuleError> {
         Some(m) => num(m)?,
         None => u64::MAX,
     };
-    Ok(Action::WriteMetadata {
-        value: value & mask,
-        mask,
-    })
+    // The value is kept as written (bits outside the mask included), as
+    // Open vSwitch keeps and prints it; only masked bits are written.
+    Ok(Action::WriteMetadata { value, mask })
 }
 
 /// The checks of a whole instruction list: conjunctions go with nothing
@@ -722,7 +721,7 @@ fn check_instruction_list(list: &[Action], write_set: &[Action]) -> Result<(), R
         if let Some(other) = list
             .iter()
             .chain(write_set.iter())
-            .find(|a| !matches!(a, Action::Conjunction { .. }))
+            .find(|a| !matches!(a, Action::Conjunction { .. } | Action::Note(_)))
         {
             let what = match other {
                 Action::WriteActions => "write_actions".to_string(),
@@ -801,9 +800,10 @@ pub fn parse_actions(text: &str, matching: &Match, table: u8) -> Result<Vec<Acti
         // `note:HEX`: a comment for the controller that does nothing, as in
         // OVS (flowpath does not keep it: dump-flows does not show it).
         if let Some(hex) = item.trim().strip_prefix("note:") {
-            if parse_hex_bytes(hex).is_none() {
+            let Some(bytes) = parse_hex_bytes(hex) else {
                 return fail("note", format!("'{hex}' is not hex bytes (note:00.11.22)"));
-            }
+            };
+            actions.push(Action::Note(super::userdata::intern(&bytes)));
             continue;
         }
         if let Some(inner) = item

@@ -499,7 +499,22 @@ fn field_family(it: Item<'_>, matching: &Match, _table: u8) -> Result<Option<Act
                 "nw_ecn"
             };
             let text = format!("{v}->{field}");
-            parse_set_field(name, Arg::Colon(&text), matching)?
+            match parse_set_field(name, Arg::Colon(&text), matching)? {
+                // mod_nw_ttl is OVS's own action (printed as written);
+                // mod_nw_ecn is a set_field for OVS too.
+                Action::SetField {
+                    field: FieldId::NwTtl,
+                    value,
+                    mask,
+                    ..
+                } => Action::SetField {
+                    field: FieldId::NwTtl,
+                    value,
+                    mask,
+                    legacy: true,
+                },
+                a => a,
+            }
         }
         "dec_ttl" => match arg {
             Arg::None => Action::DecTtl,

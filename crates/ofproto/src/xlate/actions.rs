@@ -313,7 +313,7 @@ impl<L: Lookup> Ctx<'_, '_, L> {
             }
             // A conjunctive flow is never the classifier's answer: its
             // clauses only make the `conj_id` flow match.
-            Action::Conjunction { .. } => {}
+            Action::Conjunction { .. } | Action::Note(_) => {}
             Action::Learn(id) => self.learn(id, indent),
             // As OVS 3.1: nw_proto becomes significant (whether the
             // packet can carry a FIN); the timeouts come down outside

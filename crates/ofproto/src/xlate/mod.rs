@@ -700,6 +700,7 @@ impl<L: Lookup> Ctx<'_, '_, L> {
                 | Action::Resubmit { .. }
                 | Action::GotoTable(..)
                 | Action::Conjunction { .. }
+                | Action::Note(_)
                 | Action::Learn(..)
                 | Action::FinTimeout { .. }
                 | Action::CheckPktLarger { .. } => self.control_action(
@@ -776,7 +777,7 @@ impl<L: Lookup> Ctx<'_, '_, L> {
             actions.push(match *a {
                 Action::WriteMetadata { value, mask } => Action::SetField {
                     field: FieldId::Metadata,
-                    value: u128::from(value),
+                    value: u128::from(value & mask),
                     mask: u128::from(mask),
                     legacy: false,
                 },

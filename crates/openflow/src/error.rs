@@ -1,0 +1,182 @@
+//! OpenFlow errors, as Open vSwitch numbers them for each version.
+//!
+//! An [`OfError`] is one error condition (`OFPBMC_BAD_FIELD`, ...) with
+//! its (type, code) in OpenFlow 1.0 and in 1.1 and later. Some have no
+//! standard OpenFlow 1.0 code: Open vSwitch sends those as a Nicira vendor
+//! error (type `NXET_VENDOR` 0xb0c2, code 0, then vendor 0x00002320 and the
+//! extension's type and code); [`OfError::encode`] does the same, so
+//! `ovs-ofctl` names every error as it names Open vSwitch's.
+
+use crate::buf::Writer;
+use crate::header::{Header, NX_VENDOR_ID, OFPT_ERROR};
+use std::fmt;
+
+/// A (vendor, type, code) triplet: vendor 0 is standard OpenFlow.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct Triplet {
+    /// 0, or the vendor/experimenter id (0x00002320 for Nicira).
+    pub vendor: u32,
+    /// Error type.
+    pub etype: u16,
+    /// Error code.
+    pub code: u16,
+}
+
+const fn of(etype: u16, code: u16) -> Triplet {
+    Triplet {
+        vendor: 0,
+        etype,
+        code,
+    }
+}
+
+const fn nx(etype: u16, code: u16) -> Triplet {
+    Triplet {
+        vendor: NX_VENDOR_ID,
+        etype,
+        code,
+    }
+}
+
+/// One OpenFlow error condition.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct OfError {
+    /// Open vSwitch's name without `OFPERR_` (e.g. `OFPBMC_BAD_FIELD`).
+    pub name: &'static str,
+    /// Its numbers in OpenFlow 1.0.
+    pub of10: Triplet,
+    /// Its numbers in OpenFlow 1.1 and later.
+    pub of11: Triplet,
+}
+
+macro_rules! errors {
+    ($($id:ident = $name:literal, $of10:expr, $of11:expr;)*) => {
+        $(
+            #[doc = concat!("`", $name, "`.")]
+            pub const $id: OfError = OfError { name: $name, of10: $of10, of11: $of11 };
+        )*
+        /// Every error this crate sends.
+        pub const ALL: &[OfError] = &[$($id),*];
+    };
+}
+
+errors! {
+    HELLO_INCOMPATIBLE = "OFPHFC_INCOMPATIBLE", of(0, 0), of(0, 0);
+    BRC_BAD_VERSION = "OFPBRC_BAD_VERSION", of(1, 0), of(1, 0);
+    BRC_BAD_TYPE = "OFPBRC_BAD_TYPE", of(1, 1), of(1, 1);
+    BRC_BAD_STAT = "OFPBRC_BAD_STAT", of(1, 2), of(1, 2);
+    BRC_BAD_VENDOR = "OFPBRC_BAD_VENDOR", of(1, 3), of(1, 3);
+    BRC_BAD_SUBTYPE = "OFPBRC_BAD_SUBTYPE", of(1, 4), of(1, 4);
+    BRC_EPERM = "OFPBRC_EPERM", of(1, 5), of(1, 5);
+    BRC_BAD_LEN_E = "OFPBRC_BAD_LEN", of(1, 6), of(1, 6);
+    BRC_BUFFER_UNKNOWN = "OFPBRC_BUFFER_UNKNOWN", of(1, 8), of(1, 8);
+    BRC_BAD_TABLE_ID = "OFPBRC_BAD_TABLE_ID", nx(1, 512), of(1, 9);
+    BRC_IS_SECONDARY = "OFPBRC_IS_SECONDARY", of(1, 5), of(1, 10);
+    BRC_BAD_PORT = "OFPBRC_BAD_PORT", nx(1, 514), of(1, 11);
+    BRC_BAD_PACKET = "OFPBRC_BAD_PACKET", nx(1, 5), of(1, 12);
+    BAC_BAD_TYPE = "OFPBAC_BAD_TYPE", of(2, 0), of(2, 0);
+    BAC_BAD_LEN = "OFPBAC_BAD_LEN", of(2, 1), of(2, 1);
+    BAC_BAD_VENDOR = "OFPBAC_BAD_VENDOR", of(2, 2), of(2, 2);
+    BAC_BAD_VENDOR_TYPE = "OFPBAC_BAD_VENDOR_TYPE", of(2, 3), of(2, 3);
+    BAC_BAD_OUT_PORT = "OFPBAC_BAD_OUT_PORT", of(2, 4), of(2, 4);
+    BAC_BAD_ARGUMENT = "OFPBAC_BAD_ARGUMENT", of(2, 5), of(2, 5);
+    BAC_BAD_OUT_GROUP = "OFPBAC_BAD_OUT_GROUP", nx(2, 9), of(2, 9);
+    BAC_MATCH_INCONSISTENT = "OFPBAC_MATCH_INCONSISTENT", nx(1, 522), of(2, 10);
+    BAC_UNSUPPORTED_ORDER = "OFPBAC_UNSUPPORTED_ORDER", nx(1, 521), of(2, 11);
+    BAC_BAD_SET_TYPE = "OFPBAC_BAD_SET_TYPE", nx(1, 523), of(2, 13);
+    BAC_BAD_SET_LEN = "OFPBAC_BAD_SET_LEN", nx(1, 524), of(2, 14);
+    BAC_BAD_SET_ARGUMENT = "OFPBAC_BAD_SET_ARGUMENT", nx(1, 525), of(2, 15);
+    BIC_UNKNOWN_INST = "OFPBIC_UNKNOWN_INST", nx(2, 257), of(3, 0);
+    BIC_UNSUP_INST = "OFPBIC_UNSUP_INST", nx(2, 257), of(3, 1);
+    BIC_BAD_TABLE_ID = "OFPBIC_BAD_TABLE_ID", nx(1, 512), of(3, 2);
+    BIC_BAD_LEN = "OFPBIC_BAD_LEN", of(2, 1), of(3, 7);
+    BMC_BAD_TYPE = "OFPBMC_BAD_TYPE", nx(1, 256), of(4, 0);
+    BMC_BAD_LEN = "OFPBMC_BAD_LEN", nx(1, 256), of(4, 1);
+    BMC_BAD_WILDCARDS = "OFPBMC_BAD_WILDCARDS", nx(1, 262), of(4, 5);
+    BMC_BAD_FIELD = "OFPBMC_BAD_FIELD", nx(0, 263), of(4, 6);
+    BMC_BAD_VALUE = "OFPBMC_BAD_VALUE", nx(1, 258), of(4, 7);
+    BMC_BAD_MASK = "OFPBMC_BAD_MASK", nx(1, 259), of(4, 8);
+    BMC_BAD_PREREQ = "OFPBMC_BAD_PREREQ", nx(1, 260), of(4, 9);
+    BMC_DUP_FIELD = "OFPBMC_DUP_FIELD", nx(1, 261), of(4, 10);
+    FMFC_UNKNOWN = "OFPFMFC_UNKNOWN", of(3, 5), of(5, 0);
+    FMFC_TABLE_FULL = "OFPFMFC_TABLE_FULL", of(3, 0), of(5, 1);
+    FMFC_BAD_TABLE_ID = "OFPFMFC_BAD_TABLE_ID", nx(1, 512), of(5, 2);
+    FMFC_OVERLAP = "OFPFMFC_OVERLAP", of(3, 1), of(5, 3);
+    FMFC_EPERM = "OFPFMFC_EPERM", of(3, 2), of(5, 4);
+    FMFC_BAD_COMMAND = "OFPFMFC_BAD_COMMAND", of(3, 4), of(5, 6);
+    FMFC_BAD_FLAGS = "OFPFMFC_BAD_FLAGS", nx(3, 258), of(5, 7);
+    GMFC_GROUP_EXISTS = "OFPGMFC_GROUP_EXISTS", nx(6, 0), of(6, 0);
+    GMFC_INVALID_GROUP = "OFPGMFC_INVALID_GROUP", nx(6, 1), of(6, 1);
+    GMFC_UNKNOWN_GROUP = "OFPGMFC_UNKNOWN_GROUP", nx(6, 8), of(6, 8);
+    GMFC_BAD_TYPE = "OFPGMFC_BAD_TYPE", nx(6, 10), of(6, 10);
+    GMFC_BAD_COMMAND = "OFPGMFC_BAD_COMMAND", nx(6, 11), of(6, 11);
+    GMFC_BAD_BUCKET = "OFPGMFC_BAD_BUCKET", nx(6, 12), of(6, 12);
+    PMFC_BAD_PORT = "OFPPMFC_BAD_PORT", of(4, 0), of(7, 0);
+    RRFC_BAD_ROLE = "OFPRRFC_BAD_ROLE", nx(1, 513), of(11, 2);
+    RRFC_STALE = "OFPRRFC_STALE", nx(1, 513), of(11, 0);
+}
+
+/// Error types, named as in OpenFlow 1.1+, for building [`OfError`]s by
+/// hand in tests.
+pub const BAD_REQUEST: u16 = 1;
+/// `OFPBRC_BAD_LEN`'s code.
+pub const BRC_BAD_LEN: u16 = 6;
+
+impl OfError {
+    /// The error with standard OpenFlow 1.1+ `(etype, code)`; an
+    /// unknown pair is `OFPBRC_BAD_LEN`-like generic request error.
+    pub const fn new(etype: u16, code: u16) -> OfError {
+        if etype == BAD_REQUEST && code == BRC_BAD_LEN {
+            return BRC_BAD_LEN_E;
+        }
+        OfError {
+            name: "OFPERR_UNKNOWN",
+            of10: of(etype, code),
+            of11: of(etype, code),
+        }
+    }
+
+    /// The triplet used for OpenFlow `version` (wire number).
+    pub fn triplet(&self, version: u8) -> Triplet {
+        if version <= crate::header::OFP10 {
+            self.of10
+        } else {
+            self.of11
+        }
+    }
+
+    /// An `OFPT_ERROR` for `version`, answering message `xid` whose bytes
+    /// (at most the first 64, as OVS) are echoed.
+    pub fn encode(&self, version: u8, xid: u32, request: &[u8]) -> Vec<u8> {
+        let t = self.triplet(version);
+        let mut w = Writer::new();
+        Header::new(version, OFPT_ERROR, xid).write(&mut w);
+        let echo = &request[..request.len().min(64)];
+        if t.vendor == 0 {
+            w.u16(t.etype);
+            w.u16(t.code);
+        } else if version <= crate::header::OFP11 {
+            w.u16(0xb0c2);
+            w.u16(0);
+            w.u32(t.vendor);
+            w.u16(t.etype);
+            w.u16(t.code);
+        } else {
+            w.u16(0xffff);
+            w.u16(t.etype);
+            w.u32(t.vendor);
+        }
+        w.bytes(echo);
+        let n = w.len() as u16;
+        w.patch_u16(2, n);
+        w.buf
+    }
+}
+
+impl fmt::Display for OfError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name)
+    }
+}
+
+impl std::error::Error for OfError {}

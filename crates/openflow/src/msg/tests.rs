@@ -1,0 +1,54 @@
+use super::*;
+use flowpath_ofproto::parse::parse_rule;
+
+fn roundtrip(dialect: Dialect, version: u8, text: &str) {
+    let rule = parse_rule(text).unwrap();
+    let entry = flow_stats_entry(version, dialect, &rule, &FlowCounters::default())
+        .unwrap_or_else(|e| panic!("{text}: {e}"));
+    assert_eq!(entry.len() % 8, 0, "{text}");
+    let _ = entry;
+}
+
+#[test]
+fn flow_entries_encode() {
+    for text in [
+        "priority=5,tcp,tp_dst=80,actions=output:2",
+        "table=3,priority=1,reg0=5,actions=resubmit(,4),load:0x1->NXM_NX_REG1[0..3]",
+        "priority=7,ip,actions=mod_nw_src:1.2.3.4,dec_ttl,NORMAL",
+    ] {
+        roundtrip(Dialect::Nx, OFP10, text);
+        roundtrip(Dialect::Oxm, OFP13, text);
+    }
+}
+
+#[test]
+fn hello_negotiates_the_highest_common_version() {
+    assert_eq!(negotiate(OFP15, (1 << OFP10) | (1 << OFP13)), Some(OFP13));
+    assert_eq!(negotiate(OFP10, 1 << OFP10), Some(OFP10));
+    assert_eq!(negotiate(0x02, 1 << 0x02), None);
+    let h = encode_hello(OFP15);
+    match decode(&h, ConnState::default()).unwrap().request {
+        Request::Hello { versions } => assert_eq!(negotiate(OFP15, versions), Some(OFP15)),
+        r => panic!("{r:?}"),
+    }
+}
+
+#[test]
+fn bad_messages_get_errors() {
+    let st = ConnState::default();
+    // Length field longer than the bytes.
+    assert_eq!(
+        decode(&[1, 2, 0, 12, 0, 0, 0, 1], st).unwrap_err(),
+        BRC_BAD_LEN_E
+    );
+    // Unknown type in OpenFlow 1.0.
+    assert_eq!(
+        decode(&[1, 30, 0, 8, 0, 0, 0, 1], st).unwrap_err(),
+        BRC_BAD_TYPE
+    );
+    // Unsupported version.
+    assert_eq!(
+        decode(&[2, 2, 0, 8, 0, 0, 0, 1], st).unwrap_err(),
+        BRC_BAD_VERSION
+    );
+}
