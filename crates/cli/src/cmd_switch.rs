@@ -8,7 +8,7 @@ use flowpath_netdev::PortSpec;
 use flowpath_ofproto::classifier::parse_prefixes;
 use flowpath_ofproto::normal::{parse_vlan_mode, Bridge, MacTable, PortVlans, VlanMode};
 use flowpath_ofproto::parse::parse_rules;
-use flowpath_switchd::ofchannel::ListenSpec;
+use flowpath_switchd::ofchannel::{ChannelConfig, ControllerSpec, ListenSpec};
 use flowpath_switchd::rules::RuleSet;
 use flowpath_switchd::{Switchd, SwitchdConfig};
 use std::path::PathBuf;
@@ -83,6 +83,36 @@ pub struct Args {
     /// (repeatable), for `ovs-ofctl ... tcp:IP:PORT` and controllers.
     #[arg(long = "openflow", value_name = "ptcp:PORT[:IP]|punix:PATH")]
     openflow: Vec<String>,
+    /// A controller to connect to (repeatable): `tcp:IP[:PORT]` (port
+    /// 6653 by default) or `unix:PATH`; reconnected with back-off up to
+    /// 8 s, probed with echo requests after 5 s of silence.
+    #[arg(long = "controller", value_name = "tcp:IP[:PORT]|unix:PATH")]
+    controller: Vec<String>,
+    /// With controllers given: `secure` keeps the flows as they are when
+    /// no controller is connected; `standalone` forwards as NORMAL (a
+    /// learning switch) until one connects, as Open vSwitch's fail-open.
+    #[arg(
+        long = "fail-mode",
+        value_name = "secure|standalone",
+        default_value = "secure"
+    )]
+    fail_mode: String,
+    /// Packet-ins per second sent to the controllers (OVS's
+    /// controller-rate-limit); more are dropped and counted.
+    #[arg(
+        long = "controller-rate-limit",
+        value_name = "N",
+        default_value_t = 1000
+    )]
+    controller_rate_limit: u32,
+    /// Packet-ins sent at once after a quiet spell (OVS's
+    /// controller-burst-limit).
+    #[arg(
+        long = "controller-burst-limit",
+        value_name = "N",
+        default_value_t = 250
+    )]
+    controller_burst_limit: u32,
     #[command(flatten)]
     dp: crate::dp_args::DatapathArgs,
 }
@@ -187,9 +217,26 @@ pub fn run(args: Args) -> Result<()> {
         .parent()
         .unwrap_or(std::path::Path::new("."))
         .join(format!("{}.mgmt", args.bridge));
-    let mut openflow = vec![ListenSpec::Unix(mgmt.clone())];
+    let mut openflow = ChannelConfig {
+        listen: vec![ListenSpec::Unix(mgmt.clone())],
+        fail_standalone: match args.fail_mode.as_str() {
+            "secure" => false,
+            "standalone" => true,
+            m => bail!("--fail-mode {m:?}: expected secure or standalone"),
+        },
+        rate_limit: args.controller_rate_limit,
+        burst_limit: args.controller_burst_limit,
+        ..ChannelConfig::default()
+    };
     for s in &args.openflow {
-        openflow.push(ListenSpec::parse(s).map_err(|e| anyhow::anyhow!("--openflow {e}"))?);
+        openflow
+            .listen
+            .push(ListenSpec::parse(s).map_err(|e| anyhow::anyhow!("--openflow {e}"))?);
+    }
+    for s in &args.controller {
+        openflow
+            .controllers
+            .push(ControllerSpec::parse(s).map_err(|e| anyhow::anyhow!("--controller {e}"))?);
     }
     let cfg = SwitchdConfig {
         rules: rule_set,

@@ -158,6 +158,42 @@ impl<U: Upcall> Switch<U> {
         Ok(())
     }
 
+    /// Controller actions hand their packets to `tx` (see
+    /// [`crate::execute::PacketIn`]).
+    pub fn set_packet_in_sink(&mut self, tx: Option<crate::execute::PacketInSender>) {
+        self.exec.set_packet_in_sink(tx);
+    }
+
+    /// Runs `actions` on `frame` as if it had come in on `in_port` (an
+    /// OpenFlow packet-out), delivering its outputs to `sink` and running
+    /// its recirculations; call with an empty batch (between bursts).
+    /// Returns false, doing nothing, when the batch is not empty or the
+    /// frame is too long or not a frame.
+    pub fn execute_packet<S: PortSink + ?Sized>(
+        &mut self,
+        in_port: u32,
+        frame: &[u8],
+        actions: &[flowpath_odp::DpAction],
+        now_ms: u64,
+        sink: &mut S,
+    ) -> bool {
+        if !self.batch.is_empty() || self.bufs[0].load(frame).is_err() {
+            return false;
+        }
+        let mut key = flowpath_flow::FlowKey::default();
+        let Ok((layers, _)) = extract_into_checked(frame, in_port, &mut key) else {
+            return false;
+        };
+        let mut meta = PacketMeta::new(&key, &layers);
+        self.exec
+            .execute(0, &mut self.bufs[0], &mut meta, actions, 0, &key);
+        self.exec.flush(&self.bufs[..1], sink);
+        if self.exec.has_recirculated() {
+            self.run_recirculated(now_ms, sink);
+        }
+        true
+    }
+
     /// Packets waiting in the batch.
     pub fn pending(&self) -> usize {
         self.batch.len()

@@ -108,6 +108,12 @@ pub trait Lookup {
     fn frag_mode(&self) -> FragMode {
         FragMode::Normal
     }
+    /// A table miss (of the first table or a `goto_table`, not of a
+    /// `resubmit`) sends the packet to the controllers (OVS's default
+    /// while an OpenFlow 1.0-1.2 connection is up) instead of dropping it.
+    fn miss_to_controller(&self) -> bool {
+        false
+    }
 }
 
 /// What `learn(...,limit=N)` checks before adding `flow` (OVS's
@@ -144,6 +150,7 @@ pub struct RuleTables {
     prefixes: Vec<FieldId>,
     per_table: Vec<(u8, Vec<FieldId>)>,
     frag_mode: FragMode,
+    miss_to_controller: bool,
 }
 
 /// The ports a rule set mentions (in_port matches, outputs, resubmits).
@@ -217,6 +224,7 @@ impl RuleTables {
             prefixes: prefixes.to_vec(),
             per_table: per_table.to_vec(),
             frag_mode: FragMode::default(),
+            miss_to_controller: false,
         }
     }
 
@@ -230,6 +238,7 @@ impl RuleTables {
         let mut t = RuleTables::with_table_prefixes(rules, &self.prefixes, &self.per_table);
         t.groups = self.groups.clone();
         t.frag_mode = self.frag_mode;
+        t.miss_to_controller = self.miss_to_controller;
         let mut ports = self.ports.clone();
         ports.extend(t.ports.iter().copied());
         t.set_ports(ports);
@@ -255,6 +264,12 @@ impl RuleTables {
         ports.sort_unstable();
         ports.dedup();
         self.ports = ports;
+    }
+
+    /// Table misses go to the controllers (see
+    /// [`Lookup::miss_to_controller`]).
+    pub fn set_miss_to_controller(&mut self, on: bool) {
+        self.miss_to_controller = on;
     }
 
     /// Sets how IP fragments are looked up (OVS's `set-frags`).
@@ -312,6 +327,9 @@ impl Lookup for RuleTables {
 
     fn frag_mode(&self) -> FragMode {
         self.frag_mode
+    }
+    fn miss_to_controller(&self) -> bool {
+        self.miss_to_controller
     }
 }
 

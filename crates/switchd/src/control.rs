@@ -197,6 +197,10 @@ impl Control {
         Control { sh }
     }
 
+    pub(crate) fn shared(&self) -> &Arc<Shared> {
+        &self.sh
+    }
+
     pub(crate) fn state(&self) -> MutexGuard<'_, CtlState> {
         self.sh.state.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -237,7 +241,11 @@ impl Control {
     /// on. The caller then releases the control lock and runs a
     /// revalidator round ([`Control::finish_rule_change`]).
     pub(crate) fn publish(&self, st: &CtlState) -> Result<(), String> {
-        let p = st.rules.publish();
+        let p = if st.fail_open {
+            st.rules.publish_fail_open()
+        } else {
+            st.rules.publish()
+        };
         self.sh.set_published(p.clone());
         self.ask_all(|r| PmdCmd::SwapRules(p.tables.clone(), r))?;
         Ok(())

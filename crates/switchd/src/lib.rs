@@ -26,6 +26,7 @@
 
 pub mod control;
 pub mod ofchannel;
+pub mod packet_out;
 pub mod pmd;
 pub mod ports;
 pub mod revalidator;
@@ -68,9 +69,9 @@ pub struct SwitchdConfig {
     /// `NORMAL`'s state: the MAC learning table every PMD shares, the
     /// ports' VLANs, LOCAL or not.
     pub bridge: Arc<Bridge>,
-    /// OpenFlow listeners (`punix:PATH`, `ptcp:PORT[:IP]`): the bridge's
-    /// `NAME.mgmt` socket and any `--openflow` ones.
-    pub openflow: Vec<ofchannel::ListenSpec>,
+    /// The OpenFlow channel: listeners (the bridge's `NAME.mgmt` socket
+    /// and any `--openflow` ones), controllers, fail mode, limits.
+    pub openflow: ofchannel::ChannelConfig,
 }
 
 /// Why the switch could not start.
@@ -171,10 +172,13 @@ impl Switchd {
         }
         let mut pmds = Vec::new();
         let mut threads = Vec::new();
+        // Controller actions' packets, from every PMD to the channel.
+        let (pin_tx, pin_rx) = sync_channel(ofchannel::PACKET_IN_QUEUE);
         for (id, (core, rxqs)) in cores.iter().zip(slots).enumerate() {
             let sp = SlowPath::with_bridge(tables.clone(), cfg.bridge.clone());
-            let sw = Switch::new(cfg.datapath.clone(), sp)
+            let mut sw = Switch::new(cfg.datapath.clone(), sp)
                 .map_err(|e| SwitchdError::Config(e.to_string()))?;
+            sw.set_packet_in_sink(Some(pin_tx.clone()));
             let (tx, rx) = sync_channel(PMD_QUEUE_DEPTH);
             let pmd = Pmd {
                 id,
@@ -215,6 +219,7 @@ impl Switchd {
             state: Mutex::new(CtlState {
                 rules: cfg.rules,
                 datapath: cfg.datapath,
+                fail_open: false,
             }),
             stop: stop.clone(),
             started: epoch,
@@ -260,7 +265,8 @@ impl Switchd {
                 return Err(e.into());
             }
         }
-        match ofchannel::OfServer::start(me.shared.clone(), &cfg.openflow) {
+        drop(pin_tx);
+        match ofchannel::OfServer::start(me.shared.clone(), &cfg.openflow, pin_rx) {
             Ok(s) => me.of_server = Some(s),
             Err(e) => {
                 me.shutdown();

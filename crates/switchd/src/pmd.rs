@@ -128,6 +128,18 @@ pub enum PmdCmd {
     Delete(Vec<flowpath_datapath::MegaflowRef>, SyncSender<usize>),
     /// The revalidator's dynamic flow limit.
     SetFlowLimit(usize),
+    /// An OpenFlow packet-out: run these datapath actions on the frame as
+    /// if it came in on the port; answer whether it ran.
+    PacketOut {
+        /// Ingress port.
+        in_port: u32,
+        /// The frame.
+        frame: Vec<u8>,
+        /// The translated actions.
+        actions: Vec<flowpath_odp::DpAction>,
+        /// The answer.
+        reply: SyncSender<bool>,
+    },
 }
 
 /// Output-side counters of a PMD.
@@ -380,6 +392,27 @@ impl Pmd {
                 }
                 PmdCmd::Delete(refs, r) => {
                     let _ = r.send(self.sw.delete_megaflows(&refs));
+                }
+                PmdCmd::PacketOut {
+                    in_port,
+                    frame,
+                    actions,
+                    reply,
+                } => {
+                    let metas = [RxMeta::default(); BATCH_SIZE];
+                    let mut scratch = Vec::new();
+                    let mut sink = Sink {
+                        pmd: self.id,
+                        tx: &self.tx,
+                        metas: &metas,
+                        scratch: &mut scratch,
+                        stats: sink,
+                    };
+                    let ok = self
+                        .sw
+                        .execute_packet(in_port, &frame, &actions, now_ms, &mut sink);
+                    self.tx.flush_for(self.id);
+                    let _ = reply.send(ok);
                 }
                 PmdCmd::SetFlowLimit(l) => {
                     self.dyn_limit = Some(l);

@@ -59,6 +59,7 @@ pub struct RuleSet {
     ports: Vec<u32>,
     groups: Vec<flowpath_ofproto::group::Group>,
     frag_mode: FragMode,
+    miss_to_controller: bool,
     next_uid: u64,
     version: u64,
 }
@@ -79,6 +80,7 @@ impl RuleSet {
             ports,
             groups: Vec::new(),
             frag_mode: FragMode::default(),
+            miss_to_controller: false,
             next_uid: 1,
             version: 0,
         };
@@ -105,6 +107,17 @@ impl RuleSet {
             self.frag_mode = mode;
             self.version += 1;
         }
+    }
+
+    /// Table misses go to the controllers (an OpenFlow 1.0-1.2
+    /// connection is up, as OVS). Returns whether that changed.
+    pub fn set_miss_to_controller(&mut self, on: bool) -> bool {
+        let changed = on != self.miss_to_controller;
+        if changed {
+            self.miss_to_controller = on;
+            self.version += 1;
+        }
+        changed
     }
 
     /// How IP fragments are looked up.
@@ -136,16 +149,38 @@ impl RuleSet {
     /// two rules with the same table, priority and match, so the tables
     /// keep every rule in this order and index `i` is rule `i` here.
     pub fn publish(&self) -> Published {
-        let rules: Vec<Rule> = self.rules.iter().map(|r| r.rule.clone()).collect();
+        self.publish_with(None)
+    }
+
+    /// [`RuleSet::publish`] in fail-open mode (`--fail-mode standalone`
+    /// with every controller gone): the tables hold one flow,
+    /// `actions=NORMAL`, as Open vSwitch's fail-open flow overrides every
+    /// other while it is on.
+    pub fn publish_fail_open(&self) -> Published {
+        self.publish_with(Some(Rule::new(
+            Match::catchall(),
+            vec![flowpath_ofproto::action::Action::Normal],
+        )))
+    }
+
+    fn publish_with(&self, only: Option<Rule>) -> Published {
+        let rules: Vec<Rule> = match &only {
+            Some(r) => vec![r.clone()],
+            None => self.rules.iter().map(|r| r.rule.clone()).collect(),
+        };
         let mut t = RuleTables::with_table_prefixes(rules, &self.prefixes, &self.per_table);
         t.set_ports(self.ports.clone());
         t.set_frag_mode(self.frag_mode);
+        t.set_miss_to_controller(self.miss_to_controller);
         // Checked when rules and groups are added (`check_groups`).
         let _ = t.set_groups(self.groups.clone());
         Published {
             version: self.version,
             tables: Arc::new(t),
-            uids: Arc::new(self.rules.iter().map(|r| r.uid).collect()),
+            uids: Arc::new(match only {
+                Some(_) => vec![u64::MAX],
+                None => self.rules.iter().map(|r| r.uid).collect(),
+            }),
         }
     }
 

@@ -36,6 +36,9 @@ pub struct CtlState {
     pub rules: RuleSet,
     /// The datapath configuration every PMD runs with.
     pub datapath: Config,
+    /// Fail-open: `--fail-mode standalone` and no controller connected;
+    /// the published tables are one `NORMAL` flow.
+    pub fail_open: bool,
 }
 
 /// What the control handlers share.

@@ -297,7 +297,7 @@ fn bad_capture_port_fails_naming_it() {
     let missing = dir.join("missing.pcap");
     let cfg = SwitchdConfig {
         bridge: Default::default(),
-        openflow: Vec::new(),
+        openflow: Default::default(),
         ports: vec![(1, pcap_in(missing.clone(), false))],
         pmd_cpus: Vec::new(),
         datapath: Config::default(),
@@ -346,7 +346,7 @@ fn start_bridge_arc(
     let nums = ports.iter().map(|p| p.0).collect();
     let cfg = SwitchdConfig {
         bridge,
-        openflow: Vec::new(),
+        openflow: Default::default(),
         ports,
         pmd_cpus,
         datapath: dp,

@@ -300,8 +300,11 @@ pub struct ExecStats {
     pub output_packets: u64,
     /// Packets that were neither output nor sent to the controller.
     pub dropped: u64,
-    /// Controller actions executed (flowpath has no controller: counted).
+    /// Controller actions executed.
     pub controller: u64,
+    /// Of those, packets dropped because the controller queue was full
+    /// (or no OpenFlow channel listens).
+    pub controller_dropped: u64,
     /// Copies made because a packet changed after being output.
     pub clones: u64,
     /// Sets whose header was missing (packet left unchanged).
@@ -385,10 +388,36 @@ struct PortSlot {
     bytes: u64,
 }
 
+/// A packet a `userspace(controller(...))` action sends to the
+/// controllers (the OpenFlow channel turns it into a PACKET_IN).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PacketIn {
+    /// The frame as it is at the action.
+    pub frame: Vec<u8>,
+    /// The port it came in on.
+    pub in_port: u32,
+    /// OpenFlow packet-in reason (0 no match, 1 action, ...).
+    pub reason: u8,
+    /// `controller(id=...)`: 0 for every controller.
+    pub controller_id: u16,
+    /// Bytes of the frame to send (the rest is cut).
+    pub max_len: u16,
+    /// The cookie of the flow that sent it.
+    pub cookie: u64,
+}
+
+/// Where the executor hands packets for the controllers: a bounded
+/// queue; a full queue drops the packet (counted in
+/// [`ExecStats::controller_dropped`]), so a slow controller never stalls
+/// the PMD.
+pub type PacketInSender = std::sync::mpsc::SyncSender<PacketIn>;
+
 /// Executes batches' actions and delivers their outputs. See the module
 /// documentation.
 #[derive(Debug, Default)]
 pub struct Executor {
+    /// Where controller actions send their packets (none: counted only).
+    packet_in: Option<PacketInSender>,
     queue: Vec<OutEntry>,
     grouped: Vec<OutEntry>,
     slots: Vec<PortSlot>,
@@ -414,6 +443,41 @@ impl Executor {
             grouped: Vec::with_capacity(4 * crate::BATCH_SIZE),
             slots: Vec::with_capacity(16),
             ..Executor::default()
+        }
+    }
+
+    /// Controller actions hand their packets to `tx` from now on.
+    pub fn set_packet_in_sink(&mut self, tx: Option<PacketInSender>) {
+        self.packet_in = tx;
+    }
+
+    /// A controller action: the packet goes to the packet-in queue (a
+    /// copy: the controller path, off the fast path, as OVS's upcall),
+    /// or is counted as dropped when the queue is full or absent.
+    #[cold]
+    fn send_to_controller(
+        &mut self,
+        frame: &[u8],
+        in_port: u32,
+        reason: u8,
+        id: u16,
+        max_len: u16,
+        cookie: u64,
+    ) {
+        self.stats.controller += 1;
+        let sent = self.packet_in.as_ref().is_some_and(|tx| {
+            tx.try_send(PacketIn {
+                frame: frame.to_vec(),
+                in_port,
+                reason,
+                controller_id: id,
+                max_len,
+                cookie,
+            })
+            .is_ok()
+        });
+        if !sent {
+            self.stats.controller_dropped += 1;
         }
     }
 
@@ -465,9 +529,21 @@ impl Executor {
                     self.output(pkt, *port, &mut trunc, j < copy_before, slot, tag);
                     delivered = true;
                 }
-                DpAction::Controller { .. } => {
+                DpAction::Controller {
+                    reason,
+                    id,
+                    max_len,
+                    cookie,
+                } => {
                     trunc = None;
-                    self.stats.controller += 1;
+                    self.send_to_controller(
+                        pkt.data(),
+                        meta.in_port,
+                        *reason,
+                        *id,
+                        *max_len,
+                        *cookie,
+                    );
                     delivered = true;
                 }
                 DpAction::Recirc(id) => {
@@ -661,9 +737,21 @@ impl Executor {
                     self.output(pkt, *port, &mut run.trunc, copy, run.slot, run.tag);
                     run.delivered = true;
                 }
-                DpAction::Controller { .. } => {
+                DpAction::Controller {
+                    reason,
+                    id,
+                    max_len,
+                    cookie,
+                } => {
                     run.trunc = None;
-                    self.stats.controller += 1;
+                    self.send_to_controller(
+                        pkt.data(),
+                        meta.in_port,
+                        *reason,
+                        *id,
+                        *max_len,
+                        *cookie,
+                    );
                     run.delivered = true;
                 }
                 DpAction::Recirc(id) => {

@@ -577,6 +577,13 @@ impl<L: Lookup> Ctx<'_, '_, L> {
         self.flow.set_tp_dst(saved_l4.1);
         let indent = self.depth;
         match rule {
+            None if indent == 0 && tables.miss_to_controller() => {
+                if self.tracing {
+                    self.note(indent, &format!("{table:2}. No match."));
+                    self.note(indent + 1, "CONTROLLER:65535");
+                }
+                self.packet_in(0, 0, u16::MAX);
+            }
             None => {
                 if self.tracing {
                     self.note(indent, &format!("{table:2}. No match."));

@@ -45,6 +45,12 @@ fn output_action(p: u32, max_len: u16) -> Result<Action, OfError> {
         OFPP_FLOOD => Action::Flood,
         OFPP_ALL => Action::All,
         OFPP_CONTROLLER => Action::controller(max_len),
+        // A packet-out's output:TABLE: through the tables from table 0
+        // (Open vSwitch translates it as this resubmit).
+        port::OFPP_TABLE => Action::Resubmit {
+            port: None,
+            table: Some(0),
+        },
         OFPP_LOCAL => Action::Output(p),
         0 => return Err(BAC_BAD_OUT_PORT),
         x if x >= port::OFPP_MAX => return Err(BAC_BAD_OUT_PORT),

@@ -1,290 +1,60 @@
-//! The OpenFlow channel: `ovs-ofctl` and controllers program the switch
-//! over OpenFlow 1.0, 1.3, 1.4 or 1.5 with Open vSwitch's Nicira
-//! extensions.
-//!
-//! What: listeners (`punix:PATH`, `ptcp:PORT[:IP]`; the bridge's
-//! `NAME.mgmt` socket in the run directory always) accept connections;
-//! each connection has its own thread, which negotiates the version
-//! (HELLO with a version bitmap), answers requests and applies flow
-//! changes. A message it cannot honour is answered with the OpenFlow
-//! error Open vSwitch sends; the connection stays up.
-//!
-//! Rule changes go through the same path as `add-flow` on the control
-//! socket: the rule list is changed under the control lock, published to
-//! every PMD, and one revalidator round removes the megaflows it affects.
-//! Changes arriving back to back (`ovs-ofctl add-flows` of a big file) are
-//! applied to the list one by one and published once, when the
-//! connection has no more input waiting, or before a BARRIER reply or a
-//! statistics reply: so a BARRIER reply means every earlier change is in
-//! effect in the datapath.
-//!
-//! Threads: one accept thread per listener and one thread per
-//! connection; none touches a PMD but through the control path.
+//! One OpenFlow connection: framing, version negotiation, requests,
+//! flow changes, statistics, packet-outs, liveness probes.
 
+use super::select::{overlaps, validate, Sel};
+use super::{Conn, ConnInfo, Registry, MAX_MESSAGE};
 use crate::control::Control;
 use crate::rules::InstalledRule;
 use crate::shared::Shared;
-use flowpath_ofproto::action::Action;
 use flowpath_ofproto::rule::{flags, Rule};
 use flowpath_ofproto::tables::FragMode;
 use flowpath_openflow::error::{self as ofe, OfError};
-use flowpath_openflow::header::{self as ofh, Header, MsgType, OFP10};
+use flowpath_openflow::header::{self as ofh, Header, MsgType};
 use flowpath_openflow::msg::{
     self, Command, ConnState, Dialect, FlowMod, FlowStatsRequest, Request,
 };
-use std::io::{ErrorKind, Read, Write};
-use std::net::{TcpListener, TcpStream};
-use std::os::unix::net::{UnixListener, UnixStream};
-use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::io::{ErrorKind, Read};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
-
-/// How often blocked threads look at the stop flag.
-const POLL: Duration = Duration::from_millis(100);
-/// Largest OpenFlow message (the length field is 16 bits).
-const MAX_MSG: usize = 65_535;
-
-/// A listener spec: `punix:PATH` or `ptcp:PORT[:IP]`.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum ListenSpec {
-    /// A Unix socket path.
-    Unix(PathBuf),
-    /// A TCP port and address.
-    Tcp(String),
-}
-
-impl ListenSpec {
-    /// Parses `punix:PATH` / `ptcp:PORT[:IP]` (as `ovs-vswitchd`).
-    pub fn parse(s: &str) -> Result<ListenSpec, String> {
-        if let Some(p) = s.strip_prefix("punix:") {
-            if p.is_empty() {
-                return Err(format!("'{s}': punix: needs a path"));
-            }
-            return Ok(ListenSpec::Unix(PathBuf::from(p)));
-        }
-        if let Some(rest) = s.strip_prefix("ptcp:") {
-            let (port, ip) = match rest.split_once(':') {
-                Some((p, ip)) => (p, ip),
-                None => (rest, "0.0.0.0"),
-            };
-            let port: u16 = port
-                .parse()
-                .map_err(|_| format!("'{s}': '{port}' is not a TCP port"))?;
-            let addr = if ip.contains(':') {
-                format!("[{ip}]:{port}")
-            } else {
-                format!("{ip}:{port}")
-            };
-            return Ok(ListenSpec::Tcp(addr));
-        }
-        Err(format!(
-            "'{s}': expected punix:PATH or ptcp:PORT[:IP] (ssl is not supported yet)"
-        ))
-    }
-}
-
-/// Channel counters (`coverage/show`-like).
-#[derive(Debug, Default)]
-pub struct ChannelStats {
-    /// Connections accepted.
-    pub connections: AtomicU64,
-    /// Messages received.
-    pub rx_msgs: AtomicU64,
-    /// Messages sent.
-    pub tx_msgs: AtomicU64,
-    /// Errors sent.
-    pub errors: AtomicU64,
-    /// Flow mods applied.
-    pub flow_mods: AtomicU64,
-}
-
-/// The running listeners.
-pub struct OfServer {
-    threads: Vec<JoinHandle<()>>,
-    /// Unix sockets made, with their inode (removed at shutdown only if
-    /// still ours: a new switch may have taken the path over).
-    unix_paths: Vec<(PathBuf, u64)>,
-    /// Counters.
-    pub stats: Arc<ChannelStats>,
-}
-
-impl OfServer {
-    /// Binds every listener and starts accepting.
-    pub fn start(sh: Arc<Shared>, specs: &[ListenSpec]) -> Result<OfServer, String> {
-        let stats = Arc::new(ChannelStats::default());
-        let mut me = OfServer {
-            threads: Vec::new(),
-            unix_paths: Vec::new(),
-            stats: stats.clone(),
-        };
-        for spec in specs {
-            let sh = sh.clone();
-            let stats = stats.clone();
-            match spec {
-                ListenSpec::Unix(p) => {
-                    if p.exists() {
-                        // A stale socket of an earlier run (a live one
-                        // would answer): replace it.
-                        if UnixStream::connect(p).is_ok() {
-                            return Err(format!(
-                                "{}: another switch is listening there",
-                                p.display()
-                            ));
-                        }
-                        let _ = std::fs::remove_file(p);
-                    }
-                    let l = UnixListener::bind(p).map_err(|e| format!("{}: {e}", p.display()))?;
-                    l.set_nonblocking(true).map_err(|e| e.to_string())?;
-                    let ino =
-                        std::fs::metadata(p).map_or(0, |m| std::os::unix::fs::MetadataExt::ino(&m));
-                    me.unix_paths.push((p.clone(), ino));
-                    me.threads.push(spawn("of-accept", move || {
-                        accept_loop(&sh, &stats, || l.accept().map(|(s, _)| Conn::Unix(s)))
-                    })?);
-                }
-                ListenSpec::Tcp(a) => {
-                    let l = TcpListener::bind(a).map_err(|e| format!("ptcp {a}: {e}"))?;
-                    l.set_nonblocking(true).map_err(|e| e.to_string())?;
-                    me.threads.push(spawn("of-accept", move || {
-                        accept_loop(&sh, &stats, || l.accept().map(|(s, _)| Conn::Tcp(s)))
-                    })?);
-                }
-            }
-        }
-        Ok(me)
-    }
-
-    /// Waits for the threads (the switch's stop flag must be set) and
-    /// removes the Unix sockets.
-    pub fn shutdown(mut self) {
-        for t in self.threads.drain(..) {
-            let _ = t.join();
-        }
-        for (p, ino) in &self.unix_paths {
-            let same =
-                std::fs::metadata(p).is_ok_and(|m| std::os::unix::fs::MetadataExt::ino(&m) == *ino);
-            if same {
-                let _ = std::fs::remove_file(p);
-            }
-        }
-    }
-}
-
-fn spawn(name: &str, f: impl FnOnce() + Send + 'static) -> Result<JoinHandle<()>, String> {
-    std::thread::Builder::new()
-        .name(name.into())
-        .spawn(f)
-        .map_err(|e| format!("cannot start a thread: {e}"))
-}
-
-enum Conn {
-    Unix(UnixStream),
-    Tcp(TcpStream),
-}
-
-impl Conn {
-    fn prepare(&self) -> std::io::Result<()> {
-        match self {
-            Conn::Unix(s) => {
-                s.set_nonblocking(false)?;
-                s.set_read_timeout(Some(POLL))?;
-                s.set_write_timeout(Some(Duration::from_secs(10)))
-            }
-            Conn::Tcp(s) => {
-                s.set_nonblocking(false)?;
-                s.set_nodelay(true)?;
-                s.set_read_timeout(Some(POLL))?;
-                s.set_write_timeout(Some(Duration::from_secs(10)))
-            }
-        }
-    }
-}
-
-impl Read for Conn {
-    fn read(&mut self, b: &mut [u8]) -> std::io::Result<usize> {
-        match self {
-            Conn::Unix(s) => s.read(b),
-            Conn::Tcp(s) => s.read(b),
-        }
-    }
-}
-
-impl Write for Conn {
-    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
-        match self {
-            Conn::Unix(s) => s.write(b),
-            Conn::Tcp(s) => s.write(b),
-        }
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-fn accept_loop(
-    sh: &Arc<Shared>,
-    stats: &Arc<ChannelStats>,
-    accept: impl Fn() -> std::io::Result<Conn>,
-) {
-    let mut workers: Vec<JoinHandle<()>> = Vec::new();
-    while !sh.stop.load(Ordering::Relaxed) {
-        match accept() {
-            Ok(c) => {
-                stats.connections.fetch_add(1, Ordering::Relaxed);
-                let sh = sh.clone();
-                let st = stats.clone();
-                if let Ok(h) = spawn("of-conn", move || {
-                    if c.prepare().is_ok() {
-                        Session::new(sh, st).run(c);
-                    }
-                }) {
-                    workers.push(h);
-                }
-                workers.retain(|h| !h.is_finished());
-            }
-            Err(e) if e.kind() == ErrorKind::WouldBlock => std::thread::sleep(POLL / 2),
-            Err(_) => std::thread::sleep(POLL),
-        }
-    }
-    for h in workers {
-        let _ = h.join();
-    }
-}
+use std::time::Instant;
 
 /// One connection's state.
-struct Session {
+pub(super) struct Session {
     sh: Arc<Shared>,
+    reg: Arc<Registry>,
+    info: Arc<ConnInfo>,
     ctl: Control,
-    stats: Arc<ChannelStats>,
     version: u8,
     st: ConnState,
-    miss_send_len: u16,
     pending: bool,
-    role: u32,
 }
 
 impl Session {
-    fn new(sh: Arc<Shared>, stats: Arc<ChannelStats>) -> Session {
+    pub(super) fn new(reg: Arc<Registry>, info: Arc<ConnInfo>) -> Session {
         Session {
-            ctl: Control::new(sh.clone()),
-            sh,
-            stats,
+            ctl: Control::new(reg.sh.clone()),
+            sh: reg.sh.clone(),
+            reg,
+            info,
             version: 0,
             st: ConnState::default(),
-            miss_send_len: 128,
             pending: false,
-            role: 0,
         }
     }
 
-    fn run(mut self, mut c: Conn) {
-        if c.write_all(&msg::encode_hello(ofh::OFP15)).is_err() {
+    fn send(&self, m: Vec<u8>) -> bool {
+        self.info.out.send(m).is_ok()
+    }
+
+    pub(super) fn run(mut self, mut c: Conn) {
+        if !self.send(msg::encode_hello(ofh::OFP15)) {
             return;
         }
         let mut buf: Vec<u8> = Vec::with_capacity(1 << 16);
         let mut chunk = vec![0u8; 1 << 16];
+        let mut last_rx = Instant::now();
+        let mut probed = false;
+        let probe = std::time::Duration::from_secs(self.reg.cfg.probe_s.max(1));
         loop {
             if self.sh.stop.load(Ordering::Relaxed) {
                 return;
@@ -294,9 +64,31 @@ impl Session {
                     self.flush();
                     return;
                 }
-                Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                Ok(n) => {
+                    buf.extend_from_slice(&chunk[..n]);
+                    last_rx = Instant::now();
+                    probed = false;
+                }
                 Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
                     self.flush();
+                    // Liveness of a controller connection: an echo request
+                    // after `probe` of silence, the end after twice that.
+                    if self.info.primary && self.version != 0 {
+                        let quiet = last_rx.elapsed();
+                        if quiet > 2 * probe {
+                            c.shutdown();
+                            return;
+                        }
+                        if quiet > probe && !probed {
+                            probed = true;
+                            let _ = self.send(msg::encode_simple(
+                                self.version,
+                                MsgType::EchoRequest,
+                                0,
+                                &[],
+                            ));
+                        }
+                    }
                     continue;
                 }
                 Err(e) if e.kind() == ErrorKind::Interrupted => continue,
@@ -308,7 +100,7 @@ impl Session {
                 if len < ofh::HEADER_LEN {
                     // A length that cannot be: nothing after it can be
                     // framed, so the connection ends (as OVS).
-                    let _ = c.write_all(&ofe::BRC_BAD_LEN_E.encode(
+                    let _ = self.send(ofe::BRC_BAD_LEN_E.encode(
                         self.version.max(1),
                         0,
                         &buf[used..used + 8],
@@ -320,12 +112,11 @@ impl Session {
                 }
                 let m = buf[used..used + len].to_vec();
                 used += len;
-                self.stats.rx_msgs.fetch_add(1, Ordering::Relaxed);
+                self.reg.stats.rx_msgs.fetch_add(1, Ordering::Relaxed);
                 let more = buf.len() - used >= ofh::HEADER_LEN;
                 let out = self.handle(&m, more);
                 for o in out {
-                    self.stats.tx_msgs.fetch_add(1, Ordering::Relaxed);
-                    if c.write_all(&o).is_err() {
+                    if !self.send(o) {
                         return;
                     }
                 }
@@ -334,14 +125,14 @@ impl Session {
                 }
             }
             buf.drain(..used);
-            if buf.len() > 2 * MAX_MSG {
+            if buf.len() > 2 * MAX_MESSAGE {
                 return;
             }
         }
     }
 
     fn err(&self, e: OfError, h: &Header, m: &[u8]) -> Vec<u8> {
-        self.stats.errors.fetch_add(1, Ordering::Relaxed);
+        self.reg.stats.errors.fetch_add(1, Ordering::Relaxed);
         e.encode(
             if self.version == 0 {
                 h.version
@@ -382,6 +173,8 @@ impl Session {
             return match msg::negotiate(h.version, versions) {
                 Some(v) => {
                     self.version = v;
+                    self.info.version.store(v, Ordering::Relaxed);
+                    self.reg.refresh();
                     Vec::new()
                 }
                 None => {
@@ -418,14 +211,19 @@ impl Session {
                     v,
                     xid,
                     flags,
-                    self.miss_send_len,
+                    self.info.miss_send_len.load(Ordering::Relaxed) as u16,
                 )])
             }
             Request::SetConfig {
                 flags,
                 miss_send_len,
             } => {
-                self.miss_send_len = miss_send_len;
+                self.info
+                    .miss_send_len
+                    .store(u32::from(miss_send_len), Ordering::Relaxed);
+                // A service connection that sets a config takes
+                // packet-ins (as `ovs-ofctl monitor`).
+                self.info.async_on.store(true, Ordering::Relaxed);
                 let mode = match flags & 3 {
                     0 => Some("normal"),
                     1 => Some("drop"),
@@ -451,7 +249,7 @@ impl Session {
             }
             Request::FlowMod(fm) => {
                 // A secondary ("slave") connection may not change flows.
-                if (self.role == 3 && v != OFP10) || (self.role == 2 && v == OFP10) {
+                if self.info.role.load(Ordering::Relaxed) == 3 {
                     Err(ofe::BRC_IS_SECONDARY)
                 } else {
                     let r = self.flow_mod(fm);
@@ -461,7 +259,7 @@ impl Session {
                     r.map(|_| Vec::new())
                 }
             }
-            Request::PacketOut(_) => Err(ofe::BRC_EPERM),
+            Request::PacketOut(po) => self.packet_out(po),
             Request::FlowStats(req) => {
                 self.flush();
                 self.flow_stats(xid, &req)
@@ -519,7 +317,14 @@ impl Session {
                     Err(ofe::BRC_EPERM)
                 }
             }
-            Request::SetControllerId(_) | Request::SetAsync => Ok(Vec::new()),
+            Request::SetControllerId(id) => {
+                self.info
+                    .controller_id
+                    .store(u32::from(id), Ordering::Relaxed);
+                self.reg.refresh();
+                Ok(Vec::new())
+            }
+            Request::SetAsync => Ok(Vec::new()),
             Request::TlvTableRequest => Ok(vec![msg::encode_tlv_table_reply(v, xid)]),
             Request::RoleRequest {
                 role,
@@ -530,18 +335,28 @@ impl Session {
                 if role > max {
                     Err(ofe::RRFC_BAD_ROLE)
                 } else {
-                    // flowpath has one controller class: every connection
-                    // is equal (OVS's "other") unless it asks otherwise.
-                    if role != 0 || nx {
-                        self.role = role;
+                    // Roles in OpenFlow 1.2+ numbers (1 equal, 2 master,
+                    // 3 slave); Nicira's are 0 other, 1 master, 2 slave.
+                    let asked = if nx { role + 1 } else { role };
+                    if asked == 2 {
+                        // One master: the others become slaves.
+                        for c in self
+                            .reg
+                            .conns
+                            .lock()
+                            .unwrap_or_else(|p| p.into_inner())
+                            .iter()
+                        {
+                            if !Arc::ptr_eq(c, &self.info) && c.role.load(Ordering::Relaxed) == 2 {
+                                c.role.store(3, Ordering::Relaxed);
+                            }
+                        }
                     }
-                    let reply_role = if nx {
-                        self.role
-                    } else if self.role == 0 {
-                        1
-                    } else {
-                        self.role
-                    };
+                    if asked != 0 {
+                        self.info.role.store(asked, Ordering::Relaxed);
+                    }
+                    let now = self.info.role.load(Ordering::Relaxed).max(1);
+                    let reply_role = if nx { now - 1 } else { now };
                     Ok(vec![msg::encode_role_reply(
                         v,
                         xid,
@@ -555,6 +370,25 @@ impl Session {
         match res {
             Ok(v) => v,
             Err(e) => vec![self.err(e, &h, m)],
+        }
+    }
+
+    /// A packet-out: translated and run by a PMD (see
+    /// [`crate::packet_out`]).
+    fn packet_out(&mut self, po: msg::PacketOut) -> Result<Vec<Vec<u8>>, OfError> {
+        if po.buffer_id != u32::MAX {
+            return Err(ofe::BRC_BUFFER_UNKNOWN);
+        }
+        self.flush();
+        let now_ms = self.sh.started.elapsed().as_millis() as u64;
+        match crate::packet_out::run(&self.ctl, po.in_port, &po.data, po.actions, now_ms) {
+            Ok(()) => {
+                self.reg.stats.packet_outs.fetch_add(1, Ordering::Relaxed);
+                Ok(Vec::new())
+            }
+            Err(crate::packet_out::PacketOutError::BadPacket) => Err(ofe::BRC_BAD_PACKET),
+            Err(crate::packet_out::PacketOutError::BadActions(_)) => Err(ofe::BAC_BAD_ARGUMENT),
+            Err(crate::packet_out::PacketOutError::Busy) => Err(ofe::BRC_EPERM),
         }
     }
 
@@ -579,7 +413,7 @@ impl Session {
     }
 
     fn flow_mod(&mut self, fm: FlowMod) -> Result<(), OfError> {
-        self.stats.flow_mods.fetch_add(1, Ordering::Relaxed);
+        self.reg.stats.flow_mods.fetch_add(1, Ordering::Relaxed);
         if fm.buffer_id != u32::MAX {
             return Err(ofe::BRC_BUFFER_UNKNOWN);
         }
@@ -754,193 +588,5 @@ impl Session {
             out.push(&msg::table_stats_entry(v, t as u8, *c, 0, 0));
         }
         out.finish()
-    }
-}
-
-/// Reads a decoded flow back through the rule parser: the same checks as
-/// a flow from a file (prerequisites of `set_field`, tables of
-/// `goto_table`, ...), and the canonical form.
-fn validate(rule: &Rule) -> Result<Rule, OfError> {
-    let text = rule.to_string();
-    flowpath_ofproto::parse::parse_rule(&text).map_err(|e| {
-        let m = e.to_string();
-        if m.contains("requires") {
-            ofe::BAC_MATCH_INCONSISTENT
-        } else if m.contains("goto_table") || m.contains("table") {
-            ofe::BIC_BAD_TABLE_ID
-        } else {
-            ofe::BAC_BAD_ARGUMENT
-        }
-    })
-}
-
-/// Which flows a modify, delete or statistics request selects.
-struct Sel {
-    table: Option<u8>,
-    rule: Rule,
-    cookie: u64,
-    cookie_mask: u64,
-    out_port: Option<u32>,
-    out_group: Option<u32>,
-}
-
-impl Sel {
-    fn from_flow_mod(fm: &FlowMod) -> Sel {
-        Sel {
-            table: fm.table,
-            rule: fm.rule.clone(),
-            cookie: fm.cookie,
-            cookie_mask: fm.cookie_mask,
-            out_port: fm.out_port,
-            out_group: fm.out_group,
-        }
-    }
-
-    fn from_stats(req: &FlowStatsRequest) -> Sel {
-        Sel {
-            table: req.table,
-            rule: Rule::new(req.matching, Vec::new()),
-            cookie: req.cookie,
-            cookie_mask: req.cookie_mask,
-            out_port: req.out_port,
-            out_group: req.out_group,
-        }
-    }
-
-    fn selects(&self, r: &Rule, strict: bool) -> bool {
-        if self.table.is_some_and(|t| t != r.table) {
-            return false;
-        }
-        if (r.cookie ^ self.cookie) & self.cookie_mask != 0 {
-            return false;
-        }
-        let m = &self.rule.matching;
-        let rm = &r.matching;
-        let covers = if strict {
-            rm == m && r.priority == self.rule.priority
-        } else {
-            m.mask.is_subset_of(&rm.mask)
-                && rm.key.eq_masked(&m.key, &m.mask)
-                && regs_subset(&m.regs_mask, &rm.regs_mask)
-                && regs_eq(&rm.regs, &m.regs, &m.regs_mask)
-        };
-        if !covers {
-            return false;
-        }
-        if let Some(p) = self.out_port {
-            if !outputs_to(r, p) {
-                return false;
-            }
-        }
-        if let Some(g) = self.out_group {
-            let all = r.actions.iter().chain(&r.write_actions);
-            if !all.clone().any(|a| *a == Action::Group(g)) {
-                return false;
-            }
-        }
-        true
-    }
-}
-
-fn regs_subset(a: &flowpath_flow::key::Regs, b: &flowpath_flow::key::Regs) -> bool {
-    a.w.iter().zip(&b.w).all(|(x, y)| x & !y == 0)
-}
-
-fn regs_eq(
-    a: &flowpath_flow::key::Regs,
-    b: &flowpath_flow::key::Regs,
-    m: &flowpath_flow::key::Regs,
-) -> bool {
-    a.w.iter()
-        .zip(&b.w)
-        .zip(&m.w)
-        .all(|((x, y), k)| (x ^ y) & k == 0)
-}
-
-/// Whether `r` outputs to OpenFlow 1.0 port `p` (OVS's out_port filter).
-fn outputs_to(r: &Rule, p: u32) -> bool {
-    r.actions.iter().chain(&r.write_actions).any(|a| match *a {
-        Action::Output(x) => x == p,
-        Action::OutputTrunc { port, .. } => port == p,
-        Action::Enqueue { port, .. } => port == p,
-        Action::InPort => p == 0xfff8,
-        Action::Normal => p == 0xfffa,
-        Action::Flood => p == 0xfffb,
-        Action::All => p == 0xfffc,
-        Action::Controller { .. } => p == 0xfffd,
-        _ => false,
-    })
-}
-
-/// Two flows of one table and priority that some packet matches both.
-fn overlaps(a: &Rule, b: &Rule) -> bool {
-    if a.table != b.table || a.priority != b.priority {
-        return false;
-    }
-    let (x, y) = (&a.matching, &b.matching);
-    let common = x.mask.intersect(&y.mask);
-    let regs_ok = x
-        .regs
-        .w
-        .iter()
-        .zip(&y.regs.w)
-        .zip(x.regs_mask.w.iter().zip(&y.regs_mask.w))
-        .all(|((p, q), (m, n))| (p ^ q) & m & n == 0);
-    x.key.eq_masked(&y.key, &common) && regs_ok
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn listen_specs_parse() {
-        assert_eq!(
-            ListenSpec::parse("ptcp:6653").unwrap(),
-            ListenSpec::Tcp("0.0.0.0:6653".into())
-        );
-        assert_eq!(
-            ListenSpec::parse("ptcp:6653:127.0.0.1").unwrap(),
-            ListenSpec::Tcp("127.0.0.1:6653".into())
-        );
-        assert_eq!(
-            ListenSpec::parse("punix:/tmp/x.sock").unwrap(),
-            ListenSpec::Unix("/tmp/x.sock".into())
-        );
-        assert!(ListenSpec::parse("tcp:1").is_err());
-        assert!(ListenSpec::parse("ptcp:x").is_err());
-    }
-
-    #[test]
-    fn selection_is_strict_or_covering() {
-        let r =
-            flowpath_ofproto::parse::parse_rule("priority=5,tcp,tp_dst=80,reg0=1,actions=output:2")
-                .unwrap();
-        let sel = |t: &str| Sel {
-            table: None,
-            rule: flowpath_ofproto::parse::parse_rule(t).unwrap(),
-            cookie: 0,
-            cookie_mask: 0,
-            out_port: None,
-            out_group: None,
-        };
-        assert!(sel("tcp,actions=drop").selects(&r, false));
-        assert!(sel("reg0=1,actions=drop").selects(&r, false));
-        assert!(!sel("reg0=2,actions=drop").selects(&r, false));
-        assert!(!sel("tcp,actions=drop").selects(&r, true));
-        assert!(sel("priority=5,tcp,tp_dst=80,reg0=1,actions=drop").selects(&r, true));
-        let mut s = sel("actions=drop");
-        s.out_port = Some(3);
-        assert!(!s.selects(&r, false));
-        s.out_port = Some(2);
-        assert!(s.selects(&r, false));
-        assert!(overlaps(
-            &r,
-            &flowpath_ofproto::parse::parse_rule("priority=5,ip,actions=drop").unwrap()
-        ));
-        assert!(!overlaps(
-            &r,
-            &flowpath_ofproto::parse::parse_rule("priority=5,udp,actions=drop").unwrap()
-        ));
     }
 }

@@ -1,0 +1,651 @@
+//! The OpenFlow channel: `ovs-ofctl` and controllers program the switch
+//! over OpenFlow 1.0, 1.3, 1.4 or 1.5 with Open vSwitch's Nicira
+//! extensions.
+//!
+//! What: listeners (`punix:PATH`, `ptcp:PORT[:IP]`; the bridge's
+//! `NAME.mgmt` socket beside the control socket always) accept "service"
+//! connections; `--controller tcp:IP:PORT` / `unix:PATH` targets are
+//! connected to (and reconnected with back-off) as "primary" connections.
+//! Each connection has a reader thread ([`session`]), which negotiates
+//! the version (HELLO with a version bitmap), answers requests and
+//! applies flow changes, and a writer thread fed by a bounded queue. A
+//! message it cannot honour is answered with the OpenFlow error Open
+//! vSwitch sends; the connection stays up.
+//!
+//! Rule changes go through the same path as `add-flow` on the control
+//! socket: the rule list is changed under the control lock, published to
+//! every PMD, and one revalidator round removes the megaflows it affects.
+//! Changes arriving back to back (`ovs-ofctl add-flows` of a big file) are
+//! applied to the list one by one and published once, when the
+//! connection has no more input waiting, or before a BARRIER reply or a
+//! statistics reply: so a BARRIER reply means every earlier change is in
+//! effect in the datapath.
+//!
+//! Packet-ins: a PMD's controller action puts the packet on a bounded
+//! queue (full: dropped and counted, the PMD never waits); the
+//! dispatcher thread takes them at the controller rate limit (a token
+//! bucket, OVS's `controller-rate-limit` and `controller-burst-limit`)
+//! and hands each to the connections that take packet-ins (primary
+//! connections, and service ones that asked with SET_CONFIG), each
+//! through its own bounded queue: a controller that stops reading loses
+//! its packet-ins (counted), nobody else's.
+//!
+//! Fail mode: with `--controller` targets and `--fail-mode standalone`,
+//! while no primary connection is up the bridge forwards as `NORMAL`
+//! (Open vSwitch's fail-open); with `secure` (the default) its flows
+//! stay as they are.
+//!
+//! Threads: accept, connect, reader, writer and dispatcher threads; none
+//! touches a PMD but through the control path.
+
+mod select;
+mod session;
+
+use crate::control::Control;
+use crate::shared::Shared;
+use flowpath_datapath::execute::PacketIn;
+use flowpath_openflow::header::{OFP12, OFP13};
+use flowpath_openflow::msg;
+use session::Session;
+use std::io::{ErrorKind, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TrySendError};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// How often blocked threads look at the stop flag.
+const POLL: Duration = Duration::from_millis(100);
+/// Largest OpenFlow message (the length field is 16 bits).
+const MAX_MSG: usize = 65_535;
+/// Messages waiting for one connection's writer.
+const OUT_QUEUE: usize = 512;
+/// Packets waiting for the dispatcher (all PMDs together).
+pub const PACKET_IN_QUEUE: usize = 1024;
+
+/// A listener spec: `punix:PATH` or `ptcp:PORT[:IP]`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ListenSpec {
+    /// A Unix socket path.
+    Unix(PathBuf),
+    /// A TCP port and address.
+    Tcp(String),
+}
+
+impl ListenSpec {
+    /// Parses `punix:PATH` / `ptcp:PORT[:IP]` (as `ovs-vswitchd`).
+    pub fn parse(s: &str) -> Result<ListenSpec, String> {
+        if let Some(p) = s.strip_prefix("punix:") {
+            if p.is_empty() {
+                return Err(format!("'{s}': punix: needs a path"));
+            }
+            return Ok(ListenSpec::Unix(PathBuf::from(p)));
+        }
+        if let Some(rest) = s.strip_prefix("ptcp:") {
+            let (port, ip) = match rest.split_once(':') {
+                Some((p, ip)) => (p, ip),
+                None => (rest, "0.0.0.0"),
+            };
+            let port: u16 = port
+                .parse()
+                .map_err(|_| format!("'{s}': '{port}' is not a TCP port"))?;
+            let addr = if ip.contains(':') {
+                format!("[{ip}]:{port}")
+            } else {
+                format!("{ip}:{port}")
+            };
+            return Ok(ListenSpec::Tcp(addr));
+        }
+        Err(format!(
+            "'{s}': expected punix:PATH or ptcp:PORT[:IP] (ssl is not supported yet)"
+        ))
+    }
+}
+
+/// An active controller target: `tcp:IP:PORT` or `unix:PATH`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ControllerSpec {
+    /// TCP address (`IP:PORT`).
+    Tcp(String),
+    /// Unix socket path.
+    Unix(PathBuf),
+}
+
+impl ControllerSpec {
+    /// Parses `tcp:IP:PORT` / `unix:PATH` (as `ovs-vsctl set-controller`;
+    /// the port defaults to 6653).
+    pub fn parse(s: &str) -> Result<ControllerSpec, String> {
+        if let Some(p) = s.strip_prefix("unix:") {
+            if p.is_empty() {
+                return Err(format!("'{s}': unix: needs a path"));
+            }
+            return Ok(ControllerSpec::Unix(PathBuf::from(p)));
+        }
+        if let Some(rest) = s.strip_prefix("tcp:") {
+            let (ip, port) = match rest.rsplit_once(':') {
+                Some((ip, p)) if !ip.is_empty() => (ip, p),
+                _ => (rest, "6653"),
+            };
+            let port: u16 = port
+                .parse()
+                .map_err(|_| format!("'{s}': '{port}' is not a TCP port"))?;
+            let ip: std::net::IpAddr = ip
+                .trim_matches(|c| c == '[' || c == ']')
+                .parse()
+                .map_err(|_| format!("'{s}': '{ip}' is not an IP address"))?;
+            return Ok(ControllerSpec::Tcp(
+                std::net::SocketAddr::new(ip, port).to_string(),
+            ));
+        }
+        Err(format!(
+            "'{s}': expected tcp:IP[:PORT] or unix:PATH (ssl is not supported yet)"
+        ))
+    }
+}
+
+/// How the channel runs: listeners, controllers, fail mode, limits.
+#[derive(Clone, Debug)]
+pub struct ChannelConfig {
+    /// Listeners (service connections).
+    pub listen: Vec<ListenSpec>,
+    /// Controllers to connect to (primary connections).
+    pub controllers: Vec<ControllerSpec>,
+    /// `standalone`: forward as NORMAL while no controller is connected.
+    pub fail_standalone: bool,
+    /// Packet-ins per second (OVS's `controller-rate-limit`).
+    pub rate_limit: u32,
+    /// Packet-ins sent at once after a quiet spell
+    /// (`controller-burst-limit`).
+    pub burst_limit: u32,
+    /// Most seconds between reconnection attempts (OVS's
+    /// `max_backoff`, 8 s by default).
+    pub max_backoff_s: u64,
+    /// Seconds of silence before an echo request, twice that before a
+    /// primary connection is dropped (OVS's `inactivity_probe`, 5 s).
+    pub probe_s: u64,
+}
+
+impl Default for ChannelConfig {
+    fn default() -> Self {
+        ChannelConfig {
+            listen: Vec::new(),
+            controllers: Vec::new(),
+            fail_standalone: false,
+            rate_limit: 1000,
+            burst_limit: 250,
+            max_backoff_s: 8,
+            probe_s: 5,
+        }
+    }
+}
+
+/// Channel counters.
+#[derive(Debug, Default)]
+pub struct ChannelStats {
+    /// Connections accepted or made.
+    pub connections: AtomicU64,
+    /// Messages received.
+    pub rx_msgs: AtomicU64,
+    /// Messages sent.
+    pub tx_msgs: AtomicU64,
+    /// Errors sent.
+    pub errors: AtomicU64,
+    /// Flow mods applied.
+    pub flow_mods: AtomicU64,
+    /// Packet-ins sent (one per connection).
+    pub packet_ins: AtomicU64,
+    /// Packet-ins over the rate limit (dropped).
+    pub packet_in_rate_dropped: AtomicU64,
+    /// Packet-ins a connection's full queue dropped.
+    pub packet_in_queue_dropped: AtomicU64,
+    /// Packet-outs run.
+    pub packet_outs: AtomicU64,
+}
+
+/// One connection as the dispatcher and the fail mode see it.
+pub(crate) struct ConnInfo {
+    /// Negotiated version (0 before HELLO).
+    pub version: AtomicU8,
+    /// A primary (`--controller`) connection.
+    pub primary: bool,
+    /// Takes packet-ins (primary, or a service connection after
+    /// SET_CONFIG).
+    pub async_on: AtomicBool,
+    /// SET_CONFIG's miss_send_len.
+    pub miss_send_len: AtomicU32,
+    /// NXT_SET_CONTROLLER_ID's id.
+    pub controller_id: AtomicU32,
+    /// Role: 0 equal/other, 2 master, 3 slave (OpenFlow 1.2+ numbers).
+    pub role: AtomicU32,
+    /// Its writer's queue.
+    pub out: SyncSender<Vec<u8>>,
+}
+
+/// The connections, the counters and the switch.
+pub(crate) struct Registry {
+    pub sh: Arc<Shared>,
+    pub stats: Arc<ChannelStats>,
+    pub conns: Mutex<Vec<Arc<ConnInfo>>>,
+    pub cfg: ChannelConfig,
+}
+
+impl Registry {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Arc<ConnInfo>>> {
+        self.conns.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub fn add(&self, c: Arc<ConnInfo>) {
+        self.lock().push(c);
+    }
+
+    pub fn remove(&self, c: &Arc<ConnInfo>) {
+        self.lock().retain(|x| !Arc::ptr_eq(x, c));
+        self.refresh();
+    }
+
+    /// Recomputes what depends on the connections: table misses go to the
+    /// controllers while an OpenFlow 1.0-1.2 connection with controller
+    /// id 0 is up (OVS's default), and fail-open is on while no primary
+    /// connection is up (standalone with targets). Republishes on change.
+    pub fn refresh(&self) {
+        let (miss, primaries) = {
+            let conns = self.lock();
+            let miss = conns.iter().any(|c| {
+                let v = c.version.load(Ordering::Relaxed);
+                v != 0 && v <= OFP12 && c.controller_id.load(Ordering::Relaxed) == 0
+            });
+            let primaries = conns
+                .iter()
+                .filter(|c| c.primary && c.version.load(Ordering::Relaxed) != 0)
+                .count();
+            (miss, primaries)
+        };
+        let fail_open =
+            self.cfg.fail_standalone && !self.cfg.controllers.is_empty() && primaries == 0;
+        let ctl = Control::new(self.sh.clone());
+        let changed = {
+            let mut st = ctl.state();
+            let a = st.rules.set_miss_to_controller(miss);
+            let b = std::mem::replace(&mut st.fail_open, fail_open) != fail_open;
+            if a || b {
+                let _ = ctl.publish(&st);
+            }
+            a || b
+        };
+        if changed {
+            let _ = self.sh.reval_kick();
+        }
+    }
+}
+
+/// The running listeners, controller connections and dispatcher.
+pub struct OfServer {
+    threads: Vec<JoinHandle<()>>,
+    /// Unix sockets made, with their inode (removed at shutdown only if
+    /// still ours: a new switch may have taken the path over).
+    unix_paths: Vec<(PathBuf, u64)>,
+    /// Counters.
+    pub stats: Arc<ChannelStats>,
+}
+
+impl OfServer {
+    /// Binds every listener, starts the controller connections and the
+    /// packet-in dispatcher (reading `packet_ins`).
+    pub fn start(
+        sh: Arc<Shared>,
+        cfg: &ChannelConfig,
+        packet_ins: Receiver<PacketIn>,
+    ) -> Result<OfServer, String> {
+        let stats = Arc::new(ChannelStats::default());
+        let reg = Arc::new(Registry {
+            sh: sh.clone(),
+            stats: stats.clone(),
+            conns: Mutex::new(Vec::new()),
+            cfg: cfg.clone(),
+        });
+        let mut me = OfServer {
+            threads: Vec::new(),
+            unix_paths: Vec::new(),
+            stats,
+        };
+        for spec in &cfg.listen {
+            let reg = reg.clone();
+            match spec {
+                ListenSpec::Unix(p) => {
+                    if p.exists() {
+                        // A stale socket of an earlier run (a live one
+                        // would answer): replace it.
+                        if UnixStream::connect(p).is_ok() {
+                            return Err(format!(
+                                "{}: another switch is listening there",
+                                p.display()
+                            ));
+                        }
+                        let _ = std::fs::remove_file(p);
+                    }
+                    let l = UnixListener::bind(p).map_err(|e| format!("{}: {e}", p.display()))?;
+                    l.set_nonblocking(true).map_err(|e| e.to_string())?;
+                    let ino =
+                        std::fs::metadata(p).map_or(0, |m| std::os::unix::fs::MetadataExt::ino(&m));
+                    me.unix_paths.push((p.clone(), ino));
+                    me.threads.push(spawn("of-accept", move || {
+                        accept_loop(&reg, || l.accept().map(|(s, _)| Conn::Unix(s)))
+                    })?);
+                }
+                ListenSpec::Tcp(a) => {
+                    let l = TcpListener::bind(a).map_err(|e| format!("ptcp {a}: {e}"))?;
+                    l.set_nonblocking(true).map_err(|e| e.to_string())?;
+                    me.threads.push(spawn("of-accept", move || {
+                        accept_loop(&reg, || l.accept().map(|(s, _)| Conn::Tcp(s)))
+                    })?);
+                }
+            }
+        }
+        for target in &cfg.controllers {
+            let reg = reg.clone();
+            let target = target.clone();
+            me.threads
+                .push(spawn("of-connect", move || connect_loop(&reg, &target))?);
+        }
+        let r2 = reg.clone();
+        me.threads
+            .push(spawn("of-packet-in", move || dispatch(&r2, &packet_ins))?);
+        // Fail-open from the start in standalone mode with targets.
+        reg.refresh();
+        Ok(me)
+    }
+
+    /// Waits for the threads (the switch's stop flag must be set) and
+    /// removes the Unix sockets.
+    pub fn shutdown(mut self) {
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+        for (p, ino) in &self.unix_paths {
+            let same =
+                std::fs::metadata(p).is_ok_and(|m| std::os::unix::fs::MetadataExt::ino(&m) == *ino);
+            if same {
+                let _ = std::fs::remove_file(p);
+            }
+        }
+    }
+}
+
+fn spawn(name: &str, f: impl FnOnce() + Send + 'static) -> Result<JoinHandle<()>, String> {
+    std::thread::Builder::new()
+        .name(name.into())
+        .spawn(f)
+        .map_err(|e| format!("cannot start a thread: {e}"))
+}
+
+pub(crate) enum Conn {
+    Unix(UnixStream),
+    Tcp(TcpStream),
+}
+
+impl Conn {
+    fn prepare(&self) -> std::io::Result<()> {
+        match self {
+            Conn::Unix(s) => {
+                s.set_nonblocking(false)?;
+                s.set_read_timeout(Some(POLL))?;
+                s.set_write_timeout(Some(Duration::from_secs(10)))
+            }
+            Conn::Tcp(s) => {
+                s.set_nonblocking(false)?;
+                s.set_nodelay(true)?;
+                s.set_read_timeout(Some(POLL))?;
+                s.set_write_timeout(Some(Duration::from_secs(10)))
+            }
+        }
+    }
+
+    fn try_clone(&self) -> std::io::Result<Conn> {
+        Ok(match self {
+            Conn::Unix(s) => Conn::Unix(s.try_clone()?),
+            Conn::Tcp(s) => Conn::Tcp(s.try_clone()?),
+        })
+    }
+
+    fn shutdown(&self) {
+        let _ = match self {
+            Conn::Unix(s) => s.shutdown(std::net::Shutdown::Both),
+            Conn::Tcp(s) => s.shutdown(std::net::Shutdown::Both),
+        };
+    }
+}
+
+impl Read for Conn {
+    fn read(&mut self, b: &mut [u8]) -> std::io::Result<usize> {
+        match self {
+            Conn::Unix(s) => s.read(b),
+            Conn::Tcp(s) => s.read(b),
+        }
+    }
+}
+
+impl Write for Conn {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        match self {
+            Conn::Unix(s) => s.write(b),
+            Conn::Tcp(s) => s.write(b),
+        }
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Runs one connection to its end: a writer thread, the reader here.
+fn serve(reg: &Arc<Registry>, c: Conn, primary: bool) {
+    if c.prepare().is_err() {
+        return;
+    }
+    let Ok(mut w) = c.try_clone() else {
+        return;
+    };
+    reg.stats.connections.fetch_add(1, Ordering::Relaxed);
+    let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<u8>>(OUT_QUEUE);
+    let stats = reg.stats.clone();
+    let writer = spawn("of-write", move || {
+        while let Ok(m) = rx.recv() {
+            if w.write_all(&m).is_err() {
+                // The reader sees the connection end too.
+                w.shutdown();
+                return;
+            }
+            stats.tx_msgs.fetch_add(1, Ordering::Relaxed);
+        }
+    });
+    let info = Arc::new(ConnInfo {
+        version: AtomicU8::new(0),
+        primary,
+        async_on: AtomicBool::new(primary),
+        miss_send_len: AtomicU32::new(128),
+        controller_id: AtomicU32::new(0),
+        role: AtomicU32::new(0),
+        out: tx,
+    });
+    reg.add(info.clone());
+    Session::new(reg.clone(), info.clone()).run(c);
+    reg.remove(&info);
+    drop(info);
+    if let Ok(h) = writer {
+        let _ = h.join();
+    }
+}
+
+fn accept_loop(reg: &Arc<Registry>, accept: impl Fn() -> std::io::Result<Conn>) {
+    let mut workers: Vec<JoinHandle<()>> = Vec::new();
+    while !reg.sh.stop.load(Ordering::Relaxed) {
+        match accept() {
+            Ok(c) => {
+                let r = reg.clone();
+                if let Ok(h) = spawn("of-conn", move || serve(&r, c, false)) {
+                    workers.push(h);
+                }
+                workers.retain(|h| !h.is_finished());
+            }
+            Err(e) if e.kind() == ErrorKind::WouldBlock => std::thread::sleep(POLL / 2),
+            Err(_) => std::thread::sleep(POLL),
+        }
+    }
+    for h in workers {
+        let _ = h.join();
+    }
+}
+
+/// Connects to a controller, serves the connection, and reconnects with
+/// exponential back-off (1 s doubling to `max_backoff`) until the switch
+/// stops.
+fn connect_loop(reg: &Arc<Registry>, target: &ControllerSpec) {
+    let mut backoff = Duration::from_secs(1);
+    let max = Duration::from_secs(reg.cfg.max_backoff_s.max(1));
+    while !reg.sh.stop.load(Ordering::Relaxed) {
+        let c = match target {
+            ControllerSpec::Tcp(a) => a
+                .parse()
+                .ok()
+                .and_then(|sa| TcpStream::connect_timeout(&sa, Duration::from_secs(2)).ok())
+                .map(Conn::Tcp),
+            ControllerSpec::Unix(p) => UnixStream::connect(p).ok().map(Conn::Unix),
+        };
+        if let Some(c) = c {
+            backoff = Duration::from_secs(1);
+            serve(reg, c, true);
+        }
+        let until = Instant::now() + backoff;
+        while Instant::now() < until && !reg.sh.stop.load(Ordering::Relaxed) {
+            std::thread::sleep(POLL);
+        }
+        backoff = (backoff * 2).min(max);
+    }
+}
+
+/// Takes packet-ins from the PMDs and hands them to the connections
+/// that take them, at the rate limit.
+fn dispatch(reg: &Arc<Registry>, rx: &Receiver<PacketIn>) {
+    let rate = f64::from(reg.cfg.rate_limit.max(1));
+    let burst = f64::from(reg.cfg.burst_limit.max(1));
+    let mut tokens = burst;
+    let mut last = Instant::now();
+    while !reg.sh.stop.load(Ordering::Relaxed) {
+        let p = match rx.recv_timeout(POLL) {
+            Ok(p) => p,
+            Err(RecvTimeoutError::Timeout) => continue,
+            Err(RecvTimeoutError::Disconnected) => return,
+        };
+        let now = Instant::now();
+        tokens = (tokens + now.duration_since(last).as_secs_f64() * rate).min(burst);
+        last = now;
+        if tokens < 1.0 {
+            reg.stats
+                .packet_in_rate_dropped
+                .fetch_add(1, Ordering::Relaxed);
+            continue;
+        }
+        tokens -= 1.0;
+        let conns: Vec<Arc<ConnInfo>> = reg.lock().clone();
+        for c in conns {
+            let v = c.version.load(Ordering::Relaxed);
+            if v == 0 || !c.async_on.load(Ordering::Relaxed) {
+                continue;
+            }
+            // A secondary ("slave") connection gets no packet-ins.
+            if c.role.load(Ordering::Relaxed) == 3 {
+                continue;
+            }
+            if p.controller_id != 0
+                && u32::from(p.controller_id) != c.controller_id.load(Ordering::Relaxed)
+            {
+                continue;
+            }
+            // Reason 6 is an explicit table-miss flow: "no match" from
+            // OpenFlow 1.3 on, "action" before.
+            let reason = match p.reason {
+                6 if v >= OFP13 => 0,
+                6 => 1,
+                r => r,
+            };
+            let max_len = if p.reason == 0 {
+                c.miss_send_len.load(Ordering::Relaxed) as usize
+            } else {
+                usize::from(p.max_len)
+            };
+            let m = msg::encode_packet_in(v, &p.frame, max_len, p.in_port, reason, 0, p.cookie);
+            match c.out.try_send(m) {
+                Ok(()) => {
+                    reg.stats.packet_ins.fetch_add(1, Ordering::Relaxed);
+                }
+                Err(TrySendError::Full(_)) | Err(TrySendError::Disconnected(_)) => {
+                    reg.stats
+                        .packet_in_queue_dropped
+                        .fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        }
+    }
+}
+
+/// The largest message.
+pub(crate) const MAX_MESSAGE: usize = MAX_MSG;
+
+#[cfg(test)]
+mod tests {
+    use super::select::{overlaps, Sel};
+    use super::*;
+
+    #[test]
+    fn listen_specs_parse() {
+        assert_eq!(
+            ListenSpec::parse("ptcp:6653").unwrap(),
+            ListenSpec::Tcp("0.0.0.0:6653".into())
+        );
+        assert_eq!(
+            ListenSpec::parse("ptcp:6653:127.0.0.1").unwrap(),
+            ListenSpec::Tcp("127.0.0.1:6653".into())
+        );
+        assert_eq!(
+            ListenSpec::parse("punix:/tmp/x.sock").unwrap(),
+            ListenSpec::Unix("/tmp/x.sock".into())
+        );
+        assert!(ListenSpec::parse("tcp:1").is_err());
+        assert!(ListenSpec::parse("ptcp:x").is_err());
+    }
+
+    #[test]
+    fn selection_is_strict_or_covering() {
+        let r =
+            flowpath_ofproto::parse::parse_rule("priority=5,tcp,tp_dst=80,reg0=1,actions=output:2")
+                .unwrap();
+        let sel = |t: &str| Sel {
+            table: None,
+            rule: flowpath_ofproto::parse::parse_rule(t).unwrap(),
+            cookie: 0,
+            cookie_mask: 0,
+            out_port: None,
+            out_group: None,
+        };
+        assert!(sel("tcp,actions=drop").selects(&r, false));
+        assert!(sel("reg0=1,actions=drop").selects(&r, false));
+        assert!(!sel("reg0=2,actions=drop").selects(&r, false));
+        assert!(!sel("tcp,actions=drop").selects(&r, true));
+        assert!(sel("priority=5,tcp,tp_dst=80,reg0=1,actions=drop").selects(&r, true));
+        let mut s = sel("actions=drop");
+        s.out_port = Some(3);
+        assert!(!s.selects(&r, false));
+        s.out_port = Some(2);
+        assert!(s.selects(&r, false));
+        assert!(overlaps(
+            &r,
+            &flowpath_ofproto::parse::parse_rule("priority=5,ip,actions=drop").unwrap()
+        ));
+        assert!(!overlaps(
+            &r,
+            &flowpath_ofproto::parse::parse_rule("priority=5,udp,actions=drop").unwrap()
+        ));
+    }
+}

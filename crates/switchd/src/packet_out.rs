@@ -1,0 +1,123 @@
+//! OpenFlow packet-out: a controller's frame and actions, translated as a
+//! flow with those actions would translate them (through the bridge's
+//! tables for `resubmit`, `output:TABLE`, groups and `NORMAL`), then run
+//! by a PMD on the frame as if it had come in on the given port.
+//!
+//! Why a one-shot table: translation starts with a lookup in table 0;
+//! [`OneShot`] answers that first lookup with a rule holding the
+//! packet-out's actions and every later one from the real tables, so the
+//! translation is exactly a flow's.
+
+use crate::control::Control;
+use crate::pmd::PmdCmd;
+use flowpath_flow::key::Regs;
+use flowpath_flow::{FieldId, FlowKey, FlowMask, Match};
+use flowpath_ofproto::action::Action;
+use flowpath_ofproto::group::Group;
+use flowpath_ofproto::rule::Rule;
+use flowpath_ofproto::tables::{FragMode, Lookup, RuleTables};
+use flowpath_ofproto::xlate::{xlate_on, XlateMode};
+use std::cell::Cell;
+use std::sync::mpsc::sync_channel;
+use std::time::Duration;
+
+struct OneShot<'a> {
+    inner: &'a RuleTables,
+    rule: Rule,
+    used: Cell<bool>,
+}
+
+impl Lookup for OneShot<'_> {
+    fn lookup(
+        &self,
+        table: u8,
+        key: &FlowKey,
+        regs: &Regs,
+        wc: Option<&mut FlowMask>,
+    ) -> Option<&Rule> {
+        if !self.used.get() {
+            self.used.set(true);
+            return Some(&self.rule);
+        }
+        self.inner.lookup(table, key, regs, wc)
+    }
+    fn ports(&self) -> &[u32] {
+        self.inner.ports()
+    }
+    fn group(&self, id: u32) -> Option<&Group> {
+        self.inner.group(id)
+    }
+    fn all_rules(&self) -> &[Rule] {
+        self.inner.all_rules()
+    }
+    fn frag_mode(&self) -> FragMode {
+        // The packet-out's own actions apply to fragments too.
+        FragMode::NxMatch
+    }
+}
+
+/// Why a packet-out was refused (mapped to OpenFlow errors by the caller).
+#[derive(Debug, PartialEq, Eq)]
+pub enum PacketOutError {
+    /// The frame is not an Ethernet frame flowpath can parse.
+    BadPacket,
+    /// The actions are not valid for this packet (the message says why).
+    BadActions(String),
+    /// No PMD took it (busy or stopped).
+    Busy,
+}
+
+/// Translates and runs a packet-out; returns when a PMD has sent it.
+pub fn run(
+    ctl: &Control,
+    in_port: u32,
+    frame: &[u8],
+    actions: Vec<Action>,
+    now_ms: u64,
+) -> Result<(), PacketOutError> {
+    let mut key = FlowKey::default();
+    if flowpath_flow::extract::extract_into_checked(frame, in_port, &mut key).is_err() {
+        return Err(PacketOutError::BadPacket);
+    }
+    // The actions are checked against the packet (its protocol pins
+    // set_field's prerequisites), as Open vSwitch checks them.
+    let mut m = Match::catchall();
+    m.set_field_masked(FieldId::EthType.info(), u128::from(key.dl_type()), 0xffff);
+    if key.is_ip_any() {
+        m.set_field_masked(FieldId::NwProto.info(), u128::from(key.nw_proto()), 0xff);
+    }
+    let rule = Rule::new(m, actions);
+    let rule = flowpath_ofproto::parse::parse_rule(&rule.to_string())
+        .map_err(|e| PacketOutError::BadActions(e.to_string()))?;
+    let sh = ctl.shared();
+    let tables = sh.published().tables;
+    let one = OneShot {
+        inner: &tables,
+        rule,
+        used: Cell::new(false),
+    };
+    let x = xlate_on(&one, Some(&sh.bridge), &key, now_ms, XlateMode::default());
+    if let Some(e) = x.error {
+        return Err(PacketOutError::BadActions(e));
+    }
+    if !x.recirculations.is_empty() {
+        return Err(PacketOutError::BadActions(
+            "actions that recirculate are not supported in a packet-out".into(),
+        ));
+    }
+    let pmd = sh.pmds.first().ok_or(PacketOutError::Busy)?;
+    let (tx, rx) = sync_channel(1);
+    pmd.cmds
+        .try_send(PmdCmd::PacketOut {
+            in_port,
+            frame: frame.to_vec(),
+            actions: x.actions,
+            reply: tx,
+        })
+        .map_err(|_| PacketOutError::Busy)?;
+    match rx.recv_timeout(Duration::from_secs(5)) {
+        Ok(true) => Ok(()),
+        Ok(false) => Err(PacketOutError::BadPacket),
+        Err(_) => Err(PacketOutError::Busy),
+    }
+}
