@@ -214,7 +214,7 @@ impl Control {
         let mut waiting = Vec::new();
         for p in &self.sh.pmds {
             let (tx, rx) = sync_channel(1);
-            match p.cmds.try_send(make(tx)) {
+            match p.try_send(make(tx)) {
                 Ok(()) => waiting.push((p.id, rx)),
                 Err(TrySendError::Full(_)) => {
                     return Err(format!(
@@ -246,6 +246,17 @@ impl Control {
         } else {
             st.rules.publish()
         };
+        self.install(p)
+    }
+
+    /// Makes `p` the PMDs' rules, unless newer rules are in already (the
+    /// control socket and the OpenFlow channel's publisher both publish).
+    pub(crate) fn install(&self, p: crate::rules::Published) -> Result<(), String> {
+        static INSTALL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+        let _g = INSTALL.lock().unwrap_or_else(|e| e.into_inner());
+        if p.version < self.sh.published().version {
+            return Ok(());
+        }
         self.sh.set_published(p.clone());
         self.ask_all(|r| PmdCmd::SwapRules(p.tables.clone(), r))?;
         Ok(())

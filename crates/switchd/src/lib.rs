@@ -180,6 +180,17 @@ impl Switchd {
                 .map_err(|e| SwitchdError::Config(e.to_string()))?;
             sw.set_packet_in_sink(Some(pin_tx.clone()));
             let (tx, rx) = sync_channel(PMD_QUEUE_DEPTH);
+            let (wake_tx, wake_rx) =
+                std::os::unix::net::UnixStream::pair().map_err(|e| SwitchdError::Io {
+                    what: "cannot make a PMD wake-up socket".into(),
+                    err: e,
+                })?;
+            for s in [&wake_tx, &wake_rx] {
+                s.set_nonblocking(true).map_err(|e| SwitchdError::Io {
+                    what: "cannot make a PMD wake-up socket".into(),
+                    err: e,
+                })?;
+            }
             let pmd = Pmd {
                 id,
                 core: *core,
@@ -187,6 +198,7 @@ impl Switchd {
                 rxqs,
                 tx: opened.tx.clone(),
                 cmds: rx,
+                wake: wake_rx,
                 stop: stop.clone(),
                 epoch,
                 dyn_limit: None,
@@ -203,6 +215,7 @@ impl Switchd {
                 id,
                 core: *core,
                 cmds: tx,
+                wake: wake_tx,
             });
         }
         let shared = Arc::new(Shared {

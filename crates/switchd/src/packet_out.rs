@@ -107,14 +107,13 @@ pub fn run(
     }
     let pmd = sh.pmds.first().ok_or(PacketOutError::Busy)?;
     let (tx, rx) = sync_channel(1);
-    pmd.cmds
-        .try_send(PmdCmd::PacketOut {
-            in_port,
-            frame: frame.to_vec(),
-            actions: x.actions,
-            reply: tx,
-        })
-        .map_err(|_| PacketOutError::Busy)?;
+    pmd.try_send(PmdCmd::PacketOut {
+        in_port,
+        frame: frame.to_vec(),
+        actions: x.actions,
+        reply: tx,
+    })
+    .map_err(|_| PacketOutError::Busy)?;
     match rx.recv_timeout(Duration::from_secs(5)) {
         Ok(true) => Ok(()),
         Ok(false) => Err(PacketOutError::BadPacket),

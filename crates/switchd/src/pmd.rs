@@ -255,6 +255,9 @@ pub struct Pmd {
     pub tx: Arc<TxTable>,
     /// Commands.
     pub cmds: Receiver<PmdCmd>,
+    /// Read end of the wake-up socket pair (non-blocking): a byte means
+    /// a command is queued.
+    pub wake: std::os::unix::net::UnixStream,
     /// Set to stop.
     pub stop: Arc<AtomicBool>,
     /// Time zero of the datapath clock.
@@ -276,8 +279,11 @@ impl Pmd {
         let mut sink_stats = SinkStats::default();
         let mut idle_cycles = 0u64;
         let mut last_traffic = Instant::now();
-        let fds: Vec<RawFd> = self.rxqs.iter().filter_map(|s| s.rxq.poll_fd()).collect();
+        let mut fds: Vec<RawFd> = self.rxqs.iter().filter_map(|s| s.rxq.poll_fd()).collect();
         let has_fdless = self.rxqs.iter().any(|s| s.rxq.poll_fd().is_none());
+        let no_port_fds = fds.is_empty();
+        fds.push(std::os::unix::io::AsRawFd::as_raw_fd(&self.wake));
+        let mut drain = [0u8; 64];
         while !self.stop.load(Ordering::Relaxed) {
             let loop_start = tsc::rdtsc();
             let now = Instant::now();
@@ -329,12 +335,15 @@ impl Pmd {
                     self.tx.flush_for(self.id);
                     // Queues without a descriptor (captures) are polled
                     // every millisecond while idle.
-                    let timeout = if has_fdless || fds.is_empty() {
+                    let timeout = if has_fdless || no_port_fds {
                         1
                     } else {
                         IDLE_SLEEP_MS
                     };
                     wait_readable(&fds, timeout);
+                    while matches!(std::io::Read::read(&mut &self.wake, &mut drain), Ok(n) if n > 0)
+                    {
+                    }
                 }
             }
         }

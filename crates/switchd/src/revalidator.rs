@@ -290,7 +290,7 @@ pub fn run(sh: Arc<Shared>, cmds: Receiver<RevalCmd>) {
             Ok(RevalCmd::Purge(w)) => {
                 for p in &sh.pmds {
                     let (tx, rx) = sync_channel(1);
-                    if p.cmds.send(PmdCmd::DelFlows(tx)).is_ok() {
+                    if p.send(PmdCmd::DelFlows(tx)).is_ok() {
                         let _ = rx.recv_timeout(Duration::from_secs(5));
                     }
                 }
@@ -347,7 +347,7 @@ fn round(sh: &Shared, r: &mut Revalidator) {
     let mut dumps = Vec::new();
     for p in &sh.pmds {
         let (tx, rx) = sync_channel(1);
-        if p.cmds.send(PmdCmd::Dump(tx)).is_err() {
+        if p.send(PmdCmd::Dump(tx)).is_err() {
             dumps.push(Vec::new());
             continue;
         }
@@ -363,7 +363,7 @@ fn round(sh: &Shared, r: &mut Revalidator) {
             continue;
         }
         let (tx, rx) = sync_channel(1);
-        if p.cmds.send(PmdCmd::Delete(del.clone(), tx)).is_ok() {
+        if p.send(PmdCmd::Delete(del.clone(), tx)).is_ok() {
             let _ = rx.recv_timeout(Duration::from_secs(5));
         }
     }
@@ -397,7 +397,7 @@ fn round(sh: &Shared, r: &mut Revalidator) {
     let limit = r.adjust_flow_limit(duration, out.flows, max);
     if limit != old {
         for p in &sh.pmds {
-            let _ = p.cmds.try_send(PmdCmd::SetFlowLimit(limit));
+            let _ = p.try_send(PmdCmd::SetFlowLimit(limit));
         }
     }
     *sh.upcall_stats.lock().unwrap_or_else(|p| p.into_inner()) = r.stats;

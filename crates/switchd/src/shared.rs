@@ -28,6 +28,34 @@ pub struct PmdHandle {
     pub core: Option<usize>,
     /// Its command queue.
     pub cmds: SyncSender<PmdCmd>,
+    /// Wakes the PMD from its idle sleep when a command is queued (one
+    /// byte on a socket pair it polls with its ports).
+    pub wake: std::os::unix::net::UnixStream,
+}
+
+impl PmdHandle {
+    /// Queues `c` without waiting and wakes the PMD.
+    pub fn try_send(&self, c: PmdCmd) -> Result<(), std::sync::mpsc::TrySendError<PmdCmd>> {
+        let r = self.cmds.try_send(c);
+        if r.is_ok() {
+            self.wake();
+        }
+        r
+    }
+
+    /// Queues `c` (waiting for room) and wakes the PMD.
+    pub fn send(&self, c: PmdCmd) -> Result<(), std::sync::mpsc::SendError<PmdCmd>> {
+        self.wake();
+        let r = self.cmds.send(c);
+        self.wake();
+        r
+    }
+
+    /// Wakes the PMD (a full socket buffer means it is awake already).
+    pub fn wake(&self) {
+        use std::io::Write;
+        let _ = (&self.wake).write(&[1]);
+    }
 }
 
 /// What control commands change, under one lock.

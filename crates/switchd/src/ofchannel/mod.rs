@@ -12,14 +12,14 @@
 //! message it cannot honour is answered with the OpenFlow error Open
 //! vSwitch sends; the connection stays up.
 //!
-//! Rule changes go through the same path as `add-flow` on the control
-//! socket: the rule list is changed under the control lock, published to
-//! every PMD, and one revalidator round removes the megaflows it affects.
-//! Changes arriving back to back (`ovs-ofctl add-flows` of a big file) are
-//! applied to the list one by one and published once, when the
-//! connection has no more input waiting, or before a BARRIER reply or a
-//! statistics reply: so a BARRIER reply means every earlier change is in
-//! effect in the datapath.
+//! Rule changes: the rule list is changed under the control lock (so
+//! replies and dumps see it at once: a BARRIER reply means the flow table
+//! has every earlier change, as in Open vSwitch); a publisher thread
+//! builds the PMDs' tables from a snapshot, outside the lock, 2 ms after
+//! the last change or 20 ms after the first of a stream, installs them and
+//! starts a revalidator round. `ovs-ofctl add-flows` sends a barrier after
+//! every flow: publishing (a rebuild of the tables) per barrier would make
+//! 100,000 flows quadratic.
 //!
 //! Packet-ins: a PMD's controller action puts the packet on a bounded
 //! queue (full: dropped and counted, the PMD never waits); the
@@ -53,7 +53,7 @@ use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TrySendError};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -230,9 +230,37 @@ pub(crate) struct Registry {
     pub stats: Arc<ChannelStats>,
     pub conns: Mutex<Vec<Arc<ConnInfo>>>,
     pub cfg: ChannelConfig,
+    /// Flow changes not yet published to the PMDs, and when the first of
+    /// them came.
+    pub dirty: Mutex<Option<Instant>>,
+    pub dirty_cv: Condvar,
 }
 
 impl Registry {
+    /// Flow changes were made: the publisher publishes them shortly.
+    pub fn mark_dirty(&self) {
+        let mut d = self.dirty.lock().unwrap_or_else(|p| p.into_inner());
+        if d.is_none() {
+            *d = Some(Instant::now());
+            self.dirty_cv.notify_one();
+        }
+    }
+
+    /// Publishes pending flow changes now (a packet-out's translation
+    /// must see them); with `wait`, also waits for a revalidator round.
+    pub fn publish_now(&self, wait: bool) {
+        let was = self.dirty.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if was.is_none() && !wait {
+            return;
+        }
+        publish(&self.sh);
+        if wait {
+            let _ = self.sh.reval_wait();
+        } else {
+            let _ = self.sh.reval_kick();
+        }
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Arc<ConnInfo>>> {
         self.conns.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -305,6 +333,8 @@ impl OfServer {
             stats: stats.clone(),
             conns: Mutex::new(Vec::new()),
             cfg: cfg.clone(),
+            dirty: Mutex::new(None),
+            dirty_cv: Condvar::new(),
         });
         let mut me = OfServer {
             threads: Vec::new(),
@@ -353,6 +383,9 @@ impl OfServer {
         let r2 = reg.clone();
         me.threads
             .push(spawn("of-packet-in", move || dispatch(&r2, &packet_ins))?);
+        let r3 = reg.clone();
+        me.threads
+            .push(spawn("of-publish", move || publisher(&r3))?);
         // Fail-open from the start in standalone mode with targets.
         reg.refresh();
         Ok(me)
@@ -522,6 +555,55 @@ fn connect_loop(reg: &Arc<Registry>, target: &ControllerSpec) {
             std::thread::sleep(POLL);
         }
         backoff = (backoff * 2).min(max);
+    }
+}
+
+/// Builds the PMDs' tables from a snapshot of the rules (outside the
+/// control lock: flow changes go on meanwhile) and installs them.
+fn publish(sh: &Arc<Shared>) {
+    let ctl = Control::new(sh.clone());
+    let (rules, fail_open) = {
+        let st = ctl.state();
+        (st.rules.clone(), st.fail_open)
+    };
+    let p = if fail_open {
+        rules.publish_fail_open()
+    } else {
+        rules.publish()
+    };
+    let _ = ctl.install(p);
+}
+
+/// Publishes flow changes from the OpenFlow channel: 2 ms after the last
+/// change, or 20 ms after the first of a stream, then starts a
+/// revalidator round (as Open vSwitch, a BARRIER reply means the flow
+/// table has the change; the datapath follows within milliseconds).
+fn publisher(reg: &Arc<Registry>) {
+    const QUIET: Duration = Duration::from_millis(2);
+    const MAX_DELAY: Duration = Duration::from_millis(20);
+    while !reg.sh.stop.load(Ordering::Relaxed) {
+        let first = {
+            let d = reg.dirty.lock().unwrap_or_else(|p| p.into_inner());
+            let (d, _) = reg
+                .dirty_cv
+                .wait_timeout_while(d, POLL, |d| d.is_none())
+                .unwrap_or_else(|p| p.into_inner());
+            match *d {
+                Some(t) => t,
+                None => continue,
+            }
+        };
+        let version = || Control::new(reg.sh.clone()).state().rules.version();
+        let mut seen = version();
+        loop {
+            std::thread::sleep(QUIET);
+            let now = version();
+            if now == seen || first.elapsed() > MAX_DELAY {
+                break;
+            }
+            seen = now;
+        }
+        reg.publish_now(false);
     }
 }
 

@@ -144,20 +144,12 @@ impl Session {
         )
     }
 
-    /// Publishes pending rule changes (one revalidator round).
+    /// Hands pending flow changes to the publisher (the flow table has
+    /// them already; the PMDs get them within milliseconds).
     fn flush(&mut self) {
-        if !self.pending {
-            return;
+        if std::mem::take(&mut self.pending) {
+            self.reg.mark_dirty();
         }
-        self.pending = false;
-        let n = {
-            let st = self.ctl.state();
-            if self.ctl.publish(&st).is_err() {
-                return;
-            }
-            st.rules.rules().len()
-        };
-        let _ = self.ctl.finish_rule_change(String::new(), n);
     }
 
     fn handle(&mut self, m: &[u8], more: bool) -> Vec<Vec<u8>> {
@@ -252,11 +244,12 @@ impl Session {
                 if self.info.role.load(Ordering::Relaxed) == 3 {
                     Err(ofe::BRC_IS_SECONDARY)
                 } else {
-                    let r = self.flow_mod(fm);
-                    if !more {
-                        self.flush();
-                    }
-                    r.map(|_| Vec::new())
+                    // The publisher thread publishes a stream of changes
+                    // once.
+                    let _ = more;
+                    let r = self.flow_mod(fm).map(|_| Vec::new());
+                    self.flush();
+                    r
                 }
             }
             Request::PacketOut(po) => self.packet_out(po),
@@ -380,6 +373,7 @@ impl Session {
             return Err(ofe::BRC_BUFFER_UNKNOWN);
         }
         self.flush();
+        self.reg.publish_now(false);
         let now_ms = self.sh.started.elapsed().as_millis() as u64;
         match crate::packet_out::run(&self.ctl, po.in_port, &po.data, po.actions, now_ms) {
             Ok(()) => {
@@ -445,16 +439,31 @@ impl Session {
             Command::Modify | Command::ModifyStrict => {
                 let strict = fm.command == Command::ModifyStrict;
                 let reset = rule.flags & flags::RESET_COUNTS != 0;
-                let n =
+                let n = if strict {
+                    st.rules.modify_exact(
+                        fm.table,
+                        &rule,
+                        |r| sel.selects(r, true),
+                        reset,
+                        fm.new_cookie,
+                    )
+                } else {
                     st.rules
-                        .modify_where(|r| sel.selects(r, strict), &rule, reset, fm.new_cookie);
+                        .modify_where(|r| sel.selects(r, false), &rule, reset, fm.new_cookie)
+                };
                 if n == 0 && fm.cookie_mask == 0 && fm.new_cookie.is_some() {
                     st.rules.add(vec![rule]);
                 }
             }
             Command::Delete | Command::DeleteStrict => {
                 let strict = fm.command == Command::DeleteStrict;
-                st.rules.delete_where(|r| sel.selects(r, strict));
+                if strict {
+                    let (p, m) = (fm.rule.priority, fm.rule.matching);
+                    st.rules
+                        .delete_exact(fm.table, p, &m, |r| sel.selects(r, true));
+                } else {
+                    st.rules.delete_where(|r| sel.selects(r, false));
+                }
                 drop(st);
                 self.sh
                     .bridge
