@@ -4,7 +4,7 @@
 //! by a PMD on the frame as if it had come in on the given port.
 //!
 //! Why a one-shot table: translation starts with a lookup in table 0;
-//! [`OneShot`] answers that first lookup with a rule holding the
+//! `OneShot` answers that first lookup with a rule holding the
 //! packet-out's actions and every later one from the real tables, so the
 //! translation is exactly a flow's.
 

@@ -6,7 +6,7 @@
 //! `NAME.mgmt` socket beside the control socket always) accept "service"
 //! connections; `--controller tcp:IP:PORT` / `unix:PATH` targets are
 //! connected to (and reconnected with back-off) as "primary" connections.
-//! Each connection has a reader thread ([`session`]), which negotiates
+//! Each connection has a reader thread (the `session` module), which negotiates
 //! the version (HELLO with a version bitmap), answers requests and
 //! applies flow changes, and a writer thread fed by a bounded queue. A
 //! message it cannot honour is answered with the OpenFlow error Open
