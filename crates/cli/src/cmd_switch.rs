@@ -218,6 +218,7 @@ pub fn run(args: Args) -> Result<()> {
         .unwrap_or(std::path::Path::new("."))
         .join(format!("{}.mgmt", args.bridge));
     let mut openflow = ChannelConfig {
+        bridge: args.bridge.clone(),
         listen: vec![ListenSpec::Unix(mgmt.clone())],
         fail_standalone: match args.fail_mode.as_str() {
             "secure" => false,

@@ -292,6 +292,34 @@ fn command_sequences_answer_as_open_vswitch() {
     ctl_dump.sort();
     of_dump.sort();
     assert_eq!(ctl_dump, of_dump);
+    // The channel's unixctl commands.
+    let ctl = |cmd: &str| {
+        let o = Command::new(BIN)
+            .arg("ctl")
+            .arg("--ctl")
+            .arg(sw.dir.join("flowpath.ctl"))
+            .arg(cmd)
+            .output()
+            .unwrap();
+        assert!(
+            o.status.success(),
+            "{cmd}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    };
+    assert_eq!(ctl("ofproto/list"), "br0\n");
+    let cov = ctl("coverage/show");
+    let total = |name: &str| -> u64 {
+        cov.lines()
+            .find(|l| l.starts_with(name))
+            .and_then(|l| l.rsplit("total: ").next())
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or_else(|| panic!("{name} in {cov}"))
+    };
+    assert!(total("ofproto_flow_mods") >= 20, "{cov}");
+    assert!(total("ofconn_connections") >= 50, "{cov}");
+    assert!(total("ofconn_errors") >= 1, "{cov}");
 }
 
 #[test]

@@ -129,6 +129,18 @@ static COMMANDS: &[Command] = &[
         Ok(String::new())
     }),
     cmd("memory/show", "[--json]", 0, 1, |c, _, j| c.memory_show(j)),
+    cmd("ofproto/list", "", 0, 0, |c, _, _| {
+        Ok(c.sh
+            .channel
+            .get()
+            .map_or(String::new(), |(name, _)| format!("{name}\n")))
+    }),
+    cmd("coverage/show", "", 0, 0, |c, _, _| {
+        c.sh.channel
+            .get()
+            .map(|(_, s)| s.coverage())
+            .ok_or_else(|| "no OpenFlow channel".to_string())
+    }),
     cmd("dump-groups", "[BRIDGE]", 0, 1, |c, _, _| {
         let st = c.state();
         let mut out = String::new();

@@ -238,6 +238,7 @@ impl Switchd {
             started: epoch,
             reval: Mutex::new(None),
             bridge: cfg.bridge.clone(),
+            channel: std::sync::OnceLock::new(),
         });
         let (rtx, rrx) = sync_channel(16);
         *shared.reval.lock().unwrap_or_else(|p| p.into_inner()) = Some(rtx);
@@ -280,7 +281,13 @@ impl Switchd {
         }
         drop(pin_tx);
         match ofchannel::OfServer::start(me.shared.clone(), &cfg.openflow, pin_rx) {
-            Ok(s) => me.of_server = Some(s),
+            Ok(s) => {
+                let _ = me
+                    .shared
+                    .channel
+                    .set((cfg.openflow.bridge.clone(), s.stats.clone()));
+                me.of_server = Some(s);
+            }
             Err(e) => {
                 me.shutdown();
                 return Err(SwitchdError::Config(format!("OpenFlow listener: {e}")));

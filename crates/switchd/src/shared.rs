@@ -96,6 +96,9 @@ pub struct Shared {
     /// `NORMAL`'s state (MAC learning table, VLANs), shared by the PMDs'
     /// slow paths, the revalidator and `fdb/*`.
     pub bridge: Arc<Bridge>,
+    /// The OpenFlow channel's bridge name and counters (set when the
+    /// channel starts).
+    pub channel: std::sync::OnceLock<(String, Arc<ChannelStats>)>,
 }
 
 impl Shared {
@@ -175,4 +178,58 @@ pub enum RevalCmd {
     RunNow(Option<SyncSender<()>>),
     /// Delete every megaflow now (`revalidator/purge`); answer when done.
     Purge(SyncSender<()>),
+}
+
+/// The OpenFlow channel's counters (`coverage/show`).
+#[derive(Debug, Default)]
+pub struct ChannelStats {
+    /// Connections accepted or made.
+    pub connections: AtomicU64,
+    /// Messages received.
+    pub rx_msgs: AtomicU64,
+    /// Messages sent.
+    pub tx_msgs: AtomicU64,
+    /// Errors sent.
+    pub errors: AtomicU64,
+    /// Flow mods applied.
+    pub flow_mods: AtomicU64,
+    /// Packet-ins sent (one per connection).
+    pub packet_ins: AtomicU64,
+    /// Packet-ins over the rate limit (dropped).
+    pub packet_in_rate_dropped: AtomicU64,
+    /// Packet-ins a connection's full queue dropped.
+    pub packet_in_queue_dropped: AtomicU64,
+    /// Packet-outs run.
+    pub packet_outs: AtomicU64,
+}
+
+impl ChannelStats {
+    /// `coverage/show`'s lines: each counter with its total.
+    pub fn coverage(&self) -> String {
+        let rows = [
+            ("ofconn_connections", &self.connections),
+            ("ofconn_rx_msgs", &self.rx_msgs),
+            ("ofconn_tx_msgs", &self.tx_msgs),
+            ("ofconn_errors", &self.errors),
+            ("ofproto_flow_mods", &self.flow_mods),
+            ("ofproto_packet_in", &self.packet_ins),
+            (
+                "ofproto_packet_in_rate_dropped",
+                &self.packet_in_rate_dropped,
+            ),
+            (
+                "ofproto_packet_in_queue_dropped",
+                &self.packet_in_queue_dropped,
+            ),
+            ("ofproto_packet_out", &self.packet_outs),
+        ];
+        let mut out = String::from("Event coverage (totals since the switch started):\n");
+        for (name, v) in rows {
+            out.push_str(&format!(
+                "{name:<36} total: {}\n",
+                v.load(std::sync::atomic::Ordering::Relaxed)
+            ));
+        }
+        out
+    }
 }

@@ -42,6 +42,7 @@ mod select;
 mod session;
 
 use crate::control::Control;
+pub use crate::shared::ChannelStats;
 use crate::shared::Shared;
 use flowpath_datapath::execute::PacketIn;
 use flowpath_openflow::header::{OFP12, OFP13};
@@ -51,7 +52,7 @@ use std::io::{ErrorKind, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU8, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TrySendError};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
@@ -149,6 +150,8 @@ impl ControllerSpec {
 /// How the channel runs: listeners, controllers, fail mode, limits.
 #[derive(Clone, Debug)]
 pub struct ChannelConfig {
+    /// The bridge's name (`ofproto/list`).
+    pub bridge: String,
     /// Listeners (service connections).
     pub listen: Vec<ListenSpec>,
     /// Controllers to connect to (primary connections).
@@ -171,6 +174,7 @@ pub struct ChannelConfig {
 impl Default for ChannelConfig {
     fn default() -> Self {
         ChannelConfig {
+            bridge: "br0".into(),
             listen: Vec::new(),
             controllers: Vec::new(),
             fail_standalone: false,
@@ -180,29 +184,6 @@ impl Default for ChannelConfig {
             probe_s: 5,
         }
     }
-}
-
-/// Channel counters.
-#[derive(Debug, Default)]
-pub struct ChannelStats {
-    /// Connections accepted or made.
-    pub connections: AtomicU64,
-    /// Messages received.
-    pub rx_msgs: AtomicU64,
-    /// Messages sent.
-    pub tx_msgs: AtomicU64,
-    /// Errors sent.
-    pub errors: AtomicU64,
-    /// Flow mods applied.
-    pub flow_mods: AtomicU64,
-    /// Packet-ins sent (one per connection).
-    pub packet_ins: AtomicU64,
-    /// Packet-ins over the rate limit (dropped).
-    pub packet_in_rate_dropped: AtomicU64,
-    /// Packet-ins a connection's full queue dropped.
-    pub packet_in_queue_dropped: AtomicU64,
-    /// Packet-outs run.
-    pub packet_outs: AtomicU64,
 }
 
 /// One connection as the dispatcher and the fail mode see it.
