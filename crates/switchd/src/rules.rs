@@ -39,6 +39,23 @@ pub struct InstalledRule {
     pub last_used: Option<Instant>,
 }
 
+impl InstalledRule {
+    /// OpenFlow's modify: `new`'s actions (and write-actions set), the
+    /// counters zeroed with `reset_counts`, the cookie `new_cookie` if
+    /// given; the match, priority and timeouts stay.
+    fn modify(&mut self, new: &Rule, reset_counts: bool, new_cookie: Option<u64>) {
+        if let Some(c) = new_cookie {
+            self.rule.cookie = c;
+        }
+        self.rule.actions = new.actions.clone();
+        self.rule.write_actions = new.write_actions.clone();
+        if reset_counts {
+            self.packets = 0;
+            self.bytes = 0;
+        }
+    }
+}
+
 /// A published version of the rules: the immutable tables the PMDs and the
 /// revalidator translate with, and the rule uids by table index.
 #[derive(Clone, Debug)]
@@ -311,19 +328,10 @@ impl RuleSet {
         let mut n = 0;
         for i in self.exact(table, new.priority, &new.matching) {
             let r = &mut self.rules[i];
-            if !pred(&r.rule) {
-                continue;
+            if pred(&r.rule) {
+                r.modify(new, reset_counts, new_cookie);
+                n += 1;
             }
-            if let Some(c) = new_cookie {
-                r.rule.cookie = c;
-            }
-            r.rule.actions = new.actions.clone();
-            r.rule.write_actions = new.write_actions.clone();
-            if reset_counts {
-                r.packets = 0;
-                r.bytes = 0;
-            }
-            n += 1;
         }
         self.version += 1;
         n
@@ -404,15 +412,7 @@ impl RuleSet {
         let mut n = 0;
         for r in &mut self.rules {
             if pred(&r.rule) {
-                if let Some(c) = new_cookie {
-                    r.rule.cookie = c;
-                }
-                r.rule.actions = new.actions.clone();
-                r.rule.write_actions = new.write_actions.clone();
-                if reset_counts {
-                    r.packets = 0;
-                    r.bytes = 0;
-                }
+                r.modify(new, reset_counts, new_cookie);
                 n += 1;
             }
         }

@@ -71,7 +71,9 @@ use flowpath_wire::{
 use std::net::{Ipv4Addr, Ipv6Addr};
 use std::ops::{BitAnd, BitOr, Not};
 
+mod packet_in;
 mod rewrite;
+pub use packet_in::{PacketIn, PacketInSender};
 
 pub use rewrite::{
     apply, pop_mpls, pop_vlan, push_mpls, push_vlan, set_eth, set_ipv4, set_ipv6, set_l4, set_mpls,
@@ -388,30 +390,6 @@ struct PortSlot {
     bytes: u64,
 }
 
-/// A packet a `userspace(controller(...))` action sends to the
-/// controllers (the OpenFlow channel turns it into a PACKET_IN).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct PacketIn {
-    /// The frame as it is at the action.
-    pub frame: Vec<u8>,
-    /// The port it came in on.
-    pub in_port: u32,
-    /// OpenFlow packet-in reason (0 no match, 1 action, ...).
-    pub reason: u8,
-    /// `controller(id=...)`: 0 for every controller.
-    pub controller_id: u16,
-    /// Bytes of the frame to send (the rest is cut).
-    pub max_len: u16,
-    /// The cookie of the flow that sent it.
-    pub cookie: u64,
-}
-
-/// Where the executor hands packets for the controllers: a bounded
-/// queue; a full queue drops the packet (counted in
-/// [`ExecStats::controller_dropped`]), so a slow controller never stalls
-/// the PMD.
-pub type PacketInSender = std::sync::mpsc::SyncSender<PacketIn>;
-
 /// Executes batches' actions and delivers their outputs. See the module
 /// documentation.
 #[derive(Debug, Default)]
@@ -443,41 +421,6 @@ impl Executor {
             grouped: Vec::with_capacity(4 * crate::BATCH_SIZE),
             slots: Vec::with_capacity(16),
             ..Executor::default()
-        }
-    }
-
-    /// Controller actions hand their packets to `tx` from now on.
-    pub fn set_packet_in_sink(&mut self, tx: Option<PacketInSender>) {
-        self.packet_in = tx;
-    }
-
-    /// A controller action: the packet goes to the packet-in queue (a
-    /// copy: the controller path, off the fast path, as OVS's upcall),
-    /// or is counted as dropped when the queue is full or absent.
-    #[cold]
-    fn send_to_controller(
-        &mut self,
-        frame: &[u8],
-        in_port: u32,
-        reason: u8,
-        id: u16,
-        max_len: u16,
-        cookie: u64,
-    ) {
-        self.stats.controller += 1;
-        let sent = self.packet_in.as_ref().is_some_and(|tx| {
-            tx.try_send(PacketIn {
-                frame: frame.to_vec(),
-                in_port,
-                reason,
-                controller_id: id,
-                max_len,
-                cookie,
-            })
-            .is_ok()
-        });
-        if !sent {
-            self.stats.controller_dropped += 1;
         }
     }
 

@@ -113,8 +113,7 @@ impl Session {
                 let m = buf[used..used + len].to_vec();
                 used += len;
                 self.reg.stats.rx_msgs.fetch_add(1, Ordering::Relaxed);
-                let more = buf.len() - used >= ofh::HEADER_LEN;
-                let out = self.handle(&m, more);
+                let out = self.handle(&m);
                 for o in out {
                     if !self.send(o) {
                         return;
@@ -152,7 +151,7 @@ impl Session {
         }
     }
 
-    fn handle(&mut self, m: &[u8], more: bool) -> Vec<Vec<u8>> {
+    fn handle(&mut self, m: &[u8]) -> Vec<Vec<u8>> {
         let h = match Header::read(m) {
             Ok(h) => h,
             Err(e) => return vec![e.encode(self.version.max(1), 0, m)],
@@ -246,7 +245,6 @@ impl Session {
                 } else {
                     // The publisher thread publishes a stream of changes
                     // once.
-                    let _ = more;
                     let r = self.flow_mod(fm).map(|_| Vec::new());
                     self.flush();
                     r
