@@ -114,7 +114,27 @@ errors! {
     PMFC_BAD_PORT = "OFPPMFC_BAD_PORT", of(4, 0), of(7, 0);
     RRFC_BAD_ROLE = "OFPRRFC_BAD_ROLE", nx(1, 513), of(11, 2);
     RRFC_STALE = "OFPRRFC_STALE", nx(1, 513), of(11, 0);
+    MOFC_MONITOR_EXISTS = "OFPMOFC_MONITOR_EXISTS", nx(1, 517), of(16, 1);
+    MOFC_UNKNOWN_MONITOR = "OFPMOFC_UNKNOWN_MONITOR", nx(1, 519), of(16, 3);
+    MOFC_BAD_COMMAND = "OFPMOFC_BAD_COMMAND", nx(1, 519), of(16, 4);
+    MOFC_BAD_FLAGS = "OFPMOFC_BAD_FLAGS", nx(1, 518), of(16, 5);
+    BFC_EPERM = "OFPBFC_EPERM", of(17, 1), of(17, 1);
+    BFC_BAD_ID = "OFPBFC_BAD_ID", of(17, 2), of(17, 2);
+    BFC_BUNDLE_CLOSED = "OFPBFC_BUNDLE_CLOSED", of(17, 4), of(17, 4);
+    BFC_OUT_OF_BUNDLES = "OFPBFC_OUT_OF_BUNDLES", of(17, 5), of(17, 5);
+    BFC_BAD_TYPE = "OFPBFC_BAD_TYPE", of(17, 6), of(17, 6);
+    BFC_BAD_FLAGS = "OFPBFC_BAD_FLAGS", of(17, 7), of(17, 7);
+    BFC_MSG_BAD_LEN = "OFPBFC_MSG_BAD_LEN", of(17, 8), of(17, 8);
+    BFC_MSG_BAD_XID = "OFPBFC_MSG_BAD_XID", of(17, 9), of(17, 9);
+    BFC_MSG_UNSUP = "OFPBFC_MSG_UNSUP", of(17, 10), of(17, 10);
+    BFC_MSG_TOO_MANY = "OFPBFC_MSG_TOO_MANY", of(17, 12), of(17, 12);
+    BFC_MSG_FAILED = "OFPBFC_MSG_FAILED", of(17, 13), of(17, 13);
+    BFC_BAD_VERSION = "OFPBFC_BAD_VERSION", nx(22, 0), nx(22, 0);
 }
+
+/// OpenFlow 1.4's error type `OFPET_BUNDLE_FAILED`; in OpenFlow 1.3 the
+/// same errors are ONF experimenter errors numbered 2300 + code.
+const OFPET_BUNDLE_FAILED: u16 = 17;
 
 /// Error types, named as in OpenFlow 1.1+, for building [`OfError`]s by
 /// hand in tests.
@@ -138,6 +158,16 @@ impl OfError {
 
     /// The triplet used for OpenFlow `version` (wire number).
     pub fn triplet(&self, version: u8) -> Triplet {
+        if version < crate::header::OFP14
+            && self.of11.vendor == 0
+            && self.of11.etype == OFPET_BUNDLE_FAILED
+        {
+            return Triplet {
+                vendor: crate::header::ONF_VENDOR_ID,
+                etype: 2300 + self.of11.code,
+                code: 0,
+            };
+        }
         if version <= crate::header::OFP10 {
             self.of10
         } else {

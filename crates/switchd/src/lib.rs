@@ -239,6 +239,7 @@ impl Switchd {
             reval: Mutex::new(None),
             bridge: cfg.bridge.clone(),
             channel: std::sync::OnceLock::new(),
+            on_expired: std::sync::OnceLock::new(),
         });
         let (rtx, rrx) = sync_channel(16);
         *shared.reval.lock().unwrap_or_else(|p| p.into_inner()) = Some(rtx);

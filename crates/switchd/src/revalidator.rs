@@ -373,10 +373,14 @@ fn round(sh: &Shared, r: &mut Revalidator) {
         let now = Instant::now();
         st.rules.credit(&out.rule_deltas, now);
         st.rules.saw_fin(&out.fin_rules);
-        let n = st.rules.expire(now);
+        let gone = st.rules.expire_removed(now);
+        let n = gone.len();
         if n > 0 {
             let p = st.rules.publish();
             drop(st);
+            if let Some(hook) = sh.on_expired.get() {
+                hook(gone);
+            }
             sh.set_published(p.clone());
             for pmd in &sh.pmds {
                 let (tx, rx) = sync_channel(1);

@@ -251,7 +251,13 @@ impl RuleSet {
     /// Removes the rules whose `idle_timeout` or `hard_timeout` (seconds)
     /// has passed at `now`, as OpenFlow expires them; returns how many.
     pub fn expire(&mut self, now: Instant) -> usize {
-        let before = self.rules.len();
+        self.expire_removed(now).len()
+    }
+
+    /// [`RuleSet::expire`], returning the removed rules with why they
+    /// went (OpenFlow's `OFPRR_IDLE_TIMEOUT` 0, `OFPRR_HARD_TIMEOUT` 1).
+    pub fn expire_removed(&mut self, now: Instant) -> Vec<(InstalledRule, u8)> {
+        let mut gone = Vec::new();
         self.rules.retain(|r| {
             let age = now.saturating_duration_since(r.added).as_secs_f64();
             let idle = now
@@ -259,14 +265,18 @@ impl RuleSet {
                 .as_secs_f64();
             let hard_ok = r.rule.hard_timeout == 0 || age < f64::from(r.rule.hard_timeout);
             let idle_ok = r.rule.idle_timeout == 0 || idle < f64::from(r.rule.idle_timeout);
+            if !idle_ok {
+                gone.push((r.clone(), 0));
+            } else if !hard_ok {
+                gone.push((r.clone(), 1));
+            }
             hard_ok && idle_ok
         });
-        let n = before - self.rules.len();
-        if n > 0 {
+        if !gone.is_empty() {
             self.version += 1;
             self.reindex();
         }
-        n
+        gone
     }
 
     /// Adds `rules`; a rule with the same table, priority and match as an
@@ -324,17 +334,17 @@ impl RuleSet {
         mut pred: impl FnMut(&Rule) -> bool,
         reset_counts: bool,
         new_cookie: Option<u64>,
-    ) -> usize {
-        let mut n = 0;
+    ) -> Vec<Rule> {
+        let mut changed = Vec::new();
         for i in self.exact(table, new.priority, &new.matching) {
             let r = &mut self.rules[i];
             if pred(&r.rule) {
                 r.modify(new, reset_counts, new_cookie);
-                n += 1;
+                changed.push(r.rule.clone());
             }
         }
         self.version += 1;
-        n
+        changed
     }
 
     /// Deletes the flows of exactly this priority and match (OpenFlow's
@@ -345,7 +355,7 @@ impl RuleSet {
         priority: u16,
         m: &Match,
         mut pred: impl FnMut(&Rule) -> bool,
-    ) -> Vec<Rule> {
+    ) -> Vec<InstalledRule> {
         let mut hits = self.exact(table, priority, m);
         hits.retain(|&i| pred(&self.rules[i].rule));
         hits.sort_unstable_by(|a, b| b.cmp(a));
@@ -360,7 +370,7 @@ impl RuleSet {
                     i,
                 );
             }
-            gone.push(r.rule);
+            gone.push(r);
         }
         self.version += 1;
         gone
@@ -384,12 +394,12 @@ impl RuleSet {
     }
 
     /// Deletes the rules `pred` selects; returns them.
-    pub fn delete_where(&mut self, mut pred: impl FnMut(&Rule) -> bool) -> Vec<Rule> {
+    pub fn delete_where(&mut self, mut pred: impl FnMut(&Rule) -> bool) -> Vec<InstalledRule> {
         let mut gone = Vec::new();
         self.rules.retain(|r| {
             let d = pred(&r.rule);
             if d {
-                gone.push(r.rule.clone());
+                gone.push(r.clone());
             }
             !d
         });
@@ -401,23 +411,23 @@ impl RuleSet {
     /// Gives the rules `pred` selects `actions` (and the write-actions
     /// set), keeping their match, priority, timeouts and statistics
     /// (zeroed with `reset_counts`, as OpenFlow's modify), and the cookie
-    /// `new_cookie` if given. Returns how many changed.
+    /// `new_cookie` if given. Returns the changed rules.
     pub fn modify_where(
         &mut self,
         mut pred: impl FnMut(&Rule) -> bool,
         new: &Rule,
         reset_counts: bool,
         new_cookie: Option<u64>,
-    ) -> usize {
-        let mut n = 0;
+    ) -> Vec<Rule> {
+        let mut changed = Vec::new();
         for r in &mut self.rules {
             if pred(&r.rule) {
                 r.modify(new, reset_counts, new_cookie);
-                n += 1;
+                changed.push(r.rule.clone());
             }
         }
         self.version += 1;
-        n
+        changed
     }
 
     /// Deletes the rules `sel` selects (non-strict, as `ovs-ofctl

@@ -99,7 +99,14 @@ pub struct Shared {
     /// The OpenFlow channel's bridge name and counters (set when the
     /// channel starts).
     pub channel: std::sync::OnceLock<(String, Arc<ChannelStats>)>,
+    /// Told of the rules that expired (idle or hard timeout, with the
+    /// OpenFlow reason 0 or 1): the OpenFlow channel's flow-removed
+    /// messages and flow monitors. Set when the channel starts.
+    pub on_expired: std::sync::OnceLock<ExpiredHook>,
 }
+
+/// See [`Shared::on_expired`].
+pub type ExpiredHook = Box<dyn Fn(Vec<(crate::rules::InstalledRule, u8)>) + Send + Sync>;
 
 impl Shared {
     /// The published rules.
@@ -201,6 +208,11 @@ pub struct ChannelStats {
     pub packet_in_queue_dropped: AtomicU64,
     /// Packet-outs run.
     pub packet_outs: AtomicU64,
+    /// Flow-removed messages and flow monitor updates a connection's full
+    /// queue dropped.
+    pub async_dropped: AtomicU64,
+    /// Bundles committed.
+    pub bundle_commits: AtomicU64,
 }
 
 impl ChannelStats {
@@ -222,6 +234,8 @@ impl ChannelStats {
                 &self.packet_in_queue_dropped,
             ),
             ("ofproto_packet_out", &self.packet_outs),
+            ("ofconn_async_dropped", &self.async_dropped),
+            ("ofproto_bundle_commit", &self.bundle_commits),
         ];
         let mut out = String::from("Event coverage (totals since the switch started):\n");
         for (name, v) in rows {

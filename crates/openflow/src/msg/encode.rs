@@ -199,6 +199,9 @@ pub struct StatsReply {
     xid: u32,
     stype: u16,
     nx_sub: Option<u32>,
+    /// The vendor of a vendor reply: Nicira's (header padded to 8 bytes)
+    /// or ONF's (OpenFlow 1.3 experimenter multipart, unpadded).
+    onf: bool,
     msgs: Vec<Writer>,
 }
 
@@ -210,6 +213,21 @@ impl StatsReply {
             xid,
             stype,
             nx_sub,
+            onf: false,
+            msgs: Vec::new(),
+        };
+        s.new_msg();
+        s
+    }
+
+    /// An ONF experimenter multipart reply of type `sub` (OpenFlow 1.3).
+    pub fn new_onf(version: u8, xid: u32, sub: u32) -> StatsReply {
+        let mut s = StatsReply {
+            version,
+            xid,
+            stype: ST_VENDOR,
+            nx_sub: Some(sub),
+            onf: true,
             msgs: Vec::new(),
         };
         s.new_msg();
@@ -224,9 +242,14 @@ impl StatsReply {
             w.zeros(4);
         }
         if let Some(sub) = self.nx_sub {
-            w.u32(NX_VENDOR_ID);
-            w.u32(sub);
-            w.zeros(4);
+            if self.onf {
+                w.u32(header::ONF_VENDOR_ID);
+                w.u32(sub);
+            } else {
+                w.u32(NX_VENDOR_ID);
+                w.u32(sub);
+                w.zeros(4);
+            }
         }
         self.msgs.push(w);
     }
@@ -567,7 +590,7 @@ pub fn put_oxm_match(w: &mut Writer, m: &Match) -> Result<(), String> {
 
 /// OpenFlow 1.5's statistics (OXS): `(field, length, value)` entries
 /// of the OpenFlow basic class 0x8002, with the 4-byte header and padding.
-fn put_oxs(w: &mut Writer, stats: &[(u8, u8, u64)]) {
+pub(super) fn put_oxs(w: &mut Writer, stats: &[(u8, u8, u64)]) {
     let s = w.len();
     w.u16(0);
     w.u16(0);

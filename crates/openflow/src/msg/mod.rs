@@ -20,7 +20,7 @@ use flowpath_ofproto::rule::Rule;
 const NXT_ROLE_REQUEST: u32 = 10;
 const NXT_ROLE_REPLY: u32 = 11;
 const NXT_SET_FLOW_FORMAT: u32 = 12;
-const NXT_FLOW_MOD: u32 = 13;
+pub(crate) const NXT_FLOW_MOD: u32 = 13;
 const NXT_FLOW_MOD_TABLE_ID: u32 = 15;
 const NXT_SET_PACKET_IN_FORMAT: u32 = 16;
 const NXT_SET_ASYNC_CONFIG: u32 = 19;
@@ -178,6 +178,14 @@ pub enum Request {
         generation_id: u64,
         nx: bool,
     },
+    /// Flow monitors to start (or, in OpenFlow 1.4+, modify or delete).
+    FlowMonitor(Vec<FlowMonitor>),
+    /// `NXT_FLOW_MONITOR_CANCEL`: stop monitor `id`.
+    FlowMonitorCancel(u32),
+    /// A bundle control request (open, close, commit, discard).
+    BundleControl(BundleControl),
+    /// A message added to a bundle.
+    BundleAdd(BundleAdd),
     /// A reply or async message from the peer (ignored).
     Ignored,
 }
@@ -549,8 +557,19 @@ fn decode_stats(r: &mut Reader<'_>, version: u8) -> Result<Request, OfError> {
         MP_METER | MP_METER_CONFIG | MP_METER_FEATURES if version != OFP10 => Request::MeterStats,
         MP_TABLE_FEATURES if version != OFP10 => Request::TableFeatures,
         MP_PORT_DESC if version != OFP10 => Request::PortDesc,
+        flowmon::MP_FLOW_MONITOR if version >= OFP14 => {
+            Request::FlowMonitor(flowmon::decode_of14_requests(r)?)
+        }
         ST_VENDOR => {
             let vendor = r.u32()?;
+            if vendor == header::ONF_VENDOR_ID && version == OFP13 {
+                return match r.u32()? {
+                    flowmon::ONFST_FLOW_MONITOR => {
+                        Ok(Request::FlowMonitor(flowmon::decode_onf_requests(r)?))
+                    }
+                    _ => Err(BRC_BAD_SUBTYPE),
+                };
+            }
             if vendor != NX_VENDOR_ID {
                 return Err(BRC_BAD_VENDOR);
             }
@@ -578,6 +597,9 @@ fn decode_stats(r: &mut Reader<'_>, version: u8) -> Result<Request, OfError> {
                         Request::AggregateStats(req)
                     }
                 }
+                flowmon::NXST_FLOW_MONITOR if version == OFP10 => {
+                    Request::FlowMonitor(flowmon::decode_nx_requests(r)?)
+                }
                 _ => return Err(BRC_BAD_SUBTYPE),
             }
         }
@@ -585,8 +607,17 @@ fn decode_stats(r: &mut Reader<'_>, version: u8) -> Result<Request, OfError> {
     })
 }
 
-fn decode_vendor(r: &mut Reader<'_>, st: ConnState) -> Result<Request, OfError> {
+fn decode_vendor(r: &mut Reader<'_>, h: &Header, st: ConnState) -> Result<Request, OfError> {
     let vendor = r.u32()?;
+    if vendor == header::ONF_VENDOR_ID && h.version == OFP13 {
+        // ONF's OpenFlow 1.3 bundle extension.
+        return match r.u32()? {
+            flowmon::ONFT_FLOW_MONITOR_CANCEL => Ok(Request::FlowMonitorCancel(r.u32()?)),
+            bundle::ONFT_BUNDLE_CONTROL => bundle::decode_control(r, true),
+            bundle::ONFT_BUNDLE_ADD_MESSAGE => bundle::decode_add(r, h, st),
+            _ => Err(BRC_BAD_SUBTYPE),
+        };
+    }
     if vendor != NX_VENDOR_ID {
         return Err(BRC_BAD_VENDOR);
     }
@@ -601,6 +632,7 @@ fn decode_vendor(r: &mut Reader<'_>, st: ConnState) -> Result<Request, OfError> 
             Request::SetControllerId(r.u16()?)
         }
         NXT_SET_ASYNC_CONFIG => Request::SetAsync,
+        flowmon::NXT_FLOW_MONITOR_CANCEL => Request::FlowMonitorCancel(r.u32()?),
         NXT_TLV_TABLE_REQUEST => Request::TlvTableRequest,
         NXT_ROLE_REQUEST => Request::RoleRequest {
             role: r.u32()?,
@@ -687,7 +719,9 @@ pub fn decode(buf: &[u8], st: ConnState) -> Result<Decoded, OfError> {
         MsgType::FlowMod => Request::FlowMod(decode_flow_mod_of11(&mut r, v)?),
         MsgType::PacketOut => Request::PacketOut(decode_packet_out(&mut r, v)?),
         MsgType::StatsRequest => decode_stats(&mut r, v)?,
-        MsgType::Vendor => decode_vendor(&mut r, st)?,
+        MsgType::Vendor => decode_vendor(&mut r, &header, st)?,
+        MsgType::BundleControl => bundle::decode_control(&mut r, false)?,
+        MsgType::BundleAddMessage => bundle::decode_add(&mut r, &header, st)?,
         MsgType::RoleRequest => {
             let role = r.u32()?;
             r.skip(4)?;
@@ -709,8 +743,18 @@ pub fn decode(buf: &[u8], st: ConnState) -> Result<Decoded, OfError> {
     Ok(Decoded { header, request })
 }
 
+mod bundle;
 mod encode;
+mod flowmon;
+pub use bundle::{
+    encode_bundle_reply, BundleAdd, BundleControl, BundleCtrl, BF_ATOMIC, BF_ORDERED,
+    ONFT_BUNDLE_ADD_MESSAGE, ONFT_BUNDLE_CONTROL,
+};
 pub use encode::*;
+pub use flowmon::{
+    encode_flow_removed, flow_monitor_reply, flow_update_entry, FlowEvent, FlowMonitor,
+    FMF_ACTIONS, FMF_ADD, FMF_DELETE, FMF_INITIAL, FMF_MODIFY, FMF_OWN,
+};
 
 #[cfg(test)]
 mod tests;

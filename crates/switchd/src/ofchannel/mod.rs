@@ -38,6 +38,8 @@
 //! Threads: accept, connect, reader, writer and dispatcher threads; none
 //! touches a PMD but through the control path.
 
+mod flowmod;
+mod notify;
 mod select;
 mod session;
 
@@ -201,6 +203,11 @@ pub(crate) struct ConnInfo {
     pub controller_id: AtomicU32,
     /// Role: 0 equal/other, 2 master, 3 slave (OpenFlow 1.2+ numbers).
     pub role: AtomicU32,
+    /// OpenFlow 1.0 with Nicira's flow format (`NXT_SET_FLOW_FORMAT`
+    /// nxm): flow-removed messages as `NXT_FLOW_REMOVED`.
+    pub nxm_format: AtomicBool,
+    /// Its flow monitors.
+    pub monitors: Mutex<Vec<msg::FlowMonitor>>,
     /// Its writer's queue.
     pub out: SyncSender<Vec<u8>>,
 }
@@ -242,7 +249,7 @@ impl Registry {
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Arc<ConnInfo>>> {
+    pub(super) fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Arc<ConnInfo>>> {
         self.conns.lock().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -367,6 +374,13 @@ impl OfServer {
         let r3 = reg.clone();
         me.threads
             .push(spawn("of-publish", move || publisher(&r3))?);
+        // Flow-removed messages and monitor updates for expired rules.
+        let weak = Arc::downgrade(&reg);
+        let _ = sh.on_expired.set(Box::new(move |gone| {
+            if let Some(r) = weak.upgrade() {
+                r.expired(&gone);
+            }
+        }));
         // Fail-open from the start in standalone mode with targets.
         reg.refresh();
         Ok(me)
@@ -481,6 +495,8 @@ fn serve(reg: &Arc<Registry>, c: Conn, primary: bool) {
         miss_send_len: AtomicU32::new(128),
         controller_id: AtomicU32::new(0),
         role: AtomicU32::new(0),
+        nxm_format: AtomicBool::new(false),
+        monitors: Mutex::new(Vec::new()),
         out: tx,
     });
     reg.add(info.clone());

@@ -1,18 +1,17 @@
 //! One OpenFlow connection: framing, version negotiation, requests,
 //! flow changes, statistics, packet-outs, liveness probes.
 
-use super::select::{overlaps, validate, Sel};
+use super::flowmod::{self, Bundles};
+use super::select::Sel;
 use super::{Conn, ConnInfo, Registry, MAX_MESSAGE};
 use crate::control::Control;
 use crate::rules::InstalledRule;
 use crate::shared::Shared;
-use flowpath_ofproto::rule::{flags, Rule};
+use flowpath_ofproto::rule::Rule;
 use flowpath_ofproto::tables::FragMode;
 use flowpath_openflow::error::{self as ofe, OfError};
 use flowpath_openflow::header::{self as ofh, Header, MsgType};
-use flowpath_openflow::msg::{
-    self, Command, ConnState, Dialect, FlowMod, FlowStatsRequest, Request,
-};
+use flowpath_openflow::msg::{self, ConnState, Dialect, FlowMod, FlowStatsRequest, Request};
 use std::io::{ErrorKind, Read};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -27,6 +26,7 @@ pub(super) struct Session {
     version: u8,
     st: ConnState,
     pending: bool,
+    bundles: Bundles,
 }
 
 impl Session {
@@ -39,6 +39,7 @@ impl Session {
             version: 0,
             st: ConnState::default(),
             pending: false,
+            bundles: Bundles::default(),
         }
     }
 
@@ -245,12 +246,39 @@ impl Session {
                 } else {
                     // The publisher thread publishes a stream of changes
                     // once.
-                    let r = self.flow_mod(fm).map(|_| Vec::new());
+                    let r = self.flow_mod(fm, xid).map(|_| Vec::new());
                     self.flush();
                     r
                 }
             }
             Request::PacketOut(po) => self.packet_out(po),
+            Request::BundleControl(_) | Request::BundleAdd(_)
+                if self.info.role.load(Ordering::Relaxed) == 3 =>
+            {
+                Err(ofe::BRC_IS_SECONDARY)
+            }
+            Request::BundleControl(c) => self.bundle_control(xid, &c),
+            Request::FlowMonitor(reqs) => {
+                self.flush();
+                let flows: Vec<Rule> = self
+                    .selected(&FlowStatsRequest {
+                        dialect: Dialect::Oxm,
+                        table: None,
+                        matching: flowpath_flow::Match::catchall(),
+                        out_port: None,
+                        out_group: None,
+                        cookie: 0,
+                        cookie_mask: 0,
+                    })
+                    .into_iter()
+                    .map(|(r, _)| r)
+                    .collect();
+                self.reg.start_monitors(&self.info, xid, reqs, &flows)
+            }
+            Request::FlowMonitorCancel(id) => {
+                self.reg.cancel_monitor(&self.info, id).map(|_| Vec::new())
+            }
+            Request::BundleAdd(a) => self.bundles.add(a).map(|_| Vec::new()),
             Request::FlowStats(req) => {
                 self.flush();
                 self.flow_stats(xid, &req)
@@ -292,6 +320,7 @@ impl Session {
             Request::GroupFeatures | Request::MeterStats => Err(ofe::BRC_BAD_STAT),
             Request::SetFlowFormat(f) => {
                 if f == 0 || f == 2 {
+                    self.info.nxm_format.store(f == 2, Ordering::Relaxed);
                     Ok(Vec::new())
                 } else {
                     Err(ofe::BRC_EPERM)
@@ -404,73 +433,71 @@ impl Session {
         v
     }
 
-    fn flow_mod(&mut self, fm: FlowMod) -> Result<(), OfError> {
+    fn flow_mod(&mut self, fm: FlowMod, xid: u32) -> Result<(), OfError> {
         self.reg.stats.flow_mods.fetch_add(1, Ordering::Relaxed);
-        if fm.buffer_id != u32::MAX {
-            return Err(ofe::BRC_BUFFER_UNKNOWN);
-        }
-        let needs_rule = matches!(
-            fm.command,
-            Command::Add | Command::Modify | Command::ModifyStrict
-        );
-        let rule = if needs_rule {
-            validate(&fm.rule)?
-        } else {
-            fm.rule.clone()
-        };
-        let mut st = self.ctl.state();
-        if needs_rule {
-            st.rules
-                .check_groups(std::slice::from_ref(&rule))
-                .map_err(|_| ofe::BAC_BAD_OUT_GROUP)?;
-        }
-        let sel = Sel::from_flow_mod(&fm);
-        match fm.command {
-            Command::Add => {
-                if rule.flags & flags::CHECK_OVERLAP != 0
-                    && st.rules.rules().iter().any(|r| overlaps(&r.rule, &rule))
-                {
-                    return Err(ofe::FMFC_OVERLAP);
-                }
-                st.rules.add(vec![rule]);
-            }
-            Command::Modify | Command::ModifyStrict => {
-                let strict = fm.command == Command::ModifyStrict;
-                let reset = rule.flags & flags::RESET_COUNTS != 0;
-                let n = if strict {
-                    st.rules.modify_exact(
-                        fm.table,
-                        &rule,
-                        |r| sel.selects(r, true),
-                        reset,
-                        fm.new_cookie,
-                    )
-                } else {
-                    st.rules
-                        .modify_where(|r| sel.selects(r, false), &rule, reset, fm.new_cookie)
-                };
-                if n == 0 && fm.cookie_mask == 0 && fm.new_cookie.is_some() {
-                    st.rules.add(vec![rule]);
-                }
-            }
-            Command::Delete | Command::DeleteStrict => {
-                let strict = fm.command == Command::DeleteStrict;
-                if strict {
-                    let (p, m) = (fm.rule.priority, fm.rule.matching);
-                    st.rules
-                        .delete_exact(fm.table, p, &m, |r| sel.selects(r, true));
-                } else {
-                    st.rules.delete_where(|r| sel.selects(r, false));
-                }
-                drop(st);
+        let applied = flowmod::apply(&mut self.ctl.state().rules, &fm)?;
+        self.after_changes(vec![applied], xid);
+        Ok(())
+    }
+
+    /// What follows flow changes outside the rule list: learned flows
+    /// deleted with the rules that match them, flow-removed messages and
+    /// flow monitors, the publisher told.
+    fn after_changes(&mut self, applied: Vec<flowmod::Applied>, xid: u32) {
+        for a in &applied {
+            if let Some((sel, strict)) = &a.learned {
                 self.sh
                     .bridge
                     .learned
-                    .remove_where(|r| sel.selects(r, strict));
+                    .remove_where(|r| sel.selects(r, *strict));
             }
         }
+        self.reg.flow_events(Some((&self.info, xid)), &applied);
         self.pending = true;
-        Ok(())
+    }
+
+    /// A bundle control request: open, close, discard, or commit (all
+    /// messages or none, published to the PMDs at once).
+    fn bundle_control(
+        &mut self,
+        xid: u32,
+        c: &msg::BundleControl,
+    ) -> Result<Vec<Vec<u8>>, OfError> {
+        let reply = msg::encode_bundle_reply(self.version, xid, c);
+        let msgs = match self.bundles.control(c)? {
+            flowmod::CtrlOutcome::Reply => return Ok(vec![reply]),
+            flowmod::CtrlOutcome::Commit(msgs) => msgs,
+        };
+        let n = msgs
+            .iter()
+            .filter(|m| matches!(m.inner.request, Request::FlowMod(_)))
+            .count();
+        self.reg
+            .stats
+            .flow_mods
+            .fetch_add(n as u64, Ordering::Relaxed);
+        let res = flowmod::commit(&mut self.ctl.state().rules, msgs);
+        match res {
+            Ok(done) => {
+                self.reg
+                    .stats
+                    .bundle_commits
+                    .fetch_add(1, Ordering::Relaxed);
+                self.after_changes(done.applied, xid);
+                self.flush();
+                for po in done.packet_outs {
+                    // The flows are in place: publish before running.
+                    self.packet_out(po)?;
+                }
+                Ok(vec![reply])
+            }
+            Err((e, raw)) => {
+                let h = Header::read(&raw).unwrap_or(Header::new(self.version, 0, xid));
+                let inner = self.err(e, &h, &raw);
+                let _ = self.send(inner);
+                Err(ofe::BFC_MSG_FAILED)
+            }
+        }
     }
 
     fn selected(&self, req: &FlowStatsRequest) -> Vec<(Rule, Option<InstalledRule>)> {

@@ -1,0 +1,138 @@
+//! What the `ovs-ofctl` tests share: a `flowpath switch` with null ports
+//! in its own run directory, `ovs-ofctl` run against it, and the
+//! normalisation the recorders (tools/ofctl-record*.py) apply to
+//! Open vSwitch's answers.
+#![allow(dead_code)]
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_flowpath");
+
+/// A running switch; killed and its directory removed when dropped.
+pub struct Sw {
+    pub child: Child,
+    pub dir: PathBuf,
+}
+
+impl Drop for Sw {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Whether `ovs-ofctl` is installed (under CI it must be).
+pub fn have_ofctl() -> bool {
+    let ok = Command::new("ovs-ofctl")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !ok {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "ovs-ofctl is missing (apt-get install openvswitch-common)"
+        );
+        eprintln!("skipped: ovs-ofctl not installed");
+    }
+    ok
+}
+
+/// Starts a switch with four null ports and no rules; its run directory
+/// is unique (short enough for a Unix socket path).
+pub fn start(tag: &str) -> Sw {
+    let dir = std::env::temp_dir().join(format!("fpof-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let rules = dir.join("empty.flows");
+    std::fs::write(&rules, "").unwrap();
+    let mut cmd = Command::new(BIN);
+    cmd.arg("switch").arg("--rules").arg(&rules);
+    for p in 1..=4 {
+        cmd.arg("--port").arg(format!("{p}=null"));
+    }
+    let child = cmd
+        .arg("--ctl")
+        .arg(dir.join("flowpath.ctl"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let sw = Sw { child, dir };
+    let t0 = Instant::now();
+    while !sw.dir.join("br0.mgmt").exists() {
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "switch did not start"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    sw
+}
+
+/// Runs `ovs-ofctl ARGS` against the switch: (success, stdout, stderr).
+pub fn ofctl(sw: &Sw, args: &[&str]) -> (bool, String, String) {
+    let o = Command::new("ovs-ofctl")
+        .env("OVS_RUNDIR", &sw.dir)
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        o.status.success(),
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+/// [`ofctl`] that must succeed; its stdout.
+pub fn ofctl_ok(sw: &Sw, args: &[&str]) -> String {
+    let (ok, out, err) = ofctl(sw, args);
+    assert!(ok, "ovs-ofctl {args:?}: {err}");
+    out
+}
+
+/// The first OpenFlow error name in `ovs-ofctl`'s complaint (as the
+/// recorders extract it).
+pub fn error_name(stderr: &str) -> String {
+    stderr
+        .split(|c: char| !(c.is_ascii_uppercase() || c == '_' || c.is_ascii_digit()))
+        .find(|w| {
+            (w.starts_with("OFP") || w.starts_with("NX"))
+                && w.contains('_')
+                && !w.starts_with("OFPT_")
+        })
+        .unwrap_or("")
+        .to_string()
+}
+
+/// A command's output as the recorders keep it: flow dumps sorted,
+/// other lines without their xids.
+pub fn norm(cmd: &[String], out: &str) -> Vec<String> {
+    let lines = out
+        .lines()
+        .map(str::trim_end)
+        .filter(|l| !l.trim().is_empty());
+    let verb = cmd
+        .iter()
+        .find(|a| !a.starts_with("--"))
+        .map_or("", String::as_str);
+    if verb == "dump-flows" || verb == "diff-flows" {
+        let mut v: Vec<String> = lines
+            .filter(|l| !l.contains("reply"))
+            .map(|l| l.trim().to_string())
+            .collect();
+        v.sort();
+        return v;
+    }
+    lines
+        .map(|l| match l.find(" (xid=0x") {
+            Some(i) => {
+                let end = l[i..].find(')').map_or(l.len(), |j| i + j + 1);
+                format!("{}{}", &l[..i], &l[end..])
+            }
+            None => l.to_string(),
+        })
+        .collect()
+}

@@ -1,0 +1,248 @@
+//! Flow changes from OpenFlow: one flow_mod applied to the rule list
+//! (with Open vSwitch's add / modify / delete semantics per version), and
+//! bundles: messages collected per connection and committed all or none.
+
+use super::select::{overlaps, validate, Sel};
+use crate::rules::{InstalledRule, RuleSet};
+use flowpath_ofproto::rule::{flags, Rule};
+use flowpath_openflow::error::{self as ofe, OfError};
+use flowpath_openflow::msg::{BundleAdd, BundleControl, Command, FlowMod, Request};
+use std::collections::HashMap;
+
+/// What applying a flow_mod did, for what follows it outside the rule
+/// list: learned flows to delete, flow-removed messages, monitors.
+#[derive(Default)]
+pub(super) struct Applied {
+    /// Learned flows to delete with the rules (selector and strictness).
+    pub learned: Option<(Sel, bool)>,
+    /// The rules deleted.
+    pub removed: Vec<InstalledRule>,
+    /// The rules added or modified (as they are now).
+    pub changed: Vec<Rule>,
+    /// Whether `changed` were modified (not added).
+    pub modified: bool,
+}
+
+/// Applies one flow_mod to `rules` (nothing changes on an error).
+pub(super) fn apply(rules: &mut RuleSet, fm: &FlowMod) -> Result<Applied, OfError> {
+    if fm.buffer_id != u32::MAX {
+        return Err(ofe::BRC_BUFFER_UNKNOWN);
+    }
+    let needs_rule = matches!(
+        fm.command,
+        Command::Add | Command::Modify | Command::ModifyStrict
+    );
+    let rule = if needs_rule {
+        validate(&fm.rule)?
+    } else {
+        fm.rule.clone()
+    };
+    if needs_rule {
+        rules
+            .check_groups(std::slice::from_ref(&rule))
+            .map_err(|_| ofe::BAC_BAD_OUT_GROUP)?;
+    }
+    let sel = Sel::from_flow_mod(fm);
+    let mut out = Applied::default();
+    match fm.command {
+        Command::Add => {
+            if rule.flags & flags::CHECK_OVERLAP != 0
+                && rules.rules().iter().any(|r| overlaps(&r.rule, &rule))
+            {
+                return Err(ofe::FMFC_OVERLAP);
+            }
+            out.changed.push(rule.clone());
+            rules.add(vec![rule]);
+        }
+        Command::Modify | Command::ModifyStrict => {
+            let strict = fm.command == Command::ModifyStrict;
+            let reset = rule.flags & flags::RESET_COUNTS != 0;
+            let changed = if strict {
+                rules.modify_exact(
+                    fm.table,
+                    &rule,
+                    |r| sel.selects(r, true),
+                    reset,
+                    fm.new_cookie,
+                )
+            } else {
+                rules.modify_where(|r| sel.selects(r, false), &rule, reset, fm.new_cookie)
+            };
+            if changed.is_empty() && fm.cookie_mask == 0 && fm.new_cookie.is_some() {
+                out.changed.push(rule.clone());
+                rules.add(vec![rule]);
+            } else {
+                out.modified = true;
+                out.changed = changed;
+            }
+        }
+        Command::Delete | Command::DeleteStrict => {
+            let strict = fm.command == Command::DeleteStrict;
+            out.removed = if strict {
+                let (p, m) = (fm.rule.priority, fm.rule.matching);
+                rules.delete_exact(fm.table, p, &m, |r| sel.selects(r, true))
+            } else {
+                rules.delete_where(|r| sel.selects(r, false))
+            };
+            out.learned = Some((sel, strict));
+        }
+    }
+    Ok(out)
+}
+
+/// At most this many bundles open on one connection.
+pub(super) const MAX_BUNDLES: usize = 64;
+/// At most this many messages in one connection's bundles together
+/// (memory is bounded; Open vSwitch has no such limit).
+pub(super) const MAX_BUNDLED_MESSAGES: usize = 1_000_000;
+
+/// One open bundle.
+pub(super) struct Bundle {
+    flags: u16,
+    closed: bool,
+    msgs: Vec<BundleAdd>,
+}
+
+/// A connection's bundles.
+#[derive(Default)]
+pub(super) struct Bundles {
+    open: HashMap<u32, Bundle>,
+    n_msgs: usize,
+}
+
+/// The outcome of a bundle control request.
+pub(super) enum CtrlOutcome {
+    /// Answer with the reply.
+    Reply,
+    /// Commit these messages (the bundle is gone from the table).
+    Commit(Vec<BundleAdd>),
+}
+
+impl Bundles {
+    /// Open, close or discard as Open vSwitch does (a failed open or close
+    /// throws the bundle away); a commit hands the messages back.
+    pub(super) fn control(&mut self, c: &BundleControl) -> Result<CtrlOutcome, OfError> {
+        use flowpath_openflow::msg::BundleCtrl::*;
+        match c.ctrl {
+            Open => {
+                if self.remove(c.id).is_some() {
+                    return Err(ofe::BFC_BAD_ID);
+                }
+                if self.open.len() >= MAX_BUNDLES {
+                    return Err(ofe::BFC_OUT_OF_BUNDLES);
+                }
+                self.open.insert(
+                    c.id,
+                    Bundle {
+                        flags: c.flags,
+                        closed: false,
+                        msgs: Vec::new(),
+                    },
+                );
+                Ok(CtrlOutcome::Reply)
+            }
+            Close => {
+                let b = self.open.get_mut(&c.id).ok_or(ofe::BFC_BAD_ID)?;
+                if b.closed {
+                    self.remove(c.id);
+                    return Err(ofe::BFC_BUNDLE_CLOSED);
+                }
+                if b.flags != c.flags {
+                    self.remove(c.id);
+                    return Err(ofe::BFC_BAD_FLAGS);
+                }
+                b.closed = true;
+                Ok(CtrlOutcome::Reply)
+            }
+            Discard => {
+                self.remove(c.id).ok_or(ofe::BFC_BAD_ID)?;
+                Ok(CtrlOutcome::Reply)
+            }
+            Commit => {
+                let b = self.remove(c.id).ok_or(ofe::BFC_BAD_ID)?;
+                if b.flags != c.flags {
+                    return Err(ofe::BFC_BAD_FLAGS);
+                }
+                Ok(CtrlOutcome::Commit(b.msgs))
+            }
+        }
+    }
+
+    /// Adds a message (opening the bundle if it is not open).
+    pub(super) fn add(&mut self, a: BundleAdd) -> Result<(), OfError> {
+        if self.n_msgs >= MAX_BUNDLED_MESSAGES {
+            return Err(ofe::BFC_MSG_TOO_MANY);
+        }
+        match self.open.get(&a.id) {
+            None => {
+                if self.open.len() >= MAX_BUNDLES {
+                    return Err(ofe::BFC_OUT_OF_BUNDLES);
+                }
+                self.open.insert(
+                    a.id,
+                    Bundle {
+                        flags: a.flags,
+                        closed: false,
+                        msgs: Vec::new(),
+                    },
+                );
+            }
+            Some(b) if b.closed => {
+                self.remove(a.id);
+                return Err(ofe::BFC_BUNDLE_CLOSED);
+            }
+            Some(b) if b.flags != a.flags => {
+                self.remove(a.id);
+                return Err(ofe::BFC_BAD_FLAGS);
+            }
+            Some(_) => {}
+        }
+        if let Some(b) = self.open.get_mut(&a.id) {
+            b.msgs.push(a);
+            self.n_msgs += 1;
+        }
+        Ok(())
+    }
+
+    fn remove(&mut self, id: u32) -> Option<Bundle> {
+        let b = self.open.remove(&id)?;
+        self.n_msgs -= b.msgs.len();
+        Some(b)
+    }
+}
+
+/// What a committed bundle did.
+#[derive(Default)]
+pub(super) struct Committed {
+    /// Each flow_mod's effects, in order.
+    pub applied: Vec<Applied>,
+    /// Packet-outs to run now that the flows are in place.
+    pub packet_outs: Vec<flowpath_openflow::msg::PacketOut>,
+}
+
+/// Applies a bundle's messages to `rules`, all or none: on the first
+/// failure `rules` is as before and the error comes back with the failing
+/// message's bytes (Open vSwitch answers it, then fails the commit with
+/// `OFPBFC_MSG_FAILED`).
+pub(super) fn commit(
+    rules: &mut RuleSet,
+    msgs: Vec<BundleAdd>,
+) -> Result<Committed, (OfError, Vec<u8>)> {
+    let backup = rules.clone();
+    let mut done = Committed::default();
+    for m in msgs {
+        let r = match m.inner.request {
+            Request::FlowMod(fm) => apply(rules, &fm).map(|a| done.applied.push(a)),
+            Request::PacketOut(po) => {
+                done.packet_outs.push(po);
+                Ok(())
+            }
+            _ => Err(ofe::BFC_MSG_UNSUP),
+        };
+        if let Err(e) = r {
+            *rules = backup;
+            return Err((e, m.raw));
+        }
+    }
+    Ok(done)
+}
