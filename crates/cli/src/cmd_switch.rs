@@ -227,6 +227,7 @@ pub fn run(args: Args) -> Result<()> {
         },
         rate_limit: args.controller_rate_limit,
         burst_limit: args.controller_burst_limit,
+        snoop: Some(mgmt.with_extension("snoop")),
         ..ChannelConfig::default()
     };
     for s in &args.openflow {

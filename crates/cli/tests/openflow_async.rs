@@ -8,7 +8,7 @@
 
 mod ofctl_util;
 
-use ofctl_util::{error_name, have_ofctl, norm, ofctl, start};
+use ofctl_util::{error_name, have_ofctl, norm, ofctl, start, start_with};
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
@@ -164,5 +164,92 @@ fn monitor_normalisation_matches_the_recorder() {
              x|fatal_signal|WARN|terminating\n"
         ),
         vec!["OFPT_FLOW_REMOVED (xid=?): priority=9 reason=hard duration? idle0"]
+    );
+}
+
+/// A free TCP port on the loopback.
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+#[test]
+fn snoop_shows_the_controller_conversation() {
+    if !have_ofctl() {
+        return;
+    }
+    let have_tc = Command::new("ovs-testcontroller")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !have_tc {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "ovs-testcontroller is missing (apt-get install openvswitch-testcontroller)"
+        );
+        eprintln!("skipped: ovs-testcontroller not installed");
+        return;
+    }
+    let port = free_port();
+    let target = format!("tcp:127.0.0.1:{port}");
+    // The switch first: it retries the controller with back-off, so the
+    // snoop below is attached before the first connection succeeds.
+    let sw = start_with("snoop", &["--controller", &target]);
+    let log = sw.dir.join("snoop.log");
+    let f = std::fs::File::create(&log).unwrap();
+    let mut snoop = Command::new("ovs-ofctl")
+        .env("OVS_RUNDIR", &sw.dir)
+        .args(["-O", "OpenFlow13", "snoop", "br0"])
+        .stdout(f.try_clone().unwrap())
+        .stderr(f)
+        .stdin(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let mut tc = Command::new("ovs-testcontroller")
+        .args(["-O", "OpenFlow13"])
+        .arg(format!(
+            "--unixctl={}",
+            sw.dir.join("testcontroller.ctl").display()
+        ))
+        .arg(format!("ptcp:{port}:127.0.0.1"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let want = [
+        "OFPT_FEATURES_REQUEST (OF1.3)",
+        "OFPT_FEATURES_REPLY (OF1.3)",
+        "OFPT_SET_CONFIG (OF1.3)",
+        "OFPT_FLOW_MOD (OF1.3)",
+    ];
+    let t0 = std::time::Instant::now();
+    let mut text = String::new();
+    while t0.elapsed() < Duration::from_secs(20) {
+        text = std::fs::read_to_string(&log).unwrap_or_default();
+        if want.iter().all(|w| text.contains(w)) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let _ = tc.kill();
+    let _ = tc.wait();
+    let _ = Command::new("kill").arg(snoop.id().to_string()).status();
+    let _ = snoop.wait();
+    // Both directions; the controller pipelines its requests, so only
+    // a request before its reply is certain.
+    for w in want {
+        assert!(text.contains(w), "snoop did not show {w}:\n{text}");
+    }
+    assert!(
+        text.find(want[0]) < text.find(want[1]),
+        "the request comes before its reply:\n{text}"
+    );
+    assert!(
+        text.contains("ADD priority=0 actions=CONTROLLER:128"),
+        "the controller's table-miss flow:\n{text}"
     );
 }

@@ -43,6 +43,11 @@ pub fn have_ofctl() -> bool {
 /// Starts a switch with four null ports and no rules; its run directory
 /// is unique (short enough for a Unix socket path).
 pub fn start(tag: &str) -> Sw {
+    start_with(tag, &[])
+}
+
+/// [`start`] with more `flowpath switch` arguments.
+pub fn start_with(tag: &str, extra: &[&str]) -> Sw {
     let dir = std::env::temp_dir().join(format!("fpof-{tag}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
@@ -54,6 +59,7 @@ pub fn start(tag: &str) -> Sw {
         cmd.arg("--port").arg(format!("{p}=null"));
     }
     let child = cmd
+        .args(extra)
         .arg("--ctl")
         .arg(dir.join("flowpath.ctl"))
         .stdout(Stdio::null())

@@ -171,6 +171,10 @@ pub struct ChannelConfig {
     /// Seconds of silence before an echo request, twice that before a
     /// primary connection is dropped (OVS's `inactivity_probe`, 5 s).
     pub probe_s: u64,
+    /// The bridge's snoop socket (`NAME.snoop`): a connection there
+    /// gets a copy of every message to and from the controllers
+    /// (`ovs-ofctl snoop`).
+    pub snoop: Option<PathBuf>,
 }
 
 impl Default for ChannelConfig {
@@ -184,6 +188,7 @@ impl Default for ChannelConfig {
             burst_limit: 250,
             max_backoff_s: 8,
             probe_s: 5,
+            snoop: None,
         }
     }
 }
@@ -222,9 +227,20 @@ pub(crate) struct Registry {
     /// them came.
     pub dirty: Mutex<Option<Instant>>,
     pub dirty_cv: Condvar,
+    /// Snoop connections' queues.
+    pub snoops: Mutex<Vec<(u64, SyncSender<Vec<u8>>)>>,
 }
 
 impl Registry {
+    /// Copies a message to or from a controller to the snoop connections
+    /// (a full queue loses the copy).
+    pub fn snoop(&self, m: &[u8]) {
+        let snoops = self.snoops.lock().unwrap_or_else(|p| p.into_inner());
+        for (_, s) in snoops.iter() {
+            let _ = s.try_send(m.to_vec());
+        }
+    }
+
     /// Flow changes were made: the publisher publishes them shortly.
     pub fn mark_dirty(&self) {
         let mut d = self.dirty.lock().unwrap_or_else(|p| p.into_inner());
@@ -323,6 +339,7 @@ impl OfServer {
             cfg: cfg.clone(),
             dirty: Mutex::new(None),
             dirty_cv: Condvar::new(),
+            snoops: Mutex::new(Vec::new()),
         });
         let mut me = OfServer {
             threads: Vec::new(),
@@ -333,22 +350,7 @@ impl OfServer {
             let reg = reg.clone();
             match spec {
                 ListenSpec::Unix(p) => {
-                    if p.exists() {
-                        // A stale socket of an earlier run (a live one
-                        // would answer): replace it.
-                        if UnixStream::connect(p).is_ok() {
-                            return Err(format!(
-                                "{}: another switch is listening there",
-                                p.display()
-                            ));
-                        }
-                        let _ = std::fs::remove_file(p);
-                    }
-                    let l = UnixListener::bind(p).map_err(|e| format!("{}: {e}", p.display()))?;
-                    l.set_nonblocking(true).map_err(|e| e.to_string())?;
-                    let ino =
-                        std::fs::metadata(p).map_or(0, |m| std::os::unix::fs::MetadataExt::ino(&m));
-                    me.unix_paths.push((p.clone(), ino));
+                    let l = bind_unix(p, &mut me.unix_paths)?;
                     me.threads.push(spawn("of-accept", move || {
                         accept_loop(&reg, || l.accept().map(|(s, _)| Conn::Unix(s)))
                     })?);
@@ -361,6 +363,12 @@ impl OfServer {
                     })?);
                 }
             }
+        }
+        if let Some(p) = &cfg.snoop {
+            let l = bind_unix(p, &mut me.unix_paths)?;
+            let reg = reg.clone();
+            me.threads
+                .push(spawn("of-snoop", move || snoop_accept(&reg, &l))?);
         }
         for target in &cfg.controllers {
             let reg = reg.clone();
@@ -400,6 +408,80 @@ impl OfServer {
             }
         }
     }
+}
+
+/// Binds a Unix socket (replacing a stale one of an earlier run) and
+/// notes it for removal at shutdown.
+fn bind_unix(p: &PathBuf, made: &mut Vec<(PathBuf, u64)>) -> Result<UnixListener, String> {
+    if p.exists() {
+        // A stale socket of an earlier run (a live one would answer):
+        // replace it.
+        if UnixStream::connect(p).is_ok() {
+            return Err(format!(
+                "{}: another switch is listening there",
+                p.display()
+            ));
+        }
+        let _ = std::fs::remove_file(p);
+    }
+    let l = UnixListener::bind(p).map_err(|e| format!("{}: {e}", p.display()))?;
+    l.set_nonblocking(true).map_err(|e| e.to_string())?;
+    let ino = std::fs::metadata(p).map_or(0, |m| std::os::unix::fs::MetadataExt::ino(&m));
+    made.push((p.clone(), ino));
+    Ok(l)
+}
+
+/// Accepts snoop connections: each gets a HELLO, then copies of the
+/// controllers' messages until it goes away.
+fn snoop_accept(reg: &Arc<Registry>, l: &UnixListener) {
+    let mut workers: Vec<JoinHandle<()>> = Vec::new();
+    while !reg.sh.stop.load(Ordering::Relaxed) {
+        match l.accept() {
+            Ok((s, _)) => {
+                let r = reg.clone();
+                if let Ok(h) = spawn("of-snoop-conn", move || snoop_serve(&r, s)) {
+                    workers.push(h);
+                }
+                workers.retain(|h| !h.is_finished());
+            }
+            Err(_) => std::thread::sleep(POLL / 2),
+        }
+    }
+    for h in workers {
+        let _ = h.join();
+    }
+}
+
+fn snoop_serve(reg: &Arc<Registry>, mut s: UnixStream) {
+    if s.set_nonblocking(false).is_err()
+        || s.set_write_timeout(Some(Duration::from_secs(10))).is_err()
+        || s.write_all(&msg::encode_hello(flowpath_openflow::header::OFP15))
+            .is_err()
+    {
+        return;
+    }
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let id = NEXT.fetch_add(1, Ordering::Relaxed);
+    let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<u8>>(OUT_QUEUE);
+    reg.snoops
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .push((id, tx));
+    while !reg.sh.stop.load(Ordering::Relaxed) {
+        match rx.recv_timeout(POLL) {
+            Ok(m) => {
+                if s.write_all(&m).is_err() {
+                    break;
+                }
+            }
+            Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) => break,
+        }
+    }
+    reg.snoops
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .retain(|(x, _)| *x != id);
 }
 
 fn spawn(name: &str, f: impl FnOnce() + Send + 'static) -> Result<JoinHandle<()>, String> {
@@ -478,8 +560,12 @@ fn serve(reg: &Arc<Registry>, c: Conn, primary: bool) {
     reg.stats.connections.fetch_add(1, Ordering::Relaxed);
     let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<u8>>(OUT_QUEUE);
     let stats = reg.stats.clone();
+    let wreg = reg.clone();
     let writer = spawn("of-write", move || {
         while let Ok(m) = rx.recv() {
+            if primary {
+                wreg.snoop(&m);
+            }
             if w.write_all(&m).is_err() {
                 // The reader sees the connection end too.
                 w.shutdown();

@@ -113,6 +113,9 @@ impl Session {
                 }
                 let m = buf[used..used + len].to_vec();
                 used += len;
+                if self.info.primary {
+                    self.reg.snoop(&m);
+                }
                 self.reg.stats.rx_msgs.fetch_add(1, Ordering::Relaxed);
                 let out = self.handle(&m);
                 for o in out {
