@@ -508,9 +508,9 @@ impl Write for Conn {
 /// Runs one connection to its end: a writer thread, the reader here.
 fn serve(reg: &Arc<Registry>, mut c: Conn, primary: bool) {
     if let Err(e) = c.prepare() {
-        if matches!(c, Conn::Tls(_)) {
+        if let Conn::Tls(t) = &c {
             reg.stats.errors.fetch_add(1, Ordering::Relaxed);
-            eprintln!("flowpath: openflow: TLS connection refused: {e}");
+            eprintln!("flowpath: openflow: TLS with {} failed: {e}", t.peer());
         }
         return;
     }

@@ -240,6 +240,13 @@ impl TlsConn {
         &self.sock
     }
 
+    /// The peer's address, for messages.
+    pub(crate) fn peer(&self) -> String {
+        self.sock
+            .peer_addr()
+            .map_or_else(|_| "?".into(), |a| a.to_string())
+    }
+
     /// Another handle on the same connection (for the writer thread).
     pub(crate) fn try_clone(&self) -> io::Result<TlsConn> {
         Ok(TlsConn {
@@ -320,6 +327,13 @@ impl TlsConn {
             (used, t.process_new_packets())
         };
         self.inbuf.drain(..used);
+        if used == 0 && !self.inbuf.is_empty() {
+            // rustls took nothing: never spin on it.
+            return Err(io::Error::new(
+                ErrorKind::InvalidData,
+                "TLS input not taken",
+            ));
+        }
         match res {
             Ok(_) => self.flush_records(),
             Err(e) => {
