@@ -34,12 +34,7 @@ fn controller(t: &mut Topo, port: u16, proto: &str) -> usize {
 
 /// The switch with `--controller tcp:127.0.0.1:PORT`.
 fn switch(t: &mut Topo, port: u16, fail_mode: &str) {
-    t.switch(&[
-        "--controller".into(),
-        format!("tcp:127.0.0.1:{port}"),
-        "--fail-mode".into(),
-        fail_mode.into(),
-    ]);
+    t.switch_controlled(&format!("tcp:127.0.0.1:{port}"), fail_mode, &[]);
 }
 
 fn learning_controller_secure(proto: &str, port: u16) {

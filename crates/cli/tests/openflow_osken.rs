@@ -83,12 +83,7 @@ fn osken(t: &mut Topo, port: u16) -> usize {
 /// Starts the switch with `--controller tcp:127.0.0.1:PORT` and waits
 /// for the app's table-miss flow.
 fn switch(t: &mut Topo, port: u16, fail_mode: &str) {
-    t.switch(&[
-        "--controller".into(),
-        format!("tcp:127.0.0.1:{port}"),
-        "--fail-mode".into(),
-        fail_mode.into(),
-    ]);
+    t.switch_controlled(&format!("tcp:127.0.0.1:{port}"), fail_mode, &[]);
     assert!(
         wait_until(Duration::from_secs(10), || t
             .ofctl("-O OpenFlow13 dump-flows br0")

@@ -196,14 +196,8 @@ fn ssl_controller_forwards_pings() {
     let ct: Vec<&str> = ct.iter().map(String::as_str).collect();
     t.testcontroller("OpenFlow13", &ct, &format!("pssl:{port}:127.0.0.1"));
     assert!(wait_until(Duration::from_secs(5), || listening(port)));
-    let mut args = vec![
-        "--controller".to_string(),
-        format!("ssl:127.0.0.1:{port}"),
-        "--fail-mode".into(),
-        "secure".into(),
-    ];
-    args.extend(tls_args(&t, "switch", "ca1", true));
-    t.switch(&args);
+    let args = tls_args(&t, "switch", "ca1", true);
+    t.switch_controlled(&format!("ssl:127.0.0.1:{port}"), "secure", &args);
     // The controller installs its table-miss flow once connected.
     assert!(
         wait_until(Duration::from_secs(10), || t

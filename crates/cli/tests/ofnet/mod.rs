@@ -181,6 +181,18 @@ impl Topo {
         k
     }
 
+    /// The switch with `--controller TARGET --fail-mode MODE` and `args`.
+    pub fn switch_controlled(&mut self, target: &str, fail_mode: &str, args: &[String]) -> usize {
+        let mut all = vec![
+            "--controller".to_string(),
+            target.to_string(),
+            "--fail-mode".into(),
+            fail_mode.into(),
+        ];
+        all.extend_from_slice(args);
+        self.switch(&all)
+    }
+
     /// Two pings from namespace `from` to namespace `to`.
     pub fn ping(&self, from: u32, to: u32) -> bool {
         sh(&format!(
