@@ -9,7 +9,8 @@
 //!   others.
 //! - `--controller ssl:127.0.0.1:PORT`: `ovs-testcontroller -p -c -C
 //!   pssl:PORT` controls the switch; pings between three namespaces go
-//!   through the flows it installs.
+//!   through the flows it installs. A controller whose certificate is
+//!   signed by the other CA is refused.
 //! - `ssl:`/`pssl:` without `--private-key`, `--certificate` or
 //!   `--ca-cert`, or with a file that is not PEM, are refused at start,
 //!   naming the option or the file.
@@ -214,6 +215,39 @@ fn ssl_controller_forwards_pings() {
     let learned = d.lines().filter(|l| l.contains("actions=output:")).count();
     assert!(learned >= 4, "the controller's flows:\n{d}");
     eprintln!("ssl controller test: {:.1} s", t0.elapsed().as_secs_f64());
+}
+
+#[test]
+fn ssl_controller_of_another_ca_is_refused() {
+    if !can_run(
+        "ssl_controller_of_another_ca_is_refused",
+        &["ovs-testcontroller", "ovs-ofctl"],
+    ) {
+        return;
+    }
+    let _g = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let mut t = Topo::bare("tlx");
+    certificates(&t);
+    let port = 16643;
+    // The stranger trusts the switch's CA: only the switch can refuse.
+    let ct = tls_args(&t, "stranger", "ca1", false);
+    let ct: Vec<&str> = ct.iter().map(String::as_str).collect();
+    t.testcontroller("OpenFlow13", &ct, &format!("pssl:{port}:127.0.0.1"));
+    assert!(wait_until(Duration::from_secs(5), || listening(port)));
+    let args = tls_args(&t, "switch", "ca1", true);
+    t.switch_controlled(&format!("ssl:127.0.0.1:{port}"), "secure", &args);
+    assert!(
+        wait_until(Duration::from_secs(10), || t
+            .log("switch.log")
+            .contains("UnknownIssuer")),
+        "{}",
+        t.log("switch.log")
+    );
+    let d = t.ofctl("-O OpenFlow13 dump-flows br0");
+    assert!(
+        !d.contains("CONTROLLER"),
+        "a refused controller's flows:\n{d}"
+    );
 }
 
 #[test]
