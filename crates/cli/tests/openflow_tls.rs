@@ -127,6 +127,18 @@ fn hello(t: &Topo, port: u16, name: Option<&str>) -> Result<(), String> {
     Ok(())
 }
 
+/// `ovs-testcontroller` on `pssl:PORT` with `name`'s certificate (and
+/// ca1 to check the switch's), then the switch with `--controller
+/// ssl:127.0.0.1:PORT`.
+fn ssl_controller_and_switch(t: &mut Topo, port: u16, name: &str) {
+    let ct = tls_args(t, name, "ca1", false);
+    let ct: Vec<&str> = ct.iter().map(String::as_str).collect();
+    t.testcontroller("OpenFlow13", &ct, &format!("pssl:{port}:127.0.0.1"));
+    assert!(wait_until(Duration::from_secs(5), || listening(port)));
+    let args = tls_args(t, "switch", "ca1", true);
+    t.switch_controlled(&format!("ssl:127.0.0.1:{port}"), "secure", &args);
+}
+
 #[test]
 fn pssl_serves_ovs_ofctl_and_refuses_strangers() {
     if !can_run(
@@ -192,13 +204,7 @@ fn ssl_controller_forwards_pings() {
     let t0 = Instant::now();
     let mut t = Topo::new("tlc");
     certificates(&t);
-    let port = 16641;
-    let ct = tls_args(&t, "controller", "ca1", false);
-    let ct: Vec<&str> = ct.iter().map(String::as_str).collect();
-    t.testcontroller("OpenFlow13", &ct, &format!("pssl:{port}:127.0.0.1"));
-    assert!(wait_until(Duration::from_secs(5), || listening(port)));
-    let args = tls_args(&t, "switch", "ca1", true);
-    t.switch_controlled(&format!("ssl:127.0.0.1:{port}"), "secure", &args);
+    ssl_controller_and_switch(&mut t, 16641, "controller");
     // The controller installs its table-miss flow once connected.
     assert!(
         wait_until(Duration::from_secs(10), || t
@@ -228,14 +234,8 @@ fn ssl_controller_of_another_ca_is_refused() {
     let _g = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
     let mut t = Topo::bare("tlx");
     certificates(&t);
-    let port = 16643;
     // The stranger trusts the switch's CA: only the switch can refuse.
-    let ct = tls_args(&t, "stranger", "ca1", false);
-    let ct: Vec<&str> = ct.iter().map(String::as_str).collect();
-    t.testcontroller("OpenFlow13", &ct, &format!("pssl:{port}:127.0.0.1"));
-    assert!(wait_until(Duration::from_secs(5), || listening(port)));
-    let args = tls_args(&t, "switch", "ca1", true);
-    t.switch_controlled(&format!("ssl:127.0.0.1:{port}"), "secure", &args);
+    ssl_controller_and_switch(&mut t, 16643, "stranger");
     assert!(
         wait_until(Duration::from_secs(10), || t
             .log("switch.log")
