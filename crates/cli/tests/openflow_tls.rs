@@ -17,7 +17,7 @@
 
 mod ofnet;
 
-use ofnet::{can_run, listening, s, wait_until, Topo, BIN};
+use ofnet::{can_run, listening, s, sh, wait_until, Topo, BIN};
 use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair, KeyUsagePurpose};
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -154,7 +154,7 @@ fn pssl_serves_ovs_ofctl_and_refuses_strangers() {
     let port = 16640;
     let mut args = vec!["--openflow".to_string(), format!("pssl:{port}:127.0.0.1")];
     args.extend(tls_args(&t, "switch", "ca1", true));
-    t.switch(&args);
+    let sw = t.switch(&args);
     assert!(wait_until(Duration::from_secs(5), || listening(port)));
     // A peer that connects and never says anything: the others are
     // served meanwhile.
@@ -188,6 +188,16 @@ fn pssl_serves_ovs_ofctl_and_refuses_strangers() {
     assert!(
         log.contains("UnknownIssuer") && log.contains("peer sent no certificates"),
         "{log}"
+    );
+    // SIGTERM: the switch stops at once, the stalled handshake too.
+    let pid = t.kids[sw].id();
+    assert!(sh(&format!("kill -TERM {pid}")).status.success());
+    let child = &mut t.kids[sw];
+    assert!(
+        wait_until(Duration::from_secs(3), || child
+            .try_wait()
+            .is_ok_and(|s| s.is_some())),
+        "the switch did not stop within 3 s of SIGTERM"
     );
     eprintln!("pssl test: {:.1} s", t0.elapsed().as_secs_f64());
 }

@@ -440,7 +440,7 @@ pub(crate) enum Conn {
 }
 
 impl Conn {
-    fn prepare(&mut self) -> std::io::Result<()> {
+    fn prepare(&self) -> std::io::Result<()> {
         match self {
             Conn::Unix(s) => {
                 s.set_nonblocking(false)?;
@@ -453,12 +453,7 @@ impl Conn {
                 s.set_read_timeout(Some(POLL))?;
                 s.set_write_timeout(Some(Duration::from_secs(10)))
             }
-            Conn::Tls(t) => {
-                Conn::Tcp(t.socket().try_clone()?).prepare()?;
-                // The peer's certificate is checked here, on the
-                // connection's own thread.
-                t.handshake(Duration::from_secs(10))
-            }
+            Conn::Tls(t) => Conn::Tcp(t.socket().try_clone()?).prepare(),
         }
     }
 
@@ -507,8 +502,16 @@ impl Write for Conn {
 
 /// Runs one connection to its end: a writer thread, the reader here.
 fn serve(reg: &Arc<Registry>, mut c: Conn, primary: bool) {
-    if let Err(e) = c.prepare() {
-        if let Conn::Tls(t) = &c {
+    // A TLS peer's certificate is checked in the handshake, on the
+    // connection's own thread.
+    let ready = c.prepare().and_then(|()| match &mut c {
+        Conn::Tls(t) => t.handshake(Duration::from_secs(10), || {
+            reg.sh.stop.load(Ordering::Relaxed)
+        }),
+        _ => Ok(()),
+    });
+    if let Err(e) = ready {
+        if let (Conn::Tls(t), false) = (&c, reg.sh.stop.load(Ordering::Relaxed)) {
             reg.stats.errors.fetch_add(1, Ordering::Relaxed);
             eprintln!("flowpath: openflow: TLS with {} failed: {e}", t.peer());
         }

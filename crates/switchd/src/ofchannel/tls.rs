@@ -257,16 +257,17 @@ impl TlsConn {
         })
     }
 
-    /// Runs the handshake to its end, within `limit` (the socket has a
-    /// short read timeout): the peer's certificate is checked here.
-    pub(crate) fn handshake(&mut self, limit: Duration) -> io::Result<()> {
+    /// Runs the handshake to its end, within `limit` and until `stop`
+    /// (the socket has a short read timeout): the peer's certificate is
+    /// checked here.
+    pub(crate) fn handshake(&mut self, limit: Duration, stop: impl Fn() -> bool) -> io::Result<()> {
         let until = Instant::now() + limit;
         loop {
             self.flush_records()?;
             if !lock(&self.tls).is_handshaking() {
                 return Ok(());
             }
-            if Instant::now() > until {
+            if Instant::now() > until || stop() {
                 return Err(io::Error::new(
                     ErrorKind::TimedOut,
                     "TLS handshake timed out",
