@@ -8,7 +8,7 @@ use flowpath_netdev::PortSpec;
 use flowpath_ofproto::classifier::parse_prefixes;
 use flowpath_ofproto::normal::{parse_vlan_mode, Bridge, MacTable, PortVlans, VlanMode};
 use flowpath_ofproto::parse::parse_rules;
-use flowpath_switchd::ofchannel::{ChannelConfig, ControllerSpec, ListenSpec};
+use flowpath_switchd::ofchannel::{ChannelConfig, ControllerSpec, ListenSpec, TlsFiles};
 use flowpath_switchd::rules::RuleSet;
 use flowpath_switchd::{Switchd, SwitchdConfig};
 use std::path::PathBuf;
@@ -79,15 +79,33 @@ pub struct Args {
     /// `OVS_RUNDIR=$FLOWPATH_RUNDIR ovs-ofctl dump-flows br0` works.
     #[arg(long, value_name = "NAME", default_value = "br0")]
     bridge: String,
-    /// More OpenFlow listeners: `ptcp:PORT[:IP]` or `punix:PATH`
-    /// (repeatable), for `ovs-ofctl ... tcp:IP:PORT` and controllers.
-    #[arg(long = "openflow", value_name = "ptcp:PORT[:IP]|punix:PATH")]
+    /// More OpenFlow listeners: `ptcp:PORT[:IP]`, `pssl:PORT[:IP]` (TLS)
+    /// or `punix:PATH` (repeatable), for `ovs-ofctl ... tcp:IP:PORT` and
+    /// controllers.
+    #[arg(
+        long = "openflow",
+        value_name = "ptcp:PORT[:IP]|pssl:PORT[:IP]|punix:PATH"
+    )]
     openflow: Vec<String>,
-    /// A controller to connect to (repeatable): `tcp:IP[:PORT]` (port
-    /// 6653 by default) or `unix:PATH`; reconnected with back-off up to
-    /// 8 s, probed with echo requests after 5 s of silence.
-    #[arg(long = "controller", value_name = "tcp:IP[:PORT]|unix:PATH")]
+    /// A controller to connect to (repeatable): `tcp:IP[:PORT]`,
+    /// `ssl:IP[:PORT]` (TLS; port 6653 by default) or `unix:PATH`;
+    /// reconnected with back-off up to 8 s, probed with echo requests after
+    /// 5 s of silence.
+    #[arg(
+        long = "controller",
+        value_name = "tcp:IP[:PORT]|ssl:IP[:PORT]|unix:PATH"
+    )]
     controller: Vec<String>,
+    /// The switch's private key (PEM), for `ssl:` and `pssl:`.
+    #[arg(long = "private-key", value_name = "FILE")]
+    private_key: Option<PathBuf>,
+    /// The switch's certificate (PEM), signed by a CA its peers trust.
+    #[arg(long = "certificate", value_name = "FILE")]
+    certificate: Option<PathBuf>,
+    /// The CA certificate (PEM) that signs the peers' certificates: a peer
+    /// without a certificate signed by it is refused.
+    #[arg(long = "ca-cert", value_name = "FILE")]
+    ca_cert: Option<PathBuf>,
     /// With controllers given: `secure` keeps the flows as they are when
     /// no controller is connected; `standalone` forwards as NORMAL (a
     /// learning switch) until one connects, as Open vSwitch's fail-open.
@@ -228,6 +246,11 @@ pub fn run(args: Args) -> Result<()> {
         rate_limit: args.controller_rate_limit,
         burst_limit: args.controller_burst_limit,
         snoop: Some(mgmt.with_extension("snoop")),
+        tls: TlsFiles {
+            private_key: args.private_key.clone(),
+            certificate: args.certificate.clone(),
+            ca_cert: args.ca_cert.clone(),
+        },
         ..ChannelConfig::default()
     };
     for s in &args.openflow {
@@ -240,6 +263,7 @@ pub fn run(args: Args) -> Result<()> {
             .controllers
             .push(ControllerSpec::parse(s).map_err(|e| anyhow::anyhow!("--controller {e}"))?);
     }
+    openflow.check_tls().map_err(anyhow::Error::msg)?;
     let cfg = SwitchdConfig {
         rules: rule_set,
         ports,

@@ -16,171 +16,32 @@
 //! PID), even when it fails. Without root or the tools the tests say they
 //! are skipped (and fail under CI, which runs as root with the tools).
 
-use std::path::PathBuf;
-use std::process::{Child, Command, Output, Stdio};
+mod ofnet;
+
+use ofnet::{can_run, sh, Topo};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-const BIN: &str = env!("CARGO_BIN_EXE_flowpath");
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
-fn sh(cmd: &str) -> Output {
-    Command::new("sh").arg("-c").arg(cmd).output().unwrap()
+const TOOLS: &[&str] = &["ip", "ping", "ovs-testcontroller", "ovs-ofctl"];
+
+/// `ovs-testcontroller -O PROTO ptcp:PORT:127.0.0.1`; its index in
+/// `t.kids`.
+fn controller(t: &mut Topo, port: u16, proto: &str) -> usize {
+    t.testcontroller(proto, &[], &format!("ptcp:{port}:127.0.0.1"))
 }
 
-fn can_run(test: &str) -> bool {
-    let root = sh("id -u").stdout.starts_with(b"0");
-    let tools = ["ip", "ping", "ovs-testcontroller", "ovs-ofctl"]
-        .iter()
-        .all(|t| sh(&format!("command -v {t}")).status.success());
-    if root && tools {
-        return true;
-    }
-    assert!(
-        std::env::var_os("CI").is_none(),
-        "{test}: needs root, iproute2, ping, ovs-testcontroller and ovs-ofctl"
-    );
-    eprintln!("{test}: skipped (needs root and ovs-testcontroller)");
-    false
-}
-
-/// Namespaces `{tag}h1..3` (10.77.0.1..3/24) on veths `{tag}v1..3`; the
-/// run directory; the processes started (killed by PID on drop).
-struct Topo {
-    tag: String,
-    dir: PathBuf,
-    kids: Vec<Child>,
-}
-
-impl Topo {
-    fn new(name: &str) -> Topo {
-        let tag = format!("fo{}{}", name, std::process::id() % 10000);
-        let dir = std::env::temp_dir().join(&tag);
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        let t = Topo {
-            tag,
-            dir,
-            kids: Vec::new(),
-        };
-        for i in 1..=3 {
-            let (n, v, p) = (t.ns(i), t.veth(i), format!("{}p{i}", t.tag));
-            for c in [
-                format!("ip netns add {n}"),
-                format!("ip link add {v} type veth peer name {p}"),
-                format!("ip link set {p} netns {n}"),
-                format!("ip -n {n} addr add 10.77.0.{i}/24 dev {p}"),
-                format!("ip -n {n} link set {p} up"),
-                format!("ip -n {n} link set lo up"),
-                format!("ip link set {v} up"),
-            ] {
-                let o = sh(&c);
-                assert!(
-                    o.status.success(),
-                    "{c}: {}",
-                    String::from_utf8_lossy(&o.stderr)
-                );
-            }
-        }
-        t
-    }
-
-    fn ns(&self, i: u32) -> String {
-        format!("{}h{i}", self.tag)
-    }
-
-    fn veth(&self, i: u32) -> String {
-        format!("{}v{i}", self.tag)
-    }
-
-    fn controller(&mut self, port: u16, proto: &str) -> usize {
-        let c = Command::new("ovs-testcontroller")
-            .args(["-O", proto])
-            .arg(format!("--unixctl={}", self.dir.join("ct.ctl").display()))
-            .arg(format!("ptcp:{port}:127.0.0.1"))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        self.kids.push(c);
-        self.kids.len() - 1
-    }
-
-    fn switch(&mut self, port: u16, fail_mode: &str) {
-        let rules = self.dir.join("none.flows");
-        std::fs::write(&rules, "").unwrap();
-        let mut cmd = Command::new(BIN);
-        cmd.arg("switch").arg("--rules").arg(&rules);
-        for i in 1..=3 {
-            cmd.arg("--port")
-                .arg(format!("{i}=afpacket:{}", self.veth(i)));
-        }
-        let c = cmd
-            .arg("--ctl")
-            .arg(self.dir.join("flowpath.ctl"))
-            .arg("--controller")
-            .arg(format!("tcp:127.0.0.1:{port}"))
-            .arg("--fail-mode")
-            .arg(fail_mode)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        self.kids.push(c);
-        let t0 = Instant::now();
-        while !self.dir.join("br0.mgmt").exists() {
-            assert!(
-                t0.elapsed() < Duration::from_secs(10),
-                "switch did not start"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-
-    fn ping(&self, from: u32, to: u32) -> bool {
-        sh(&format!(
-            "ip netns exec {} ping -c 2 -i 0.2 -W 2 10.77.0.{to}",
-            self.ns(from)
-        ))
-        .status
-        .success()
-    }
-
-    fn ofctl(&self, args: &str) -> String {
-        let o = Command::new("sh")
-            .arg("-c")
-            .arg(format!("ovs-ofctl {args}"))
-            .env("OVS_RUNDIR", &self.dir)
-            .output()
-            .unwrap();
-        assert!(
-            o.status.success(),
-            "ovs-ofctl {args}: {}",
-            String::from_utf8_lossy(&o.stderr)
-        );
-        String::from_utf8_lossy(&o.stdout).into_owned()
-    }
-}
-
-impl Drop for Topo {
-    fn drop(&mut self) {
-        for k in self.kids.iter_mut() {
-            let _ = k.kill();
-            let _ = k.wait();
-        }
-        for i in 1..=3 {
-            let _ = sh(&format!("ip netns del {}", self.ns(i)));
-            let _ = sh(&format!("ip link del {}", self.veth(i)));
-        }
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
+/// The switch with `--controller tcp:127.0.0.1:PORT`.
+fn switch(t: &mut Topo, port: u16, fail_mode: &str) {
+    t.switch_controlled(&format!("tcp:127.0.0.1:{port}"), fail_mode, &[]);
 }
 
 fn learning_controller_secure(proto: &str, port: u16) {
     let _g = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
     let mut t = Topo::new(&proto[8..]);
-    t.controller(port, proto);
-    t.switch(port, "secure");
+    controller(&mut t, port, proto);
+    switch(&mut t, port, "secure");
     // The controller connects within the first back-off second.
     std::thread::sleep(Duration::from_millis(1500));
     for (a, b) in [(1, 2), (2, 3), (3, 1)] {
@@ -202,31 +63,33 @@ fn learning_controller_secure(proto: &str, port: u16) {
 
 #[test]
 fn ovs_testcontroller_openflow10_secure() {
-    if can_run("ovs_testcontroller_openflow10_secure") {
+    if can_run("ovs_testcontroller_openflow10_secure", TOOLS) {
         learning_controller_secure("OpenFlow10", 16630);
     }
 }
 
 #[test]
 fn ovs_testcontroller_openflow13_secure() {
-    if can_run("ovs_testcontroller_openflow13_secure") {
+    if can_run("ovs_testcontroller_openflow13_secure", TOOLS) {
         learning_controller_secure("OpenFlow13", 16631);
     }
 }
 
 #[test]
 fn standalone_forwards_when_the_controller_dies_and_packet_out_sends() {
-    if !can_run("standalone_forwards_when_the_controller_dies_and_packet_out_sends") {
+    if !can_run(
+        "standalone_forwards_when_the_controller_dies_and_packet_out_sends",
+        TOOLS,
+    ) {
         return;
     }
     let _g = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
     let mut t = Topo::new("sa");
-    let ct = t.controller(16632, "OpenFlow13");
-    t.switch(16632, "standalone");
+    let ct = controller(&mut t, 16632, "OpenFlow13");
+    switch(&mut t, 16632, "standalone");
     std::thread::sleep(Duration::from_millis(1500));
     assert!(t.ping(1, 2), "with the controller");
-    let _ = t.kids[ct].kill();
-    let _ = t.kids[ct].wait();
+    t.kill(ct);
     // The connection ends at once (TCP reset): fail-open.
     std::thread::sleep(Duration::from_millis(500));
     t.ofctl("del-flows br0");

@@ -74,6 +74,7 @@ errors! {
     BRC_IS_SECONDARY = "OFPBRC_IS_SECONDARY", of(1, 5), of(1, 10);
     BRC_BAD_PORT = "OFPBRC_BAD_PORT", nx(1, 514), of(1, 11);
     BRC_BAD_PACKET = "OFPBRC_BAD_PACKET", nx(1, 5), of(1, 12);
+    BRC_PIPELINE_FIELDS_ONLY = "OFPBRC_PIPELINE_FIELDS_ONLY", of(1, 17), of(1, 17);
     BAC_BAD_TYPE = "OFPBAC_BAD_TYPE", of(2, 0), of(2, 0);
     BAC_BAD_LEN = "OFPBAC_BAD_LEN", of(2, 1), of(2, 1);
     BAC_BAD_VENDOR = "OFPBAC_BAD_VENDOR", of(2, 2), of(2, 2);

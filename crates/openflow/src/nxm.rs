@@ -280,6 +280,18 @@ const ORDER: &[FieldId] = &[
     FieldId::NdOptionsType,
 ];
 
+/// Whether the match has a field that is not a pipeline field (Open
+/// vSwitch's `mf_is_pipeline_field`: in_port, metadata, registers,
+/// tunnel metadata): an OpenFlow 1.5 packet-out's match may have only
+/// those.
+pub fn has_non_pipeline_field(m: &Match) -> bool {
+    ORDER.iter().any(|&f| {
+        let pipeline =
+            matches!(f, FieldId::InPort | FieldId::Metadata | FieldId::TunId) || f.info().is_reg();
+        !pipeline && field_get(m, f.info()).1 != 0
+    })
+}
+
 fn put_entry(w: &mut Writer, h: u32, f: FieldId, v: u128, m: u128) {
     let n = len_of(h);
     let full = wire_full(f, h);

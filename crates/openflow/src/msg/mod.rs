@@ -655,8 +655,15 @@ fn decode_packet_out(r: &mut Reader<'_>, version: u8) -> Result<PacketOut, OfErr
     } else {
         let alen = usize::from(r.u16()?);
         r.skip(2)?;
+        // As Open vSwitch: pipeline fields only, and an in_port.
         let m = pull_oxm_match(r)?;
-        let (p, _) = nxm::field_get(&m, flowpath_flow::FieldId::InPort.info());
+        if nxm::has_non_pipeline_field(&m) {
+            return Err(BRC_PIPELINE_FIELDS_ONLY);
+        }
+        let (p, mask) = nxm::field_get(&m, flowpath_flow::FieldId::InPort.info());
+        if mask == 0 {
+            return Err(BRC_BAD_PORT);
+        }
         (p as u32, alen)
     };
     let abytes = r.bytes(alen).map_err(|_| BRC_BAD_LEN_E)?;

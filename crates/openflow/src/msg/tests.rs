@@ -52,3 +52,41 @@ fn bad_messages_get_errors() {
         BRC_BAD_VERSION
     );
 }
+
+/// An OpenFlow 1.5 packet-out with `oxms` as its match and an output
+/// to port 2.
+fn packet_out15(oxms: &[u8]) -> Vec<u8> {
+    let mlen = 4 + oxms.len();
+    let mut m = vec![0, 1, 0, mlen as u8];
+    m.extend_from_slice(oxms);
+    m.resize(mlen.next_multiple_of(8), 0);
+    let act = [0, 0, 0, 16, 0, 0, 0, 2, 0xff, 0xff, 0, 0, 0, 0, 0, 0];
+    let mut b = vec![OFP15, 13, 0, 0, 0, 0, 0, 7];
+    b.extend_from_slice(&[0xff, 0xff, 0xff, 0xff, 0, 16, 0, 0]);
+    b.extend_from_slice(&m);
+    b.extend_from_slice(&act);
+    b.extend_from_slice(&[0xff; 14]);
+    let len = b.len() as u16;
+    b[2..4].copy_from_slice(&len.to_be_bytes());
+    b
+}
+
+#[test]
+fn packet_out15_takes_pipeline_fields_only() {
+    let st = ConnState::default();
+    // OXM in_port = 1.
+    let in_port = [0x80, 0x00, 0x00, 0x04, 0, 0, 0, 1];
+    match decode(&packet_out15(&in_port), st).unwrap().request {
+        Request::PacketOut(p) => assert_eq!(p.in_port, 1),
+        r => panic!("{r:?}"),
+    }
+    // And eth_type = 0x0800: not a pipeline field (as Open vSwitch).
+    let mut more = in_port.to_vec();
+    more.extend_from_slice(&[0x80, 0x00, 0x0a, 0x02, 0x08, 0x00]);
+    assert_eq!(
+        decode(&packet_out15(&more), st).unwrap_err(),
+        BRC_PIPELINE_FIELDS_ONLY
+    );
+    // No in_port.
+    assert_eq!(decode(&packet_out15(&[]), st).unwrap_err(), BRC_BAD_PORT);
+}

@@ -42,6 +42,7 @@ mod flowmod;
 mod notify;
 mod select;
 mod session;
+mod tls;
 
 use crate::control::Control;
 pub use crate::shared::ChannelStats;
@@ -59,6 +60,8 @@ use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TrySendError};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
+pub use tls::TlsFiles;
+use tls::{TlsConn, TlsContext};
 
 /// How often blocked threads look at the stop flag.
 const POLL: Duration = Duration::from_millis(100);
@@ -76,11 +79,20 @@ pub enum ListenSpec {
     Unix(PathBuf),
     /// A TCP port and address.
     Tcp(String),
+    /// A TCP port and address, TLS (`pssl:`).
+    Ssl(String),
 }
 
 impl ListenSpec {
-    /// Parses `punix:PATH` / `ptcp:PORT[:IP]` (as `ovs-vswitchd`).
+    /// Parses `punix:PATH` / `ptcp:PORT[:IP]` / `pssl:PORT[:IP]` (as
+    /// `ovs-vswitchd`).
     pub fn parse(s: &str) -> Result<ListenSpec, String> {
+        if let Some(rest) = s.strip_prefix("pssl:") {
+            return match ListenSpec::parse(&format!("ptcp:{rest}")) {
+                Ok(ListenSpec::Tcp(a)) => Ok(ListenSpec::Ssl(a)),
+                _ => Err(format!("'{s}': expected pssl:PORT[:IP]")),
+            };
+        }
         if let Some(p) = s.strip_prefix("punix:") {
             if p.is_empty() {
                 return Err(format!("'{s}': punix: needs a path"));
@@ -103,7 +115,7 @@ impl ListenSpec {
             return Ok(ListenSpec::Tcp(addr));
         }
         Err(format!(
-            "'{s}': expected punix:PATH or ptcp:PORT[:IP] (ssl is not supported yet)"
+            "'{s}': expected punix:PATH, ptcp:PORT[:IP] or pssl:PORT[:IP]"
         ))
     }
 }
@@ -115,12 +127,21 @@ pub enum ControllerSpec {
     Tcp(String),
     /// Unix socket path.
     Unix(PathBuf),
+    /// TLS over TCP (`IP:PORT`).
+    Ssl(String),
 }
 
 impl ControllerSpec {
-    /// Parses `tcp:IP:PORT` / `unix:PATH` (as `ovs-vsctl set-controller`;
-    /// the port defaults to 6653).
+    /// Parses `tcp:IP:PORT` / `ssl:IP:PORT` / `unix:PATH` (as `ovs-vsctl
+    /// set-controller`; the port defaults to 6653).
     pub fn parse(s: &str) -> Result<ControllerSpec, String> {
+        if let Some(rest) = s.strip_prefix("ssl:") {
+            return match ControllerSpec::parse(&format!("tcp:{rest}")) {
+                Ok(ControllerSpec::Tcp(a)) => Ok(ControllerSpec::Ssl(a)),
+                Err(e) => Err(e.replacen("tcp:", "ssl:", 1)),
+                Ok(_) => Err(format!("'{s}': expected ssl:IP[:PORT]")),
+            };
+        }
         if let Some(p) = s.strip_prefix("unix:") {
             if p.is_empty() {
                 return Err(format!("'{s}': unix: needs a path"));
@@ -144,7 +165,7 @@ impl ControllerSpec {
             ));
         }
         Err(format!(
-            "'{s}': expected tcp:IP[:PORT] or unix:PATH (ssl is not supported yet)"
+            "'{s}': expected tcp:IP[:PORT], ssl:IP[:PORT] or unix:PATH"
         ))
     }
 }
@@ -175,6 +196,8 @@ pub struct ChannelConfig {
     /// gets a copy of every message to and from the controllers
     /// (`ovs-ofctl snoop`).
     pub snoop: Option<PathBuf>,
+    /// Key, certificate and CA certificate for `ssl:` and `pssl:`.
+    pub tls: TlsFiles,
 }
 
 impl Default for ChannelConfig {
@@ -189,6 +212,7 @@ impl Default for ChannelConfig {
             max_backoff_s: 8,
             probe_s: 5,
             snoop: None,
+            tls: TlsFiles::default(),
         }
     }
 }
@@ -341,6 +365,7 @@ impl OfServer {
             dirty_cv: Condvar::new(),
             snoops: Mutex::new(Vec::new()),
         });
+        let tls = cfg.tls_context()?;
         let mut me = OfServer {
             threads: Vec::new(),
             unix_paths: Vec::new(),
@@ -362,6 +387,17 @@ impl OfServer {
                         accept_loop(&reg, || l.accept().map(|(s, _)| Conn::Tcp(s)))
                     })?);
                 }
+                ListenSpec::Ssl(a) => {
+                    let l = TcpListener::bind(a).map_err(|e| format!("pssl {a}: {e}"))?;
+                    l.set_nonblocking(true).map_err(|e| e.to_string())?;
+                    let ctx = tls.clone().ok_or("pssl: no TLS settings")?;
+                    me.threads.push(spawn("of-accept", move || {
+                        accept_loop(&reg, || {
+                            let (s, _) = l.accept()?;
+                            TlsConn::server(s, &ctx).map(Conn::Tls)
+                        })
+                    })?);
+                }
             }
         }
         if let Some(p) = &cfg.snoop {
@@ -373,8 +409,10 @@ impl OfServer {
         for target in &cfg.controllers {
             let reg = reg.clone();
             let target = target.clone();
-            me.threads
-                .push(spawn("of-connect", move || connect_loop(&reg, &target))?);
+            let tls = tls.clone();
+            me.threads.push(spawn("of-connect", move || {
+                connect_loop(&reg, &target, tls.as_deref())
+            })?);
         }
         let r2 = reg.clone();
         me.threads
@@ -494,6 +532,7 @@ fn spawn(name: &str, f: impl FnOnce() + Send + 'static) -> Result<JoinHandle<()>
 pub(crate) enum Conn {
     Unix(UnixStream),
     Tcp(TcpStream),
+    Tls(TlsConn),
 }
 
 impl Conn {
@@ -510,6 +549,7 @@ impl Conn {
                 s.set_read_timeout(Some(POLL))?;
                 s.set_write_timeout(Some(Duration::from_secs(10)))
             }
+            Conn::Tls(t) => Conn::Tcp(t.socket().try_clone()?).prepare(),
         }
     }
 
@@ -517,6 +557,7 @@ impl Conn {
         Ok(match self {
             Conn::Unix(s) => Conn::Unix(s.try_clone()?),
             Conn::Tcp(s) => Conn::Tcp(s.try_clone()?),
+            Conn::Tls(t) => Conn::Tls(t.try_clone()?),
         })
     }
 
@@ -524,6 +565,10 @@ impl Conn {
         let _ = match self {
             Conn::Unix(s) => s.shutdown(std::net::Shutdown::Both),
             Conn::Tcp(s) => s.shutdown(std::net::Shutdown::Both),
+            Conn::Tls(t) => {
+                t.shutdown();
+                Ok(())
+            }
         };
     }
 }
@@ -533,6 +578,7 @@ impl Read for Conn {
         match self {
             Conn::Unix(s) => s.read(b),
             Conn::Tcp(s) => s.read(b),
+            Conn::Tls(t) => t.read(b),
         }
     }
 }
@@ -542,6 +588,7 @@ impl Write for Conn {
         match self {
             Conn::Unix(s) => s.write(b),
             Conn::Tcp(s) => s.write(b),
+            Conn::Tls(t) => t.write(b),
         }
     }
     fn flush(&mut self) -> std::io::Result<()> {
@@ -550,8 +597,20 @@ impl Write for Conn {
 }
 
 /// Runs one connection to its end: a writer thread, the reader here.
-fn serve(reg: &Arc<Registry>, c: Conn, primary: bool) {
-    if c.prepare().is_err() {
+fn serve(reg: &Arc<Registry>, mut c: Conn, primary: bool) {
+    // A TLS peer's certificate is checked in the handshake, on the
+    // connection's own thread.
+    let ready = c.prepare().and_then(|()| match &mut c {
+        Conn::Tls(t) => t.handshake(Duration::from_secs(10), || {
+            reg.sh.stop.load(Ordering::Relaxed)
+        }),
+        _ => Ok(()),
+    });
+    if let Err(e) = ready {
+        if let (Conn::Tls(t), false) = (&c, reg.sh.stop.load(Ordering::Relaxed)) {
+            reg.stats.errors.fetch_add(1, Ordering::Relaxed);
+            eprintln!("flowpath: openflow: TLS with {} failed: {e}", t.peer());
+        }
         return;
     }
     let Ok(mut w) = c.try_clone() else {
@@ -617,7 +676,7 @@ fn accept_loop(reg: &Arc<Registry>, accept: impl Fn() -> std::io::Result<Conn>) 
 /// Connects to a controller, serves the connection, and reconnects with
 /// exponential back-off (1 s doubling to `max_backoff`) until the switch
 /// stops.
-fn connect_loop(reg: &Arc<Registry>, target: &ControllerSpec) {
+fn connect_loop(reg: &Arc<Registry>, target: &ControllerSpec, tls: Option<&TlsContext>) {
     let mut backoff = Duration::from_secs(1);
     let max = Duration::from_secs(reg.cfg.max_backoff_s.max(1));
     while !reg.sh.stop.load(Ordering::Relaxed) {
@@ -628,6 +687,15 @@ fn connect_loop(reg: &Arc<Registry>, target: &ControllerSpec) {
                 .and_then(|sa| TcpStream::connect_timeout(&sa, Duration::from_secs(2)).ok())
                 .map(Conn::Tcp),
             ControllerSpec::Unix(p) => UnixStream::connect(p).ok().map(Conn::Unix),
+            ControllerSpec::Ssl(a) => {
+                a.parse::<std::net::SocketAddr>()
+                    .ok()
+                    .zip(tls)
+                    .and_then(|(sa, ctx)| {
+                        let s = TcpStream::connect_timeout(&sa, Duration::from_secs(2)).ok()?;
+                        TlsConn::client(s, ctx, sa.ip()).ok().map(Conn::Tls)
+                    })
+            }
         };
         if let Some(c) = c {
             backoff = Duration::from_secs(1);
@@ -777,6 +845,16 @@ mod tests {
             ListenSpec::parse("punix:/tmp/x.sock").unwrap(),
             ListenSpec::Unix("/tmp/x.sock".into())
         );
+        assert_eq!(
+            ListenSpec::parse("pssl:6653:127.0.0.1").unwrap(),
+            ListenSpec::Ssl("127.0.0.1:6653".into())
+        );
+        assert_eq!(
+            ControllerSpec::parse("ssl:10.0.0.1").unwrap(),
+            ControllerSpec::Ssl("10.0.0.1:6653".into())
+        );
+        assert!(ListenSpec::parse("pssl:x").is_err());
+        assert!(ControllerSpec::parse("ssl:nohost:1").is_err());
         assert!(ListenSpec::parse("tcp:1").is_err());
         assert!(ListenSpec::parse("ptcp:x").is_err());
     }

@@ -1,0 +1,257 @@
+//! Helpers of the OpenFlow tests that run `flowpath switch` against real
+//! controllers, as root: three network namespaces `{tag}h1..3`
+//! (10.77.0.1..3/24) on veths `{tag}v1..3` that are the switch's afpacket
+//! ports, a run directory, and the processes started, killed by PID (and
+//! the namespaces and veths removed) when the topology is dropped, even
+//! when a test fails.
+
+// Each test binary uses its own part of these helpers.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+/// The `flowpath` binary.
+pub const BIN: &str = env!("CARGO_BIN_EXE_flowpath");
+
+/// Runs a shell command.
+pub fn sh(cmd: &str) -> Output {
+    Command::new("sh").arg("-c").arg(cmd).output().unwrap()
+}
+
+/// Whether the test can run: root and `tools` on PATH. Without them the
+/// test says it is skipped (and fails under CI, which has both).
+pub fn can_run(test: &str, tools: &[&str]) -> bool {
+    let root = sh("id -u").stdout.starts_with(b"0");
+    let have = tools
+        .iter()
+        .all(|t| sh(&format!("command -v {t}")).status.success());
+    if root && have {
+        return true;
+    }
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "{test}: needs root and {}",
+        tools.join(", ")
+    );
+    eprintln!("{test}: skipped (needs root and {})", tools.join(", "));
+    false
+}
+
+/// Waits (at most `limit`) until `ok` holds; whether it did.
+pub fn wait_until(limit: Duration, mut ok: impl FnMut() -> bool) -> bool {
+    let t0 = Instant::now();
+    loop {
+        if ok() {
+            return true;
+        }
+        if t0.elapsed() > limit {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// The namespaces, the run directory and the processes started.
+pub struct Topo {
+    /// Prefix of the namespaces' and veths' names.
+    pub tag: String,
+    /// The run directory (the switch's control and br0.mgmt sockets).
+    pub dir: PathBuf,
+    /// The processes started (killed by PID on drop).
+    pub kids: Vec<Child>,
+    /// Whether namespaces were made.
+    netns: bool,
+}
+
+impl Topo {
+    /// A run directory and three namespaces on veths.
+    pub fn new(name: &str) -> Topo {
+        let mut t = Topo::bare(name);
+        t.netns = true;
+        for i in 1..=3 {
+            let (n, v, p) = (t.ns(i), t.veth(i), format!("{}p{i}", t.tag));
+            for c in [
+                format!("ip netns add {n}"),
+                format!("ip link add {v} type veth peer name {p}"),
+                format!("ip link set {p} netns {n}"),
+                format!("ip -n {n} addr add 10.77.0.{i}/24 dev {p}"),
+                format!("ip -n {n} link set {p} up"),
+                format!("ip -n {n} link set lo up"),
+                format!("ip link set {v} up"),
+            ] {
+                let o = sh(&c);
+                assert!(
+                    o.status.success(),
+                    "{c}: {}",
+                    String::from_utf8_lossy(&o.stderr)
+                );
+            }
+        }
+        t
+    }
+
+    /// A run directory only (no namespaces).
+    pub fn bare(name: &str) -> Topo {
+        let tag = format!("fo{}{}", name, std::process::id() % 10000);
+        let dir = std::env::temp_dir().join(&tag);
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        Topo {
+            tag,
+            dir,
+            kids: Vec::new(),
+            netns: false,
+        }
+    }
+
+    /// Namespace `i`.
+    pub fn ns(&self, i: u32) -> String {
+        format!("{}h{i}", self.tag)
+    }
+
+    /// The switch side of namespace `i`'s veth.
+    pub fn veth(&self, i: u32) -> String {
+        format!("{}v{i}", self.tag)
+    }
+
+    /// Starts a process (output to `log` in the run directory); its index
+    /// in `kids`.
+    pub fn start(&mut self, mut cmd: Command, log: &str) -> usize {
+        let out = std::fs::File::create(self.dir.join(log)).unwrap();
+        let err = out.try_clone().unwrap();
+        let c = cmd
+            .stdin(Stdio::null())
+            .stdout(out)
+            .stderr(err)
+            .spawn()
+            .unwrap();
+        self.kids.push(c);
+        self.kids.len() - 1
+    }
+
+    /// What a process started with `start` wrote.
+    pub fn log(&self, log: &str) -> String {
+        std::fs::read_to_string(self.dir.join(log)).unwrap_or_default()
+    }
+
+    /// Kills process `i` (by PID) and waits for it.
+    pub fn kill(&mut self, i: usize) {
+        let _ = self.kids[i].kill();
+        let _ = self.kids[i].wait();
+    }
+
+    /// `ovs-testcontroller -O PROTO [ARGS] TARGET`.
+    pub fn testcontroller(&mut self, proto: &str, args: &[&str], target: &str) -> usize {
+        let mut c = Command::new("ovs-testcontroller");
+        c.args(["-O", proto])
+            .arg(format!("--unixctl={}", self.dir.join("ct.ctl").display()))
+            .args(args)
+            .arg(target);
+        self.start(c, "testcontroller.log")
+    }
+
+    /// `flowpath switch` with no flows, the three namespaces' veths as
+    /// ports (or one `null` port without namespaces) and `args`; waits
+    /// for its OpenFlow socket.
+    pub fn switch(&mut self, args: &[String]) -> usize {
+        let rules = self.dir.join("none.flows");
+        std::fs::write(&rules, "").unwrap();
+        let mut cmd = Command::new(BIN);
+        cmd.arg("switch").arg("--rules").arg(&rules);
+        if self.netns {
+            for i in 1..=3 {
+                cmd.arg("--port")
+                    .arg(format!("{i}=afpacket:{}", self.veth(i)));
+            }
+        } else {
+            cmd.arg("--port").arg("1=null");
+        }
+        cmd.arg("--ctl")
+            .arg(self.dir.join("flowpath.ctl"))
+            .args(args);
+        let k = self.start(cmd, "switch.log");
+        let mgmt = self.dir.join("br0.mgmt");
+        assert!(
+            wait_until(Duration::from_secs(10), || mgmt.exists()),
+            "switch did not start: {}",
+            self.log("switch.log")
+        );
+        k
+    }
+
+    /// The switch with `--controller TARGET --fail-mode MODE` and `args`.
+    pub fn switch_controlled(&mut self, target: &str, fail_mode: &str, args: &[String]) -> usize {
+        let mut all = vec![
+            "--controller".to_string(),
+            target.to_string(),
+            "--fail-mode".into(),
+            fail_mode.into(),
+        ];
+        all.extend_from_slice(args);
+        self.switch(&all)
+    }
+
+    /// Two pings from namespace `from` to namespace `to`.
+    pub fn ping(&self, from: u32, to: u32) -> bool {
+        sh(&format!(
+            "ip netns exec {} ping -c 2 -i 0.2 -W 2 10.77.0.{to}",
+            self.ns(from)
+        ))
+        .status
+        .success()
+    }
+
+    /// `ovs-ofctl ARGS` with OVS_RUNDIR the run directory (must succeed).
+    pub fn ofctl(&self, args: &str) -> String {
+        let o = self.ofctl_output(args);
+        assert!(
+            o.status.success(),
+            "ovs-ofctl {args}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    }
+
+    /// `ovs-ofctl ARGS` with OVS_RUNDIR the run directory (bounded: 20 s).
+    pub fn ofctl_output(&self, args: &str) -> Output {
+        Command::new("sh")
+            .arg("-c")
+            .arg(format!("timeout 20 ovs-ofctl {args}"))
+            .env("OVS_RUNDIR", &self.dir)
+            .output()
+            .unwrap()
+    }
+
+    /// A path in the run directory.
+    pub fn path(&self, name: &str) -> PathBuf {
+        self.dir.join(name)
+    }
+}
+
+impl Drop for Topo {
+    fn drop(&mut self) {
+        for k in self.kids.iter_mut() {
+            let _ = k.kill();
+            let _ = k.wait();
+        }
+        if self.netns {
+            for i in 1..=3 {
+                let _ = sh(&format!("ip netns del {}", self.ns(i)));
+                let _ = sh(&format!("ip link del {}", self.veth(i)));
+            }
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Whether something listens on TCP `port` of 127.0.0.1.
+pub fn listening(port: u16) -> bool {
+    std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
+}
+
+/// A file's path as a string (for command lines).
+pub fn s(p: &Path) -> String {
+    p.display().to_string()
+}
