@@ -448,8 +448,10 @@ pub fn put_actions(w: &mut Writer, actions: &[Action], cx: Ctx<'_>) -> Result<()
                 w.u32(id);
                 end(w, s);
             }
-            Action::Learn(_) => {
-                return Err("learn(...) is not carried over OpenFlow by flowpath yet".into())
+            Action::Learn(id) => {
+                let l = flowpath_ofproto::learn::get(id)
+                    .ok_or_else(|| format!("learn #{id} is not registered"))?;
+                super::learn::put_learn(w, &l)?;
             }
             Action::CheckPktLarger { len, dst } => {
                 let s = nx_start(w, NXAST_CHECK_PKT_LARGER);

@@ -163,9 +163,14 @@ pub enum Request {
     },
     PortDesc,
     QueueStats,
-    GroupStats,
-    GroupDesc,
+    GroupStats {
+        group_id: u32,
+    },
+    GroupDesc {
+        group_id: u32,
+    },
     GroupFeatures,
+    GroupMod(GroupMod),
     MeterStats,
     SetFlowFormat(u32),
     FlowModTableId(bool),
@@ -543,8 +548,16 @@ fn decode_stats(r: &mut Reader<'_>, version: u8) -> Result<Request, OfError> {
             Request::PortStats { port: p }
         }
         ST_QUEUE => Request::QueueStats,
-        MP_GROUP if version != OFP10 => Request::GroupStats,
-        MP_GROUP_DESC if version != OFP10 => Request::GroupDesc,
+        MP_GROUP if version != OFP10 => Request::GroupStats {
+            group_id: group::pull_group_id(r),
+        },
+        MP_GROUP_DESC if version != OFP10 => Request::GroupDesc {
+            group_id: if version >= OFP15 {
+                group::pull_group_id(r)
+            } else {
+                group::OFPG_ALL
+            },
+        },
         MP_GROUP_FEATURES if version != OFP10 => Request::GroupFeatures,
         MP_METER | MP_METER_CONFIG | MP_METER_FEATURES if version != OFP10 => Request::MeterStats,
         MP_TABLE_FEATURES if version != OFP10 => Request::TableFeatures,
@@ -686,6 +699,7 @@ pub fn decode(buf: &[u8], st: ConnState) -> Result<Decoded, OfError> {
         MsgType::FlowMod if v == OFP10 => Request::FlowMod(decode_flow_mod_of10(&mut r, st)?),
         MsgType::FlowMod => Request::FlowMod(decode_flow_mod_of11(&mut r, v)?),
         MsgType::PacketOut => Request::PacketOut(decode_packet_out(&mut r, v)?),
+        MsgType::GroupMod if v != OFP10 => Request::GroupMod(group::decode_group_mod(&mut r, v)?),
         MsgType::StatsRequest => decode_stats(&mut r, v)?,
         MsgType::Vendor => decode_vendor(&mut r, st)?,
         MsgType::RoleRequest => {
@@ -711,6 +725,8 @@ pub fn decode(buf: &[u8], st: ConnState) -> Result<Decoded, OfError> {
 
 mod encode;
 pub use encode::*;
+mod group;
+pub use group::*;
 
 #[cfg(test)]
 mod tests;

@@ -18,6 +18,9 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
 
+#[path = "groups.rs"]
+mod groups;
+
 /// One connection's state.
 pub(super) struct Session {
     sh: Arc<Shared>,
@@ -283,13 +286,21 @@ impl Session {
             Request::QueueStats => {
                 Ok(msg::StatsReply::new(v, xid, msg::stats::QUEUE, None).finish())
             }
-            Request::GroupStats => {
-                Ok(msg::StatsReply::new(v, xid, msg::stats::GROUP, None).finish())
+            Request::GroupStats { group_id } => {
+                self.flush();
+                Ok(self.group_stats(xid, group_id))
             }
-            Request::GroupDesc => {
-                Ok(msg::StatsReply::new(v, xid, msg::stats::GROUP_DESC, None).finish())
+            Request::GroupDesc { group_id } => {
+                self.flush();
+                self.group_desc(xid, group_id)
             }
-            Request::GroupFeatures | Request::MeterStats => Err(ofe::BRC_BAD_STAT),
+            Request::GroupFeatures => Ok(self.group_features(xid)),
+            Request::GroupMod(gm) => {
+                let r = self.group_mod(gm).map(|_| Vec::new());
+                self.flush();
+                r
+            }
+            Request::MeterStats => Err(ofe::BRC_BAD_STAT),
             Request::SetFlowFormat(f) => {
                 if f == 0 || f == 2 {
                     Ok(Vec::new())
