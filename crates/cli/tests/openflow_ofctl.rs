@@ -8,9 +8,13 @@
 //! --no-stats` back must print the same flows (table, priority and match,
 //! cookie, timeouts, flags, actions). The flows are the golden rule sets
 //! recorded against Open vSwitch 3.1 (crates/ofproto/tests/data), so
-//! every field and action flowpath implements crosses the wire both ways.
-//! Also: modify and delete (strict and not, cookie masks, out_port),
-//! errors that keep the connection, and many clients at once.
+//! every field and action flowpath implements crosses the wire both ways
+//! (`learn` included; the sets with groups add them with `add-groups`
+//! first, in OpenFlow 1.3 and 1.5). Also: modify and delete (strict and
+//! not, cookie masks, out_port), groups (add, modify, delete with the
+//! flows that send to them, OpenFlow 1.5's insert and remove buckets,
+//! descriptions, statistics, features, errors), errors that keep the
+//! connection, and many clients at once.
 //!
 //! Needs `ovs-ofctl` (package openvswitch-common, installed by CI). Without
 //! it the tests say so and pass, except under CI, where they fail.
@@ -101,10 +105,12 @@ fn ofctl_ok(sw: &Sw, args: &[&str]) -> String {
     out
 }
 
-/// The golden rule sets the recording used (the same selection as
-/// tools/ofctl-record.py: the first 8 of each file without groups or
-/// learn), by "FILE:LINE".
-fn rule_sets() -> BTreeMap<String, Vec<String>> {
+/// A golden rule set: its flows and its groups.
+type RuleSetText = (Vec<String>, Vec<String>);
+
+/// Every golden rule set (the recording names those it used), by
+/// "FILE:LINE".
+fn rule_sets() -> BTreeMap<String, RuleSetText> {
     let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("../ofproto/tests/data");
     let mut out = BTreeMap::new();
     for e in std::fs::read_dir(&data).unwrap() {
@@ -115,13 +121,15 @@ fn rule_sets() -> BTreeMap<String, Vec<String>> {
         }
         for (i, line) in std::fs::read_to_string(&p).unwrap().lines().enumerate() {
             let v: serde_json::Value = serde_json::from_str(line).unwrap();
-            let rules = v["rules"].as_array().unwrap();
+            let texts = |key: &str| -> Vec<String> {
+                v[key]
+                    .as_array()
+                    .map(|a| a.iter().map(|r| r.as_str().unwrap().to_string()).collect())
+                    .unwrap_or_default()
+            };
             out.insert(
                 format!("{name}:{}", i + 1),
-                rules
-                    .iter()
-                    .map(|r| r.as_str().unwrap().to_string())
-                    .collect(),
+                (texts("rules"), texts("groups")),
             );
         }
     }
@@ -152,6 +160,9 @@ fn error_name(stderr: &str) -> String {
         .to_string()
 }
 
+/// Output lines as the recorder keeps them: flow dumps sorted; group
+/// dumps without durations, the groups sorted (Open vSwitch lists them in
+/// hash order); xids dropped.
 fn norm(cmd: &[String], out: &str) -> Vec<String> {
     let lines = out
         .lines()
@@ -165,7 +176,7 @@ fn norm(cmd: &[String], out: &str) -> Vec<String> {
         v.sort();
         return v;
     }
-    lines
+    let mut v: Vec<String> = lines
         .map(|l| match l.find(" (xid=0x") {
             Some(i) => {
                 let end = l[i..].find(')').map_or(l.len(), |j| i + j + 1);
@@ -173,7 +184,29 @@ fn norm(cmd: &[String], out: &str) -> Vec<String> {
             }
             None => l.to_string(),
         })
-        .collect()
+        .map(|l| drop_duration(&l))
+        .collect();
+    if cmd[0] == "dump-groups" || cmd[0] == "dump-group-stats" {
+        if let Some(rest) = v.get_mut(1..) {
+            rest.sort();
+        }
+    }
+    v
+}
+
+/// `l` without its `duration=N.Ns,` (group statistics).
+fn drop_duration(l: &str) -> String {
+    let Some(i) = l.find("duration=") else {
+        return l.to_string();
+    };
+    let tail = &l[i + "duration=".len()..];
+    let n = tail
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(tail.len());
+    match tail[n..].strip_prefix("s,") {
+        Some(rest) if n > 0 => format!("{}{rest}", &l[..i]),
+        _ => l.to_string(),
+    }
 }
 
 #[test]
@@ -183,18 +216,33 @@ fn golden_rule_sets_load_and_dump_as_in_open_vswitch() {
     }
     let sw = start("golden");
     let file = sw.dir.join("set.flows");
+    let gfile = sw.dir.join("set.groups");
+    let g = gfile.to_str().unwrap();
     let sets = rule_sets();
     let (mut compared, mut refused) = (0, 0);
+    let (mut with_groups, mut with_learn) = (0, 0);
     for rec in recorded().iter().filter(|r| r.get("set").is_some()) {
         let name = rec["set"].as_str().unwrap();
         let ver = rec["version"].as_str().unwrap();
-        let rules = &sets[name];
+        let (rules, groups) = &sets[name];
         std::fs::write(&file, rules.join("\n") + "\n").unwrap();
+        std::fs::write(&gfile, groups.join("\n") + "\n").unwrap();
         let f = file.to_str().unwrap();
         ofctl_ok(&sw, &["-O", ver, "del-flows", "br0"]);
-        let (ok, _, err) = ofctl(&sw, &["-O", ver, "add-flows", "br0", f]);
+        ofctl_ok(&sw, &["-O", "OpenFlow13", "del-groups", "br0"]);
+        let (mut ok, mut err) = (true, String::new());
+        if !groups.is_empty() {
+            (ok, _, err) = ofctl(&sw, &["-O", ver, "add-groups", "br0", g]);
+        }
+        if ok {
+            (ok, _, err) = ofctl(&sw, &["-O", ver, "add-flows", "br0", f]);
+        }
         let want_ok = rec["ok"].as_bool().unwrap();
-        let ctx = format!("{name} {ver}:\n{}", rules.join("\n"));
+        let ctx = format!(
+            "{name} {ver}:\n{}\n{}",
+            groups.join("\n"),
+            rules.join("\n")
+        );
         assert_eq!(ok, want_ok, "{ctx}\nflowpath said: {err}");
         if !ok {
             assert_eq!(
@@ -215,9 +263,12 @@ fn golden_rule_sets_load_and_dump_as_in_open_vswitch() {
             "{ctx}\nflowpath only: {only_got:#?}\nOpen vSwitch only: {only_want:#?}"
         );
         compared += 1;
+        with_groups += usize::from(!groups.is_empty());
+        with_learn += usize::from(rules.iter().any(|r| r.contains("learn(")));
     }
-    eprintln!("{compared} rule sets dumped as Open vSwitch dumps them, {refused} refused as it refuses them");
-    assert!(compared > 250, "{compared}");
+    eprintln!("{compared} rule sets dumped as Open vSwitch dumps them ({with_groups} with groups, {with_learn} with learn), {refused} refused as it refuses them");
+    assert!(compared > 300, "{compared}");
+    assert!(with_groups >= 20 && with_learn >= 20, "{with_groups} {with_learn}");
 }
 
 #[test]
@@ -227,11 +278,13 @@ fn command_sequences_answer_as_open_vswitch() {
     }
     let sw = start("scen");
     let mm = sw.dir.join("mm.flows");
+    let groups = sw.dir.join("scen.groups");
     let mut n = 0;
     for rec in recorded().iter().filter(|r| r.get("scenario").is_some()) {
         let scen = rec["scenario"].as_str().unwrap();
         let ver = rec["version"].as_str().unwrap();
         std::fs::write(&mm, rec["mm"].as_str().unwrap()).unwrap();
+        std::fs::write(&groups, rec["groups"].as_str().unwrap_or("")).unwrap();
         for step in rec["steps"].as_array().unwrap() {
             let cmd: Vec<String> = serde_json::from_value(step["cmd"].clone()).unwrap();
             let args: Vec<String> = cmd
@@ -239,6 +292,8 @@ fn command_sequences_answer_as_open_vswitch() {
                 .map(|a| {
                     if a == "@mm" {
                         mm.to_string_lossy().into_owned()
+                    } else if a == "@groups" {
+                        groups.to_string_lossy().into_owned()
                     } else {
                         a.clone()
                     }

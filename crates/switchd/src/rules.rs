@@ -124,6 +124,21 @@ impl RuleSet {
         Ok(())
     }
 
+    /// Installs the group table as OpenFlow's group_mod does (all or
+    /// nothing): every rule must send only to groups among `groups`, but a
+    /// bucket may send to a group that does not exist (yet); translation
+    /// drops there, as OVS.
+    pub fn set_groups_chained(
+        &mut self,
+        groups: Vec<flowpath_ofproto::group::Group>,
+    ) -> Result<(), String> {
+        let rules: Vec<Rule> = self.rules.iter().map(|r| r.rule.clone()).collect();
+        check_rule_refs(&rules, &groups)?;
+        self.groups = groups;
+        self.version += 1;
+        Ok(())
+    }
+
     /// Sets how IP fragments are looked up (OVS's `set-frags`).
     pub fn set_frag_mode(&mut self, mode: FragMode) {
         if mode != self.frag_mode {
@@ -153,9 +168,10 @@ impl RuleSet {
         &self.groups
     }
 
-    /// Fails if `rules` send to a group this rule set does not have.
+    /// Fails if `rules` send to a group this rule set does not have
+    /// (the groups' own buckets are not checked here).
     pub fn check_groups(&self, rules: &[Rule]) -> Result<(), String> {
-        flowpath_ofproto::group::check_refs(rules, &self.groups)
+        check_rule_refs(rules, &self.groups)
     }
 
     /// The rules, in installation order.
@@ -474,6 +490,19 @@ impl Selector {
         let m = &self.matching;
         m.mask.is_subset_of(&r.matching.mask) && r.matching.key.eq_masked(&m.key, &m.mask)
     }
+}
+
+/// Fails if `rules` send to a group not among `groups` (whose buckets
+/// may send anywhere).
+fn check_rule_refs(rules: &[Rule], groups: &[flowpath_ofproto::group::Group]) -> Result<(), String> {
+    let heads: Vec<flowpath_ofproto::group::Group> = groups
+        .iter()
+        .map(|g| flowpath_ofproto::group::Group {
+            buckets: Vec::new(),
+            ..g.clone()
+        })
+        .collect();
+    flowpath_ofproto::group::check_refs(rules, &heads)
 }
 
 /// Parses one rule given on the command line (`add-flow`).

@@ -11,10 +11,9 @@
 //!   `OFPGMFC_BUCKET_EXISTS`);
 //! - delete: the group (every group for `OFPG_ALL`; an unknown one is no
 //!   error) and, as Open vSwitch, every flow that sends to it;
-//! - flowpath differs in one respect: a bucket may only send to a group
-//!   that exists (`OFPBAC_BAD_OUT_GROUP`), and a group another group's
-//!   bucket sends to cannot be deleted (`OFPGMFC_CHAINED_GROUP`); Open
-//!   vSwitch accepts both and drops at the dangling reference.
+//! - a bucket may send to a group that does not exist (yet), and a group
+//!   other groups' buckets send to may be deleted: translation drops at
+//!   the missing group, as Open vSwitch.
 //!
 //! Every change is all or nothing and reaches the PMDs as flow changes
 //! do. Group statistics carry each group's reference count (the flows
@@ -98,12 +97,6 @@ impl Session {
                     existing.map(|_| vec![id]).unwrap_or_default()
                 };
                 groups.retain(|g| !deleted.contains(&g.id));
-                if groups
-                    .iter()
-                    .any(|g| g.buckets.iter().any(|b| sends_to(&b.actions, &deleted)))
-                {
-                    return Err(ofe::GMFC_CHAINED_GROUP);
-                }
             }
             GroupCommand::Add | GroupCommand::Modify | GroupCommand::AddOrModify => {
                 if id > OFPG_MAX {
@@ -142,7 +135,7 @@ impl Session {
             st.rules.delete_where(|r| rule_sends_to(r, &deleted));
         }
         st.rules
-            .set_groups(groups)
+            .set_groups_chained(groups)
             .map_err(|_| ofe::BAC_BAD_OUT_GROUP)?;
         drop(st);
         if !deleted.is_empty() {
