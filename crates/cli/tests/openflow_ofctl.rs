@@ -238,11 +238,7 @@ fn golden_rule_sets_load_and_dump_as_in_open_vswitch() {
             (ok, _, err) = ofctl(&sw, &["-O", ver, "add-flows", "br0", f]);
         }
         let want_ok = rec["ok"].as_bool().unwrap();
-        let ctx = format!(
-            "{name} {ver}:\n{}\n{}",
-            groups.join("\n"),
-            rules.join("\n")
-        );
+        let ctx = format!("{name} {ver}:\n{}\n{}", groups.join("\n"), rules.join("\n"));
         assert_eq!(ok, want_ok, "{ctx}\nflowpath said: {err}");
         if !ok {
             assert_eq!(
@@ -268,7 +264,10 @@ fn golden_rule_sets_load_and_dump_as_in_open_vswitch() {
     }
     eprintln!("{compared} rule sets dumped as Open vSwitch dumps them ({with_groups} with groups, {with_learn} with learn), {refused} refused as it refuses them");
     assert!(compared > 300, "{compared}");
-    assert!(with_groups >= 20 && with_learn >= 20, "{with_groups} {with_learn}");
+    assert!(
+        with_groups >= 20 && with_learn >= 20,
+        "{with_groups} {with_learn}"
+    );
 }
 
 #[test]

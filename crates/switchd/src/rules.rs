@@ -494,7 +494,10 @@ impl Selector {
 
 /// Fails if `rules` send to a group not among `groups` (whose buckets
 /// may send anywhere).
-fn check_rule_refs(rules: &[Rule], groups: &[flowpath_ofproto::group::Group]) -> Result<(), String> {
+fn check_rule_refs(
+    rules: &[Rule],
+    groups: &[flowpath_ofproto::group::Group],
+) -> Result<(), String> {
     let heads: Vec<flowpath_ofproto::group::Group> = groups
         .iter()
         .map(|g| flowpath_ofproto::group::Group {

@@ -288,9 +288,7 @@ pub fn decode_group_mod(r: &mut Reader<'_>, version: u8) -> Result<GroupMod, OfE
     let mut selection: Option<Selection> = None;
     for (t, body) in props {
         let exp = Reader::new(body).u32().unwrap_or(0);
-        let exp_type = Reader::new(body.get(4..).unwrap_or(&[]))
-            .u32()
-            .unwrap_or(0);
+        let exp_type = Reader::new(body.get(4..).unwrap_or(&[])).u32().unwrap_or(0);
         if t == 0xffff
             && (exp == NTR_VENDOR_ID || exp == NTR_COMPAT_VENDOR_ID)
             && exp_type == NTRT_SELECTION_METHOD
@@ -425,7 +423,10 @@ pub fn group_desc_entry(version: u8, g: &Group) -> Result<Vec<u8>, String> {
                 w.pad8_from(ps);
             };
             if g.kind == GroupType::Select {
-                prop(&mut w, 0, &b.weight.to_be_bytes());
+                // A 16-bit property is 8 bytes long (OpenFlow's rule, as
+                // Open vSwitch writes it).
+                let [hi, lo] = b.weight.to_be_bytes();
+                prop(&mut w, 0, &[hi, lo, 0, 0]);
             }
             if let Some(p) = b.watch_port {
                 prop(&mut w, 1, &port::to_of11(p).to_be_bytes());

@@ -730,3 +730,5 @@ pub use group::*;
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_groups;
