@@ -535,7 +535,7 @@ impl Session {
                 None => msg::FlowCounters::default(),
             };
             // A flow the dialect cannot express (an OpenFlow 1.0 fixed
-            // match with registers, learn(...)) is left out of this reply
+            // match with registers) is left out of this reply
             // (Open vSwitch sends a lossy form).
             if let Ok(e) = msg::flow_stats_entry(v, req.dialect, &rule, &c) {
                 out.push(&e);
