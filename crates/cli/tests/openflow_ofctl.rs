@@ -164,6 +164,8 @@ fn error_name(stderr: &str) -> String {
 /// dumps without durations, the groups sorted (Open vSwitch lists them in
 /// hash order); xids dropped.
 fn norm(cmd: &[String], out: &str) -> Vec<String> {
+    // A step may name its own version (`-O V` first).
+    let cmd = if cmd[0] == "-O" { &cmd[2..] } else { cmd };
     let lines = out
         .lines()
         .map(str::trim_end)

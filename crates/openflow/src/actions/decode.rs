@@ -472,7 +472,10 @@ fn pull_nx(b: &mut Reader<'_>, v: u8, out: &mut Vec<Action>) -> Result<(), OfErr
             let max_len = b.u32()?;
             Action::OutputTrunc { port, max_len }
         }
-        NXAST_GROUP => Action::Group(b.u32()?),
+        NXAST_GROUP => {
+            b.skip(2)?;
+            Action::Group(b.u32()?)
+        }
         NXAST_CLONE => {
             b.skip(6)?;
             let mut inner = Vec::new();

@@ -178,7 +178,9 @@ pub fn put_actions(w: &mut Writer, actions: &[Action], cx: Ctx<'_>) -> Result<()
             }
             Action::Group(g) => {
                 if v == OFP10 {
+                    // Two bytes of padding, then the group (as OVS).
                     let s = nx_start(w, NXAST_GROUP);
+                    w.zeros(2);
                     w.u32(g);
                     end(w, s);
                 } else {

@@ -2,7 +2,9 @@
 //! 1.5's, with bucket ids, bucket properties and Open vSwitch's
 //! selection-method property) decoded into flowpath's
 //! [`Group`], and the GROUP_DESC, GROUP and GROUP_FEATURES replies, laid
-//! out per version as Open vSwitch 3.1 lays them out.
+//! out per version as Open vSwitch 3.1 lays them out. OpenFlow 1.0 has
+//! Open vSwitch's Nicira forms (`NXT_GROUP_MOD`, `NXST_GROUP*`), laid out
+//! as OpenFlow 1.5's with OpenFlow 1.0 actions.
 
 use super::*;
 use flowpath_ofproto::group::{Bucket, DpHashTable, Group, GroupType, SelectField};
@@ -240,26 +242,32 @@ fn pull_selection(body: &[u8], kind: GroupType, command: u16) -> Result<Selectio
     Ok((method.to_string(), param, fields))
 }
 
+/// OpenFlow 1.5's layout (also Open vSwitch's OpenFlow 1.0 extension).
+fn of15_layout(version: u8) -> bool {
+    version == OFP10 || version >= OFP15
+}
+
 fn command_of_group(c: u16, version: u8) -> Result<GroupCommand, OfError> {
     Ok(match c {
         0 => GroupCommand::Add,
         1 => GroupCommand::Modify,
         2 => GroupCommand::Delete,
-        3 if version >= OFP15 => GroupCommand::InsertBucket,
-        5 if version >= OFP15 => GroupCommand::RemoveBucket,
+        3 if of15_layout(version) => GroupCommand::InsertBucket,
+        5 if of15_layout(version) => GroupCommand::RemoveBucket,
         0x8000 => GroupCommand::AddOrModify,
         _ => return Err(GMFC_BAD_COMMAND),
     })
 }
 
-/// Decodes the body of an `OFPT_GROUP_MOD` of `version` (1.1+), checked
-/// as Open vSwitch checks it before looking at the group table.
+/// Decodes the body of an `OFPT_GROUP_MOD` of `version` (or of an
+/// `NXT_GROUP_MOD` after its subtype, `version` 1.0), checked as Open
+/// vSwitch checks it before looking at the group table.
 pub fn decode_group_mod(r: &mut Reader<'_>, version: u8) -> Result<GroupMod, OfError> {
     let cmd = r.u16()?;
     let kind = group_type(r.u8()?);
     r.skip(1)?;
     let id = r.u32()?;
-    let (buckets, props, command_bucket_id) = if version < OFP15 {
+    let (buckets, props, command_bucket_id) = if !of15_layout(version) {
         let buckets = pull_buckets11(r, version)?;
         if version >= OFP13 && cmd == 2 && !buckets.is_empty() {
             return Err(GMFC_INVALID_GROUP);
@@ -381,10 +389,10 @@ fn wire_weight(g: &Group, b: &Bucket) -> u16 {
     }
 }
 
-/// One group's GROUP_DESC entry for `version` (1.1+).
+/// One group's GROUP_DESC (or `NXST_GROUP_DESC`) entry for `version`.
 pub fn group_desc_entry(version: u8, g: &Group) -> Result<Vec<u8>, String> {
     let mut w = Writer::new();
-    if version < OFP15 {
+    if !of15_layout(version) {
         w.u16(0);
         w.u8(type_number(g.kind));
         w.u8(0);
@@ -478,9 +486,9 @@ fn put_selection(
     Ok(())
 }
 
-/// One group's statistics entry (GROUP reply, OpenFlow 1.3+ layout;
-/// 1.1/1.2's lacks the duration): its reference count, counters, and
-/// each bucket's counters.
+/// One group's statistics entry (GROUP or `NXST_GROUP` reply, OpenFlow
+/// 1.3's layout; 1.1/1.2's lacks the duration): its reference count,
+/// counters, and each bucket's counters.
 pub fn group_stats_entry(
     version: u8,
     id: u32,
@@ -497,7 +505,7 @@ pub fn group_stats_entry(
     w.zeros(4);
     w.u64(counters.0);
     w.u64(counters.1);
-    if version >= OFP13 {
+    if version >= OFP13 || version == OFP10 {
         w.u32(duration.0);
         w.u32(duration.1);
     }
@@ -510,10 +518,11 @@ pub fn group_stats_entry(
     w.buf
 }
 
-/// The GROUP_FEATURES reply body, as Open vSwitch 3.1 answers: every
-/// type, weights, liveness and chaining, `OFPG_MAX` groups of each type,
-/// and the same actions for each.
-pub fn group_features_body() -> Vec<u8> {
+/// The GROUP_FEATURES (`NXST_GROUP_FEATURES`) reply body for `version`,
+/// as Open vSwitch 3.1 answers: every type, weights, liveness and
+/// chaining, `OFPG_MAX` groups of each type, and the same actions for
+/// each (in `version`'s action numbering).
+pub fn group_features_body(version: u8) -> Vec<u8> {
     let mut w = Writer::new();
     w.u32(0xf);
     w.u32(0x7);
@@ -522,10 +531,15 @@ pub fn group_features_body() -> Vec<u8> {
     }
     // output, set_mpls_ttl, dec_mpls_ttl, push_vlan, pop_vlan, push_mpls,
     // pop_mpls, set_queue, group, set_nw_ttl, dec_nw_ttl, set_field.
-    let acts: u32 = [0u32, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25]
-        .iter()
-        .map(|b| 1u32 << b)
-        .sum();
+    let acts: u32 = if version == OFP10 {
+        // Every OpenFlow 1.0 action, output to enqueue.
+        0xfff
+    } else {
+        [0u32, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25]
+            .iter()
+            .map(|b| 1u32 << b)
+            .sum()
+    };
     for _ in 0..4 {
         w.u32(acts);
     }

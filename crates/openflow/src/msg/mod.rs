@@ -29,6 +29,10 @@ const NXT_TLV_TABLE_REQUEST: u32 = 25;
 const NXT_TLV_TABLE_REPLY: u32 = 26;
 const NXST_FLOW: u32 = 0;
 const NXST_AGGREGATE: u32 = 1;
+const NXT_GROUP_MOD: u32 = 31;
+const NXST_GROUP: u32 = 7;
+const NXST_GROUP_DESC: u32 = 8;
+const NXST_GROUP_FEATURES: u32 = 9;
 
 // Stats / multipart types.
 const ST_DESC: u16 = 0;
@@ -591,6 +595,14 @@ fn decode_stats(r: &mut Reader<'_>, version: u8) -> Result<Request, OfError> {
                         Request::AggregateStats(req)
                     }
                 }
+                // Open vSwitch's group statistics for OpenFlow 1.0.
+                NXST_GROUP => Request::GroupStats {
+                    group_id: group::pull_group_id(r),
+                },
+                NXST_GROUP_DESC => Request::GroupDesc {
+                    group_id: group::pull_group_id(r),
+                },
+                NXST_GROUP_FEATURES => Request::GroupFeatures,
                 _ => return Err(BRC_BAD_SUBTYPE),
             }
         }
@@ -614,6 +626,7 @@ fn decode_vendor(r: &mut Reader<'_>, st: ConnState) -> Result<Request, OfError> 
             Request::SetControllerId(r.u16()?)
         }
         NXT_SET_ASYNC_CONFIG => Request::SetAsync,
+        NXT_GROUP_MOD => Request::GroupMod(group::decode_group_mod(r, OFP10)?),
         NXT_TLV_TABLE_REQUEST => Request::TlvTableRequest,
         NXT_ROLE_REQUEST => Request::RoleRequest {
             role: r.u32()?,

@@ -282,7 +282,23 @@ fn group_statistics_and_features_have_open_vswitch_layouts() {
     assert_eq!(e.len(), 40 + 2 * 16);
     assert_eq!(u16::from_be_bytes([e[0], e[1]]) as usize, e.len());
     assert_eq!(&e[4..12], &[0, 0, 0, 7, 0, 0, 0, 2]);
-    let f = group_features_body();
+    let f = group_features_body(OFP13);
     assert_eq!(f.len(), 40);
     assert_eq!(&f[..8], &[0, 0, 0, 0xf, 0, 0, 0, 7]);
+}
+
+#[test]
+fn nicira_group_action_is_laid_out_as_open_vswitch() {
+    // ovs-ofctl -O OpenFlow10 add-flow br0 priority=5,actions=group:2
+    let h = "010e005800000006003820ff00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000005ffffffffffff0000ffff0010000023200028000000000002";
+    let acts = flow_mod_actions(h);
+    assert_eq!(acts, vec![Action::Group(2)]);
+    let m = Match::catchall();
+    let mut w = Writer::new();
+    let cx = Ctx {
+        version: OFP10,
+        matching: &m,
+    };
+    actions::put_actions(&mut w, &acts, cx).unwrap();
+    assert_eq!(w.buf, hex(h)[72..]);
 }

@@ -77,6 +77,16 @@ fn remove_buckets(old: &[Bucket], at: u32) -> Result<Vec<Bucket>, OfError> {
     Ok(out)
 }
 
+/// A group statistics reply of `stype` (the Nicira stats `nx` in
+/// OpenFlow 1.0).
+fn reply(version: u8, xid: u32, stype: u16, nx: u32) -> msg::StatsReply {
+    if version == ofh::OFP10 {
+        msg::StatsReply::new(version, xid, msg::stats::VENDOR, Some(nx))
+    } else {
+        msg::StatsReply::new(version, xid, stype, None)
+    }
+}
+
 impl Session {
     /// Applies a group_mod (all or nothing) and marks the flow table
     /// for publishing.
@@ -152,7 +162,7 @@ impl Session {
     pub(super) fn group_desc(&self, xid: u32, id: u32) -> Result<Vec<Vec<u8>>, OfError> {
         let v = self.version;
         let groups: Vec<Group> = self.ctl.state().rules.groups().to_vec();
-        let mut r = msg::StatsReply::new(v, xid, msg::stats::GROUP_DESC, None);
+        let mut r = reply(v, xid, msg::stats::GROUP_DESC, msg::stats::NXST_GROUP_DESC);
         for g in groups.iter().filter(|g| id == OFPG_ALL || g.id == id) {
             let e = msg::group_desc_entry(v, g).map_err(|_| ofe::BAC_BAD_TYPE)?;
             r.push(&e);
@@ -165,7 +175,7 @@ impl Session {
     pub(super) fn group_stats(&self, xid: u32, id: u32) -> Vec<Vec<u8>> {
         let v = self.version;
         let st = self.ctl.state();
-        let mut r = msg::StatsReply::new(v, xid, msg::stats::GROUP, None);
+        let mut r = reply(v, xid, msg::stats::GROUP, msg::stats::NXST_GROUP);
         for g in st
             .rules
             .groups()
@@ -193,8 +203,13 @@ impl Session {
 
     /// The GROUP_FEATURES reply.
     pub(super) fn group_features(&self, xid: u32) -> Vec<Vec<u8>> {
-        let mut r = msg::StatsReply::new(self.version, xid, msg::stats::GROUP_FEATURES, None);
-        r.push(&msg::group_features_body());
+        let mut r = reply(
+            self.version,
+            xid,
+            msg::stats::GROUP_FEATURES,
+            msg::stats::NXST_GROUP_FEATURES,
+        );
+        r.push(&msg::group_features_body(self.version));
         r.finish()
     }
 }
