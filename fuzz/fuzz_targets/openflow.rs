@@ -1,6 +1,7 @@
 //! Fuzz target `openflow`: the OpenFlow decoder on arbitrary bytes must
-//! not panic (every malformed message is an OpenFlow error); a flow_mod it
-//! accepts must encode back (in every dialect that can carry it) without
+//! not panic (every malformed message is an OpenFlow error); a group_mod
+//! it accepts must describe its group back; a flow_mod it accepts must
+//! encode back (in every dialect that can carry it) without
 //! panicking, and its match, written as NXM/OXM, must read back the same.
 //!
 //! Run with `cargo +nightly fuzz run openflow` (from the workspace root).
@@ -24,6 +25,12 @@ fuzz_target!(|data: &[u8]| {
         let Ok(d) = msg::decode(&m, st) else {
             continue;
         };
+        if let Request::GroupMod(gm) = &d.request {
+            // A group it accepts describes itself in every version.
+            for v in [OFP13, OFP15] {
+                let _ = msg::group_desc_entry(v, &gm.group);
+            }
+        }
         if let Request::FlowMod(fm) = d.request {
             let r = &fm.rule;
             for (v, dialect) in [(OFP10, Dialect::Of10), (OFP10, Dialect::Nx), (OFP13, Dialect::Oxm), (OFP15, Dialect::Oxm)] {

@@ -8,103 +8,31 @@
 //! --no-stats` back must print the same flows (table, priority and match,
 //! cookie, timeouts, flags, actions). The flows are the golden rule sets
 //! recorded against Open vSwitch 3.1 (crates/ofproto/tests/data), so
-//! every field and action flowpath implements crosses the wire both ways.
-//! Also: modify and delete (strict and not, cookie masks, out_port),
-//! errors that keep the connection, and many clients at once.
+//! every field and action flowpath implements crosses the wire both ways
+//! (`learn` included; the sets with groups add them with `add-groups`
+//! first, in OpenFlow 1.3 and 1.5). Also: modify and delete (strict and
+//! not, cookie masks, out_port), groups (add, modify, delete with the
+//! flows that send to them, OpenFlow 1.5's insert and remove buckets,
+//! descriptions, statistics, features, errors), errors that keep the
+//! connection, and many clients at once.
 //!
 //! Needs `ovs-ofctl` (package openvswitch-common, installed by CI). Without
 //! it the tests say so and pass, except under CI, where they fail.
 
+mod ofctl_util;
+
+use ofctl_util::{error_name, have_ofctl, norm, ofctl, ofctl_ok, start, BIN};
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::Duration;
 
-const BIN: &str = env!("CARGO_BIN_EXE_flowpath");
+/// A golden rule set: its flows and its groups.
+type RuleSetText = (Vec<String>, Vec<String>);
 
-struct Sw {
-    child: Child,
-    dir: PathBuf,
-}
-
-impl Drop for Sw {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
-fn have_ofctl() -> bool {
-    let ok = Command::new("ovs-ofctl")
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !ok {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "ovs-ofctl is missing (apt-get install openvswitch-common)"
-        );
-        eprintln!("skipped: ovs-ofctl not installed");
-    }
-    ok
-}
-
-/// Starts a switch with four null ports and no rules; its run directory
-/// is unique (short enough for a Unix socket path).
-fn start(tag: &str) -> Sw {
-    let dir = std::env::temp_dir().join(format!("fpof-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    let rules = dir.join("empty.flows");
-    std::fs::write(&rules, "").unwrap();
-    let mut cmd = Command::new(BIN);
-    cmd.arg("switch").arg("--rules").arg(&rules);
-    for p in 1..=4 {
-        cmd.arg("--port").arg(format!("{p}=null"));
-    }
-    let child = cmd
-        .arg("--ctl")
-        .arg(dir.join("flowpath.ctl"))
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let sw = Sw { child, dir };
-    let t0 = Instant::now();
-    while !sw.dir.join("br0.mgmt").exists() {
-        assert!(
-            t0.elapsed() < Duration::from_secs(10),
-            "switch did not start"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    sw
-}
-
-fn ofctl(sw: &Sw, args: &[&str]) -> (bool, String, String) {
-    let o = Command::new("ovs-ofctl")
-        .env("OVS_RUNDIR", &sw.dir)
-        .args(args)
-        .output()
-        .unwrap();
-    (
-        o.status.success(),
-        String::from_utf8_lossy(&o.stdout).into_owned(),
-        String::from_utf8_lossy(&o.stderr).into_owned(),
-    )
-}
-
-fn ofctl_ok(sw: &Sw, args: &[&str]) -> String {
-    let (ok, out, err) = ofctl(sw, args);
-    assert!(ok, "ovs-ofctl {args:?}: {err}");
-    out
-}
-
-/// The golden rule sets the recording used (the same selection as
-/// tools/ofctl-record.py: the first 8 of each file without groups or
-/// learn), by "FILE:LINE".
-fn rule_sets() -> BTreeMap<String, Vec<String>> {
+/// Every golden rule set (the recording names those it used), by
+/// "FILE:LINE".
+fn rule_sets() -> BTreeMap<String, RuleSetText> {
     let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("../ofproto/tests/data");
     let mut out = BTreeMap::new();
     for e in std::fs::read_dir(&data).unwrap() {
@@ -115,13 +43,15 @@ fn rule_sets() -> BTreeMap<String, Vec<String>> {
         }
         for (i, line) in std::fs::read_to_string(&p).unwrap().lines().enumerate() {
             let v: serde_json::Value = serde_json::from_str(line).unwrap();
-            let rules = v["rules"].as_array().unwrap();
+            let texts = |key: &str| -> Vec<String> {
+                v[key]
+                    .as_array()
+                    .map(|a| a.iter().map(|r| r.as_str().unwrap().to_string()).collect())
+                    .unwrap_or_default()
+            };
             out.insert(
                 format!("{name}:{}", i + 1),
-                rules
-                    .iter()
-                    .map(|r| r.as_str().unwrap().to_string())
-                    .collect(),
+                (texts("rules"), texts("groups")),
             );
         }
     }
@@ -138,44 +68,6 @@ fn recorded() -> Vec<serde_json::Value> {
         .collect()
 }
 
-/// The first OpenFlow error name in `ovs-ofctl`'s complaint (as the
-/// recorder extracts it).
-fn error_name(stderr: &str) -> String {
-    stderr
-        .split(|c: char| !(c.is_ascii_uppercase() || c == '_' || c.is_ascii_digit()))
-        .find(|w| {
-            (w.starts_with("OFP") || w.starts_with("NX"))
-                && w.contains('_')
-                && !w.starts_with("OFPT_")
-        })
-        .unwrap_or("")
-        .to_string()
-}
-
-fn norm(cmd: &[String], out: &str) -> Vec<String> {
-    let lines = out
-        .lines()
-        .map(str::trim_end)
-        .filter(|l| !l.trim().is_empty());
-    if cmd[0] == "dump-flows" || cmd[0] == "diff-flows" {
-        let mut v: Vec<String> = lines
-            .filter(|l| !l.contains("reply"))
-            .map(|l| l.trim().to_string())
-            .collect();
-        v.sort();
-        return v;
-    }
-    lines
-        .map(|l| match l.find(" (xid=0x") {
-            Some(i) => {
-                let end = l[i..].find(')').map_or(l.len(), |j| i + j + 1);
-                format!("{}{}", &l[..i], &l[end..])
-            }
-            None => l.to_string(),
-        })
-        .collect()
-}
-
 #[test]
 fn golden_rule_sets_load_and_dump_as_in_open_vswitch() {
     if !have_ofctl() {
@@ -183,18 +75,29 @@ fn golden_rule_sets_load_and_dump_as_in_open_vswitch() {
     }
     let sw = start("golden");
     let file = sw.dir.join("set.flows");
+    let gfile = sw.dir.join("set.groups");
+    let g = gfile.to_str().unwrap();
     let sets = rule_sets();
     let (mut compared, mut refused) = (0, 0);
+    let (mut with_groups, mut with_learn) = (0, 0);
     for rec in recorded().iter().filter(|r| r.get("set").is_some()) {
         let name = rec["set"].as_str().unwrap();
         let ver = rec["version"].as_str().unwrap();
-        let rules = &sets[name];
+        let (rules, groups) = &sets[name];
         std::fs::write(&file, rules.join("\n") + "\n").unwrap();
+        std::fs::write(&gfile, groups.join("\n") + "\n").unwrap();
         let f = file.to_str().unwrap();
         ofctl_ok(&sw, &["-O", ver, "del-flows", "br0"]);
-        let (ok, _, err) = ofctl(&sw, &["-O", ver, "add-flows", "br0", f]);
+        ofctl_ok(&sw, &["-O", "OpenFlow13", "del-groups", "br0"]);
+        let (mut ok, mut err) = (true, String::new());
+        if !groups.is_empty() {
+            (ok, _, err) = ofctl(&sw, &["-O", ver, "add-groups", "br0", g]);
+        }
+        if ok {
+            (ok, _, err) = ofctl(&sw, &["-O", ver, "add-flows", "br0", f]);
+        }
         let want_ok = rec["ok"].as_bool().unwrap();
-        let ctx = format!("{name} {ver}:\n{}", rules.join("\n"));
+        let ctx = format!("{name} {ver}:\n{}\n{}", groups.join("\n"), rules.join("\n"));
         assert_eq!(ok, want_ok, "{ctx}\nflowpath said: {err}");
         if !ok {
             assert_eq!(
@@ -215,9 +118,15 @@ fn golden_rule_sets_load_and_dump_as_in_open_vswitch() {
             "{ctx}\nflowpath only: {only_got:#?}\nOpen vSwitch only: {only_want:#?}"
         );
         compared += 1;
+        with_groups += usize::from(!groups.is_empty());
+        with_learn += usize::from(rules.iter().any(|r| r.contains("learn(")));
     }
-    eprintln!("{compared} rule sets dumped as Open vSwitch dumps them, {refused} refused as it refuses them");
-    assert!(compared > 250, "{compared}");
+    eprintln!("{compared} rule sets dumped as Open vSwitch dumps them ({with_groups} with groups, {with_learn} with learn), {refused} refused as it refuses them");
+    assert!(compared > 300, "{compared}");
+    assert!(
+        with_groups >= 20 && with_learn >= 20,
+        "{with_groups} {with_learn}"
+    );
 }
 
 #[test]
@@ -227,11 +136,13 @@ fn command_sequences_answer_as_open_vswitch() {
     }
     let sw = start("scen");
     let mm = sw.dir.join("mm.flows");
+    let groups = sw.dir.join("scen.groups");
     let mut n = 0;
     for rec in recorded().iter().filter(|r| r.get("scenario").is_some()) {
         let scen = rec["scenario"].as_str().unwrap();
         let ver = rec["version"].as_str().unwrap();
         std::fs::write(&mm, rec["mm"].as_str().unwrap()).unwrap();
+        std::fs::write(&groups, rec["groups"].as_str().unwrap_or("")).unwrap();
         for step in rec["steps"].as_array().unwrap() {
             let cmd: Vec<String> = serde_json::from_value(step["cmd"].clone()).unwrap();
             let args: Vec<String> = cmd
@@ -239,6 +150,8 @@ fn command_sequences_answer_as_open_vswitch() {
                 .map(|a| {
                     if a == "@mm" {
                         mm.to_string_lossy().into_owned()
+                    } else if a == "@groups" {
+                        groups.to_string_lossy().into_owned()
                     } else {
                         a.clone()
                     }

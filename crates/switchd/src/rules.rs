@@ -124,6 +124,20 @@ impl RuleSet {
         Ok(())
     }
 
+    /// Installs the group table as OpenFlow's group_mod does (all or
+    /// nothing): every rule must send only to groups among `groups`, but a
+    /// bucket may send to a group that does not exist (yet); translation
+    /// drops there, as OVS.
+    pub fn set_groups_chained(
+        &mut self,
+        groups: Vec<flowpath_ofproto::group::Group>,
+    ) -> Result<(), String> {
+        check_rule_refs(self.rules.iter().map(|r| &r.rule), &groups)?;
+        self.groups = groups;
+        self.version += 1;
+        Ok(())
+    }
+
     /// Sets how IP fragments are looked up (OVS's `set-frags`).
     pub fn set_frag_mode(&mut self, mode: FragMode) {
         if mode != self.frag_mode {
@@ -153,9 +167,10 @@ impl RuleSet {
         &self.groups
     }
 
-    /// Fails if `rules` send to a group this rule set does not have.
+    /// Fails if `rules` send to a group this rule set does not have
+    /// (the groups' own buckets are not checked here).
     pub fn check_groups(&self, rules: &[Rule]) -> Result<(), String> {
-        flowpath_ofproto::group::check_refs(rules, &self.groups)
+        check_rule_refs(rules, &self.groups)
     }
 
     /// The rules, in installation order.
@@ -484,6 +499,29 @@ impl Selector {
         let m = &self.matching;
         m.mask.is_subset_of(&r.matching.mask) && r.matching.key.eq_masked(&m.key, &m.mask)
     }
+}
+
+/// Fails if `rules` send to a group not among `groups` (whose buckets
+/// may send anywhere).
+fn check_rule_refs<'a>(
+    rules: impl IntoIterator<Item = &'a Rule>,
+    groups: &[flowpath_ofproto::group::Group],
+) -> Result<(), String> {
+    use flowpath_ofproto::action::Action;
+    // Groups are kept sorted by id.
+    let known = |g: u32| {
+        groups.binary_search_by_key(&g, |x| x.id).is_ok() || groups.iter().any(|x| x.id == g)
+    };
+    for r in rules {
+        for a in r.actions.iter().chain(&r.write_actions) {
+            if let Action::Group(g) = a {
+                if !known(*g) {
+                    return Err(format!("line {}: group:{g}: no such group", r.line));
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Parses one rule given on the command line (`add-flow`).

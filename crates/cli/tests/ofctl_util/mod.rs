@@ -8,7 +8,8 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-const BIN: &str = env!("CARGO_BIN_EXE_flowpath");
+/// The binary under test.
+pub const BIN: &str = env!("CARGO_BIN_EXE_flowpath");
 
 /// A running switch; killed and its directory removed when dropped.
 pub struct Sw {
@@ -113,18 +114,23 @@ pub fn error_name(stderr: &str) -> String {
         .to_string()
 }
 
-/// A command's output as the recorders keep it: flow dumps sorted,
-/// other lines without their xids.
+/// Output lines as the recorder keeps them: flow dumps sorted; group
+/// dumps without durations, the groups sorted (Open vSwitch lists them in
+/// hash order); xids dropped.
 pub fn norm(cmd: &[String], out: &str) -> Vec<String> {
+    // A step may name its own version (`-O V` first) and flags
+    // (`--bundle`, `--strict`).
+    let cmd = if cmd.first().is_some_and(|a| a == "-O") {
+        &cmd[2..]
+    } else {
+        cmd
+    };
+    let cmd: Vec<&String> = cmd.iter().filter(|a| !a.starts_with("--")).collect();
     let lines = out
         .lines()
         .map(str::trim_end)
         .filter(|l| !l.trim().is_empty());
-    let verb = cmd
-        .iter()
-        .find(|a| !a.starts_with("--"))
-        .map_or("", String::as_str);
-    if verb == "dump-flows" || verb == "diff-flows" {
+    if cmd[0] == "dump-flows" || cmd[0] == "diff-flows" {
         let mut v: Vec<String> = lines
             .filter(|l| !l.contains("reply"))
             .map(|l| l.trim().to_string())
@@ -132,7 +138,7 @@ pub fn norm(cmd: &[String], out: &str) -> Vec<String> {
         v.sort();
         return v;
     }
-    lines
+    let mut v: Vec<String> = lines
         .map(|l| match l.find(" (xid=0x") {
             Some(i) => {
                 let end = l[i..].find(')').map_or(l.len(), |j| i + j + 1);
@@ -140,5 +146,27 @@ pub fn norm(cmd: &[String], out: &str) -> Vec<String> {
             }
             None => l.to_string(),
         })
-        .collect()
+        .map(|l| drop_duration(&l))
+        .collect();
+    if cmd[0] == "dump-groups" || cmd[0] == "dump-group-stats" {
+        if let Some(rest) = v.get_mut(1..) {
+            rest.sort();
+        }
+    }
+    v
+}
+
+/// `l` without its `duration=N.Ns,` (group statistics).
+pub fn drop_duration(l: &str) -> String {
+    let Some(i) = l.find("duration=") else {
+        return l.to_string();
+    };
+    let tail = &l[i + "duration=".len()..];
+    let n = tail
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(tail.len());
+    match tail[n..].strip_prefix("s,") {
+        Some(rest) if n > 0 => format!("{}{rest}", &l[..i]),
+        _ => l.to_string(),
+    }
 }

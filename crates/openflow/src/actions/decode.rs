@@ -7,7 +7,7 @@ use crate::error::*;
 use crate::header::{NX_VENDOR_ID, OFP10, OFP15};
 use crate::nxm;
 
-fn sub_from(h: u32, ofs: u16, n_bits: u16) -> Result<Subfield, OfError> {
+pub(super) fn sub_from(h: u32, ofs: u16, n_bits: u16) -> Result<Subfield, OfError> {
     let field = nxm::field_of_header(h).ok_or(BAC_BAD_SET_TYPE)?;
     let width = if nxm::len_of(nxm::unmasked(h)) == 0 {
         0
@@ -360,7 +360,7 @@ fn pull_nx(b: &mut Reader<'_>, v: u8, out: &mut Vec<Action>) -> Result<(), OfErr
             };
             Action::OutputReg { src }
         }
-        NXAST_LEARN | NXAST_LEARN2 => return Err(BAC_BAD_VENDOR_TYPE),
+        NXAST_LEARN | NXAST_LEARN2 => super::learn::pull_learn(b, st == NXAST_LEARN2)?,
         NXAST_DEC_TTL => Action::DecTtl,
         NXAST_FIN_TIMEOUT => Action::FinTimeout {
             idle: b.u16()?,
@@ -472,7 +472,10 @@ fn pull_nx(b: &mut Reader<'_>, v: u8, out: &mut Vec<Action>) -> Result<(), OfErr
             let max_len = b.u32()?;
             Action::OutputTrunc { port, max_len }
         }
-        NXAST_GROUP => Action::Group(b.u32()?),
+        NXAST_GROUP => {
+            b.skip(2)?;
+            Action::Group(b.u32()?)
+        }
         NXAST_CLONE => {
             b.skip(6)?;
             let mut inner = Vec::new();

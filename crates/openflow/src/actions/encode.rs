@@ -178,7 +178,9 @@ pub fn put_actions(w: &mut Writer, actions: &[Action], cx: Ctx<'_>) -> Result<()
             }
             Action::Group(g) => {
                 if v == OFP10 {
+                    // Two bytes of padding, then the group (as OVS).
                     let s = nx_start(w, NXAST_GROUP);
+                    w.zeros(2);
                     w.u32(g);
                     end(w, s);
                 } else {
@@ -448,8 +450,10 @@ pub fn put_actions(w: &mut Writer, actions: &[Action], cx: Ctx<'_>) -> Result<()
                 w.u32(id);
                 end(w, s);
             }
-            Action::Learn(_) => {
-                return Err("learn(...) is not carried over OpenFlow by flowpath yet".into())
+            Action::Learn(id) => {
+                let l = flowpath_ofproto::learn::get(id)
+                    .ok_or_else(|| format!("learn #{id} is not registered"))?;
+                super::learn::put_learn(w, &l)?;
             }
             Action::CheckPktLarger { len, dst } => {
                 let s = nx_start(w, NXAST_CHECK_PKT_LARGER);

@@ -8,9 +8,8 @@
 //! OpenFlow 1.2+'s Set-Field (or `NXAST_REG_LOAD2` where that has no
 //! room), `mod_*` actions are OpenFlow 1.0's, `goto_table` in OpenFlow
 //! 1.0 is `resubmit(,T)`.
-//!
-//! Not carried yet: `learn` (a flow with it cannot be sent or received
-//! over OpenFlow; the error says so).
+//! `learn` is `NXAST_LEARN` (`NXAST_LEARN2` with a limit or a result
+//! bit), as Open vSwitch writes it.
 
 use crate::port::{
     self, OFPP_ALL, OFPP_CONTROLLER, OFPP_FLOOD, OFPP_IN_PORT, OFPP_LOCAL, OFPP_NORMAL,
@@ -32,7 +31,6 @@ const NXAST_BUNDLE: u16 = 12;
 const NXAST_BUNDLE_LOAD: u16 = 13;
 const NXAST_RESUBMIT_TABLE: u16 = 14;
 const NXAST_OUTPUT_REG: u16 = 15;
-const NXAST_LEARN: u16 = 16;
 const NXAST_DEC_TTL: u16 = 18;
 const NXAST_FIN_TIMEOUT: u16 = 19;
 const NXAST_CONTROLLER: u16 = 20;
@@ -54,7 +52,6 @@ const NXAST_CONTROLLER2: u16 = 37;
 const NXAST_OUTPUT_TRUNC: u16 = 39;
 const NXAST_GROUP: u16 = 40;
 const NXAST_CLONE: u16 = 42;
-const NXAST_LEARN2: u16 = 45;
 const NXAST_CHECK_PKT_LARGER: u16 = 49;
 
 // OpenFlow 1.1+ instruction types.
@@ -77,6 +74,8 @@ pub struct Ctx<'a> {
 
 mod decode;
 mod encode;
+mod learn;
+use learn::{NXAST_LEARN, NXAST_LEARN2};
 
 pub use decode::{pull_actions, pull_instructions};
 pub use encode::{put_actions, put_instructions, put_of10_actions};

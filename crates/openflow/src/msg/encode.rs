@@ -313,6 +313,12 @@ pub mod stats {
     pub const NXST_FLOW: u32 = super::NXST_FLOW;
     /// NXST_AGGREGATE.
     pub const NXST_AGGREGATE: u32 = super::NXST_AGGREGATE;
+    /// NXST_GROUP (group statistics in OpenFlow 1.0).
+    pub const NXST_GROUP: u32 = super::NXST_GROUP;
+    /// NXST_GROUP_DESC.
+    pub const NXST_GROUP_DESC: u32 = super::NXST_GROUP_DESC;
+    /// NXST_GROUP_FEATURES.
+    pub const NXST_GROUP_FEATURES: u32 = super::NXST_GROUP_FEATURES;
 }
 
 /// The DESC reply body.

@@ -29,6 +29,10 @@ const NXT_TLV_TABLE_REQUEST: u32 = 25;
 const NXT_TLV_TABLE_REPLY: u32 = 26;
 const NXST_FLOW: u32 = 0;
 const NXST_AGGREGATE: u32 = 1;
+const NXT_GROUP_MOD: u32 = 31;
+const NXST_GROUP: u32 = 7;
+const NXST_GROUP_DESC: u32 = 8;
+const NXST_GROUP_FEATURES: u32 = 9;
 
 // Stats / multipart types.
 const ST_DESC: u16 = 0;
@@ -163,9 +167,14 @@ pub enum Request {
     },
     PortDesc,
     QueueStats,
-    GroupStats,
-    GroupDesc,
+    GroupStats {
+        group_id: u32,
+    },
+    GroupDesc {
+        group_id: u32,
+    },
     GroupFeatures,
+    GroupMod(GroupMod),
     MeterStats,
     SetFlowFormat(u32),
     FlowModTableId(bool),
@@ -551,8 +560,16 @@ fn decode_stats(r: &mut Reader<'_>, version: u8) -> Result<Request, OfError> {
             Request::PortStats { port: p }
         }
         ST_QUEUE => Request::QueueStats,
-        MP_GROUP if version != OFP10 => Request::GroupStats,
-        MP_GROUP_DESC if version != OFP10 => Request::GroupDesc,
+        MP_GROUP if version != OFP10 => Request::GroupStats {
+            group_id: group::pull_group_id(r),
+        },
+        MP_GROUP_DESC if version != OFP10 => Request::GroupDesc {
+            group_id: if version >= OFP15 {
+                group::pull_group_id(r)
+            } else {
+                group::OFPG_ALL
+            },
+        },
         MP_GROUP_FEATURES if version != OFP10 => Request::GroupFeatures,
         MP_METER | MP_METER_CONFIG | MP_METER_FEATURES if version != OFP10 => Request::MeterStats,
         MP_TABLE_FEATURES if version != OFP10 => Request::TableFeatures,
@@ -600,6 +617,14 @@ fn decode_stats(r: &mut Reader<'_>, version: u8) -> Result<Request, OfError> {
                 flowmon::NXST_FLOW_MONITOR if version == OFP10 => {
                     Request::FlowMonitor(flowmon::decode_nx_requests(r)?)
                 }
+                // Open vSwitch's group statistics for OpenFlow 1.0.
+                NXST_GROUP => Request::GroupStats {
+                    group_id: group::pull_group_id(r),
+                },
+                NXST_GROUP_DESC => Request::GroupDesc {
+                    group_id: group::pull_group_id(r),
+                },
+                NXST_GROUP_FEATURES => Request::GroupFeatures,
                 _ => return Err(BRC_BAD_SUBTYPE),
             }
         }
@@ -633,6 +658,7 @@ fn decode_vendor(r: &mut Reader<'_>, h: &Header, st: ConnState) -> Result<Reques
         }
         NXT_SET_ASYNC_CONFIG => Request::SetAsync,
         flowmon::NXT_FLOW_MONITOR_CANCEL => Request::FlowMonitorCancel(r.u32()?),
+        NXT_GROUP_MOD => Request::GroupMod(group::decode_group_mod(r, OFP10)?),
         NXT_TLV_TABLE_REQUEST => Request::TlvTableRequest,
         NXT_ROLE_REQUEST => Request::RoleRequest {
             role: r.u32()?,
@@ -725,6 +751,7 @@ pub fn decode(buf: &[u8], st: ConnState) -> Result<Decoded, OfError> {
         MsgType::FlowMod if v == OFP10 => Request::FlowMod(decode_flow_mod_of10(&mut r, st)?),
         MsgType::FlowMod => Request::FlowMod(decode_flow_mod_of11(&mut r, v)?),
         MsgType::PacketOut => Request::PacketOut(decode_packet_out(&mut r, v)?),
+        MsgType::GroupMod if v != OFP10 => Request::GroupMod(group::decode_group_mod(&mut r, v)?),
         MsgType::StatsRequest => decode_stats(&mut r, v)?,
         MsgType::Vendor => decode_vendor(&mut r, &header, st)?,
         MsgType::BundleControl => bundle::decode_control(&mut r, false)?,
@@ -762,6 +789,10 @@ pub use flowmon::{
     encode_flow_removed, flow_monitor_reply, flow_update_entry, FlowEvent, FlowMonitor,
     FMF_ACTIONS, FMF_ADD, FMF_DELETE, FMF_INITIAL, FMF_MODIFY, FMF_OWN,
 };
+mod group;
+pub use group::*;
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_groups;

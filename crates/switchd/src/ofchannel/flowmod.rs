@@ -9,9 +9,13 @@ use flowpath_openflow::error::{self as ofe, OfError};
 use flowpath_openflow::msg::{BundleAdd, BundleControl, Command, FlowMod, Request};
 use std::collections::HashMap;
 
+/// `OFPRR_DELETE`.
+pub(super) const REASON_DELETE: u8 = 2;
+/// `OFPRR_GROUP_DELETE`.
+pub(super) const REASON_GROUP_DELETE: u8 = 3;
+
 /// What applying a flow_mod did, for what follows it outside the rule
 /// list: learned flows to delete, flow-removed messages, monitors.
-#[derive(Default)]
 pub(super) struct Applied {
     /// Learned flows to delete with the rules (selector and strictness).
     pub learned: Option<(Sel, bool)>,
@@ -21,6 +25,20 @@ pub(super) struct Applied {
     pub changed: Vec<Rule>,
     /// Whether `changed` were modified (not added).
     pub modified: bool,
+    /// Why `removed` went (`OFPRR_*`).
+    pub reason: u8,
+}
+
+impl Default for Applied {
+    fn default() -> Self {
+        Applied {
+            learned: None,
+            removed: Vec::new(),
+            changed: Vec::new(),
+            modified: false,
+            reason: REASON_DELETE,
+        }
+    }
 }
 
 /// Applies one flow_mod to `rules` (nothing changes on an error).
@@ -214,8 +232,10 @@ impl Bundles {
 /// What a committed bundle did.
 #[derive(Default)]
 pub(super) struct Committed {
-    /// Each flow_mod's effects, in order.
+    /// Each flow_mod's and group_mod's effects, in order.
     pub applied: Vec<Applied>,
+    /// Groups deleted.
+    pub groups_deleted: Vec<u32>,
     /// Packet-outs to run now that the flows are in place.
     pub packet_outs: Vec<flowpath_openflow::msg::PacketOut>,
 }
@@ -233,6 +253,12 @@ pub(super) fn commit(
     for m in msgs {
         let r = match m.inner.request {
             Request::FlowMod(fm) => apply(rules, &fm).map(|a| done.applied.push(a)),
+            Request::GroupMod(gm) => {
+                super::session::apply_group_mod(rules, gm).map(|(a, deleted)| {
+                    done.applied.push(a);
+                    done.groups_deleted.extend(deleted);
+                })
+            }
             Request::PacketOut(po) => {
                 done.packet_outs.push(po);
                 Ok(())

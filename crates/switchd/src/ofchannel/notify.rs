@@ -13,9 +13,6 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
 
-/// `OFPRR_DELETE`.
-const REASON_DELETE: u8 = 2;
-
 /// Whether monitor `m` watches flow `r`.
 fn watches(m: &FlowMonitor, r: &Rule) -> bool {
     Sel {
@@ -76,7 +73,7 @@ impl Registry {
     pub(super) fn flow_events(&self, origin: Option<(&Arc<ConnInfo>, u32)>, applied: &[Applied]) {
         let removed: Vec<(&InstalledRule, u8)> = applied
             .iter()
-            .flat_map(|a| a.removed.iter().map(|r| (r, REASON_DELETE)))
+            .flat_map(|a| a.removed.iter().map(|r| (r, a.reason)))
             .collect();
         let mut events: Vec<(FlowEvent, &Rule)> = Vec::new();
         for a in applied {
@@ -89,7 +86,7 @@ impl Registry {
             events.extend(
                 a.removed
                     .iter()
-                    .map(|r| (FlowEvent::Deleted(REASON_DELETE), &r.rule)),
+                    .map(|r| (FlowEvent::Deleted(a.reason), &r.rule)),
             );
         }
         self.notify(origin, &removed, &events);

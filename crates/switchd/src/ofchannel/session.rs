@@ -17,6 +17,10 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
 
+#[path = "groups.rs"]
+mod groups;
+pub(super) use groups::apply_group_mod;
+
 /// One connection's state.
 pub(super) struct Session {
     sh: Arc<Shared>,
@@ -314,13 +318,21 @@ impl Session {
             Request::QueueStats => {
                 Ok(msg::StatsReply::new(v, xid, msg::stats::QUEUE, None).finish())
             }
-            Request::GroupStats => {
-                Ok(msg::StatsReply::new(v, xid, msg::stats::GROUP, None).finish())
+            Request::GroupStats { group_id } => {
+                self.flush();
+                Ok(self.group_stats(xid, group_id))
             }
-            Request::GroupDesc => {
-                Ok(msg::StatsReply::new(v, xid, msg::stats::GROUP_DESC, None).finish())
+            Request::GroupDesc { group_id } => {
+                self.flush();
+                self.group_desc(xid, group_id)
             }
-            Request::GroupFeatures | Request::MeterStats => Err(ofe::BRC_BAD_STAT),
+            Request::GroupFeatures => Ok(self.group_features(xid)),
+            Request::GroupMod(gm) => {
+                let r = self.group_mod(gm, xid).map(|_| Vec::new());
+                self.flush();
+                r
+            }
+            Request::MeterStats => Err(ofe::BRC_BAD_STAT),
             Request::SetFlowFormat(f) => {
                 if f == 0 || f == 2 {
                     self.info.nxm_format.store(f == 2, Ordering::Relaxed);
@@ -486,6 +498,7 @@ impl Session {
                     .stats
                     .bundle_commits
                     .fetch_add(1, Ordering::Relaxed);
+                self.groups_deleted(&done.groups_deleted);
                 self.after_changes(done.applied, xid);
                 self.flush();
                 for po in done.packet_outs {
@@ -554,7 +567,7 @@ impl Session {
                 None => msg::FlowCounters::default(),
             };
             // A flow the dialect cannot express (an OpenFlow 1.0 fixed
-            // match with registers, learn(...)) is left out of this reply
+            // match with registers) is left out of this reply
             // (Open vSwitch sends a lossy form).
             if let Ok(e) = msg::flow_stats_entry(v, req.dialect, &rule, &c) {
                 out.push(&e);
