@@ -53,6 +53,18 @@ MONITOR_CMDS = [
 ]
 MONITOR_WAIT = 4
 
+# Packet-ins as NXT_PACKET_IN2 (ovs-ofctl monitor asks for them): with
+# controller userdata, and a paused translation's continuation.
+PKT = ("ffffffffffff0000000000010800450000280000000040110000c0a80001c0a80002"
+       "0035003500140000000000000000000000000000")
+PIN_CMDS = [
+    ["add-flow", "br0", "table=5,actions=load:7->NXM_NX_REG3[],controller(pause),output:2"],
+    ["@monitor"],
+    ["packet-out", "br0", f"in_port=1 packet={PKT} actions=controller(userdata=01.02.03),"
+                          "load:5->NXM_NX_REG1[],resubmit(,5),output:3"],
+]
+PIN_WAIT = 1
+
 # ovs-ofctl runs and output normalisation as tools/ofctl-record.py.
 _spec = importlib.util.spec_from_file_location(
     "ofctl_record", os.path.join(os.path.dirname(os.path.abspath(__file__)), "ofctl-record.py"))
@@ -73,28 +85,29 @@ def norm_monitor(out):
             continue
         l = re.sub(r"duration[0-9.]+s", "duration?", l)
         l = re.sub(r"\(xid=0x[0-9a-f]+\)", "(xid=?)", l)
+        l = re.sub(r"continuation.bridge=[0-9a-f-]+", "continuation.bridge=?", l)
         lines.append(l.rstrip())
     return lines
 
 
-def monitor(version, env=None):
+def monitor(version, cmds=MONITOR_CMDS, wait=MONITOR_WAIT):
     """Runs the monitor commands with `ovs-ofctl monitor` watching; returns
     its normalised output."""
     ofctl(version, ["del-flows", "br0"])
     proc = None
-    for cmd in MONITOR_CMDS:
+    for cmd in cmds:
         if cmd == ["@monitor"]:
             log = tempfile.TemporaryFile(mode="w+")
             proc = subprocess.Popen(
                 ["ovs-ofctl", "-O", version, "monitor", "br0", "65534", "watch:"],
-                stdout=log, stderr=subprocess.STDOUT, text=True, env=env)
+                stdout=log, stderr=subprocess.STDOUT, text=True)
             time.sleep(0.5)
             continue
         ofctl(version, cmd)
         # One command at a time through the monitor (the order of updates
         # across connections is then fixed).
         time.sleep(0.2)
-    time.sleep(MONITOR_WAIT)
+    time.sleep(wait)
     proc.terminate()
     proc.wait(timeout=5)
     log.seek(0)
@@ -120,6 +133,9 @@ def main():
     for v in ["OpenFlow10", "OpenFlow13", "OpenFlow15"]:
         print(json.dumps({"monitor": v, "cmds": MONITOR_CMDS, "wait": MONITOR_WAIT,
                           "lines": monitor(v)}))
+    for v in ["OpenFlow10", "OpenFlow13", "OpenFlow15"]:
+        print(json.dumps({"monitor": v, "cmds": PIN_CMDS, "wait": PIN_WAIT,
+                          "lines": monitor(v, PIN_CMDS, PIN_WAIT)}))
 
 
 if __name__ == "__main__":

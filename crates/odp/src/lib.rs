@@ -90,8 +90,17 @@ pub enum DpAction {
         id: u16,
         /// Bytes of the packet to send.
         max_len: u16,
-        /// The cookie of the rule whose action it is.
+        /// The cookie of the rule whose action it is (`u64::MAX`: no
+        /// rule's, as a packet-out's own actions).
         cookie: u64,
+        /// The table of that rule.
+        table: u8,
+        /// `controller(userdata=...)`: an index into the process's
+        /// userdata table (0: none).
+        userdata: u32,
+        /// `controller(pause)`: the id of the frozen rest of the
+        /// translation (0: none), which the controller's resume thaws.
+        cont: u32,
     },
     /// The next output sends at most this many bytes of the packet
     /// (`trunc(N)`, from `output(port=P,max_len=N)`).
@@ -166,6 +175,9 @@ impl DpAction {
         id: 0,
         max_len: u16::MAX,
         cookie: 0,
+        table: 0,
+        userdata: 0,
+        cont: 0,
     };
 
     /// The flat length of the action that starts a list (1, or for a
@@ -380,16 +392,24 @@ impl fmt::Display for DpAction {
                 id,
                 max_len,
                 cookie,
+                cont,
+                ..
             } => {
-                // (C's %#x: 0 without the prefix.)
-                let cookie = if *cookie == 0 {
+                // (C's %#x: 0 without the prefix; no rule's cookie is 0.)
+                let cookie = if *cookie == 0 || *cookie == u64::MAX {
                     "0".to_string()
                 } else {
                     format!("{cookie:#x}")
                 };
+                // A paused one names its frozen state as OVS's does.
+                let cont = if *cont == 0 {
+                    String::new()
+                } else {
+                    format!("continuation=1,recirc_id={cont},")
+                };
                 write!(
                     f,
-                    "userspace(controller(reason={reason},rule_cookie={cookie},controller_id={id},max_len={max_len}))"
+                    "userspace(controller(reason={reason},{cont}rule_cookie={cookie},controller_id={id},max_len={max_len}))"
                 )
             }
             DpAction::Hash { symmetric, basis } => {

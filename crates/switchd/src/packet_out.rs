@@ -87,8 +87,10 @@ pub fn run(
         m.set_field_masked(FieldId::NwProto.info(), u128::from(key.nw_proto()), 0xff);
     }
     let rule = Rule::new(m, actions);
-    let rule = flowpath_ofproto::parse::parse_rule(&rule.to_string())
+    let mut rule = flowpath_ofproto::parse::parse_rule(&rule.to_string())
         .map_err(|e| PacketOutError::BadActions(e.to_string()))?;
+    // No rule's cookie (as OVS: packet-ins from a packet-out carry none).
+    rule.cookie = u64::MAX;
     let sh = ctl.shared();
     let tables = sh.published().tables;
     let one = OneShot {
@@ -97,6 +99,46 @@ pub fn run(
         used: Cell::new(false),
     };
     let x = xlate_on(&one, Some(&sh.bridge), &key, now_ms, XlateMode::default());
+    execute(ctl, in_port, frame, x)
+}
+
+/// Resumes a paused translation (`NXT_RESUME`): the frozen rest thawed on
+/// `frame` (with the registers and ingress port the controller sent
+/// back), run by a PMD as a packet-out.
+pub fn resume(
+    ctl: &Control,
+    frame: &[u8],
+    state: flowpath_ofproto::recirc::FrozenState,
+    now_ms: u64,
+) -> Result<(), PacketOutError> {
+    let in_port = state.in_port;
+    let mut key = FlowKey::default();
+    if flowpath_flow::extract::extract_into_checked(frame, in_port, &mut key).is_err() {
+        return Err(PacketOutError::BadPacket);
+    }
+    let Some(id) = flowpath_ofproto::recirc::alloc(state) else {
+        return Err(PacketOutError::Busy);
+    };
+    key.set_recirc_id(id);
+    let sh = ctl.shared();
+    let tables = sh.published().tables;
+    let x = xlate_on(
+        &*tables,
+        Some(&sh.bridge),
+        &key,
+        now_ms,
+        XlateMode::default(),
+    );
+    execute(ctl, in_port, frame, x)
+}
+
+/// Runs a translation's actions on `frame` on PMD 0.
+fn execute(
+    ctl: &Control,
+    in_port: u32,
+    frame: &[u8],
+    x: flowpath_ofproto::xlate::Xlate,
+) -> Result<(), PacketOutError> {
     if let Some(e) = x.error {
         return Err(PacketOutError::BadActions(e));
     }
@@ -105,6 +147,7 @@ pub fn run(
             "actions that recirculate are not supported in a packet-out".into(),
         ));
     }
+    let sh = ctl.shared();
     let pmd = sh.pmds.first().ok_or(PacketOutError::Busy)?;
     let (tx, rx) = sync_channel(1);
     pmd.try_send(PmdCmd::PacketOut {

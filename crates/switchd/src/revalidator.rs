@@ -319,8 +319,9 @@ pub fn run(sh: Arc<Shared>, cmds: Receiver<RevalCmd>) {
     }
 }
 
-/// The recirculation ids `dumps` name: in keys (second passes) and in
-/// `recirc(ID)` actions (first passes).
+/// The recirculation ids `dumps` name: in keys (second passes), in
+/// `recirc(ID)` actions (first passes) and in paused controller actions
+/// (continuations).
 pub fn recirc_ids_in_use(dumps: &[Vec<DumpEntry>]) -> HashSet<u32> {
     let mut ids = HashSet::new();
     for e in dumps.iter().flatten() {
@@ -328,8 +329,14 @@ pub fn recirc_ids_in_use(dumps: &[Vec<DumpEntry>]) -> HashSet<u32> {
             ids.insert(e.key.recirc_id());
         }
         for a in e.actions.iter() {
-            if let DpAction::Recirc(id) = a {
-                ids.insert(*id);
+            match a {
+                DpAction::Recirc(id) => {
+                    ids.insert(*id);
+                }
+                DpAction::Controller { cont, .. } if *cont != 0 => {
+                    ids.insert(*cont);
+                }
+                _ => {}
             }
         }
     }

@@ -472,21 +472,9 @@ impl Executor {
                     self.output(pkt, *port, &mut trunc, j < copy_before, slot, tag);
                     delivered = true;
                 }
-                DpAction::Controller {
-                    reason,
-                    id,
-                    max_len,
-                    cookie,
-                } => {
+                DpAction::Controller { .. } => {
                     trunc = None;
-                    self.send_to_controller(
-                        pkt.data(),
-                        meta.in_port,
-                        *reason,
-                        *id,
-                        *max_len,
-                        *cookie,
-                    );
+                    self.send_to_controller(pkt.data(), meta.in_port, a);
                     delivered = true;
                 }
                 DpAction::Recirc(id) => {
@@ -680,21 +668,9 @@ impl Executor {
                     self.output(pkt, *port, &mut run.trunc, copy, run.slot, run.tag);
                     run.delivered = true;
                 }
-                DpAction::Controller {
-                    reason,
-                    id,
-                    max_len,
-                    cookie,
-                } => {
+                DpAction::Controller { .. } => {
                     run.trunc = None;
-                    self.send_to_controller(
-                        pkt.data(),
-                        meta.in_port,
-                        *reason,
-                        *id,
-                        *max_len,
-                        *cookie,
-                    );
+                    self.send_to_controller(pkt.data(), meta.in_port, a);
                     run.delivered = true;
                 }
                 DpAction::Recirc(id) => {

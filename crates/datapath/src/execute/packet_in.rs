@@ -2,6 +2,7 @@
 //! executor hands it.
 
 use super::Executor;
+use flowpath_odp::DpAction;
 
 /// A packet a `userspace(controller(...))` action sends to the
 /// controllers (the OpenFlow channel turns it into a PACKET_IN).
@@ -19,6 +20,13 @@ pub struct PacketIn {
     pub max_len: u16,
     /// The cookie of the flow that sent it.
     pub cookie: u64,
+    /// That flow's table.
+    pub table: u8,
+    /// `controller(userdata=...)`'s index in the process's userdata
+    /// table (0: none).
+    pub userdata: u32,
+    /// `controller(pause)`: the frozen rest of the translation (0: none).
+    pub cont: u32,
 }
 
 /// Where the executor hands packets for the controllers: a bounded
@@ -37,15 +45,19 @@ impl Executor {
     /// copy: the controller path, off the fast path, as OVS's upcall),
     /// or is counted as dropped when the queue is full or absent.
     #[cold]
-    pub(super) fn send_to_controller(
-        &mut self,
-        frame: &[u8],
-        in_port: u32,
-        reason: u8,
-        id: u16,
-        max_len: u16,
-        cookie: u64,
-    ) {
+    pub(super) fn send_to_controller(&mut self, frame: &[u8], in_port: u32, a: &DpAction) {
+        let DpAction::Controller {
+            reason,
+            id,
+            max_len,
+            cookie,
+            table,
+            userdata,
+            cont,
+        } = *a
+        else {
+            return;
+        };
         self.stats.controller += 1;
         let sent = self.packet_in.as_ref().is_some_and(|tx| {
             tx.try_send(PacketIn {
@@ -55,6 +67,9 @@ impl Executor {
                 controller_id: id,
                 max_len,
                 cookie,
+                table,
+                userdata,
+                cont,
             })
             .is_ok()
         });

@@ -48,22 +48,27 @@ impl<L: Lookup> Ctx<'_, '_, L> {
     /// `userspace(controller(...))` (an action-reason one from a
     /// table-miss rule is an explicit miss).
     pub(super) fn packet_in(&mut self, reason: u8, id: u16, max_len: u16) {
+        self.packet_in_with(reason, id, max_len, 0);
+    }
+
+    /// [`Self::packet_in`] with `controller(userdata=...)`'s index.
+    pub(super) fn packet_in_with(&mut self, reason: u8, id: u16, max_len: u16, userdata: u32) {
         self.commit();
         let reason = if reason == 1 && self.miss_rule {
             6
         } else {
             reason
         };
-        let cookie = if self.cookie == u64::MAX {
-            0
-        } else {
-            self.cookie
-        };
+        // (u64::MAX: no rule's, as a packet-out's own actions.)
+        let cookie = self.cookie;
         self.odp.push(DpAction::Controller {
             reason,
             id,
             max_len,
             cookie,
+            table: self.cur_table,
+            userdata,
+            cont: 0,
         });
     }
 
@@ -126,18 +131,9 @@ impl<L: Lookup> Ctx<'_, '_, L> {
                 reason,
                 id,
                 pause,
+                userdata,
                 ..
             } => {
-                if pause {
-                    // As OVS: the translation stops here (with a
-                    // controller connected, it would resume from the
-                    // continuation the controller sends back).
-                    self.note(indent + 1, "pausing: the rest waits for the controller");
-                    // (The freeze commits what is pending first.)
-                    self.commit();
-                    self.paused = true;
-                    return Step::Stop;
-                }
                 // A plain one is OpenFlow's output to CONTROLLER: its
                 // reason comes from where it runs.
                 let reason = if a.is_plain_controller() {
@@ -151,7 +147,18 @@ impl<L: Lookup> Ctx<'_, '_, L> {
                 } else {
                     reason
                 };
-                self.packet_in(reason, id, max_len);
+                self.packet_in_with(reason, id, max_len, userdata);
+                if pause {
+                    // As OVS: the translation freezes here; the rest (this
+                    // level's actions left and every level's above, the
+                    // action set, the stack, the registers) waits for the
+                    // controller to send the packet back with the
+                    // continuation (the freeze ends with no
+                    // recirculation: `finish_freezing`).
+                    self.note(indent + 1, "pausing: the rest waits for the controller");
+                    self.pausing = Some(self.odp.len() - 1);
+                    self.freezing = Some(None);
+                }
             }
             Action::OutputReg { src } => {
                 let port = self.read_subfield(src).unwrap_or(0);

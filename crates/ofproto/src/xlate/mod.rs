@@ -292,6 +292,9 @@ struct Ctx<'a, 'e, L: Lookup> {
     in_action_set: bool,
     /// A `controller(pause)` stopped translation.
     paused: bool,
+    /// A `controller(pause)` froze the translation: the index in `odp` of
+    /// its controller action, which gets the frozen state's id.
+    pausing: Option<usize>,
     /// The action list being run is the last of the translation (OVS's
     /// `is_last_action`: the top level, the last action's resubmit or
     /// group, the action set, a datapath clone's actions); its last action
@@ -434,6 +437,7 @@ fn xlate_inner<L: Lookup>(
         in_bucket: false,
         in_action_set: false,
         paused: false,
+        pausing: None,
         last_level: true,
     };
     if key.recirc_id() == 0 {
@@ -816,10 +820,52 @@ impl<L: Lookup> Ctx<'_, '_, L> {
             in_port: self.flow.in_port(),
             table: 0,
         };
+        let paused_at = self.pausing.map(|_| {
+            state
+                .segments
+                .last()
+                .map_or((self.cur_table, self.cookie), |seg| {
+                    seg.actions
+                        .iter()
+                        .find_map(|a| match *a {
+                            Action::UnrollXlate { table, cookie } => Some((table, cookie)),
+                            _ => None,
+                        })
+                        .unwrap_or((seg.table, self.cookie))
+                })
+        });
         let Some(id) = crate::recirc::alloc(state) else {
             self.error = Some("Failed to allocate recirculation id".into());
             return;
         };
+        if let Some(at) = self.pausing.take() {
+            // A pause: the controller action carries the frozen state;
+            // nothing recirculates, and nothing after it runs (a pause in
+            // a clone or a bucket ends the translation there, as OVS).
+            self.paused = true;
+            // As OVS, the packet-in names the table and cookie of the
+            // outermost level frozen (where the translation is back at
+            // when the freeze ends).
+            let (t, k) = paused_at.unwrap_or((self.cur_table, self.cookie));
+            if let Some(DpAction::Controller {
+                cont,
+                table,
+                cookie,
+                ..
+            }) = self.odp.get_mut(at)
+            {
+                *cont = id;
+                *table = t;
+                *cookie = k;
+            }
+            if self.tracing {
+                self.note(
+                    self.depth,
+                    &format!("continuation {id:#x}: translation frozen"),
+                );
+            }
+            return;
+        }
         // The hash the datapath computes (as OVS's userspace datapath):
         // sym_l4 of the packet as it is now; l4 from the received
         // packet's 5-tuple hash (its RSS hash).

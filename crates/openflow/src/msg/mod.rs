@@ -191,6 +191,8 @@ pub enum Request {
     FlowMonitor(Vec<FlowMonitor>),
     /// `NXT_FLOW_MONITOR_CANCEL`: stop monitor `id`.
     FlowMonitorCancel(u32),
+    /// `NXT_RESUME`: a paused packet sent back to go on.
+    Resume(Box<Resume>),
     /// A bundle control request (open, close, commit, discard).
     BundleControl(BundleControl),
     /// A message added to a bundle.
@@ -657,6 +659,7 @@ fn decode_vendor(r: &mut Reader<'_>, h: &Header, st: ConnState) -> Result<Reques
             Request::SetControllerId(r.u16()?)
         }
         NXT_SET_ASYNC_CONFIG => Request::SetAsync,
+        pin2::NXT_RESUME => Request::Resume(Box::new(pin2::decode_resume(r, h.version)?)),
         flowmon::NXT_FLOW_MONITOR_CANCEL => Request::FlowMonitorCancel(r.u32()?),
         NXT_GROUP_MOD => Request::GroupMod(group::decode_group_mod(r, OFP10)?),
         NXT_TLV_TABLE_REQUEST => Request::TlvTableRequest,
@@ -780,6 +783,7 @@ pub fn decode(buf: &[u8], st: ConnState) -> Result<Decoded, OfError> {
 mod bundle;
 mod encode;
 mod flowmon;
+mod pin2;
 pub use bundle::{
     encode_bundle_reply, BundleAdd, BundleControl, BundleCtrl, BF_ATOMIC, BF_ORDERED,
     ONFT_BUNDLE_ADD_MESSAGE, ONFT_BUNDLE_CONTROL,
@@ -789,6 +793,7 @@ pub use flowmon::{
     encode_flow_removed, flow_monitor_reply, flow_update_entry, FlowEvent, FlowMonitor,
     FMF_ACTIONS, FMF_ADD, FMF_DELETE, FMF_INITIAL, FMF_MODIFY, FMF_OWN,
 };
+pub use pin2::{encode_packet_in2, PacketIn2, Resume};
 mod group;
 pub use group::*;
 

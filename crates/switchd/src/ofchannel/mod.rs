@@ -237,6 +237,8 @@ pub(crate) struct ConnInfo {
     pub nxm_format: AtomicBool,
     /// Its flow monitors.
     pub monitors: Mutex<Vec<msg::FlowMonitor>>,
+    /// Packet-ins as `NXT_PACKET_IN2` (`NXT_SET_PACKET_IN_FORMAT`).
+    pub pin2: AtomicBool,
     /// Its writer's queue.
     pub out: SyncSender<Vec<u8>>,
 }
@@ -247,6 +249,9 @@ pub(crate) struct Registry {
     pub stats: Arc<ChannelStats>,
     pub conns: Mutex<Vec<Arc<ConnInfo>>>,
     pub cfg: ChannelConfig,
+    /// This switch's bridge UUID (in continuations: a resume of another
+    /// switch's, or of an earlier run's, is stale).
+    pub bridge_uuid: [u8; 16],
     /// Flow changes not yet published to the PMDs, and when the first of
     /// them came.
     pub dirty: Mutex<Option<Instant>>,
@@ -364,6 +369,7 @@ impl OfServer {
             dirty: Mutex::new(None),
             dirty_cv: Condvar::new(),
             snoops: Mutex::new(Vec::new()),
+            bridge_uuid: new_uuid(),
         });
         let tls = cfg.tls_context()?;
         let mut me = OfServer {
@@ -642,6 +648,7 @@ fn serve(reg: &Arc<Registry>, mut c: Conn, primary: bool) {
         role: AtomicU32::new(0),
         nxm_format: AtomicBool::new(false),
         monitors: Mutex::new(Vec::new()),
+        pin2: AtomicBool::new(false),
         out: tx,
     });
     reg.add(info.clone());
@@ -758,6 +765,50 @@ fn publisher(reg: &Arc<Registry>) {
     }
 }
 
+/// A random (version 4) UUID.
+fn new_uuid() -> [u8; 16] {
+    let mut b = [0u8; 16];
+    let ok = std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut b))
+        .is_ok();
+    if !ok {
+        let t = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        b = (t ^ (u128::from(std::process::id()) << 64)).to_be_bytes();
+    }
+    b[6] = (b[6] & 0x0f) | 0x40;
+    b[8] = (b[8] & 0x3f) | 0x80;
+    b
+}
+
+/// A packet-in as `NXT_PACKET_IN2`: with the userdata of its controller
+/// action and, for a paused translation, the registers and the
+/// continuation.
+fn packet_in2(reg: &Registry, v: u8, p: &PacketIn, max_len: usize, reason: u8) -> Vec<u8> {
+    let state = (p.cont != 0)
+        .then(|| flowpath_ofproto::recirc::find(p.cont))
+        .flatten();
+    let userdata = flowpath_ofproto::action::userdata::get(p.userdata);
+    let pin = msg::PacketIn2 {
+        frame: &p.frame[..p.frame.len().min(max_len)],
+        total_len: p.frame.len(),
+        table: p.table,
+        cookie: p.cookie,
+        reason,
+        in_port: state.as_ref().map_or(p.in_port, |s| s.in_port),
+        regs: state
+            .as_ref()
+            .map_or(flowpath_flow::key::Regs::zero(), |s| s.regs),
+        userdata: &userdata,
+        continuation: state.as_deref().map(|s| (s, reg.bridge_uuid)),
+        odp_port: p.in_port,
+    };
+    msg::encode_packet_in2(v, &pin).unwrap_or_else(|_| {
+        msg::encode_packet_in(v, &p.frame, max_len, p.in_port, reason, p.table, p.cookie)
+    })
+}
+
 /// Takes packet-ins from the PMDs and hands them to the connections
 /// that take them, at the rate limit.
 fn dispatch(reg: &Arc<Registry>, rx: &Receiver<PacketIn>) {
@@ -808,7 +859,11 @@ fn dispatch(reg: &Arc<Registry>, rx: &Receiver<PacketIn>) {
             } else {
                 usize::from(p.max_len)
             };
-            let m = msg::encode_packet_in(v, &p.frame, max_len, p.in_port, reason, 0, p.cookie);
+            let m = if c.pin2.load(Ordering::Relaxed) {
+                packet_in2(reg, v, &p, max_len, reason)
+            } else {
+                msg::encode_packet_in(v, &p.frame, max_len, p.in_port, reason, p.table, p.cookie)
+            };
             match c.out.try_send(m) {
                 Ok(()) => {
                     reg.stats.packet_ins.fetch_add(1, Ordering::Relaxed);

@@ -346,12 +346,16 @@ impl Session {
                 Ok(Vec::new())
             }
             Request::SetPacketInFormat(f) => {
-                if f == 0 {
+                // Standard packet-ins (0) or NXT_PACKET_IN2 (2);
+                // Nicira's older NXT_PACKET_IN (1) is not sent.
+                if f == 0 || f == 2 {
+                    self.info.pin2.store(f == 2, Ordering::Relaxed);
                     Ok(Vec::new())
                 } else {
                     Err(ofe::BRC_EPERM)
                 }
             }
+            Request::Resume(res) => self.resume(*res),
             Request::SetControllerId(id) => {
                 self.info
                     .controller_id
@@ -418,6 +422,26 @@ impl Session {
         self.reg.publish_now(false);
         let now_ms = self.sh.started.elapsed().as_millis() as u64;
         match crate::packet_out::run(&self.ctl, po.in_port, &po.data, po.actions, now_ms) {
+            Ok(()) => {
+                self.reg.stats.packet_outs.fetch_add(1, Ordering::Relaxed);
+                Ok(Vec::new())
+            }
+            Err(crate::packet_out::PacketOutError::BadPacket) => Err(ofe::BRC_BAD_PACKET),
+            Err(crate::packet_out::PacketOutError::BadActions(_)) => Err(ofe::BAC_BAD_ARGUMENT),
+            Err(crate::packet_out::PacketOutError::Busy) => Err(ofe::BRC_EPERM),
+        }
+    }
+
+    /// `NXT_RESUME`: the paused translation goes on from its
+    /// continuation (one of this switch's: else `NXR_STALE`).
+    fn resume(&mut self, res: msg::Resume) -> Result<Vec<Vec<u8>>, OfError> {
+        if res.bridge != self.reg.bridge_uuid {
+            return Err(ofe::NXR_STALE);
+        }
+        self.flush();
+        self.reg.publish_now(false);
+        let now_ms = self.sh.started.elapsed().as_millis() as u64;
+        match crate::packet_out::resume(&self.ctl, &res.packet, res.state, now_ms) {
             Ok(()) => {
                 self.reg.stats.packet_outs.fetch_add(1, Ordering::Relaxed);
                 Ok(Vec::new())
