@@ -32,7 +32,18 @@ fn frame(proto: u8, i: u32, pad: usize) -> Vec<u8> {
     };
     let mut f = vec![0, 0, 0, 0, 0, 2, 0, 0, 0, 0, 0, 1, 0x08, 0x00];
     let total = (20 + l4 + pad) as u16;
-    f.extend([0x45, 0, (total >> 8) as u8, total as u8, 0, 0, 0, 0, 64, proto]);
+    f.extend([
+        0x45,
+        0,
+        (total >> 8) as u8,
+        total as u8,
+        0,
+        0,
+        0,
+        0,
+        64,
+        proto,
+    ]);
     f.extend([0, 0, 10, 0, 0, (i % 4) as u8, 10, 1, 0, (i % 251) as u8]);
     if proto == 1 {
         f.extend([8, 0, 0, 0, 0, 1, 0, (i % 256) as u8]);
@@ -254,7 +265,10 @@ fn dump_group_stats_counts_what_went_through_groups_and_buckets() {
     assert_eq!(group(&sw, "OpenFlow13", 2), (0, 0, vec![(0, 0)]));
     assert_eq!(group(&sw, "OpenFlow13", 1).0, udp.0);
     // Deleted (with its flow) and added again: from 0.
-    ofctl_ok(&sw, &["-O", "OpenFlow13", "del-groups", "br0", "group_id=1"]);
+    ofctl_ok(
+        &sw,
+        &["-O", "OpenFlow13", "del-groups", "br0", "group_id=1"],
+    );
     ofctl_ok(
         &sw,
         &[

@@ -11,11 +11,11 @@
 //! Threads: owned by the control side (behind the switch's state lock);
 //! never touched by a PMD.
 
+use crate::group_stats::{GroupCounters, GroupDelta};
 use flowpath_flow::{FieldId, Match, Style};
 use flowpath_ofproto::parse::{parse_match, parse_rule, parse_rules};
 use flowpath_ofproto::rule::{Rule, RuleError};
 use flowpath_ofproto::tables::{FragMode, RuleTables};
-use crate::group_stats::{GroupCounters, GroupDelta};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
