@@ -84,8 +84,8 @@ impl GroupCounters {
     /// for groups that are gone; a group whose number of buckets changed
     /// starts again (as modified).
     pub fn sync(&mut self, groups: &[Group], now: Instant) {
-        self.by_id
-            .retain(|id, _| groups.iter().any(|g| g.id == *id));
+        let ids: std::collections::HashSet<u32> = groups.iter().map(|g| g.id).collect();
+        self.by_id.retain(|id, _| ids.contains(id));
         for g in groups {
             let restart = match self.by_id.get(&g.id) {
                 None => Some(now),
