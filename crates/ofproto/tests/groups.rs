@@ -261,3 +261,40 @@ fn dp_hash_tables_follow_the_weights() {
         parse_group("group_id=1,type=select,selection_method_param=5,bucket=output:1").is_err()
     );
 }
+
+/// A recording translation names the groups it went through and the
+/// bucket taken in each (every bucket for `all` and `indirect`), nested
+/// groups included; a select group still to be hashed in the datapath is
+/// named only after recirculation, and a plain translation records
+/// nothing.
+#[test]
+fn recording_translations_name_groups_and_buckets() {
+    use flowpath_ofproto::xlate::xlate_recording_rules;
+    let t = tables(
+        "in_port=1,actions=group:1\nin_port=2,actions=group:4\nin_port=3,actions=group:5",
+        "group_id=1,type=all,bucket=output:2,bucket=group:2\n\
+         group_id=2,type=indirect,bucket=group:3\n\
+         group_id=3,type=ff,bucket=watch_port:9,output:9,bucket=watch_port:4,output:4\n\
+         group_id=4,type=select,selection_method=hash,bucket=output:3,bucket=output:4\n\
+         group_id=5,type=select,bucket=output:1,bucket=output:2",
+    );
+    let key = |m: &str| parse_match(m).unwrap().key;
+    let x = xlate_recording_rules(&t, &key("in_port=1,ip"));
+    assert_eq!(x.groups, vec![(1, None), (2, None), (3, Some(1))]);
+    assert!(xlate(&t, &key("in_port=1,ip"), false).groups.is_empty());
+    // The bucket recorded is the one whose output the actions carry.
+    for i in 0..20 {
+        let m = format!("in_port=2,tcp,nw_src=10.0.0.{i},tp_src={}", 1000 + i);
+        let x = xlate_recording_rules(&t, &key(&m));
+        let [(4, Some(b))] = x.groups[..] else {
+            panic!("{m}: {:?}", x.groups)
+        };
+        assert_eq!(x.actions[..], [DpAction::Output(3 + b)], "{m}");
+    }
+    let x = xlate_recording_rules(&t, &key("in_port=3,ip"));
+    assert!(
+        x.groups.is_empty(),
+        "hashed in the datapath: {:?}",
+        x.groups
+    );
+}

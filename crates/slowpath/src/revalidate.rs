@@ -36,7 +36,10 @@ pub fn recheck(
     now_ms: u64,
     mode: XlateMode,
 ) -> (bool, Xlate) {
-    let x = xlate_on(tables, bridge, key, now_ms, mode);
+    let x = match hashed_key(key, mask) {
+        Some(k) => xlate_on(tables, bridge, &k, now_ms, mode),
+        None => xlate_on(tables, bridge, key, now_ms, mode),
+    };
     let keep = x.error.is_none() && x.actions[..] == actions[..] && x.megaflow.is_subset_of(mask);
     (keep, x)
 }
@@ -75,4 +78,20 @@ pub fn revalidate_where(
         }
     }
     removed
+}
+
+/// A megaflow after recirculation that reads some bits of the datapath
+/// hash, all 0 (the hash's slot 0), holds packets whose hash is not 0 (the
+/// datapath never hashes to 0, which means "not hashed yet"): its key with
+/// the lowest bit the mask leaves out set translates as those packets
+/// did. `None` for every other key.
+fn hashed_key(key: &FlowKey, mask: &FlowMask) -> Option<FlowKey> {
+    let m = mask.to_key().dp_hash();
+    if key.recirc_id() == 0 || key.dp_hash() != 0 || m == 0 || m == u32::MAX {
+        return None;
+    }
+    let mut k = *key;
+    let free = !m;
+    k.set_dp_hash(free & free.wrapping_neg());
+    Some(k)
 }

@@ -570,6 +570,8 @@ impl Control {
             let mut st = self.state();
             let mut groups: Vec<flowpath_ofproto::group::Group> = st.rules.groups().to_vec();
             let modify = matches!(change, GroupChange::Modify(_));
+            // Existing groups replaced (their counters start again).
+            let mut modified: Vec<u32> = Vec::new();
             let msg = match change {
                 GroupChange::Add(text) | GroupChange::Modify(text) => {
                     let g = parse_group(&text).map_err(|e| e.to_string())?;
@@ -581,7 +583,10 @@ impl Control {
                         (None, true) => {
                             return Err(format!("group {id} does not exist (add-group adds it)"))
                         }
-                        (Some(i), true) => groups[i] = g,
+                        (Some(i), true) => {
+                            groups[i] = g;
+                            modified.push(id);
+                        }
                         (None, false) => groups.push(g),
                     }
                     format!("group {id} installed")
@@ -593,7 +598,10 @@ impl Control {
                     let n = new.len();
                     for g in new {
                         match groups.iter().position(|o| o.id == g.id) {
-                            Some(i) => groups[i] = g,
+                            Some(i) => {
+                                modified.push(g.id);
+                                groups[i] = g;
+                            }
                             None => groups.push(g),
                         }
                     }
@@ -619,6 +627,9 @@ impl Control {
             st.rules.set_groups(groups).map_err(|e| {
                 format!("groups unchanged: a rule or bucket would lose its group: {e}")
             })?;
+            if !modified.is_empty() {
+                st.rules.groups_modified(&modified);
+            }
             self.publish(&st)?;
             (msg, st.rules.rules().len())
         };

@@ -25,6 +25,7 @@
 //! against it.
 
 pub mod control;
+pub mod group_stats;
 pub mod ofchannel;
 pub mod packet_out;
 pub mod pmd;

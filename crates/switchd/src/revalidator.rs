@@ -12,7 +12,8 @@
 //!   FIN or RST went through;
 //! - pushes each megaflow's packet and byte deltas to the rules its
 //!   translation went through (`dump-flows`' `n_packets`, `n_bytes`,
-//!   `idle_age`), and expires rules by their `idle_timeout` and
+//!   `idle_age`) and to the groups and buckets it took (group
+//!   statistics), and expires rules by their `idle_timeout` and
 //!   `hard_timeout`;
 //! - adjusts the flow limit as OVS's `udpif_revalidator` does, from how
 //!   long the dump and revalidation took: above 2000 ms the limit is
@@ -29,6 +30,7 @@
 //! statistics and expire rules. Control handlers never hold that lock
 //! while they wait for a round.
 
+use crate::group_stats::GroupDelta;
 use crate::pmd::PmdCmd;
 use crate::rules::Published;
 use crate::shared::{RevalCmd, Shared, UpcallStats};
@@ -56,6 +58,9 @@ struct Ukey {
     bytes: u64,
     /// Uids of the rules its translation went through.
     rules: Vec<u64>,
+    /// The groups its translation went through: (group id, counters'
+    /// uid, bucket index or `None` for every bucket).
+    groups: Vec<(u32, u64, Option<u32>)>,
     /// Rules version it was last translated with.
     version: u64,
 }
@@ -67,6 +72,9 @@ pub struct RoundOutcome {
     pub deletions: Vec<Vec<MegaflowRef>>,
     /// `(rule uid, packets, bytes)` to credit.
     pub rule_deltas: Vec<(u64, u64, u64)>,
+    /// Packets and bytes to credit to groups and their buckets, in
+    /// order.
+    pub group_deltas: Vec<GroupDelta>,
     /// Uids of the rules that TCP FIN or RST packets went through since
     /// the last round (for their `fin_timeout` actions), ascending.
     pub fin_rules: Vec<u64>,
@@ -133,6 +141,7 @@ impl Revalidator {
             ..RoundOutcome::default()
         };
         let mut deltas: HashMap<u64, (u64, u64)> = HashMap::new();
+        let mut group_deltas: HashMap<(u32, u64, Option<u32>), (u64, u64)> = HashMap::new();
         let mut fin: std::collections::BTreeSet<u64> = std::collections::BTreeSet::new();
         // The tables the PMDs translate with: the published rules and the
         // flows `learn` made (appended: the published rules keep their
@@ -190,6 +199,11 @@ impl Revalidator {
                         .filter(|_| indexes_ok)
                         .filter_map(|i| rules.uids.get(*i as usize).copied())
                         .collect();
+                    u.groups = x
+                        .groups
+                        .iter()
+                        .filter_map(|&(g, b)| Some((g, *rules.group_uids.get(&g)?, b)))
+                        .collect();
                     u.version = rules.version;
                 }
                 // Statistics first: a deleted megaflow's last packets count.
@@ -200,6 +214,11 @@ impl Revalidator {
                 if dp > 0 || db > 0 {
                     for uid in &u.rules {
                         let d = deltas.entry(*uid).or_default();
+                        d.0 += dp;
+                        d.1 += db;
+                    }
+                    for g in &u.groups {
+                        let d = group_deltas.entry(*g).or_default();
                         d.0 += dp;
                         d.1 += db;
                     }
@@ -237,6 +256,17 @@ impl Revalidator {
         }
         out.rule_deltas = deltas.into_iter().map(|(k, (p, b))| (k, p, b)).collect();
         out.rule_deltas.sort_unstable();
+        out.group_deltas = group_deltas
+            .into_iter()
+            .map(|((group, uid, bucket), (packets, bytes))| GroupDelta {
+                group,
+                uid,
+                bucket,
+                packets,
+                bytes,
+            })
+            .collect();
+        out.group_deltas.sort_unstable();
         out.fin_rules = fin.into_iter().collect();
         let s = &mut self.stats;
         s.rounds += 1;
@@ -379,6 +409,7 @@ fn round(sh: &Shared, r: &mut Revalidator) {
         let mut st = sh.state.lock().unwrap_or_else(|p| p.into_inner());
         let now = Instant::now();
         st.rules.credit(&out.rule_deltas, now);
+        st.rules.credit_groups(&out.group_deltas);
         st.rules.saw_fin(&out.fin_rules);
         let gone = st.rules.expire_removed(now);
         let n = gone.len();

@@ -11,6 +11,7 @@
 //! Threads: owned by the control side (behind the switch's state lock);
 //! never touched by a PMD.
 
+use crate::group_stats::{GroupCounters, GroupDelta};
 use flowpath_flow::{FieldId, Match, Style};
 use flowpath_ofproto::parse::{parse_match, parse_rule, parse_rules};
 use flowpath_ofproto::rule::{Rule, RuleError};
@@ -66,6 +67,8 @@ pub struct Published {
     pub tables: Arc<RuleTables>,
     /// `uids[i]` is the uid of `tables.rules()[i]`.
     pub uids: Arc<Vec<u64>>,
+    /// The [`crate::group_stats::GroupStats::uid`] of each group's counters, by group id.
+    pub group_uids: Arc<HashMap<u32, u64>>,
 }
 
 /// The editable rule list and the table options it is built with.
@@ -76,6 +79,7 @@ pub struct RuleSet {
     per_table: Vec<(u8, Vec<FieldId>)>,
     ports: Vec<u32>,
     groups: Vec<flowpath_ofproto::group::Group>,
+    group_counters: GroupCounters,
     frag_mode: FragMode,
     miss_to_controller: bool,
     next_uid: u64,
@@ -101,6 +105,7 @@ impl RuleSet {
             per_table,
             ports,
             groups: Vec::new(),
+            group_counters: GroupCounters::default(),
             frag_mode: FragMode::default(),
             miss_to_controller: false,
             next_uid: 1,
@@ -120,6 +125,7 @@ impl RuleSet {
         let rules: Vec<Rule> = self.rules.iter().map(|r| r.rule.clone()).collect();
         flowpath_ofproto::group::check_refs(&rules, &groups)?;
         self.groups = groups;
+        self.group_counters.sync(&self.groups, Instant::now());
         self.version += 1;
         Ok(())
     }
@@ -134,8 +140,26 @@ impl RuleSet {
     ) -> Result<(), String> {
         check_rule_refs(self.rules.iter().map(|r| &r.rule), &groups)?;
         self.groups = groups;
+        self.group_counters.sync(&self.groups, Instant::now());
         self.version += 1;
         Ok(())
+    }
+
+    /// The groups `ids` were modified (replaced, buckets inserted or
+    /// removed): their counters start again from 0, as Open vSwitch's.
+    pub fn groups_modified(&mut self, ids: &[u32]) {
+        self.group_counters.modified(&self.groups, ids);
+        self.version += 1;
+    }
+
+    /// The groups' packet and byte counters.
+    pub fn group_counters(&self) -> &GroupCounters {
+        &self.group_counters
+    }
+
+    /// Adds group statistics pushed by the revalidator.
+    pub fn credit_groups(&mut self, deltas: &[GroupDelta]) {
+        self.group_counters.credit(deltas);
     }
 
     /// Sets how IP fragments are looked up (OVS's `set-frags`).
@@ -219,6 +243,7 @@ impl RuleSet {
                 Some(_) => vec![u64::MAX],
                 None => self.rules.iter().map(|r| r.uid).collect(),
             }),
+            group_uids: Arc::new(self.group_counters.uids()),
         }
     }
 

@@ -362,3 +362,97 @@ fn recirculation_ids_are_freed_when_no_megaflow_names_them() {
     };
     assert!(table.find(again).is_some());
 }
+
+/// Group counters ride on the megaflows as rule counters do: a select
+/// group hashed in the datapath counts on the recirculated megaflows
+/// (which know their bucket), its buckets share its packets, and an `all`
+/// group counts each packet in every bucket and equals its flow's counter.
+#[test]
+fn group_counters_follow_the_megaflows() {
+    use flowpath_odp::DpAction;
+    use flowpath_ofproto::group::parse_groups;
+
+    let rules = parse_rules(
+        "in_port=1,actions=group:1\nin_port=2,actions=group:2\n",
+        None,
+    )
+    .unwrap();
+    let mut rs = RuleSet::new(rules, vec![], vec![], vec![1, 2, 3, 4]);
+    rs.set_groups(
+        parse_groups(
+            "group_id=1,type=select,bucket=output:3,bucket=output:4\n\
+             group_id=2,type=all,bucket=output:3,bucket=output:4\n",
+            None,
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    let p = rs.publish();
+    let mut dp = Datapath::new(Config::default()).unwrap();
+    let mut sp = SlowPath::new(p.tables.clone());
+    let key = |port: u32, i: u32| {
+        let mut k = FlowKey::zero();
+        k.set_in_port(port);
+        k.set_dl_type(0x0800);
+        k.set_nw_proto(6);
+        k.set_nw_src(0x0a00_0000 + i);
+        k.set_tp_src(1000 + i as u16);
+        k
+    };
+    let keys: Vec<FlowKey> = (0..64)
+        .map(|i| key(1, i))
+        .chain((0..5).map(|i| key(2, i)))
+        .collect();
+    // Twice: the second time every packet hits installed megaflows.
+    process(&mut dp, &mut sp, &keys, 10);
+    process(&mut dp, &mut sp, &keys, 20);
+    let Some(DpAction::Recirc(id)) = dp
+        .dump()
+        .iter()
+        .find_map(|e| e.actions.last().copied().filter(|_| e.key.in_port() == 1))
+    else {
+        panic!("group 1 hashes in the datapath: {:?}", dp.dump());
+    };
+    // The datapath's second pass: the packets with their hash.
+    let second: Vec<FlowKey> = (0..64u32)
+        .map(|i| {
+            let mut k = key(1, i);
+            k.set_recirc_id(id);
+            k.set_dp_hash(i + 1);
+            k
+        })
+        .collect();
+    process(&mut dp, &mut sp, &second, 10);
+    process(&mut dp, &mut sp, &second, 20);
+    let mut rv = Revalidator::new(1, 200_000);
+    let o = rv.revalidate(&[dp.dump()], &p, 30, 10_000);
+    // The megaflow of the hash's slot 0 (its masked hash is 0) stays too.
+    assert_eq!(o.changed, 0);
+    rs.credit(&o.rule_deltas, Instant::now());
+    rs.credit_groups(&o.group_deltas);
+    let carried = |f: &dyn Fn(&FlowKey) -> bool| -> u64 {
+        dp.dump()
+            .iter()
+            .filter(|e| f(&e.key))
+            .map(|e| e.packets)
+            .sum()
+    };
+    let hashed = carried(&|k| k.recirc_id() == id);
+    let to_all = carried(&|k| k.in_port() == 2);
+    assert!(hashed > 64 && to_all > 5, "{hashed} {to_all}");
+    let flow = |m: &str| {
+        let r = rs.rules().iter().find(|r| r.rule.to_string().contains(m));
+        r.map(|r| r.packets).unwrap()
+    };
+    let g1 = rs.group_counters().get(1).unwrap().clone();
+    let g2 = rs.group_counters().get(2).unwrap().clone();
+    assert_eq!((g1.packets, g1.bytes), (hashed, hashed * 100));
+    assert_eq!(g1.buckets.iter().map(|b| b.0).sum::<u64>(), hashed);
+    assert!(g1.buckets.iter().all(|b| b.0 > 0), "{:?}", g1.buckets);
+    assert_eq!((g2.packets, g2.bytes), (to_all, to_all * 100));
+    assert_eq!(g2.packets, flow("in_port=2"));
+    assert_eq!(g2.buckets, vec![(to_all, to_all * 100); 2]);
+    // Nothing new: nothing more to credit.
+    let o = rv.revalidate(&[dp.dump()], &p, 40, 10_000);
+    assert!(o.group_deltas.is_empty(), "{:?}", o.group_deltas);
+}

@@ -74,6 +74,7 @@ impl<L: Lookup> Ctx<'_, '_, L> {
         };
         match g.kind {
             GroupType::All => {
+                self.record_group(id, None);
                 // (As OVS: only the last bucket of the group's is the
                 // last of the translation.)
                 let level = self.last_level;
@@ -85,6 +86,7 @@ impl<L: Lookup> Ctx<'_, '_, L> {
                 self.last_level = level;
             }
             GroupType::Indirect => {
+                self.record_group(id, None);
                 if let Some(b) = g.buckets.first() {
                     self.xlate_bucket(b, table);
                 }
@@ -92,9 +94,13 @@ impl<L: Lookup> Ctx<'_, '_, L> {
             GroupType::FastFailover => match g
                 .buckets
                 .iter()
-                .find(|b| self.bucket_live(b, GroupType::FastFailover, 0))
+                .enumerate()
+                .find(|(_, b)| self.bucket_live(b, GroupType::FastFailover, 0))
             {
-                Some(b) => self.xlate_bucket(b, table),
+                Some((k, b)) => {
+                    self.record_group(id, Some(k as u32));
+                    self.xlate_bucket(b, table);
+                }
                 None => self.note(indent, &format!("group {id}: no live bucket: drop")),
             },
             GroupType::Select => {
@@ -120,11 +126,13 @@ impl<L: Lookup> Ctx<'_, '_, L> {
                     // bucket (so the weights still hold when some die).
                     let live = (0..=t.mask).find_map(|i| {
                         let slot = h.wrapping_add(i) & t.mask;
-                        let b = g.buckets.get(usize::from(*t.slots.get(slot as usize)?))?;
-                        self.bucket_live(b, GroupType::Select, 0).then_some(b)
+                        let k = *t.slots.get(slot as usize)?;
+                        let b = g.buckets.get(usize::from(k))?;
+                        self.bucket_live(b, GroupType::Select, 0).then_some((k, b))
                     });
                     match live {
-                        Some(b) => {
+                        Some((k, b)) => {
+                            self.record_group(id, Some(u32::from(k)));
                             self.note(indent, &format!("group {id}: dp_hash bucket {}", b.id));
                             self.xlate_bucket(b, table);
                         }
@@ -139,26 +147,34 @@ impl<L: Lookup> Ctx<'_, '_, L> {
                 // × weight, the later one on ties (so weight 0 only when
                 // every live bucket scores 0).
                 let h = self.select_hash(g.fields.as_deref(), g.param);
-                let mut best: Option<(&crate::group::Bucket, u32)> = None;
-                for b in &g.buckets {
+                let mut best: Option<(usize, &crate::group::Bucket, u32)> = None;
+                for (k, b) in g.buckets.iter().enumerate() {
                     if !self.bucket_live(b, GroupType::Select, 0) {
                         continue;
                     }
                     let score =
                         (flowpath_flow::ovs_hash::hash_int(b.id, h) & 0xffff) * u32::from(b.weight);
-                    if best.is_none_or(|(_, s)| score >= s) {
-                        best = Some((b, score));
+                    if best.is_none_or(|(_, _, s)| score >= s) {
+                        best = Some((k, b, score));
                     }
                 }
-                let best = best.map(|(b, _)| b);
                 match best {
-                    Some(b) => {
+                    Some((k, b, _)) => {
+                        self.record_group(id, Some(k as u32));
                         self.note(indent, &format!("group {id}: selected bucket {}", b.id));
                         self.xlate_bucket(b, table);
                     }
                     None => self.note(indent, &format!("group {id}: no bucket: drop")),
                 }
             }
+        }
+    }
+
+    /// Records (when recording) that the packet went through group `id`
+    /// and its bucket `bucket` (`None`: every bucket).
+    fn record_group(&mut self, id: u32, bucket: Option<u32>) {
+        if let Some(seen) = self.groups.as_mut() {
+            seen.push((id, bucket));
         }
     }
 

@@ -185,6 +185,10 @@ pub struct Xlate {
     /// rules the packet went through, in order; filled only by
     /// [`xlate_recording_rules`] (rule statistics), empty otherwise.
     pub rules: Vec<u32>,
+    /// The groups the packet went through, in order, with the index of
+    /// the bucket taken (`None`: every bucket, an `all` or `indirect`
+    /// group); filled only as [`Xlate::rules`] is (group statistics).
+    pub groups: Vec<(u32, Option<u32>)>,
     /// The translation read the CFI bit of the packet's tag and no other
     /// TCI bit (the megaflow is the same; OVS prints it, see
     /// [`Style::MegaflowCfiRead`]).
@@ -251,6 +255,8 @@ struct Ctx<'a, 'e, L: Lookup> {
     orig: FlowKey,
     /// Record the rules hit (`Some`) or not.
     rules: Option<Vec<u32>>,
+    /// Record the groups and buckets taken (`Some`) or not.
+    groups: Option<Vec<(u32, Option<u32>)>>,
     /// The OpenFlow action set (`write_actions` appends, `clear_actions`
     /// empties), run when the pipeline ends.
     action_set: Vec<Action>,
@@ -422,6 +428,7 @@ fn xlate_inner<L: Lookup>(
         tag_src: [Some(0), Some(1)],
         orig: *key,
         rules: record.then(Vec::new),
+        groups: record.then(Vec::new),
         action_set: Vec::new(),
         cur_table: 0,
         side_effects,
@@ -478,6 +485,7 @@ fn xlate_inner<L: Lookup>(
         error: ctx.error,
         learned: ctx.learned,
         rules: ctx.rules.unwrap_or_default(),
+        groups: ctx.groups.unwrap_or_default(),
         cfi_read: ctx.cfi_read,
         recirculations: ctx.recirculations,
     }

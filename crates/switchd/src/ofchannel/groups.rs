@@ -17,8 +17,9 @@
 //!
 //! Every change is all or nothing and reaches the PMDs as flow changes
 //! do. Group statistics carry each group's reference count (the flows
-//! that send to it); their packet and byte counters are not credited
-//! (always 0).
+//! that send to it), its age and the packets and bytes that went through
+//! it and each of its buckets (see [`crate::group_stats`]: a modified
+//! group's counters start again from 0).
 
 use super::*;
 use crate::rules::RuleSet;
@@ -99,6 +100,8 @@ pub(in crate::ofchannel) fn apply_group_mod(
     let id = gm.group.id;
     let existing = groups.iter().position(|g| g.id == id);
     let mut deleted: Vec<u32> = Vec::new();
+    // An existing group that is replaced or changes buckets.
+    let modified = existing.is_some() && gm.command != GroupCommand::Delete;
     match gm.command {
         GroupCommand::Delete => {
             deleted = if id == OFPG_ALL {
@@ -150,6 +153,9 @@ pub(in crate::ofchannel) fn apply_group_mod(
     rules
         .set_groups_chained(groups)
         .map_err(|_| ofe::BAC_BAD_OUT_GROUP)?;
+    if modified {
+        rules.groups_modified(&[id]);
+    }
     Ok((applied, deleted))
 }
 
@@ -189,10 +195,12 @@ impl Session {
     }
 
     /// The GROUP statistics reply: reference counts (the flows that send
-    /// to each group); packet and byte counters are not credited (0).
+    /// to each group), packet and byte counters of each group and bucket
+    /// (as the revalidator last credited them) and each group's age.
     pub(super) fn group_stats(&self, xid: u32, id: u32) -> Vec<Vec<u8>> {
         let v = self.version;
         let st = self.ctl.state();
+        let now = std::time::Instant::now();
         let mut r = reply(v, xid, msg::stats::GROUP, msg::stats::NXST_GROUP);
         for g in st
             .rules
@@ -206,14 +214,23 @@ impl Session {
                 .iter()
                 .filter(|r| rule_sends_to(&r.rule, &[g.id]))
                 .count() as u32;
-            let buckets = vec![(0, 0); g.buckets.len()];
+            let (counters, buckets, age) = match st.rules.group_counters().get(g.id) {
+                Some(s) => (
+                    (s.packets, s.bytes),
+                    s.buckets.clone(),
+                    now.saturating_duration_since(s.added),
+                ),
+                None => ((0, 0), Vec::new(), std::time::Duration::ZERO),
+            };
+            // (Counters follow the group table: one per bucket.)
+            let mut buckets = buckets;
+            buckets.resize(g.buckets.len(), (0, 0));
+            let duration = (
+                u32::try_from(age.as_secs()).unwrap_or(u32::MAX),
+                age.subsec_nanos(),
+            );
             r.push(&msg::group_stats_entry(
-                v,
-                g.id,
-                refs,
-                (0, 0),
-                &buckets,
-                (0, 0),
+                v, g.id, refs, counters, &buckets, duration,
             ));
         }
         r.finish()
