@@ -150,7 +150,9 @@ pub struct RuleTables {
     prefixes: Vec<FieldId>,
     per_table: Vec<(u8, Vec<FieldId>)>,
     frag_mode: FragMode,
-    miss_to_controller: bool,
+    /// Shared by every publication of a switch's tables: it changes when
+    /// connections come and go, without a rebuild.
+    miss_to_controller: std::sync::Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// The ports a rule set mentions (in_port matches, outputs, resubmits).
@@ -224,7 +226,7 @@ impl RuleTables {
             prefixes: prefixes.to_vec(),
             per_table: per_table.to_vec(),
             frag_mode: FragMode::default(),
-            miss_to_controller: false,
+            miss_to_controller: Default::default(),
         }
     }
 
@@ -238,7 +240,7 @@ impl RuleTables {
         let mut t = RuleTables::with_table_prefixes(rules, &self.prefixes, &self.per_table);
         t.groups = self.groups.clone();
         t.frag_mode = self.frag_mode;
-        t.miss_to_controller = self.miss_to_controller;
+        t.miss_to_controller = self.miss_to_controller.clone();
         let mut ports = self.ports.clone();
         ports.extend(t.ports.iter().copied());
         t.set_ports(ports);
@@ -269,7 +271,14 @@ impl RuleTables {
     /// Table misses go to the controllers (see
     /// [`Lookup::miss_to_controller`]).
     pub fn set_miss_to_controller(&mut self, on: bool) {
-        self.miss_to_controller = on;
+        self.miss_to_controller = std::sync::Arc::new(on.into());
+    }
+
+    /// Table misses go to the controllers while `flag` is on (one flag
+    /// for every publication of the tables: changing it needs no
+    /// rebuild, only a revalidation).
+    pub fn share_miss_to_controller(&mut self, flag: std::sync::Arc<std::sync::atomic::AtomicBool>) {
+        self.miss_to_controller = flag;
     }
 
     /// Sets how IP fragments are looked up (OVS's `set-frags`).
@@ -330,6 +339,7 @@ impl Lookup for RuleTables {
     }
     fn miss_to_controller(&self) -> bool {
         self.miss_to_controller
+            .load(std::sync::atomic::Ordering::Relaxed)
     }
 }
 

@@ -81,7 +81,9 @@ pub struct RuleSet {
     groups: Vec<flowpath_ofproto::group::Group>,
     group_counters: GroupCounters,
     frag_mode: FragMode,
-    miss_to_controller: bool,
+    /// Shared with every publication (see
+    /// [`RuleTables::share_miss_to_controller`]).
+    miss_to_controller: Arc<std::sync::atomic::AtomicBool>,
     next_uid: u64,
     version: u64,
     /// Where the rule of each (table, priority, match) is in `rules`: an
@@ -107,7 +109,7 @@ impl RuleSet {
             groups: Vec::new(),
             group_counters: GroupCounters::default(),
             frag_mode: FragMode::default(),
-            miss_to_controller: false,
+            miss_to_controller: Arc::default(),
             next_uid: 1,
             version: 0,
             index: HashMap::new(),
@@ -173,9 +175,9 @@ impl RuleSet {
     /// Table misses go to the controllers (an OpenFlow 1.0-1.2
     /// connection is up, as OVS). Returns whether that changed.
     pub fn set_miss_to_controller(&mut self, on: bool) -> bool {
-        let changed = on != self.miss_to_controller;
+        use std::sync::atomic::Ordering;
+        let changed = on != self.miss_to_controller.swap(on, Ordering::Relaxed);
         if changed {
-            self.miss_to_controller = on;
             self.version += 1;
         }
         changed
@@ -233,7 +235,7 @@ impl RuleSet {
         let mut t = RuleTables::with_table_prefixes(rules, &self.prefixes, &self.per_table);
         t.set_ports(self.ports.clone());
         t.set_frag_mode(self.frag_mode);
-        t.set_miss_to_controller(self.miss_to_controller);
+        t.share_miss_to_controller(self.miss_to_controller.clone());
         // Checked when rules and groups are added (`check_groups`).
         let _ = t.set_groups(self.groups.clone());
         Published {

@@ -329,9 +329,20 @@ impl Registry {
         let ctl = Control::new(self.sh.clone());
         let changed = {
             let mut st = ctl.state();
+            let before = st.rules.version();
             let a = st.rules.set_miss_to_controller(miss);
             let b = std::mem::replace(&mut st.fail_open, fail_open) != fail_open;
-            if a || b {
+            let prev = self.sh.published();
+            if a && !b && prev.version == before {
+                // Only the (shared) miss flag changed: the published
+                // tables stay, under a new version so that the revalidator
+                // translates every megaflow again. No rebuild (a service
+                // connection such as `ovs-ofctl` comes and goes).
+                let _ = ctl.install(crate::rules::Published {
+                    version: st.rules.version(),
+                    ..prev
+                });
+            } else if a || b {
                 let _ = ctl.publish(&st);
             }
             a || b
