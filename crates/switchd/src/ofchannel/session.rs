@@ -20,6 +20,8 @@ use std::time::Instant;
 #[path = "groups.rs"]
 mod groups;
 pub(super) use groups::apply_group_mod;
+#[path = "portmod.rs"]
+mod portmod;
 
 /// One connection's state.
 pub(super) struct Session {
@@ -333,6 +335,9 @@ impl Session {
                 r
             }
             Request::MeterStats => Err(ofe::BRC_BAD_STAT),
+            Request::PortMod(pm) => self.port_mod(pm),
+            Request::TableMod(tm) => self.table_mod(tm),
+            Request::TableDesc => Ok(self.table_desc(xid)),
             Request::SetFlowFormat(f) => {
                 if f == 0 || f == 2 {
                     self.info.nxm_format.store(f == 2, Ordering::Relaxed);
@@ -433,6 +438,7 @@ impl Session {
     }
 
     fn ports(&self) -> Vec<msg::PortInfo> {
+        let st = self.ctl.state();
         let mut v: Vec<msg::PortInfo> = self
             .sh
             .ports
@@ -442,6 +448,7 @@ impl Session {
                 name: p.name.clone(),
                 mac: [0x02, 0, 0, 0, (p.port_no >> 8) as u8, p.port_no as u8],
                 up: true,
+                config: st.rules.port_config(p.port_no),
             })
             .collect();
         v.sort_by_key(|p| p.no);

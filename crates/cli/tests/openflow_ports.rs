@@ -1,0 +1,169 @@
+//! Port configuration over OpenFlow on a live `flowpath switch` (four
+//! null ports): `ovs-ofctl mod-port` changes what the datapath does,
+//! seen in the transmit counters of packet-outs (`dump-ports`) and in
+//! `ofproto/trace`; `mod-table` and `dump-table-desc`. Skipped without
+//! `ovs-ofctl`.
+
+mod ofctl_util;
+
+use ofctl_util::{have_ofctl, ofctl, ofctl_ok, start, Sw, BIN};
+use std::process::Command;
+
+/// Transmitted packets of ports 1-4 (`dump-ports`).
+fn tx(sw: &Sw) -> [u64; 4] {
+    let out = ofctl_ok(sw, &["dump-ports", "br0"]);
+    let mut v = [0u64; 4];
+    let mut port = None;
+    for l in out.lines() {
+        let l = l.trim();
+        if let Some(rest) = l.strip_prefix("port") {
+            port = rest
+                .split(':')
+                .next()
+                .and_then(|p| p.trim().parse::<usize>().ok());
+        } else if let (Some(p), Some(rest)) = (port, l.strip_prefix("tx pkts=")) {
+            if (1..=4).contains(&p) {
+                v[p - 1] = rest.split(',').next().unwrap().parse().unwrap();
+            }
+        }
+    }
+    v
+}
+
+/// Sends one frame out with `actions` (in_port none) and returns which
+/// ports transmitted it.
+fn sent(sw: &Sw, actions: &str) -> [u64; 4] {
+    let before = tx(sw);
+    ofctl_ok(
+        sw,
+        &[
+            "packet-out",
+            "br0",
+            "none",
+            actions,
+            "0000000000020000000000010800",
+        ],
+    );
+    let after = tx(sw);
+    let mut d = [0; 4];
+    for i in 0..4 {
+        d[i] = after[i] - before[i];
+    }
+    d
+}
+
+fn trace(sw: &Sw, flow: &str) -> String {
+    let o = Command::new(BIN)
+        .arg("ctl")
+        .arg("--ctl")
+        .arg(sw.dir.join("flowpath.ctl"))
+        .args(["ofproto/trace", "br0", flow])
+        .output()
+        .unwrap();
+    assert!(o.status.success());
+    let s = String::from_utf8_lossy(&o.stdout).into_owned();
+    s.lines()
+        .find_map(|l| l.strip_prefix("Datapath actions: "))
+        .unwrap_or_else(|| panic!("{s}"))
+        .to_string()
+}
+
+fn config_of(sw: &Sw, version: &str, port: u32) -> (String, String) {
+    let out = ofctl_ok(sw, &["-O", version, "dump-ports-desc", "br0"]);
+    let mut lines = out
+        .lines()
+        .skip_while(|l| !l.trim_start().starts_with(&format!("{port}(")));
+    lines.next().expect("port listed");
+    let mut field = |name: &str| {
+        lines
+            .next()
+            .and_then(|l| l.trim().strip_prefix(name))
+            .map(|v| v.trim().to_string())
+            .unwrap_or_default()
+    };
+    let c = field("config:");
+    (c, field("state:"))
+}
+
+#[test]
+fn mod_port_changes_the_datapath() {
+    if !have_ofctl() {
+        eprintln!("skipped: no ovs-ofctl");
+        return;
+    }
+    let sw = start("ports");
+    assert_eq!(sent(&sw, "FLOOD"), [1, 1, 1, 1]);
+    ofctl_ok(&sw, &["mod-port", "br0", "2", "noflood"]);
+    ofctl_ok(&sw, &["mod-port", "br0", "3", "noforward"]);
+    assert_eq!(sent(&sw, "FLOOD"), [1, 0, 0, 1]);
+    assert_eq!(sent(&sw, "ALL"), [1, 1, 0, 1]);
+    assert_eq!(sent(&sw, "output:3"), [0, 0, 0, 0]);
+    ofctl_ok(&sw, &["mod-port", "br0", "4", "down"]);
+    assert_eq!(sent(&sw, "output:4,output:1"), [1, 0, 0, 0]);
+    assert_eq!(
+        config_of(&sw, "OpenFlow13", 4),
+        ("PORT_DOWN".to_string(), "LINK_DOWN".to_string())
+    );
+    assert_eq!(
+        config_of(&sw, "OpenFlow10", 2),
+        ("NO_FLOOD".to_string(), "0".to_string())
+    );
+    // Back up: forwarding again.
+    for (p, a) in [("2", "flood"), ("3", "forward"), ("4", "up")] {
+        ofctl_ok(&sw, &["mod-port", "br0", p, a]);
+    }
+    assert_eq!(sent(&sw, "FLOOD"), [1, 1, 1, 1]);
+    assert_eq!(
+        config_of(&sw, "OpenFlow15", 4),
+        ("0".to_string(), "LIVE".to_string())
+    );
+
+    // Receiving: the flows' translation.
+    ofctl_ok(&sw, &["add-flow", "br0", "in_port=2,actions=output:3"]);
+    assert_eq!(trace(&sw, "in_port=2"), "3");
+    ofctl_ok(&sw, &["mod-port", "br0", "2", "noreceive"]);
+    assert_eq!(trace(&sw, "in_port=2"), "drop");
+    ofctl_ok(&sw, &["mod-port", "br0", "2", "receive"]);
+    ofctl_ok(&sw, &["mod-port", "br0", "3", "down"]);
+    assert_eq!(trace(&sw, "in_port=2"), "drop");
+    ofctl_ok(&sw, &["mod-port", "br0", "3", "up"]);
+    assert_eq!(trace(&sw, "in_port=2"), "3");
+}
+
+#[test]
+fn mod_table_settings_show_in_the_table_description() {
+    if !have_ofctl() {
+        eprintln!("skipped: no ovs-ofctl");
+        return;
+    }
+    let sw = start("tables");
+    let o14 = ["-O", "OpenFlow14"];
+    let run = |args: &[&str]| {
+        let a: Vec<&str> = o14.iter().chain(args).copied().collect();
+        ofctl(&sw, &a)
+    };
+    assert!(run(&["mod-table", "br0", "0", "evict"]).0);
+    assert!(run(&["mod-table", "br0", "1", "vacancy:10,90"]).0);
+    let (ok, out, _) = run(&["dump-table-desc", "br0"]);
+    assert!(ok);
+    let text: Vec<&str> = out.lines().map(str::trim).collect();
+    assert_eq!(
+        text[1..3],
+        [
+            "table 0:",
+            "eviction=on eviction_flags=OTHER|IMPORTANCE|LIFETIME"
+        ]
+    );
+    assert!(
+        text.contains(&"vacancy=on vacancy_down=10% vacancy_up=90% vacancy=100%"),
+        "{out}"
+    );
+    // Table 254 is read-only.
+    let (ok, _, err) = run(&["mod-table", "br0", "254", "evict"]);
+    assert!(!ok && err.contains("OFPTMFC_EPERM"), "{err}");
+    // Every table at once.
+    assert!(run(&["mod-table", "br0", "all", "noevict"]).0);
+    let (_, out, _) = run(&["dump-table-desc", "br0"]);
+    assert!(!out.contains("eviction=on"), "{out}");
+    assert_eq!(out.matches("table ").count(), 254);
+}
