@@ -156,6 +156,73 @@ fn monitor_and_flow_removed_print_as_in_open_vswitch() {
     assert_eq!(n, 3);
 }
 
+/// PORT_STATUS lines as the recorder keeps them: the message, reason and
+/// port number ("OFPT_PORT_STATUS (OF1.3) MOD 2"), config and state.
+fn norm_port_status(out: &str) -> Vec<String> {
+    let mut v = Vec::new();
+    for l in out.lines() {
+        if l.starts_with("OFPT_PORT_STATUS") {
+            let (Some(x), Some(c)) = (l.find(" (xid="), l.find("): ")) else {
+                continue;
+            };
+            let rest = &l[c + 3..];
+            let reason = rest.split(':').next().unwrap_or("");
+            let port: String = rest[reason.len() + 1..]
+                .trim_start()
+                .chars()
+                .take_while(char::is_ascii_digit)
+                .collect();
+            v.push(format!("{} {reason} {port}", &l[..x]));
+        } else if matches!(l.trim().split(':').next(), Some("config") | Some("state")) {
+            v.push(l.trim().to_string());
+        }
+    }
+    v
+}
+
+#[test]
+fn port_status_prints_as_in_open_vswitch() {
+    if !have_ofctl() {
+        return;
+    }
+    let sw = start("portmon");
+    let mut n = 0;
+    for rec in recorded()
+        .iter()
+        .filter(|r| r.get("port_monitor").is_some())
+    {
+        let ver = rec["port_monitor"].as_str().unwrap();
+        let log = sw.dir.join(format!("ports-{ver}.log"));
+        let f = std::fs::File::create(&log).unwrap();
+        let mut mon = Command::new("ovs-ofctl")
+            .env("OVS_RUNDIR", &sw.dir)
+            .args(["-O", ver, "monitor", "br0", "65534", "watch:"])
+            .stdout(f.try_clone().unwrap())
+            .stderr(f)
+            .stdin(Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(500));
+        for cmd in rec["cmds"].as_array().unwrap() {
+            let cmd: Vec<String> = serde_json::from_value(cmd.clone()).unwrap();
+            let mut full = vec!["-O", ver];
+            full.extend(cmd.iter().map(String::as_str));
+            let (ok, _, err) = ofctl(&sw, &full);
+            assert!(ok, "{ver} {cmd:?}: {err}");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        std::thread::sleep(Duration::from_millis(500));
+        let _ = Command::new("kill").arg(mon.id().to_string()).status();
+        let _ = mon.wait();
+        let got = norm_port_status(&std::fs::read_to_string(&log).unwrap());
+        let want: Vec<String> = serde_json::from_value(rec["lines"].clone()).unwrap();
+        assert!(!want.is_empty());
+        assert_eq!(got, want, "{ver}: flowpath's monitor printed\n{got:#?}");
+        n += 1;
+    }
+    assert_eq!(n, 4);
+}
+
 #[test]
 fn monitor_normalisation_matches_the_recorder() {
     assert_eq!(

@@ -116,18 +116,15 @@ fn put_name(w: &mut Writer, name: &str, n: usize) {
 }
 
 pub(super) fn put_port_desc(w: &mut Writer, version: u8, p: &PortInfo) {
-    // As Open vSwitch: an administratively down port's link is down; a
-    // port whose link is up is live (OpenFlow 1.1+).
-    let up = p.up && p.config & super::PC_PORT_DOWN == 0;
-    let (state, config) = if version == OFP10 {
-        (
-            u32::from(!up) * PORT_STATE_LINK_DOWN,
-            p.config & super::PC10_ALL,
-        )
-    } else if up {
-        (PORT_STATE_LIVE, p.config & super::PC11_ALL)
+    // As Open vSwitch: a port whose link is up and that is not
+    // administratively down is live (OpenFlow 1.1+).
+    let live = p.up && p.config & super::PC_PORT_DOWN == 0;
+    let mut state = u32::from(!p.up) * PORT_STATE_LINK_DOWN;
+    let config = if version == OFP10 {
+        p.config & super::PC10_ALL
     } else {
-        (PORT_STATE_LINK_DOWN, p.config & super::PC11_ALL)
+        state |= u32::from(live) * PORT_STATE_LIVE;
+        p.config & super::PC11_ALL
     };
     if version == OFP10 {
         w.u16(p.no as u16);

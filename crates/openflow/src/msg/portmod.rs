@@ -195,8 +195,8 @@ pub fn encode_port_status(version: u8, reason: u8, p: &PortInfo) -> Vec<u8> {
 
 /// One table's entry of an OpenFlow 1.4+ table description reply: the
 /// eviction flags always, the vacancy thresholds while vacancy events
-/// are on (the vacancy itself is 100%: flowpath's tables have no limit).
-pub fn table_desc_entry(table: u8, c: &TableConfig) -> Vec<u8> {
+/// are on, with the table's `vacancy` (percent free).
+pub fn table_desc_entry(table: u8, c: &TableConfig, vacancy: u8) -> Vec<u8> {
     let mut w = Writer::new();
     let len: u16 = if c.vacancy.is_some() { 24 } else { 16 };
     w.u16(len);
@@ -218,7 +218,7 @@ pub fn table_desc_entry(table: u8, c: &TableConfig) -> Vec<u8> {
         w.u16(8);
         w.u8(down);
         w.u8(up);
-        w.u8(100);
+        w.u8(vacancy);
         w.u8(0);
     }
     w.buf
@@ -300,6 +300,6 @@ mod tests {
         assert_eq!((tm.eviction, tm.vacancy), (None, None));
         let mut c = TableConfig::default();
         c.apply(&decode_table_mod(&mut Reader::new(&b), OFP14).unwrap());
-        assert_eq!(table_desc_entry(3, &c).len(), 24);
+        assert_eq!(table_desc_entry(3, &c, 100).len(), 24);
     }
 }

@@ -38,7 +38,14 @@ impl Session {
         self.pending = true;
         self.flush();
         p.config = new;
+        // As Open vSwitch: taking a port down or up is reported twice, the
+        // configuration first, then the link that follows it.
         self.reg.port_status(&self.info, &p);
+        let up = new & msg::PC_PORT_DOWN == 0;
+        if up != p.up {
+            p.up = up;
+            self.reg.port_status(&self.info, &p);
+        }
         Ok(Vec::new())
     }
 
@@ -66,12 +73,20 @@ impl Session {
     }
 
     pub(super) fn table_desc(&self, xid: u32) -> Vec<Vec<u8>> {
+        let mut used = [false; 256];
+        for r in self.ctl.state().rules.rules() {
+            used[usize::from(r.rule.table)] = true;
+        }
         let cfg = self.reg.table_cfg.lock().unwrap_or_else(|p| p.into_inner());
         let mut r = msg::StatsReply::new(self.version, xid, msg::stats::TABLE_DESC, None);
         for t in 0..TABLES {
+            // As Open vSwitch with no flow limit: 100% free when empty, else
+            // its rounding of (2^32 - 1 - flows) / (2^32 - 1) down to 99%.
+            let vacancy = if used[usize::from(t)] { 99 } else { 100 };
             r.push(&msg::table_desc_entry(
                 t,
                 &cfg.get(&t).copied().unwrap_or_default(),
+                vacancy,
             ));
         }
         r.finish()

@@ -447,7 +447,8 @@ impl Session {
                 no: p.port_no,
                 name: p.name.clone(),
                 mac: [0x02, 0, 0, 0, (p.port_no >> 8) as u8, p.port_no as u8],
-                up: true,
+                // An administratively down port's link goes down.
+                up: st.rules.port_config(p.port_no) & msg::PC_PORT_DOWN == 0,
                 config: st.rules.port_config(p.port_no),
             })
             .collect();
