@@ -122,7 +122,6 @@ errors! {
     PMFC_BAD_PORT = "OFPPMFC_BAD_PORT", of(4, 0), of(7, 0);
     PMFC_BAD_HW_ADDR = "OFPPMFC_BAD_HW_ADDR", of(4, 1), of(7, 1);
     TMFC_BAD_TABLE = "OFPTMFC_BAD_TABLE", of(8, 0), of(8, 0);
-    TMFC_BAD_CONFIG = "OFPTMFC_BAD_CONFIG", of(8, 1), of(8, 1);
     TMFC_EPERM = "OFPTMFC_EPERM", of(8, 2), of(8, 2);
     RRFC_BAD_ROLE = "OFPRRFC_BAD_ROLE", nx(1, 513), of(11, 2);
     RRFC_STALE = "OFPRRFC_STALE", nx(1, 513), of(11, 0);

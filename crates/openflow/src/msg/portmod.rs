@@ -49,8 +49,6 @@ pub struct TableMod {
     /// Vacancy events: None unchanged, `Some(None)` off,
     /// `Some(Some((down, up)))` on with these thresholds (OpenFlow 1.4+).
     pub vacancy: Option<Option<(u8, u8)>>,
-    /// An eviction flags property that is not the one value supported.
-    pub bad_eviction_flags: bool,
 }
 
 /// A table's configuration as the table description reports it.
@@ -146,7 +144,6 @@ pub fn decode_table_mod(r: &mut Reader<'_>, version: u8) -> Result<TableMod, OfE
         table,
         eviction: None,
         vacancy: None,
-        bad_eviction_flags: false,
     };
     if version < OFP14 {
         if r.remaining() != 0 {
@@ -164,8 +161,15 @@ pub fn decode_table_mod(r: &mut Reader<'_>, version: u8) -> Result<TableMod, OfE
                 let Some(b) = body.get(..4).filter(|_| body.len() == 4) else {
                     return Err(BPC_BAD_LEN);
                 };
-                let flags = u32::from_be_bytes([b[0], b[1], b[2], b[3]]);
-                tm.bad_eviction_flags = flags != EVICTION_FLAGS;
+                // As Open vSwitch 3.1 reads it: the property's value
+                // replaces the eviction setting (1 on, 2 off, anything
+                // else, such as the eviction flags `ovs-ofctl` sends,
+                // leaves it as it is).
+                tm.eviction = match u32::from_be_bytes([b[0], b[1], b[2], b[3]]) {
+                    1 => Some(true),
+                    2 => Some(false),
+                    _ => None,
+                };
             }
             TMPT14_VACANCY => {
                 if body.len() != 4 {
@@ -281,6 +285,53 @@ mod tests {
     }
 
     #[test]
+    fn truncated_and_corrupted_port_and_table_mods_are_errors_not_panics() {
+        use crate::header::{OFP13, OFP15};
+        let mut msgs = Vec::new();
+        for (v, t) in [(OFP10, 15u8), (OFP13, 16), (OFP14, 16), (OFP15, 16)] {
+            let mut body = if v == OFP10 {
+                pm10(1, 1, 1)
+            } else {
+                let mut b = 1u32.to_be_bytes().to_vec();
+                b.extend_from_slice(&[0; 4]);
+                b.extend_from_slice(&[2, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 1, 0, 0, 0, 1]);
+                b.extend_from_slice(&[0, 0, 0, 8, 0, 0, 0, 0]);
+                b
+            };
+            msgs.push((v, t, body.clone()));
+            if v != OFP10 {
+                body = vec![1, 0, 0, 0, 0, 0, 0, 12];
+                if v >= OFP14 {
+                    body.extend_from_slice(&[0, 3, 0, 8, 1, 2, 0, 0, 0, 2, 0, 8, 0, 0, 0, 7]);
+                }
+                msgs.push((v, 17, body));
+            }
+        }
+        for (v, t, body) in msgs {
+            let mut m = vec![v, t, 0, 0, 0, 0, 0, 1];
+            m.extend_from_slice(&body);
+            let n = m.len() as u16;
+            m[2..4].copy_from_slice(&n.to_be_bytes());
+            assert!(
+                crate::msg::decode(&m, Default::default()).is_ok(),
+                "{v} {t}"
+            );
+            for cut in 8..m.len() {
+                let mut c = m[..cut].to_vec();
+                c[2..4].copy_from_slice(&(cut as u16).to_be_bytes());
+                let _ = crate::msg::decode(&c, Default::default());
+            }
+            for i in 8..m.len() {
+                for x in [0u8, 0x7f, 0xff] {
+                    let mut c = m.clone();
+                    c[i] = x;
+                    let _ = crate::msg::decode(&c, Default::default());
+                }
+            }
+        }
+    }
+
+    #[test]
     fn table_mod_of14_vacancy_and_eviction() {
         let mut b = vec![3, 0, 0, 0];
         b.extend_from_slice(&(TC14_VACANCY_EVENTS).to_be_bytes());
@@ -289,6 +340,12 @@ mod tests {
         assert_eq!(tm.table, 3);
         assert_eq!(tm.eviction, Some(false));
         assert_eq!(tm.vacancy, Some(Some((10, 90))));
+        // An eviction property with the flags leaves eviction as it is.
+        let mut flags = b.clone();
+        flags[7] |= TC14_EVICTION as u8;
+        flags.extend_from_slice(&[0, 2, 0, 8, 0, 0, 0, 7]);
+        let tm = decode_table_mod(&mut Reader::new(&flags), OFP14).unwrap();
+        assert_eq!(tm.eviction, None);
         let mut bad = b.clone();
         bad[12] = 95;
         assert_eq!(

@@ -53,9 +53,6 @@ impl Session {
         if self.info.role.load(Ordering::Relaxed) == 3 {
             return Err(ofe::BRC_IS_SECONDARY);
         }
-        if tm.bad_eviction_flags {
-            return Err(ofe::TMFC_BAD_CONFIG);
-        }
         let mut cfg = self.reg.table_cfg.lock().unwrap_or_else(|p| p.into_inner());
         let tables = match tm.table {
             0xff => 0..TABLES,

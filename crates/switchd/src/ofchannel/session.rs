@@ -499,7 +499,8 @@ impl Session {
             .stats
             .flow_mods
             .fetch_add(n as u64, Ordering::Relaxed);
-        let res = flowmod::commit(&mut self.ctl.state().rules, msgs);
+        let ports = self.ports();
+        let res = flowmod::commit(&mut self.ctl.state().rules, msgs, &ports);
         match res {
             Ok(done) => {
                 self.reg
@@ -509,6 +510,9 @@ impl Session {
                 self.groups_deleted(&done.groups_deleted);
                 self.after_changes(done.applied, xid);
                 self.flush();
+                for pm in done.port_mods {
+                    self.port_mod(pm)?;
+                }
                 for po in done.packet_outs {
                     // The flows are in place: publish before running.
                     self.packet_out(po)?;
