@@ -1,8 +1,9 @@
 //! Port configuration over OpenFlow on a live `flowpath switch` (four
-//! null ports): `ovs-ofctl mod-port` changes what the datapath does,
-//! seen in the transmit counters of packet-outs (`dump-ports`) and in
-//! `ofproto/trace`; `mod-table` and `dump-table-desc`. Skipped without
-//! `ovs-ofctl`.
+//! null ports, and a capture port that receives one frame over and
+//! over): `ovs-ofctl mod-port` changes what the datapath does, seen in
+//! the transmit counters (`dump-ports`) of packet-outs and of received
+//! traffic, and in `ofproto/trace`; `mod-table` and `dump-table-desc`.
+//! Skipped without `ovs-ofctl`.
 
 mod ofctl_util;
 
@@ -166,4 +167,69 @@ fn mod_table_settings_show_in_the_table_description() {
     let (_, out, _) = run(&["dump-table-desc", "br0"]);
     assert!(!out.contains("eviction=on"), "{out}");
     assert_eq!(out.matches("table ").count(), 254);
+}
+
+/// A capture file of one Ethernet frame (IPv4/UDP, 60 bytes).
+fn one_frame_pcap(path: &std::path::Path) {
+    let mut f = 0xa1b2_c3d4u32.to_le_bytes().to_vec();
+    f.extend_from_slice(&2u16.to_le_bytes());
+    f.extend_from_slice(&4u16.to_le_bytes());
+    f.extend_from_slice(&[0; 8]);
+    f.extend_from_slice(&65535u32.to_le_bytes());
+    f.extend_from_slice(&1u32.to_le_bytes());
+    let mut frame = vec![0u8; 60];
+    frame[..12].copy_from_slice(&[2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1]);
+    frame[12..14].copy_from_slice(&[8, 0]);
+    frame[14] = 0x45;
+    frame[16..18].copy_from_slice(&46u16.to_be_bytes());
+    frame[22] = 64;
+    frame[23] = 17;
+    for w in [0u32, 0, 60, 60] {
+        f.extend_from_slice(&w.to_le_bytes());
+    }
+    f.extend_from_slice(&frame);
+    std::fs::write(path, f).unwrap();
+}
+
+/// Whether port 2 transmits within a second (its counter grows).
+fn forwarding(sw: &Sw) -> bool {
+    let before = tx(sw)[1];
+    let t0 = std::time::Instant::now();
+    while t0.elapsed() < std::time::Duration::from_secs(1) {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        if tx(sw)[1] > before {
+            return true;
+        }
+    }
+    false
+}
+
+#[test]
+fn received_traffic_stops_and_resumes_with_the_port_config() {
+    if !have_ofctl() {
+        eprintln!("skipped: no ovs-ofctl");
+        return;
+    }
+    let pcap = std::env::temp_dir().join(format!("fpof-rx-{}.pcap", std::process::id()));
+    one_frame_pcap(&pcap);
+    let spec = format!("5=pcap:{},loop", pcap.display());
+    let sw = ofctl_util::start_with("rx", &["--port", &spec]);
+    ofctl_ok(&sw, &["add-flow", "br0", "in_port=5,actions=output:2"]);
+    assert!(forwarding(&sw));
+    // Cached megaflows are revalidated: the traffic stops.
+    ofctl_ok(&sw, &["mod-port", "br0", "5", "noreceive"]);
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    assert!(!forwarding(&sw));
+    ofctl_ok(&sw, &["mod-port", "br0", "5", "receive"]);
+    assert!(forwarding(&sw));
+    ofctl_ok(&sw, &["mod-port", "br0", "2", "noforward"]);
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    assert!(!forwarding(&sw));
+    ofctl_ok(&sw, &["mod-port", "br0", "2", "forward"]);
+    assert!(forwarding(&sw));
+    ofctl_ok(&sw, &["mod-port", "br0", "5", "down"]);
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    assert!(!forwarding(&sw));
+    drop(sw);
+    let _ = std::fs::remove_file(&pcap);
 }
