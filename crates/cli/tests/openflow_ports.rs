@@ -233,3 +233,69 @@ fn received_traffic_stops_and_resumes_with_the_port_config() {
     drop(sw);
     let _ = std::fs::remove_file(&pcap);
 }
+
+/// One message from `s` (header and body).
+fn read_msg(s: &mut std::os::unix::net::UnixStream) -> Vec<u8> {
+    use std::io::Read;
+    let mut h = [0u8; 8];
+    s.read_exact(&mut h).unwrap();
+    let len = usize::from(u16::from_be_bytes([h[2], h[3]]));
+    let mut m = h.to_vec();
+    m.resize(len, 0);
+    s.read_exact(&mut m[8..]).unwrap();
+    m
+}
+
+#[test]
+fn port_mod_checks_the_port_and_its_address() {
+    use std::io::Write;
+    if !have_ofctl() {
+        eprintln!("skipped: no ovs-ofctl");
+        return;
+    }
+    let sw = start("pmerr");
+    let mut s = std::os::unix::net::UnixStream::connect(sw.dir.join("br0.mgmt")).unwrap();
+    s.set_read_timeout(Some(std::time::Duration::from_secs(5)))
+        .unwrap();
+    s.write_all(&[1, 0, 0, 8, 0, 0, 0, 1]).unwrap();
+    assert_eq!(read_msg(&mut s)[1], 0, "hello");
+    // OpenFlow 1.0 PORT_MOD: port, hw_addr, config, mask, advertise, pad.
+    let port_mod = |port: u16, mac: [u8; 6], xid: u8| {
+        let mut m = vec![1, 15, 0, 32, 0, 0, 0, xid];
+        m.extend_from_slice(&port.to_be_bytes());
+        m.extend_from_slice(&mac);
+        m.extend_from_slice(&[0, 0, 0, 1, 0, 0, 0, 1]);
+        m.extend_from_slice(&[0; 8]);
+        m
+    };
+    let barrier = |xid: u8| vec![1, 18, 0, 8, 0, 0, 0, xid];
+    // (type, code) of the error answering `m`, or None when the barrier
+    // after it comes back first.
+    let mut answer = |m: Vec<u8>, xid: u8| {
+        s.write_all(&m).unwrap();
+        s.write_all(&barrier(xid + 100)).unwrap();
+        let r = read_msg(&mut s);
+        if r[1] == 1 {
+            assert_eq!(r[7], xid);
+            let code = (
+                u16::from_be_bytes([r[8], r[9]]),
+                u16::from_be_bytes([r[10], r[11]]),
+            );
+            assert_eq!(read_msg(&mut s)[1], 19, "barrier reply");
+            Some(code)
+        } else {
+            assert_eq!(r[1], 19, "barrier reply");
+            None
+        }
+    };
+    let mac1 = [2, 0, 0, 0, 0, 1];
+    assert_eq!(answer(port_mod(9, mac1, 1), 1), Some((4, 0)), "BAD_PORT");
+    assert_eq!(
+        answer(port_mod(1, [2, 0, 0, 0, 0, 9], 2), 2),
+        Some((4, 1)),
+        "BAD_HW_ADDR"
+    );
+    assert_eq!(answer(port_mod(1, mac1, 3), 3), None);
+    let desc = ofctl_ok(&sw, &["dump-ports-desc", "br0"]);
+    assert!(desc.contains("PORT_DOWN"), "{desc}");
+}
