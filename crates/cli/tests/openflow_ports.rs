@@ -7,8 +7,18 @@
 
 mod ofctl_util;
 
-use ofctl_util::{have_ofctl, ofctl, ofctl_ok, start, Sw, BIN};
+use ofctl_util::{have_ofctl, ofctl, ofctl_ok, Sw, BIN};
 use std::process::Command;
+
+/// A switch (see [`ofctl_util::start_with`]), or None (the test is
+/// skipped) without `ovs-ofctl`.
+fn switch(tag: &str, extra: &[&str]) -> Option<Sw> {
+    if !have_ofctl() {
+        eprintln!("skipped: no ovs-ofctl");
+        return None;
+    }
+    Some(ofctl_util::start_with(tag, extra))
+}
 
 /// Transmitted packets of ports 1-4 (`dump-ports`).
 fn tx(sw: &Sw) -> [u64; 4] {
@@ -88,11 +98,9 @@ fn config_of(sw: &Sw, version: &str, port: u32) -> (String, String) {
 
 #[test]
 fn mod_port_changes_the_datapath() {
-    if !have_ofctl() {
-        eprintln!("skipped: no ovs-ofctl");
+    let Some(sw) = switch("ports", &[]) else {
         return;
-    }
-    let sw = start("ports");
+    };
     assert_eq!(sent(&sw, "FLOOD"), [1, 1, 1, 1]);
     ofctl_ok(&sw, &["mod-port", "br0", "2", "noflood"]);
     ofctl_ok(&sw, &["mod-port", "br0", "3", "noforward"]);
@@ -133,11 +141,9 @@ fn mod_port_changes_the_datapath() {
 
 #[test]
 fn mod_table_settings_show_in_the_table_description() {
-    if !have_ofctl() {
-        eprintln!("skipped: no ovs-ofctl");
+    let Some(sw) = switch("tables", &[]) else {
         return;
-    }
-    let sw = start("tables");
+    };
     let o14 = ["-O", "OpenFlow14"];
     let run = |args: &[&str]| {
         let a: Vec<&str> = o14.iter().chain(args).copied().collect();
@@ -206,14 +212,12 @@ fn forwarding(sw: &Sw) -> bool {
 
 #[test]
 fn received_traffic_stops_and_resumes_with_the_port_config() {
-    if !have_ofctl() {
-        eprintln!("skipped: no ovs-ofctl");
-        return;
-    }
     let pcap = std::env::temp_dir().join(format!("fpof-rx-{}.pcap", std::process::id()));
     one_frame_pcap(&pcap);
     let spec = format!("5=pcap:{},loop", pcap.display());
-    let sw = ofctl_util::start_with("rx", &["--port", &spec]);
+    let Some(sw) = switch("rx", &["--port", &spec]) else {
+        return;
+    };
     ofctl_ok(&sw, &["add-flow", "br0", "in_port=5,actions=output:2"]);
     assert!(forwarding(&sw));
     // Cached megaflows are revalidated: the traffic stops.
@@ -249,11 +253,9 @@ fn read_msg(s: &mut std::os::unix::net::UnixStream) -> Vec<u8> {
 #[test]
 fn port_mod_checks_the_port_and_its_address() {
     use std::io::Write;
-    if !have_ofctl() {
-        eprintln!("skipped: no ovs-ofctl");
+    let Some(sw) = switch("pmerr", &[]) else {
         return;
-    }
-    let sw = start("pmerr");
+    };
     let mut s = std::os::unix::net::UnixStream::connect(sw.dir.join("br0.mgmt")).unwrap();
     s.set_read_timeout(Some(std::time::Duration::from_secs(5)))
         .unwrap();
