@@ -8,7 +8,7 @@
 
 mod ofctl_util;
 
-use ofctl_util::{error_name, have_ofctl, norm, ofctl, start, start_with};
+use ofctl_util::{error_name, have_ofctl, norm, ofctl, start, start_with, Sw};
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
@@ -108,6 +108,28 @@ fn norm_monitor(out: &str) -> Vec<String> {
         .collect()
 }
 
+/// `ovs-ofctl -O VER monitor br0 65534 watch:` on `sw`, its output to
+/// `log`, given half a second to start.
+fn start_monitor(sw: &Sw, ver: &str, log: &Path) -> std::process::Child {
+    let f = std::fs::File::create(log).unwrap();
+    let child = Command::new("ovs-ofctl")
+        .env("OVS_RUNDIR", &sw.dir)
+        .args(["-O", ver, "monitor", "br0", "65534", "watch:"])
+        .stdout(f.try_clone().unwrap())
+        .stderr(f)
+        .stdin(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    child
+}
+
+/// Stops a monitor with SIGTERM (it flushes what it printed).
+fn stop_monitor(mut mon: std::process::Child) {
+    let _ = Command::new("kill").arg(mon.id().to_string()).status();
+    let _ = mon.wait();
+}
+
 #[test]
 fn monitor_and_flow_removed_print_as_in_open_vswitch() {
     if !have_ofctl() {
@@ -124,17 +146,7 @@ fn monitor_and_flow_removed_print_as_in_open_vswitch() {
         for cmd in rec["cmds"].as_array().unwrap() {
             let cmd: Vec<String> = serde_json::from_value(cmd.clone()).unwrap();
             if cmd == ["@monitor"] {
-                let f = std::fs::File::create(&log).unwrap();
-                let child = Command::new("ovs-ofctl")
-                    .env("OVS_RUNDIR", &sw.dir)
-                    .args(["-O", ver, "monitor", "br0", "65534", "watch:"])
-                    .stdout(f.try_clone().unwrap())
-                    .stderr(f)
-                    .stdin(Stdio::null())
-                    .spawn()
-                    .unwrap();
-                mon = Some(child);
-                std::thread::sleep(Duration::from_millis(500));
+                mon = Some(start_monitor(&sw, ver, &log));
                 continue;
             }
             let mut full = vec!["-O", ver];
@@ -144,10 +156,7 @@ fn monitor_and_flow_removed_print_as_in_open_vswitch() {
             std::thread::sleep(Duration::from_millis(200));
         }
         std::thread::sleep(Duration::from_secs_f64(wait));
-        let mut mon = mon.expect("the recording starts a monitor");
-        // SIGTERM: the monitor flushes what it printed.
-        let _ = Command::new("kill").arg(mon.id().to_string()).status();
-        let _ = mon.wait();
+        stop_monitor(mon.expect("the recording starts a monitor"));
         let got = norm_monitor(&std::fs::read_to_string(&log).unwrap());
         let want: Vec<String> = serde_json::from_value(rec["lines"].clone()).unwrap();
         assert_eq!(got, want, "{ver}: flowpath's monitor printed\n{got:#?}");
@@ -193,16 +202,7 @@ fn port_status_prints_as_in_open_vswitch() {
     {
         let ver = rec["port_monitor"].as_str().unwrap();
         let log = sw.dir.join(format!("ports-{ver}.log"));
-        let f = std::fs::File::create(&log).unwrap();
-        let mut mon = Command::new("ovs-ofctl")
-            .env("OVS_RUNDIR", &sw.dir)
-            .args(["-O", ver, "monitor", "br0", "65534", "watch:"])
-            .stdout(f.try_clone().unwrap())
-            .stderr(f)
-            .stdin(Stdio::null())
-            .spawn()
-            .unwrap();
-        std::thread::sleep(Duration::from_millis(500));
+        let mon = start_monitor(&sw, ver, &log);
         for cmd in rec["cmds"].as_array().unwrap() {
             let cmd: Vec<String> = serde_json::from_value(cmd.clone()).unwrap();
             let mut full = vec!["-O", ver];
@@ -212,8 +212,7 @@ fn port_status_prints_as_in_open_vswitch() {
             std::thread::sleep(Duration::from_millis(100));
         }
         std::thread::sleep(Duration::from_millis(500));
-        let _ = Command::new("kill").arg(mon.id().to_string()).status();
-        let _ = mon.wait();
+        stop_monitor(mon);
         let got = norm_port_status(&std::fs::read_to_string(&log).unwrap());
         let want: Vec<String> = serde_json::from_value(rec["lines"].clone()).unwrap();
         assert!(!want.is_empty());
