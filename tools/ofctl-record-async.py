@@ -13,7 +13,10 @@ Records, one JSON object per line:
   `@mm2` name files holding FLOWS;
 - {"monitor": V, "cmds": [[...], ...], "wait": S, "lines": [...]}: the
   monitor's output lines (durations and xids replaced) while the commands
-  ran and S seconds after.
+  ran and S seconds after;
+- {"port_monitor": V, "cmds": [[...], ...], "lines": [...]}: the
+  PORT_STATUS messages a monitor printed while another connection ran
+  the port changes (message, reason and port number, config and state).
 """
 import importlib.util, json, os, re, subprocess, tempfile, time
 
@@ -65,6 +68,15 @@ PIN_CMDS = [
 ]
 PIN_WAIT = 1
 
+# Port changes another connection makes, as `ovs-ofctl monitor br0 watch:`
+# prints their PORT_STATUS messages (a second "noflood" changes nothing).
+PORT_CMDS = [
+    ["mod-port", "br0", "2", "down"], ["mod-port", "br0", "2", "noflood"],
+    ["mod-port", "br0", "2", "noflood"], ["mod-port", "br0", "2", "up"],
+    ["mod-port", "br0", "2", "flood"], ["mod-port", "br0", "3", "noforward"],
+    ["mod-port", "br0", "3", "forward"],
+]
+
 # ovs-ofctl runs and output normalisation as tools/ofctl-record.py.
 _spec = importlib.util.spec_from_file_location(
     "ofctl_record", os.path.join(os.path.dirname(os.path.abspath(__file__)), "ofctl-record.py"))
@@ -114,6 +126,36 @@ def monitor(version, cmds=MONITOR_CMDS, wait=MONITOR_WAIT):
     return norm_monitor(log.read())
 
 
+def norm_port_status(out):
+    """PORT_STATUS lines: the message and port number, config and state
+    (names, addresses and speeds differ between switches)."""
+    lines = []
+    for l in out.splitlines():
+        m = re.match(r"^(OFPT_PORT_STATUS.*?) \(xid=0x[0-9a-f]+\): (\w+): (\d+)\(", l)
+        if m:
+            lines.append(" ".join(m.groups()))
+        elif l.strip().split(":")[0] in ("config", "state"):
+            lines.append(l.strip())
+    return lines
+
+
+def port_monitor(version):
+    """Runs PORT_CMDS with a monitor watching; its PORT_STATUS lines."""
+    log = tempfile.TemporaryFile(mode="w+")
+    proc = subprocess.Popen(
+        ["ovs-ofctl", "-O", version, "monitor", "br0", "65534", "watch:"],
+        stdout=log, stderr=subprocess.STDOUT, text=True)
+    time.sleep(0.5)
+    for cmd in PORT_CMDS:
+        ofctl(version, cmd)
+        time.sleep(0.2)
+    time.sleep(0.5)
+    proc.terminate()
+    proc.wait(timeout=5)
+    log.seek(0)
+    return norm_port_status(log.read())
+
+
 def main():
     tmp = tempfile.mkdtemp()
     files = {"@mm": MM, "@mm2": MM2}
@@ -136,6 +178,8 @@ def main():
     for v in ["OpenFlow10", "OpenFlow13", "OpenFlow15"]:
         print(json.dumps({"monitor": v, "cmds": PIN_CMDS, "wait": PIN_WAIT,
                           "lines": monitor(v, PIN_CMDS, PIN_WAIT)}))
+    for v in VERSIONS:
+        print(json.dumps({"port_monitor": v, "cmds": PORT_CMDS, "lines": port_monitor(v)}))
 
 
 if __name__ == "__main__":

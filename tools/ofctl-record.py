@@ -125,6 +125,32 @@ SCENARIOS = {
         ["get-frags", "br0"], ["set-frags", "br0", "drop"], ["get-frags", "br0"],
         ["set-frags", "br0", "nx-match"], ["get-frags", "br0"], ["set-frags", "br0", "normal"],
     ],
+    # Port configuration: the bits each version carries (OpenFlow 1.1+ has
+    # no NO_FLOOD), as show and dump-ports-desc print them.
+    "ports": [
+        ["mod-port", "br0", "1", "down"], ["mod-port", "br0", "2", "noflood"],
+        ["mod-port", "br0", "3", "noreceive"], ["mod-port", "br0", "3", "noforward"],
+        ["mod-port", "br0", "4", "nopacket-in"],
+        ["show", "br0"], ["dump-ports-desc", "br0"],
+        ["mod-port", "br0", "1", "up"], ["mod-port", "br0", "2", "flood"],
+        ["mod-port", "br0", "3", "receive"], ["mod-port", "br0", "3", "forward"],
+        ["mod-port", "br0", "4", "packet-in"],
+        ["dump-ports-desc", "br0"],
+    ],
+    # Table settings (ovs-ofctl sends eviction and vacancy in 1.4+ only).
+    # ovs-ofctl's "all" keeps each table's other setting as it reads it,
+    # so after the first table "all novacancy" leaves vacancy events on.
+    "table-mod": [
+        ["del-flows", "br0"], ["add-flows", "br0", "@mm"],
+        ["mod-table", "br0", "0", "evict"], ["mod-table", "br0", "1", "vacancy:10,90"],
+        ["-O", "OpenFlow14", "dump-table-desc", "br0"],
+        ["mod-table", "br0", "254", "evict"],
+        ["mod-table", "br0", "all", "noevict"], ["mod-table", "br0", "all", "novacancy"],
+        ["-O", "OpenFlow14", "dump-table-desc", "br0"],
+        ["-O", "OpenFlow14", "mod-table", "br0", "1", "novacancy"],
+        ["del-flows", "br0"],
+        ["-O", "OpenFlow14", "dump-table-desc", "br0"],
+    ],
 }
 
 ERR = re.compile(r"\b((?!OFPT_)OFP[A-Z]+_[A-Z_]+|NX[A-Z]+_[A-Z_]+)\b")
@@ -136,7 +162,10 @@ GROUPS = ("group_id=2,type=select,bucket=output:1,bucket=weight:5,output:2\n"
 
 # Scenarios that only some versions can run.
 SCENARIO_VERSIONS = {"groups": ["OpenFlow13", "OpenFlow15"], "buckets15": ["OpenFlow15"],
-                     "groups10": ["OpenFlow10"]}
+                     "groups10": ["OpenFlow10"],
+                     "table-mod": ["OpenFlow13", "OpenFlow14", "OpenFlow15"]}
+
+PORT_DUMPS = ("show", "dump-ports-desc")
 
 GROUP_DUMPS = ("dump-groups", "dump-group-stats")
 
@@ -153,11 +182,32 @@ def norm(cmd, out):
     lines = [l.rstrip() for l in out.splitlines() if l.strip()]
     if cmd[0] in ("dump-flows", "diff-flows"):
         return sorted(l.strip() for l in lines if "reply" not in l)
+    if cmd[0] in PORT_DUMPS:
+        return norm_ports(lines)
+    if cmd[0] == "dump-table-desc":
+        # Tables 0 and 1 (the others are alike).
+        lines = lines[:7]
     lines = [re.sub(r"\bduration=[0-9.]+s,", "", l) for l in lines]
     if cmd[0] in GROUP_DUMPS:
         # Open vSwitch lists groups in hash order.
         lines = lines[:1] + sorted(lines[1:])
     return [re.sub(r" \(xid=0x[0-9a-f]+\)", "", l) for l in lines]
+
+
+def norm_ports(lines):
+    """Ports 1-4 of a port listing: each number, its config and state
+    (names, addresses, speeds and the switch's own port differ)."""
+    out, keep = [], False
+    for l in lines:
+        m = re.match(r"^ (\d+)\(", l)
+        if m:
+            keep = True
+            out.append(m.group(1))
+        elif re.match(r"^ \S", l) or not l.startswith(" "):
+            keep = False
+        elif keep and l.split(":")[0].strip() in ("config", "state"):
+            out.append(l.strip())
+    return out
 
 
 def rule_sets():

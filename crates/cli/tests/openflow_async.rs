@@ -8,7 +8,7 @@
 
 mod ofctl_util;
 
-use ofctl_util::{error_name, have_ofctl, norm, ofctl, start, start_with};
+use ofctl_util::{error_name, have_ofctl, norm, ofctl, start, start_with, Sw};
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
@@ -114,6 +114,28 @@ fn norm_monitor(out: &str) -> Vec<String> {
         .collect()
 }
 
+/// `ovs-ofctl -O VER monitor br0 65534 watch:` on `sw`, its output to
+/// `log`, given half a second to start.
+fn start_monitor(sw: &Sw, ver: &str, log: &Path) -> std::process::Child {
+    let f = std::fs::File::create(log).unwrap();
+    let child = Command::new("ovs-ofctl")
+        .env("OVS_RUNDIR", &sw.dir)
+        .args(["-O", ver, "monitor", "br0", "65534", "watch:"])
+        .stdout(f.try_clone().unwrap())
+        .stderr(f)
+        .stdin(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    child
+}
+
+/// Stops a monitor with SIGTERM (it flushes what it printed).
+fn stop_monitor(mut mon: std::process::Child) {
+    let _ = Command::new("kill").arg(mon.id().to_string()).status();
+    let _ = mon.wait();
+}
+
 #[test]
 fn monitor_and_flow_removed_print_as_in_open_vswitch() {
     if !have_ofctl() {
@@ -130,17 +152,7 @@ fn monitor_and_flow_removed_print_as_in_open_vswitch() {
         for cmd in rec["cmds"].as_array().unwrap() {
             let cmd: Vec<String> = serde_json::from_value(cmd.clone()).unwrap();
             if cmd == ["@monitor"] {
-                let f = std::fs::File::create(&log).unwrap();
-                let child = Command::new("ovs-ofctl")
-                    .env("OVS_RUNDIR", &sw.dir)
-                    .args(["-O", ver, "monitor", "br0", "65534", "watch:"])
-                    .stdout(f.try_clone().unwrap())
-                    .stderr(f)
-                    .stdin(Stdio::null())
-                    .spawn()
-                    .unwrap();
-                mon = Some(child);
-                std::thread::sleep(Duration::from_millis(500));
+                mon = Some(start_monitor(&sw, ver, &log));
                 continue;
             }
             let mut full = vec!["-O", ver];
@@ -150,16 +162,70 @@ fn monitor_and_flow_removed_print_as_in_open_vswitch() {
             std::thread::sleep(Duration::from_millis(200));
         }
         std::thread::sleep(Duration::from_secs_f64(wait));
-        let mut mon = mon.expect("the recording starts a monitor");
-        // SIGTERM: the monitor flushes what it printed.
-        let _ = Command::new("kill").arg(mon.id().to_string()).status();
-        let _ = mon.wait();
+        stop_monitor(mon.expect("the recording starts a monitor"));
         let got = norm_monitor(&std::fs::read_to_string(&log).unwrap());
         let want: Vec<String> = serde_json::from_value(rec["lines"].clone()).unwrap();
         assert_eq!(got, want, "{ver}: flowpath's monitor printed\n{got:#?}");
         n += 1;
     }
     assert_eq!(n, 6);
+}
+
+/// PORT_STATUS lines as the recorder keeps them: the message, reason and
+/// port number ("OFPT_PORT_STATUS (OF1.3) MOD 2"), config and state.
+fn norm_port_status(out: &str) -> Vec<String> {
+    let mut v = Vec::new();
+    for l in out.lines() {
+        if l.starts_with("OFPT_PORT_STATUS") {
+            let (Some(x), Some(c)) = (l.find(" (xid="), l.find("): ")) else {
+                continue;
+            };
+            let rest = &l[c + 3..];
+            let reason = rest.split(':').next().unwrap_or("");
+            let port: String = rest[reason.len() + 1..]
+                .trim_start()
+                .chars()
+                .take_while(char::is_ascii_digit)
+                .collect();
+            v.push(format!("{} {reason} {port}", &l[..x]));
+        } else if matches!(l.trim().split(':').next(), Some("config") | Some("state")) {
+            v.push(l.trim().to_string());
+        }
+    }
+    v
+}
+
+#[test]
+fn port_status_prints_as_in_open_vswitch() {
+    if !have_ofctl() {
+        return;
+    }
+    let sw = start("portmon");
+    let mut n = 0;
+    for rec in recorded()
+        .iter()
+        .filter(|r| r.get("port_monitor").is_some())
+    {
+        let ver = rec["port_monitor"].as_str().unwrap();
+        let log = sw.dir.join(format!("ports-{ver}.log"));
+        let mon = start_monitor(&sw, ver, &log);
+        for cmd in rec["cmds"].as_array().unwrap() {
+            let cmd: Vec<String> = serde_json::from_value(cmd.clone()).unwrap();
+            let mut full = vec!["-O", ver];
+            full.extend(cmd.iter().map(String::as_str));
+            let (ok, _, err) = ofctl(&sw, &full);
+            assert!(ok, "{ver} {cmd:?}: {err}");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        std::thread::sleep(Duration::from_millis(500));
+        stop_monitor(mon);
+        let got = norm_port_status(&std::fs::read_to_string(&log).unwrap());
+        let want: Vec<String> = serde_json::from_value(rec["lines"].clone()).unwrap();
+        assert!(!want.is_empty());
+        assert_eq!(got, want, "{ver}: flowpath's monitor printed\n{got:#?}");
+        n += 1;
+    }
+    assert_eq!(n, 4);
 }
 
 #[test]

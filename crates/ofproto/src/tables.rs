@@ -11,7 +11,7 @@ use crate::classifier::Classifier;
 use crate::rule::Rule;
 use flowpath_flow::field::FieldId;
 use flowpath_flow::{FlowKey, FlowMask, Regs};
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 /// How the bridge looks up IP fragments (OVS's `ovs-ofctl set-frags`,
 /// OpenFlow's `OFPC_FRAG_*`).
@@ -114,6 +114,26 @@ pub trait Lookup {
     fn miss_to_controller(&self) -> bool {
         false
     }
+    /// Port `port`'s OpenFlow configuration bits ([`port_config`]; 0 for
+    /// a port with none set, or one the tables do not know).
+    fn port_config(&self, _port: u32) -> u32 {
+        0
+    }
+}
+
+/// A port's OpenFlow configuration bits (`OFPPC_*`, OpenFlow 1.0
+/// numbering), as `PORT_MOD` sets them and translation honours them.
+pub mod port_config {
+    /// Administratively down: nothing received from it or sent to it.
+    pub const PORT_DOWN: u32 = 1 << 0;
+    /// Packets received on it are dropped (but STP's).
+    pub const NO_RECV: u32 = 1 << 2;
+    /// Left out of `FLOOD` (and `NORMAL`'s flooding).
+    pub const NO_FLOOD: u32 = 1 << 4;
+    /// Output to it is dropped.
+    pub const NO_FWD: u32 = 1 << 5;
+    /// Table misses of packets from it do not go to the controllers.
+    pub const NO_PACKET_IN: u32 = 1 << 6;
 }
 
 /// What `learn(...,limit=N)` checks before adding `flow` (OVS's
@@ -153,6 +173,8 @@ pub struct RuleTables {
     /// Shared by every publication of a switch's tables: it changes when
     /// connections come and go, without a rebuild.
     miss_to_controller: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    /// Ports with configuration bits set (see [`port_config`]).
+    port_config: BTreeMap<u32, u32>,
 }
 
 /// The ports a rule set mentions (in_port matches, outputs, resubmits).
@@ -227,6 +249,7 @@ impl RuleTables {
             per_table: per_table.to_vec(),
             frag_mode: FragMode::default(),
             miss_to_controller: Default::default(),
+            port_config: BTreeMap::new(),
         }
     }
 
@@ -241,6 +264,7 @@ impl RuleTables {
         t.groups = self.groups.clone();
         t.frag_mode = self.frag_mode;
         t.miss_to_controller = self.miss_to_controller.clone();
+        t.port_config = self.port_config.clone();
         let mut ports = self.ports.clone();
         ports.extend(t.ports.iter().copied());
         t.set_ports(ports);
@@ -268,6 +292,13 @@ impl RuleTables {
         self.ports = ports;
     }
 
+    /// Replaces the ports' configuration bits (see [`port_config`]);
+    /// ports not in `config` have none.
+    pub fn set_port_config(&mut self, config: BTreeMap<u32, u32>) {
+        self.port_config = config;
+        self.port_config.retain(|_, c| *c != 0);
+    }
+
     /// Table misses go to the controllers (see
     /// [`Lookup::miss_to_controller`]).
     pub fn set_miss_to_controller(&mut self, on: bool) {
@@ -277,7 +308,10 @@ impl RuleTables {
     /// Table misses go to the controllers while `flag` is on (one flag
     /// for every publication of the tables: changing it needs no
     /// rebuild, only a revalidation).
-    pub fn share_miss_to_controller(&mut self, flag: std::sync::Arc<std::sync::atomic::AtomicBool>) {
+    pub fn share_miss_to_controller(
+        &mut self,
+        flag: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    ) {
         self.miss_to_controller = flag;
     }
 
@@ -341,6 +375,12 @@ impl Lookup for RuleTables {
         self.miss_to_controller
             .load(std::sync::atomic::Ordering::Relaxed)
     }
+    fn port_config(&self, port: u32) -> u32 {
+        if self.port_config.is_empty() {
+            return 0;
+        }
+        self.port_config.get(&port).copied().unwrap_or(0)
+    }
 }
 
 #[cfg(test)]
@@ -366,6 +406,43 @@ mod tests {
         assert_eq!(a.actions, b.actions);
         assert_eq!(a.megaflow.to_key().nw_dst(), 0x8000_0000);
         assert_eq!(b.megaflow.to_key().nw_dst(), 0xff00_0000);
+    }
+
+    #[test]
+    fn port_config_bits_shape_the_translation() {
+        use super::port_config::*;
+        use flowpath_odp::format_actions;
+        let rules = "priority=10,in_port=1,actions=FLOOD\n\
+                     priority=10,in_port=2,actions=ALL\n\
+                     priority=10,in_port=3,actions=output:3,output:4,output:1\n\
+                     priority=10,in_port=4,actions=output:1\n";
+        let mut t = RuleTables::new(parse_rules(rules, None).unwrap(), &[]);
+        t.set_ports(vec![1, 2, 3, 4]);
+        let run = |t: &RuleTables, p: u32| {
+            let k = parse_match(&format!("in_port={p},ip")).unwrap().key;
+            format_actions(&xlate(t, &k, false).actions)
+        };
+        assert_eq!(run(&t, 1), "2,3,4");
+        t.set_port_config([(2, NO_FLOOD), (3, NO_FWD), (4, NO_RECV)].into());
+        // FLOOD leaves out NO_FLOOD and NO_FWD ports; ALL only NO_FWD.
+        assert_eq!(run(&t, 1), "4");
+        assert_eq!(run(&t, 2), "1,4");
+        // Nothing from a NO_RECV port.
+        assert_eq!(run(&t, 4), "drop");
+        t.set_port_config([(1, PORT_DOWN)].into());
+        assert_eq!(run(&t, 3), "4");
+        assert_eq!(run(&t, 1), "drop");
+        // Table misses of a NO_PACKET_IN port's packets are dropped.
+        t.set_miss_to_controller(true);
+        let k = parse_match("in_port=2,udp").unwrap().key;
+        let miss = |t: &RuleTables| {
+            let mut k = k;
+            k.set_in_port(5);
+            format_actions(&xlate(t, &k, false).actions)
+        };
+        assert!(miss(&t).contains("userspace"), "{}", miss(&t));
+        t.set_port_config([(5, NO_PACKET_IN)].into());
+        assert_eq!(miss(&t), "drop");
     }
 
     #[test]

@@ -120,6 +120,9 @@ errors! {
     BPC_BAD_LEN = "OFPBPC_BAD_LEN", nx(13, 3), of(14, 1);
     BPC_BAD_VALUE = "OFPBPC_BAD_VALUE", nx(13, 4), of(14, 2);
     PMFC_BAD_PORT = "OFPPMFC_BAD_PORT", of(4, 0), of(7, 0);
+    PMFC_BAD_HW_ADDR = "OFPPMFC_BAD_HW_ADDR", of(4, 1), of(7, 1);
+    TMFC_BAD_TABLE = "OFPTMFC_BAD_TABLE", of(8, 0), of(8, 0);
+    TMFC_EPERM = "OFPTMFC_EPERM", of(8, 2), of(8, 2);
     RRFC_BAD_ROLE = "OFPRRFC_BAD_ROLE", nx(1, 513), of(11, 2);
     RRFC_STALE = "OFPRRFC_STALE", nx(1, 513), of(11, 0);
     MOFC_MONITOR_EXISTS = "OFPMOFC_MONITOR_EXISTS", nx(1, 517), of(16, 1);

@@ -44,6 +44,9 @@ impl Lookup for OneShot<'_> {
     fn ports(&self) -> &[u32] {
         self.inner.ports()
     }
+    fn port_config(&self, port: u32) -> u32 {
+        self.inner.port_config(port)
+    }
     fn group(&self, id: u32) -> Option<&Group> {
         self.inner.group(id)
     }

@@ -78,6 +78,8 @@ pub struct RuleSet {
     prefixes: Vec<FieldId>,
     per_table: Vec<(u8, Vec<FieldId>)>,
     ports: Vec<u32>,
+    /// Ports' OpenFlow configuration bits (PORT_MOD), those not 0.
+    port_config: std::collections::BTreeMap<u32, u32>,
     groups: Vec<flowpath_ofproto::group::Group>,
     group_counters: GroupCounters,
     frag_mode: FragMode,
@@ -106,6 +108,7 @@ impl RuleSet {
             prefixes,
             per_table,
             ports,
+            port_config: Default::default(),
             groups: Vec::new(),
             group_counters: GroupCounters::default(),
             frag_mode: FragMode::default(),
@@ -116,6 +119,25 @@ impl RuleSet {
         };
         s.add(rules);
         s
+    }
+
+    /// Port `port`'s OpenFlow configuration bits (0: none set).
+    pub fn port_config(&self, port: u32) -> u32 {
+        self.port_config.get(&port).copied().unwrap_or(0)
+    }
+
+    /// Sets port `port`'s OpenFlow configuration bits (translation
+    /// honours them once published).
+    pub fn set_port_config(&mut self, port: u32, config: u32) {
+        if self.port_config(port) == config {
+            return;
+        }
+        if config == 0 {
+            self.port_config.remove(&port);
+        } else {
+            self.port_config.insert(port, config);
+        }
+        self.version += 1;
     }
 
     /// Installs the group table; fails (changing nothing) if a rule or
@@ -234,6 +256,7 @@ impl RuleSet {
         };
         let mut t = RuleTables::with_table_prefixes(rules, &self.prefixes, &self.per_table);
         t.set_ports(self.ports.clone());
+        t.set_port_config(self.port_config.clone());
         t.set_frag_mode(self.frag_mode);
         t.share_miss_to_controller(self.miss_to_controller.clone());
         // Checked when rules and groups are added (`check_groups`).

@@ -138,6 +138,15 @@ pub fn norm(cmd: &[String], out: &str) -> Vec<String> {
         v.sort();
         return v;
     }
+    if cmd[0] == "show" || cmd[0] == "dump-ports-desc" {
+        return norm_ports(lines);
+    }
+    // Tables 0 and 1 of a table description (the others are alike).
+    let lines = lines.take(if cmd[0] == "dump-table-desc" {
+        7
+    } else {
+        usize::MAX
+    });
     let mut v: Vec<String> = lines
         .map(|l| match l.find(" (xid=0x") {
             Some(i) => {
@@ -154,6 +163,34 @@ pub fn norm(cmd: &[String], out: &str) -> Vec<String> {
         }
     }
     v
+}
+
+/// Ports 1-4 of a port listing (`show`, `dump-ports-desc`): each number,
+/// its config and state lines (names, addresses, speeds and the switch's
+/// own port differ between Open vSwitch's sandbox and flowpath).
+fn norm_ports<'a>(lines: impl Iterator<Item = &'a str>) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut keep = false;
+    for l in lines {
+        let num: String = l
+            .strip_prefix(' ')
+            .unwrap_or("")
+            .chars()
+            .take_while(char::is_ascii_digit)
+            .collect();
+        if !num.is_empty() && l[1 + num.len()..].starts_with('(') {
+            keep = true;
+            out.push(num);
+        } else if !l.starts_with(' ') || !l[1..].starts_with(' ') {
+            keep = false;
+        } else if keep {
+            let name = l.split(':').next().unwrap_or("").trim();
+            if name == "config" || name == "state" {
+                out.push(l.trim().to_string());
+            }
+        }
+    }
+    out
 }
 
 /// `l` without its `duration=N.Ns,` (group statistics).

@@ -115,12 +115,18 @@ impl<L: Lookup> Ctx<'_, '_, L> {
             }
             Action::All | Action::Flood => {
                 let in_port = self.flow.in_port();
+                // FLOOD leaves out the ports with NO_FLOOD set; ALL does not.
+                let skip = if matches!(a, Action::Flood) {
+                    crate::tables::port_config::NO_FLOOD
+                } else {
+                    0
+                };
                 let ports: Vec<u32> = self
                     .tables
                     .ports()
                     .iter()
                     .copied()
-                    .filter(|p| *p != in_port)
+                    .filter(|p| *p != in_port && self.tables.port_config(*p) & skip == 0)
                     .collect();
                 for p in ports {
                     self.output(p);

@@ -99,7 +99,8 @@ impl<L: Lookup> Ctx<'_, '_, L> {
                 }
                 ports.extend(self.tables.ports().iter().filter(|&&p| p != OFPP_LOCAL));
                 for p in ports {
-                    if p == in_port {
+                    let no_flood = crate::tables::port_config::NO_FLOOD;
+                    if p == in_port || self.tables.port_config(p) & no_flood != 0 {
                         continue;
                     }
                     let mode = vlans.get(p).clone();

@@ -7,6 +7,17 @@ use super::*;
 
 impl<L: Lookup> Ctx<'_, '_, L> {
     pub(super) fn output(&mut self, port: u32) {
+        use crate::tables::port_config::{NO_FWD, PORT_DOWN};
+        let config = self.tables.port_config(port);
+        if config & (NO_FWD | PORT_DOWN) != 0 {
+            let why = if config & NO_FWD != 0 {
+                "OFPPC_NO_FWD set, skipping output"
+            } else {
+                "OFPPC_PORT_DOWN set, skipping output"
+            };
+            self.note(self.depth + 1, why);
+            return;
+        }
         self.commit();
         self.odp.push(DpAction::Output(port));
     }

@@ -447,7 +447,18 @@ fn xlate_inner<L: Lookup>(
         pausing: None,
         last_level: true,
     };
-    if key.recirc_id() == 0 {
+    let rx_off = tables.port_config(key.in_port())
+        & (crate::tables::port_config::NO_RECV | crate::tables::port_config::PORT_DOWN);
+    if rx_off != 0 && !is_stp(key) {
+        // As OVS: nothing from a port that may not receive (STP's
+        // frames still come in unless the port is down).
+        ctx.note(
+            0,
+            "OFPPC_NO_RECV or OFPPC_PORT_DOWN set on the input port: dropping",
+        );
+    } else if rx_off & crate::tables::port_config::PORT_DOWN != 0 {
+        ctx.note(0, "OFPPC_PORT_DOWN set on the input port: dropping");
+    } else if key.recirc_id() == 0 {
         ctx.xlate_table(0, None);
     } else {
         ctx.thaw(key.recirc_id());
@@ -489,6 +500,11 @@ fn xlate_inner<L: Lookup>(
         cfi_read: ctx.cfi_read,
         recirculations: ctx.recirculations,
     }
+}
+
+/// An STP frame (to the bridge group address 01:80:c2:00:00:00).
+fn is_stp(key: &FlowKey) -> bool {
+    key.dl_dst() == 0x0180_c200_0000
 }
 
 impl<L: Lookup> Ctx<'_, '_, L> {
@@ -589,7 +605,12 @@ impl<L: Lookup> Ctx<'_, '_, L> {
         self.flow.set_tp_dst(saved_l4.1);
         let indent = self.depth;
         match rule {
-            None if indent == 0 && tables.miss_to_controller() => {
+            None if indent == 0
+                && tables.miss_to_controller()
+                && tables.port_config(self.orig.in_port())
+                    & crate::tables::port_config::NO_PACKET_IN
+                    == 0 =>
+            {
                 if self.tracing {
                     self.note(indent, &format!("{table:2}. No match."));
                     self.note(indent + 1, "CONTROLLER:65535");

@@ -78,6 +78,9 @@ pub struct PortInfo {
     pub mac: [u8; 6],
     /// Link up.
     pub up: bool,
+    /// Its OpenFlow configuration bits (`OFPPC_*`, OpenFlow 1.0
+    /// numbering; 1.1+ messages carry those that version defines).
+    pub config: u32,
 }
 
 /// A port's statistics.
@@ -103,6 +106,7 @@ pub struct PortCounters {
 
 const PORT_CURR: u32 = (1 << 6) | (1 << 11); // 10GB_FD | COPPER (as OVS's netdevs)
 const PORT_STATE_LINK_DOWN: u32 = 1;
+const PORT_STATE_LIVE: u32 = 4;
 
 fn put_name(w: &mut Writer, name: &str, n: usize) {
     let b = name.as_bytes();
@@ -111,13 +115,22 @@ fn put_name(w: &mut Writer, name: &str, n: usize) {
     w.zeros(n - k);
 }
 
-fn put_port_desc(w: &mut Writer, version: u8, p: &PortInfo) {
-    let state = if p.up { 0 } else { PORT_STATE_LINK_DOWN };
+pub(super) fn put_port_desc(w: &mut Writer, version: u8, p: &PortInfo) {
+    // As Open vSwitch: a port whose link is up and that is not
+    // administratively down is live (OpenFlow 1.1+).
+    let live = p.up && p.config & super::PC_PORT_DOWN == 0;
+    let mut state = u32::from(!p.up) * PORT_STATE_LINK_DOWN;
+    let config = if version == OFP10 {
+        p.config & super::PC10_ALL
+    } else {
+        state |= u32::from(live) * PORT_STATE_LIVE;
+        p.config & super::PC11_ALL
+    };
     if version == OFP10 {
         w.u16(p.no as u16);
         w.bytes(&p.mac);
         put_name(w, &p.name, 16);
-        w.u32(0);
+        w.u32(config);
         w.u32(state);
         w.u32(PORT_CURR);
         w.u32(0);
@@ -129,7 +142,7 @@ fn put_port_desc(w: &mut Writer, version: u8, p: &PortInfo) {
         w.bytes(&p.mac);
         w.zeros(2);
         put_name(w, &p.name, 16);
-        w.u32(0);
+        w.u32(config);
         w.u32(state);
         w.u32(PORT_CURR);
         w.u32(0);
@@ -144,7 +157,7 @@ fn put_port_desc(w: &mut Writer, version: u8, p: &PortInfo) {
         w.bytes(&p.mac);
         w.zeros(2);
         put_name(w, &p.name, 16);
-        w.u32(0);
+        w.u32(config);
         w.u32(state);
         // Ethernet property.
         w.u16(0);
@@ -307,6 +320,8 @@ pub mod stats {
     pub const TABLE_FEATURES: u16 = super::MP_TABLE_FEATURES;
     /// PORT_DESC.
     pub const PORT_DESC: u16 = super::MP_PORT_DESC;
+    /// TABLE_DESC (OpenFlow 1.4+).
+    pub const TABLE_DESC: u16 = super::MP_TABLE_DESC;
     /// Vendor (Nicira) stats.
     pub const VENDOR: u16 = super::ST_VENDOR;
     /// NXST_FLOW.

@@ -49,6 +49,7 @@ const MP_METER_CONFIG: u16 = 10;
 const MP_METER_FEATURES: u16 = 11;
 const MP_TABLE_FEATURES: u16 = 12;
 const MP_PORT_DESC: u16 = 13;
+const MP_TABLE_DESC: u16 = 14;
 const ST_VENDOR: u16 = 0xffff;
 
 /// `OFPFF_*` flags of a flow_mod, as flowpath's rule flags.
@@ -197,6 +198,12 @@ pub enum Request {
     BundleControl(BundleControl),
     /// A message added to a bundle.
     BundleAdd(BundleAdd),
+    /// A port's configuration to change.
+    PortMod(PortMod),
+    /// A table's configuration to change (OpenFlow 1.1+).
+    TableMod(TableMod),
+    /// The OpenFlow 1.4+ table description request.
+    TableDesc,
     /// A reply or async message from the peer (ignored).
     Ignored,
 }
@@ -575,7 +582,8 @@ fn decode_stats(r: &mut Reader<'_>, version: u8) -> Result<Request, OfError> {
         MP_GROUP_FEATURES if version != OFP10 => Request::GroupFeatures,
         MP_METER | MP_METER_CONFIG | MP_METER_FEATURES if version != OFP10 => Request::MeterStats,
         MP_TABLE_FEATURES if version != OFP10 => Request::TableFeatures,
-        MP_PORT_DESC if version != OFP10 => Request::PortDesc,
+        MP_PORT_DESC => Request::PortDesc,
+        MP_TABLE_DESC if version >= OFP14 => Request::TableDesc,
         flowmon::MP_FLOW_MONITOR if version >= OFP14 => {
             Request::FlowMonitor(flowmon::decode_of14_requests(r)?)
         }
@@ -756,6 +764,8 @@ pub fn decode(buf: &[u8], st: ConnState) -> Result<Decoded, OfError> {
         MsgType::PacketOut => Request::PacketOut(decode_packet_out(&mut r, v)?),
         MsgType::GroupMod if v != OFP10 => Request::GroupMod(group::decode_group_mod(&mut r, v)?),
         MsgType::StatsRequest => decode_stats(&mut r, v)?,
+        MsgType::PortMod => Request::PortMod(decode_port_mod(&mut r, v)?),
+        MsgType::TableMod if v != OFP10 => Request::TableMod(decode_table_mod(&mut r, v)?),
         MsgType::Vendor => decode_vendor(&mut r, &header, st)?,
         MsgType::BundleControl => bundle::decode_control(&mut r, false)?,
         MsgType::BundleAddMessage => bundle::decode_add(&mut r, &header, st)?,
@@ -796,6 +806,8 @@ pub use flowmon::{
 pub use pin2::{encode_packet_in2, PacketIn2, Resume};
 mod group;
 pub use group::*;
+mod portmod;
+pub use portmod::*;
 
 #[cfg(test)]
 mod tests;

@@ -238,15 +238,20 @@ pub(super) struct Committed {
     pub groups_deleted: Vec<u32>,
     /// Packet-outs to run now that the flows are in place.
     pub packet_outs: Vec<flowpath_openflow::msg::PacketOut>,
+    /// Port changes to make after the commit (checked already).
+    pub port_mods: Vec<flowpath_openflow::msg::PortMod>,
 }
 
 /// Applies a bundle's messages to `rules`, all or none: on the first
 /// failure `rules` is as before and the error comes back with the failing
 /// message's bytes (Open vSwitch answers it, then fails the commit with
-/// `OFPBFC_MSG_FAILED`).
+/// `OFPBFC_MSG_FAILED`). Port changes are checked against `ports` and
+/// made after the commit, as Open vSwitch: not in an atomic bundle
+/// (`OFPBFC_MSG_FAILED`).
 pub(super) fn commit(
     rules: &mut RuleSet,
     msgs: Vec<BundleAdd>,
+    ports: &[flowpath_openflow::msg::PortInfo],
 ) -> Result<Committed, (OfError, Vec<u8>)> {
     let backup = rules.clone();
     let mut done = Committed::default();
@@ -263,6 +268,17 @@ pub(super) fn commit(
                 done.packet_outs.push(po);
                 Ok(())
             }
+            Request::PortMod(_) if m.flags & flowpath_openflow::msg::BF_ATOMIC != 0 => {
+                Err(ofe::BFC_MSG_FAILED)
+            }
+            Request::PortMod(pm) => match ports.iter().find(|p| p.no == pm.port) {
+                None => Err(ofe::PMFC_BAD_PORT),
+                Some(p) if p.mac != pm.hw_addr => Err(ofe::PMFC_BAD_HW_ADDR),
+                Some(_) => {
+                    done.port_mods.push(pm);
+                    Ok(())
+                }
+            },
             _ => Err(ofe::BFC_MSG_UNSUP),
         };
         if let Err(e) = r {
@@ -271,4 +287,47 @@ pub(super) fn commit(
         }
     }
     Ok(done)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use flowpath_openflow::header::Header;
+    use flowpath_openflow::msg::{Decoded, PortInfo, PortMod, BF_ATOMIC, BF_ORDERED};
+
+    fn add(flags: u16, port: u32, hw_addr: [u8; 6]) -> BundleAdd {
+        BundleAdd {
+            id: 1,
+            flags,
+            raw: vec![1, 15, 0, 8, 0, 0, 0, 0],
+            inner: Box::new(Decoded {
+                header: Header::new(1, 15, 0),
+                request: Request::PortMod(PortMod {
+                    port,
+                    hw_addr,
+                    config: 1,
+                    mask: 1,
+                }),
+            }),
+        }
+    }
+
+    #[test]
+    fn port_mods_commit_only_in_non_atomic_bundles() {
+        let mac = [2, 0, 0, 0, 0, 1];
+        let ports = [PortInfo {
+            no: 1,
+            name: "p1".into(),
+            mac,
+            up: true,
+            config: 0,
+        }];
+        let mut rules = RuleSet::new(Vec::new(), Vec::new(), Vec::new(), vec![1]);
+        let done = commit(&mut rules, vec![add(BF_ORDERED, 1, mac)], &ports).unwrap();
+        assert_eq!(done.port_mods.len(), 1);
+        let err = |a| commit(&mut rules.clone(), vec![a], &ports).err().unwrap().0;
+        assert_eq!(err(add(BF_ATOMIC, 1, mac)), ofe::BFC_MSG_FAILED);
+        assert_eq!(err(add(0, 2, mac)), ofe::PMFC_BAD_PORT);
+        assert_eq!(err(add(0, 1, [0; 6])), ofe::PMFC_BAD_HW_ADDR);
+    }
 }

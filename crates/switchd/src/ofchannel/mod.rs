@@ -258,6 +258,8 @@ pub(crate) struct Registry {
     pub dirty_cv: Condvar,
     /// Snoop connections' queues.
     pub snoops: Mutex<Vec<(u64, SyncSender<Vec<u8>>)>>,
+    /// Tables' TABLE_MOD settings (those changed from the default).
+    pub table_cfg: Mutex<std::collections::BTreeMap<u8, msg::TableConfig>>,
 }
 
 impl Registry {
@@ -378,6 +380,7 @@ impl OfServer {
             conns: Mutex::new(Vec::new()),
             cfg: cfg.clone(),
             dirty: Mutex::new(None),
+            table_cfg: Mutex::new(Default::default()),
             dirty_cv: Condvar::new(),
             snoops: Mutex::new(Vec::new()),
             bridge_uuid: new_uuid(),

@@ -7,7 +7,7 @@ use super::select::Sel;
 use super::{ConnInfo, Registry};
 use crate::rules::InstalledRule;
 use flowpath_ofproto::rule::{flags, Rule};
-use flowpath_openflow::header::OFP14;
+use flowpath_openflow::header::{OFP14, OFP15};
 use flowpath_openflow::msg::{self, FlowEvent, FlowMonitor};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -160,6 +160,27 @@ impl Registry {
                 if c.out.try_send(m).is_err() {
                     self.stats.async_dropped.fetch_add(1, Ordering::Relaxed);
                 }
+            }
+        }
+    }
+
+    /// PORT_STATUS (reason MODIFY) for port `p`, changed by connection
+    /// `source`'s PORT_MOD: to the connections that take asynchronous
+    /// messages, but not a secondary one, and, as Open vSwitch, not to
+    /// `source` itself unless it speaks OpenFlow 1.5.
+    pub(super) fn port_status(&self, source: &Arc<ConnInfo>, p: &msg::PortInfo) {
+        let conns: Vec<Arc<ConnInfo>> = self.lock().clone();
+        for c in conns {
+            let v = c.version.load(Ordering::Relaxed);
+            if v == 0
+                || !c.async_on.load(Ordering::Relaxed)
+                || c.role.load(Ordering::Relaxed) == 3
+                || (Arc::ptr_eq(&c, source) && v < OFP15)
+            {
+                continue;
+            }
+            if c.out.try_send(msg::encode_port_status(v, 2, p)).is_err() {
+                self.stats.async_dropped.fetch_add(1, Ordering::Relaxed);
             }
         }
     }

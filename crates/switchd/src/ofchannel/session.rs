@@ -20,6 +20,8 @@ use std::time::Instant;
 #[path = "groups.rs"]
 mod groups;
 pub(super) use groups::apply_group_mod;
+#[path = "portmod.rs"]
+mod portmod;
 
 /// One connection's state.
 pub(super) struct Session {
@@ -333,6 +335,9 @@ impl Session {
                 r
             }
             Request::MeterStats => Err(ofe::BRC_BAD_STAT),
+            Request::PortMod(pm) => self.port_mod(pm),
+            Request::TableMod(tm) => self.table_mod(tm),
+            Request::TableDesc => Ok(self.table_desc(xid)),
             Request::SetFlowFormat(f) => {
                 if f == 0 || f == 2 {
                     self.info.nxm_format.store(f == 2, Ordering::Relaxed);
@@ -457,6 +462,7 @@ impl Session {
     }
 
     fn ports(&self) -> Vec<msg::PortInfo> {
+        let st = self.ctl.state();
         let mut v: Vec<msg::PortInfo> = self
             .sh
             .ports
@@ -465,7 +471,9 @@ impl Session {
                 no: p.port_no,
                 name: p.name.clone(),
                 mac: [0x02, 0, 0, 0, (p.port_no >> 8) as u8, p.port_no as u8],
-                up: true,
+                // An administratively down port's link goes down.
+                up: st.rules.port_config(p.port_no) & msg::PC_PORT_DOWN == 0,
+                config: st.rules.port_config(p.port_no),
             })
             .collect();
         v.sort_by_key(|p| p.no);
@@ -515,7 +523,8 @@ impl Session {
             .stats
             .flow_mods
             .fetch_add(n as u64, Ordering::Relaxed);
-        let res = flowmod::commit(&mut self.ctl.state().rules, msgs);
+        let ports = self.ports();
+        let res = flowmod::commit(&mut self.ctl.state().rules, msgs, &ports);
         match res {
             Ok(done) => {
                 self.reg
@@ -525,6 +534,9 @@ impl Session {
                 self.groups_deleted(&done.groups_deleted);
                 self.after_changes(done.applied, xid);
                 self.flush();
+                for pm in done.port_mods {
+                    self.port_mod(pm)?;
+                }
                 for po in done.packet_outs {
                     // The flows are in place: publish before running.
                     self.packet_out(po)?;
