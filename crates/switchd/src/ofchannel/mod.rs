@@ -16,7 +16,8 @@
 //! replies and dumps see it at once: a BARRIER reply means the flow table
 //! has every earlier change, as in Open vSwitch); a publisher thread
 //! builds the PMDs' tables from a snapshot, outside the lock, 2 ms after
-//! the last change or 20 ms after the first of a stream, installs them and
+//! the last change or, in a stream, 20 ms after its first (longer for a
+//! large table: at least 4 times the last rebuild), installs them and
 //! starts a revalidator round. `ovs-ofctl add-flows` sends a barrier after
 //! every flow: publishing (a rebuild of the tables) per barrier would make
 //! 100,000 flows quadratic.
@@ -747,12 +748,18 @@ fn publish(sh: &Arc<Shared>) {
 }
 
 /// Publishes flow changes from the OpenFlow channel: 2 ms after the last
-/// change, or 20 ms after the first of a stream, then starts a
+/// change, or 20 ms (at least 4 times the last rebuild, at most 500 ms)
+/// after the first of a stream, then starts a
 /// revalidator round (as Open vSwitch, a BARRIER reply means the flow
 /// table has the change; the datapath follows within milliseconds).
 fn publisher(reg: &Arc<Registry>) {
     const QUIET: Duration = Duration::from_millis(2);
-    const MAX_DELAY: Duration = Duration::from_millis(20);
+    const MIN_DELAY: Duration = Duration::from_millis(20);
+    const MAX_DELAY: Duration = Duration::from_millis(500);
+    // What the last publish cost: a stream of changes is published at
+    // most every 4 times that (a large table's rebuild takes a while;
+    // rebuilding it every 20 ms would spend the core on rebuilds).
+    let mut cost = Duration::ZERO;
     while !reg.sh.stop.load(Ordering::Relaxed) {
         let first = {
             let d = reg.dirty.lock().unwrap_or_else(|p| p.into_inner());
@@ -765,17 +772,20 @@ fn publisher(reg: &Arc<Registry>) {
                 None => continue,
             }
         };
+        let max_delay = (cost * 4).clamp(MIN_DELAY, MAX_DELAY);
         let version = || Control::new(reg.sh.clone()).state().rules.version();
         let mut seen = version();
         loop {
             std::thread::sleep(QUIET);
             let now = version();
-            if now == seen || first.elapsed() > MAX_DELAY {
+            if now == seen || first.elapsed() > max_delay {
                 break;
             }
             seen = now;
         }
+        let t0 = Instant::now();
         reg.publish_now(false);
+        cost = t0.elapsed();
     }
 }
 
