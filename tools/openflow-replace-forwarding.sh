@@ -8,7 +8,7 @@
 # Traffic: 1,000 UDP flows replayed from memory on port 1 (a looping pcap
 # port, one PMD), forwarded to a null port 2 by a UDP flow; the table also
 # holds N flows on nw_src/nw_dst, so every packet's lookup sees their
-# subtables (1,000 megaflows). The port's transmit counter is read every
+# subtables (1,000 megaflows). The ports' transmit counters are read every
 # 200 ms with `ovs-ofctl dump-ports`. Needs a release build and
 # openvswitch-common (ovs-ofctl). Stops only the switch it started.
 set -euo pipefail
@@ -45,10 +45,10 @@ FP_PID=$!
 for _ in $(seq 100); do [ -S "$TMP/br0.mgmt" ] && break; sleep 0.1; done
 export OVS_RUNDIR=$TMP
 
-tx() { # port 2's transmitted packets and the time
+tx() { # the packets ports 2 and 3 transmitted, and the time
     local out
-    out=$(ovs-ofctl dump-ports br0 2)
-    echo "$EPOCHREALTIME $(echo "$out" | sed -n 's/.*tx pkts=\([0-9]*\).*/\1/p')"
+    out=$(ovs-ofctl dump-ports br0)
+    echo "$EPOCHREALTIME $(echo "$out" | sed -n 's/.*tx pkts=\([0-9]*\).*/\1/p' | paste -sd+ | bc)"
 }
 sample() { # SECONDS: samples every 200 ms
     local end=$(( ${EPOCHREALTIME/./} + $1 * 1000000 ))

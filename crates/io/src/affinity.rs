@@ -48,6 +48,45 @@ pub fn pin_current_thread(cpu: usize) -> io::Result<()> {
     }
 }
 
+/// Keeps the calling thread (and the threads it starts from now on, which
+/// inherit its mask) off `cpus`, as long as another allowed CPU remains:
+/// a switch's control threads stay off its PMD cores. Returns whether
+/// the mask changed.
+#[allow(unsafe_code)]
+pub fn avoid_cpus(cpus: &[usize]) -> io::Result<bool> {
+    let max = 8 * std::mem::size_of::<libc::cpu_set_t>();
+    // SAFETY: all-zero is a valid (empty) cpu_set_t.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: pid 0 = the calling thread; `set` is a valid cpu_set_t of
+    // the size passed, which the call fills.
+    let rc =
+        unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let mut changed = false;
+    for &c in cpus.iter().filter(|&&c| c < max) {
+        // SAFETY: `c < 8 * size_of::<cpu_set_t>()`.
+        if unsafe { libc::CPU_ISSET(c, &set) } {
+            // SAFETY: as above.
+            unsafe { libc::CPU_CLR(c, &mut set) };
+            changed = true;
+        }
+    }
+    // SAFETY: `set` is a valid cpu_set_t.
+    if !changed || unsafe { libc::CPU_COUNT(&set) } == 0 {
+        return Ok(false);
+    }
+    // SAFETY: pid 0 = the calling thread; `set` is a valid, initialised
+    // cpu_set_t of the size passed.
+    let rc = unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) };
+    if rc == 0 {
+        Ok(true)
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
 /// Best effort: nice −20 for the calling thread and for its autogroup.
 /// Returns true if the thread's nice value was set (needs
 /// `CAP_SYS_NICE`, e.g. root); the autogroup write is attempted either way.

@@ -148,6 +148,11 @@ impl Switchd {
                 return Err(SwitchdError::Config(format!("port {n} given twice")));
             }
         }
+        // The control threads (started from here on, they inherit the
+        // mask) stay off the PMDs' cores while another core is allowed.
+        if let Err(e) = flowpath_io::affinity::avoid_cpus(&cfg.pmd_cpus) {
+            eprintln!("flowpath: cannot keep the control threads off the PMD cores: {e}");
+        }
         let n_pmds = cfg.pmd_cpus.len().max(1);
         let opened = ports::open_all(&cfg.ports, n_pmds)?;
         let stop = Arc::new(AtomicBool::new(false));
