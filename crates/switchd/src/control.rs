@@ -135,6 +135,15 @@ static COMMANDS: &[Command] = &[
             .get()
             .map_or(String::new(), |(name, _)| format!("{name}\n")))
     }),
+    cmd("bridge/dump-flows", "BRIDGE", 1, 1, |c, p, _| {
+        let name = c.sh.channel.get().map_or("br0", |(n, _)| n.as_str());
+        if first(p) != name {
+            return Err(format!("no such bridge ({})", first(p)));
+        }
+        let learned = c.sh.bridge.learned.flows();
+        let st = c.state();
+        Ok(rules::bridge_dump_flows(&st.rules, &learned, st.fail_open))
+    }),
     cmd("coverage/show", "", 0, 0, |c, _, _| {
         c.sh.channel
             .get()

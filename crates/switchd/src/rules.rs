@@ -627,6 +627,49 @@ pub fn dump_flows(set: &RuleSet, sel: &Selector) -> String {
     out
 }
 
+/// `ovs-appctl bridge/dump-flows`: every flow, hidden ones included, in
+/// Open vSwitch's format (`[table_id=T, ]duration=Ns, n_packets=N,
+/// n_bytes=N, [priority=P,]MATCH,actions=A`). The hidden flow is the
+/// fail-open flow while it is on (priority 15790320, `NORMAL`, as Open
+/// vSwitch's); Open vSwitch's internal table 254 has no counterpart.
+pub fn bridge_dump_flows(set: &RuleSet, learned: &[Rule], fail_open: bool) -> String {
+    let now = Instant::now();
+    let mut rows: Vec<(Rule, u64, u64, u64)> = set
+        .rules
+        .iter()
+        .map(|ir| {
+            let d = now.duration_since(ir.added).as_secs();
+            (ir.rule.clone(), d, ir.packets, ir.bytes)
+        })
+        .chain(learned.iter().map(|r| (r.clone(), 0, 0, 0)))
+        .collect();
+    rows.sort_by_key(|(r, ..)| (r.table, std::cmp::Reverse(r.priority)));
+    let mut out = String::new();
+    if fail_open {
+        // Above every OpenFlow priority (Open vSwitch's hidden flows have
+        // 32-bit priorities).
+        out.push_str("duration=0s, n_packets=0, n_bytes=0, priority=15790320,actions=NORMAL\n");
+    }
+    for (r, dur, packets, bytes) in rows {
+        if r.table != 0 {
+            out.push_str(&format!("table_id={}, ", r.table));
+        }
+        out.push_str(&format!(
+            "duration={dur}s, n_packets={packets}, n_bytes={bytes}, "
+        ));
+        // As Open vSwitch's match format: the priority unless the
+        // default, the fields, no comma at the end.
+        let mut m = String::new();
+        if r.priority != flowpath_ofproto::rule::DEFAULT_PRIORITY {
+            m.push_str(&format!("priority={},", r.priority));
+        }
+        m.push_str(&r.matching.format(Style::Rule));
+        out.push_str(m.trim_end_matches(','));
+        out.push_str(&format!(",actions={}\n", format_actions_of(&r)));
+    }
+    out
+}
+
 /// The flows `learn` made, as `dump_flows` prints rules (table, then
 /// priority, highest first) but without counters, which flowpath does not
 /// keep for them.
