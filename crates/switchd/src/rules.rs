@@ -91,7 +91,7 @@ pub struct RuleSet {
     /// Where the rule of each (table, priority, match) is in `rules`: an
     /// add replaces it in place without a scan (100,000 adds one by one
     /// stay linear).
-    index: HashMap<(u8, u16, Match), usize>,
+    index: HashMap<(u8, u16, Match), usize, rustc_hash::FxBuildHasher>,
 }
 
 impl RuleSet {
@@ -115,7 +115,7 @@ impl RuleSet {
             miss_to_controller: Arc::default(),
             next_uid: 1,
             version: 0,
-            index: HashMap::new(),
+            index: HashMap::default(),
         };
         s.add(rules);
         s
