@@ -13,16 +13,6 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-/// Open vSwitch 3.1's answers (tools/ofctl-record-async.py).
-fn recorded() -> Vec<serde_json::Value> {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/ofctl-async-ovs31.jsonl");
-    std::fs::read_to_string(p)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
-}
-
 #[test]
 fn bundles_commit_all_or_nothing_as_open_vswitch() {
     if !have_ofctl() {
@@ -30,7 +20,10 @@ fn bundles_commit_all_or_nothing_as_open_vswitch() {
     }
     let sw = start("bundle");
     let mut n = 0;
-    for rec in recorded().iter().filter(|r| r.get("scenario").is_some()) {
+    for rec in ofctl_util::recorded("ofctl-async-ovs31.jsonl")
+        .iter()
+        .filter(|r| r.get("scenario").is_some())
+    {
         let ver = rec["version"].as_str().unwrap();
         let mut files = Vec::new();
         for k in ["mm", "mm2"] {
@@ -143,7 +136,10 @@ fn monitor_and_flow_removed_print_as_in_open_vswitch() {
     }
     let sw = start("mon");
     let mut n = 0;
-    for rec in recorded().iter().filter(|r| r.get("monitor").is_some()) {
+    for rec in ofctl_util::recorded("ofctl-async-ovs31.jsonl")
+        .iter()
+        .filter(|r| r.get("monitor").is_some())
+    {
         let ver = rec["monitor"].as_str().unwrap();
         let wait = rec["wait"].as_f64().unwrap();
         let log = sw.dir.join(format!("monitor-{ver}.log"));
@@ -202,7 +198,7 @@ fn port_status_prints_as_in_open_vswitch() {
     }
     let sw = start("portmon");
     let mut n = 0;
-    for rec in recorded()
+    for rec in ofctl_util::recorded("ofctl-async-ovs31.jsonl")
         .iter()
         .filter(|r| r.get("port_monitor").is_some())
     {
@@ -326,18 +322,6 @@ fn snoop_shows_the_controller_conversation() {
     );
 }
 
-/// Reads one OpenFlow message.
-fn read_msg(s: &mut std::os::unix::net::UnixStream) -> Vec<u8> {
-    use std::io::Read;
-    let mut h = [0u8; 8];
-    s.read_exact(&mut h).unwrap();
-    let len = usize::from(u16::from_be_bytes([h[2], h[3]]));
-    let mut m = h.to_vec();
-    m.resize(len, 0);
-    s.read_exact(&mut m[8..]).unwrap();
-    m
-}
-
 /// Port `p`'s transmitted packets (`ovs-ofctl dump-ports`).
 fn tx_packets(sw: &ofctl_util::Sw, p: u32) -> u64 {
     let out = ofctl_util::ofctl_ok(sw, &["dump-ports", "br0", &p.to_string()]);
@@ -377,7 +361,7 @@ fn a_paused_translation_resumes_from_its_continuation() {
     }
     // Up to the barrier reply: no error on the way.
     loop {
-        let m = read_msg(&mut c);
+        let m = ofctl_util::read_msg(&mut c);
         assert_ne!(m[1], 1, "an error: {m:02x?}");
         if m[1] == 21 {
             break;
@@ -400,7 +384,7 @@ fn a_paused_translation_resumes_from_its_continuation() {
         m[1] == 4 && m.len() > 16 && m[8..12] == [0, 0, 0x23, 0x20] && m[12..16] == [0, 0, 0, 30]
     };
     let pin = loop {
-        let m = read_msg(&mut c);
+        let m = ofctl_util::read_msg(&mut c);
         if is_pin2(&m) {
             break m;
         }
@@ -418,7 +402,7 @@ fn a_paused_translation_resumes_from_its_continuation() {
     stale[15] = 28;
     stale[bridge_at] ^= 0xff;
     c.write_all(&stale).unwrap();
-    let e = read_msg(&mut c);
+    let e = ofctl_util::read_msg(&mut c);
     assert_eq!(e[1], 1, "NXR_STALE expected: {e:02x?}");
     // NXT_RESUME: the same properties sent back.
     let mut resume = pin.clone();
@@ -427,7 +411,7 @@ fn a_paused_translation_resumes_from_its_continuation() {
     c.write_all(&resume).unwrap();
     c.write_all(&[4u8, 20, 0, 8, 0, 0, 0, 10]).unwrap();
     loop {
-        let m = read_msg(&mut c);
+        let m = ofctl_util::read_msg(&mut c);
         assert_ne!(m[1], 1, "an error: {m:02x?}");
         if m[1] == 21 {
             break;

@@ -58,16 +58,6 @@ fn rule_sets() -> BTreeMap<String, RuleSetText> {
     out
 }
 
-/// Open vSwitch 3.1's answers (tools/ofctl-record.py).
-fn recorded() -> Vec<serde_json::Value> {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/ofctl-ovs31.jsonl");
-    std::fs::read_to_string(p)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
-}
-
 #[test]
 fn golden_rule_sets_load_and_dump_as_in_open_vswitch() {
     if !have_ofctl() {
@@ -80,7 +70,10 @@ fn golden_rule_sets_load_and_dump_as_in_open_vswitch() {
     let sets = rule_sets();
     let (mut compared, mut refused) = (0, 0);
     let (mut with_groups, mut with_learn) = (0, 0);
-    for rec in recorded().iter().filter(|r| r.get("set").is_some()) {
+    for rec in ofctl_util::recorded("ofctl-ovs31.jsonl")
+        .iter()
+        .filter(|r| r.get("set").is_some())
+    {
         let name = rec["set"].as_str().unwrap();
         let ver = rec["version"].as_str().unwrap();
         let (rules, groups) = &sets[name];
@@ -138,7 +131,10 @@ fn command_sequences_answer_as_open_vswitch() {
     let mm = sw.dir.join("mm.flows");
     let groups = sw.dir.join("scen.groups");
     let mut n = 0;
-    for rec in recorded().iter().filter(|r| r.get("scenario").is_some()) {
+    for rec in ofctl_util::recorded("ofctl-ovs31.jsonl")
+        .iter()
+        .filter(|r| r.get("scenario").is_some())
+    {
         let scen = rec["scenario"].as_str().unwrap();
         let ver = rec["version"].as_str().unwrap();
         std::fs::write(&mm, rec["mm"].as_str().unwrap()).unwrap();

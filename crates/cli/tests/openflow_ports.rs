@@ -7,7 +7,7 @@
 
 mod ofctl_util;
 
-use ofctl_util::{have_ofctl, ofctl, ofctl_ok, Sw, BIN};
+use ofctl_util::{have_ofctl, ofctl, ofctl_ok, read_msg, Sw, BIN};
 use std::process::Command;
 
 /// A switch (see [`ofctl_util::start_with`]), or None (the test is
@@ -236,18 +236,6 @@ fn received_traffic_stops_and_resumes_with_the_port_config() {
     assert!(!forwarding(&sw));
     drop(sw);
     let _ = std::fs::remove_file(&pcap);
-}
-
-/// One message from `s` (header and body).
-fn read_msg(s: &mut std::os::unix::net::UnixStream) -> Vec<u8> {
-    use std::io::Read;
-    let mut h = [0u8; 8];
-    s.read_exact(&mut h).unwrap();
-    let len = usize::from(u16::from_be_bytes([h[2], h[3]]));
-    let mut m = h.to_vec();
-    m.resize(len, 0);
-    s.read_exact(&mut m[8..]).unwrap();
-    m
 }
 
 #[test]

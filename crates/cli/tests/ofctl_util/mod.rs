@@ -207,3 +207,28 @@ pub fn drop_duration(l: &str) -> String {
         _ => l.to_string(),
     }
 }
+
+/// Open vSwitch 3.1's recorded answers: `tests/data/NAME`, one JSON value
+/// per line (tools/ofctl-record*.py).
+pub fn recorded(name: &str) -> Vec<serde_json::Value> {
+    let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data")
+        .join(name);
+    std::fs::read_to_string(p)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// Reads one OpenFlow message (header and body) from `s`.
+pub fn read_msg(s: &mut std::os::unix::net::UnixStream) -> Vec<u8> {
+    use std::io::Read;
+    let mut h = [0u8; 8];
+    s.read_exact(&mut h).unwrap();
+    let len = usize::from(u16::from_be_bytes([h[2], h[3]]));
+    let mut m = h.to_vec();
+    m.resize(len, 0);
+    s.read_exact(&mut m[8..]).unwrap();
+    m
+}
