@@ -107,7 +107,7 @@ pub(crate) fn masked_words_eq(key: &FlowKey, words: &[u8], mvals: &[u64], stored
         .zip(words)
         .zip(mvals)
         .fold(0u64, |d, ((s, &w), &m)| {
-            d | ((key.w[w as usize & (FLOW_WORDS - 1)] & m) ^ s)
+            d | ((key.w[flowpath_flow::key::word_index(w)] & m) ^ s)
         })
         == 0
 }
@@ -230,7 +230,7 @@ impl Subtable {
             n => {
                 let mut g = [0u64; FLOW_WORDS];
                 for ((o, &w), &m) in g.iter_mut().zip(&self.words).zip(&self.mvals).take(n) {
-                    *o = key.w[w as usize & (FLOW_WORDS - 1)] & m;
+                    *o = key.w[flowpath_flow::key::word_index(w)] & m;
                 }
                 f(&g[..n])
             }
@@ -241,7 +241,7 @@ impl Subtable {
     fn gathered<const N: usize>(&self, key: &FlowKey) -> [u64; N] {
         let mut v = [0u64; N];
         for ((o, &w), &m) in v.iter_mut().zip(&self.words).zip(&self.mvals) {
-            *o = key.w[w as usize & (FLOW_WORDS - 1)] & m;
+            *o = key.w[flowpath_flow::key::word_index(w)] & m;
         }
         v
     }
@@ -363,7 +363,7 @@ impl Subtable {
             let slot = b * WAYS + cand.trailing_zeros() as usize;
             let f = self.flow_of(slot);
             if self.n == 0
-                || (p.k0 == key.w[usize::from(self.words[0]) & (FLOW_WORDS - 1)] & self.mvals[0]
+                || (p.k0 == key.w[flowpath_flow::key::word_index(self.words[0])] & self.mvals[0]
                     && self.masked_eq(key, ks.words(f, self.n)))
             {
                 return Some(f);

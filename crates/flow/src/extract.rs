@@ -143,8 +143,8 @@ pub enum Invalid {
 /// add the hardware addresses (5, 6); any other type may use every word.
 /// The extraction tests check it on generated packets and on the capture
 /// corpus.
-pub fn possible_words(dl_type: u16, nw_proto: u8) -> u16 {
-    const BASE: u16 = 0b1_1111;
+pub fn possible_words(dl_type: u16, nw_proto: u8) -> u32 {
+    const BASE: u32 = 0b1_1111;
     match (dl_type, nw_proto) {
         (ethertype::IPV4, ip_proto::ICMPV6) => {
             BASE | 1 << 5 | 1 << 6 | 1 << W_IPV6_MISC | 1 << 12 | 1 << 13
@@ -157,10 +157,10 @@ pub fn possible_words(dl_type: u16, nw_proto: u8) -> u16 {
 }
 
 /// Bitmap of the non-zero words of `key`.
-pub fn used_words(key: &FlowKey) -> u16 {
-    let mut m = 0u16;
+pub fn used_words(key: &FlowKey) -> u32 {
+    let mut m = 0u32;
     for (i, w) in key.w.iter().enumerate() {
-        m |= u16::from(*w != 0) << i;
+        m |= u32::from(*w != 0) << i;
     }
     m
 }
@@ -790,7 +790,9 @@ mod tests {
         f[34..36].copy_from_slice(&1024u16.to_be_bytes());
         f[36..38].copy_from_slice(&5001u16.to_be_bytes());
         for frame in [&f[..], &f[..20], &[][..]] {
-            let mut dirty = FlowKey { w: [u64::MAX; 16] };
+            let mut dirty = FlowKey {
+                w: [u64::MAX; crate::FLOW_WORDS],
+            };
             let layers = extract_into(frame, 3, &mut dirty);
             assert_eq!((dirty, layers), extract_with_layers(frame, 3));
         }

@@ -1,28 +1,36 @@
 //! `FlowKey` and `FlowMask`: the fixed-layout packet key every tier works on.
 //!
-//! A key is 16 little `u64` words (128 bytes, two cache lines, 64-byte
+//! A key is 24 little `u64` words (192 bytes, three cache lines, 64-byte
 //! aligned). Every field lives at a fixed bit range of one word (or, for the
 //! 128-bit IPv6 addresses, two whole words, high half first), so a mask is
 //! the same array and "key under mask" is a word-wise AND. The words that an
-//! IPv4 5-tuple flow needs (`W_META`, `W_NW`, `W_TP`, `W_L2_DST`) come first.
+//! IPv4 5-tuple flow needs (`W_META`, `W_NW`, `W_TP`, `W_L2_DST`) come first;
+//! the connection-tracking words (16..24) come last: they are zero until a
+//! packet has been through a `ct` action and recirculated, and the packet
+//! hash leaves them out (see `datapath::hash`).
 //!
 //! Layout (bit 0 = least significant):
 //!
 //! | word | bits | field |
 //! |---|---|---|
-//! | 0 `W_META` | 0..16 in_port, 16..32 recirc_id, 32..48 dl_type, 48..56 nw_proto (arp_op), 56..58 nw_frag |
+//! | 0 `W_META` | 0..16 in_port, 16..32 recirc_id, 32..48 dl_type, 48..56 nw_proto (arp_op), 56..64 ct_state |
 //! | 1 `W_NW` | 0..32 nw_src (arp_spa), 32..64 nw_dst (arp_tpa) |
-//! | 2 `W_TP` | 0..16 tp_src (icmp_type), 16..32 tp_dst (icmp_code), 32..44 tcp_flags (32..40 nd_options_type), 48..56 nw_tos (DSCP+ECN byte), 56..64 nw_ttl |
+//! | 2 `W_TP` | 0..16 tp_src (icmp_type), 16..32 tp_dst (icmp_code), 32..44 tcp_flags (32..40 nd_options_type), 44..46 nw_frag, 48..56 nw_tos (DSCP+ECN byte), 56..64 nw_ttl |
 //! | 3 `W_L2_DST` | 0..48 dl_dst, 48..64 vlan_tci (outer tag, CFI bit = present) |
 //! | 4 `W_L2_SRC` | 0..48 dl_src, 48..64 vlan_tci of the inner (second) tag |
 //! | 5 `W_ARP_SHA` | 0..48 arp_sha / nd_sll, 48..64 dp_hash (its low 16 bits; datapath metadata) |
-//! | 6 `W_ARP_THA` | 0..48 arp_tha / nd_tll |
-//! | 7 `W_IPV6_MISC` | 0..20 ipv6_label, 32..64 mpls_lse2 (the third MPLS label stack entry) or nd_reserved |
+//! | 6 `W_ARP_THA` | 0..48 arp_tha / nd_tll, 48..64 ct_zone |
+//! | 7 `W_IPV6_MISC` | 0..20 ipv6_label, 20..28 ct_nw_proto, 32..64 mpls_lse2 (the third MPLS label stack entry) or nd_reserved |
 //! | 8, 9 | ipv6_src (high, low) |
 //! | 10, 11 | ipv6_dst |
 //! | 12, 13 | nd_target |
 //! | 14 `W_META2` | 0..32 skb_priority, 32..64 pkt_mark (datapath metadata: 0 in every extracted key; only megaflow masks and translation use them) |
 //! | 15 `W_MPLS` | 0..32 mpls_lse0 (the top MPLS label stack entry: label 12..32, tc 9..12, bos 8, ttl 0..8), 32..64 mpls_lse1 (the next) |
+//! | 16 `W_CT` | 0..32 ct_mark, 32..48 ct_tp_src, 48..64 ct_tp_dst |
+//! | 17 `W_CT_NW` | 0..32 ct_nw_src, 32..64 ct_nw_dst |
+//! | 18, 19 | ct_label (high, low) |
+//! | 20, 21 | ct_ipv6_src |
+//! | 22, 23 | ct_ipv6_dst |
 //!
 //! Fields that share storage (nw_src / arp_spa, tp_src / icmp_type, ...) are
 //! told apart by their prerequisites (dl_type, nw_proto), which every mask
@@ -32,9 +40,22 @@
 //! Thread-safety: plain `Copy` data.
 
 /// Number of 64-bit words in a key.
-pub const FLOW_WORDS: usize = 16;
+pub const FLOW_WORDS: usize = 24;
 
-/// Word holding in_port, dl_type, nw_proto and nw_frag.
+/// `i` as an index into a key's words, clamped to the last word (a
+/// conditional move; lets the compiler drop the bounds check where a
+/// subtable's word list, always < [`FLOW_WORDS`], indexes a key).
+#[inline(always)]
+pub const fn word_index(i: u8) -> usize {
+    let i = i as usize;
+    if i < FLOW_WORDS {
+        i
+    } else {
+        FLOW_WORDS - 1
+    }
+}
+
+/// Word holding in_port, recirc_id, dl_type, nw_proto and ct_state.
 pub const W_META: usize = 0;
 /// Word holding the IPv4 (or ARP) addresses.
 pub const W_NW: usize = 1;
@@ -60,6 +81,40 @@ pub const W_ND_TARGET: usize = 12;
 pub const W_META2: usize = 14;
 /// Word of the MPLS label stack entries (the first two).
 pub const W_MPLS: usize = 15;
+/// Word of `ct_mark`, `ct_tp_src` and `ct_tp_dst`.
+pub const W_CT: usize = 16;
+/// Word of `ct_nw_src` and `ct_nw_dst` (IPv4 original-direction tuple).
+pub const W_CT_NW: usize = 17;
+/// First of the two words of `ct_label`.
+pub const W_CT_LABEL: usize = 18;
+/// First of the two words of `ct_ipv6_src`.
+pub const W_CT_IPV6_SRC: usize = 20;
+/// First of the two words of `ct_ipv6_dst`.
+pub const W_CT_IPV6_DST: usize = 22;
+/// The first connection-tracking word; words from here on are zero in
+/// every extracted key.
+pub const W_CT_FIRST: usize = 16;
+
+/// `ct_state` bits, as OpenFlow's `ct_state` field numbers them.
+pub mod ct_state {
+    /// The start of a new connection (not yet committed).
+    pub const NEW: u8 = 0x01;
+    /// Part of an existing connection.
+    pub const EST: u8 = 0x02;
+    /// Related to an existing connection (an ICMP error, an ALG's data
+    /// connection).
+    pub const REL: u8 = 0x04;
+    /// In the reply direction.
+    pub const RPL: u8 = 0x08;
+    /// Invalid: the tracker could not make sense of it.
+    pub const INV: u8 = 0x10;
+    /// Tracked: the packet has been through the connection tracker.
+    pub const TRK: u8 = 0x20;
+    /// Source-translated.
+    pub const SNAT: u8 = 0x40;
+    /// Destination-translated.
+    pub const DNAT: u8 = 0x80;
+}
 
 /// `nw_frag` bit: the packet is a fragment (first or later).
 pub const FRAG_ANY: u8 = 1;
@@ -151,7 +206,23 @@ scalar_accessors! {
     /// IP protocol, or the ARP opcode (low 8 bits) for ARP.
     nw_proto, set_nw_proto, u8, W_META, 48, 8;
     /// Fragment bits: [`FRAG_ANY`], [`FRAG_LATER`].
-    nw_frag, set_nw_frag, u8, W_META, 56, 2;
+    nw_frag, set_nw_frag, u8, W_TP, 44, 2;
+    /// Connection-tracking state ([`ct_state`] bits; 0 = not tracked).
+    ct_state, set_ct_state, u8, W_META, 56, 8;
+    /// Connection-tracking zone of the last `ct` action.
+    ct_zone, set_ct_zone, u16, W_ARP_THA, 48, 16;
+    /// The tracked connection's mark.
+    ct_mark, set_ct_mark, u32, W_CT, 0, 32;
+    /// The original-direction tuple's IP protocol.
+    ct_nw_proto, set_ct_nw_proto, u8, W_IPV6_MISC, 20, 8;
+    /// The original-direction tuple's source port (ICMP: type).
+    ct_tp_src, set_ct_tp_src, u16, W_CT, 32, 16;
+    /// The original-direction tuple's destination port (ICMP: code).
+    ct_tp_dst, set_ct_tp_dst, u16, W_CT, 48, 16;
+    /// The original-direction tuple's IPv4 source.
+    ct_nw_src, set_ct_nw_src, u32, W_CT_NW, 0, 32;
+    /// The original-direction tuple's IPv4 destination.
+    ct_nw_dst, set_ct_nw_dst, u32, W_CT_NW, 32, 32;
     /// IPv4 source, or ARP sender protocol address.
     nw_src, set_nw_src, u32, W_NW, 0, 32;
     /// IPv4 destination, or ARP target protocol address.
@@ -278,6 +349,31 @@ impl FlowKey {
         self.set128(W_ND_TARGET, v)
     }
 
+    /// The tracked connection's label.
+    pub fn ct_label(&self) -> u128 {
+        self.get128(W_CT_LABEL)
+    }
+    /// Sets the connection label.
+    pub fn set_ct_label(&mut self, v: u128) {
+        self.set128(W_CT_LABEL, v)
+    }
+    /// The original-direction tuple's IPv6 source.
+    pub fn ct_ipv6_src(&self) -> u128 {
+        self.get128(W_CT_IPV6_SRC)
+    }
+    /// Sets the original-direction IPv6 source.
+    pub fn set_ct_ipv6_src(&mut self, v: u128) {
+        self.set128(W_CT_IPV6_SRC, v)
+    }
+    /// The original-direction tuple's IPv6 destination.
+    pub fn ct_ipv6_dst(&self) -> u128 {
+        self.get128(W_CT_IPV6_DST)
+    }
+    /// Sets the original-direction IPv6 destination.
+    pub fn set_ct_ipv6_dst(&mut self, v: u128) {
+        self.set128(W_CT_IPV6_DST, v)
+    }
+
     /// This key with every bit outside `mask` cleared.
     #[inline(always)]
     pub fn masked(&self, mask: &FlowMask) -> FlowKey {
@@ -363,8 +459,8 @@ impl FlowMask {
     }
 
     /// Bitmap of the words that have at least one significant bit.
-    pub fn word_map(&self) -> u16 {
-        let mut map = 0u16;
+    pub fn word_map(&self) -> u32 {
+        let mut map = 0u32;
         for (i, w) in self.w.iter().enumerate() {
             if *w != 0 {
                 map |= 1 << i;

@@ -188,7 +188,15 @@ impl Match {
             let tm = FieldId::Icmpv6Type.info();
             tm.get_mask(&self.mask) == 0xff && p.icmp6_types.contains(&(tm.get(&self.key) as u8))
         };
-        if eth_ok && proto_ok && icmp_ok {
+        // OVS's `is_ct_valid` on a match: one of the bits that imply a
+        // valid connection set, or `+trk-inv`.
+        let ct_ok = !p.ct || {
+            let (v, m) = (self.key.ct_state(), self.mask.to_key().ct_state());
+            use crate::key::ct_state as cs;
+            let valid = cs::NEW | cs::EST | cs::REL | cs::RPL | cs::SNAT | cs::DNAT;
+            v & m & valid != 0 || (v & m & cs::TRK != 0 && m & cs::INV != 0 && v & cs::INV == 0)
+        };
+        if eth_ok && proto_ok && icmp_ok && ct_ok {
             Ok(())
         } else {
             Err(format!("{} requires {}", f.name, p.describe()))
@@ -307,6 +315,27 @@ impl Match {
                     format!("skb_priority={p:#x}")
                 });
             }
+        }
+        // The connection-tracking fields, in OVS's order (the ports only
+        // with the protocol).
+        for id in [
+            FieldId::CtState,
+            FieldId::CtZone,
+            FieldId::CtMark,
+            FieldId::CtLabel,
+            FieldId::CtNwSrc,
+            FieldId::CtIpv6Src,
+            FieldId::CtNwDst,
+            FieldId::CtIpv6Dst,
+            FieldId::CtNwProto,
+        ] {
+            put_field(parts, k, mk, id);
+        }
+        if mk.ct_nw_proto() != 0 {
+            put_field(parts, k, mk, FieldId::CtTpSrc);
+            put_field(parts, k, mk, FieldId::CtTpDst);
+        }
+        if style.megaflow() {
             parts.push("eth".into());
         }
     }
@@ -401,7 +430,12 @@ fn put_field(parts: &mut Vec<String>, k: &FlowKey, mk: &FlowKey, id: FieldId) {
         // (a megaflow can hold part of them: `move` of a few bits).
         if matches!(
             id,
-            FieldId::NwProto | FieldId::ArpOp | FieldId::NwTos | FieldId::NwEcn | FieldId::NwTtl
+            FieldId::NwProto
+                | FieldId::ArpOp
+                | FieldId::NwTos
+                | FieldId::NwEcn
+                | FieldId::NwTtl
+                | FieldId::CtNwProto
         ) {
             parts.push(format!("{}={}", f.name, f.get(k)));
         } else {

@@ -157,6 +157,101 @@ fn parse_tcp_flags(s: &str) -> Result<(u128, u128), ValueError> {
     Ok((v, m))
 }
 
+/// `ct_state`'s flag names, bit 0 first (as OVS's `ct_state_to_string`).
+const CT_STATE_NAMES: [(&str, u8); 8] = [
+    ("new", 0x01),
+    ("est", 0x02),
+    ("rel", 0x04),
+    ("rpl", 0x08),
+    ("inv", 0x10),
+    ("trk", 0x20),
+    ("snat", 0x40),
+    ("dnat", 0x80),
+];
+
+/// Parses a `ct_state` value as OVS's `parse_flags`: `+trk-new` (the
+/// named flags significant), `trk|est` or a number (every flag
+/// significant), `0x21/0x21`.
+fn parse_ct_state(s: &str) -> Result<(u128, u128), ValueError> {
+    let bit_of = |name: &str| -> Result<u8, ValueError> {
+        CT_STATE_NAMES
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, b)| *b)
+            .ok_or_else(|| {
+                ValueError(format!(
+                    "{s}: unknown ct_state flag '{name}' (new, est, rel, rpl, inv, trk, snat or dnat expected)"
+                ))
+            })
+    };
+    if s.starts_with('+') || s.starts_with('-') {
+        let (mut v, mut m) = (0u8, 0u8);
+        let mut rest = s;
+        while let Some(&sign) = rest.as_bytes().first() {
+            rest = &rest[1..];
+            let end = rest.find(['+', '-']).unwrap_or(rest.len());
+            let bit = bit_of(&rest[..end])?;
+            rest = &rest[end..];
+            if m & bit != 0 {
+                return err(format!(
+                    "{s}: Each ct_state flag can be specified only once"
+                ));
+            }
+            m |= bit;
+            if sign == b'+' {
+                v |= bit;
+            }
+        }
+        return Ok((u128::from(v), u128::from(m)));
+    }
+    if s.starts_with(|c: char| c.is_ascii_digit()) {
+        let (v, m) = split_mask(s);
+        let v = parse_uint(v)?;
+        let m = match m {
+            Some(m) => parse_uint(m)?,
+            None => 0xff,
+        };
+        if v > 0xff || m > 0xff {
+            return err(format!("{s}: unknown ct_state flag bits (0xff at most)"));
+        }
+        return Ok((v, m));
+    }
+    let mut v = 0u8;
+    for name in s.split('|') {
+        v |= bit_of(name)?;
+    }
+    Ok((u128::from(v), 0xff))
+}
+
+/// Prints a `ct_state` value as OVS's `match_format`: `new|trk` (or `0`)
+/// when every flag is significant, else `+trk-new` in bit order.
+fn format_ct_state(v: u128, m: u128) -> String {
+    if m == 0xff {
+        let names: Vec<&str> = CT_STATE_NAMES
+            .iter()
+            .filter(|(_, b)| v & u128::from(*b) != 0)
+            .map(|(n, _)| *n)
+            .collect();
+        return if names.is_empty() {
+            "0".into()
+        } else {
+            names.join("|")
+        };
+    }
+    if m == 0 {
+        return "0/0".into();
+    }
+    let mut s = String::new();
+    for (n, b) in CT_STATE_NAMES {
+        let b = u128::from(b);
+        if m & b != 0 {
+            s.push(if v & b != 0 { '+' } else { '-' });
+            s.push_str(n);
+        }
+    }
+    s
+}
+
 fn format_tcp_flags(v: u128, m: u128) -> String {
     let known: u128 = 0x1ff;
     if m & !known != 0 && m != 0xfff {
@@ -217,6 +312,7 @@ pub fn parse_value(f: &FieldInfo, text: &str) -> Result<(u128, u128), ValueError
             (u128::from(v), u128::from(m))
         }
         ValueFormat::TcpFlags => parse_tcp_flags(text)?,
+        ValueFormat::CtState => parse_ct_state(text)?,
         ValueFormat::Mac => {
             let (v, m) = split_mask(text);
             let v = u128::from(parse_mac(v)?);
@@ -329,6 +425,7 @@ pub fn format_value(f: &FieldInfo, value: u128, mask: u128) -> String {
             .to_string()
         }
         ValueFormat::TcpFlags => format_tcp_flags(value, mask),
+        ValueFormat::CtState => format_ct_state(value, mask),
         ValueFormat::Mac => {
             if mask == full {
                 format_mac(value as u64)
@@ -460,6 +557,32 @@ mod tests {
         assert_eq!(round("tcp_flags", "0x002"), "syn");
         assert_eq!(round("tcp_flags", "syn|ack"), "syn|ack");
         assert!(p("tcp_flags", "+bogus").is_err());
+    }
+
+    #[test]
+    fn ct_state_as_ovs_parses_and_prints_it() {
+        assert_eq!(p("ct_state", "+trk+est-new").unwrap(), (0x22, 0x23));
+        assert_eq!(round("ct_state", "+trk+est-new"), "-new+est+trk");
+        assert_eq!(round("ct_state", "-trk"), "-trk");
+        assert_eq!(p("ct_state", "new|trk").unwrap(), (0x21, 0xff));
+        assert_eq!(round("ct_state", "trk|new"), "new|trk");
+        assert_eq!(round("ct_state", "0"), "0");
+        assert_eq!(p("ct_state", "0x21/0x21").unwrap(), (0x21, 0x21));
+        assert_eq!(round("ct_state", "0x21/0x21"), "+new+trk");
+        assert!(p("ct_state", "+trk+trk").is_err());
+        assert!(p("ct_state", "+bogus").is_err());
+        assert!(p("ct_state", "0x100").is_err());
+        assert_eq!(round("ct_mark", "0x5/0xff"), "0x5/0xff");
+        assert_eq!(round("ct_zone", "7"), "7");
+        assert_eq!(round("ct_label", "0x1/0x1"), "0x1/0x1");
+        assert_eq!(
+            p("ct_label", "0x10000000000000000000000000000001")
+                .unwrap()
+                .0,
+            (1u128 << 124) | 1
+        );
+        assert_eq!(round("ct_nw_src", "10.0.0.0/8"), "10.0.0.0/8");
+        assert_eq!(round("ct_ipv6_dst", "fe80::1"), "fe80::1");
     }
 
     #[test]

@@ -656,7 +656,7 @@ fn check(frame: &[u8]) -> Result<FlowKey, Declined> {
     // The receive path's entry point: the same key and layers into a slot
     // left dirty by an earlier packet, or the never-valid verdict.
     let mut slot = FlowKey::zero();
-    slot.w = [0xa5a5_a5a5_a5a5_a5a5; 16];
+    slot.w = [0xa5a5_a5a5_a5a5_a5a5; flowpath_flow::FLOW_WORDS];
     match extract_into_checked(frame, 0x1234_5678, &mut slot) {
         Err(why) => assert_eq!(never_valid(frame), Some(why), "frame {frame:02x?}"),
         Ok((cl, short)) => {

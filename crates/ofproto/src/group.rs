@@ -216,6 +216,19 @@ impl SelectField {
             F::Metadata => 10,
             F::InPort => 11,
             F::PktMark => 14,
+            // The connection-tracking fields come next in OVS's numbering
+            // (five ranks here: the last ones share one).
+            F::CtState => 15,
+            F::CtZone => 16,
+            F::CtMark => 17,
+            F::CtLabel => 18,
+            F::CtNwProto
+            | F::CtNwSrc
+            | F::CtNwDst
+            | F::CtIpv6Src
+            | F::CtIpv6Dst
+            | F::CtTpSrc
+            | F::CtTpDst => 19,
             F::Reg0 => 20,
             F::Reg1 => 21,
             F::Reg2 => 22,

@@ -12,9 +12,9 @@
 //! write a field value/mask into key bits.
 
 use crate::key::{
-    FlowKey, FlowMask, Regs, VLAN_CFI, W_ARP_SHA, W_ARP_THA, W_CONJ_ID, W_IPV6_DST, W_IPV6_MISC,
-    W_IPV6_SRC, W_L2_DST, W_L2_SRC, W_META, W_META2, W_METADATA, W_MPLS, W_ND_TARGET, W_NW, W_TP,
-    W_TUN_ID,
+    ct_state, FlowKey, FlowMask, Regs, VLAN_CFI, W_ARP_SHA, W_ARP_THA, W_CONJ_ID, W_CT,
+    W_CT_IPV6_DST, W_CT_IPV6_SRC, W_CT_LABEL, W_CT_NW, W_IPV6_DST, W_IPV6_MISC, W_IPV6_SRC,
+    W_L2_DST, W_L2_SRC, W_META, W_META2, W_METADATA, W_MPLS, W_ND_TARGET, W_NW, W_TP, W_TUN_ID,
 };
 
 /// Identifies a registry field.
@@ -100,6 +100,17 @@ pub enum FieldId {
     VlanVid,
     NdReserved,
     NdOptionsType,
+    CtState,
+    CtZone,
+    CtMark,
+    CtLabel,
+    CtNwSrc,
+    CtNwDst,
+    CtIpv6Src,
+    CtIpv6Dst,
+    CtNwProto,
+    CtTpSrc,
+    CtTpDst,
 }
 
 /// Where a field's bits live in the key.
@@ -157,6 +168,9 @@ pub enum ValueFormat {
     Frag,
     /// `+syn-ack` or numeric.
     TcpFlags,
+    /// Connection-tracking state flags: `+trk+est-new`, `new|trk`, or
+    /// numeric (`0x21/0x21`).
+    CtState,
     /// Hexadecimal without padding, `0` for zero (`reg0=0x5`, `pkt_mark=0/0xf`).
     HexInt,
 }
@@ -199,6 +213,11 @@ pub struct Prereq {
     pub proto: ProtoReq,
     /// ICMPv6 types allowed (ND fields), empty = any.
     pub icmp6_types: &'static [u8],
+    /// The match must show a valid tracked connection (OVS's `CT`
+    /// prerequisite of the original-direction tuple fields): one of
+    /// `ct_state`'s new, est, rel, rpl, snat or dnat bits set, or `+trk`
+    /// with `-inv`.
+    pub ct: bool,
 }
 
 impl Prereq {
@@ -206,12 +225,19 @@ impl Prereq {
         eth: EthReq::Any,
         proto: ProtoReq::Any,
         icmp6_types: &[],
+        ct: false,
+    };
+    /// A tracked, valid connection (the `CT` prerequisite).
+    const CT: Prereq = Prereq {
+        ct: true,
+        ..Prereq::NONE
     };
     const fn eth(eth: EthReq) -> Prereq {
         Prereq {
             eth,
             proto: ProtoReq::Any,
             icmp6_types: &[],
+            ct: false,
         }
     }
     const fn proto(eth: EthReq, proto: ProtoReq) -> Prereq {
@@ -219,6 +245,7 @@ impl Prereq {
             eth,
             proto,
             icmp6_types: &[],
+            ct: false,
         }
     }
 
@@ -240,7 +267,10 @@ impl Prereq {
         };
         let icmp6_ok = self.icmp6_types.is_empty()
             || (key.tp_src() < 256 && self.icmp6_types.contains(&(key.tp_src() as u8)));
-        eth_ok && proto_ok && icmp6_ok
+        // A packet's valid connection always has new, est or rpl set.
+        let ct_ok =
+            !self.ct || key.ct_state() & (ct_state::NEW | ct_state::EST | ct_state::RPL) != 0;
+        eth_ok && proto_ok && icmp6_ok && ct_ok
     }
 
     /// Human text for error messages, e.g. "ip,tcp" or "ipv6,icmp6 type 135".
@@ -260,6 +290,9 @@ impl Prereq {
         }
         if !self.icmp6_types.is_empty() {
             s.push_str(&format!(" and icmp_type in {:?}", self.icmp6_types));
+        }
+        if self.ct {
+            s.push_str("a tracked connection (ct_state with +trk and a valid state)");
         }
         s
     }
@@ -304,7 +337,7 @@ impl FieldId {
 }
 
 /// The NXM and OXM names of the fields (`ovs-fields(7)`), with the field
-/// they name. Left out: tunnel and conntrack fields. (OVS 3.1 has no
+/// they name. Left out: tunnel fields. (OVS 3.1 has no
 /// `NXM_NX_XREG` name: `xreg`s are `OXM_OF_PKT_REG`.)
 pub const NXM_NAMES: &[(&str, FieldId)] = &[
     ("NXM_OF_IN_PORT", FieldId::InPort),
@@ -411,6 +444,17 @@ pub const NXM_NAMES: &[(&str, FieldId)] = &[
     ("NXM_NX_XXREG1", FieldId::Xxreg1),
     ("NXM_NX_XXREG2", FieldId::Xxreg2),
     ("NXM_NX_XXREG3", FieldId::Xxreg3),
+    ("NXM_NX_CT_STATE", FieldId::CtState),
+    ("NXM_NX_CT_ZONE", FieldId::CtZone),
+    ("NXM_NX_CT_MARK", FieldId::CtMark),
+    ("NXM_NX_CT_LABEL", FieldId::CtLabel),
+    ("NXM_NX_CT_NW_SRC", FieldId::CtNwSrc),
+    ("NXM_NX_CT_NW_DST", FieldId::CtNwDst),
+    ("NXM_NX_CT_IPV6_SRC", FieldId::CtIpv6Src),
+    ("NXM_NX_CT_IPV6_DST", FieldId::CtIpv6Dst),
+    ("NXM_NX_CT_NW_PROTO", FieldId::CtNwProto),
+    ("NXM_NX_CT_TP_SRC", FieldId::CtTpSrc),
+    ("NXM_NX_CT_TP_DST", FieldId::CtTpDst),
 ];
 
 /// Looks a field up by any of its names (case-sensitive, as OVS): its

@@ -302,11 +302,9 @@ pub fn is_unsupported_field(name: &str) -> bool {
     ];
     const PREFIXES: &[&str] = &[
         "NXM_NX_TUN",
-        "NXM_NX_CT_",
         "OXM_OF_TUNNEL_ID",
         "OXM_OF_MPLS",
         "tun_",
-        "ct_",
         "mpls",
         "nsh_",
         "erspan",
