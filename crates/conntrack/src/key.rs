@@ -1,0 +1,539 @@
+//! Connection keys and their extraction from packets.
+//!
+//! What: [`ConnKey`] is the tuple a connection is looked up by — both
+//! addresses, both ports (for ICMP echo-like messages, the identifier and
+//! the message types), the IP protocol, the address family and the zone.
+//! [`extract`] parses a frame's IPv4/IPv6 header and L4 header into a key
+//! with the same checks Open vSwitch's userspace tracker makes:
+//!
+//! - IPv4: header length ≥ 20 and inside the packet, not a fragment, header
+//!   checksum right (unless the caller vouches for the checksums);
+//! - IPv6: extension headers (hop-by-hop, routing, destination options,
+//!   AH, atomic fragments) are skipped; a real fragment is not tracked;
+//! - TCP: data offset in range, checksum right, neither port zero;
+//! - UDP: length field in range, checksum right (a zero IPv4 UDP checksum
+//!   means "none"), neither port zero;
+//! - ICMP: echo, timestamp and information request/reply (code 0) are
+//!   connections of their own, keyed by identifier; destination
+//!   unreachable, source quench, redirect, time exceeded and parameter
+//!   problem are *related* to the connection of the packet they quote,
+//!   whose source must be the error's destination: the key is then the
+//!   quoted packet's key, reversed;
+//! - ICMPv6: echo request/reply, and errors (destination unreachable,
+//!   packet too big, time exceeded, parameter problem) as for ICMP;
+//! - any other protocol is tracked by addresses alone (ports zero).
+//!
+//! A packet that fails any check gets no key and is `+inv`.
+//!
+//! Invariants: extraction never panics and never reads outside `frame`;
+//! every offset in [`Parsed`] lies inside `frame`. Thread-safety: pure
+//! functions over borrowed bytes.
+
+use flowpath_wire::{checksum, ip_proto};
+
+/// One side of a connection tuple.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Endpoint {
+    /// The address; an IPv4 address sits in the first four bytes.
+    pub addr: [u8; 16],
+    /// The TCP/UDP port, or the ICMP identifier (zero for other protocols).
+    pub port: u16,
+    /// ICMP type (the request's type on the source side, the reply's on
+    /// the destination side); zero for other protocols.
+    pub icmp_type: u8,
+    /// ICMP code (always zero for the messages tracked as connections).
+    pub icmp_code: u8,
+}
+
+/// The tuple a connection is found by, in one direction.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct ConnKey {
+    /// Sender.
+    pub src: Endpoint,
+    /// Receiver.
+    pub dst: Endpoint,
+    /// IPv6 (true) or IPv4.
+    pub v6: bool,
+    /// IP protocol number.
+    pub proto: u8,
+    /// Conntrack zone.
+    pub zone: u16,
+}
+
+impl ConnKey {
+    /// The same tuple seen from the other end.
+    pub fn reverse(&self) -> ConnKey {
+        ConnKey {
+            src: self.dst,
+            dst: self.src,
+            ..*self
+        }
+    }
+
+    /// Whether the protocol is ICMP for this key's address family.
+    pub fn is_icmp(&self) -> bool {
+        (!self.v6 && self.proto == ip_proto::ICMP) || (self.v6 && self.proto == ip_proto::ICMPV6)
+    }
+
+    /// Whether the protocol has ports that NAT may translate.
+    pub fn has_ports(&self) -> bool {
+        self.proto == ip_proto::TCP || self.proto == ip_proto::UDP
+    }
+}
+
+/// What [`extract`] found in a packet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Parsed {
+    /// The key to look up (for a related ICMP error: the quoted packet's
+    /// key, reversed).
+    pub key: ConnKey,
+    /// The packet is an ICMP/ICMPv6 error quoting another connection.
+    pub related: bool,
+    /// Offset of the L4 header in the frame.
+    pub l4: usize,
+    /// End of the IP packet in the frame (excludes Ethernet padding).
+    pub end: usize,
+}
+
+/// Ethernet types handled.
+pub const ETH_TYPE_IPV4: u16 = 0x0800;
+/// IPv6 Ethernet type.
+pub const ETH_TYPE_IPV6: u16 = 0x86dd;
+
+const ICMP4_ECHO_REPLY: u8 = 0;
+const ICMP4_DST_UNREACH: u8 = 3;
+const ICMP4_SOURCEQUENCH: u8 = 4;
+const ICMP4_REDIRECT: u8 = 5;
+const ICMP4_ECHO_REQUEST: u8 = 8;
+const ICMP4_TIME_EXCEEDED: u8 = 11;
+const ICMP4_PARAM_PROB: u8 = 12;
+const ICMP4_TIMESTAMP: u8 = 13;
+const ICMP4_TIMESTAMPREPLY: u8 = 14;
+const ICMP4_INFOREQUEST: u8 = 15;
+const ICMP4_INFOREPLY: u8 = 16;
+
+const ICMP6_DST_UNREACH: u8 = 1;
+const ICMP6_PACKET_TOO_BIG: u8 = 2;
+const ICMP6_TIME_EXCEEDED: u8 = 3;
+const ICMP6_PARAM_PROB: u8 = 4;
+/// ICMPv6 echo request.
+pub const ICMP6_ECHO_REQUEST: u8 = 128;
+const ICMP6_ECHO_REPLY: u8 = 129;
+
+/// Bytes of the quoted L4 header an ICMP error must carry.
+const ICMP_ERROR_DATA_L4_LEN: usize = 8;
+
+/// The reply type of an ICMP request type (and vice versa); 0 for others.
+pub fn reverse_icmp_type(t: u8) -> u8 {
+    match t {
+        ICMP4_ECHO_REQUEST => ICMP4_ECHO_REPLY,
+        ICMP4_ECHO_REPLY => ICMP4_ECHO_REQUEST,
+        ICMP4_TIMESTAMP => ICMP4_TIMESTAMPREPLY,
+        ICMP4_TIMESTAMPREPLY => ICMP4_TIMESTAMP,
+        ICMP4_INFOREQUEST => ICMP4_INFOREPLY,
+        ICMP4_INFOREPLY => ICMP4_INFOREQUEST,
+        _ => 0,
+    }
+}
+
+/// The reply type of an ICMPv6 echo type (and vice versa); 0 for others.
+pub fn reverse_icmp6_type(t: u8) -> u8 {
+    match t {
+        ICMP6_ECHO_REQUEST => ICMP6_ECHO_REPLY,
+        ICMP6_ECHO_REPLY => ICMP6_ECHO_REQUEST,
+        _ => 0,
+    }
+}
+
+/// Whether an ICMP (v4) type may open a connection.
+pub fn icmp4_valid_new(t: u8) -> bool {
+    matches!(t, ICMP4_ECHO_REQUEST | ICMP4_INFOREQUEST | ICMP4_TIMESTAMP)
+}
+
+#[inline]
+fn be16(d: &[u8], at: usize) -> Option<u16> {
+    match d.get(at..at.checked_add(2)?) {
+        Some(&[a, b]) => Some(u16::from_be_bytes([a, b])),
+        _ => None,
+    }
+}
+
+/// Parses the IP header at `l3` (bounded by `end`): returns the key's
+/// addresses and protocol, the L4 offset and the IP packet's end.
+/// `outer` enables the checks that only apply to the packet itself (total
+/// length, header checksum unless `csum_ok`).
+pub(crate) fn parse_l3(
+    frame: &[u8],
+    l3: usize,
+    end: usize,
+    v6: bool,
+    outer: bool,
+    csum_ok: bool,
+) -> Option<(ConnKey, usize, usize)> {
+    let ip = frame.get(l3..end)?;
+    let mut key = ConnKey {
+        v6,
+        ..ConnKey::default()
+    };
+    if !v6 {
+        if ip.len() < 20 {
+            return None;
+        }
+        let ihl = usize::from(ip.first()? & 0x0f) * 4;
+        if ihl < 20 || ihl > ip.len() {
+            return None;
+        }
+        let mut stop = end;
+        if outer {
+            let total = usize::from(be16(ip, 2)?);
+            if total < ihl || total > ip.len() {
+                return None;
+            }
+            stop = l3 + total;
+        }
+        let frag = be16(ip, 6)?;
+        if frag & 0x3fff != 0 {
+            return None;
+        }
+        if outer && !csum_ok && checksum::sum(ip.get(..ihl)?) != 0xffff {
+            return None;
+        }
+        key.src.addr[..4].copy_from_slice(ip.get(12..16)?);
+        key.dst.addr[..4].copy_from_slice(ip.get(16..20)?);
+        key.proto = *ip.get(9)?;
+        Some((key, l3 + ihl, stop))
+    } else {
+        if ip.len() < 40 {
+            return None;
+        }
+        let mut stop = end;
+        if outer {
+            let plen = usize::from(be16(ip, 4)?);
+            if 40 + plen > ip.len() {
+                return None;
+            }
+            stop = l3 + 40 + plen;
+        }
+        key.src.addr.copy_from_slice(ip.get(8..24)?);
+        key.dst.addr.copy_from_slice(ip.get(24..40)?);
+        let mut nh = *ip.get(6)?;
+        let mut off = 40usize;
+        let avail = stop - l3;
+        loop {
+            match nh {
+                ip_proto::HOPOPTS | ip_proto::ROUTING | ip_proto::DSTOPTS => {
+                    let len = (usize::from(*ip.get(off + 1)?) + 1) * 8;
+                    if off + len > avail {
+                        return None;
+                    }
+                    nh = *ip.get(off)?;
+                    off += len;
+                }
+                ip_proto::AH => {
+                    let len = (usize::from(*ip.get(off + 1)?) + 2) * 4;
+                    if off + len > avail {
+                        return None;
+                    }
+                    nh = *ip.get(off)?;
+                    off += len;
+                }
+                ip_proto::FRAGMENT => {
+                    if off + 8 > avail {
+                        return None;
+                    }
+                    let offflg = be16(ip, off + 2)?;
+                    if offflg & 0xfff9 != 0 {
+                        // A real fragment (offset or more-fragments set).
+                        return None;
+                    }
+                    nh = *ip.get(off)?;
+                    off += 8;
+                }
+                _ => break,
+            }
+        }
+        key.proto = nh;
+        Some((key, l3 + off, stop))
+    }
+}
+
+fn l4_sum_ok(frame: &[u8], key: &ConnKey, l4: usize, end: usize) -> bool {
+    let Some(data) = frame.get(l4..end) else {
+        return false;
+    };
+    let len = data.len();
+    let ph = if key.v6 {
+        checksum::pseudo_header_v6(key.src.addr, key.dst.addr, key.proto, len as u32)
+    } else {
+        let (Ok(s), Ok(d)) = (
+            <[u8; 4]>::try_from(&key.src.addr[..4]),
+            <[u8; 4]>::try_from(&key.dst.addr[..4]),
+        ) else {
+            return false;
+        };
+        if len > usize::from(u16::MAX) {
+            return false;
+        }
+        checksum::pseudo_header_v4(s, d, key.proto, len as u16)
+    };
+    checksum::add(ph, checksum::sum(data)) == 0xffff
+}
+
+/// Extracts the L4 part of `key` from `frame[l4..end]`. `check` carries
+/// the outer packet's checksum policy (`Some(csum_ok)`), `None` inside an
+/// ICMP error (no checksum, no length checks, no recursion). `min_len`
+/// is the minimum quoted L4 length inside an ICMPv4 error.
+fn extract_l4(
+    frame: &[u8],
+    key: &mut ConnKey,
+    l4: usize,
+    end: usize,
+    check: Option<bool>,
+    min_len: Option<usize>,
+) -> Option<bool> {
+    let data = frame.get(l4..end)?;
+    let size = data.len();
+    match key.proto {
+        ip_proto::TCP => {
+            if let Some(csum_ok) = check {
+                if size < 20 {
+                    return None;
+                }
+                let hl = usize::from(data.get(12)? >> 4) * 4;
+                if hl < 20 || hl > size {
+                    return None;
+                }
+                if !csum_ok && !l4_sum_ok(frame, key, l4, end) {
+                    return None;
+                }
+            }
+            if size < min_len.unwrap_or(20) {
+                return None;
+            }
+            key.src.port = be16(data, 0)?;
+            key.dst.port = be16(data, 2)?;
+            (key.src.port != 0 && key.dst.port != 0).then_some(false)
+        }
+        ip_proto::UDP => {
+            if let Some(csum_ok) = check {
+                if size < 8 {
+                    return None;
+                }
+                let ulen = usize::from(be16(data, 4)?);
+                if ulen < 8 || ulen > size {
+                    return None;
+                }
+                let zero_ok = !key.v6 && be16(data, 6)? == 0;
+                if !zero_ok && !csum_ok && !l4_sum_ok(frame, key, l4, end) {
+                    return None;
+                }
+            }
+            if size < min_len.unwrap_or(8) {
+                return None;
+            }
+            key.src.port = be16(data, 0)?;
+            key.dst.port = be16(data, 2)?;
+            (key.src.port != 0 && key.dst.port != 0).then_some(false)
+        }
+        ip_proto::ICMP if !key.v6 => {
+            if let Some(false) = check {
+                if checksum::sum(data) != 0xffff {
+                    return None;
+                }
+            }
+            if size < min_len.unwrap_or(8).max(8) {
+                return None;
+            }
+            let t = *data.first()?;
+            let code = *data.get(1)?;
+            match t {
+                ICMP4_ECHO_REQUEST | ICMP4_ECHO_REPLY | ICMP4_TIMESTAMP | ICMP4_TIMESTAMPREPLY
+                | ICMP4_INFOREQUEST | ICMP4_INFOREPLY => {
+                    if code != 0 {
+                        return None;
+                    }
+                    let id = be16(data, 4)?;
+                    key.src.port = id;
+                    key.dst.port = id;
+                    key.src.icmp_type = t;
+                    key.dst.icmp_type = reverse_icmp_type(t);
+                    Some(false)
+                }
+                ICMP4_DST_UNREACH | ICMP4_TIME_EXCEEDED | ICMP4_PARAM_PROB | ICMP4_SOURCEQUENCH
+                | ICMP4_REDIRECT => {
+                    check?;
+                    let (mut inner, il4, _) = parse_l3(frame, l4 + 8, end, false, false, true)?;
+                    if inner.src.addr != key.dst.addr {
+                        return None;
+                    }
+                    inner.zone = key.zone;
+                    extract_l4(
+                        frame,
+                        &mut inner,
+                        il4,
+                        end,
+                        None,
+                        Some(ICMP_ERROR_DATA_L4_LEN),
+                    )?;
+                    *key = inner.reverse();
+                    Some(true)
+                }
+                _ => None,
+            }
+        }
+        ip_proto::ICMPV6 if key.v6 => {
+            if let Some(false) = check {
+                if !l4_sum_ok(frame, key, l4, end) {
+                    return None;
+                }
+            }
+            if size < 8 {
+                return None;
+            }
+            let t = *data.first()?;
+            let code = *data.get(1)?;
+            match t {
+                ICMP6_ECHO_REQUEST | ICMP6_ECHO_REPLY => {
+                    if code != 0 {
+                        return None;
+                    }
+                    let id = be16(data, 4)?;
+                    key.src.port = id;
+                    key.dst.port = id;
+                    key.src.icmp_type = t;
+                    key.dst.icmp_type = reverse_icmp6_type(t);
+                    Some(false)
+                }
+                ICMP6_DST_UNREACH | ICMP6_PACKET_TOO_BIG | ICMP6_TIME_EXCEEDED
+                | ICMP6_PARAM_PROB => {
+                    check?;
+                    let (mut inner, il4, _) = parse_l3(frame, l4 + 8, end, true, false, true)?;
+                    if inner.src.addr != key.dst.addr {
+                        return None;
+                    }
+                    inner.zone = key.zone;
+                    extract_l4(frame, &mut inner, il4, end, None, None)?;
+                    *key = inner.reverse();
+                    Some(true)
+                }
+                _ => None,
+            }
+        }
+        _ => Some(false),
+    }
+}
+
+/// Extracts the connection key of the packet whose IP header starts at
+/// `frame[l3]`. `None`: the packet cannot be tracked (`+inv`).
+pub fn extract(frame: &[u8], l3: usize, dl_type: u16, zone: u16, csum_ok: bool) -> Option<Parsed> {
+    let v6 = match dl_type {
+        ETH_TYPE_IPV4 => false,
+        ETH_TYPE_IPV6 => true,
+        _ => return None,
+    };
+    let (mut key, l4, end) = parse_l3(frame, l3, frame.len(), v6, true, csum_ok)?;
+    key.zone = zone;
+    let related = extract_l4(frame, &mut key, l4, end, Some(csum_ok), None)?;
+    Some(Parsed {
+        key,
+        related,
+        l4,
+        end,
+    })
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::testpkt::*;
+
+    #[test]
+    fn tcp_v4_key() {
+        let f = tcp4([10, 0, 0, 1], [10, 0, 0, 2], 1234, 80, 1, 0, TCP_SYN, &[]);
+        let p = extract(&f, 14, ETH_TYPE_IPV4, 7, false).expect("valid");
+        assert!(!p.related);
+        assert_eq!(p.key.proto, 6);
+        assert_eq!(p.key.zone, 7);
+        assert_eq!(&p.key.src.addr[..4], &[10, 0, 0, 1]);
+        assert_eq!((p.key.src.port, p.key.dst.port), (1234, 80));
+        assert_eq!(p.l4, 34);
+        assert_eq!(p.end, f.len());
+    }
+
+    #[test]
+    fn bad_checksums_are_invalid_unless_vouched_for() {
+        let mut f = tcp4([10, 0, 0, 1], [10, 0, 0, 2], 1234, 80, 1, 0, TCP_SYN, &[]);
+        let last = f.len() - 3; // inside the TCP header (urgent pointer)
+        f[last] ^= 0x55;
+        assert!(extract(&f, 14, ETH_TYPE_IPV4, 0, false).is_none());
+        assert!(extract(&f, 14, ETH_TYPE_IPV4, 0, true).is_some());
+        let mut g = udp4([1, 1, 1, 1], [2, 2, 2, 2], 5, 6, b"hi");
+        g[14 + 10] ^= 1; // IPv4 header checksum
+        assert!(extract(&g, 14, ETH_TYPE_IPV4, 0, false).is_none());
+    }
+
+    #[test]
+    fn udp_zero_checksum_ok_on_v4_only() {
+        let mut f = udp4([1, 1, 1, 1], [2, 2, 2, 2], 5, 6, b"hi");
+        f[34 + 6] = 0;
+        f[34 + 7] = 0;
+        assert!(extract(&f, 14, ETH_TYPE_IPV4, 0, false).is_some());
+        let mut g = udp6(v6a(1), v6a(2), 5, 6, b"hi");
+        g[54 + 6] = 0;
+        g[54 + 7] = 0;
+        assert!(extract(&g, 14, ETH_TYPE_IPV6, 0, false).is_none());
+    }
+
+    #[test]
+    fn port_zero_and_fragments_are_invalid() {
+        let f = udp4([1, 1, 1, 1], [2, 2, 2, 2], 0, 6, b"");
+        assert!(extract(&f, 14, ETH_TYPE_IPV4, 0, false).is_none());
+        let mut g = udp4([1, 1, 1, 1], [2, 2, 2, 2], 5, 6, b"");
+        g[14 + 6] = 0x20; // MF
+        fix_ipv4_csum(&mut g);
+        assert!(extract(&g, 14, ETH_TYPE_IPV4, 0, false).is_none());
+        assert!(extract(&g, 14, 0x0806, 0, false).is_none());
+    }
+
+    #[test]
+    fn icmp_echo_and_error() {
+        let e = icmp4_echo([1, 1, 1, 1], [2, 2, 2, 2], 8, 0x42, 1);
+        let p = extract(&e, 14, ETH_TYPE_IPV4, 0, false).expect("echo");
+        assert_eq!((p.key.src.icmp_type, p.key.dst.icmp_type), (8, 0));
+        assert_eq!((p.key.src.port, p.key.dst.port), (0x42, 0x42));
+        // A port unreachable from 2.2.2.2 about a UDP packet 1.1.1.1 -> 2.2.2.2.
+        let inner = udp4([1, 1, 1, 1], [2, 2, 2, 2], 5000, 53, b"query");
+        let err = icmp4_error([2, 2, 2, 2], [1, 1, 1, 1], 3, 3, &inner[14..]);
+        let p = extract(&err, 14, ETH_TYPE_IPV4, 0, false).expect("error");
+        assert!(p.related);
+        assert_eq!(p.key.proto, 17);
+        assert_eq!(&p.key.src.addr[..4], &[2, 2, 2, 2]);
+        assert_eq!((p.key.src.port, p.key.dst.port), (53, 5000));
+        // The quoted packet must come from the error's destination.
+        let err2 = icmp4_error([2, 2, 2, 2], [3, 3, 3, 3], 3, 3, &inner[14..]);
+        assert!(extract(&err2, 14, ETH_TYPE_IPV4, 0, false).is_none());
+    }
+
+    #[test]
+    fn icmp6_echo_and_error() {
+        let e = icmp6_echo(v6a(1), v6a(2), 128, 7, 1);
+        let p = extract(&e, 14, ETH_TYPE_IPV6, 0, false).expect("echo6");
+        assert_eq!((p.key.src.icmp_type, p.key.dst.icmp_type), (128, 129));
+        let inner = tcp6(v6a(1), v6a(2), 1000, 22, 5, 0, TCP_SYN);
+        let err = icmp6_error(v6a(2), v6a(1), 1, 4, &inner[14..]);
+        let p = extract(&err, 14, ETH_TYPE_IPV6, 0, false).expect("error6");
+        assert!(p.related);
+        assert_eq!((p.key.src.port, p.key.dst.port), (22, 1000));
+    }
+
+    #[test]
+    fn never_panics_on_garbage() {
+        for len in 0..80 {
+            let f: Vec<u8> = (0..len).map(|i| (i * 37 + 11) as u8).collect();
+            for l3 in [0usize, 14, 100] {
+                let _ = extract(&f, l3, ETH_TYPE_IPV4, 0, false);
+                let _ = extract(&f, l3, ETH_TYPE_IPV6, 0, true);
+            }
+        }
+    }
+}

@@ -1,0 +1,518 @@
+//! Unit tests of the tracker: states, zones, commit, mark/label, limits,
+//! timeouts, flush, dump, NAT end to end. (Test-only module.)
+
+use super::*;
+use crate::format::{format_entry, format_zone_limits};
+use crate::key::ETH_TYPE_IPV6;
+use crate::testpkt::*;
+use crate::{state as s, NatKind, NatRange, NatSpec};
+use std::net::Ipv4Addr;
+
+const A: [u8; 4] = [10, 1, 1, 1];
+const B: [u8; 4] = [10, 1, 1, 2];
+
+fn ct() -> Conntrack {
+    Conntrack::new(Config {
+        shards: 8,
+        ..Config::default()
+    })
+}
+
+fn commit(zone: u16) -> CtArgs {
+    CtArgs {
+        zone,
+        commit: true,
+        ..CtArgs::default()
+    }
+}
+
+fn lookup(zone: u16) -> CtArgs {
+    CtArgs {
+        zone,
+        ..CtArgs::default()
+    }
+}
+
+/// Runs a frame through `ct` with fresh metadata; returns the metadata.
+fn run(ct: &Conntrack, f: &mut [u8], args: &CtArgs, now: u64) -> CtMeta {
+    let mut md = CtMeta::default();
+    let dl = if f.get(12) == Some(&0x86) {
+        ETH_TYPE_IPV6
+    } else {
+        ETH_TYPE_IPV4
+    };
+    ct.execute(f, 14, dl, false, args, &mut md, now);
+    md
+}
+
+#[test]
+fn udp_new_then_reply_established() {
+    let ct = ct();
+    let mut f = udp4(A, B, 1, 2, b"x");
+    let md = run(&ct, &mut f, &lookup(0), 0);
+    assert_eq!(md.state, s::TRK | s::NEW, "uncommitted: new");
+    assert_eq!(ct.n_conns(), 0);
+    let md = run(&ct, &mut f, &commit(0), 0);
+    assert_eq!(md.state, s::TRK | s::NEW);
+    assert_eq!(ct.n_conns(), 1);
+    assert_ne!(md.conn, 0);
+    let o = md.orig.expect("orig");
+    assert_eq!(
+        (&o.src[..4], o.src_port, o.dst_port, o.proto),
+        (&A[..], 1, 2, 17)
+    );
+    // More packets one way: still new.
+    let md = run(&ct, &mut f, &lookup(0), 1);
+    assert_eq!(md.state, s::TRK | s::NEW);
+    let mut r = udp4(B, A, 2, 1, b"y");
+    let md = run(&ct, &mut r, &lookup(0), 2);
+    assert_eq!(md.state, s::TRK | s::EST | s::RPL);
+    assert_eq!(
+        md.orig.expect("orig").src_port,
+        1,
+        "orig tuple of the reply"
+    );
+    let md = run(&ct, &mut f, &lookup(0), 3);
+    assert_eq!(md.state, s::TRK | s::EST);
+    // Another zone does not see it.
+    let md = run(&ct, &mut f, &lookup(1), 3);
+    assert_eq!(md.state, s::TRK | s::NEW);
+    let dump = ct.dump(None);
+    assert_eq!(dump.len(), 1);
+    assert_eq!(
+        format_entry(&dump[0], false, false),
+        "udp,orig=(src=10.1.1.1,dst=10.1.1.2,sport=1,dport=2),reply=(src=10.1.1.2,dst=10.1.1.1,sport=2,dport=1)"
+    );
+}
+
+#[test]
+fn tcp_handshake_states_and_dump() {
+    let ct = ct();
+    let mut syn = tcp4(A, B, 34567, 80, 100, 0, TCP_SYN, &[]);
+    let md = run(&ct, &mut syn, &commit(1), 0);
+    assert_eq!(md.state, s::TRK | s::NEW);
+    let mut synack = tcp4(B, A, 80, 34567, 500, 101, TCP_SYN | TCP_ACK, &[]);
+    let md = run(&ct, &mut synack, &lookup(1), 1);
+    assert_eq!(md.state, s::TRK | s::EST | s::RPL);
+    let mut ack = tcp4(A, B, 34567, 80, 101, 501, TCP_ACK, &[]);
+    let md = run(&ct, &mut ack, &lookup(1), 2);
+    assert_eq!(md.state, s::TRK | s::EST);
+    let mut data = tcp4(
+        A,
+        B,
+        34567,
+        80,
+        101,
+        501,
+        TCP_ACK | TCP_PSH,
+        b"GET / HTTP/1.0\r\n\r\n",
+    );
+    assert_eq!(run(&ct, &mut data, &lookup(1), 3).state, s::TRK | s::EST);
+    // Way outside the window: invalid.
+    let mut bad = tcp4(A, B, 34567, 80, 2_000_000_000, 501, TCP_ACK, b"zz");
+    assert_eq!(run(&ct, &mut bad, &lookup(1), 4).state, s::TRK | s::INV);
+    let d = ct.dump_at(Some(1), 4);
+    assert_eq!(
+        format_entry(&d[0], false, true),
+        "tcp,orig=(src=10.1.1.1,dst=10.1.1.2,sport=34567,dport=80),reply=(src=10.1.1.2,dst=10.1.1.1,sport=80,dport=34567),zone=1,timeout=86399,protoinfo=(state=ESTABLISHED)"
+    );
+    // A SYN+ACK cannot open a connection; an orphan ACK can (mid-stream).
+    let mut sa = tcp4(A, B, 1111, 80, 1, 1, TCP_SYN | TCP_ACK, &[]);
+    assert_eq!(run(&ct, &mut sa, &commit(0), 0).state, s::TRK | s::INV);
+    let mut mid = tcp4(A, B, 2222, 80, 1, 1, TCP_ACK, &[]);
+    assert_eq!(run(&ct, &mut mid, &commit(0), 0).state, s::TRK | s::NEW);
+}
+
+#[test]
+fn icmp_echo_and_related_error() {
+    let ct = ct();
+    let mut req = icmp4_echo(A, B, 8, 9, 1);
+    assert_eq!(run(&ct, &mut req, &commit(5), 0).state, s::TRK | s::NEW);
+    let mut rep = icmp4_echo(B, A, 0, 9, 1);
+    let md = run(&ct, &mut rep, &lookup(5), 1);
+    assert_eq!(md.state, s::TRK | s::EST | s::RPL);
+    let o = md.orig.expect("orig");
+    assert_eq!((o.src_port, o.dst_port), (8, 0), "ICMP: type and code");
+    // An echo reply alone cannot open a connection.
+    let mut lone = icmp4_echo(B, A, 0, 10, 1);
+    assert_eq!(run(&ct, &mut lone, &commit(5), 1).state, s::TRK | s::INV);
+    // A UDP connection and an ICMP port unreachable about it.
+    let mut u = udp4(A, B, 5000, 53, b"q");
+    run(&ct, &mut u, &commit(0), 0);
+    let mut err = icmp4_error(B, A, 3, 3, &u[14..]);
+    let md = run(&ct, &mut err, &lookup(0), 1);
+    assert_eq!(md.state, s::TRK | s::REL | s::RPL);
+    // An error about an unknown connection is invalid.
+    let other = udp4(A, B, 5001, 53, b"q");
+    let mut err2 = icmp4_error(B, A, 3, 3, &other[14..]);
+    assert_eq!(run(&ct, &mut err2, &lookup(0), 1).state, s::TRK | s::INV);
+    let d = ct.dump(Some(5));
+    assert_eq!(
+        format_entry(&d[0], false, false),
+        "icmp,orig=(src=10.1.1.1,dst=10.1.1.2,id=9,type=8,code=0),reply=(src=10.1.1.2,dst=10.1.1.1,id=9,type=0,code=0),zone=5"
+    );
+}
+
+#[test]
+fn icmpv6_echo_dump() {
+    let ct = ct();
+    let mut req = icmp6_echo(v6a(1), v6a(2), 128, 3, 1);
+    assert_eq!(run(&ct, &mut req, &commit(0), 0).state, s::TRK | s::NEW);
+    let mut rep = icmp6_echo(v6a(2), v6a(1), 129, 3, 1);
+    assert_eq!(
+        run(&ct, &mut rep, &lookup(0), 0).state,
+        s::TRK | s::EST | s::RPL
+    );
+    let d = ct.dump(None);
+    assert_eq!(
+        format_entry(&d[0], false, false),
+        "icmpv6,orig=(src=fc00::1,dst=fc00::2,id=3,type=128,code=0),reply=(src=fc00::2,dst=fc00::1,id=3,type=129,code=0)"
+    );
+}
+
+#[test]
+fn unparsable_and_non_ip_are_invalid() {
+    let ct = ct();
+    let mut f = udp4(A, B, 1, 2, b"x");
+    let mut md = CtMeta::default();
+    ct.execute(&mut f, 14, 0x0806, false, &commit(3), &mut md, 0);
+    assert_eq!(md.state, s::TRK | s::INV);
+    assert_eq!(md.zone, 3);
+    let mut short = f[..20].to_vec();
+    assert_eq!(run(&ct, &mut short, &commit(0), 0).state, s::TRK | s::INV);
+    assert_eq!(ct.n_conns(), 0);
+    assert_eq!(ct.stats().unparsable, 2);
+}
+
+#[test]
+fn mark_and_label_with_masks() {
+    let ct = ct();
+    let mut f = udp4(A, B, 1, 2, b"x");
+    let args = CtArgs {
+        set_mark: Some((0x3, 0xff)),
+        set_label: Some((0xffff0005, u128::MAX)),
+        ..commit(0)
+    };
+    let md = run(&ct, &mut f, &args, 0);
+    assert_eq!((md.mark, md.label), (3, 0xffff0005));
+    // Masked update keeps the other bits.
+    let args2 = CtArgs {
+        set_mark: Some((0x100, 0xf00)),
+        ..commit(0)
+    };
+    let md = run(&ct, &mut f, &args2, 1);
+    assert_eq!(md.mark, 0x103);
+    let mut r = udp4(B, A, 2, 1, b"y");
+    let md = run(&ct, &mut r, &lookup(0), 2);
+    assert_eq!((md.mark, md.label), (0x103, 0xffff0005), "replies see them");
+    let line = format_entry(&ct.dump(None)[0], false, false);
+    assert!(line.ends_with(",mark=259,labels=0xffff0005"), "{line}");
+    // Not committed, not found: no mark.
+    let mut g = udp4(A, B, 7, 8, b"");
+    assert_eq!(
+        run(
+            &ct,
+            &mut g,
+            &CtArgs {
+                set_mark: Some((1, 1)),
+                ..lookup(0)
+            },
+            0
+        )
+        .mark,
+        0
+    );
+}
+
+#[test]
+fn timeouts_and_sweep() {
+    let ct = ct();
+    let mut f = udp4(A, B, 1, 2, b"x");
+    run(&ct, &mut f, &commit(0), 0);
+    assert_eq!(ct.sweep_all(59_999), 0);
+    // Expired connections are not found even before the sweep.
+    assert_eq!(run(&ct, &mut f, &lookup(0), 60_000).state, s::TRK | s::NEW);
+    let mut removed = 0;
+    for _ in 0..16 {
+        removed += ct.sweep(60_000);
+    }
+    assert_eq!(removed, 1);
+    assert_eq!(ct.n_conns(), 0);
+    // A reply shortens the UDP timeout to 30 s.
+    run(&ct, &mut f, &commit(0), 100_000);
+    let mut r = udp4(B, A, 2, 1, b"y");
+    run(&ct, &mut r, &lookup(0), 100_000);
+    assert_eq!(ct.dump_at(None, 100_000)[0].timeout, 30);
+    assert_eq!(ct.sweep_all(130_000), 1);
+}
+
+#[test]
+fn max_conns_and_zone_limits() {
+    let ct = ct();
+    ct.set_max_conns(2);
+    for p in 1..=3u16 {
+        let mut f = udp4(A, B, p, 9, b"");
+        let md = run(&ct, &mut f, &commit(0), 0);
+        assert_eq!(md.state, s::TRK | s::NEW, "refused commits stay +new");
+    }
+    assert_eq!(ct.n_conns(), 2);
+    assert_eq!(ct.stats().full, 1);
+    ct.set_max_conns(100);
+    ct.set_default_limit(10);
+    ct.set_zone_limit(3, 2);
+    for p in 1..=4u16 {
+        let mut f = udp4(A, B, p, 9, b"");
+        run(&ct, &mut f, &commit(3), 0);
+    }
+    assert_eq!(ct.stats().zone_limited, 2);
+    assert_eq!(
+        format_zone_limits(ct.default_limit(), &ct.zone_limits()),
+        "default limit=10\nzone=3,limit=2,count=2"
+    );
+    assert_eq!(
+        ct.zone_limits_of(&[0, 3, 4]),
+        vec![(0, 10, 2), (3, 2, 2), (4, 10, 0)]
+    );
+    ct.flush(Some(3), None);
+    assert_eq!(ct.zone_limits_of(&[3]), vec![(3, 2, 0)]);
+    assert_eq!(ct.n_conns(), 2);
+    ct.del_zone_limit(3);
+    assert!(ct.zone_limits().is_empty());
+}
+
+#[test]
+fn flush_by_tuple() {
+    let ct = ct();
+    for p in 1..=3u16 {
+        let mut f = udp4(A, B, p, 9, b"");
+        run(&ct, &mut f, &commit(0), 0);
+    }
+    let t = FlushTuple {
+        proto: Some(17),
+        orig: TupleMatch {
+            src_port: Some(2),
+            ..TupleMatch::default()
+        },
+        ..FlushTuple::default()
+    };
+    ct.flush(None, Some(&t));
+    assert_eq!(ct.n_conns(), 2);
+    assert!(ct.dump(None).iter().all(|e| e.orig.src_port != 2));
+    ct.flush(None, None);
+    assert_eq!(ct.n_conns(), 0);
+    assert!(ct.dump(None).is_empty());
+}
+
+#[test]
+fn fast_path_by_handle_and_zone_change() {
+    let ct = ct();
+    let mut f = udp4(A, B, 1, 2, b"x");
+    let mut md = CtMeta::default();
+    ct.execute(&mut f, 14, ETH_TYPE_IPV4, false, &commit(1), &mut md, 0);
+    let h = md.conn;
+    assert_ne!(h, 0);
+    // Recirculated, same zone: mark set through the handle.
+    let args = CtArgs {
+        set_mark: Some((7, u32::MAX)),
+        ..commit(1)
+    };
+    ct.execute(&mut f, 14, ETH_TYPE_IPV4, false, &args, &mut md, 1);
+    assert_eq!(md.mark, 7);
+    assert_eq!(md.conn, h);
+    // A different zone: the state is recomputed there.
+    ct.execute(&mut f, 14, ETH_TYPE_IPV4, false, &lookup(2), &mut md, 1);
+    assert_eq!(md.state, s::TRK | s::NEW);
+    assert_eq!(md.zone, 2);
+    assert_eq!(md.mark, 0);
+}
+
+#[test]
+fn force_replaces_reply_direction_connection() {
+    let ct = ct();
+    let mut f = udp4(A, B, 1, 2, b"x");
+    run(&ct, &mut f, &commit(0), 0);
+    let mut r = udp4(B, A, 2, 1, b"y");
+    let args = CtArgs {
+        force: true,
+        ..commit(0)
+    };
+    let md = run(&ct, &mut r, &args, 1);
+    assert_eq!(md.state, s::TRK | s::NEW);
+    let d = ct.dump(None);
+    assert_eq!(d.len(), 1);
+    assert_eq!(d[0].orig.src, IpAddr::V4(Ipv4Addr::from(B)));
+}
+
+fn snat_args(lo: [u8; 4], hi: [u8; 4], pmin: u16, pmax: u16) -> CtArgs {
+    CtArgs {
+        nat: Some(NatSpec {
+            kind: Some(NatKind::Src),
+            range: Some(NatRange {
+                min_addr: IpAddr::V4(Ipv4Addr::from(lo)),
+                max_addr: IpAddr::V4(Ipv4Addr::from(hi)),
+                min_port: pmin,
+                max_port: pmax,
+            }),
+            persistent: false,
+            hash: false,
+            random: false,
+        }),
+        ..commit(0)
+    }
+}
+
+fn plain_nat() -> CtArgs {
+    CtArgs {
+        nat: Some(NatSpec {
+            kind: None,
+            range: None,
+            persistent: false,
+            hash: false,
+            random: false,
+        }),
+        ..lookup(0)
+    }
+}
+
+#[test]
+fn snat_tcp_rewrites_both_directions() {
+    let ct = ct();
+    let ext = [192, 0, 2, 1];
+    let mut syn = tcp4(A, B, 40000, 80, 100, 0, TCP_SYN, &[]);
+    let md = run(&ct, &mut syn, &snat_args(ext, ext, 0, 0), 0);
+    assert_eq!(md.state, s::TRK | s::NEW | s::SNAT);
+    assert_eq!(md.conn, 0, "no handle after a NAT action");
+    assert_eq!(&syn[26..30], &ext, "source rewritten");
+    assert_eq!(u16::from_be_bytes([syn[34], syn[35]]), 40000, "port kept");
+    assert!(checksums_ok(&syn), "IPv4 and TCP checksums patched");
+    // The reply comes to the translated address and is translated back.
+    let mut synack = tcp4(B, ext, 80, 40000, 900, 101, TCP_SYN | TCP_ACK, &[]);
+    let md = run(&ct, &mut synack, &plain_nat(), 1);
+    assert_eq!(md.state, s::TRK | s::EST | s::RPL | s::DNAT);
+    assert_eq!(&synack[30..34], &A);
+    assert!(checksums_ok(&synack));
+    let o = md.orig.expect("orig");
+    assert_eq!(&o.src[..4], &A);
+    // The next original packet: plain `nat` applies the translation.
+    let mut ack = tcp4(A, B, 40000, 80, 101, 901, TCP_ACK, &[]);
+    let md = run(&ct, &mut ack, &plain_nat(), 2);
+    assert_eq!(md.state, s::TRK | s::EST | s::SNAT);
+    assert_eq!(&ack[26..30], &ext);
+    assert!(checksums_ok(&ack));
+    let d = ct.dump(None);
+    assert_eq!(
+        format_entry(&d[0], false, false),
+        "tcp,orig=(src=10.1.1.1,dst=10.1.1.2,sport=40000,dport=80),reply=(src=10.1.1.2,dst=192.0.2.1,sport=80,dport=40000),protoinfo=(state=ESTABLISHED)"
+    );
+}
+
+#[test]
+fn snat_port_collision_picks_another_port() {
+    let ct = ct();
+    let ext = [192, 0, 2, 1];
+    let mut a = udp4(A, B, 5000, 53, b"q");
+    run(&ct, &mut a, &snat_args(ext, ext, 0, 0), 0);
+    let mut b = udp4([10, 1, 1, 3], B, 5000, 53, b"q");
+    let md = run(&ct, &mut b, &snat_args(ext, ext, 0, 0), 0);
+    assert_eq!(md.state & s::SNAT, s::SNAT);
+    assert_eq!(&b[26..30], &ext);
+    assert_eq!(u16::from_be_bytes([b[34], b[35]]), 5001);
+    assert!(checksums_ok(&b));
+    // A port range of one port, taken: exhaustion, the packet stays +new.
+    let mut c = udp4([10, 1, 1, 4], B, 7000, 53, b"q");
+    run(&ct, &mut c, &snat_args(ext, ext, 6000, 6000), 0);
+    let mut d = udp4([10, 1, 1, 5], B, 7000, 53, b"q");
+    let md = run(&ct, &mut d, &snat_args(ext, ext, 6000, 6000), 0);
+    assert_eq!(md.state, s::TRK | s::NEW);
+    assert_eq!(ct.stats().nat_exhausted, 1);
+    assert_eq!(ct.n_conns(), 3);
+    assert_eq!(
+        ct.zone_limits_of(&[0])[0].2,
+        3,
+        "zone count released on failure"
+    );
+}
+
+#[test]
+fn dnat_with_port_and_icmp_error_inner_translation() {
+    let ct = ct();
+    let vip = [172, 16, 0, 1];
+    let backend = [10, 1, 1, 2];
+    let args = CtArgs {
+        nat: Some(NatSpec {
+            kind: Some(NatKind::Dst),
+            range: Some(NatRange {
+                min_addr: IpAddr::V4(Ipv4Addr::from(backend)),
+                max_addr: IpAddr::V4(Ipv4Addr::from(backend)),
+                min_port: 8080,
+                max_port: 8080,
+            }),
+            persistent: false,
+            hash: false,
+            random: false,
+        }),
+        ..commit(0)
+    };
+    let mut u = udp4(A, vip, 5555, 80, b"hello");
+    let md = run(&ct, &mut u, &args, 0);
+    assert_eq!(md.state, s::TRK | s::NEW | s::DNAT);
+    assert_eq!(&u[30..34], &backend);
+    assert_eq!(u16::from_be_bytes([u[36], u[37]]), 8080);
+    assert!(checksums_ok(&u));
+    // The backend answers with a port unreachable quoting the translated
+    // packet; it must reach the client quoting the original one.
+    let mut err = icmp4_error(backend, A, 3, 3, &u[14..]);
+    let md = run(&ct, &mut err, &plain_nat(), 1);
+    assert_eq!(md.state, s::TRK | s::REL | s::RPL | s::SNAT);
+    assert_eq!(&err[26..30], &vip, "outer source is the VIP");
+    let inner = 14 + 20 + 8;
+    assert_eq!(&err[inner + 16..inner + 20], &vip, "quoted destination");
+    assert_eq!(
+        u16::from_be_bytes([err[inner + 22], err[inner + 23]]),
+        80,
+        "quoted port"
+    );
+    assert!(checksums_ok(&err), "ICMP checksum recomputed");
+    let q = &err[inner..inner + 20];
+    assert_eq!(
+        flowpath_wire::checksum::sum(q),
+        0xffff,
+        "quoted IPv4 header checksum"
+    );
+}
+
+#[test]
+fn nat_v6_udp() {
+    let ct = ct();
+    let args = CtArgs {
+        nat: Some(NatSpec {
+            kind: Some(NatKind::Src),
+            range: Some(NatRange {
+                min_addr: IpAddr::V6(v6a(0x99).into()),
+                max_addr: IpAddr::V6(v6a(0x99).into()),
+                min_port: 0,
+                max_port: 0,
+            }),
+            persistent: false,
+            hash: false,
+            random: false,
+        }),
+        ..commit(0)
+    };
+    let mut f = udp6(v6a(1), v6a(2), 1000, 53, b"x");
+    let md = run(&ct, &mut f, &args, 0);
+    assert_eq!(md.state & s::SNAT, s::SNAT);
+    assert_eq!(&f[22..38], &v6a(0x99));
+    assert!(checksums_ok(&f));
+    let mut r = udp6(v6a(2), v6a(0x99), 53, 1000, b"y");
+    let md = run(&ct, &mut r, &plain_nat(), 1);
+    assert_eq!(md.state, s::TRK | s::EST | s::RPL | s::DNAT);
+    assert_eq!(&r[38..54], &v6a(1));
+    assert!(checksums_ok(&r));
+}
+
+#[test]
+fn bytes_per_conn_is_bounded() {
+    let b = Conntrack::bytes_per_conn();
+    assert!(b > 100 && b < 512, "{b}");
+}
