@@ -158,6 +158,18 @@ impl<U: Upcall> Switch<U> {
         Ok(())
     }
 
+    /// The connection tracker this worker's `ct` actions use (the
+    /// workers of one switch share one; without one, a worker makes its
+    /// own on its first `ct`).
+    pub fn set_conntrack(&mut self, ct: Option<std::sync::Arc<flowpath_conntrack::Conntrack>>) {
+        self.exec.set_conntrack(ct);
+    }
+
+    /// This worker's tracker (made now if it has none).
+    pub fn conntrack(&mut self) -> std::sync::Arc<flowpath_conntrack::Conntrack> {
+        self.exec.conntrack_handle()
+    }
+
     /// Controller actions hand their packets to `tx` (see
     /// [`crate::execute::PacketIn`]).
     pub fn set_packet_in_sink(&mut self, tx: Option<crate::execute::PacketInSender>) {
@@ -185,6 +197,7 @@ impl<U: Upcall> Switch<U> {
             return false;
         };
         let mut meta = PacketMeta::new(&key, &layers);
+        self.exec.set_now(now_ms);
         self.exec
             .execute(0, &mut self.bufs[0], &mut meta, actions, 0, &key);
         self.exec.flush(&self.bufs[..1], sink);
@@ -228,6 +241,7 @@ impl<U: Upcall> Switch<U> {
     #[inline(never)]
     fn run_batch<S: PortSink + ?Sized>(&mut self, now_ms: u64, sink: &mut S, metas_set: bool) {
         let n = self.batch.len();
+        self.exec.set_now(now_ms);
         self.dp
             .process_batch(&mut self.batch, now_ms, &mut self.upcall);
         // Runs of consecutive packets of one megaflow share its actions:
@@ -303,6 +317,7 @@ impl<U: Upcall> Switch<U> {
                         k.set_dp_hash(md.dp_hash);
                         k.set_skb_priority(md.skb_priority);
                         k.set_pkt_mark(md.pkt_mark);
+                        crate::execute::put_ct_in_key(&md.ct, k);
                         Some(false)
                     });
                     if pushed.is_err() {

@@ -156,11 +156,13 @@ impl Match {
         true
     }
 
-    fn exact_dl_type(&self) -> Option<u16> {
+    /// The Ethernet type the match pins exactly, if any.
+    pub fn exact_dl_type(&self) -> Option<u16> {
         (self.mask.to_key().dl_type() == 0xffff).then(|| self.key.dl_type())
     }
 
-    fn exact_nw_proto(&self) -> Option<u8> {
+    /// The IP protocol the match pins exactly, if any.
+    pub fn exact_nw_proto(&self) -> Option<u8> {
         (self.mask.to_key().nw_proto() == 0xff).then(|| self.key.nw_proto())
     }
 

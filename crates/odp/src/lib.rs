@@ -165,6 +165,206 @@ pub enum DpAction {
         /// Number of flat actions in the clone.
         len: u16,
     },
+    /// `ct(...)`: send the packet through the connection tracker (its
+    /// `ct_*` metadata set, NAT applied, the connection committed).
+    Ct(CtAction),
+    /// `ct_clear`: the packet becomes untracked (its `ct_*` metadata 0).
+    CtClear,
+}
+
+/// The arguments of a datapath `ct` action (OVS's `OVS_CT_ATTR_*`).
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, Default)]
+pub struct CtAction {
+    /// The conntrack zone.
+    pub zone: u16,
+    /// Commit the connection (create its entry).
+    pub commit: bool,
+    /// `force_commit`: a committed connection seen in the reply direction
+    /// is replaced by a new one in this direction.
+    pub force: bool,
+    /// Set the connection's mark: (value, mask).
+    pub mark: Option<(u32, u32)>,
+    /// Set the connection's label: (value, mask).
+    pub label: Option<(u128, u128)>,
+    /// The application-layer gateway the connection uses.
+    pub helper: CtHelper,
+    /// Network address translation.
+    pub nat: Option<CtNat>,
+}
+
+/// A `ct` action's ALG (`alg=` in OpenFlow, `helper=` in the datapath).
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, Default)]
+pub enum CtHelper {
+    /// None.
+    #[default]
+    None,
+    /// FTP (port 21).
+    Ftp,
+    /// TFTP (port 69).
+    Tftp,
+}
+
+/// What a `nat` does.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, Default)]
+pub enum NatKind {
+    /// Plain `nat`: apply the translation the connection already has.
+    #[default]
+    Existing,
+    /// `nat(src=...)`.
+    Src,
+    /// `nat(dst=...)`.
+    Dst,
+}
+
+/// A `nat(...)`: its kind, address and port ranges and flags, as OVS's
+/// `ofpact_nat` (addresses as numbers: IPv4 in the low 32 bits).
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, Default)]
+pub struct CtNat {
+    /// Source, destination or the existing translation.
+    pub kind: NatKind,
+    /// An address range is given (`src=IP...`).
+    pub has_addr: bool,
+    /// The range's addresses are IPv6.
+    pub v6: bool,
+    /// First address of the range.
+    pub addr_min: u128,
+    /// Last address (0: the same as the first).
+    pub addr_max: u128,
+    /// First port (0: ports kept).
+    pub port_min: u16,
+    /// Last port (0: the same as the first).
+    pub port_max: u16,
+    /// `persistent`.
+    pub persistent: bool,
+    /// `hash`: ports chosen by a hash.
+    pub hash: bool,
+    /// `random`: ports chosen at random.
+    pub random: bool,
+}
+
+impl CtNat {
+    /// Writes the range as OVS writes it (`10.0.0.1-10.0.0.9:100-200`,
+    /// IPv6 in brackets when ports follow).
+    pub fn write_range(&self, out: &mut String) {
+        use std::fmt::Write as _;
+        if !self.has_addr {
+            return;
+        }
+        let addr = |a: u128| -> String {
+            if self.v6 {
+                let t = Ipv6Addr::from(a).to_string();
+                if self.port_min != 0 {
+                    format!("[{t}]")
+                } else {
+                    t
+                }
+            } else {
+                std::net::Ipv4Addr::from(a as u32).to_string()
+            }
+        };
+        out.push_str(&addr(self.addr_min));
+        if self.addr_max != 0 && self.addr_max != self.addr_min {
+            let _ = write!(out, "-{}", addr(self.addr_max));
+        }
+        if self.port_min != 0 {
+            let _ = write!(out, ":{}", self.port_min);
+            if self.port_max != 0 && self.port_max != self.port_min {
+                let _ = write!(out, "-{}", self.port_max);
+            }
+        }
+    }
+
+    /// The `nat` text as OVS's OpenFlow printer writes it: `nat`,
+    /// `nat(src)`, `nat(dst=10.0.0.1:80,random)` (flags only with a
+    /// range).
+    pub fn format(&self) -> String {
+        self.format_with(false)
+    }
+
+    /// The `nat` text as OVS's datapath printer writes it (flags printed
+    /// with or without a range; `hash` wins over `random`, as the
+    /// translation emits only one).
+    pub fn format_odp(&self) -> String {
+        self.format_with(true)
+    }
+
+    fn format_with(&self, odp: bool) -> String {
+        let mut s = String::from("nat");
+        let kind = match self.kind {
+            NatKind::Existing => return s,
+            NatKind::Src => "src",
+            NatKind::Dst => "dst",
+        };
+        s.push('(');
+        s.push_str(kind);
+        if self.has_addr {
+            s.push('=');
+            self.write_range(&mut s);
+        }
+        if self.has_addr || odp {
+            if self.persistent {
+                s.push_str(",persistent");
+            }
+            if self.hash {
+                s.push_str(",hash");
+            }
+            if self.random && !(odp && self.hash) {
+                s.push_str(",random");
+            }
+        }
+        s.push(')');
+        s
+    }
+}
+
+/// A 128-bit value as OVS's `ds_put_hex`: `0x` and the digits without
+/// leading zeros, `0` for zero.
+fn hex128(v: u128) -> String {
+    if v == 0 {
+        "0".into()
+    } else {
+        format!("{v:#x}")
+    }
+}
+
+impl fmt::Display for CtAction {
+    /// As OVS's `format_odp_conntrack_action`: `ct`, or
+    /// `ct(commit,zone=1,mark=0x1/0xff,label=0x1/0x1,helper=ftp,nat(...))`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut parts: Vec<String> = Vec::new();
+        if self.commit {
+            parts.push("commit".into());
+        }
+        if self.force {
+            parts.push("force_commit".into());
+        }
+        if self.zone != 0 {
+            parts.push(format!("zone={}", self.zone));
+        }
+        if let Some((v, m)) = self.mark {
+            parts.push(format!("mark={v:#x}/{m:#x}"));
+        }
+        if let Some((v, m)) = self.label {
+            if m == u128::MAX {
+                parts.push(format!("label={}", hex128(v)));
+            } else {
+                parts.push(format!("label={}/{}", hex128(v), hex128(m)));
+            }
+        }
+        match self.helper {
+            CtHelper::None => {}
+            CtHelper::Ftp => parts.push("helper=ftp".into()),
+            CtHelper::Tftp => parts.push("helper=tftp".into()),
+        }
+        if let Some(n) = &self.nat {
+            parts.push(n.format_odp());
+        }
+        if parts.is_empty() {
+            write!(f, "ct")
+        } else {
+            write!(f, "ct({})", parts.join(","))
+        }
+    }
 }
 
 impl DpAction {
@@ -417,6 +617,8 @@ impl fmt::Display for DpAction {
                 write!(f, "hash({alg}({basis}))")
             }
             DpAction::Recirc(id) => write!(f, "recirc({id:#x})"),
+            DpAction::Ct(ct) => write!(f, "{ct}"),
+            DpAction::CtClear => write!(f, "ct_clear"),
             DpAction::Trunc(n) => write!(f, "trunc({n})"),
             DpAction::SetPriority(0) => write!(f, "set(skb_priority(0))"),
             DpAction::SetPriority(n) => write!(f, "set(skb_priority({n:#x}))"),

@@ -17,6 +17,7 @@
 
 pub mod action;
 pub mod classifier;
+pub mod ct;
 pub mod dpflow;
 pub mod group;
 pub mod learn;

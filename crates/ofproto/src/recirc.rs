@@ -59,6 +59,9 @@ pub struct FrozenState {
     pub in_port: u32,
     /// The table a thaw without actions looks the packet up in.
     pub table: u8,
+    /// Frozen by a `ct(table=N)`: the thawed pass sees the packet's
+    /// `ct_*` fields (any other thaw sees them cleared, as OVS).
+    pub conntracked: bool,
 }
 
 /// A table of frozen states by id. The process has one
@@ -198,6 +201,7 @@ mod tests {
 
     fn state(port: u32) -> FrozenState {
         FrozenState {
+            conntracked: false,
             segments: vec![Segment {
                 actions: vec![Action::Output(2)],
                 write_set: vec![],

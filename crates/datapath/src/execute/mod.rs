@@ -71,8 +71,10 @@ use flowpath_wire::{
 use std::net::{Ipv4Addr, Ipv6Addr};
 use std::ops::{BitAnd, BitOr, Not};
 
+mod ct;
 mod packet_in;
 mod rewrite;
+pub use ct::put_in_key as put_ct_in_key;
 pub use packet_in::{PacketIn, PacketInSender};
 
 pub use rewrite::{
@@ -108,6 +110,10 @@ pub struct PacketMeta {
     /// gives none), once a `hash(l4)` action or a recirculation after a
     /// change needed it; kept through recirculations as OVS keeps it.
     pub rss: Option<u32>,
+    /// The connection-tracking state the last `ct` action gave the packet
+    /// (untracked: the default), kept through recirculation as OVS keeps
+    /// it in the packet's metadata.
+    pub ct: flowpath_conntrack::CtMeta,
 }
 
 impl PacketMeta {
@@ -122,6 +128,7 @@ impl PacketMeta {
         pkt_mark: 0,
         dp_hash: 0,
         rss: None,
+        ct: ct::UNTRACKED,
     };
 
     /// The metadata of a received packet whose key and layers
@@ -140,6 +147,7 @@ impl PacketMeta {
             pkt_mark: 0,
             dp_hash: 0,
             rss: None,
+            ct: ct::UNTRACKED,
         }
     }
 
@@ -332,6 +340,8 @@ pub struct ExecStats {
     /// `recirc(ID)` with [`MAX_RECIRC_PENDING`] packets already waiting
     /// for their next pass: dropped there.
     pub recirc_overflow: u64,
+    /// Packets run through the connection tracker (`ct` actions).
+    pub conntracked: u64,
 }
 
 /// The most times one packet is recirculated (OVS's `MAX_RECIRC_DEPTH`).
@@ -411,6 +421,11 @@ pub struct Executor {
     /// Spare buffers for `clone(...)`'s copies (one per nesting level in
     /// use; made on first use, then reused).
     clone_bufs: Vec<PacketBuf>,
+    /// The connection tracker `ct` actions use (shared by the workers of
+    /// one switch; made on first use when none was given).
+    conntrack: ct::Tracker,
+    /// The time of the batch being run (ms), for the tracker.
+    now_ms: u64,
 }
 
 impl Executor {
@@ -492,6 +507,8 @@ impl Executor {
                         .is_some_and(|a| !a.iter().any(changes_packet));
                     hash_action(pkt, meta, key, unchanged, *symmetric, *basis);
                 }
+                DpAction::Ct(ct) => self.conntrack(pkt, meta, key, ct),
+                DpAction::CtClear => meta.ct = ct::UNTRACKED,
                 DpAction::CheckPktLen { .. } | DpAction::Clone { .. } => {
                     // Branches and clones: the rest of the list by the
                     // general interpreter (off the common path).
@@ -684,6 +701,8 @@ impl Executor {
                     // tracked here; parsed again.)
                     hash_action(pkt, meta, run.key, false, *symmetric, *basis);
                 }
+                DpAction::Ct(ct) => self.conntrack(pkt, meta, run.key, ct),
+                DpAction::CtClear => meta.ct = ct::UNTRACKED,
                 DpAction::CheckPktLen { .. } => {
                     self.check_pkt_len(pkt, meta, actions, j, base, run);
                     skip_to = j + a.flat_len();

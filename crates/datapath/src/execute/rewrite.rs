@@ -61,6 +61,7 @@ pub(super) fn changes_packet(a: &DpAction) -> bool {
             | DpAction::Recirc(_)
             | DpAction::CheckPktLen { .. }
             | DpAction::Clone { .. }
+            | DpAction::CtClear
     )
 }
 
@@ -106,7 +107,9 @@ pub fn apply(
         | DpAction::Trunc(_)
         | DpAction::Recirc(_)
         | DpAction::CheckPktLen { .. }
-        | DpAction::Clone { .. } => Ok(()),
+        | DpAction::Clone { .. }
+        | DpAction::Ct(_)
+        | DpAction::CtClear => Ok(()),
     }
 }
 

@@ -744,7 +744,7 @@ pub static FIELDS: &[FieldInfo] = &[
         bits(W_CT, 0, 32),
         V::HexInt,
         Prereq::NONE,
-        false,
+        true,
         true,
     ),
     f(
@@ -755,7 +755,7 @@ pub static FIELDS: &[FieldInfo] = &[
         wide(W_CT_LABEL),
         V::HexInt,
         Prereq::NONE,
-        false,
+        true,
         true,
     ),
     f(

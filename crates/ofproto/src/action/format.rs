@@ -154,6 +154,11 @@ impl fmt::Display for Action {
             Action::Move { src, dst } => write!(f, "move:{src}->{dst}"),
             Action::Push(sf) => write!(f, "push:{sf}"),
             Action::Conjunction { id, k, n } => write!(f, "conjunction({id},{k}/{n})"),
+            Action::Ct(id) => match crate::ct::get(id) {
+                Some(ct) => f.write_str(&crate::ct::format_ct(&ct)),
+                None => write!(f, "ct(?{id})"),
+            },
+            Action::CtClear => f.write_str("ct_clear"),
             Action::Learn(id) => match crate::learn::get(id) {
                 Some(l) => write!(f, "{l}"),
                 None => f.write_str("learn(?)"),

@@ -47,6 +47,31 @@ mod tests;
 pub use format::{format_actions, format_instructions};
 pub use parse::{is_unsupported_field, parse_actions, parse_bucket_actions, parse_instructions};
 
+/// `table=` of an action (`ct`): 0..=254.
+pub(crate) fn parse_table_arg(name: &str, s: &str) -> Result<u8, RuleError> {
+    parse::parse_table(name, s)
+}
+
+/// A subfield an action reads (`ct`'s `zone=`), checked against `matching`.
+pub(crate) fn parse_subfield_arg(
+    name: &str,
+    s: &str,
+    matching: &Match,
+) -> Result<Subfield, RuleError> {
+    parse::parse_src(name, s, matching)
+}
+
+/// A `ct(exec(...))` list: as [`parse_actions`], where writes to `ct_mark`
+/// and `ct_label` are allowed.
+pub(crate) fn parse_ct_exec(text: &str, matching: &Match) -> Result<Vec<Action>, RuleError> {
+    parse::parse_actions_in(text, matching, 0, true)
+}
+
+/// A subfield as OVS prints it (`NXM_NX_REG0[0..15]`).
+pub(crate) fn format_subfield(sf: &Subfield) -> String {
+    sf.to_string()
+}
+
 /// First reserved OpenFlow 1.0 port number: real ports are 1..`OFPP_MAX`.
 pub const OFPP_MAX: u32 = 0xff00;
 /// The OpenFlow `IN_PORT` reserved port.
@@ -397,6 +422,10 @@ pub enum Action {
         /// The rule's cookie (`u64::MAX` for none).
         cookie: u64,
     },
+    /// `ct(...)`: the index of its arguments in [`crate::ct`]'s registry.
+    Ct(u32),
+    /// `ct_clear`: the packet becomes untracked.
+    CtClear,
     /// The `write_metadata:VALUE[/MASK]` instruction.
     WriteMetadata {
         /// New bits.
@@ -549,9 +578,6 @@ const LEGACY: &[(&str, FieldId)] = &[
 /// are named as unsupported rather than unknown.
 const UNSUPPORTED: &[&str] = &[
     "table",
-    "ct",
-    "ct_clear",
-    "nat",
     "meter",
     "autopath",
     "exit",

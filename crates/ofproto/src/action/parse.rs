@@ -791,6 +791,27 @@ fn track_vlan(a: &Action, cur: &mut Option<Match>, matching: &Match) -> Result<(
 /// empty list. Errors name the action as written. Instructions
 /// (`write_actions`, ...) are read by [`parse_instructions`].
 pub fn parse_actions(text: &str, matching: &Match, table: u8) -> Result<Vec<Action>, RuleError> {
+    parse_actions_in(text, matching, table, false)
+}
+
+/// The field an action writes, if any.
+fn written_field(a: &Action) -> Option<FieldId> {
+    match a {
+        Action::SetField { field, .. } => Some(*field),
+        Action::Load { dst, .. } | Action::Move { dst, .. } | Action::Pop(dst) => Some(dst.field),
+        _ => None,
+    }
+}
+
+/// [`parse_actions`]; `in_ct`: the list is a `ct(exec(...))`, where
+/// `ct_mark` and `ct_label` may be written (anywhere else they may not,
+/// as OVS: "cannot set CT fields outside of ct action").
+pub(super) fn parse_actions_in(
+    text: &str,
+    matching: &Match,
+    table: u8,
+    in_ct: bool,
+) -> Result<Vec<Action>, RuleError> {
     let mut actions = Vec::new();
     let mut dropped = false;
     let mut cur: Option<Match> = None;
@@ -834,6 +855,9 @@ pub fn parse_actions(text: &str, matching: &Match, table: u8) -> Result<Vec<Acti
         }
         match parse_one(item, cur.as_ref().unwrap_or(matching), table)? {
             Some(a) => {
+                if !in_ct && matches!(written_field(&a), Some(FieldId::CtMark | FieldId::CtLabel)) {
+                    return fail(item, "cannot set CT fields outside of ct action");
+                }
                 if !std::ptr::eq(matching, bucket_context()) {
                     track_vlan(&a, &mut cur, matching)?;
                 }

@@ -50,6 +50,19 @@ pub(super) fn parse_one(
         }
         "bundle" | "bundle_load" | "multipath" => choice_family(it, matching),
         "sample" => parse_sample(it).map(Some),
+        "ct" => {
+            let text = match arg {
+                Arg::None => "",
+                Arg::Paren(s) => s,
+                Arg::Colon(_) => {
+                    return fail(name, "ct takes its arguments in parentheses: ct(...)")
+                }
+            };
+            let ct = crate::ct::parse_ct(text, matching)?;
+            Ok(Some(Action::Ct(crate::ct::intern(ct))))
+        }
+        "ct_clear" => no_arg(name, arg, Action::CtClear).map(Some),
+        "nat" => fail(name, "Cannot have NAT action outside of \"ct\" action"),
         _ => other_action(it),
     }
 }

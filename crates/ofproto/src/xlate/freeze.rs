@@ -76,6 +76,7 @@ impl<L: Lookup> Ctx<'_, '_, L> {
             regs: self.regs,
             in_port: self.flow.in_port(),
             table: 0,
+            conntracked: false,
         };
         let paused_at = self.pausing.map(|_| {
             state
@@ -147,6 +148,7 @@ impl<L: Lookup> Ctx<'_, '_, L> {
             id,
             packet,
             dp_hash,
+            ct: None,
         });
     }
 
@@ -167,6 +169,10 @@ impl<L: Lookup> Ctx<'_, '_, L> {
         self.stack = st.stack.clone();
         self.action_set = st.action_set.clone();
         self.flow.set_in_port(st.in_port);
+        // As OVS: only a `ct(table=N)`'s pass sees the tracker's result.
+        if !st.conntracked {
+            super::ct::clear_ct(&mut self.flow);
+        }
         self.cur_table = st.table;
         if self.tracing {
             self.note(0, &format!("thaw (recirc_id {id:#x})"));

@@ -65,6 +65,7 @@ use std::fmt::Write as _;
 mod actions;
 mod bridge;
 mod commit;
+mod ct;
 mod fields;
 mod freeze;
 mod groups;
@@ -211,6 +212,70 @@ pub struct Recirculation {
     /// for it (OVS's; `hash(l4)` of a packet that is not a received one's
     /// first pass takes the translated packet as the received one).
     pub dp_hash: Option<u32>,
+    /// After a `ct(table=N)`: the next pass's key also has the `ct_*`
+    /// fields the tracker gives (in a trace, `--ct-next`'s state), and
+    /// its addresses and ports as NAT made them.
+    pub ct: Option<CtRecirc>,
+}
+
+/// What a `ct(table=N)` recirculation adds to [`Recirculation`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CtRecirc {
+    /// The table the next pass resumes in.
+    pub table: u8,
+    /// The zone the packet was tracked in.
+    pub zone: u16,
+    /// The `ct`'s NAT, if any.
+    pub nat: Option<flowpath_odp::CtNat>,
+}
+
+impl Recirculation {
+    /// The next pass's key as OVS's `ofproto/trace` makes it: the packet
+    /// with this `recirc_id`, its `dp_hash` bits, and after a `ct`, the
+    /// tracker's state `ct_state` and the NAT simulated (the range's
+    /// first address and port, as OVS's trace does).
+    pub fn next_key(&self, ct_state: u8) -> FlowKey {
+        let mut k = self.packet;
+        k.set_recirc_id(self.id);
+        if let Some(h) = self.dp_hash {
+            k.set_dp_hash(flowpath_flow::key::dp_hash_bits(h));
+        }
+        let Some(ct) = &self.ct else {
+            return k;
+        };
+        k.set_ct_state(ct_state);
+        let Some(n) = ct.nat.filter(|n| n.has_addr) else {
+            return k;
+        };
+        let fam = (!n.v6 && k.is_ipv4()) || (n.v6 && k.is_ipv6());
+        if !fam {
+            return k;
+        }
+        match n.kind {
+            flowpath_odp::NatKind::Src => {
+                if n.v6 {
+                    k.set_ipv6_src(n.addr_min);
+                } else {
+                    k.set_nw_src(n.addr_min as u32);
+                }
+                if n.port_min != 0 {
+                    k.set_tp_src(n.port_min);
+                }
+            }
+            flowpath_odp::NatKind::Dst => {
+                if n.v6 {
+                    k.set_ipv6_dst(n.addr_min);
+                } else {
+                    k.set_nw_dst(n.addr_min as u32);
+                }
+                if n.port_min != 0 {
+                    k.set_tp_dst(n.port_min);
+                }
+            }
+            flowpath_odp::NatKind::Existing => {}
+        }
+        k
+    }
 }
 
 /// See `Ctx::flow_state`.
@@ -772,6 +837,8 @@ impl<L: Lookup> Ctx<'_, '_, L> {
                 | Action::SetMplsTc(..)
                 | Action::SetMplsTtl(..)
                 | Action::DecMplsTtl => self.mpls_action(a, indent),
+                Action::Ct(id) => self.ct_action(*id, indent),
+                Action::CtClear => self.ct_clear_action(),
             };
             if step == Step::Stop {
                 return;

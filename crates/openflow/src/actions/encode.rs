@@ -112,6 +112,9 @@ pub fn put_actions(w: &mut Writer, actions: &[Action], cx: Ctx<'_>) -> Result<()
         let a = actions[i];
         i += 1;
         match a {
+            Action::Ct(_) | Action::CtClear => {
+                return Err(format!("{a}: not yet encodable in OpenFlow"));
+            }
             Action::Note(i) => {
                 let s = nx_start(w, NXAST_NOTE);
                 w.bytes(&flowpath_ofproto::action::userdata::get(i));

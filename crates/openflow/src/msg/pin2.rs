@@ -279,6 +279,7 @@ fn pull_continuation(body: &[u8], version: u8) -> Result<([u8; 16], FrozenState)
         regs: flowpath_flow::key::Regs::zero(),
         in_port: 0,
         table: 0,
+        conntracked: false,
     };
     let (mut table, mut cookie) = (0u8, 0u64);
     while r.remaining() > 0 {

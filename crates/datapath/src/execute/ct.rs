@@ -1,0 +1,186 @@
+//! The `ct` datapath action: the packet through the connection tracker.
+//!
+//! The tracker (`flowpath_conntrack::Conntrack`) is shared by the workers
+//! of a switch (given with [`Executor::set_conntrack`]); a worker that was
+//! given none makes its own on the first `ct` (a `flowpath run` or bench
+//! process). The action's arguments become the tracker's ([`args`]: a few
+//! copies, no allocation); the packet's [`CtMeta`] is updated in place and
+//! goes with the packet through `recirc`, whose next pass puts it in the
+//! key ([`put_in_key`]).
+//!
+//! Difference from OVS: transport checksums are not verified (a packet
+//! with a bad one is tracked as any other; OVS makes it `+inv`), because
+//! frames of ports with checksum offload reach the datapath with partial
+//! checksums and no flag saying so.
+
+use super::{Executor, PacketMeta, NONE};
+use crate::packet::PacketBuf;
+use flowpath_conntrack::{Alg, CtArgs, CtMeta, NatKind, NatRange, NatSpec};
+use flowpath_flow::FlowKey;
+use flowpath_odp::{CtAction, CtHelper, CtNat};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::sync::Arc;
+
+/// An untracked packet's metadata.
+pub(crate) const UNTRACKED: CtMeta = CtMeta {
+    state: 0,
+    zone: 0,
+    mark: 0,
+    label: 0,
+    orig: None,
+    conn: 0,
+};
+
+/// An executor's tracker (none until given or first needed).
+#[derive(Clone, Default)]
+pub(crate) struct Tracker(pub(crate) Option<Arc<flowpath_conntrack::Conntrack>>);
+
+impl std::fmt::Debug for Tracker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.0 {
+            Some(t) => write!(f, "Tracker({} connections)", t.n_conns()),
+            None => f.write_str("Tracker(none)"),
+        }
+    }
+}
+
+fn addr(v6: bool, a: u128) -> IpAddr {
+    if v6 {
+        IpAddr::V6(Ipv6Addr::from(a))
+    } else {
+        IpAddr::V4(Ipv4Addr::from(a as u32))
+    }
+}
+
+fn nat_spec(n: &CtNat) -> NatSpec {
+    NatSpec {
+        kind: match n.kind {
+            flowpath_odp::NatKind::Existing => None,
+            flowpath_odp::NatKind::Src => Some(NatKind::Src),
+            flowpath_odp::NatKind::Dst => Some(NatKind::Dst),
+        },
+        range: n.has_addr.then(|| NatRange {
+            min_addr: addr(n.v6, n.addr_min),
+            max_addr: addr(
+                n.v6,
+                if n.addr_max == 0 {
+                    n.addr_min
+                } else {
+                    n.addr_max
+                },
+            ),
+            min_port: n.port_min,
+            max_port: if n.port_max == 0 {
+                n.port_min
+            } else {
+                n.port_max
+            },
+        }),
+        persistent: n.persistent,
+        hash: n.hash,
+        random: n.random,
+    }
+}
+
+/// The tracker's arguments for a datapath `ct(...)`.
+pub(crate) fn args(ct: &CtAction) -> CtArgs {
+    CtArgs {
+        zone: ct.zone,
+        commit: ct.commit || ct.force,
+        force: ct.force,
+        set_mark: ct.mark,
+        set_label: ct.label,
+        nat: ct.nat.as_ref().map(nat_spec),
+        helper: match ct.helper {
+            CtHelper::None => None,
+            CtHelper::Ftp => Some(Alg::Ftp),
+            CtHelper::Tftp => Some(Alg::Tftp),
+        },
+    }
+}
+
+/// Writes a recirculated packet's connection-tracking metadata into its
+/// key (the `ct_*` fields its next pass is classified on).
+#[inline]
+pub fn put_in_key(md: &CtMeta, k: &mut FlowKey) {
+    if md.state == 0 {
+        return;
+    }
+    k.set_ct_state(md.state);
+    k.set_ct_zone(md.zone);
+    k.set_ct_mark(md.mark);
+    k.set_ct_label(md.label);
+    if let Some(o) = &md.orig {
+        k.set_ct_nw_proto(o.proto);
+        k.set_ct_tp_src(o.src_port);
+        k.set_ct_tp_dst(o.dst_port);
+        if o.v6 {
+            k.set_ct_ipv6_src(u128::from_be_bytes(o.src));
+            k.set_ct_ipv6_dst(u128::from_be_bytes(o.dst));
+        } else {
+            let v4 = |b: &[u8; 16]| u32::from_be_bytes([b[0], b[1], b[2], b[3]]);
+            k.set_ct_nw_src(v4(&o.src));
+            k.set_ct_nw_dst(v4(&o.dst));
+        }
+    }
+}
+
+impl Executor {
+    /// Shares `ct` as the tracker of this worker's `ct` actions.
+    pub fn set_conntrack(&mut self, ct: Option<Arc<flowpath_conntrack::Conntrack>>) {
+        self.conntrack = Tracker(ct);
+    }
+
+    /// The tracker (made now if none was given).
+    pub fn conntrack_handle(&mut self) -> Arc<flowpath_conntrack::Conntrack> {
+        self.conntrack
+            .0
+            .get_or_insert_with(|| {
+                Arc::new(flowpath_conntrack::Conntrack::new(
+                    flowpath_conntrack::Config::default(),
+                ))
+            })
+            .clone()
+    }
+
+    /// Sets the time the tracker sees for the packets run next.
+    pub fn set_now(&mut self, now_ms: u64) {
+        self.now_ms = now_ms;
+    }
+
+    /// Runs `ct` on the packet (see the module documentation).
+    pub(super) fn conntrack(
+        &mut self,
+        pkt: &mut PacketBuf,
+        meta: &mut PacketMeta,
+        key: &FlowKey,
+        ct: &CtAction,
+    ) {
+        let now = self.now_ms;
+        if self.conntrack.0.is_none() {
+            self.conntrack_handle();
+        }
+        let Some(tracker) = self.conntrack.0.as_ref() else {
+            return;
+        };
+        let a = args(ct);
+        let l3 = if meta.l3 == NONE {
+            usize::MAX
+        } else {
+            usize::from(meta.l3)
+        };
+        // Checksums are not verified: frames from ports with checksum
+        // offload carry partial transport checksums the datapath does not
+        // see flagged (OVS trusts its packets' offload flags instead).
+        tracker.execute(
+            pkt.data_mut(),
+            l3,
+            key.dl_type(),
+            true,
+            &a,
+            &mut meta.ct,
+            now,
+        );
+        self.stats.conntracked += 1;
+    }
+}
