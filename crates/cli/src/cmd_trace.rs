@@ -45,6 +45,14 @@ pub struct Args {
     /// ofproto/trace does not learn either).
     #[arg(long)]
     learn: bool,
+    /// The connection-tracking state the next `ct(table=N)` recirculation
+    /// resumes with (`trk|est`, `+trk+est`, `0x22`), as `ofproto/trace
+    /// --ct-next`; repeat it for later ones. Each `ct(table=N)` pass is
+    /// traced after the packet's (default: `trk|new`), with the NAT
+    /// simulated as OVS's trace does it (the range's first address and
+    /// port).
+    #[arg(long = "ct-next", value_name = "FLAGS")]
+    ct_next: Vec<String>,
     /// The packet, e.g. `in_port=1,tcp,nw_src=7.7.7.1,nw_dst=7.7.7.104,tp_dst=90`.
     #[arg(value_name = "FLOW", required_unless_present = "packets")]
     flow: Option<String>,
@@ -62,6 +70,10 @@ struct TraceJson<'a> {
     /// The recirculations the actions end with.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     recirc: Vec<RecircJson>,
+    /// For a `ct(table=N)` pass traced after its packet: the
+    /// recirculation id it resumes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    resumes: Option<u32>,
 }
 
 /// One `recirc(ID)`: the id, the packet sent back and, after a
@@ -86,6 +98,34 @@ fn packet_text(k: &flowpath_flow::FlowKey) -> String {
         }
     }
     let mut mk = m.to_key();
+    // The connection-tracking fields only where they have a value.
+    for f in [
+        flowpath_flow::FieldId::CtState,
+        flowpath_flow::FieldId::CtZone,
+        flowpath_flow::FieldId::CtMark,
+        flowpath_flow::FieldId::CtLabel,
+        flowpath_flow::FieldId::CtNwProto,
+        flowpath_flow::FieldId::CtNwSrc,
+        flowpath_flow::FieldId::CtNwDst,
+        flowpath_flow::FieldId::CtIpv6Src,
+        flowpath_flow::FieldId::CtIpv6Dst,
+        flowpath_flow::FieldId::CtTpSrc,
+        flowpath_flow::FieldId::CtTpDst,
+    ] {
+        let info = f.info();
+        if info.get(k) == 0 {
+            info.set_masked(&mut mk, 0, info.full_mask());
+        }
+    }
+    if k.ct_state() == 0 || k.ct_nw_proto() == 0 {
+        // (ct_tp_* print with ct_nw_proto only.)
+        for f in [
+            flowpath_flow::FieldId::CtTpSrc,
+            flowpath_flow::FieldId::CtTpDst,
+        ] {
+            f.info().set_masked(&mut mk, 0, f.info().full_mask());
+        }
+    }
     mk.set_in_port(u32::MAX);
     mk.set_dl_type(0xffff);
     mk.set_vlan_tci(0xffff);
@@ -120,6 +160,14 @@ fn packet_text(k: &flowpath_flow::FlowKey) -> String {
     }
 }
 
+/// The note of recirculation `id`'s header (taken from `pending`).
+fn notes_for(pending: &mut Vec<(u32, String)>, id: u32) -> String {
+    match pending.iter().position(|(i, _)| *i == id) {
+        Some(k) => pending.remove(k).1,
+        None => String::new(),
+    }
+}
+
 /// Runs `flowpath trace`.
 pub fn run(args: Args) -> Result<()> {
     let base = args.rules.load()?;
@@ -139,46 +187,96 @@ pub fn run(args: Args) -> Result<()> {
         (None, None) => bail!("give a FLOW or --packets FILE"),
     };
     let pfile = args.packets.as_ref().map(|p| p.display().to_string());
+    let mut pending_notes: Vec<(u32, String)> = Vec::new();
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
+    let mut ct_next = Vec::new();
+    for f in &args.ct_next {
+        let info = flowpath_flow::FieldId::CtState.info();
+        let (v, m) = flowpath_flow::value::parse_value(info, f)
+            .map_err(|e| anyhow::anyhow!("--ct-next {f}: {e}"))?;
+        if m != 0xff && v & !m != 0 {
+            bail!("--ct-next {f}: give the whole state (trk|est)");
+        }
+        ct_next.push(v as u8);
+    }
+    let mut ct_next = ct_next.into_iter();
     for (n, (line_no, line)) in packets.iter().enumerate() {
         let key = parse_packet(line).map_err(|e| match &pfile {
             Some(f) => anyhow::anyhow!("{f}:{line_no}: {e}"),
             None => anyhow::anyhow!("{e}"),
         })?;
-        let mode = XlateMode {
-            trace: !args.json,
-            learn: args.learn,
-            ..XlateMode::default()
-        };
-        let x = xlate_on(&*tables, Some(&bridge), &key, 0, mode);
-        if !x.learned.is_empty() {
-            bridge.learned.add(x.learned.clone(), 0);
-            tables = std::sync::Arc::new(base.with_added(&bridge.learned.flows()));
+        if n > 0 && !args.json {
+            writeln!(out)?;
         }
-        if args.json {
-            let obj = TraceJson {
-                packet: line,
-                megaflow: x.megaflow_text(&key),
-                actions: format_actions(&x.actions),
-                error: x.error.clone(),
-                recirc: x
-                    .recirculations
-                    .iter()
-                    .map(|rc| RecircJson {
-                        id: rc.id,
-                        packet: packet_text(&rc.packet),
-                        dp_hash: rc.dp_hash,
-                    })
-                    .collect(),
+        // The packet's pass, then each `ct(table=N)` pass it leads to (as
+        // OVS's ofproto/trace follows its recirculation queue).
+        let mut queue = std::collections::VecDeque::from([(key, line.clone(), None::<u32>)]);
+        while let Some((key, text, resumes)) = queue.pop_front() {
+            let mode = XlateMode {
+                trace: !args.json,
+                learn: args.learn,
+                ..XlateMode::default()
             };
-            writeln!(out, "{}", serde_json::to_string(&obj)?)?;
-        } else {
-            if n > 0 {
-                writeln!(out)?;
+            let x = xlate_on(&*tables, Some(&bridge), &key, 0, mode);
+            if !x.learned.is_empty() {
+                bridge.learned.add(x.learned.clone(), 0);
+                tables = std::sync::Arc::new(base.with_added(&bridge.learned.flows()));
             }
-            writeln!(out, "{}", x.report(&key, line))?;
-            for rc in &x.recirculations {
+            let mut notes = Vec::new();
+            for rc in x.recirculations.iter().filter(|rc| rc.ct.is_some()) {
+                let (state, note) = match ct_next.next() {
+                    Some(s) => {
+                        let f = flowpath_flow::FieldId::CtState.info();
+                        let t = flowpath_flow::value::format_value(f, u128::from(s), 0xff);
+                        (s, format!(" - resume conntrack with ct_state={t}"))
+                    }
+                    None => (
+                        flowpath_flow::key::ct_state::TRK | flowpath_flow::key::ct_state::NEW,
+                        " - resume conntrack with default ct_state=trk|new (use --ct-next to customize)".to_string(),
+                    ),
+                };
+                let next = rc.next_key(state);
+                notes.push(note);
+                let text = format!("recirc_id={:#x},{}", rc.id, packet_text(&next));
+                queue.push_back((next, text, Some(rc.id)));
+            }
+            if args.json {
+                let obj = TraceJson {
+                    packet: &text,
+                    megaflow: x.megaflow_text(&key),
+                    actions: format_actions(&x.actions),
+                    error: x.error.clone(),
+                    recirc: x
+                        .recirculations
+                        .iter()
+                        .filter(|rc| rc.ct.is_none())
+                        .map(|rc| RecircJson {
+                            id: rc.id,
+                            packet: packet_text(&rc.packet),
+                            dp_hash: rc.dp_hash,
+                        })
+                        .collect(),
+                    resumes,
+                };
+                writeln!(out, "{}", serde_json::to_string(&obj)?)?;
+                continue;
+            }
+            if let Some(id) = resumes {
+                let bar = "=".repeat(79);
+                let note = notes_for(&mut pending_notes, id);
+                writeln!(out, "\n{bar}\nrecirc({id:#x}){note}\n{bar}\n")?;
+            }
+            writeln!(out, "{}", x.report(&key, &text))?;
+            for (rc, note) in x
+                .recirculations
+                .iter()
+                .filter(|rc| rc.ct.is_some())
+                .zip(notes)
+            {
+                pending_notes.push((rc.id, note));
+            }
+            for rc in x.recirculations.iter().filter(|rc| rc.ct.is_none()) {
                 let hash = rc
                     .dp_hash
                     .map(|h| format!("dp_hash={h:#x},"))
