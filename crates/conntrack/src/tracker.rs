@@ -702,6 +702,53 @@ impl Conntrack {
         }
     }
 
+    /// Looks a tuple up as a packet would: the live connection owning it
+    /// and whether `key` is its reply tuple (`dpctl/ct-get`-like; for
+    /// tests and tools, not the packet path).
+    pub fn find(&self, key: &ConnKey, now_ms: u64) -> Option<(ConnEntry, bool)> {
+        self.table
+            .lookup(key, now_ms)
+            .map(|(c, reply)| (self.entry(&c, now_ms), reply))
+    }
+
+    /// The lookup key of a dumped tuple in `zone` (the inverse of what
+    /// [`Conntrack::dump`] prints).
+    pub fn key_of(t: &Tuple, zone: u16) -> ConnKey {
+        let mut k = ConnKey {
+            proto: t.proto,
+            zone,
+            ..ConnKey::default()
+        };
+        let put = |a: &IpAddr, out: &mut [u8; 16]| match a {
+            IpAddr::V4(v4) => {
+                let o = v4.octets();
+                out[0] = o[0];
+                out[1] = o[1];
+                out[2] = o[2];
+                out[3] = o[3];
+            }
+            IpAddr::V6(v6) => *out = v6.octets(),
+        };
+        k.v6 = matches!(t.src, IpAddr::V6(_));
+        put(&t.src, &mut k.src.addr);
+        put(&t.dst, &mut k.dst.addr);
+        if k.is_icmp() {
+            k.src.port = t.icmp_id;
+            k.dst.port = t.icmp_id;
+            k.src.icmp_type = t.icmp_type;
+            k.src.icmp_code = t.icmp_code;
+            k.dst.icmp_type = if k.v6 {
+                crate::key::reverse_icmp6_type(t.icmp_type)
+            } else {
+                crate::key::reverse_icmp_type(t.icmp_type)
+            };
+        } else {
+            k.src.port = t.src_port;
+            k.dst.port = t.dst_port;
+        }
+        k
+    }
+
     /// Counters.
     pub fn stats(&self) -> Stats {
         let r = |a: &AtomicU64| a.load(Ordering::Relaxed);
