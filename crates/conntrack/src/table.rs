@@ -76,7 +76,7 @@ pub struct Conn {
     /// Helper (ALG) of the connection.
     pub alg: Option<Alg>,
     /// The control connection's tuple, for a connection an ALG expected.
-    pub parent: Option<ConnKey>,
+    pub parent: Option<Box<ConnKey>>,
     /// Opaque handle (slot, shard, generation); 0 until inserted.
     pub handle: AtomicU64,
     /// Expiry time in ms; 0 = force-expired.
