@@ -76,7 +76,7 @@ pub struct Conn {
     /// Helper (ALG) of the connection.
     pub alg: Option<Alg>,
     /// The control connection's tuple, for a connection an ALG expected.
-    pub parent: Option<ConnKey>,
+    pub parent: Option<Box<ConnKey>>,
     /// Opaque handle (slot, shard, generation); 0 until inserted.
     pub handle: AtomicU64,
     /// Expiry time in ms; 0 = force-expired.
@@ -329,6 +329,12 @@ impl Table {
                 .store(make_handle(home, slot, sl.gen), Ordering::Relaxed);
         }
         for (k, reply) in [(arc.key, false), (arc.rev_key, true)] {
+            if reply && k == arc.key {
+                // A tuple that is its own reverse (same address both ways,
+                // no ports): one entry, original direction, as a lookup
+                // that tries the original tuple first would find it.
+                break;
+            }
             if let Some(mut s) = self.shard(self.shard_of(&k)) {
                 s.map.insert(
                     k,

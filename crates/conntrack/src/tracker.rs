@@ -60,6 +60,7 @@ pub struct Conntrack {
     max_conns: AtomicU32,
     seq_check: AtomicBool,
     sweep_next: AtomicUsize,
+    last_sweep: AtomicU64,
     rng: AtomicU64,
     ctr: Counters,
 }
@@ -161,6 +162,7 @@ impl Conntrack {
             max_conns: AtomicU32::new(cfg.max_conns),
             seq_check: AtomicBool::new(cfg.tcp_seq_check),
             sweep_next: AtomicUsize::new(0),
+            last_sweep: AtomicU64::new(0),
             rng: AtomicU64::new(0x2545_f491_4f6c_dd1d),
             ctr: Counters::default(),
         }
@@ -320,7 +322,7 @@ impl Conntrack {
                 md.mark = s.mark;
                 md.label = s.label;
                 drop(s);
-                md.orig = Some(orig_tuple(c.parent.as_ref().unwrap_or(&c.key)));
+                md.orig = Some(orig_tuple(c.parent.as_deref().unwrap_or(&c.key)));
             }
             None => {
                 md.mark = 0;
@@ -513,12 +515,13 @@ impl Conntrack {
         if !(args.commit || args.force) {
             return None;
         }
-        if self.n_conns.load(Ordering::Relaxed) >= self.max_conns.load(Ordering::Relaxed) {
-            self.ctr.full.fetch_add(1, Ordering::Relaxed);
-            return None;
-        }
         if !self.limits.admit(key.zone) {
             self.ctr.zone_limited.fetch_add(1, Ordering::Relaxed);
+            return None;
+        }
+        if self.n_conns.load(Ordering::Relaxed) >= self.max_conns.load(Ordering::Relaxed) {
+            self.limits.release(key.zone);
+            self.ctr.full.fetch_add(1, Ordering::Relaxed);
             return None;
         }
         let (l4, tc) = L4::new(key, pkt.l4());
@@ -599,6 +602,7 @@ impl Conntrack {
     /// shards (all of them within 16 calls) so that one call's work stays
     /// bounded. Returns the number of connections removed.
     pub fn sweep(&self, now_ms: u64) -> usize {
+        self.last_sweep.store(now_ms, Ordering::Relaxed);
         let n = self.table.n_shards();
         let step = n.div_ceil(16).max(1);
         let from = self.sweep_next.load(Ordering::Relaxed) % n.max(1);
@@ -617,6 +621,7 @@ impl Conntrack {
 
     /// Expires every connection whose timeout passed, in all shards.
     pub fn sweep_all(&self, now_ms: u64) -> usize {
+        self.last_sweep.store(now_ms, Ordering::Relaxed);
         let mut removed = 0;
         for c in self.table.expired_in(0, self.table.n_shards(), now_ms) {
             if self.table.remove(&c) {
@@ -665,10 +670,10 @@ impl Conntrack {
         v
     }
 
-    /// [`Conntrack::dump_at`] without a clock: timeouts are reported
-    /// relative to time 0 and no connection is filtered as expired.
+    /// [`Conntrack::dump_at`] at the time of the last sweep (the tracker
+    /// reads no clock; the sweeping thread's calls tell it the time).
     pub fn dump(&self, zone: Option<u16>) -> Vec<ConnEntry> {
-        self.dump_at(zone, 0)
+        self.dump_at(zone, self.last_sweep.load(Ordering::Relaxed))
     }
 
     fn entry(&self, c: &Conn, now: u64) -> ConnEntry {
@@ -698,8 +703,55 @@ impl Conntrack {
             timeout: u32::try_from(exp.saturating_sub(now) / 1000).unwrap_or(u32::MAX),
             tcp,
             helper: c.alg,
-            parent: c.parent.as_ref().map(tuple_of),
+            parent: c.parent.as_deref().map(tuple_of),
         }
+    }
+
+    /// Looks a tuple up as a packet would: the live connection owning it
+    /// and whether `key` is its reply tuple (`dpctl/ct-get`-like; for
+    /// tests and tools, not the packet path).
+    pub fn find(&self, key: &ConnKey, now_ms: u64) -> Option<(ConnEntry, bool)> {
+        self.table
+            .lookup(key, now_ms)
+            .map(|(c, reply)| (self.entry(&c, now_ms), reply))
+    }
+
+    /// The lookup key of a dumped tuple in `zone` (the inverse of what
+    /// [`Conntrack::dump`] prints).
+    pub fn key_of(t: &Tuple, zone: u16) -> ConnKey {
+        let mut k = ConnKey {
+            proto: t.proto,
+            zone,
+            ..ConnKey::default()
+        };
+        let put = |a: &IpAddr, out: &mut [u8; 16]| match a {
+            IpAddr::V4(v4) => {
+                let o = v4.octets();
+                out[0] = o[0];
+                out[1] = o[1];
+                out[2] = o[2];
+                out[3] = o[3];
+            }
+            IpAddr::V6(v6) => *out = v6.octets(),
+        };
+        k.v6 = matches!(t.src, IpAddr::V6(_));
+        put(&t.src, &mut k.src.addr);
+        put(&t.dst, &mut k.dst.addr);
+        if k.is_icmp() {
+            k.src.port = t.icmp_id;
+            k.dst.port = t.icmp_id;
+            k.src.icmp_type = t.icmp_type;
+            k.src.icmp_code = t.icmp_code;
+            k.dst.icmp_type = if k.v6 {
+                crate::key::reverse_icmp6_type(t.icmp_type)
+            } else {
+                crate::key::reverse_icmp_type(t.icmp_type)
+            };
+        } else {
+            k.src.port = t.src_port;
+            k.dst.port = t.dst_port;
+        }
+        k
     }
 
     /// Counters.

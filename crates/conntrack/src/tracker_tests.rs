@@ -516,3 +516,171 @@ fn bytes_per_conn_is_bounded() {
     let b = Conntrack::bytes_per_conn();
     assert!(b > 100 && b < 512, "{b}");
 }
+
+#[test]
+fn bad_l4_checksum_is_invalid_unless_offloaded() {
+    let ct = ct();
+    let mut f = udp4(A, B, 1, 2, b"payload");
+    let n = f.len();
+    f[n - 1] ^= 0xff;
+    assert_eq!(
+        run(&ct, &mut f.clone(), &commit(0), 0).state,
+        s::TRK | s::INV
+    );
+    assert_eq!(ct.n_conns(), 0);
+    let mut md = CtMeta::default();
+    ct.execute(&mut f, 14, ETH_TYPE_IPV4, true, &commit(0), &mut md, 0);
+    assert_eq!(md.state, s::TRK | s::NEW, "csum_ok skips verification");
+    assert_eq!(ct.n_conns(), 1);
+}
+
+#[test]
+fn ipv6_extension_headers_are_skipped() {
+    let ct = ct();
+    let plain = udp6(v6a(1), v6a(2), 7, 9, b"x");
+    // Insert an 8-byte destination-options header before UDP.
+    let mut f = plain[..54].to_vec();
+    f[20] = 60;
+    let plen = u16::from_be_bytes([f[18], f[19]]) + 8;
+    f[18..20].copy_from_slice(&plen.to_be_bytes());
+    f.extend_from_slice(&[17, 0, 1, 4, 0, 0, 0, 0]);
+    f.extend_from_slice(&plain[54..]);
+    let md = run(&ct, &mut f, &commit(0), 0);
+    assert_eq!(md.state, s::TRK | s::NEW);
+    let d = ct.dump(None);
+    assert_eq!(
+        format_entry(&d[0], false, false),
+        "udp,orig=(src=fc00::1,dst=fc00::2,sport=7,dport=9),reply=(src=fc00::2,dst=fc00::1,sport=9,dport=7)"
+    );
+}
+
+fn handshake(ct: &Conntrack, sport: u16, now: u64) {
+    let mut syn = tcp4(A, B, sport, 80, 100, 0, TCP_SYN, &[]);
+    assert_eq!(run(ct, &mut syn, &commit(0), now).state, s::TRK | s::NEW);
+    let mut sa = tcp4(B, A, 80, sport, 500, 101, TCP_SYN | TCP_ACK, &[]);
+    assert_eq!(
+        run(ct, &mut sa, &lookup(0), now).state,
+        s::TRK | s::EST | s::RPL
+    );
+    let mut ack = tcp4(A, B, sport, 80, 101, 501, TCP_ACK, &[]);
+    assert_eq!(run(ct, &mut ack, &lookup(0), now).state, s::TRK | s::EST);
+}
+
+#[test]
+fn tcp_close_time_wait_and_reopen() {
+    let ct = ct();
+    handshake(&ct, 4000, 0);
+    let mut fin = tcp4(A, B, 4000, 80, 101, 501, TCP_FIN | TCP_ACK, &[]);
+    assert_eq!(run(&ct, &mut fin, &lookup(0), 1).state, s::TRK | s::EST);
+    assert!(format_entry(&ct.dump_at(None, 1)[0], false, false).ends_with("state=CLOSING)"));
+    let mut fin2 = tcp4(B, A, 80, 4000, 501, 102, TCP_FIN | TCP_ACK, &[]);
+    assert_eq!(
+        run(&ct, &mut fin2, &lookup(0), 2).state,
+        s::TRK | s::EST | s::RPL
+    );
+    let mut last = tcp4(A, B, 4000, 80, 102, 502, TCP_ACK, &[]);
+    run(&ct, &mut last, &lookup(0), 3);
+    let e = ct.dump_at(None, 3)[0];
+    assert!(format_entry(&e, false, true).ends_with("timeout=30,protoinfo=(state=TIME_WAIT)"));
+    assert!(format_entry(&e, true, false).ends_with(
+        "protoinfo=(state_orig=FIN_WAIT_2,state_reply=FIN_WAIT_2,flags_orig=0,flags_reply=0)"
+    ));
+    // The same tuple opens a new connection with a new SYN.
+    let mut syn = tcp4(A, B, 4000, 80, 90_000, 0, TCP_SYN, &[]);
+    assert_eq!(run(&ct, &mut syn, &commit(0), 4).state, s::TRK | s::NEW);
+    assert_eq!(ct.n_conns(), 1);
+    assert!(format_entry(&ct.dump_at(None, 4)[0], false, false).ends_with("state=SYN_SENT)"));
+    // A RST with the right sequence number resets it (accepted: +est).
+    let mut rst = tcp4(A, B, 4000, 80, 90_001, 0, TCP_RST, &[]);
+    assert_eq!(run(&ct, &mut rst, &lookup(0), 5).state, s::TRK | s::EST);
+    assert!(format_entry(&ct.dump_at(None, 5)[0], false, false).ends_with("state=TIME_WAIT)"));
+}
+
+#[test]
+fn tcp_window_scaling_and_seq_check_toggle() {
+    let ct = ct();
+    let ws = [1, 3, 3, 7]; // NOP, window scale 7
+    let mut syn = tcp4_full(A, B, 5000, 443, 1, 0, TCP_SYN, 64240, &ws, &[]);
+    run(&ct, &mut syn, &commit(0), 0);
+    let mut sa = tcp4_full(B, A, 443, 5000, 7000, 2, TCP_SYN | TCP_ACK, 65160, &ws, &[]);
+    assert_eq!(
+        run(&ct, &mut sa, &lookup(0), 0).state,
+        s::TRK | s::EST | s::RPL
+    );
+    let mut ack = tcp4_full(A, B, 5000, 443, 2, 7001, TCP_ACK, 502, &[], &[]);
+    assert_eq!(run(&ct, &mut ack, &lookup(0), 0).state, s::TRK | s::EST);
+    // 1 MB ahead of the acknowledged data: inside 502 << 7 = 64 KB? No.
+    let mut far = tcp4_full(
+        B,
+        A,
+        443,
+        5000,
+        7001 + 1_000_000,
+        2,
+        TCP_ACK,
+        509,
+        &[],
+        b"x",
+    );
+    assert_eq!(run(&ct, &mut far, &lookup(0), 0).state, s::TRK | s::INV);
+    // 40 KB ahead fits in the scaled window (502 << 7 = 64,256 bytes).
+    let mut near = tcp4_full(B, A, 443, 5000, 7001 + 40_000, 2, TCP_ACK, 509, &[], b"x");
+    assert_eq!(
+        run(&ct, &mut near, &lookup(0), 0).state,
+        s::TRK | s::EST | s::RPL
+    );
+    let e = ct.dump(None)[0];
+    assert!(format_entry(&e, true, false)
+        .contains("wscale_orig=7,wscale_reply=7,flags_orig=WINDOW_SCALE,flags_reply=WINDOW_SCALE"));
+    ct.set_tcp_seq_check(false);
+    assert!(!ct.tcp_seq_check());
+    assert_eq!(
+        run(&ct, &mut far, &lookup(0), 0).state,
+        s::TRK | s::EST | s::RPL
+    );
+}
+
+#[test]
+fn icmp_error_in_original_direction_is_related_only() {
+    let ct = ct();
+    let mut u = udp4(A, B, 5000, 53, b"q");
+    run(&ct, &mut u, &commit(0), 0);
+    let mut r = udp4(B, A, 53, 5000, b"r");
+    run(&ct, &mut r, &lookup(0), 0);
+    // A's host answers B's reply with an error: original direction.
+    let mut err = icmp4_error(A, B, 3, 3, &r[14..]);
+    let md = run(&ct, &mut err, &lookup(0), 1);
+    assert_eq!(md.state, s::TRK | s::REL);
+    assert_eq!(md.orig.expect("orig").src_port, 5000);
+}
+
+#[test]
+fn memory_per_connection() {
+    let ct = ct();
+    for i in 0..20_000u32 {
+        let mut f = udp4(
+            [10, (i >> 16) as u8, (i >> 8) as u8, i as u8],
+            B,
+            1000,
+            53,
+            b"",
+        );
+        run(&ct, &mut f, &commit(0), 0);
+    }
+    assert_eq!(ct.n_conns(), 20_000);
+    let (entries, cap, slots) = ct.table.index_sizes();
+    assert_eq!(entries, 40_000, "two index entries per connection");
+    assert!(slots >= 20_000);
+    let per = std::mem::size_of::<crate::table::Conn>()
+        + 16
+        + (cap * (crate::table::INDEX_ENTRY_BYTES + 1) + slots * crate::table::SLOT_BYTES) / 20_000;
+    eprintln!(
+        "Conn {} B (+16 B Arc counts), index entry {} B, slot {} B, estimate {} B/conn, measured at 20k: {} B/conn",
+        std::mem::size_of::<crate::table::Conn>(),
+        crate::table::INDEX_ENTRY_BYTES,
+        crate::table::SLOT_BYTES,
+        Conntrack::bytes_per_conn(),
+        per
+    );
+    assert!(per < 1024);
+}
