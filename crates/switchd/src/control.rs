@@ -83,6 +83,57 @@ static COMMANDS: &[Command] = &[
         let n: usize = c.ask_all(PmdCmd::DelFlows)?.iter().sum();
         Ok(format!("{n} megaflows deleted\n"))
     }),
+    cmd(
+        "dpctl/dump-conntrack",
+        "[DP] [-m] [-s] [zone=N]",
+        0,
+        4,
+        |c, p, _| crate::conntrack::dump(&c.sh.conntrack, p),
+    ),
+    cmd(
+        "dpctl/flush-conntrack",
+        "[DP] [zone=N] [TUPLE]",
+        0,
+        4,
+        |c, p, _| crate::conntrack::flush(&c.sh.conntrack, p),
+    ),
+    cmd(
+        "dpctl/ct-stats-show",
+        "[DP] [-m] [zone=N]",
+        0,
+        3,
+        |c, p, _| crate::conntrack::stats_show(&c.sh.conntrack, p),
+    ),
+    cmd("dpctl/ct-set-maxconns", "[DP] MAXCONNS", 1, 2, |c, p, _| {
+        crate::conntrack::set_maxconns(&c.sh.conntrack, p)
+    }),
+    cmd("dpctl/ct-get-maxconns", "[DP]", 0, 1, |c, _, _| {
+        Ok(format!("{}\n", c.sh.conntrack.max_conns()))
+    }),
+    cmd("dpctl/ct-get-nconns", "[DP]", 0, 1, |c, _, _| {
+        Ok(format!("{}\n", c.sh.conntrack.n_conns()))
+    }),
+    cmd(
+        "dpctl/ct-set-limits",
+        "[DP] [default=L] [zone=N,limit=L]...",
+        1,
+        MANY,
+        |c, p, _| crate::conntrack::set_limits(&c.sh.conntrack, p),
+    ),
+    cmd(
+        "dpctl/ct-get-limits",
+        "[DP] [zone=N[,zone=N]...]",
+        0,
+        2,
+        |c, p, _| crate::conntrack::get_limits(&c.sh.conntrack, p),
+    ),
+    cmd(
+        "dpctl/ct-del-limits",
+        "[DP] zone=N[,zone=N]...",
+        1,
+        2,
+        |c, p, _| crate::conntrack::del_limits(&c.sh.conntrack, p),
+    ),
     cmd("ofproto/trace", "[BRIDGE] FLOW", 1, 2, |c, p, _| c.trace(p)),
     cmd("add-flow", "RULE", 1, MANY, |c, p, _| c.add_flow(p)),
     cmd("add-flows", "FILE", 1, 1, |c, p, _| {

@@ -24,6 +24,7 @@
 //! command is sent only after every PMD has revalidated its megaflows
 //! against it.
 
+pub mod conntrack;
 pub mod control;
 pub mod group_stats;
 pub mod ofchannel;
@@ -157,6 +158,11 @@ impl Switchd {
         let opened = ports::open_all(&cfg.ports, n_pmds)?;
         let stop = Arc::new(AtomicBool::new(false));
         let epoch = Instant::now();
+        // One connection tracker for every PMD (and the packet-outs PMD 0
+        // runs).
+        let conntrack = Arc::new(flowpath_conntrack::Conntrack::new(
+            flowpath_conntrack::Config::default(),
+        ));
         let published = cfg.rules.publish();
         let tables = published.tables.clone();
         let cores: Vec<Option<usize>> = if cfg.pmd_cpus.is_empty() {
@@ -185,6 +191,7 @@ impl Switchd {
             let mut sw = Switch::new(cfg.datapath.clone(), sp)
                 .map_err(|e| SwitchdError::Config(e.to_string()))?;
             sw.set_packet_in_sink(Some(pin_tx.clone()));
+            sw.set_conntrack(Some(conntrack.clone()));
             let (tx, rx) = sync_channel(PMD_QUEUE_DEPTH);
             let (wake_tx, wake_rx) =
                 std::os::unix::net::UnixStream::pair().map_err(|e| SwitchdError::Io {
@@ -246,6 +253,7 @@ impl Switchd {
             bridge: cfg.bridge.clone(),
             channel: std::sync::OnceLock::new(),
             on_expired: std::sync::OnceLock::new(),
+            conntrack,
         });
         let (rtx, rrx) = sync_channel(16);
         *shared.reval.lock().unwrap_or_else(|p| p.into_inner()) = Some(rtx);

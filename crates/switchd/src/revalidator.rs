@@ -391,6 +391,9 @@ fn round(sh: &Shared, r: &mut Revalidator) {
         dumps.push(rx.recv_timeout(Duration::from_secs(5)).unwrap_or_default());
     }
     let now_ms = sh.started.elapsed().as_millis() as u64;
+    // Expired connections go here, off the PMDs (as OVS's conntrack
+    // sweeper thread).
+    r.stats.ct_expired += sh.conntrack.sweep(now_ms) as u64;
     let max_idle = sh.max_idle_ms.load(Ordering::Relaxed);
     let out = r.revalidate(&dumps, &published, now_ms, max_idle);
     r.stats.recirc_freed += recirc.sweep(&recirc_ids_in_use(&dumps), recirc_round) as u64;

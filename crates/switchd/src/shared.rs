@@ -103,6 +103,10 @@ pub struct Shared {
     /// OpenFlow reason 0 or 1): the OpenFlow channel's flow-removed
     /// messages and flow monitors. Set when the channel starts.
     pub on_expired: std::sync::OnceLock<ExpiredHook>,
+    /// The connection tracker the PMDs' `ct` actions share; the
+    /// revalidator expires its connections, `dpctl/*conntrack*` read and
+    /// change it.
+    pub conntrack: Arc<flowpath_conntrack::Conntrack>,
 }
 
 /// See [`Shared::on_expired`].
@@ -177,6 +181,8 @@ pub struct UpcallStats {
     pub recirc_freed: u64,
     /// Frozen translations kept at the last round.
     pub recirc_ids: usize,
+    /// Connections the tracker's sweep expired, in all.
+    pub ct_expired: u64,
 }
 
 /// Requests to the revalidator thread.

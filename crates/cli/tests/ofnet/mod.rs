@@ -156,8 +156,13 @@ impl Topo {
     /// ports (or one `null` port without namespaces) and `args`; waits
     /// for its OpenFlow socket.
     pub fn switch(&mut self, args: &[String]) -> usize {
-        let rules = self.dir.join("none.flows");
-        std::fs::write(&rules, "").unwrap();
+        self.switch_with_rules("", args)
+    }
+
+    /// `flowpath switch` as [`Topo::switch`], loaded with `rules`.
+    pub fn switch_with_rules(&mut self, rules_text: &str, args: &[String]) -> usize {
+        let rules = self.dir.join("start.flows");
+        std::fs::write(&rules, rules_text).unwrap();
         let mut cmd = Command::new(BIN);
         cmd.arg("switch").arg("--rules").arg(&rules);
         if self.netns {
@@ -201,6 +206,24 @@ impl Topo {
         ))
         .status
         .success()
+    }
+
+    /// `ovs-appctl -t CTL ARGS` against the switch's control socket
+    /// (bounded: 20 s): its standard output.
+    pub fn appctl(&self, args: &str) -> String {
+        let o = sh(&format!(
+            "timeout 20 ovs-appctl -t {} {args}",
+            self.dir.join("flowpath.ctl").display()
+        ));
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    }
+
+    /// Runs `cmd` in namespace `i` (bounded by `timeout`).
+    pub fn in_ns(&self, i: u32, secs: u32, cmd: &str) -> Output {
+        sh(&format!(
+            "timeout {secs} ip netns exec {} {cmd}",
+            self.ns(i)
+        ))
     }
 
     /// `ovs-ofctl ARGS` with OVS_RUNDIR the run directory (must succeed).

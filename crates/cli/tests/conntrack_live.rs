@@ -1,0 +1,105 @@
+//! Connection tracking on the live switch, as root, between network
+//! namespaces (own namespaces and veths, removed even when a test fails;
+//! processes stopped by PID): the stateful firewall of Open vSwitch's
+//! conntrack tutorial — A (namespace 1, port 1) may open connections to
+//! B (namespace 2, port 2), B may only answer — checked with ping,
+//! iperf3 and nmap, and the tracker's table read with
+//! `ovs-appctl dpctl/dump-conntrack` in OVS's format.
+
+mod ofnet;
+
+use ofnet::{can_run, wait_until, Topo};
+use std::time::Duration;
+
+/// The tutorial's table (ARP by NORMAL).
+const FIREWALL: &str = "\
+table=0,priority=1,actions=drop
+table=0,priority=10,arp,actions=NORMAL
+table=0,priority=100,ip,ct_state=-trk,actions=ct(table=1)
+table=1,in_port=1,ip,ct_state=+trk+new,actions=ct(commit),output:2
+table=1,in_port=1,ip,ct_state=+trk+est,actions=output:2
+table=1,in_port=2,ip,ct_state=+trk+new,actions=drop
+table=1,in_port=2,ip,ct_state=+trk+est,actions=output:1
+";
+
+#[test]
+fn tutorial_firewall_with_iperf3_and_nmap() {
+    if !can_run(
+        "tutorial_firewall_with_iperf3_and_nmap",
+        &["ip", "iperf3", "nmap", "ovs-appctl"],
+    ) {
+        return;
+    }
+    let mut t = Topo::new("ct");
+    t.switch_with_rules(FIREWALL, &[]);
+    // A reaches B; B cannot open anything towards A.
+    assert!(t.ping(1, 2), "A cannot ping B: {}", t.log("switch.log"));
+    assert!(!t.ping(2, 1), "B opened a connection to A");
+    // TCP from A to B: a server in B, a client in A.
+    let server = t.in_ns(2, 5, "iperf3 -s -D -1");
+    assert!(server.status.success(), "{server:?}");
+    assert!(wait_until(Duration::from_secs(5), || {
+        t.in_ns(2, 5, "ss -ltn")
+            .stdout
+            .windows(5)
+            .any(|w| w == b":5201")
+    }));
+    let client = t.in_ns(1, 30, "iperf3 -c 10.77.0.2 -t 2 -J");
+    assert!(
+        client.status.success(),
+        "iperf3: {}",
+        String::from_utf8_lossy(&client.stderr)
+    );
+    let j: serde_json::Value = serde_json::from_slice(&client.stdout).unwrap();
+    let bps = j["end"]["sum_received"]["bits_per_second"]
+        .as_f64()
+        .unwrap_or(0.0);
+    eprintln!("iperf3 A->B through the firewall: {:.2} Gbit/s", bps / 1e9);
+    assert!(bps > 1e7, "{bps} bit/s");
+    // The tracker's table, in OVS's format: the ping and the iperf3
+    // connections, in the original direction A -> B.
+    let dump = t.appctl("dpctl/dump-conntrack");
+    assert!(
+        dump.lines().any(
+            |l| l.starts_with("tcp,orig=(src=10.77.0.1,dst=10.77.0.2,sport=")
+                && l.contains(",dport=5201),reply=(src=10.77.0.2,dst=10.77.0.1,sport=5201,")
+        ),
+        "{dump}"
+    );
+    assert!(
+        dump.lines()
+            .any(|l| l.starts_with("icmp,orig=(src=10.77.0.1,dst=10.77.0.2,id=")),
+        "{dump}"
+    );
+    assert!(!dump.contains("orig=(src=10.77.0.2,"), "B opened: {dump}");
+    let stats = t.appctl("dpctl/ct-stats-show");
+    assert!(
+        stats.starts_with("Connections Stats:\n    Total: "),
+        "{stats}"
+    );
+    let n: u32 = t.appctl("dpctl/ct-get-nconns").trim().parse().unwrap();
+    assert!(n >= 2, "{n}");
+    // nmap's SYN scan from B: every port filtered (nothing answers B's
+    // new connections). From A: B's iperf3 port open (a new server).
+    let server = t.in_ns(2, 5, "iperf3 -s -D -1");
+    assert!(server.status.success());
+    let from_b = t.in_ns(
+        2,
+        120,
+        "nmap -sS -Pn -n -T4 --max-retries 1 -p 1-100,5201 10.77.0.1",
+    );
+    let out = String::from_utf8_lossy(&from_b.stdout);
+    assert!(
+        out.contains("101 filtered")
+            || out.contains("All 101 scanned ports on 10.77.0.1 are in ignored states")
+            || out.contains("are filtered"),
+        "{out}"
+    );
+    assert!(!out.contains("open"), "{out}");
+    let from_a = t.in_ns(1, 120, "nmap -sS -Pn -n -T4 -p 5201 10.77.0.2");
+    let out = String::from_utf8_lossy(&from_a.stdout);
+    assert!(out.contains("5201/tcp open"), "{out}");
+    // Flushing empties the table.
+    t.appctl("dpctl/flush-conntrack");
+    assert_eq!(t.appctl("dpctl/ct-get-nconns").trim(), "0");
+}
