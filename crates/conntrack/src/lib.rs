@@ -38,7 +38,9 @@
 //!
 //! # Not supported (yet)
 //!
-//! IP fragment reassembly (fragments are `+inv`), the FTP/TFTP ALGs
+//! Fragments reaching [`Conntrack::execute`] are `+inv`: the datapath
+//! reassembles them first with [`ipf::Ipf`] (a separate module, as Open
+//! vSwitch's `ipf`). Not supported: the FTP/TFTP ALGs
 //! (`helper` is recorded and printed, no expectations are created), SCTP
 //! and DCCP state machines (tracked as "other"), timeout policies per
 //! zone (one policy for the tracker), per-connection packet/byte counters.
@@ -55,6 +57,7 @@
 
 pub mod format;
 pub mod icmp;
+pub mod ipf;
 pub mod key;
 pub mod limits;
 pub mod nat;

@@ -8,9 +8,9 @@
 //!    mark, label and NAT are applied;
 //! 2. otherwise its tuple is extracted; an unparsable packet is
 //!    `+trk+inv`;
-//! 3. entering a different zone clears the previous `ct_state`; a packet
-//!    already NATed by an earlier `ct` of the zone is looked up by its
-//!    reversed tuple;
+//! 3. entering a different zone clears the previous `ct_state` (in the
+//!    same zone only `+snat`/`+dnat` are kept); a packet already NATed by
+//!    an earlier `ct` of the zone is looked up by its reversed tuple;
 //! 4. found: the protocol state machine decides `+est`/`+new`/`+inv`
 //!    (`+rpl` in the reply direction); an ICMP error quoting it is
 //!    `+rel`; NAT is applied if the action asks for it; `force` deletes
@@ -264,6 +264,10 @@ impl Conntrack {
         if md.state != 0 && md.zone != zone {
             md.state = 0;
         }
+        // In the same zone only the NAT bits carry over (they say the
+        // packet was already translated); the verdict is made afresh, so a
+        // stale `+inv` or `+rpl` cannot mix with this pass's result.
+        md.state &= state::SNAT | state::DNAT;
         let natted = md.state & (state::SNAT | state::DNAT) != 0;
         let related = pkt.parsed.related;
         let mut key = pkt.parsed.key;

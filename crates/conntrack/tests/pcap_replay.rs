@@ -11,8 +11,13 @@
 //! - at the end, both tuples of every connection find it and the count
 //!   matches the dump.
 //!
+//! Fragments go through the reassembler first ([`Ipf`], minimum fragment
+//! size lowered to 400 for the captures); every reassembled packet must
+//! be trackable.
+//!
 //! Skips (with a message) when the corpus is absent, as on a clean clone.
 
+use flowpath_conntrack::ipf::{Ipf, IpfResult};
 use flowpath_conntrack::key::{extract, ConnKey};
 use flowpath_conntrack::{state, Config, Conntrack, CtArgs, CtMeta};
 use pcap_file::pcap::PcapReader;
@@ -93,6 +98,7 @@ struct Tally {
     syn_new: usize,
     synack_est: usize,
     ack_est: usize,
+    reassembled: usize,
 }
 
 #[test]
@@ -116,6 +122,9 @@ fn replay_real_captures() {
         // Handshakes in progress: original tuple -> stage (1 SYN seen,
         // 2 SYN+ACK seen).
         let mut hs: HashMap<ConnKey, u8> = HashMap::new();
+        let ipf = Ipf::new();
+        ipf.set_min_frag(false, 400).expect("in bounds");
+        ipf.set_min_frag(true, 400).expect("in bounds");
         let mut last = 0;
         for (ts, mut f) in read(path) {
             t.packets += 1;
@@ -125,6 +134,20 @@ fn replay_real_captures() {
             };
             if dl != 0x0800 && dl != 0x86dd {
                 continue;
+            }
+            match ipf.reassemble(&f, l3, dl, 0, 0, true, ts) {
+                IpfResult::NotFragment | IpfResult::PassThrough => {}
+                IpfResult::Held | IpfResult::Invalid => continue,
+                IpfResult::Reassembled { packet, fragments } => {
+                    assert!(fragments.len() > 1);
+                    assert!(
+                        extract(&packet, l3, dl, 0, true).is_some(),
+                        "{}: a reassembled packet must be trackable",
+                        path.display()
+                    );
+                    t.reassembled += 1;
+                    f = packet;
+                }
             }
             // Captured checksums are often left to offload: vouch for them.
             let parsed = extract(&f, l3, dl, 0, true);
@@ -173,6 +196,8 @@ fn replay_real_captures() {
                 hs.remove(&p.key);
             }
         }
+        let _ = ipf.expire(u64::MAX);
+        assert_eq!(ipf.status().nfrag, 0);
         ct.sweep_all(last);
         let dump = ct.dump_at(None, last);
         assert_eq!(dump.len(), ct.n_conns() as usize, "{}", path.display());

@@ -196,7 +196,7 @@ fn check_invariants(ct: &Conntrack, now: u64) {
 
 proptest! {
     #![proptest_config(ProptestConfig {
-        cases: 200,
+        cases: 500,
         failure_persistence: None,
         ..ProptestConfig::default()
     })]
