@@ -103,3 +103,78 @@ fn tutorial_firewall_with_iperf3_and_nmap() {
     t.appctl("dpctl/flush-conntrack");
     assert_eq!(t.appctl("dpctl/ct-get-nconns").trim(), "0");
 }
+
+/// The MAC address of namespace `i`'s interface.
+fn mac_of(t: &Topo, i: u32) -> String {
+    let o = t.in_ns(i, 5, &format!("cat /sys/class/net/{}p{i}/address", t.tag));
+    String::from_utf8_lossy(&o.stdout).trim().to_string()
+}
+
+/// SNAT: A's connections to B leave with the address 10.77.0.100
+/// (`ct(commit,nat(src=...))`); B's answers come back to A through the
+/// reverse translation (`ct(nat)`), as `tcpdump` in B and iperf3 show.
+#[test]
+fn snat_live() {
+    if !can_run("snat_live", &["ip", "iperf3", "tcpdump", "ovs-appctl"]) {
+        return;
+    }
+    let mut t = Topo::new("sn");
+    let rules = "\
+table=0,priority=10,arp,actions=NORMAL
+table=0,priority=100,in_port=1,ip,actions=ct(commit,zone=1,nat(src=10.77.0.100)),output:2
+table=0,priority=100,in_port=2,ip,actions=ct(zone=1,nat,table=1)
+table=1,in_port=2,ip,ct_state=+trk+est,actions=output:1
+table=1,priority=0,actions=drop
+";
+    t.switch_with_rules(rules, &[]);
+    // B answers the NAT address at A's MAC (nothing answers ARP for it).
+    let a_mac = mac_of(&t, 1);
+    let o = t.in_ns(
+        2,
+        5,
+        &format!("ip neigh add 10.77.0.100 lladdr {a_mac} dev {}p2", t.tag),
+    );
+    assert!(o.status.success(), "{o:?}");
+    let cap = t.path("b.pcap");
+    let mut dump = std::process::Command::new("ip");
+    dump.args(["netns", "exec", &t.ns(2), "tcpdump", "-n", "-U", "-i"])
+        .arg(format!("{}p2", t.tag))
+        .args(["-w", &ofnet::s(&cap), "icmp or tcp port 5201"]);
+    let k = t.start(dump, "tcpdump.log");
+    std::thread::sleep(Duration::from_millis(800));
+    assert!(t.ping(1, 2), "{}", t.log("switch.log"));
+    assert!(t.in_ns(2, 5, "iperf3 -s -D -1").status.success());
+    assert!(wait_until(Duration::from_secs(5), || {
+        t.in_ns(2, 5, "ss -ltn")
+            .stdout
+            .windows(5)
+            .any(|w| w == b":5201")
+    }));
+    let client = t.in_ns(1, 30, "iperf3 -c 10.77.0.2 -t 1 -J");
+    assert!(
+        client.status.success(),
+        "{}",
+        String::from_utf8_lossy(&client.stderr)
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    t.kill(k);
+    let seen = ofnet::sh(&format!("tcpdump -n -r {} 2>/dev/null", ofnet::s(&cap)));
+    let seen = String::from_utf8_lossy(&seen.stdout);
+    assert!(
+        seen.contains("IP 10.77.0.100 > 10.77.0.2: ICMP echo request"),
+        "{seen}"
+    );
+    assert!(seen.contains("IP 10.77.0.100."), "{seen}");
+    assert!(
+        !seen.contains("IP 10.77.0.1 >") && !seen.contains("IP 10.77.0.1."),
+        "A's address leaked: {seen}"
+    );
+    let ct = t.appctl("dpctl/dump-conntrack zone=1");
+    assert!(
+        ct.lines()
+            .any(|l| l.starts_with("tcp,orig=(src=10.77.0.1,dst=10.77.0.2,")
+                && l.contains("reply=(src=10.77.0.2,dst=10.77.0.100,")
+                && l.contains("zone=1")),
+        "{ct}"
+    );
+}
