@@ -178,3 +178,96 @@ table=1,priority=0,actions=drop
         "{ct}"
     );
 }
+
+/// DNAT load balancing: A's connections to the virtual address
+/// 10.77.0.100:8080 are spread by a select group over two servers (B
+/// and C) with `ct(commit,nat(dst=...),table=1)` buckets, as OVN's load
+/// balancers write them; replies come back from the virtual address.
+#[test]
+fn dnat_load_balancer_live() {
+    if !can_run(
+        "dnat_load_balancer_live",
+        &["ip", "curl", "python3", "ovs-appctl"],
+    ) {
+        return;
+    }
+    let mut t = Topo::new("lb");
+    let (m2, m3) = (mac_of(&t, 2), mac_of(&t, 3));
+    let vmac = "02:00:00:00:01:00";
+    let rules = format!(
+        "\
+table=0,priority=10,arp,actions=NORMAL
+table=0,priority=100,in_port=1,ip,nw_dst=10.77.0.100,actions=ct(zone=1,nat,table=1)
+table=1,in_port=1,ip,ct_state=+trk+new-dnat,actions=group:1
+table=1,in_port=1,ip,ct_state=+trk+dnat,nw_dst=10.77.0.2,actions=mod_dl_dst:{m2},output:2
+table=1,in_port=1,ip,ct_state=+trk+dnat,nw_dst=10.77.0.3,actions=mod_dl_dst:{m3},output:3
+table=0,priority=100,in_port=2,ip,actions=ct(zone=1,nat,table=2)
+table=0,priority=100,in_port=3,ip,actions=ct(zone=1,nat,table=2)
+table=2,ip,ct_state=+trk+est,actions=mod_dl_src:{vmac},output:1
+table=2,priority=0,actions=drop
+"
+    );
+    let groups = t.path("lb.groups");
+    std::fs::write(
+        &groups,
+        "group_id=1,type=select,bucket=ct(commit,zone=1,nat(dst=10.77.0.2),table=1),\
+         bucket=ct(commit,zone=1,nat(dst=10.77.0.3),table=1)\n",
+    )
+    .unwrap();
+    t.switch_with_rules(&rules, &["--groups".into(), ofnet::s(&groups)]);
+    let o = t.in_ns(
+        1,
+        5,
+        &format!("ip neigh add 10.77.0.100 lladdr {vmac} dev {}p1", t.tag),
+    );
+    assert!(o.status.success(), "{o:?}");
+    for i in [2u32, 3] {
+        let root = t.path(&format!("www{i}"));
+        std::fs::create_dir_all(&root).unwrap();
+        std::fs::write(root.join("who"), format!("server{i}")).unwrap();
+        let mut c = std::process::Command::new("ip");
+        c.args([
+            "netns",
+            "exec",
+            &t.ns(i),
+            "python3",
+            "-m",
+            "http.server",
+            "8080",
+            "-d",
+        ])
+        .arg(&root);
+        t.start(c, &format!("http{i}.log"));
+    }
+    assert!(wait_until(Duration::from_secs(10), || {
+        [2, 3].iter().all(|&i| {
+            t.in_ns(i, 5, "ss -ltn")
+                .stdout
+                .windows(5)
+                .any(|w| w == b":8080")
+        })
+    }));
+    let mut got = std::collections::HashMap::<String, u32>::new();
+    for _ in 0..16 {
+        let o = t.in_ns(1, 10, "curl -s -m 5 http://10.77.0.100:8080/who");
+        *got.entry(String::from_utf8_lossy(&o.stdout).into_owned())
+            .or_default() += 1;
+    }
+    assert_eq!(got.values().sum::<u32>(), 16);
+    assert!(
+        got.get("server2").copied().unwrap_or(0) >= 1
+            && got.get("server3").copied().unwrap_or(0) >= 1
+            && got.get("server2").copied().unwrap_or(0) + got.get("server3").copied().unwrap_or(0)
+                == 16,
+        "{got:?}\n{}",
+        t.appctl("dpctl/dump-flows")
+    );
+    let ct = t.appctl("dpctl/dump-conntrack zone=1");
+    assert!(
+        ct.lines().any(
+            |l| l.starts_with("tcp,orig=(src=10.77.0.1,dst=10.77.0.100,")
+                && l.contains("reply=(src=10.77.0.2,dst=10.77.0.1,")
+        ),
+        "{ct}"
+    );
+}

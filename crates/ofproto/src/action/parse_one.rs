@@ -58,7 +58,10 @@ pub(super) fn parse_one(
                     return fail(name, "ct takes its arguments in parentheses: ct(...)")
                 }
             };
-            let ct = crate::ct::parse_ct(text, matching)?;
+            // (A group bucket's actions are not checked against a match:
+            // OVS parses them without `check_CT`.)
+            let check = !std::ptr::eq(matching, bucket_context());
+            let ct = crate::ct::parse_ct(text, matching, check)?;
             Ok(Some(Action::Ct(crate::ct::intern(ct))))
         }
         "ct_clear" => no_arg(name, arg, Action::CtClear).map(Some),

@@ -85,23 +85,28 @@ use mpls::{is_mpls, MPLS_MAX_LABELS};
 /// `None` without an output: nothing is done at all.
 fn action_set_order(set: &[Action]) -> Option<Vec<Action>> {
     let last = |f: &dyn Fn(&Action) -> bool| set.iter().rev().find(|a| f(a)).copied();
-    let output = last(&|a| matches!(a, Action::Group(_))).or_else(|| {
-        last(&|a| {
-            matches!(
-                a,
-                Action::Output(_)
-                    | Action::OutputTrunc { .. }
-                    | Action::Enqueue { .. }
-                    | Action::Bundle { .. }
-                    | Action::InPort
-                    | Action::All
-                    | Action::Flood
-                    | Action::Normal
-                    | Action::Controller { .. }
-                    | Action::Resubmit { .. }
-            )
+    let output = last(&|a| matches!(a, Action::Group(_)))
+        .or_else(|| {
+            last(&|a| {
+                matches!(
+                    a,
+                    Action::Output(_)
+                        | Action::OutputTrunc { .. }
+                        | Action::Enqueue { .. }
+                        | Action::Bundle { .. }
+                        | Action::InPort
+                        | Action::All
+                        | Action::Flood
+                        | Action::Normal
+                        | Action::Controller { .. }
+                        | Action::Resubmit { .. }
+                )
+            })
         })
-    })?;
+        // As OVS 3.1's final actions: ct_clear, then ct, only without any of
+        // the above.
+        .or_else(|| last(&|a| matches!(a, Action::CtClear)))
+        .or_else(|| last(&|a| matches!(a, Action::Ct(_))))?;
     let mut list: Vec<Action> = Vec::new();
     list.extend(last(&|a| matches!(a, Action::PopVlan)));
     list.extend(last(&|a| matches!(a, Action::PopMpls(_))));
