@@ -11,6 +11,7 @@
 //! | `parity` | the OVS-DPDK anchor's main workloads | several configurations each (best is compared) | `tools/parity.sh` |
 //! | `tse` | Tuple Space Explosion at 0 / 1 / 10 / 50 % of packets, 1000 established flows | OVS defaults, mask budget 8, SMC, SMC + mask budget | Csikor et al., CoNEXT 2019 (`tools/attack-bench.sh` adds OVS-DPDK) |
 //! | `storm` | new-flow storm at 0 / 1 / 10 / 50 %, megaflows off | no budget, upcall budget 1 and 2 /ms/port | the upcall-storm weakness of inline upcalls |
+//! | `ct` | flows-rr 1k / 100k / 1M through the conntrack tutorial firewall, with and without source NAT, and without conntrack | OVS defaults (EMC), EMC+SMC | conntrack against OVS-DPDK's (`tools/ct-bench.sh`) |
 
 use crate::grid::{parse_configs, BenchConfig};
 use crate::workload::{AttackKind, WorkloadSpec};
@@ -37,11 +38,14 @@ pub enum Scenario {
     Tse,
     /// New-flow storm sweep, with and without the upcall budget.
     Storm,
+    /// Connection tracking: established traffic through `ct`, with and
+    /// without NAT.
+    Ct,
 }
 
 impl Scenario {
     /// All scenarios.
-    pub const ALL: [Scenario; 8] = [
+    pub const ALL: [Scenario; 9] = [
         Scenario::Default,
         Scenario::Dfc,
         Scenario::Cd,
@@ -50,6 +54,7 @@ impl Scenario {
         Scenario::Parity,
         Scenario::Tse,
         Scenario::Storm,
+        Scenario::Ct,
     ];
 
     /// The command-line name.
@@ -63,6 +68,7 @@ impl Scenario {
             Scenario::Parity => "parity",
             Scenario::Tse => "tse",
             Scenario::Storm => "storm",
+            Scenario::Ct => "ct",
         }
     }
 }
@@ -75,7 +81,9 @@ impl fmt::Display for Scenario {
 
 /// An unknown scenario name.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("unknown scenario {0:?} (expected default, dfc, cd, emc-prob, nmap, parity, tse or storm)")]
+#[error(
+    "unknown scenario {0:?} (expected default, dfc, cd, emc-prob, nmap, parity, tse, storm or ct)"
+)]
 pub struct UnknownScenario(pub String);
 
 impl FromStr for Scenario {
@@ -159,6 +167,25 @@ pub fn plan(s: Scenario) -> Plan {
             attack(AttackKind::Storm),
             &configs("megaflows-off=emc+nomf,emc+nomf+ub:1,emc+nomf+ub:2"),
         ),
+        Scenario::Ct => {
+            let mut w = Vec::new();
+            for n in [1000u64, 100_000, 1_000_000] {
+                w.push(WorkloadSpec::Ct {
+                    flows: n,
+                    nat: false,
+                });
+                w.push(WorkloadSpec::Ct {
+                    flows: n,
+                    nat: true,
+                });
+                w.push(rr(n));
+            }
+            Plan::grid(
+                "Connection tracking: established flows through ct, with and without NAT",
+                w,
+                &configs("emc,emc+smc"),
+            )
+        }
         Scenario::Default => Plan::grid(
             "flowpath bench: default grid",
             vec![

@@ -78,6 +78,16 @@ pub enum WorkloadSpec {
         /// The attack's share of the packets, in percent.
         share_pct: u32,
     },
+    /// `ct`: the `flows` round-robin traffic (N UDP flows) through the
+    /// stateful firewall of OVS's conntrack tutorial ([`CT_RULES`]: every
+    /// packet tracked, recirculated and, new, committed), or with `nat`
+    /// through source NAT ([`CT_NAT_RULES`]).
+    Ct {
+        /// Number of flows (connections).
+        flows: u64,
+        /// Source NAT on commit.
+        nat: bool,
+    },
     /// A capture (`.pcap`/`.pcapng`, or a `.parts` list of captures, one
     /// input port each) and its rules.
     Pcap {
@@ -89,6 +99,29 @@ pub enum WorkloadSpec {
         groups: Option<PathBuf>,
     },
 }
+
+/// The rules of [`WorkloadSpec::Ct`]: OVS's conntrack tutorial firewall
+/// for traffic from any port (the workloads' ports 1, 11, 12, 13) to port
+/// 2. Every packet takes two datapath passes (`ct`, `recirc`); a new
+/// connection is committed.
+pub const CT_RULES: &str = "\
+table=0,priority=1,actions=drop
+table=0,priority=100,ip,ct_state=-trk,actions=ct(table=1)
+table=1,priority=100,ip,ct_state=+trk+new,actions=ct(commit),output:2
+table=1,priority=100,ip,ct_state=+trk+est,actions=output:2
+table=1,priority=1,actions=drop
+";
+
+/// [`CT_RULES`] with source NAT: new connections are committed with their
+/// source translated into 10.200.0.1-10.200.0.254 (ports kept where
+/// free), later packets translated by `ct(nat)`.
+pub const CT_NAT_RULES: &str = "\
+table=0,priority=1,actions=drop
+table=0,priority=100,ip,ct_state=-trk,actions=ct(nat,table=1)
+table=1,priority=100,ip,ct_state=+trk+new,actions=ct(commit,nat(src=10.200.0.1-10.200.0.254)),output:2
+table=1,priority=100,ip,ct_state=+trk+est,actions=output:2
+table=1,priority=1,actions=drop
+";
 
 /// Which attack an [`WorkloadSpec::Attack`] is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -119,6 +152,8 @@ impl WorkloadSpec {
             }
             WorkloadSpec::Nmap { hosts, ports } => format!("nmap-{hosts}x{ports}"),
             WorkloadSpec::Attack { kind, share_pct } => format!("{}-{share_pct}pct", kind.name()),
+            WorkloadSpec::Ct { flows, nat: false } => format!("ct-{flows}"),
+            WorkloadSpec::Ct { flows, nat: true } => format!("ct-nat-{flows}"),
             WorkloadSpec::Pcap { pcap, .. } => pcap
                 .file_name()
                 .map(|n| n.to_string_lossy().to_string())
@@ -135,7 +170,7 @@ impl WorkloadSpec {
     /// Number of distinct flows, when known (the x axis of plots).
     pub fn flow_count(&self) -> Option<u64> {
         match self {
-            WorkloadSpec::Flows { flows, .. } => Some(*flows),
+            WorkloadSpec::Flows { flows, .. } | WorkloadSpec::Ct { flows, .. } => Some(*flows),
             WorkloadSpec::Subtables { subtables, dsts } => Some(subtables * dsts),
             WorkloadSpec::Nmap { hosts, ports } => Some(hosts * ports),
             WorkloadSpec::Attack { .. } | WorkloadSpec::Pcap { .. } => None,
@@ -150,6 +185,8 @@ impl WorkloadSpec {
             WorkloadSpec::Subtables { subtables, .. } => format!("subtables-{subtables}"),
             WorkloadSpec::Nmap { .. } => "nmap".into(),
             WorkloadSpec::Attack { kind, .. } => kind.name().into(),
+            WorkloadSpec::Ct { nat: false, .. } => "ct".into(),
+            WorkloadSpec::Ct { nat: true, .. } => "ct-nat".into(),
             WorkloadSpec::Pcap { .. } => "pcap".into(),
         }
     }
@@ -317,6 +354,10 @@ pub fn load(spec: &WorkloadSpec) -> Result<Workload, WorkloadError> {
             flows: *flows,
             order: *order,
         }),
+        WorkloadSpec::Ct { flows, .. } => Profile::Flows(FlowsSpec {
+            flows: *flows,
+            order: Order::RoundRobin,
+        }),
         WorkloadSpec::Subtables { subtables, dsts } => Profile::Subtables(SubtablesSpec {
             subtables: *subtables,
             dsts: *dsts,
@@ -362,7 +403,11 @@ pub fn load(spec: &WorkloadSpec) -> Result<Workload, WorkloadError> {
         start += n;
         ports.push(PortTraffic::packed(part_port(i), data, &offsets));
     }
-    let rules_text = w.rules_text();
+    let rules_text = match spec {
+        WorkloadSpec::Ct { nat: false, .. } => CT_RULES.to_string(),
+        WorkloadSpec::Ct { nat: true, .. } => CT_NAT_RULES.to_string(),
+        _ => w.rules_text(),
+    };
     let tables = parse_tables(&rules_text, &spec.name(), &ports)?;
     Ok(Workload {
         spec: spec.clone(),
