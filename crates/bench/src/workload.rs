@@ -543,3 +543,23 @@ mod tests {
         assert_eq!(w.packet_count(), 5000);
     }
 }
+
+#[cfg(test)]
+mod ct_rules_tests {
+    use super::*;
+
+    /// tools/ct-bench.sh gives OVS-DPDK the rules `flowpath bench
+    /// --scenario ct` uses: the same lines.
+    #[test]
+    fn ct_bench_script_has_the_scenario_rules() {
+        let script = include_str!("../../../tools/ct-bench.sh");
+        for rules in [CT_RULES, CT_NAT_RULES] {
+            for line in rules.lines() {
+                assert!(
+                    script.lines().any(|l| l == line),
+                    "{line} not in tools/ct-bench.sh"
+                );
+            }
+        }
+    }
+}

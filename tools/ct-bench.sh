@@ -1,0 +1,158 @@
+#!/usr/bin/env bash
+# tools/ct-bench.sh - connection tracking, OVS-DPDK (dpif-netdev's userspace
+# conntrack) and flowpath on the same pcaps with the same rules, in one run
+# on this machine; writes a side-by-side Markdown table.
+#
+# Usage: tools/ct-bench.sh [--out DIR] [--pcaps DIR] [--only REGEX] [--no-huge]
+#
+# Workloads: the anchor's flows-N-rr pcaps (N UDP flows, round robin over
+# four input ports) for N = 1000, 100000, 1000000, each with three rule
+# sets:
+#   ct      OVS's conntrack tutorial firewall for every port: ct(table=1),
+#           +new -> ct(commit),output:2, +est -> output:2 (every packet two
+#           datapath passes; after the first pass over the flows every
+#           packet is an established connection's);
+#   ct-nat  the same with source NAT: ct(nat,table=1), +new ->
+#           ct(commit,nat(src=10.200.0.1-10.200.0.254)),output:2;
+#   plain   the pcap's own rules (udp -> output:2), no conntrack.
+# (The rule texts are those of `flowpath bench --scenario ct`,
+# crates/bench/src/workload.rs CT_RULES / CT_NAT_RULES; a test checks
+# they agree.)
+# OVS runs its defaults (EMC, no SMC), warm-up W s (default 10) then R
+# intervals of M s (default 3 x 5); flowpath its configurations emc and
+# emc+smc. Memory per connection: the growth of ovs-vswitchd's resident
+# memory between the 1000- and the 1000000-connection runs (OVS, divided
+# by the connections it holds), and flowpath's tracker's own count.
+#
+# Needs root and: apt-get install -y openvswitch-switch-dpdk librte-net-null23
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "$(readlink -f "$0")")/.." && pwd)"
+OUT=/tmp/ct-bench PCAPS=/tmp/ovsbench/pcap ONLY=. NOHUGE=""
+ANCHOR=${ANCHOR:-$ROOT/../shared/anchors/ovs-dpdk}
+W=${W:-10} M=${M:-5} R=${R:-3}
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --out) OUT=$2; shift 2 ;;
+        --pcaps) PCAPS=$2; shift 2 ;;
+        --only) ONLY=$2; shift 2 ;;
+        --no-huge) NOHUGE=--no-huge; shift ;;
+        -h|--help) sed -n '2,27p' "$0"; exit 0 ;;
+        *) echo "unknown option $1" >&2; exit 2 ;;
+    esac
+done
+ANCHOR=$(readlink -f "$ANCHOR")
+mkdir -p "$OUT/logs" "$PCAPS"
+log() { echo "[ct-bench] $*" >&2; }
+
+cat > "$OUT/ct.rules" <<'EOF'
+table=0,priority=1,actions=drop
+table=0,priority=100,ip,ct_state=-trk,actions=ct(table=1)
+table=1,priority=100,ip,ct_state=+trk+new,actions=ct(commit),output:2
+table=1,priority=100,ip,ct_state=+trk+est,actions=output:2
+table=1,priority=1,actions=drop
+EOF
+cat > "$OUT/ct-nat.rules" <<'EOF'
+table=0,priority=1,actions=drop
+table=0,priority=100,ip,ct_state=-trk,actions=ct(nat,table=1)
+table=1,priority=100,ip,ct_state=+trk+new,actions=ct(commit,nat(src=10.200.0.1-10.200.0.254)),output:2
+table=1,priority=100,ip,ct_state=+trk+est,actions=output:2
+table=1,priority=1,actions=drop
+EOF
+
+for n in 1000 100000 1000000; do
+    if [ ! -f "$PCAPS/flows-$n-rr.parts" ]; then
+        log "generating flows-$n-rr"
+        python3 "$ANCHOR/gen-pcap.py" -o "$PCAPS/flows-$n-rr" flows --n "$n" --order rr >/dev/null
+    fi
+done
+
+# tag | pcap | rules file
+CASES=()
+for n in 1000 100000 1000000; do
+    CASES+=("ct-$n|flows-$n-rr|$OUT/ct.rules" "ct-nat-$n|flows-$n-rr|$OUT/ct-nat.rules"
+            "plain-$n|flows-$n-rr|$PCAPS/flows-$n-rr.rules")
+done
+
+# --- OVS-DPDK -------------------------------------------------------------------
+command -v ovs-vsctl >/dev/null || { log "OVS not installed (see the header)"; exit 1; }
+rm -f "$OUT/ovs.csv" "$OUT/ovs-mem.txt"
+NS=()
+if ip link show ovs-netdev >/dev/null 2>&1; then
+    NSNAME=flowpath-ct-$$
+    ip netns add "$NSNAME"
+    trap 'ip netns del "$NSNAME" 2>/dev/null || true' EXIT
+    NS=(ip netns exec "$NSNAME")
+fi
+RUNDIR=${OVSBENCH_DIR:-/tmp/ovsbench}/run
+for c in "${CASES[@]}"; do
+    IFS='|' read -r tag wl rules <<< "$c"
+    [[ "$tag" =~ $ONLY ]] || continue
+    log "OVS-DPDK $tag ($(cut -d' ' -f1-3 /proc/loadavg))"
+    keep=""
+    case "$tag" in ct-1000|ct-1000000) keep=--keep ;; esac
+    # shellcheck disable=SC2086
+    "${NS[@]}" "$ANCHOR/ovs-dpdk-bench.sh" -w "$W" -m "$M" -r "$R" $NOHUGE $keep --tag "$tag" \
+        --csv "$OUT/ovs.csv" "$rules" "$PCAPS/$wl.parts" \
+        > "$OUT/logs/ovs-$tag.log" 2>&1 || { log "OVS $tag failed: see $OUT/logs/ovs-$tag.log"; tail -5 "$OUT/logs/ovs-$tag.log" >&2; }
+    grep -E '^(MEAN|WARNING)' "$OUT/logs/ovs-$tag.log" >&2 || true
+    if [ -n "$keep" ]; then
+        pid=$(cat "$RUNDIR/ovs-vswitchd.pid" 2>/dev/null || true)
+        if [ -n "$pid" ]; then
+            rss=$(awk '/VmRSS/ {print $2}' "/proc/$pid/status")
+            nconns=$(ovs-appctl -t "$RUNDIR/ovs-vswitchd.$pid.ctl" dpctl/ct-get-nconns 2>/dev/null || echo 0)
+            echo "$tag rss_kb=$rss nconns=$nconns" >> "$OUT/ovs-mem.txt"
+        fi
+        "$ANCHOR/ovs-dpdk-bench.sh" --stop >/dev/null 2>&1 || true
+    fi
+done
+"$ANCHOR/ovs-dpdk-bench.sh" --stop >/dev/null 2>&1 || true
+if [ ${#NS[@]} -eq 0 ] && ip link show ovs-netdev >/dev/null 2>&1; then
+    ip link del ovs-netdev 2>/dev/null || true
+fi
+
+# --- flowpath -------------------------------------------------------------------
+if [ -z "${FLOWPATH:-}" ]; then
+    (cd "$ROOT" && cargo build --release -q -p flowpath-cli)
+    FLOWPATH=$ROOT/target/release/flowpath
+fi
+for c in "${CASES[@]}"; do
+    IFS='|' read -r tag wl rules <<< "$c"
+    [[ "$tag" =~ $ONLY ]] || continue
+    log "flowpath $tag ($(cut -d' ' -f1-3 /proc/loadavg))"
+    "$FLOWPATH" bench --pcap "$PCAPS/$wl.parts" --rules "$rules" --config emc,emc+smc \
+        --warmup-ms 2000 --duration-ms 2000 --intervals 3 \
+        --json-out "$OUT/flowpath-$tag.json" > "$OUT/logs/flowpath-$tag.log" 2>&1 \
+        || { log "flowpath $tag failed"; tail -5 "$OUT/logs/flowpath-$tag.log" >&2; }
+done
+
+# --- side by side ---------------------------------------------------------------
+python3 - "$OUT" "${CASES[@]}" > "$OUT/ct.md" <<'EOF'
+import csv, json, os, sys
+out, cases = sys.argv[1], sys.argv[2:]
+ovs = {}
+if os.path.exists(f"{out}/ovs.csv"):
+    for row in csv.DictReader(open(f"{out}/ovs.csv")):
+        try:
+            ovs.setdefault(row["tag"], []).append(float(row["mpps"]))
+        except (ValueError, KeyError, TypeError):
+            pass
+print("| workload | OVS-DPDK Mpps | flowpath emc Mpps | flowpath emc+smc Mpps | ratio (best) |")
+print("|---|---:|---:|---:|---:|")
+for c in cases:
+    tag = c.split("|")[0]
+    o = sum(ovs[tag]) / len(ovs[tag]) if ovs.get(tag) else None
+    f = {}
+    p = f"{out}/flowpath-{tag}.json"
+    if os.path.exists(p):
+        for r in json.load(open(p)):
+            f[r["config"]] = r["mpps"]
+    best = max(f.values()) if f else None
+    ratio = f"{best / o:.2f}x" if o and best else "-"
+    fmt = lambda v: f"{v:.2f}" if v else "-"
+    print(f"| {tag} | {fmt(o)} | {fmt(f.get('emc'))} | {fmt(f.get('emc+smc'))} | {ratio} |")
+if os.path.exists(f"{out}/ovs-mem.txt"):
+    print()
+    print("OVS memory: " + "; ".join(l.strip() for l in open(f"{out}/ovs-mem.txt")))
+EOF
+cat "$OUT/ct.md"
