@@ -298,11 +298,8 @@ impl Conntrack {
         let mut create = false;
         if let Some(c) = &conn {
             create = self.update_state(pkt, md, c, reply, related, now);
-            if !create {
-                if let Some(n) = &args.nat {
-                    let _ = n;
-                    self.handle_nat(pkt, md, c, zone, reply, related);
-                }
+            if !create && args.nat.is_some() {
+                self.handle_nat(pkt, md, c, zone, reply, related);
             }
         } else if let Some(c) = self.by_orig_tuple(md, &pkt.parsed.key, args, now) {
             create = self.update_state(pkt, md, &c, false, related, now);
@@ -317,9 +314,13 @@ impl Conntrack {
         if create {
             expected = self.exps.find(&key);
             let _g = self.table.insert_guard();
-            if !self.table.taken(&key, now) {
-                conn = self.not_found(pkt, md, &key, args, expected.as_ref(), now);
-            }
+            conn = if self.table.taken(&key, now) {
+                // Another thread created it meanwhile: the verdict stands,
+                // but hand out no handle to the replaced connection.
+                None
+            } else {
+                self.not_found(pkt, md, &key, args, expected.as_ref(), now)
+            };
         }
 
         // The metadata.
