@@ -161,8 +161,8 @@ pub struct NatRange {
     pub max_port: u16,
 }
 
-/// The `nat(...)` argument of a `ct` action.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// The `nat(...)` argument of a `ct` action (`Default`: plain `nat`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct NatSpec {
     /// `None`: plain `nat`, which only applies an existing connection's
     /// translation.

@@ -819,3 +819,74 @@ fn tftp_expectation() {
             || format_entry(&e[1], false, false).contains("helper=tftp")
     );
 }
+
+fn nat6(kind: NatKind, a: u8) -> Option<NatSpec> {
+    Some(NatSpec {
+        kind: Some(kind),
+        range: Some(NatRange {
+            min_addr: IpAddr::V6(v6a(a).into()),
+            max_addr: IpAddr::V6(v6a(a).into()),
+            min_port: 0,
+            max_port: 0,
+        }),
+        persistent: false,
+        hash: false,
+        random: false,
+    })
+}
+
+#[test]
+fn icmpv6_echo_snat_and_error_through_dnat() {
+    let ct = ct();
+    // ICMPv6 echo, SNAT: the pseudo-header checksum follows the address.
+    let args = CtArgs {
+        nat: nat6(NatKind::Src, 0x55),
+        ..commit(0)
+    };
+    let mut req = icmp6_echo(v6a(1), v6a(2), 128, 77, 1);
+    let md = run(&ct, &mut req, &args, 0);
+    assert_eq!(md.state, s::TRK | s::NEW | s::SNAT);
+    assert_eq!(&req[22..38], &v6a(0x55));
+    assert!(checksums_ok(&req));
+    let mut rep = icmp6_echo(v6a(2), v6a(0x55), 129, 77, 1);
+    let md = run(&ct, &mut rep, &plain_nat(), 0);
+    assert_eq!(md.state, s::TRK | s::EST | s::RPL | s::DNAT);
+    assert_eq!(&rep[38..54], &v6a(1));
+    assert!(checksums_ok(&rep));
+    // TCP over IPv6 with DNAT; the server's ICMPv6 error about it must
+    // reach the client quoting the address the client used.
+    let args = CtArgs {
+        nat: nat6(NatKind::Dst, 0x20),
+        ..commit(0)
+    };
+    let mut syn = tcp6(v6a(1), v6a(0x99), 1234, 443, 10, 0, TCP_SYN);
+    let original = syn.clone();
+    assert_eq!(
+        run(&ct, &mut syn, &args, 0).state,
+        s::TRK | s::NEW | s::DNAT
+    );
+    assert_eq!(&syn[38..54], &v6a(0x20));
+    assert!(checksums_ok(&syn));
+    let mut err = icmp6_error(v6a(0x20), v6a(1), 1, 4, &syn[14..]);
+    let md = run(&ct, &mut err, &plain_nat(), 0);
+    assert_eq!(md.state, s::TRK | s::REL | s::RPL | s::SNAT);
+    assert_eq!(
+        &err[22..38],
+        &v6a(0x99),
+        "outer source: the address the client used"
+    );
+    let inner = 14 + 40 + 8;
+    assert_eq!(
+        &err[inner + 24..inner + 40],
+        &v6a(0x99),
+        "quoted destination"
+    );
+    assert!(
+        checksums_ok(&err),
+        "ICMPv6 checksum over the new pseudo-header"
+    );
+    assert!(
+        err[inner..] == original[14..],
+        "the quoted packet is the client's, checksum included"
+    );
+}
