@@ -40,8 +40,8 @@
 //!
 //! Fragments reaching [`Conntrack::execute`] are `+inv`: the datapath
 //! reassembles them first with [`ipf::Ipf`] (a separate module, as Open
-//! vSwitch's `ipf`). Not supported: the FTP/TFTP ALGs
-//! (`helper` is recorded and printed, no expectations are created), SCTP
+//! vSwitch's `ipf`). The FTP and TFTP helpers ([`alg`]) create
+//! expectations but do not rewrite FTP messages for NAT. Not supported: SCTP
 //! and DCCP state machines (tracked as "other"), timeout policies per
 //! zone (one policy for the tracker), per-connection packet/byte counters.
 //!
@@ -55,6 +55,7 @@
     deny(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)
 )]
 
+pub mod alg;
 pub mod format;
 pub mod icmp;
 pub mod ipf;
@@ -160,8 +161,8 @@ pub struct NatRange {
     pub max_port: u16,
 }
 
-/// The `nat(...)` argument of a `ct` action.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// The `nat(...)` argument of a `ct` action (`Default`: plain `nat`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct NatSpec {
     /// `None`: plain `nat`, which only applies an existing connection's
     /// translation.

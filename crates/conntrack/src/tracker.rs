@@ -27,14 +27,15 @@
 //! Invariants: see the crate documentation. Thread-safety: `Conntrack`
 //! is `Send + Sync`; counters are relaxed atomics.
 
+use crate::alg;
 use crate::key::{extract, ConnKey, Parsed, ETH_TYPE_IPV4};
 use crate::limits::ZoneLimits;
 use crate::nat::{self, Layout};
 use crate::proto::{valid_new, UpdateRes, L4};
 use crate::table::{handle_split, handle_with_dir, Conn, Table};
 use crate::{
-    state, tcp, Config, ConnEntry, CtArgs, CtMeta, FlushTuple, OrigTuple, Stats, TcpInfo, Tuple,
-    TupleMatch,
+    state, tcp, Alg, Config, ConnEntry, CtArgs, CtMeta, FlushTuple, OrigTuple, Stats, TcpInfo,
+    Tuple, TupleMatch,
 };
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
@@ -59,6 +60,7 @@ pub struct Conntrack {
     n_conns: AtomicU32,
     max_conns: AtomicU32,
     seq_check: AtomicBool,
+    exps: alg::Expectations,
     sweep_next: AtomicUsize,
     last_sweep: AtomicU64,
     rng: AtomicU64,
@@ -161,6 +163,7 @@ impl Conntrack {
             n_conns: AtomicU32::new(0),
             max_conns: AtomicU32::new(cfg.max_conns),
             seq_check: AtomicBool::new(cfg.tcp_seq_check),
+            exps: alg::Expectations::new(),
             sweep_next: AtomicUsize::new(0),
             last_sweep: AtomicU64::new(0),
             rng: AtomicU64::new(0x2545_f491_4f6c_dd1d),
@@ -189,7 +192,7 @@ impl Conntrack {
         let zone = args.zone;
         if md.conn != 0 && !args.force && args.helper.is_none() {
             if let Some(conn) = self.table.by_handle(md.conn) {
-                if conn.key.zone == zone && !conn.expired(now_ms) {
+                if conn.key.zone == zone && conn.alg.is_none() && !conn.expired(now_ms) {
                     self.process_fast(frame, l3, dl_type, args, md, &conn);
                     return;
                 }
@@ -295,11 +298,8 @@ impl Conntrack {
         let mut create = false;
         if let Some(c) = &conn {
             create = self.update_state(pkt, md, c, reply, related, now);
-            if !create {
-                if let Some(n) = &args.nat {
-                    let _ = n;
-                    self.handle_nat(pkt, md, c, zone, reply, related);
-                }
+            if !create && args.nat.is_some() {
+                self.handle_nat(pkt, md, c, zone, reply, related);
             }
         } else if let Some(c) = self.by_orig_tuple(md, &pkt.parsed.key, args, now) {
             create = self.update_state(pkt, md, &c, false, related, now);
@@ -310,11 +310,17 @@ impl Conntrack {
             create = true;
         }
 
+        let mut expected = None;
         if create {
+            expected = self.exps.find(&key);
             let _g = self.table.insert_guard();
-            if !self.table.taken(&key, now) {
-                conn = self.not_found(pkt, md, &key, args, now);
-            }
+            conn = if self.table.taken(&key, now) {
+                // Another thread created it meanwhile: the verdict stands,
+                // but hand out no handle to the replaced connection.
+                None
+            } else {
+                self.not_found(pkt, md, &key, args, expected.as_ref(), now)
+            };
         }
 
         // The metadata.
@@ -328,17 +334,75 @@ impl Conntrack {
                 drop(s);
                 md.orig = Some(orig_tuple(c.parent.as_deref().unwrap_or(&c.key)));
             }
-            None => {
-                md.mark = 0;
-                md.label = 0;
-                md.orig = Some(orig_tuple(&key));
-            }
+            None => match &expected {
+                Some(e) => {
+                    md.mark = e.mark;
+                    md.label = e.label;
+                    md.orig = Some(orig_tuple(&e.parent));
+                }
+                None => {
+                    md.mark = 0;
+                    md.label = 0;
+                    md.orig = Some(orig_tuple(&key));
+                }
+            },
         }
         md.conn = 0;
         if let Some(c) = &conn {
             self.set_mark_label(args, md, c);
+            if !related {
+                self.alg_ctl(pkt, md, c);
+            }
             if args.nat.is_none() {
                 md.conn = handle_with_dir(c.handle.load(Ordering::Relaxed), reply, related);
+            }
+        }
+    }
+
+    /// A helper connection's control packet: expectations for the data
+    /// connections it announces.
+    fn alg_ctl(&self, pkt: &Pkt<'_>, md: &mut CtMeta, c: &Conn) {
+        let Some(alg) = c.alg else {
+            return;
+        };
+        if alg::ctl_type(&pkt.parsed.key) != Some(alg) {
+            return;
+        }
+        let reply = md.state & state::RPL != 0;
+        let (mark, label) = {
+            let s = c.lock();
+            (s.mark, s.label)
+        };
+        let exp = alg::Expectation {
+            parent: c.key,
+            mark,
+            label,
+        };
+        match alg {
+            Alg::Tftp => {
+                let k = alg::data_key(&c.key, &c.rev_key, reply, c.key.src.port);
+                self.exps.expect(k, exp);
+            }
+            Alg::Ftp => {
+                let l4 = pkt.l4();
+                let hl = usize::from(l4.get(12).copied().unwrap_or(0) >> 4) * 4;
+                let payload = l4.get(hl..).unwrap_or(&[]);
+                match alg::parse_ftp(payload, c.key.v6) {
+                    alg::FtpMsg::Other => {}
+                    alg::FtpMsg::Invalid => md.state |= state::TRK | state::INV,
+                    alg::FtpMsg::Data {
+                        addr,
+                        port,
+                        passive,
+                    } => {
+                        if addr.is_some_and(|a| !alg::addr_ok(&c.key, &c.rev_key, passive, &a)) {
+                            md.state |= state::TRK | state::INV;
+                            return;
+                        }
+                        let k = alg::data_key(&c.key, &c.rev_key, reply, port);
+                        self.exps.expect(k, exp);
+                    }
+                }
             }
         }
     }
@@ -509,6 +573,7 @@ impl Conntrack {
         md: &mut CtMeta,
         key: &ConnKey,
         args: &CtArgs,
+        expected: Option<&alg::Expectation>,
         now: u64,
     ) -> Option<Arc<Conn>> {
         if !valid_new(key, pkt.l4()) {
@@ -516,6 +581,9 @@ impl Conntrack {
             return None;
         }
         md.state = state::NEW;
+        if expected.is_some() {
+            md.state |= state::REL;
+        }
         if !(args.commit || args.force) {
             return None;
         }
@@ -549,7 +617,16 @@ impl Conntrack {
         }
         let mut c = Conn::new(*key, rev, l4, exp);
         c.nat_action = action;
-        c.alg = args.helper;
+        // The helper sticks when the ports agree with it (or name no ALG).
+        c.alg = args
+            .helper
+            .filter(|h| alg::ctl_type(key).is_none_or(|t| t == *h));
+        if let Some(e) = expected {
+            c.parent = Some(Box::new(e.parent));
+            let s = c.state.get_mut().unwrap_or_else(|e| e.into_inner());
+            s.mark = e.mark;
+            s.label = e.label;
+        }
         let mut evicted = Vec::new();
         let inserted = self.table.insert(c, now, &mut evicted);
         for old in evicted {
@@ -594,264 +671,19 @@ impl Conntrack {
     }
 
     fn count_out(&self, c: &Conn) {
+        if c.alg.is_some() {
+            self.exps.clean(&c.key);
+        }
         let _ = self
             .n_conns
             .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1));
         self.limits.release(c.key.zone);
         self.ctr.removed.fetch_add(1, Ordering::Relaxed);
     }
-
-    /// Expires connections whose timeout passed. Call from a thread that
-    /// is not a PMD, every 100 ms – 1 s. Each call visits a slice of the
-    /// shards (all of them within 16 calls) so that one call's work stays
-    /// bounded. Returns the number of connections removed.
-    pub fn sweep(&self, now_ms: u64) -> usize {
-        self.last_sweep.store(now_ms, Ordering::Relaxed);
-        let n = self.table.n_shards();
-        let step = n.div_ceil(16).max(1);
-        let from = self.sweep_next.load(Ordering::Relaxed) % n.max(1);
-        let to = (from + step).min(n);
-        self.sweep_next
-            .store(if to >= n { 0 } else { to }, Ordering::Relaxed);
-        let mut removed = 0;
-        for c in self.table.expired_in(from, to, now_ms) {
-            if self.table.remove(&c) {
-                self.count_out(&c);
-                removed += 1;
-            }
-        }
-        removed
-    }
-
-    /// Expires every connection whose timeout passed, in all shards.
-    pub fn sweep_all(&self, now_ms: u64) -> usize {
-        self.last_sweep.store(now_ms, Ordering::Relaxed);
-        let mut removed = 0;
-        for c in self.table.expired_in(0, self.table.n_shards(), now_ms) {
-            if self.table.remove(&c) {
-                self.count_out(&c);
-                removed += 1;
-            }
-        }
-        removed
-    }
-
-    /// Deletes connections: all, those of `zone`, or (with `tuple`) those
-    /// matching it (in `zone`, or in zone 0 when no zone is given, as
-    /// `dpctl/flush-conntrack` does).
-    pub fn flush(&self, zone: Option<u16>, tuple: Option<&FlushTuple>) {
-        let zone = match (zone, tuple) {
-            (None, Some(_)) => Some(0),
-            (z, _) => z,
-        };
-        for c in self.table.all() {
-            if zone.is_some_and(|z| z != c.key.zone) {
-                continue;
-            }
-            if let Some(t) = tuple {
-                if t.proto.is_some_and(|p| p != c.key.proto)
-                    || !side_matches(&tuple_of(&c.key), &t.orig)
-                    || !side_matches(&tuple_of(&c.rev_key), &t.reply)
-                {
-                    continue;
-                }
-            }
-            self.remove(&c);
-        }
-    }
-
-    /// The live connections (all zones, or one), for
-    /// `dpctl/dump-conntrack`, sorted by zone then original tuple.
-    pub fn dump_at(&self, zone: Option<u16>, now_ms: u64) -> Vec<ConnEntry> {
-        let mut v: Vec<ConnEntry> = self
-            .table
-            .all()
-            .iter()
-            .filter(|c| !c.expired(now_ms) && zone.is_none_or(|z| z == c.key.zone))
-            .map(|c| self.entry(c, now_ms))
-            .collect();
-        v.sort_by_key(|e| (e.zone, format::sort_key(&e.orig)));
-        v
-    }
-
-    /// [`Conntrack::dump_at`] at the time of the last sweep (the tracker
-    /// reads no clock; the sweeping thread's calls tell it the time).
-    pub fn dump(&self, zone: Option<u16>) -> Vec<ConnEntry> {
-        self.dump_at(zone, self.last_sweep.load(Ordering::Relaxed))
-    }
-
-    fn entry(&self, c: &Conn, now: u64) -> ConnEntry {
-        let s = *c.lock();
-        let tcp = match s.l4 {
-            L4::Tcp(t) => {
-                let (wo, wr) = t.wscales();
-                let (fo, fr) = t.flags();
-                Some(TcpInfo {
-                    state_orig: t.peer[0].state,
-                    state_reply: t.peer[1].state,
-                    wscale_orig: wo,
-                    wscale_reply: wr,
-                    flags_orig: fo,
-                    flags_reply: fr,
-                })
-            }
-            _ => None,
-        };
-        let exp = c.expiration.load(Ordering::Relaxed);
-        ConnEntry {
-            orig: tuple_of(&c.key),
-            reply: tuple_of(&c.rev_key),
-            zone: c.key.zone,
-            mark: s.mark,
-            label: s.label,
-            timeout: u32::try_from(exp.saturating_sub(now) / 1000).unwrap_or(u32::MAX),
-            tcp,
-            helper: c.alg,
-            parent: c.parent.as_deref().map(tuple_of),
-        }
-    }
-
-    /// Looks a tuple up as a packet would: the live connection owning it
-    /// and whether `key` is its reply tuple (`dpctl/ct-get`-like; for
-    /// tests and tools, not the packet path).
-    pub fn find(&self, key: &ConnKey, now_ms: u64) -> Option<(ConnEntry, bool)> {
-        self.table
-            .lookup(key, now_ms)
-            .map(|(c, reply)| (self.entry(&c, now_ms), reply))
-    }
-
-    /// The lookup key of a dumped tuple in `zone` (the inverse of what
-    /// [`Conntrack::dump`] prints).
-    pub fn key_of(t: &Tuple, zone: u16) -> ConnKey {
-        let mut k = ConnKey {
-            proto: t.proto,
-            zone,
-            ..ConnKey::default()
-        };
-        let put = |a: &IpAddr, out: &mut [u8; 16]| match a {
-            IpAddr::V4(v4) => {
-                let o = v4.octets();
-                out[0] = o[0];
-                out[1] = o[1];
-                out[2] = o[2];
-                out[3] = o[3];
-            }
-            IpAddr::V6(v6) => *out = v6.octets(),
-        };
-        k.v6 = matches!(t.src, IpAddr::V6(_));
-        put(&t.src, &mut k.src.addr);
-        put(&t.dst, &mut k.dst.addr);
-        if k.is_icmp() {
-            k.src.port = t.icmp_id;
-            k.dst.port = t.icmp_id;
-            k.src.icmp_type = t.icmp_type;
-            k.src.icmp_code = t.icmp_code;
-            k.dst.icmp_type = if k.v6 {
-                crate::key::reverse_icmp6_type(t.icmp_type)
-            } else {
-                crate::key::reverse_icmp_type(t.icmp_type)
-            };
-        } else {
-            k.src.port = t.src_port;
-            k.dst.port = t.dst_port;
-        }
-        k
-    }
-
-    /// Counters.
-    pub fn stats(&self) -> Stats {
-        let r = |a: &AtomicU64| a.load(Ordering::Relaxed);
-        Stats {
-            n_conns: self.n_conns(),
-            max_conns: self.max_conns(),
-            committed: r(&self.ctr.committed),
-            removed: r(&self.ctr.removed),
-            full: r(&self.ctr.full),
-            zone_limited: r(&self.ctr.zone_limited),
-            nat_exhausted: r(&self.ctr.nat_exhausted),
-            unparsable: r(&self.ctr.unparsable),
-            invalid: r(&self.ctr.invalid),
-        }
-    }
-
-    /// Connections in the table.
-    pub fn n_conns(&self) -> u32 {
-        self.n_conns.load(Ordering::Relaxed)
-    }
-
-    /// Sets the maximum number of connections (`dpctl/ct-set-maxconns`).
-    pub fn set_max_conns(&self, n: u32) {
-        self.max_conns.store(n, Ordering::Relaxed);
-    }
-
-    /// The maximum number of connections.
-    pub fn max_conns(&self) -> u32 {
-        self.max_conns.load(Ordering::Relaxed)
-    }
-
-    /// Turns TCP sequence checking on or off.
-    pub fn set_tcp_seq_check(&self, on: bool) {
-        self.seq_check.store(on, Ordering::Relaxed);
-    }
-
-    /// Whether TCP sequence checking is on.
-    pub fn tcp_seq_check(&self) -> bool {
-        self.seq_check.load(Ordering::Relaxed)
-    }
-
-    /// Sets zone `zone`'s own connection limit (0 = unlimited).
-    pub fn set_zone_limit(&self, zone: u16, limit: u32) {
-        self.limits.set(zone, limit);
-    }
-
-    /// Removes zone `zone`'s own limit (the default applies again).
-    pub fn del_zone_limit(&self, zone: u16) {
-        self.limits.del(zone);
-    }
-
-    /// Sets the default zone limit (0 = unlimited).
-    pub fn set_default_limit(&self, limit: u32) {
-        self.limits.set_default(limit);
-    }
-
-    /// The default zone limit.
-    pub fn default_limit(&self) -> u32 {
-        self.limits.default_limit()
-    }
-
-    /// `(zone, limit, count)` of every zone with its own limit.
-    pub fn zone_limits(&self) -> Vec<(u16, u32, u32)> {
-        self.limits.list()
-    }
-
-    /// `(zone, limit in force, count)` for the zones asked about, as
-    /// `dpctl/ct-get-limits zone=...` reports them.
-    pub fn zone_limits_of(&self, zones: &[u16]) -> Vec<(u16, u32, u32)> {
-        zones
-            .iter()
-            .map(|&z| (z, self.limits.effective(z), self.limits.count(z)))
-            .collect()
-    }
-
-    /// Estimated bytes per connection: the record, its `Arc`, its two
-    /// index entries (with the hash map's control bytes) and its slab slot.
-    pub fn bytes_per_conn() -> usize {
-        std::mem::size_of::<Conn>()
-            + 2 * std::mem::size_of::<usize>()
-            + 2 * (crate::table::INDEX_ENTRY_BYTES + 1)
-            + crate::table::SLOT_BYTES
-    }
-
-    /// The TCP states of the connections, for `ct-stats-show -m`.
-    pub fn tcp_state_name(state: u8) -> &'static str {
-        tcp::STATE_NAMES
-            .get(usize::from(state))
-            .copied()
-            .unwrap_or("[unknown]")
-    }
 }
 
-use crate::format;
+#[path = "admin.rs"]
+mod admin;
 
 #[cfg(test)]
 #[path = "tracker_tests.rs"]

@@ -684,3 +684,209 @@ fn memory_per_connection() {
     );
     assert!(per < 1024);
 }
+
+fn ftp_commit() -> CtArgs {
+    CtArgs {
+        helper: Some(crate::Alg::Ftp),
+        set_mark: Some((0x42, u32::MAX)),
+        ..commit(0)
+    }
+}
+
+#[test]
+fn ftp_passive_expectation_makes_data_related() {
+    let ct = ct();
+    // Control connection A:40000 -> B:21.
+    let mut syn = tcp4(A, B, 40000, 21, 100, 0, TCP_SYN, &[]);
+    assert_eq!(run(&ct, &mut syn, &ftp_commit(), 0).state, s::TRK | s::NEW);
+    let mut sa = tcp4(B, A, 21, 40000, 500, 101, TCP_SYN | TCP_ACK, &[]);
+    run(&ct, &mut sa, &ftp_commit(), 0);
+    let mut ack = tcp4(A, B, 40000, 21, 101, 501, TCP_ACK, &[]);
+    run(&ct, &mut ack, &ftp_commit(), 0);
+    let mut pasv = tcp4(A, B, 40000, 21, 101, 501, TCP_ACK | TCP_PSH, b"PASV\r\n");
+    run(&ct, &mut pasv, &ftp_commit(), 0);
+    let reply = b"227 Entering Passive Mode (10,1,1,2,19,137).\r\n";
+    let mut r = tcp4(B, A, 21, 40000, 501, 107, TCP_ACK | TCP_PSH, reply);
+    assert_eq!(
+        run(&ct, &mut r, &ftp_commit(), 0).state,
+        s::TRK | s::EST | s::RPL
+    );
+    // The client opens the data connection to 19*256+137 from any port.
+    let mut d = tcp4(A, B, 40001, 19 * 256 + 137, 7, 0, TCP_SYN, &[]);
+    let md = run(&ct, &mut d, &lookup(0), 0);
+    assert_eq!(md.state, s::TRK | s::NEW | s::REL, "expected: +new+rel");
+    assert_eq!(md.mark, 0x42, "mark of the control connection");
+    assert_eq!(
+        md.orig.expect("orig").dst_port,
+        21,
+        "orig tuple: the control connection"
+    );
+    let md = run(&ct, &mut d, &commit(0), 0);
+    assert_eq!(md.state, s::TRK | s::NEW | s::REL);
+    let mut dsa = tcp4(B, A, 19 * 256 + 137, 40001, 900, 8, TCP_SYN | TCP_ACK, &[]);
+    let md = run(&ct, &mut dsa, &lookup(0), 0);
+    assert_eq!(md.state, s::TRK | s::EST | s::REL | s::RPL);
+    assert_eq!(md.mark, 0x42);
+    // Unrelated connections to other ports are not related.
+    let mut other = tcp4(A, B, 40002, 9999, 7, 0, TCP_SYN, &[]);
+    assert_eq!(run(&ct, &mut other, &lookup(0), 0).state, s::TRK | s::NEW);
+    let line = ct
+        .dump(None)
+        .iter()
+        .map(|e| format_entry(e, true, false))
+        .find(|l| l.contains("dport=5001"))
+        .expect("data connection dumped");
+    assert!(
+        line.ends_with(",parent=(src=10.1.1.1,dst=10.1.1.2,sport=40000,dport=21)"),
+        "{line}"
+    );
+    // Flushing the control connection forgets its expectations.
+    ct.flush(
+        None,
+        Some(&FlushTuple {
+            proto: Some(6),
+            orig: TupleMatch {
+                dst_port: Some(21),
+                ..TupleMatch::default()
+            },
+            ..FlushTuple::default()
+        }),
+    );
+    let mut late = tcp4(A, B, 40003, 19 * 256 + 137, 7, 0, TCP_SYN, &[]);
+    assert_eq!(run(&ct, &mut late, &lookup(0), 0).state, s::TRK | s::NEW);
+}
+
+#[test]
+fn ftp_active_port_and_bad_address() {
+    let ct = ct();
+    let mut syn = tcp4(A, B, 40000, 21, 100, 0, TCP_SYN, &[]);
+    run(&ct, &mut syn, &ftp_commit(), 0);
+    let mut sa = tcp4(B, A, 21, 40000, 500, 101, TCP_SYN | TCP_ACK, &[]);
+    run(&ct, &mut sa, &ftp_commit(), 0);
+    let mut port = tcp4(
+        A,
+        B,
+        40000,
+        21,
+        101,
+        501,
+        TCP_ACK | TCP_PSH,
+        b"PORT 10,1,1,1,200,10\r\n",
+    );
+    assert_eq!(run(&ct, &mut port, &ftp_commit(), 0).state, s::TRK | s::EST);
+    // The server connects back from port 20.
+    let mut d = tcp4(B, A, 20, 200 * 256 + 10, 1, 0, TCP_SYN, &[]);
+    assert_eq!(
+        run(&ct, &mut d, &commit(0), 0).state,
+        s::TRK | s::NEW | s::REL
+    );
+    // A PORT naming a third host is refused.
+    let mut evil = tcp4(
+        A,
+        B,
+        40000,
+        21,
+        123,
+        501,
+        TCP_ACK | TCP_PSH,
+        b"PORT 6,6,6,6,1,1\r\n",
+    );
+    let md = run(&ct, &mut evil, &ftp_commit(), 0);
+    assert_eq!(md.state & s::INV, s::INV);
+    let mut d2 = tcp4(B, [6, 6, 6, 6], 20, 257, 1, 0, TCP_SYN, &[]);
+    assert_eq!(run(&ct, &mut d2, &lookup(0), 0).state, s::TRK | s::NEW);
+}
+
+#[test]
+fn tftp_expectation() {
+    let ct = ct();
+    let args = CtArgs {
+        helper: Some(crate::Alg::Tftp),
+        ..commit(0)
+    };
+    let mut rrq = udp4(A, B, 3333, 69, b"\x00\x01file\x00octet\x00");
+    assert_eq!(run(&ct, &mut rrq, &args, 0).state, s::TRK | s::NEW);
+    // The server answers from a fresh port.
+    let mut data = udp4(B, A, 47000, 3333, b"\x00\x03\x00\x01hello");
+    assert_eq!(
+        run(&ct, &mut data, &commit(0), 0).state,
+        s::TRK | s::NEW | s::REL
+    );
+    let e = ct.dump(None);
+    assert!(e.iter().any(|e| e.helper == Some(crate::Alg::Tftp)));
+    assert!(
+        format_entry(&e[0], false, false).contains("helper=tftp")
+            || format_entry(&e[1], false, false).contains("helper=tftp")
+    );
+}
+
+fn nat6(kind: NatKind, a: u8) -> Option<NatSpec> {
+    Some(NatSpec {
+        kind: Some(kind),
+        range: Some(NatRange {
+            min_addr: IpAddr::V6(v6a(a).into()),
+            max_addr: IpAddr::V6(v6a(a).into()),
+            min_port: 0,
+            max_port: 0,
+        }),
+        persistent: false,
+        hash: false,
+        random: false,
+    })
+}
+
+#[test]
+fn icmpv6_echo_snat_and_error_through_dnat() {
+    let ct = ct();
+    // ICMPv6 echo, SNAT: the pseudo-header checksum follows the address.
+    let args = CtArgs {
+        nat: nat6(NatKind::Src, 0x55),
+        ..commit(0)
+    };
+    let mut req = icmp6_echo(v6a(1), v6a(2), 128, 77, 1);
+    let md = run(&ct, &mut req, &args, 0);
+    assert_eq!(md.state, s::TRK | s::NEW | s::SNAT);
+    assert_eq!(&req[22..38], &v6a(0x55));
+    assert!(checksums_ok(&req));
+    let mut rep = icmp6_echo(v6a(2), v6a(0x55), 129, 77, 1);
+    let md = run(&ct, &mut rep, &plain_nat(), 0);
+    assert_eq!(md.state, s::TRK | s::EST | s::RPL | s::DNAT);
+    assert_eq!(&rep[38..54], &v6a(1));
+    assert!(checksums_ok(&rep));
+    // TCP over IPv6 with DNAT; the server's ICMPv6 error about it must
+    // reach the client quoting the address the client used.
+    let args = CtArgs {
+        nat: nat6(NatKind::Dst, 0x20),
+        ..commit(0)
+    };
+    let mut syn = tcp6(v6a(1), v6a(0x99), 1234, 443, 10, 0, TCP_SYN);
+    let original = syn.clone();
+    assert_eq!(
+        run(&ct, &mut syn, &args, 0).state,
+        s::TRK | s::NEW | s::DNAT
+    );
+    assert_eq!(&syn[38..54], &v6a(0x20));
+    assert!(checksums_ok(&syn));
+    let mut err = icmp6_error(v6a(0x20), v6a(1), 1, 4, &syn[14..]);
+    let md = run(&ct, &mut err, &plain_nat(), 0);
+    assert_eq!(md.state, s::TRK | s::REL | s::RPL | s::SNAT);
+    assert_eq!(
+        &err[22..38],
+        &v6a(0x99),
+        "outer source: the address the client used"
+    );
+    let inner = 14 + 40 + 8;
+    assert_eq!(
+        &err[inner + 24..inner + 40],
+        &v6a(0x99),
+        "quoted destination"
+    );
+    assert!(
+        checksums_ok(&err),
+        "ICMPv6 checksum over the new pseudo-header"
+    );
+    assert!(
+        err[inner..] == original[14..],
+        "the quoted packet is the client's, checksum included"
+    );
+}
