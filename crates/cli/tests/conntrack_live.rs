@@ -271,3 +271,136 @@ table=2,priority=0,actions=drop
         "{ct}"
     );
 }
+
+/// Sends TCP SYNs from random sources to `dst_ip`:80 out of `dev`, from
+/// `src_mac` to `dst_mac`, at about `pps` for `secs` seconds (standard
+/// library only: an AF_PACKET socket).
+const SYN_FLOOD: &str = r#"
+import os, random, socket, struct, sys, time
+dev, src_mac, dst_mac, dst_ip, pps, secs = sys.argv[1:7]
+pps, secs = int(pps), float(secs)
+mac = lambda m: bytes(int(x, 16) for x in m.split(":"))
+def csum(b):
+    if len(b) % 2: b += b"\0"
+    s = sum(struct.unpack("!%dH" % (len(b) // 2), b))
+    while s >> 16: s = (s & 0xffff) + (s >> 16)
+    return ~s & 0xffff
+s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
+s.bind((dev, 0))
+dst = socket.inet_aton(dst_ip)
+end = time.time() + secs
+sent = 0
+while time.time() < end:
+    t0 = time.time()
+    for _ in range(max(1, pps // 100)):
+        src = bytes([10, 77, random.randrange(1, 255), random.randrange(1, 255)])
+        sport = random.randrange(1024, 65535)
+        tcp = struct.pack("!HHIIBBHHH", sport, 80, random.getrandbits(32), 0, 5 << 4, 0x02, 64240, 0, 0)
+        pseudo = src + dst + struct.pack("!BBH", 0, 6, len(tcp))
+        tcp = tcp[:16] + struct.pack("!H", csum(pseudo + tcp)) + tcp[18:]
+        ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + len(tcp), 0, 0, 64, 6, 0, src, dst)
+        ip = ip[:10] + struct.pack("!H", csum(ip)) + ip[12:]
+        s.send(mac(dst_mac) + mac(src_mac) + b"\x08\x00" + ip + tcp)
+        sent += 1
+    time.sleep(max(0.0, 0.01 - (time.time() - t0)))
+print(sent)
+"#;
+
+/// A SYN flood at a zone with a limit: the zone's table holds its limit
+/// (commits over it fail, counted), and an established iperf3 connection
+/// through the same zone keeps at least 80 % of its throughput.
+#[test]
+fn syn_flood_at_a_limited_zone() {
+    if !can_run(
+        "syn_flood_at_a_limited_zone",
+        &["ip", "iperf3", "python3", "ovs-appctl"],
+    ) {
+        return;
+    }
+    let mut t = Topo::new("sf");
+    let rules = "\
+table=0,priority=1,actions=drop
+table=0,priority=10,arp,actions=NORMAL
+table=0,priority=100,ip,ct_state=-trk,actions=ct(table=1,zone=7)
+table=1,in_port=1,ip,ct_state=+trk+new,actions=ct(commit,zone=7),output:2
+table=1,in_port=1,ip,ct_state=+trk+est,actions=output:2
+table=1,in_port=2,ip,ct_state=+trk+est,actions=output:1
+table=1,priority=0,actions=drop
+";
+    t.switch_with_rules(rules, &[]);
+    t.appctl("dpctl/ct-set-limits zone=7,limit=300");
+    assert!(t.ping(1, 2), "{}", t.log("switch.log"));
+    assert!(t.in_ns(2, 5, "iperf3 -s -D -1").status.success());
+    assert!(wait_until(Duration::from_secs(5), || {
+        t.in_ns(2, 5, "ss -ltn")
+            .stdout
+            .windows(5)
+            .any(|w| w == b":5201")
+    }));
+    // iperf3 for 8 s (1-s intervals); the flood runs from the 3rd to the
+    // 7th second.
+    let iperf = std::process::Command::new("ip")
+        .args([
+            "netns",
+            "exec",
+            &t.ns(1),
+            "iperf3",
+            "-c",
+            "10.77.0.2",
+            "-t",
+            "8",
+            "-J",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(2500));
+    let script = t.path("synflood.py");
+    std::fs::write(&script, SYN_FLOOD).unwrap();
+    let (a_mac, b_mac) = (mac_of(&t, 1), mac_of(&t, 2));
+    let flood = t.in_ns(
+        1,
+        30,
+        &format!(
+            "python3 {} {}p1 {a_mac} {b_mac} 10.77.0.2 20000 4",
+            ofnet::s(&script),
+            t.tag
+        ),
+    );
+    assert!(
+        flood.status.success(),
+        "{}",
+        String::from_utf8_lossy(&flood.stderr)
+    );
+    let sent: u64 = String::from_utf8_lossy(&flood.stdout)
+        .trim()
+        .parse()
+        .unwrap();
+    // The zone holds its limit.
+    let limits = t.appctl("dpctl/ct-get-limits zone=7");
+    let count: u32 = limits
+        .lines()
+        .find_map(|l| l.strip_prefix("zone=7,limit=300,count="))
+        .and_then(|c| c.trim().parse().ok())
+        .unwrap_or_else(|| panic!("{limits}"));
+    assert!((250..=300).contains(&count), "{limits}");
+    let out = iperf.wait_with_output().unwrap();
+    let j: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let iv: Vec<f64> = j["intervals"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["sum"]["bits_per_second"].as_f64().unwrap_or(0.0))
+        .collect();
+    assert!(iv.len() >= 7, "{iv:?}");
+    let before = (iv[0] + iv[1]) / 2.0;
+    let during = (iv[3] + iv[4] + iv[5]) / 3.0;
+    eprintln!(
+        "SYN flood of {sent} packets in 4 s at zone 7 (limit 300, held {count}): iperf3 {:.2} Gbit/s before, {:.2} during ({:.0} %)",
+        before / 1e9,
+        during / 1e9,
+        100.0 * during / before
+    );
+    assert!(sent > 20_000, "{sent}");
+    assert!(during >= 0.8 * before, "{iv:?}");
+}

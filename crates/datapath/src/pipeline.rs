@@ -60,9 +60,9 @@ use flowpath_odp::{DpAction, DpActions};
 /// built by the extractor can have.
 pub const EXACT_MASK: FlowMask = {
     let mut w = [0u64; flowpath_flow::FLOW_WORDS];
-    w[W_META] = (1 << 56) - 1;
+    w[W_META] = (1 << 58) - 1;
     w[W_NW] = u64::MAX;
-    w[W_TP] = 0xffff_3fff_ffff_ffff;
+    w[W_TP] = 0xffff_0fff_ffff_ffff;
     w[W_L2_DST] = u64::MAX;
     w[W_L2_SRC] = u64::MAX;
     w[W_ARP_SHA] = (1 << 48) - 1;

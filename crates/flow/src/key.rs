@@ -13,14 +13,14 @@
 //!
 //! | word | bits | field |
 //! |---|---|---|
-//! | 0 `W_META` | 0..16 in_port, 16..32 recirc_id, 32..48 dl_type, 48..56 nw_proto (arp_op), 56..64 ct_state |
+//! | 0 `W_META` | 0..16 in_port, 16..32 recirc_id, 32..48 dl_type, 48..56 nw_proto (arp_op), 56..58 nw_frag |
 //! | 1 `W_NW` | 0..32 nw_src (arp_spa), 32..64 nw_dst (arp_tpa) |
-//! | 2 `W_TP` | 0..16 tp_src (icmp_type), 16..32 tp_dst (icmp_code), 32..44 tcp_flags (32..40 nd_options_type), 44..46 nw_frag, 48..56 nw_tos (DSCP+ECN byte), 56..64 nw_ttl |
+//! | 2 `W_TP` | 0..16 tp_src (icmp_type), 16..32 tp_dst (icmp_code), 32..44 tcp_flags (32..48 nd_options_type), 48..56 nw_tos (DSCP+ECN byte), 56..64 nw_ttl |
 //! | 3 `W_L2_DST` | 0..48 dl_dst, 48..64 vlan_tci (outer tag, CFI bit = present) |
 //! | 4 `W_L2_SRC` | 0..48 dl_src, 48..64 vlan_tci of the inner (second) tag |
-//! | 5 `W_ARP_SHA` | 0..48 arp_sha / nd_sll, 48..64 dp_hash (its low 16 bits; datapath metadata) |
+//! | 5 `W_ARP_SHA` | 0..48 arp_sha / nd_sll, 48..56 ct_state, 56..64 ct_nw_proto |
 //! | 6 `W_ARP_THA` | 0..48 arp_tha / nd_tll, 48..64 ct_zone |
-//! | 7 `W_IPV6_MISC` | 0..20 ipv6_label, 20..28 ct_nw_proto, 32..64 mpls_lse2 (the third MPLS label stack entry) or nd_reserved |
+//! | 7 `W_IPV6_MISC` | 0..20 ipv6_label, 20..32 dp_hash (its low 12 bits; datapath metadata), 32..64 mpls_lse2 (the third MPLS label stack entry) or nd_reserved |
 //! | 8, 9 | ipv6_src (high, low) |
 //! | 10, 11 | ipv6_dst |
 //! | 12, 13 | nd_target |
@@ -55,7 +55,7 @@ pub const fn word_index(i: u8) -> usize {
     }
 }
 
-/// Word holding in_port, recirc_id, dl_type, nw_proto and ct_state.
+/// Word holding in_port, recirc_id, dl_type, nw_proto and nw_frag.
 pub const W_META: usize = 0;
 /// Word holding the IPv4 (or ARP) addresses.
 pub const W_NW: usize = 1;
@@ -197,24 +197,24 @@ scalar_accessors! {
     /// in_port's word, which every megaflow matches, so every megaflow
     /// matches it exactly at no cost.
     recirc_id, set_recirc_id, u32, W_META, 16, 16;
-    /// The datapath hash (OVS's `dp_hash`), its low 16 bits: 0 until a
+    /// The datapath hash (OVS's `dp_hash`), its low 12 bits: 0 until a
     /// datapath `hash` action computed it (a computed hash is never 0; a
     /// select group reads at most its low 8 bits).
-    dp_hash, set_dp_hash, u32, W_ARP_SHA, 48, 16;
+    dp_hash, set_dp_hash, u32, W_IPV6_MISC, 20, 12;
     /// Ethernet type after any VLAN tags (0x05ff for non-Ethernet-II frames, as OVS).
     dl_type, set_dl_type, u16, W_META, 32, 16;
     /// IP protocol, or the ARP opcode (low 8 bits) for ARP.
     nw_proto, set_nw_proto, u8, W_META, 48, 8;
     /// Fragment bits: [`FRAG_ANY`], [`FRAG_LATER`].
-    nw_frag, set_nw_frag, u8, W_TP, 44, 2;
+    nw_frag, set_nw_frag, u8, W_META, 56, 2;
     /// Connection-tracking state ([`ct_state`] bits; 0 = not tracked).
-    ct_state, set_ct_state, u8, W_META, 56, 8;
+    ct_state, set_ct_state, u8, W_ARP_SHA, 48, 8;
     /// Connection-tracking zone of the last `ct` action.
     ct_zone, set_ct_zone, u16, W_ARP_THA, 48, 16;
     /// The tracked connection's mark.
     ct_mark, set_ct_mark, u32, W_CT, 0, 32;
     /// The original-direction tuple's IP protocol.
-    ct_nw_proto, set_ct_nw_proto, u8, W_IPV6_MISC, 20, 8;
+    ct_nw_proto, set_ct_nw_proto, u8, W_ARP_SHA, 56, 8;
     /// The original-direction tuple's source port (ICMP: type).
     ct_tp_src, set_ct_tp_src, u16, W_CT, 32, 16;
     /// The original-direction tuple's destination port (ICMP: code).
@@ -275,15 +275,15 @@ scalar_accessors! {
     mpls_lse2, set_mpls_lse2, u32, W_IPV6_MISC, 32, 32;
 }
 
-/// The key's `dp_hash` bits for a computed 32-bit hash `h`: its low 16
-/// bits, with bit 15 set when those are all 0 (0 means "no hash"; select
+/// The key's `dp_hash` bits for a computed 32-bit hash `h`: its low 12
+/// bits, with bit 11 set when those are all 0 (0 means "no hash"; select
 /// groups read at most the low 8 bits, so the choice is the same).
 #[inline]
 pub fn dp_hash_bits(h: u32) -> u32 {
-    if h & 0xffff == 0 {
-        0x8000
+    if h & 0xfff == 0 {
+        0x800
     } else {
-        h & 0xffff
+        h & 0xfff
     }
 }
 
@@ -558,7 +558,18 @@ mod tests {
         let mut k = FlowKey::zero();
         k.set_in_port(0xbeef);
         k.set_recirc_id(0xdead);
-        k.set_dp_hash(0xcafe);
+        k.set_dp_hash(0xafe);
+        k.set_ct_state(0x5a);
+        k.set_ct_zone(0xbeef);
+        k.set_ct_nw_proto(0xc3);
+        k.set_ct_mark(0x1234_5678);
+        k.set_ct_tp_src(0x1111);
+        k.set_ct_tp_dst(0x2222);
+        k.set_ct_nw_src(0x3333_3333);
+        k.set_ct_nw_dst(0x4444_4444);
+        k.set_ct_label(u128::MAX - 5);
+        k.set_ct_ipv6_src(7 << 64);
+        k.set_ct_ipv6_dst(9);
         k.set_dl_type(0x86dd);
         k.set_nw_proto(58);
         k.set_nw_frag(3);
@@ -581,7 +592,17 @@ mod tests {
         k.set_nd_target(0x1234 << 100);
         assert_eq!(k.in_port(), 0xbeef);
         assert_eq!(k.recirc_id(), 0xdead);
-        assert_eq!(k.dp_hash(), 0xcafe);
+        assert_eq!(k.dp_hash(), 0xafe);
+        assert_eq!(
+            (k.ct_state(), k.ct_zone(), k.ct_nw_proto(), k.ct_mark()),
+            (0x5a, 0xbeef, 0xc3, 0x1234_5678)
+        );
+        assert_eq!((k.ct_tp_src(), k.ct_tp_dst()), (0x1111, 0x2222));
+        assert_eq!((k.ct_nw_src(), k.ct_nw_dst()), (0x3333_3333, 0x4444_4444));
+        assert_eq!(
+            (k.ct_label(), k.ct_ipv6_src(), k.ct_ipv6_dst()),
+            (u128::MAX - 5, 7 << 64, 9)
+        );
         assert_eq!(k.dl_type(), 0x86dd);
         assert_eq!(k.nw_proto(), 58);
         assert_eq!(k.nw_frag(), 3);

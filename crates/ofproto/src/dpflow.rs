@@ -246,18 +246,18 @@ impl Builder {
                     k.set_recirc_id(v & m);
                     mk.set_recirc_id(m);
                 } else {
-                    // The key keeps the hash's low 16 bits (a select group
+                    // The key keeps the hash's low 12 bits (a select group
                     // reads at most 8); a non-zero hash stays non-zero as
                     // the datapath keeps it.
-                    if m > 0xffff && m != u32::MAX {
+                    if m > 0xfff && m != u32::MAX {
                         return Err(RuleError::new(
                             Some(name),
-                            format!("dp_hash({args}): flowpath keeps the low 16 bits only"),
+                            format!("dp_hash({args}): flowpath keeps the low 12 bits only"),
                         ));
                     }
-                    let low = v & m & 0xffff;
-                    k.set_dp_hash(if low == 0 && v & m != 0 { 0x8000 } else { low });
-                    mk.set_dp_hash(m & 0xffff);
+                    let low = v & m & 0xfff;
+                    k.set_dp_hash(if low == 0 && v & m != 0 { 0x800 } else { low });
+                    mk.set_dp_hash(m & 0xfff);
                 }
                 self.key = k;
                 self.mask = FlowMask::from_key(&mk);

@@ -133,6 +133,9 @@ fn random_match(rng: &mut Rng) -> Match {
         if matches!(f.id, FieldId::EthType | FieldId::NwProto)
             || (nd_type && f.id == FieldId::Icmpv6Type)
             || m.check_prereqs(f).is_err()
+            // (As OVS prints them: the ct ports only with ct_nw_proto.)
+            || (matches!(f.id, FieldId::CtTpSrc | FieldId::CtTpDst)
+                && m.mask.to_key().ct_nw_proto() == 0)
             || !rng.coin(3)
         {
             continue;
@@ -177,7 +180,12 @@ fn random_action(rng: &mut Rng, m: &Match) -> Option<Action> {
                 .iter()
                 // (vlan_vid's writes need a tag where they run and the
                 // present bit: tested on their own.)
-                .filter(|f| f.writable && f.id != FieldId::VlanVid && m.check_prereqs(f).is_ok())
+                // (ct_mark and ct_label: only inside ct(exec(...)).)
+                .filter(|f| {
+                    f.writable
+                        && !matches!(f.id, FieldId::VlanVid | FieldId::CtMark | FieldId::CtLabel)
+                        && m.check_prereqs(f).is_ok()
+                })
                 .map(|f| f.id)
                 .collect();
             let field = *rng.pick(&writable);

@@ -308,11 +308,11 @@ fn unknown_things() {
 fn unsupported_things() {
     for (flow, field) in [
         ("tun_src=1.1.1.1 actions=drop", "tun_src"),
-        ("ct_state=+trk actions=drop", "ct_state"),
+        ("nsh_spi=3 actions=drop", "nsh_spi"),
         ("mpls,mpls_lse1=3 actions=drop", "mpls_lse1"),
         ("NXM_NX_TUN_IPV4_DST=1 actions=drop", "NXM_NX_TUN_IPV4_DST"),
         ("actions=learn(table=1,NXM_NX_TUN_IPV4_SRC[])", "learn"),
-        ("actions=ct(commit,table=1)", "ct"),
+        ("actions=encap(nsh)", "encap"),
         ("actions=meter:1", "meter"),
         ("actions=sample(probability=5,sampling_port=1)", "sample"),
         ("actions=set_field:1.1.1.1->tun_dst", "set_field"),

@@ -365,7 +365,7 @@ fn register_actions() {
 fn unknown_and_unsupported() {
     for a in [
         "learn(table=1,NXM_NX_TUN_IPV4_SRC[])",
-        "ct(commit)",
+        "encap(nsh)",
         "meter:1",
     ] {
         let e = p(a).unwrap_err();
@@ -384,10 +384,17 @@ fn unknown_and_unsupported() {
 
 #[test]
 fn unsupported_field_names() {
-    for n in ["tun_src", "ct_state", "mpls_label", "NXM_NX_TUN_IPV4_SRC"] {
+    for n in ["tun_src", "nsh_spi", "mpls_label", "NXM_NX_TUN_IPV4_SRC"] {
         assert!(is_unsupported_field(n), "{n}");
     }
-    for n in ["nw_src", "register", "reg", "tp_dst"] {
+    for n in [
+        "nw_src",
+        "register",
+        "reg",
+        "tp_dst",
+        "ct_state",
+        "NXM_NX_CT_MARK",
+    ] {
         assert!(!is_unsupported_field(n), "{n}");
     }
 }
