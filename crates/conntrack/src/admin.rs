@@ -13,19 +13,30 @@ use crate::format;
 
 impl Conntrack {
     /// Expires connections whose timeout passed. Call from a thread that
-    /// is not a PMD, every 100 ms – 1 s. Each call visits a slice of the
-    /// shards (all of them within 16 calls) so that one call's work stays
-    /// bounded. Returns the number of connections removed.
+    /// is not a PMD, every 100 ms – 1 s. Each call resumes where the last
+    /// one stopped and visits shards until it has looked at
+    /// max(max_conns / 64, 4096) connection slots (Open vSwitch's clean-up
+    /// budget) or at every shard, so one call's work stays bounded while
+    /// a lightly loaded table is swept completely. Returns the number of
+    /// connections removed.
     pub fn sweep(&self, now_ms: u64) -> usize {
         self.last_sweep.store(now_ms, Ordering::Relaxed);
-        let n = self.table.n_shards();
-        let step = n.div_ceil(16).max(1);
-        let from = self.sweep_next.load(Ordering::Relaxed) % n.max(1);
-        let to = (from + step).min(n);
-        self.sweep_next
-            .store(if to >= n { 0 } else { to }, Ordering::Relaxed);
+        let n = self.table.n_shards().max(1);
+        let budget = (self.max_conns() as usize / 64).max(4096);
+        let start = self.sweep_next.load(Ordering::Relaxed) % n;
+        let mut visited = 0;
+        let mut expired = Vec::new();
+        let mut i = start;
+        loop {
+            visited += self.table.expired_in_shard(i, now_ms, &mut expired);
+            i = (i + 1) % n;
+            if i == start || visited >= budget {
+                break;
+            }
+        }
+        self.sweep_next.store(i, Ordering::Relaxed);
         let mut removed = 0;
-        for c in self.table.expired_in(from, to, now_ms) {
+        for c in expired {
             if self.table.remove(&c) {
                 self.count_out(&c);
                 removed += 1;

@@ -17,6 +17,30 @@
 //! text of [`mod@format`] serve `dpctl/dump-conntrack`, `dpctl/flush-conntrack`,
 //! `dpctl/ct-stats-show` and `dpctl/ct-get-limits`.
 //!
+//! # Usage
+//!
+//! ```
+//! use flowpath_conntrack::{state, Config, Conntrack, CtArgs, CtMeta};
+//!
+//! let ct = Conntrack::new(Config::default()); // share it: Arc<Conntrack>
+//! // An Ethernet + IPv4 + UDP frame 10.0.0.1:5000 -> 10.0.0.2:53.
+//! let mut frame = vec![0u8; 14 + 20 + 8];
+//! frame[12..14].copy_from_slice(&[0x08, 0x00]);
+//! frame[14..34].copy_from_slice(&[
+//!     0x45, 0, 0, 28, 0, 0, 0, 0, 64, 17, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2,
+//! ]);
+//! frame[34..42].copy_from_slice(&[0x13, 0x88, 0, 53, 0, 8, 0, 0]);
+//! let commit = CtArgs { zone: 1, commit: true, ..CtArgs::default() };
+//! let mut md = CtMeta::default(); // a fresh packet: untracked
+//! // `csum_ok`: the NIC (or the test) vouches for the checksums.
+//! ct.execute(&mut frame, 14, 0x0800, true, &commit, &mut md, 0);
+//! assert_eq!(md.state, state::TRK | state::NEW);
+//! assert_eq!(ct.n_conns(), 1);
+//! // The sweeping thread, every 100 ms - 1 s:
+//! ct.sweep(60_000);
+//! assert_eq!(ct.n_conns(), 0, "UDP's first-packet timeout is 60 s");
+//! ```
+//!
 //! # Why it is shaped so
 //!
 //! The tracker is shared by every PMD thread (`Arc<Conntrack>`). A packet

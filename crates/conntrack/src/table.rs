@@ -395,17 +395,26 @@ impl Table {
     /// The expired connections of shards `from..to`.
     pub fn expired_in(&self, from: usize, to: usize, now_ms: u64) -> Vec<Arc<Conn>> {
         let mut out = Vec::new();
-        for m in self.shards.iter().take(to).skip(from) {
-            let s = lock(m);
-            out.extend(
-                s.slab
-                    .iter()
-                    .filter_map(|sl| sl.conn.as_ref())
-                    .filter(|c| c.expired(now_ms))
-                    .cloned(),
-            );
+        for i in from..to.min(self.shards.len()) {
+            self.expired_in_shard(i, now_ms, &mut out);
         }
         out
+    }
+
+    /// Appends shard `i`'s expired connections to `out`; returns how many
+    /// slots it looked at.
+    pub fn expired_in_shard(&self, i: usize, now_ms: u64, out: &mut Vec<Arc<Conn>>) -> usize {
+        let Some(s) = self.shard(i) else {
+            return 0;
+        };
+        out.extend(
+            s.slab
+                .iter()
+                .filter_map(|sl| sl.conn.as_ref())
+                .filter(|c| c.expired(now_ms))
+                .cloned(),
+        );
+        s.slab.len()
     }
 
     /// Index entries (two per connection) and slab slots, for the memory

@@ -890,3 +890,31 @@ fn icmpv6_echo_snat_and_error_through_dnat() {
         "the quoted packet is the client's, checksum included"
     );
 }
+
+#[test]
+fn sweep_work_is_bounded_and_resumes() {
+    let ct = ct();
+    ct.set_max_conns(20_000); // budget: max(20,000 / 64, 4096) slots
+    for i in 0..10_000u32 {
+        let mut f = udp4(
+            [10, 9, (i >> 8) as u8, i as u8],
+            B,
+            1000 + (i >> 16) as u16,
+            53,
+            b"",
+        );
+        run(&ct, &mut f, &commit(0), 0);
+    }
+    assert_eq!(ct.n_conns(), 10_000);
+    let first = ct.sweep(1_000_000);
+    assert!(
+        (4096..10_000).contains(&first),
+        "one call removes a bounded share: {first}"
+    );
+    let mut total = first;
+    for _ in 0..8 {
+        total += ct.sweep(1_000_000);
+    }
+    assert_eq!(total, 10_000, "later calls resume and finish");
+    assert_eq!(ct.n_conns(), 0);
+}
