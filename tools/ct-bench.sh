@@ -5,16 +5,16 @@
 #
 # Usage: tools/ct-bench.sh [--out DIR] [--pcaps DIR] [--only REGEX] [--no-huge]
 #
-# Workloads: the anchor's flows-N-rr pcaps (N UDP flows, round robin over
-# four input ports) for N = 1000, 100000, 1000000, each with three rule
-# sets:
+# Workloads: the anchor's flows-N-rr pcaps (N UDP flows, round robin) for
+# N = 1000, 100000, 1000000 with their mirror images (tools/ct-pcap.py: the
+# replies, on the next input port), each with three rule sets:
 #   ct      OVS's conntrack tutorial firewall for every port: ct(table=1),
 #           +new -> ct(commit),output:2, +est -> output:2 (every packet two
-#           datapath passes; after the first pass over the flows every
-#           packet is an established connection's);
+#           datapath passes; once a flow's reply has been seen, every
+#           packet of it is an established connection's);
 #   ct-nat  the same with source NAT: ct(nat,table=1), +new ->
 #           ct(commit,nat(src=10.200.0.1-10.200.0.254)),output:2;
-#   plain   the pcap's own rules (udp -> output:2), no conntrack.
+#   plain   the anchor's rules (udp -> output:2), no conntrack.
 # (The rule texts are those of `flowpath bench --scenario ct`,
 # crates/bench/src/workload.rs CT_RULES / CT_NAT_RULES; a test checks
 # they agree.)
@@ -65,13 +65,15 @@ for n in 1000 100000 1000000; do
         log "generating flows-$n-rr"
         python3 "$ANCHOR/gen-pcap.py" -o "$PCAPS/flows-$n-rr" flows --n "$n" --order rr >/dev/null
     fi
+    # Both directions of every flow (see tools/ct-pcap.py).
+    [ -f "$PCAPS/ctbi-$n.parts" ] || python3 "$ROOT/tools/ct-pcap.py" "$PCAPS/flows-$n-rr.parts" "$PCAPS/ctbi-$n"
 done
 
 # tag | pcap | rules file
 CASES=()
 for n in 1000 100000 1000000; do
-    CASES+=("ct-$n|flows-$n-rr|$OUT/ct.rules" "ct-nat-$n|flows-$n-rr|$OUT/ct-nat.rules"
-            "plain-$n|flows-$n-rr|$PCAPS/flows-$n-rr.rules")
+    CASES+=("ct-$n|ctbi-$n|$OUT/ct.rules" "ct-nat-$n|ctbi-$n|$OUT/ct-nat.rules"
+            "plain-$n|ctbi-$n|$PCAPS/flows-$n-rr.rules")
 done
 
 # --- OVS-DPDK -------------------------------------------------------------------

@@ -78,10 +78,12 @@ pub enum WorkloadSpec {
         /// The attack's share of the packets, in percent.
         share_pct: u32,
     },
-    /// `ct`: the `flows` round-robin traffic (N UDP flows) through the
-    /// stateful firewall of OVS's conntrack tutorial ([`CT_RULES`]: every
-    /// packet tracked, recirculated and, new, committed), or with `nat`
-    /// through source NAT ([`CT_NAT_RULES`]).
+    /// `ct`: the `flows` round-robin traffic (N UDP flows) and its
+    /// replies (each part mirrored on the next port) through the stateful
+    /// firewall of OVS's conntrack tutorial ([`CT_RULES`]: every packet
+    /// tracked and recirculated; a new connection committed, later
+    /// packets of both directions established), or with `nat` through
+    /// source NAT ([`CT_NAT_RULES`]).
     Ct {
         /// Number of flows (connections).
         flows: u64,
@@ -122,6 +124,29 @@ table=1,priority=100,ip,ct_state=+trk+new,actions=ct(commit,nat(src=10.200.0.1-1
 table=1,priority=100,ip,ct_state=+trk+est,actions=output:2
 table=1,priority=1,actions=drop
 ";
+
+/// Turns an Ethernet/IPv4 TCP or UDP frame into its reply: MACs,
+/// addresses and ports swapped (the checksums stay valid: a swap does not
+/// change a ones'-complement sum). Other frames: the MACs only.
+pub fn mirror_frame(f: &mut [u8]) {
+    if f.len() < 14 {
+        return;
+    }
+    for i in 0..6 {
+        f.swap(i, i + 6);
+    }
+    if f.len() < 34 || f[12..14] != [0x08, 0x00] || f[14] >> 4 != 4 {
+        return;
+    }
+    for i in 26..30 {
+        f.swap(i, i + 4);
+    }
+    let l4 = 14 + usize::from(f[14] & 15) * 4;
+    if matches!(f[23], 6 | 17) && f.len() >= l4 + 4 {
+        f.swap(l4, l4 + 2);
+        f.swap(l4 + 1, l4 + 3);
+    }
+}
 
 /// Which attack an [`WorkloadSpec::Attack`] is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -391,6 +416,9 @@ pub fn load(spec: &WorkloadSpec) -> Result<Workload, WorkloadError> {
     let seq = w.sequence();
     let mut ports = Vec::new();
     let mut start = 0;
+    // `ct`: every part twice, as sent and mirrored (the replies), on
+    // consecutive ports, as tools/ct-pcap.py writes them for OVS.
+    let bidir = matches!(spec, WorkloadSpec::Ct { .. });
     for (i, n) in part_sizes(seq.len(), MAX_PER_PORT).into_iter().enumerate() {
         let mut data = Vec::with_capacity(n * w.frame_len());
         let mut offsets = Vec::with_capacity(n + 1);
@@ -401,7 +429,18 @@ pub fn load(spec: &WorkloadSpec) -> Result<Workload, WorkloadError> {
             offsets.push(data.len());
         }
         start += n;
-        ports.push(PortTraffic::packed(part_port(i), data, &offsets));
+        if bidir {
+            let mut rev = data.clone();
+            for w in offsets.windows(2) {
+                if let Some(f) = rev.get_mut(w[0]..w[1]) {
+                    mirror_frame(f);
+                }
+            }
+            ports.push(PortTraffic::packed(part_port(2 * i), data, &offsets));
+            ports.push(PortTraffic::packed(part_port(2 * i + 1), rev, &offsets));
+        } else {
+            ports.push(PortTraffic::packed(part_port(i), data, &offsets));
+        }
     }
     let rules_text = match spec {
         WorkloadSpec::Ct { nat: false, .. } => CT_RULES.to_string(),
@@ -561,5 +600,41 @@ mod ct_rules_tests {
                 );
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod mirror_tests {
+    use super::*;
+
+    fn sum(b: &[u8]) -> u16 {
+        let mut s: u32 = b
+            .chunks(2)
+            .map(|c| u32::from(u16::from_be_bytes([c[0], *c.get(1).unwrap_or(&0)])))
+            .sum();
+        while s >> 16 != 0 {
+            s = (s & 0xffff) + (s >> 16);
+        }
+        !(s as u16)
+    }
+
+    /// A mirrored frame is the reply: swapped MACs, addresses and ports,
+    /// its IPv4 header checksum still valid.
+    #[test]
+    fn mirror_is_the_reply() {
+        let mut f = vec![
+            2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1, 8, 0, 0x45, 0, 0, 28, 0, 0, 0, 0, 64, 17, 0, 0, 10,
+            0, 0, 1, 10, 0, 0, 2, 0x13, 0x88, 0, 53, 0, 8, 0, 0,
+        ];
+        let c = sum(&f[14..34]);
+        f[24..26].copy_from_slice(&c.to_be_bytes());
+        let orig = f.clone();
+        mirror_frame(&mut f);
+        assert_eq!(&f[0..6], &orig[6..12]);
+        assert_eq!(&f[26..30], &orig[30..34]);
+        assert_eq!(&f[34..36], &orig[36..38]);
+        assert_eq!(sum(&f[14..34]), 0);
+        mirror_frame(&mut f);
+        assert_eq!(f, orig);
     }
 }
