@@ -489,7 +489,7 @@ impl Executor {
                 }
                 DpAction::Controller { .. } => {
                     trunc = None;
-                    self.send_to_controller(pkt.data(), meta.in_port, a);
+                    self.send_to_controller(pkt.data(), meta.in_port, &meta.ct, a);
                     delivered = true;
                 }
                 DpAction::Recirc(id) => {
@@ -687,7 +687,7 @@ impl Executor {
                 }
                 DpAction::Controller { .. } => {
                     run.trunc = None;
-                    self.send_to_controller(pkt.data(), meta.in_port, a);
+                    self.send_to_controller(pkt.data(), meta.in_port, &meta.ct, a);
                     run.delivered = true;
                 }
                 DpAction::Recirc(id) => {

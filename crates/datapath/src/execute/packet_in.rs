@@ -27,6 +27,9 @@ pub struct PacketIn {
     pub userdata: u32,
     /// `controller(pause)`: the frozen rest of the translation (0: none).
     pub cont: u32,
+    /// The packet's connection-tracking state (untracked: the default),
+    /// for `NXT_PACKET_IN2`'s metadata.
+    pub ct: flowpath_conntrack::CtMeta,
 }
 
 /// Where the executor hands packets for the controllers: a bounded
@@ -45,7 +48,13 @@ impl Executor {
     /// copy: the controller path, off the fast path, as OVS's upcall),
     /// or is counted as dropped when the queue is full or absent.
     #[cold]
-    pub(super) fn send_to_controller(&mut self, frame: &[u8], in_port: u32, a: &DpAction) {
+    pub(super) fn send_to_controller(
+        &mut self,
+        frame: &[u8],
+        in_port: u32,
+        ct: &flowpath_conntrack::CtMeta,
+        a: &DpAction,
+    ) {
         let DpAction::Controller {
             reason,
             id,
@@ -63,6 +72,7 @@ impl Executor {
             tx.try_send(PacketIn {
                 frame: frame.to_vec(),
                 in_port,
+                ct: *ct,
                 reason,
                 controller_id: id,
                 max_len,
