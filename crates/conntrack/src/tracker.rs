@@ -296,8 +296,11 @@ impl Conntrack {
         }
 
         let mut create = false;
+        // Whether `md`'s mark and label were read with the state update.
+        let mut marked = false;
         if let Some(c) = &conn {
             create = self.update_state(pkt, md, c, reply, related, now);
+            marked = !create && !related;
             if !create && args.nat.is_some() {
                 self.handle_nat(pkt, md, c, zone, reply, related);
             }
@@ -328,10 +331,11 @@ impl Conntrack {
         md.zone = zone;
         match &conn {
             Some(c) => {
-                let s = c.lock();
-                md.mark = s.mark;
-                md.label = s.label;
-                drop(s);
+                if !marked {
+                    let s = c.lock();
+                    md.mark = s.mark;
+                    md.label = s.label;
+                }
                 md.orig = Some(orig_tuple(c.parent.as_deref().unwrap_or(&c.key)));
             }
             None => match &expected {
@@ -454,6 +458,11 @@ impl Conntrack {
         let seq_check = self.seq_check.load(Ordering::Relaxed);
         let (res, tc) = {
             let mut s = c.lock();
+            // (The mark and label read under the same lock: the metadata
+            // needs them, and a second lock per packet cost more than
+            // the copy.)
+            md.mark = s.mark;
+            md.label = s.label;
             s.l4.update(pkt.l4(), reply, seq_check)
         };
         if let Some(tc) = tc {
