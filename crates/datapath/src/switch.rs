@@ -165,6 +165,12 @@ impl<U: Upcall> Switch<U> {
         self.exec.set_conntrack(ct);
     }
 
+    /// The fragment reassembler this worker's `ct` actions use (shared
+    /// like the tracker).
+    pub fn set_ipf(&mut self, ipf: Option<std::sync::Arc<flowpath_conntrack::ipf::Ipf>>) {
+        self.exec.set_ipf(ipf);
+    }
+
     /// This worker's tracker (made now if it has none).
     pub fn conntrack(&mut self) -> std::sync::Arc<flowpath_conntrack::Conntrack> {
         self.exec.conntrack_handle()

@@ -7,7 +7,10 @@
 //! `dpctl/ct-get-nconns [dp]`,
 //! `dpctl/ct-set-limits [dp] [default=L] [zone=N,limit=L]...`,
 //! `dpctl/ct-get-limits [dp] [zone=N[,zone=N]...]`,
-//! `dpctl/ct-del-limits [dp] zone=N[,zone=N]...`.
+//! `dpctl/ct-del-limits [dp] zone=N[,zone=N]...`, and the fragment
+//! reassembler's `dpctl/ipf-set-enabled|ipf-set-disabled [dp] v4|v6`,
+//! `dpctl/ipf-set-min-frag [dp] v4|v6 SIZE`,
+//! `dpctl/ipf-set-max-nfrags [dp] N`, `dpctl/ipf-get-status [dp] [-m]`.
 //!
 //! The tracker is the switch's one `Conntrack` (shared by the PMDs); these
 //! handlers read and change it directly (it takes `&self` everywhere) —
@@ -15,6 +18,7 @@
 //! `ovs-netdev`, `system@…`) is accepted and ignored, as the switch has
 //! one datapath.
 
+use flowpath_conntrack::ipf::{self, Ipf};
 use flowpath_conntrack::{format, Conntrack, FlushTuple, TupleMatch};
 use std::net::IpAddr;
 
@@ -230,6 +234,48 @@ pub fn del_limits(ct: &Conntrack, p: &[String]) -> Result<String, String> {
         ct.del_zone_limit(z);
     }
     Ok(String::new())
+}
+
+fn family(p: &[String]) -> Result<bool, String> {
+    match skip_dp(p).first().map(String::as_str) {
+        Some("v4") => Ok(false),
+        Some("v6") => Ok(true),
+        _ => Err("invalid argument: v4 or v6 expected".into()),
+    }
+}
+
+/// `dpctl/ipf-set-enabled` / `ipf-set-disabled`.
+pub fn ipf_enable(ipf: &Ipf, p: &[String], on: bool) -> Result<String, String> {
+    ipf.set_enabled(family(p)?, on);
+    Ok("changing fragmentation enabled successful\n".to_string())
+}
+
+/// `dpctl/ipf-set-min-frag`.
+pub fn ipf_min_frag(ipf: &Ipf, p: &[String]) -> Result<String, String> {
+    let v6 = family(p)?;
+    let n = skip_dp(p)
+        .get(1)
+        .and_then(|v| v.parse::<u32>().ok())
+        .ok_or("parameter missing for min fragment size")?;
+    ipf.set_min_frag(v6, n)
+        .map_err(|e| format!("setting minimum fragment size failed: {e:?}"))?;
+    Ok("setting minimum fragment size successful\n".into())
+}
+
+/// `dpctl/ipf-set-max-nfrags`.
+pub fn ipf_max_frags(ipf: &Ipf, p: &[String]) -> Result<String, String> {
+    let n = skip_dp(p)
+        .first()
+        .and_then(|v| v.parse::<u32>().ok())
+        .ok_or("parameter missing for max fragments")?;
+    ipf.set_max_frags(n)
+        .map_err(|e| format!("setting maximum fragments failed: {e:?}"))?;
+    Ok("setting maximum fragments successful\n".into())
+}
+
+/// `dpctl/ipf-get-status`.
+pub fn ipf_status(ipf: &Ipf) -> String {
+    ipf::format_status(&ipf.status())
 }
 
 #[cfg(test)]

@@ -134,6 +134,29 @@ static COMMANDS: &[Command] = &[
         2,
         |c, p, _| crate::conntrack::del_limits(&c.sh.conntrack, p),
     ),
+    cmd("dpctl/ipf-set-enabled", "[DP] v4|v6", 1, 2, |c, p, _| {
+        crate::conntrack::ipf_enable(&c.sh.ipf, p, true)
+    }),
+    cmd("dpctl/ipf-set-disabled", "[DP] v4|v6", 1, 2, |c, p, _| {
+        crate::conntrack::ipf_enable(&c.sh.ipf, p, false)
+    }),
+    cmd(
+        "dpctl/ipf-set-min-frag",
+        "[DP] v4|v6 MINFRAG",
+        2,
+        3,
+        |c, p, _| crate::conntrack::ipf_min_frag(&c.sh.ipf, p),
+    ),
+    cmd(
+        "dpctl/ipf-set-max-nfrags",
+        "[DP] MAXFRAGS",
+        1,
+        2,
+        |c, p, _| crate::conntrack::ipf_max_frags(&c.sh.ipf, p),
+    ),
+    cmd("dpctl/ipf-get-status", "[DP] [-m]", 0, 2, |c, _, _| {
+        Ok(crate::conntrack::ipf_status(&c.sh.ipf))
+    }),
     cmd("ofproto/trace", "[BRIDGE] FLOW", 1, 2, |c, p, _| c.trace(p)),
     cmd("add-flow", "RULE", 1, MANY, |c, p, _| c.add_flow(p)),
     cmd("add-flows", "FILE", 1, 1, |c, p, _| {
@@ -260,7 +283,7 @@ enum GroupChange {
 
 /// The handler the control server calls.
 pub struct Control {
-    sh: Arc<Shared>,
+    pub(crate) sh: Arc<Shared>,
 }
 
 impl Control {
@@ -279,7 +302,7 @@ impl Control {
 
     /// Sends `make(reply)` to every PMD and collects the answers in PMD
     /// order.
-    fn ask_all<T: Send + 'static>(
+    pub(crate) fn ask_all<T: Send + 'static>(
         &self,
         make: impl Fn(SyncSender<T>) -> PmdCmd,
     ) -> Result<Vec<T>, String> {
@@ -801,104 +824,6 @@ impl Control {
             if on { "enabled" } else { "disabled" }
         ))
     }
-
-    fn dump_rules(&self, params: &[String]) -> Result<String, String> {
-        let json = params.iter().any(|p| p == "--json");
-        let rest: Vec<&str> = params
-            .iter()
-            .map(String::as_str)
-            .filter(|p| *p != "--json")
-            .collect();
-        let sel = Selector::parse(&rest.join(",")).map_err(|e| e.to_string())?;
-        let st = self.state();
-        if json {
-            let now = std::time::Instant::now();
-            let v: Vec<serde_json::Value> = st
-                .rules
-                .rules()
-                .iter()
-                .filter(|r| sel.selects(&r.rule))
-                .map(|r| {
-                    serde_json::json!({
-                        "table": r.rule.table,
-                        "priority": r.rule.priority,
-                        "cookie": r.rule.cookie,
-                        "match": r.rule.matching.format(flowpath_flow::Style::Rule),
-                        "actions": rules::format_actions_of(&r.rule),
-                        "duration_s": now.duration_since(r.added).as_secs_f64(),
-                    })
-                })
-                .chain(
-                    self.sh
-                        .bridge
-                        .learned
-                        .flows()
-                        .iter()
-                        .filter(|r| sel.selects(r))
-                        .map(|r| {
-                            serde_json::json!({
-                                "table": r.table,
-                                "priority": r.priority,
-                                "cookie": r.cookie,
-                                "match": r.matching.format(flowpath_flow::Style::Rule),
-                                "actions": rules::format_actions_of(r),
-                                "hard_timeout": r.hard_timeout,
-                                "learned": true,
-                            })
-                        }),
-                )
-                .collect();
-            return Ok(format!("{}\n", serde_json::Value::Array(v)));
-        }
-        let mut out = rules::dump_flows(&st.rules, &sel);
-        out.push_str(&rules::dump_learned(&self.sh.bridge.learned.flows(), &sel));
-        Ok(out)
-    }
-
-    pub(crate) fn config_set(&self, params: &[String]) -> Result<String, String> {
-        let mut st = self.state();
-        let mut cfg = st.datapath.clone();
-        let mut frag_mode = None;
-        for p in params {
-            let (k, v) = p
-                .split_once('=')
-                .ok_or_else(|| format!("'{p}': expected KEY=VALUE"))?;
-            if k.trim() == FRAG_MODE_KEY {
-                // The bridge's setting, not the datapath's.
-                let m: FragMode = v
-                    .trim()
-                    .parse()
-                    .map_err(|e| format!("{FRAG_MODE_KEY}: {e}"))?;
-                frag_mode = Some(m);
-                continue;
-            }
-            keys::set(&mut cfg, k.trim(), v.trim()).map_err(|e| e.to_string())?;
-        }
-        cfg.validate().map_err(|e| e.to_string())?;
-        if let Some(m) = frag_mode.filter(|m| *m != st.rules.frag_mode()) {
-            // Every megaflow of a fragment may change: republish, then a
-            // revalidator round (after the lock is released) takes them.
-            st.rules.set_frag_mode(m);
-            self.publish(&st)?;
-        }
-        self.sh
-            .flow_limit_cfg
-            .store(cfg.flow_limit, std::sync::atomic::Ordering::Relaxed);
-        self.sh
-            .max_idle_ms
-            .store(cfg.max_idle_ms, std::sync::atomic::Ordering::Relaxed);
-        let c2 = cfg.clone();
-        for r in self.ask_all(|r| PmdCmd::SetConfig(Box::new(c2.clone()), r))? {
-            r?;
-        }
-        st.datapath = cfg;
-        let out = config_text(&st.datapath, st.rules.frag_mode());
-        drop(st);
-        if frag_mode.is_some() {
-            self.sh.reval_wait()?;
-        }
-        Ok(out)
-    }
 }
 
 fn first(params: &[String]) -> &str {
@@ -946,11 +871,11 @@ fn snapshot_json(s: &PmdSnapshot) -> serde_json::Value {
 /// `config/show`: every key, `NAME=VALUE` a line.
 /// The bridge's own key among `config/set`'s (the others are the
 /// datapath's, `keys::KEYS`).
-const FRAG_MODE_KEY: &str = "frag-mode";
+pub(crate) const FRAG_MODE_KEY: &str = "frag-mode";
 
 /// `config/show`: every key, `NAME=VALUE` a line; the bridge's frag mode
 /// last.
-fn config_text(c: &Config, frag: FragMode) -> String {
+pub(crate) fn config_text(c: &Config, frag: FragMode) -> String {
     let mut out: String = keys::show(c)
         .into_iter()
         .map(|(k, v)| format!("{k}={v}\n"))

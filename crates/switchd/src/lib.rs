@@ -26,6 +26,7 @@
 
 pub mod conntrack;
 pub mod control;
+mod control_dump;
 pub mod group_stats;
 pub mod ofchannel;
 pub mod packet_out;
@@ -163,6 +164,7 @@ impl Switchd {
         let conntrack = Arc::new(flowpath_conntrack::Conntrack::new(
             flowpath_conntrack::Config::default(),
         ));
+        let ipf = Arc::new(flowpath_conntrack::ipf::Ipf::new());
         let published = cfg.rules.publish();
         let tables = published.tables.clone();
         let cores: Vec<Option<usize>> = if cfg.pmd_cpus.is_empty() {
@@ -192,6 +194,7 @@ impl Switchd {
                 .map_err(|e| SwitchdError::Config(e.to_string()))?;
             sw.set_packet_in_sink(Some(pin_tx.clone()));
             sw.set_conntrack(Some(conntrack.clone()));
+            sw.set_ipf(Some(ipf.clone()));
             let (tx, rx) = sync_channel(PMD_QUEUE_DEPTH);
             let (wake_tx, wake_rx) =
                 std::os::unix::net::UnixStream::pair().map_err(|e| SwitchdError::Io {
@@ -254,6 +257,7 @@ impl Switchd {
             channel: std::sync::OnceLock::new(),
             on_expired: std::sync::OnceLock::new(),
             conntrack,
+            ipf,
         });
         let (rtx, rrx) = sync_channel(16);
         *shared.reval.lock().unwrap_or_else(|p| p.into_inner()) = Some(rtx);

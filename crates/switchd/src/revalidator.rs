@@ -394,6 +394,9 @@ fn round(sh: &Shared, r: &mut Revalidator) {
     // Expired connections go here, off the PMDs (as OVS's conntrack
     // sweeper thread).
     r.stats.ct_expired += sh.conntrack.sweep(now_ms) as u64;
+    // Fragments whose datagram never completed: dropped (counted by the
+    // reassembler as expired).
+    let _ = sh.ipf.expire(now_ms);
     let max_idle = sh.max_idle_ms.load(Ordering::Relaxed);
     let out = r.revalidate(&dumps, &published, now_ms, max_idle);
     r.stats.recirc_freed += recirc.sweep(&recirc_ids_in_use(&dumps), recirc_round) as u64;

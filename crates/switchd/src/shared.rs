@@ -107,6 +107,9 @@ pub struct Shared {
     /// revalidator expires its connections, `dpctl/*conntrack*` read and
     /// change it.
     pub conntrack: Arc<flowpath_conntrack::Conntrack>,
+    /// The fragment reassembler the PMDs' `ct` actions share (expired
+    /// lists dropped by the revalidator; `dpctl/ipf-*`).
+    pub ipf: Arc<flowpath_conntrack::ipf::Ipf>,
 }
 
 /// See [`Shared::on_expired`].

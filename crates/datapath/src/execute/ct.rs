@@ -15,6 +15,7 @@
 
 use super::{Executor, PacketMeta, NONE};
 use crate::packet::PacketBuf;
+use flowpath_conntrack::ipf::{Ipf, IpfResult};
 use flowpath_conntrack::{Alg, CtArgs, CtMeta, NatKind, NatRange, NatSpec};
 use flowpath_flow::FlowKey;
 use flowpath_odp::{CtAction, CtHelper, CtNat};
@@ -31,9 +32,25 @@ pub(crate) const UNTRACKED: CtMeta = CtMeta {
     conn: 0,
 };
 
-/// An executor's tracker (none until given or first needed).
+/// An executor's tracker and fragment reassembler (none until given or
+/// first needed).
 #[derive(Clone, Default)]
-pub(crate) struct Tracker(pub(crate) Option<Arc<flowpath_conntrack::Conntrack>>);
+pub(crate) struct Tracker(
+    pub(crate) Option<Arc<flowpath_conntrack::Conntrack>>,
+    pub(crate) Option<Arc<Ipf>>,
+);
+
+/// What a `ct` did with a packet.
+pub(super) enum CtOutcome {
+    /// Tracked: the rest of the actions run on it.
+    Done,
+    /// A fragment the reassembler holds: nothing more runs on it now.
+    Held,
+    /// The last fragment of a datagram: the datagram was tracked; the
+    /// rest of the actions run on each of its fragments (these, in order),
+    /// with the datagram's tracking state.
+    Fragments(Vec<Vec<u8>>),
+}
 
 impl std::fmt::Debug for Tracker {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -128,11 +145,18 @@ pub fn put_in_key(md: &CtMeta, k: &mut FlowKey) {
 impl Executor {
     /// Shares `ct` as the tracker of this worker's `ct` actions.
     pub fn set_conntrack(&mut self, ct: Option<Arc<flowpath_conntrack::Conntrack>>) {
-        self.conntrack = Tracker(ct);
+        self.conntrack.0 = ct;
+    }
+
+    /// Shares `ipf` as the reassembler of fragments this worker's `ct`
+    /// actions see (made on first need when none was given).
+    pub fn set_ipf(&mut self, ipf: Option<Arc<Ipf>>) {
+        self.conntrack.1 = ipf;
     }
 
     /// The tracker (made now if none was given).
     pub fn conntrack_handle(&mut self) -> Arc<flowpath_conntrack::Conntrack> {
+        self.conntrack.1.get_or_insert_with(|| Arc::new(Ipf::new()));
         self.conntrack
             .0
             .get_or_insert_with(|| {
@@ -148,20 +172,23 @@ impl Executor {
         self.now_ms = now_ms;
     }
 
-    /// Runs `ct` on the packet (see the module documentation).
+    /// Runs `ct` on the packet (see the module documentation). A fragment
+    /// goes to the reassembler first, as OVS's `ipf`: held until its
+    /// datagram is whole, then the datagram is tracked and its fragments
+    /// go on with the datagram's state ([`CtOutcome::Fragments`]).
     pub(super) fn conntrack(
         &mut self,
         pkt: &mut PacketBuf,
         meta: &mut PacketMeta,
         key: &FlowKey,
         ct: &CtAction,
-    ) {
+    ) -> CtOutcome {
         let now = self.now_ms;
         if self.conntrack.0.is_none() {
             self.conntrack_handle();
         }
-        let Some(tracker) = self.conntrack.0.as_ref() else {
-            return;
+        let Some(tracker) = self.conntrack.0.clone() else {
+            return CtOutcome::Done;
         };
         let a = args(ct);
         let l3 = if meta.l3 == NONE {
@@ -169,6 +196,47 @@ impl Executor {
         } else {
             usize::from(meta.l3)
         };
+        self.stats.conntracked += 1;
+        if key.nw_frag() & flowpath_flow::key::FRAG_ANY != 0 && l3 != usize::MAX {
+            let ipf = self
+                .conntrack
+                .1
+                .get_or_insert_with(|| Arc::new(Ipf::new()))
+                .clone();
+            match ipf.reassemble(
+                pkt.data(),
+                l3,
+                key.dl_type(),
+                ct.zone,
+                key.recirc_id(),
+                true,
+                now,
+            ) {
+                IpfResult::NotFragment | IpfResult::PassThrough => {}
+                IpfResult::Held => {
+                    self.stats.ipf_held += 1;
+                    return CtOutcome::Held;
+                }
+                IpfResult::Invalid => {
+                    meta.ct = CtMeta {
+                        state: flowpath_conntrack::state::TRK | flowpath_conntrack::state::INV,
+                        zone: ct.zone,
+                        ..UNTRACKED
+                    };
+                    return CtOutcome::Done;
+                }
+                IpfResult::Reassembled {
+                    mut packet,
+                    fragments,
+                } => {
+                    tracker.execute(&mut packet, l3, key.dl_type(), true, &a, &mut meta.ct, now);
+                    // (The fragments keep their own headers: NAT of
+                    // fragmented datagrams is not carried into them.)
+                    meta.ct.conn = 0;
+                    return CtOutcome::Fragments(fragments);
+                }
+            }
+        }
         // Checksums are not verified: frames from ports with checksum
         // offload carry partial transport checksums the datapath does not
         // see flagged (OVS trusts its packets' offload flags instead).
@@ -181,6 +249,6 @@ impl Executor {
             &mut meta.ct,
             now,
         );
-        self.stats.conntracked += 1;
+        CtOutcome::Done
     }
 }

@@ -342,6 +342,9 @@ pub struct ExecStats {
     pub recirc_overflow: u64,
     /// Packets run through the connection tracker (`ct` actions).
     pub conntracked: u64,
+    /// Fragments the reassembler holds until their datagram is whole (a
+    /// `ct` on a fragment; they go on when it is).
+    pub ipf_held: u64,
 }
 
 /// The most times one packet is recirculated (OVS's `MAX_RECIRC_DEPTH`).
@@ -421,6 +424,9 @@ pub struct Executor {
     /// Spare buffers for `clone(...)`'s copies (one per nesting level in
     /// use; made on first use, then reused).
     clone_bufs: Vec<PacketBuf>,
+    /// The buffer the fragments of a reassembled datagram run in, one
+    /// after the other.
+    frag_buf: PacketBuf,
     /// The connection tracker `ct` actions use (shared by the workers of
     /// one switch; made on first use when none was given).
     conntrack: ct::Tracker,
@@ -507,7 +513,19 @@ impl Executor {
                         .is_some_and(|a| !a.iter().any(changes_packet));
                     hash_action(pkt, meta, key, unchanged, *symmetric, *basis);
                 }
-                DpAction::Ct(ct) => self.conntrack(pkt, meta, key, ct),
+                DpAction::Ct(ct) => match self.conntrack(pkt, meta, key, ct) {
+                    ct::CtOutcome::Done => {}
+                    ct::CtOutcome::Held => {
+                        delivered = true;
+                        break;
+                    }
+                    ct::CtOutcome::Fragments(frags) => {
+                        let rest = actions.get(j + 1..).unwrap_or(&[]);
+                        self.run_fragments(frags, meta, rest, j + 1, slot, tag);
+                        delivered = true;
+                        break;
+                    }
+                },
                 DpAction::CtClear => meta.ct = ct::UNTRACKED,
                 DpAction::CheckPktLen { .. } | DpAction::Clone { .. } => {
                     // Branches and clones: the rest of the list by the
@@ -701,7 +719,19 @@ impl Executor {
                     // tracked here; parsed again.)
                     hash_action(pkt, meta, run.key, false, *symmetric, *basis);
                 }
-                DpAction::Ct(ct) => self.conntrack(pkt, meta, run.key, ct),
+                DpAction::Ct(ct) => match self.conntrack(pkt, meta, run.key, ct) {
+                    ct::CtOutcome::Done => {}
+                    ct::CtOutcome::Held => {
+                        run.delivered = true;
+                        return;
+                    }
+                    ct::CtOutcome::Fragments(frags) => {
+                        let rest = actions.get(j + 1..).unwrap_or(&[]);
+                        self.run_fragments(frags, meta, rest, base + j + 1, run.slot, run.tag);
+                        run.delivered = true;
+                        return;
+                    }
+                },
                 DpAction::CtClear => meta.ct = ct::UNTRACKED,
                 DpAction::CheckPktLen { .. } => {
                     self.check_pkt_len(pkt, meta, actions, j, base, run);
@@ -718,6 +748,48 @@ impl Executor {
                 }
             }
         }
+    }
+
+    /// Runs `rest` (the actions after a `ct` that reassembled a datagram,
+    /// from index `base` of the whole list) on each of the datagram's
+    /// fragments, with the datagram's tracking state and the rest of the
+    /// metadata of the packet that completed it; their outputs are copies.
+    #[cold]
+    #[inline(never)]
+    fn run_fragments(
+        &mut self,
+        frags: Vec<Vec<u8>>,
+        meta: &PacketMeta,
+        rest: &[DpAction],
+        base: usize,
+        slot: usize,
+        tag: u64,
+    ) {
+        let mut buf = std::mem::take(&mut self.frag_buf);
+        for f in frags {
+            if buf.load(&f).is_err() {
+                self.stats.dropped += 1;
+                continue;
+            }
+            let (k, layers) = flowpath_flow::extract::extract_with_layers(buf.data(), meta.in_port);
+            let fresh = PacketMeta::new(&k, &layers);
+            let mut m = PacketMeta {
+                l3: fresh.l3,
+                l4: fresh.l4,
+                nw_proto: fresh.nw_proto,
+                ..*meta
+            };
+            let mut run = Run {
+                key: &k,
+                slot,
+                tag,
+                copy_before: usize::MAX,
+                trunc: None,
+                delivered: false,
+            };
+            self.run_list(&mut buf, &mut m, rest, base, &mut run);
+        }
+        self.frag_buf = buf;
     }
 
     /// `check_pkt_len` at `actions[j]`: runs the branch the packet's
