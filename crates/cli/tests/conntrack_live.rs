@@ -102,6 +102,17 @@ fn tutorial_firewall_with_iperf3_and_nmap() {
     // Flushing empties the table.
     t.appctl("dpctl/flush-conntrack");
     assert_eq!(t.appctl("dpctl/ct-get-nconns").trim(), "0");
+    // The timeouts are configuration keys.
+    let shown = t.appctl("config/set ct-timeout-tcp_established=120 ct-timeout-udp_first=5");
+    assert!(
+        shown.contains("ct-timeout-tcp_established=120\n")
+            && shown.contains("ct-timeout-udp_first=5\n"),
+        "{shown}"
+    );
+    assert!(t
+        .appctl("config/show")
+        .contains("ct-timeout-icmp_reply=30\n"));
+    assert!(t.appctl("config/set ct-timeout-tcp_bogus=5").is_empty());
 }
 
 /// The MAC address of namespace `i`'s interface.

@@ -211,6 +211,18 @@ impl Conntrack {
         self.max_conns.load(Ordering::Relaxed)
     }
 
+    /// Sets timeout attribute `name` (`tcp_established`, `udp_first`,
+    /// ... as OVS's timeout policies name them) to `secs` seconds; it
+    /// applies from each connection's next packet.
+    pub fn set_timeout(&self, name: &str, secs: u32) -> Result<(), String> {
+        self.timeouts.set(name, secs)
+    }
+
+    /// The timeouts in force.
+    pub fn timeouts(&self) -> crate::timeouts::Timeouts {
+        self.timeouts.get()
+    }
+
     /// Turns TCP sequence checking on or off.
     pub fn set_tcp_seq_check(&self, on: bool) {
         self.seq_check.store(on, Ordering::Relaxed);

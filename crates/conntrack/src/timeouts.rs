@@ -104,6 +104,127 @@ impl Timeouts {
     }
 }
 
+/// The attribute names, in [`Timeouts`]' field order (as `ovs-vsctl
+/// add-zone-tp` names them).
+pub const NAMES: [&str; 11] = [
+    "tcp_syn_sent",
+    "tcp_syn_recv",
+    "tcp_established",
+    "tcp_fin_wait",
+    "tcp_time_wait",
+    "tcp_close",
+    "udp_first",
+    "udp_single",
+    "udp_multiple",
+    "icmp_first",
+    "icmp_reply",
+];
+
+impl Timeouts {
+    fn as_array(&self) -> [u32; 11] {
+        [
+            self.tcp_syn_sent,
+            self.tcp_syn_recv,
+            self.tcp_established,
+            self.tcp_fin_wait,
+            self.tcp_time_wait,
+            self.tcp_close,
+            self.udp_first,
+            self.udp_single,
+            self.udp_multiple,
+            self.icmp_first,
+            self.icmp_reply,
+        ]
+    }
+
+    fn from_array(a: [u32; 11]) -> Timeouts {
+        let [tcp_syn_sent, tcp_syn_recv, tcp_established, tcp_fin_wait, tcp_time_wait, tcp_close, udp_first, udp_single, udp_multiple, icmp_first, icmp_reply] =
+            a;
+        Timeouts {
+            tcp_syn_sent,
+            tcp_syn_recv,
+            tcp_established,
+            tcp_fin_wait,
+            tcp_time_wait,
+            tcp_close,
+            udp_first,
+            udp_single,
+            udp_multiple,
+            icmp_first,
+            icmp_reply,
+        }
+    }
+}
+
+/// [`Timeouts`] that can change while packets are tracked: one atomic
+/// per attribute, read with one relaxed load per state update (a change
+/// applies to the next update of each connection).
+pub struct LiveTimeouts {
+    secs: [std::sync::atomic::AtomicU32; 11],
+}
+
+impl LiveTimeouts {
+    /// Starts from `t`.
+    pub fn new(t: Timeouts) -> Self {
+        LiveTimeouts {
+            secs: t.as_array().map(std::sync::atomic::AtomicU32::new),
+        }
+    }
+
+    /// The timeout of a stage in milliseconds.
+    #[inline]
+    pub fn ms(&self, c: TimeoutClass) -> u64 {
+        let i = match c {
+            TimeoutClass::TcpFirstPacket => 0,
+            TimeoutClass::TcpOpening => 1,
+            TimeoutClass::TcpEstablished => 2,
+            TimeoutClass::TcpClosing => 3,
+            TimeoutClass::TcpFinWait => 4,
+            TimeoutClass::TcpClosed => 5,
+            TimeoutClass::OtherFirst => 6,
+            TimeoutClass::OtherMultiple => 7,
+            TimeoutClass::OtherBidir => 8,
+            TimeoutClass::IcmpFirst => 9,
+            TimeoutClass::IcmpReply => 10,
+        };
+        self.secs.get(i).map_or(0, |a| {
+            u64::from(a.load(std::sync::atomic::Ordering::Relaxed)) * 1000
+        })
+    }
+
+    /// Sets attribute `name` ([`NAMES`]) to `secs` seconds.
+    pub fn set(&self, name: &str, secs: u32) -> Result<(), String> {
+        let i = NAMES.iter().position(|n| *n == name).ok_or_else(|| {
+            format!(
+                "unknown conntrack timeout {name} (one of {})",
+                NAMES.join(", ")
+            )
+        })?;
+        if secs == 0 {
+            return Err(format!("{name}: a timeout of 0 seconds is not allowed"));
+        }
+        if let Some(a) = self.secs.get(i) {
+            a.store(secs, std::sync::atomic::Ordering::Relaxed);
+        }
+        Ok(())
+    }
+
+    /// The timeouts now.
+    pub fn get(&self) -> Timeouts {
+        Timeouts::from_array(
+            self.secs
+                .each_ref()
+                .map(|a| a.load(std::sync::atomic::Ordering::Relaxed)),
+        )
+    }
+}
+
+impl std::fmt::Debug for LiveTimeouts {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.get().fmt(f)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -117,5 +238,19 @@ mod tests {
         assert_eq!(t.ms(TimeoutClass::OtherMultiple), 60_000);
         assert_eq!(t.ms(TimeoutClass::OtherBidir), 30_000);
         assert_eq!(t.ms(TimeoutClass::IcmpReply), 30_000);
+        let live = LiveTimeouts::new(t);
+        for c in [
+            TimeoutClass::TcpFirstPacket,
+            TimeoutClass::TcpEstablished,
+            TimeoutClass::OtherBidir,
+            TimeoutClass::IcmpReply,
+        ] {
+            assert_eq!(live.ms(c), t.ms(c));
+        }
+        live.set("tcp_established", 60).unwrap();
+        assert_eq!(live.ms(TimeoutClass::TcpEstablished), 60_000);
+        assert_eq!(live.get().tcp_established, 60);
+        assert!(live.set("tcp_bogus", 5).is_err());
+        assert!(live.set("udp_first", 0).is_err());
     }
 }

@@ -54,9 +54,10 @@ struct Counters {
 
 /// The connection tracker, shared by all PMD threads.
 pub struct Conntrack {
-    cfg: Config,
     table: Table,
     limits: ZoneLimits,
+    /// The timeouts in force (changeable at run time).
+    timeouts: crate::timeouts::LiveTimeouts,
     n_conns: AtomicU32,
     max_conns: AtomicU32,
     seq_check: AtomicBool,
@@ -157,9 +158,9 @@ impl Conntrack {
     pub fn new(cfg: Config) -> Self {
         let table = Table::new(cfg.shards);
         Conntrack {
-            cfg,
             table,
             limits: ZoneLimits::new(),
+            timeouts: crate::timeouts::LiveTimeouts::new(cfg.timeouts),
             n_conns: AtomicU32::new(0),
             max_conns: AtomicU32::new(cfg.max_conns),
             seq_check: AtomicBool::new(cfg.tcp_seq_check),
@@ -466,10 +467,8 @@ impl Conntrack {
             s.l4.update(pkt.l4(), reply, seq_check)
         };
         if let Some(tc) = tc {
-            c.expiration.store(
-                now.saturating_add(self.cfg.timeouts.ms(tc)),
-                Ordering::Relaxed,
-            );
+            c.expiration
+                .store(now.saturating_add(self.timeouts.ms(tc)), Ordering::Relaxed);
         }
         match res {
             UpdateRes::Valid => {
@@ -606,7 +605,7 @@ impl Conntrack {
             return None;
         }
         let (l4, tc) = L4::new(key, pkt.l4());
-        let exp = now.saturating_add(self.cfg.timeouts.ms(tc));
+        let exp = now.saturating_add(self.timeouts.ms(tc));
         let mut rev = key.reverse();
         let mut action = 0;
         if let Some(spec) = args.nat.as_ref().filter(|s| s.kind.is_some()) {

@@ -177,7 +177,11 @@ static COMMANDS: &[Command] = &[
         Ok(if j {
             config_json(&st.datapath, st.rules.frag_mode())
         } else {
-            config_text(&st.datapath, st.rules.frag_mode())
+            let mut s = config_text(&st.datapath, st.rules.frag_mode());
+            s.push_str(&crate::control_dump::ct_timeouts_text(
+                &c.sh.conntrack.timeouts(),
+            ));
+            s
         })
     }),
     cmd("upcall/show", "[--json]", 0, 1, |c, _, j| c.upcall_show(j)),

@@ -9,6 +9,33 @@ use crate::rules::{self, Selector};
 use flowpath_datapath::keys;
 use flowpath_ofproto::tables::FragMode;
 
+/// `config/set` keys of the connection tracker's timeouts:
+/// `ct-timeout-NAME=SECONDS`, NAME as OVS's timeout policies name them
+/// (`tcp_established`, `udp_first`, ...).
+pub(crate) const CT_TIMEOUT_PREFIX: &str = "ct-timeout-";
+
+/// The tracker's timeouts as `config/show` lists them.
+pub(crate) fn ct_timeouts_text(t: &flowpath_conntrack::Timeouts) -> String {
+    let v = [
+        t.tcp_syn_sent,
+        t.tcp_syn_recv,
+        t.tcp_established,
+        t.tcp_fin_wait,
+        t.tcp_time_wait,
+        t.tcp_close,
+        t.udp_first,
+        t.udp_single,
+        t.udp_multiple,
+        t.icmp_first,
+        t.icmp_reply,
+    ];
+    let mut s = String::new();
+    for (n, secs) in flowpath_conntrack::timeouts::NAMES.iter().zip(v) {
+        s.push_str(&format!("{CT_TIMEOUT_PREFIX}{n}={secs}\n"));
+    }
+    s
+}
+
 impl Control {
     pub(crate) fn dump_rules(&self, params: &[String]) -> Result<String, String> {
         let json = params.iter().any(|p| p == "--json");
@@ -67,6 +94,7 @@ impl Control {
         let mut st = self.state();
         let mut cfg = st.datapath.clone();
         let mut frag_mode = None;
+        let mut timeouts: Vec<(String, u32)> = Vec::new();
         for p in params {
             let (k, v) = p
                 .split_once('=')
@@ -78,6 +106,19 @@ impl Control {
                     .parse()
                     .map_err(|e| format!("{FRAG_MODE_KEY}: {e}"))?;
                 frag_mode = Some(m);
+                continue;
+            }
+            if let Some(name) = k.trim().strip_prefix(CT_TIMEOUT_PREFIX) {
+                // The connection tracker's (checked now, set with the rest).
+                let secs: u32 = v
+                    .trim()
+                    .parse()
+                    .map_err(|_| format!("{k}: '{v}' is not a number of seconds"))?;
+                let probe = flowpath_conntrack::timeouts::LiveTimeouts::new(
+                    flowpath_conntrack::Timeouts::default(),
+                );
+                probe.set(name, secs).map_err(|e| format!("{k}: {e}"))?;
+                timeouts.push((name.to_string(), secs));
                 continue;
             }
             keys::set(&mut cfg, k.trim(), v.trim()).map_err(|e| e.to_string())?;
@@ -100,7 +141,11 @@ impl Control {
             r?;
         }
         st.datapath = cfg;
-        let out = config_text(&st.datapath, st.rules.frag_mode());
+        for (name, secs) in &timeouts {
+            self.sh.conntrack.set_timeout(name, *secs)?;
+        }
+        let mut out = config_text(&st.datapath, st.rules.frag_mode());
+        out.push_str(&ct_timeouts_text(&self.sh.conntrack.timeouts()));
         drop(st);
         if frag_mode.is_some() {
             self.sh.reval_wait()?;
