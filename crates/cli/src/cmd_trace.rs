@@ -11,7 +11,7 @@
 use anyhow::{bail, Context, Result};
 use flowpath_odp::format_actions;
 use flowpath_ofproto::parse::parse_packet;
-use flowpath_ofproto::xlate::{xlate_on, XlateMode};
+use flowpath_ofproto::xlate::{next_ct_state, packet_text, resume_banner, xlate_on, XlateMode};
 use std::io::Write;
 use std::path::PathBuf;
 
@@ -86,80 +86,6 @@ struct RecircJson {
     dp_hash: Option<u32>,
 }
 
-/// A key as `trace` (and OVS's `ofproto/trace`) takes it back: the packet
-/// fields whose prerequisites it meets (an ICMPv6 echo has no `nd_target`,
-/// a UDP packet no `tcp_flags`), the second VLAN tag and the MPLS entries
-/// below the top only when the packet has them.
-fn packet_text(k: &flowpath_flow::FlowKey) -> String {
-    let mut m = flowpath_flow::FlowMask::catchall();
-    for f in flowpath_flow::field::FIELDS {
-        if !f.is_reg() && f.prereq.ok_for(k) {
-            f.or_mask(&mut m, f.full_mask());
-        }
-    }
-    let mut mk = m.to_key();
-    // The connection-tracking fields only where they have a value.
-    for f in [
-        flowpath_flow::FieldId::CtState,
-        flowpath_flow::FieldId::CtZone,
-        flowpath_flow::FieldId::CtMark,
-        flowpath_flow::FieldId::CtLabel,
-        flowpath_flow::FieldId::CtNwProto,
-        flowpath_flow::FieldId::CtNwSrc,
-        flowpath_flow::FieldId::CtNwDst,
-        flowpath_flow::FieldId::CtIpv6Src,
-        flowpath_flow::FieldId::CtIpv6Dst,
-        flowpath_flow::FieldId::CtTpSrc,
-        flowpath_flow::FieldId::CtTpDst,
-    ] {
-        let info = f.info();
-        if info.get(k) == 0 {
-            info.set_masked(&mut mk, 0, info.full_mask());
-        }
-    }
-    if k.ct_state() == 0 || k.ct_nw_proto() == 0 {
-        // (ct_tp_* print with ct_nw_proto only.)
-        for f in [
-            flowpath_flow::FieldId::CtTpSrc,
-            flowpath_flow::FieldId::CtTpDst,
-        ] {
-            f.info().set_masked(&mut mk, 0, f.info().full_mask());
-        }
-    }
-    mk.set_in_port(u32::MAX);
-    mk.set_dl_type(0xffff);
-    mk.set_vlan_tci(0xffff);
-    mk.set_vlan_tci_inner(if k.vlan_tci_inner() == 0 { 0 } else { 0xffff });
-    if k.is_ip_any() {
-        mk.set_nw_frag(0x3);
-    }
-    if !matches!(k.dl_type(), 0x8847 | 0x8848) || k.mpls_lse1() == 0 {
-        mk.set_mpls_lse1(0);
-    }
-    if !matches!(k.dl_type(), 0x8847 | 0x8848) || k.mpls_lse2() == 0 {
-        mk.set_mpls_lse2(0);
-    }
-    let m = flowpath_flow::FlowMask::from_key(&mk);
-    let text = flowpath_flow::Match::new(k, &m).format(flowpath_flow::Style::Rule);
-    // (As input, in OVS's syntax too, `icmp_type` is ICMPv4's and
-    // `tp_src` TCP's.)
-    let text = if k.is_ipv6() {
-        text.replace("icmp_type=", "icmpv6_type=")
-            .replace("icmp_code=", "icmpv6_code=")
-    } else {
-        text
-    };
-    match (k.is_ip_any(), k.nw_proto()) {
-        (true, 17) => text
-            .replace("tp_src=", "udp_src=")
-            .replace("tp_dst=", "udp_dst="),
-        (true, 132) => text
-            .replace("tp_src=", "sctp_src=")
-            .replace("tp_dst=", "sctp_dst="),
-        _ => text,
-    }
-}
-
 /// The note of recirculation `id`'s header (taken from `pending`).
 fn notes_for(pending: &mut Vec<(u32, String)>, id: u32) -> String {
     match pending.iter().position(|(i, _)| *i == id) {
@@ -225,17 +151,7 @@ pub fn run(args: Args) -> Result<()> {
             }
             let mut notes = Vec::new();
             for rc in x.recirculations.iter().filter(|rc| rc.ct.is_some()) {
-                let (state, note) = match ct_next.next() {
-                    Some(s) => {
-                        let f = flowpath_flow::FieldId::CtState.info();
-                        let t = flowpath_flow::value::format_value(f, u128::from(s), 0xff);
-                        (s, format!(" - resume conntrack with ct_state={t}"))
-                    }
-                    None => (
-                        flowpath_flow::key::ct_state::TRK | flowpath_flow::key::ct_state::NEW,
-                        " - resume conntrack with default ct_state=trk|new (use --ct-next to customize)".to_string(),
-                    ),
-                };
+                let (state, note) = next_ct_state(&mut ct_next);
                 let next = rc.next_key(state);
                 notes.push(note);
                 let text = format!("recirc_id={:#x},{}", rc.id, packet_text(&next));
@@ -263,9 +179,8 @@ pub fn run(args: Args) -> Result<()> {
                 continue;
             }
             if let Some(id) = resumes {
-                let bar = "=".repeat(79);
                 let note = notes_for(&mut pending_notes, id);
-                writeln!(out, "\n{bar}\nrecirc({id:#x}){note}\n{bar}\n")?;
+                writeln!(out, "{}", resume_banner(id, &note))?;
             }
             writeln!(out, "{}", x.report(&key, &text))?;
             for (rc, note) in x

@@ -102,6 +102,17 @@ fn tutorial_firewall_with_iperf3_and_nmap() {
     // Flushing empties the table.
     t.appctl("dpctl/flush-conntrack");
     assert_eq!(t.appctl("dpctl/ct-get-nconns").trim(), "0");
+    // ofproto/trace follows the ct(table=1) pass with --ct-next's state.
+    let tr = t.appctl(
+        "ofproto/trace br0 in_port=2,tcp,nw_src=10.77.0.2,nw_dst=10.77.0.1,tp_src=5201,tp_dst=4000 --ct-next 'trk|est|rpl'",
+    );
+    assert!(
+        tr.contains(" - resume conntrack with ct_state=est|rpl|trk\n"),
+        "{tr}"
+    );
+    assert!(tr.trim_end().ends_with("Datapath actions: 1"), "{tr}");
+    let tr = t.appctl("ofproto/trace br0 in_port=2,tcp,nw_src=10.77.0.2,nw_dst=10.77.0.1");
+    assert!(tr.trim_end().ends_with("Datapath actions: drop"), "{tr}");
     // The timeouts are configuration keys.
     let shown = t.appctl("config/set ct-timeout-tcp_established=120 ct-timeout-udp_first=5");
     assert!(

@@ -135,3 +135,71 @@ fn bad_packet_and_missing_files_are_reported() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("tp_dst"));
 }
+
+/// `--ct-next`: each `ct(table=N)` pass is traced after its packet with
+/// the state given (OVS's banner, default `trk|new`), and NAT is simulated
+/// with the range's first address and port, as `ofproto/trace` does.
+#[test]
+fn ct_passes_follow_with_ct_next_states() {
+    let rules = tmp(
+        "ct.flows",
+        "table=0,priority=100,ip,ct_state=-trk,actions=ct(table=1,zone=3,nat)\n\
+         table=1,ip,ct_state=+trk+new,actions=ct(commit,zone=3,nat(dst=10.9.9.9:8080),table=2)\n\
+         table=1,ip,ct_state=+trk+est,ct_zone=3,actions=output:2\n\
+         table=2,tcp,ct_state=+trk+dnat,nw_dst=10.9.9.9,tp_dst=8080,actions=output:3\n\
+         table=2,priority=0,actions=drop\n",
+    );
+    let run = |next: &[&str]| {
+        let mut c = bin();
+        c.args(["trace", "--rules"]).arg(&rules);
+        for n in next {
+            c.args(["--ct-next", n]);
+        }
+        let out = c
+            .arg("in_port=1,tcp,nw_src=10.0.0.1,nw_dst=10.0.0.2,tp_src=1000,tp_dst=80")
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let s = run(&["trk|est"]);
+    assert!(
+        s.contains("Datapath actions: ct(zone=3,nat),recirc(0x"),
+        "{s}"
+    );
+    assert!(
+        s.contains(") - resume conntrack with ct_state=est|trk\n"),
+        "{s}"
+    );
+    assert!(s.ends_with("Datapath actions: 2\n"), "{s}");
+    // The first resumed pass new (default), the second translated.
+    let s = run(&[]);
+    assert!(
+        s.contains(
+            " - resume conntrack with default ct_state=trk|new (use --ct-next to customize)"
+        ),
+        "{s}"
+    );
+    assert!(
+        s.contains("Datapath actions: ct(commit,zone=3,nat(dst=10.9.9.9:8080)),recirc(0x"),
+        "{s}"
+    );
+    let s = run(&["trk|new", "trk|new|dnat"]);
+    assert!(
+        s.contains(" - resume conntrack with ct_state=new|trk|dnat\n"),
+        "{s}"
+    );
+    assert!(s.ends_with("Datapath actions: 3\n"), "{s}");
+    // A state that is not one.
+    let out = bin()
+        .args(["trace", "--rules"])
+        .arg(&rules)
+        .args(["--ct-next", "bogus", "in_port=1,ip"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+}

@@ -15,7 +15,7 @@ use flowpath_datapath::{keys, Config};
 use flowpath_flow::FlowKey;
 use flowpath_ofproto::parse::parse_packet;
 use flowpath_ofproto::tables::FragMode;
-use flowpath_ofproto::xlate::{xlate_on, XlateMode};
+use flowpath_ofproto::xlate::trace_with_ct;
 use flowpath_unixctl::{CommandSpec, Handler};
 use std::fmt::Write;
 use std::sync::mpsc::{sync_channel, SyncSender, TrySendError};
@@ -157,7 +157,13 @@ static COMMANDS: &[Command] = &[
     cmd("dpctl/ipf-get-status", "[DP] [-m]", 0, 2, |c, _, _| {
         Ok(crate::conntrack::ipf_status(&c.sh.ipf))
     }),
-    cmd("ofproto/trace", "[BRIDGE] FLOW", 1, 2, |c, p, _| c.trace(p)),
+    cmd(
+        "ofproto/trace",
+        "[BRIDGE] FLOW [--ct-next STATE]...",
+        1,
+        MANY,
+        |c, p, _| c.trace(p),
+    ),
     cmd("add-flow", "RULE", 1, MANY, |c, p, _| c.add_flow(p)),
     cmd("add-flows", "FILE", 1, 1, |c, p, _| {
         c.add_flows(first(p), false)
@@ -556,19 +562,36 @@ impl Control {
     }
 
     fn trace(&self, params: &[String]) -> Result<String, String> {
-        let flow = params.last().map(String::as_str).unwrap_or("");
+        // `[BRIDGE] FLOW [--ct-next STATE]...`, as OVS's ofproto/trace.
+        let mut ct_next = Vec::new();
+        let mut words = Vec::new();
+        let mut it = params.iter();
+        while let Some(p) = it.next() {
+            if p == "--ct-next" {
+                let v = it.next().ok_or("--ct-next needs a state (trk|est)")?;
+                let info = flowpath_flow::FieldId::CtState.info();
+                let (s, _) = flowpath_flow::value::parse_value(info, v)
+                    .map_err(|e| format!("--ct-next {v}: {e}"))?;
+                ct_next.push(s as u8);
+            } else {
+                words.push(p.as_str());
+            }
+        }
+        let flow = words.last().copied().unwrap_or("");
         let key: FlowKey = parse_packet(flow).map_err(|e| e.to_string())?;
         let mut tables = self.state().rules.tables();
         let learned = self.sh.bridge.learned.flows();
         if !learned.is_empty() {
             tables = std::sync::Arc::new(tables.with_added(&learned));
         }
-        let trace = XlateMode {
-            trace: true,
-            ..XlateMode::default()
-        };
-        let x = xlate_on(&*tables, Some(&self.sh.bridge), &key, self.now_ms(), trace);
-        Ok(format!("{}\n", x.report(&key, flow)))
+        Ok(trace_with_ct(
+            &*tables,
+            Some(&self.sh.bridge),
+            &key,
+            flow,
+            &ct_next,
+            self.now_ms(),
+        ))
     }
 
     /// The datapath clock (ms since the switch started).

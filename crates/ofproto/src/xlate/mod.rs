@@ -70,10 +70,12 @@ mod fields;
 mod freeze;
 mod groups;
 mod mpls;
+mod trace;
 
 use actions::{At, Step};
 use groups::multipath_link;
 use mpls::{is_mpls, MPLS_MAX_LABELS};
+pub use trace::{next_ct_state, packet_text, resume_banner, trace_with_ct};
 
 /// An action set (or a group bucket, which OpenFlow executes as one) in
 /// execution order: the last `strip_vlan`/`pop_vlan`, the last
