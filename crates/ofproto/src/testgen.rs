@@ -390,9 +390,11 @@ pub fn rule_set(r: &mut Rng) -> (Vec<Rule>, String) {
 
 /// Makes a random key look like one the extractor produces: no TCI bits
 /// for absent tags, 8-bit ICMP type and code, no fragment bits outside IP,
-/// no L4 fields in later fragments, no priority, mark, recirculation id
-/// or datapath hash.
+/// no L4 fields in later fragments, no priority, mark, recirculation id,
+/// datapath hash or connection-tracking fields (a received packet is
+/// untracked; [`with_ct_of`] puts a tracker's back).
 pub fn normalize(mut k: FlowKey) -> FlowKey {
+    k = with_ct_of(&FlowKey::zero(), k);
     // No datapath metadata (skb_priority, pkt_mark, recirc_id, dp_hash)
     // on a received packet.
     k.w[flowpath_flow::key::W_META2] = 0;
@@ -492,4 +494,20 @@ pub fn packet(r: &mut Rng, rules: &[Rule]) -> FlowKey {
         k.set_tp_dst([22, 80, 443, 1024][r.below(4) as usize]);
     }
     normalize(k)
+}
+
+/// `k` with the connection-tracking fields of `from`.
+pub fn with_ct_of(from: &FlowKey, mut k: FlowKey) -> FlowKey {
+    k.set_ct_state(from.ct_state());
+    k.set_ct_zone(from.ct_zone());
+    k.set_ct_mark(from.ct_mark());
+    k.set_ct_label(from.ct_label());
+    k.set_ct_nw_proto(from.ct_nw_proto());
+    k.set_ct_nw_src(from.ct_nw_src());
+    k.set_ct_nw_dst(from.ct_nw_dst());
+    k.set_ct_ipv6_src(from.ct_ipv6_src());
+    k.set_ct_ipv6_dst(from.ct_ipv6_dst());
+    k.set_ct_tp_src(from.ct_tp_src());
+    k.set_ct_tp_dst(from.ct_tp_dst());
+    k
 }

@@ -91,6 +91,7 @@ impl<L: Lookup> Ctx<'_, '_, L> {
             self.ct_recirculate(table, zone, ct.nat, indent);
         }
         clear_ct(&mut self.flow);
+        self.conntracked = false;
         if self.tracing {
             self.note(
                 indent + 1,
@@ -132,7 +133,13 @@ impl<L: Lookup> Ctx<'_, '_, L> {
         });
     }
 
+    /// `ct_clear`: as OVS, only where the packet is tracked (see
+    /// `conntracked`); elsewhere it does nothing, and emits nothing.
     pub(super) fn ct_clear_action(&mut self) -> Step {
+        if !self.conntracked {
+            return Step::Next;
+        }
+        self.conntracked = false;
         clear_ct(&mut self.flow);
         self.odp.push(DpAction::CtClear);
         Step::Next
