@@ -79,7 +79,8 @@ impl<L: Lookup> Ctx<'_, '_, L> {
             .set_ct_label((self.flow.ct_label() & !label_mask) | (label & label_mask));
         let action = CtAction {
             zone,
-            commit: ct.commit,
+            // As OVS: the datapath's force_commit instead of commit.
+            commit: ct.commit && !ct.force,
             force: ct.force,
             mark: (mark_mask != 0).then_some((mark, mark_mask)),
             label: (label_mask != 0).then_some((label, label_mask)),
