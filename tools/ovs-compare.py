@@ -6,7 +6,7 @@ bridge br0 (fail_mode=secure) with dummy ports p1..p4 at OpenFlow ports
 1..4, as tools/ovs-sandbox.sh starts it. Usage:
 
   tools/ovs-sandbox.sh start 4
-  OVS_RUNDIR=/tmp/ovs-sandbox tools/ovs-compare.py [--normal|--of13|--regs|--conj|--select|--mpls-actions] \
+  OVS_RUNDIR=/tmp/ovs-sandbox tools/ovs-compare.py [--normal|--of13|--regs|--conj|--select|--mpls-actions|--ct] \
       [--seed S] [--rulesets N] [--packets M] [--flowpath target/debug/flowpath] \
       [--record FILE] [--ctl /path/ovs-vswitchd.PID.ctl]
 
@@ -29,6 +29,32 @@ ovs-netdev). Where OVS recirculates (a pop_mpls followed by what reads
 L3) both passes are compared, as with --select; where OVS writes
 set(mpls(...)), flowpath's megaflow may add MPLS bits (the whole entry;
 OVS leaves the untouched ones out).
+
+--ct: connection tracking as firewall pipelines write it (the OVS
+tutorial's, Neutron's and OVN's shapes): table 0 sends untracked IPv4 and
+IPv6 through ct(table=1[,zone=N|zone=NXM_NX_REG6[0..15]][,nat]) (REG6
+loaded per port first, or a DNAT commit); later tables match ct_state
+combinations (masked: +trk+est-rel, +trk+new, +inv, -new+rpl, ...),
+ct_mark, ct_label (masked), ct_zone and, with +trk+est, the original
+tuple (ct_nw_src/dst, ct_ipv6_src/dst, ct_nw_proto, ct_tp_dst), and act
+with ct(commit[,force][,zone][,exec(set_field/load to ct_mark/ct_label)]
+[,nat(src|dst=range[,persistent][,hash|random])][,alg=ftp|tftp]), ct
+without table (tracked, then the pipeline goes on with the ct fields
+cleared), ct(table=N) from later tables, ct_clear, move from ct_mark,
+outputs, resubmits and registers. Some packets come already tracked (a
+state, zone, mark, label and tuple in the flow). Each packet is traced
+under --ct-next trk|new, trk|est, trk|est|rpl, trk|rel and trk|inv (and,
+with NAT, two of trk|new|snat, trk|new|dnat, trk|est|dnat,
+trk|est|rpl|snat; and a pair of states where a second ct(table=N) may
+follow): OVS's ofproto/trace follows each ct recirculation itself and
+prints every pass after a "recirc(0x..) - resume conntrack" banner,
+flowpath's `trace --json --ct-next` prints the same passes in the same
+order; actions and megaflows of every pass are compared, recirculation
+ids apart. With --record, one line per rule set holds a sample of its
+traces (two that recirculate and one more; every trace is compared):
+{"rules", "traces": [{"packet", "ct_next", "passes": [{"megaflow",
+"actions"}, ...]}]}. (OVS takes --ct-next as `trk,est`; the script passes
+that form, flowpath takes both.)
 
 --select: select groups by the datapath hash (OVS's default method, and
 selection_method=dp_hash with a parameter), weighted (weight 0 too),
@@ -1180,6 +1206,312 @@ def normal_main(a, r, rec):
         os.unlink(rf); os.unlink(pf)
     print("NORMAL: rule sets %d, packets %d, action diffs %d, megaflow diffs %d" % (a.rulesets, total, diffs, mfd))
 
+# --ct: connection tracking as firewall pipelines write it.
+CT_STATES = ["+trk+est-rel", "+trk+new", "+trk+inv", "-new+rpl", "+trk+est", "+trk+est+rpl", "+trk+rel", "+trk",
+             "+trk-new-est", "+est-inv", "+trk+new-rpl", "+trk+snat", "+trk+dnat", "-trk", "+trk+est-rel-inv"]
+CT_NEXT = ["trk|new", "trk|est", "trk|est|rpl", "trk|rel", "trk|inv"]
+CT_NEXT_NAT = ["trk|new|snat", "trk|new|dnat", "trk|est|dnat", "trk|est|rpl|snat"]
+
+def ct_nat(r, v6):
+    """A `nat(...)` argument of IPv4 or IPv6 addresses (or none)."""
+    k = r.random()
+    if k < 0.3:
+        return "nat"
+    kind = r.choice(["src", "dst"])
+    if v6:
+        a = "[fd00::%x]" % r.randint(1, 9)
+        if r.random() < 0.4:
+            a += "-[fd00::%x]" % r.randint(10, 20)
+    else:
+        a = "10.9.%d.%d" % (r.randrange(3), r.randint(1, 9))
+        if r.random() < 0.4:
+            a += "-10.9.9.%d" % r.randint(10, 20)
+    if r.random() < 0.5:
+        p = r.choice([80, 1000, 4096])
+        a += ":%d" % p
+        if r.random() < 0.5:
+            a += "-%d" % (p + r.choice([1, 100]))
+    flags = [f for f in ("persistent", r.choice(["hash", "random", ""])) if f and r.random() < 0.3]
+    return "nat(%s=%s%s)" % (kind, a, "".join("," + f for f in flags))
+
+def ct_exec(r):
+    """`exec(...)` writes to ct_mark and ct_label."""
+    w = []
+    for _ in range(r.randint(1, 2)):
+        w.append(r.choice(["set_field:0x%x->ct_mark" % r.choice([1, 2, 5, 0x100]),
+                           "set_field:0x%x/0x%x->ct_mark" % (r.choice([1, 2]), r.choice([0xff, 0x3, 0xf0f])),
+                           "load:0x%x->NXM_NX_CT_MARK[%s]" % (r.randrange(4), r.choice(["0..1", "4..7", "16..31"])),
+                           "set_field:0x%x->ct_label" % r.choice([1, 0x10000, 0x100000000000000000]),
+                           "set_field:0x%x/0x%x->ct_label" % (r.choice([1, 2]), r.choice([0x3, 0xffff])),
+                           "load:0x%x->NXM_NX_CT_LABEL[%s]" % (r.randrange(8), r.choice(["0..2", "64..66", "125..127"]))]))
+    return "exec(%s)" % ",".join(first_by(w, lambda x: x.split("->")[1].split("[")[0]))
+
+def ct_action(r, proto, table, ntables, recirc):
+    """A `ct(...)`: commit or not, a zone (number or REG6), exec, nat,
+    alg; with `recirc`, table= a later table."""
+    v6 = proto in ("ipv6", "tcp6", "udp6", "icmp6")
+    parts = []
+    commit = not recirc or r.random() < 0.3
+    if commit:
+        parts.append("commit")
+        if r.random() < 0.1:
+            parts.append("force")
+    k = r.random()
+    if k < 0.35:
+        parts.append("zone=%d" % r.choice([1, 5, 7, 0xffff]))
+    elif k < 0.55:
+        parts.append("zone=NXM_NX_REG6[0..15]")
+    elif k < 0.6:
+        parts.append(r.choice(["zone=NXM_NX_REG5[16..31]", "zone=NXM_NX_PKT_MARK[0..15]"]))
+    if recirc:
+        parts.append("table=%d" % r.randint(table + 1, ntables - 1))
+    if commit and r.random() < 0.5:
+        parts.append(ct_exec(r))
+    if r.random() < (0.4 if recirc else 0.35):
+        n = ct_nat(r, v6)
+        if n != "nat" and not commit:
+            # (OVS: a NAT range needs commit.)
+            n = "nat"
+        parts.append(n)
+    if commit and proto in ("tcp", "tcp6") and r.random() < 0.15:
+        parts.append("alg=ftp")
+    elif commit and proto in ("udp", "udp6") and r.random() < 0.15:
+        parts.append("alg=tftp")
+    return "ct(%s)" % ",".join(parts)
+
+def ct_post_match(r):
+    """A match of a table after conntrack: ct_state combinations, mark,
+    label, zone, the original tuple."""
+    proto = r.choice(["ip", "ip", "tcp", "udp", "icmp", "ipv6", "tcp6", "udp6", "icmp6", ""])
+    parts = [proto] if proto else []
+    if r.random() < 0.3:
+        parts.append("in_port=%d" % r.randint(1, 4))
+    if r.random() < 0.85:
+        parts.append("ct_state=%s" % r.choice(CT_STATES))
+    if r.random() < 0.25:
+        parts.append(r.choice(["ct_mark=%d" % r.choice([0, 1, 2, 5]), "ct_mark=0x%x/0x%x" % (r.choice([0, 1, 2]), r.choice([0x1, 0x3, 0xff]))]))
+    if r.random() < 0.2:
+        parts.append(r.choice(["ct_label=0x%x" % r.choice([0, 1, 0x10000]), "ct_label=0x%x/0x%x" % (r.choice([0, 1]), r.choice([0x1, 0xffff, 0x10000000000000000]))]))
+    if r.random() < 0.2:
+        parts.append("ct_zone=%d" % r.choice([0, 1, 5, 7]))
+    if proto and r.random() < 0.2:
+        # The original direction's tuple: needs a tracked connection.
+        parts = [p for p in parts if not p.startswith("ct_state=")] + ["ct_state=+trk+est"]
+        if proto in ("ipv6", "tcp6", "udp6", "icmp6"):
+            parts.append(r.choice(["ct_ipv6_dst=fd00::%x" % r.randint(1, 3), "ct_ipv6_src=2001:db8::1/64"]))
+        else:
+            parts.append(r.choice(["ct_nw_dst=10.0.0.%d" % r.randint(1, 3), "ct_nw_src=10.0.0.0/24", "ct_nw_dst=10.9.0.0/16"]))
+        if r.random() < 0.5:
+            parts.append("ct_nw_proto=%d" % r.choice([6, 17, 1]))
+            if r.random() < 0.5 and parts[-1] != "ct_nw_proto=1":
+                parts.append("ct_tp_dst=%d" % r.choice([80, 22, 8080]))
+    if proto in ("tcp", "udp") and r.random() < 0.3:
+        parts.append("tp_dst=%d" % r.choice([22, 80, 443]))
+    if r.random() < 0.2:
+        parts.append("reg%d=%d" % (r.choice([0, 6]), r.choice([0, 1, 5])))
+    return first_by(parts, lambda p: p.split("=")[0]), proto
+
+def ct_post_actions(r, proto, table, ntables):
+    acts = []
+    for _ in range(r.randint(1, 3)):
+        k = r.random()
+        if k < 0.35 and proto:
+            acts.append(ct_action(r, proto, table, ntables, table + 1 < ntables and r.random() < 0.25))
+        elif k < 0.55:
+            acts.append("output:%d" % r.randint(1, 4))
+        elif k < 0.65:
+            acts.append("ct_clear")
+        elif k < 0.75 and table + 1 < ntables:
+            acts.append("resubmit(,%d)" % r.randint(table + 1, ntables - 1))
+        elif k < 0.85:
+            acts.append("load:0x%x->NXM_NX_REG%d[%s]" % (r.choice([1, 5, 7]), r.choice([0, 6]), r.choice(["", "0..15"])))
+        elif k < 0.9:
+            acts.append("move:NXM_NX_CT_MARK[]->NXM_NX_REG0[]")
+        elif k < 0.95 and proto in ("ip", "tcp", "udp", "icmp"):
+            acts.append("mod_nw_dst:10.0.0.%d" % r.randint(1, 9))
+        else:
+            acts.append("mod_dl_src:00:00:00:00:00:%02x" % r.randrange(256))
+    if r.random() < 0.1:
+        acts = ["drop"]
+    return ",".join(acts)
+
+def rnd_ct_rules(r):
+    """A firewall pipeline: table 0 sends untracked IP through the tracker
+    (`ct(table=1[,zone][,nat])`, the zone from REG6 that a rule per port
+    loads), later tables decide on ct_state, mark, label, zone and tuple,
+    commit (exec, NAT, ALG), clear, output and resubmit."""
+    ntables = r.randint(2, 3)
+    rules = []
+    style = r.choice(["tutorial", "neutron", "ovn"])
+    if style == "tutorial":
+        rules += ["table=0,priority=1,actions=drop",
+                  "table=0,priority=10,arp,actions=output:%d" % r.randint(1, 4),
+                  "table=0,priority=100,ip,ct_state=-trk,actions=ct(table=1)"]
+        if r.random() < 0.5:
+            rules.append("table=0,priority=100,ipv6,ct_state=-trk,actions=ct(table=1)")
+        for p in (1, 2):
+            q = 3 - p
+            rules.append("table=1,in_port=%d,ip,ct_state=+trk+new,actions=%s,%d" % (p, ct_action(r, "ip", 1, ntables, False) if r.random() < 0.5 else "ct(commit)", q) if p == 1 else "table=1,in_port=2,ip,ct_state=+trk+new,actions=drop")
+            rules.append("table=1,in_port=%d,ip,ct_state=+trk+est,actions=%d" % (p, q))
+    else:
+        for proto in ("ip", "ipv6"):
+            if r.random() < 0.8:
+                zone = ""
+                k = r.random()
+                if k < 0.3:
+                    zone = ",zone=%d" % r.choice([1, 5, 7])
+                elif k < 0.7:
+                    zone = ",zone=NXM_NX_REG6[0..15]"
+                nat = ",nat" if r.random() < 0.4 else ""
+                if nat and r.random() < 0.3:
+                    # A load balancer: DNAT on the way in.
+                    nat = ",commit," + ct_nat(r, proto == "ipv6")
+                rules.append("table=0,priority=100,%s,ct_state=-trk,actions=ct(table=1%s%s)" % (proto, zone, nat))
+        if style == "ovn" or r.random() < 0.5:
+            # The zone of each port (OVN: REG6 before conntrack).
+            for p in r.sample([1, 2, 3, 4], r.randint(1, 4)):
+                proto = r.choice(["ip", "ipv6"])
+                rules.append("table=0,priority=110,in_port=%d,%s,ct_state=-trk,actions=load:0x%x->NXM_NX_REG6[0..15],ct(table=1,zone=NXM_NX_REG6[0..15]%s)" % (p, proto, r.choice([1, 2, 5, 7]), ",nat" if r.random() < 0.3 else ""))
+        rules.append("table=0,priority=0,actions=%s" % r.choice(["resubmit(,1)", "drop", "output:%d" % r.randint(1, 4)]))
+    for t in range(1, ntables):
+        for _ in range(r.randint(2, 5)):
+            parts, proto = ct_post_match(r)
+            acts = ct_post_actions(r, proto, t, ntables)
+            while "+inv" in ",".join(parts) and "commit" in acts:
+                # (OVS: no ct(commit) for packets matched as +inv.)
+                acts = ct_post_actions(r, proto, t, ntables)
+            rules.append("table=%d,priority=%d,%s%sactions=%s" % (t, r.randint(1, 1000), ",".join(parts), "," if parts else "", acts))
+        if r.random() < 0.6:
+            rules.append("table=%d,priority=0,actions=%s" % (t, r.choice(["drop", "output:%d" % r.randint(1, 4), "ct_clear,output:%d" % r.randint(1, 4)])))
+    # Drop duplicates (same table, priority and match).
+    return first_by(rules, lambda rule: rule.split(",actions=")[0]), ntables
+
+def rnd_ct_packet(r):
+    proto = r.choice(["tcp", "tcp", "udp", "icmp", "tcp6", "udp6", "icmp6", "arp"])
+    p = ["in_port=%d" % r.randint(1, 4), proto]
+    if r.random() < 0.1 and proto != "arp":
+        # A packet already tracked (a patch port's, or a later pass):
+        # skips table 0's conntrack, with the original tuple.
+        p.append("ct_state=%s" % r.choice(["trk|est", "trk|new", "trk|est|rpl"]))
+        p.append("ct_zone=%d" % r.choice([0, 5]))
+        p.append("ct_mark=%d" % r.choice([0, 1, 2]))
+        if r.random() < 0.5:
+            p.append("ct_label=0x%x" % r.choice([1, 0x10000]))
+        p.append("ct_nw_proto=%d" % {"tcp": 6, "tcp6": 6, "udp": 17, "udp6": 17}.get(proto, 1 if proto == "icmp" else 58))
+        if proto.endswith("6"):
+            p += ["ct_ipv6_src=2001:db8::1", "ct_ipv6_dst=fd00::%x" % r.randint(1, 3)]
+        else:
+            p += ["ct_nw_src=10.0.0.%d" % r.randint(1, 3), "ct_nw_dst=10.0.0.%d" % r.randint(1, 3)]
+        if proto in ("tcp", "udp", "tcp6", "udp6"):
+            p += ["ct_tp_src=%d" % r.choice([1234, 5000]), "ct_tp_dst=%d" % r.choice([80, 22, 8080])]
+    if r.random() < 0.2:
+        p.append("pkt_mark=%d" % r.choice([1, 5]))
+    if proto in ("tcp", "udp", "icmp"):
+        p += ["nw_src=10.0.0.%d" % r.randint(1, 3), "nw_dst=10.0.0.%d" % r.randint(1, 3), "nw_ttl=64"]
+    if proto in ("tcp6", "udp6", "icmp6"):
+        p += ["ipv6_src=2001:db8::1", "ipv6_dst=fd00::%x" % r.randint(1, 3), "nw_ttl=64"]
+    if proto in ("tcp", "tcp6"):
+        p += ["tp_src=%d" % r.choice([1234, 5000]), "tp_dst=%d" % r.choice([22, 80, 443, 8080])]
+    if proto in ("udp", "udp6"):
+        p += ["udp_src=%d" % r.choice([1234, 5000]), "udp_dst=%d" % r.choice([53, 69, 80])]
+    if proto == "icmp":
+        p.append("icmp_type=8")
+    if proto == "icmp6":
+        p += ["icmpv6_type=128", "icmpv6_code=0"]
+    if proto == "arp":
+        p += ["arp_op=1", "arp_spa=10.0.0.1", "arp_tpa=10.0.0.2"]
+    return ",".join(p)
+
+def ovs_trace_passes(pkt, ct_next):
+    """OVS's [(megaflow, datapath actions)] for `pkt` and each conntrack
+    pass ofproto/trace follows, `ct_next` its --ct-next states; None
+    (after printing why) when OVS cannot trace it."""
+    extra = []
+    for s in ct_next:
+        extra += ["--ct-next", s.replace("|", ",")]
+    oo = subprocess.run(["ovs-appctl"] + CTL + ["ofproto/trace", "br0", pkt] + extra, capture_output=True, text=True)
+    o = oo.stdout + oo.stderr
+    passes = []
+    for part in re.split(r"^=+$", o, flags=re.M):
+        mfm = re.search(r"^Megaflow: (.*)$", part, re.M)
+        dam = re.search(r"^Datapath actions: (.*)$", part, re.M)
+        if mfm and dam:
+            passes.append((mfm.group(1), map_ovs_actions(dam.group(1))))
+    if not passes:
+        print("OVS could not trace", pkt, o[:300])
+        return None
+    return passes
+
+def ct_main(a, r, rec):
+    """--ct: each packet traced under several --ct-next states, every pass
+    compared (recirculation ids apart)."""
+    diffs = mfd = total = passes = sets = 0
+    for rs in range(a.rulesets):
+        if not ovs_alive():
+            print("OVS CRASHED during rule set %d: restarting it" % (rs - 1))
+            restart_ovs()
+        rules, ntables = rnd_ct_rules(r)
+        rf, res = load_rules(rules)
+        if res.returncode:
+            print("OVS rejected rule set", rs, res.stderr, open(rf).read())
+            continue
+        sets += 1
+        pkts = [rnd_ct_packet(r) for _ in range(a.packets)]
+        pf = write_packets(pkts)
+        text = open(rf).read()
+        nat = "nat(" in text
+        states = CT_NEXT + (r.sample(CT_NEXT_NAT, 2) if nat else [])
+        # Sometimes two states, for pipelines with a second ct(table=N).
+        lists = [[s] for s in states] + ([[r.choice(CT_NEXT), r.choice(states)]] if text.count("table=") > ntables + 1 or "ct(commit,table" in text else [])
+        grouped = []
+        for cn in lists:
+            extra = []
+            for s in cn:
+                extra += ["--ct-next", s]
+            ours = flowpath_trace(a, rf, pf, extra)
+            if ours is None:
+                continue
+            # One packet's passes: its own, then those with "resumes".
+            per = []
+            for o in ours:
+                if "resumes" in o:
+                    per[-1].append(o)
+                else:
+                    per.append([o])
+            for pkt, mine in zip(pkts, per):
+                total += 1
+                t = ovs_trace_passes(pkt, cn)
+                if t is None:
+                    continue
+                if rec:
+                    grouped.append({"packet": pkt, "ct_next": cn, "passes": [{"megaflow": m, "actions": d} for m, d in t]})
+                theirs = [(without_recirc_ids(m), without_recirc_ids(d)) for m, d in t]
+                ours_p = [(without_recirc_ids(o["megaflow"]), without_recirc_ids(o["actions"])) for o in mine]
+                passes += len(theirs)
+                if [d for _, d in theirs] != [d for _, d in ours_p]:
+                    diffs += 1
+                    print("ACTIONS DIFFER\n  rules: %s\n  packet: %s --ct-next %s\n  ovs:  %s\n  ours: %s" % (text.strip().replace("\n", "\n         "), pkt, " ".join(cn), "\n        ".join(d for _, d in theirs), "\n        ".join(d for _, d in ours_p)))
+                elif [m for m, _ in theirs] != [m for m, _ in ours_p] and not any(o.get("error") for o in mine):
+                    mfd += 1
+                    print("MEGAFLOW DIFFERS\n  rules: %s\n  packet: %s --ct-next %s\n  actions: %s\n  ovs:  %s\n  ours: %s" % (text.strip().replace("\n", "\n         "), pkt, " ".join(cn), " / ".join(d for _, d in theirs), "\n        ".join(m for m, _ in theirs), "\n        ".join(m for m, _ in ours_p)))
+        if rec and grouped:
+            # Every trace is compared above; a sample is recorded (the file
+            # stays small): two that recirculate, one more, each under
+            # another --ct-next state where it can.
+            rr = random.Random(a.seed * 100003 + rs)
+            rr.shuffle(grouped)
+            pick, states_seen = [], set()
+            for want_multi in (True, True, False):
+                cands = [g for g in grouped if g not in pick and (len(g["passes"]) > 1) == want_multi] or [g for g in grouped if g not in pick]
+                fresh = [g for g in cands if tuple(g["ct_next"]) not in states_seen]
+                if cands:
+                    g = (fresh or cands)[0]
+                    pick.append(g)
+                    states_seen.add(tuple(g["ct_next"]))
+            rec.write(json.dumps({"rules": rules, "traces": [g for g in grouped if g in pick]}, separators=(",", ":")) + "\n")
+        os.unlink(rf); os.unlink(pf)
+    print("CT: rule sets %d (loaded %d), traces %d, passes %d, action diffs %d, megaflow diffs %d" % (a.rulesets, sets, total, passes, diffs, mfd))
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--ctl", help="ovs-vswitchd's control socket (default: the one in $OVS_RUNDIR)")
@@ -1205,6 +1537,7 @@ def main():
     ap.add_argument("--output-reg", action="store_true", help="with --regs: output:REG[a..b] (the port a register holds)")
     ap.add_argument("--clone", action="store_true", help="with --regs: clone(...) around some of a rule's actions")
     ap.add_argument("--controller-opts", action="store_true", help="with --regs: controller(reason=,max_len=,id=,userdata=,pause) and sample(...); the packet-in's reason, cookie, id and length compared")
+    ap.add_argument("--ct", action="store_true", help="connection tracking: firewall pipelines (ct(table=N) in table 0, later tables on ct_state/mark/label/zone/tuple, ct(commit,exec,nat,alg), ct_clear), each packet traced under several --ct-next states, every pass compared")
     ap.add_argument("--of13", action="store_true", help="rule sets OpenFlow 1.3 can carry as flowpath means them (no mod_vlan_*/mod_nw_tos), with groups and instructions more often")
     a = ap.parse_args()
     r = random.Random(a.seed)
@@ -1232,6 +1565,8 @@ def main():
     load_port_map()
     if a.normal:
         return normal_main(a, r, rec)
+    if a.ct:
+        return ct_main(a, r, rec)
     reset_vlans()
     subprocess.run(["ovs-appctl"] + CTL + ["fdb/flush", "br0"], capture_output=True)
     diffs = narrower = wider = total = skipped = 0

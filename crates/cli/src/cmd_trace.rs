@@ -46,8 +46,9 @@ pub struct Args {
     #[arg(long)]
     learn: bool,
     /// The connection-tracking state the next `ct(table=N)` recirculation
-    /// resumes with (`trk|est`, `+trk+est`, `0x22`), as `ofproto/trace
-    /// --ct-next`; repeat it for later ones. Each `ct(table=N)` pass is
+    /// resumes with (`trk|est`, `trk,est`, `+trk+est`, `0x22`), as
+    /// `ofproto/trace --ct-next`; repeat it for later ones (each packet of
+    /// `--packets` starts from the first again). Each `ct(table=N)` pass is
     /// traced after the packet's (default: `trk|new`), with the NAT
     /// simulated as OVS's trace does it (the range's first address and
     /// port).
@@ -116,18 +117,21 @@ pub fn run(args: Args) -> Result<()> {
     let mut pending_notes: Vec<(u32, String)> = Vec::new();
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
-    let mut ct_next = Vec::new();
+    let mut ct_states = Vec::new();
     for f in &args.ct_next {
         let info = flowpath_flow::FieldId::CtState.info();
-        let (v, m) = flowpath_flow::value::parse_value(info, f)
+        // (OVS's ofproto/trace writes the flags `trk,est`.)
+        let (v, m) = flowpath_flow::value::parse_value(info, &f.replace(',', "|"))
             .map_err(|e| anyhow::anyhow!("--ct-next {f}: {e}"))?;
         if m != 0xff && v & !m != 0 {
             bail!("--ct-next {f}: give the whole state (trk|est)");
         }
-        ct_next.push(v as u8);
+        ct_states.push(v as u8);
     }
-    let mut ct_next = ct_next.into_iter();
     for (n, (line_no, line)) in packets.iter().enumerate() {
+        // Each packet's trace takes the states from the first (as one
+        // ofproto/trace call).
+        let mut ct_next = ct_states.iter().copied();
         let key = parse_packet(line).map_err(|e| match &pfile {
             Some(f) => anyhow::anyhow!("{f}:{line_no}: {e}"),
             None => anyhow::anyhow!("{e}"),

@@ -342,7 +342,12 @@ impl fmt::Display for CtAction {
             parts.push(format!("zone={}", self.zone));
         }
         if let Some((v, m)) = self.mark {
-            parts.push(format!("mark={v:#x}/{m:#x}"));
+            // (C's `%#x`, as OVS prints it: `0` for zero.)
+            parts.push(format!(
+                "mark={}/{}",
+                hex128(u128::from(v)),
+                hex128(u128::from(m))
+            ));
         }
         if let Some((v, m)) = self.label {
             if m == u128::MAX {

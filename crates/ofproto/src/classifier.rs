@@ -77,8 +77,11 @@ fn stage_masks() -> &'static [FlowMask; 4] {
         use FieldId::*;
         let groups: [&[FieldId]; 4] = [
             // (The registers and `metadata`, outside the key, belong here
-            // too: see `Subtable::new`.)
-            &[InPort, PktMark],
+            // too: see `Subtable::new`.) Connection tracking's state,
+            // zone, mark, label and original protocol are metadata; its
+            // original addresses are L3 and ports L4 (where OVS's struct
+            // flow keeps them, which makes its stages).
+            &[InPort, PktMark, CtState, CtZone, CtMark, CtLabel, CtNwProto],
             // MPLS label stack entries follow the Ethernet header: L2, as
             // in OVS's flow layout.
             &[
@@ -86,6 +89,7 @@ fn stage_masks() -> &'static [FlowMask; 4] {
             ],
             &[
                 NwSrc, NwDst, NwProto, NwTos, NwEcn, NwTtl, NwFrag, Ipv6Src, Ipv6Dst, Ipv6Label,
+                CtNwSrc, CtNwDst, CtIpv6Src, CtIpv6Dst,
             ],
             // As OVS 3.1 (checked with its ofproto/trace): the ND target
             // and link-layer addresses, ARP hardware addresses and TCP
@@ -101,6 +105,8 @@ fn stage_masks() -> &'static [FlowMask; 4] {
                 NdTarget,
                 NdReserved,
                 NdOptionsType,
+                CtTpSrc,
+                CtTpDst,
             ],
         ];
         let mut out = [FlowMask::catchall(); 4];

@@ -11,7 +11,8 @@
 //! 1.3's `vlan_vid`; registers, metadata
 //! and the packet mark matched, loaded, moved from and into packet fields;
 //! conjunctive matches (`conjunction(id,k/2)` flows and their `conj_id`
-//! flow).
+//! flow). [`ct_rule_set`] makes connection-tracking pipelines, and
+//! [`random_ct`] gives a key a tracker's fields.
 //!
 //! Deterministic for a seed; not for production use.
 
@@ -390,9 +391,11 @@ pub fn rule_set(r: &mut Rng) -> (Vec<Rule>, String) {
 
 /// Makes a random key look like one the extractor produces: no TCI bits
 /// for absent tags, 8-bit ICMP type and code, no fragment bits outside IP,
-/// no L4 fields in later fragments, no priority, mark, recirculation id
-/// or datapath hash.
+/// no L4 fields in later fragments, no priority, mark, recirculation id,
+/// datapath hash or connection-tracking fields (a received packet is
+/// untracked; [`with_ct_of`] puts a tracker's back).
 pub fn normalize(mut k: FlowKey) -> FlowKey {
+    k = with_ct_of(&FlowKey::zero(), k);
     // No datapath metadata (skb_priority, pkt_mark, recirc_id, dp_hash)
     // on a received packet.
     k.w[flowpath_flow::key::W_META2] = 0;
@@ -492,4 +495,258 @@ pub fn packet(r: &mut Rng, rules: &[Rule]) -> FlowKey {
         k.set_tp_dst([22, 80, 443, 1024][r.below(4) as usize]);
     }
     normalize(k)
+}
+
+/// `ct_state` matches of firewall pipelines (masked flag sets).
+const CT_STATES: [&str; 12] = [
+    "+trk+est-rel",
+    "+trk+new",
+    "+trk+inv",
+    "-new+rpl",
+    "+trk+est",
+    "+trk+est+rpl",
+    "+trk+rel",
+    "+trk",
+    "-trk",
+    "+trk+snat",
+    "+trk-new+dnat",
+    "+est-inv",
+];
+
+/// A `ct(...)` for a rule matching `proto` (an IP protocol): commit or
+/// not, a zone (a number or REG6's bits), `exec` writes to `ct_mark` and
+/// `ct_label`, NAT, with `table` a later table of `ntables`.
+fn ct_action(r: &mut Rng, proto: &str, table: u8, ntables: u8, commit: bool) -> String {
+    let v6 = matches!(proto, "ipv6" | "tcp6" | "udp6");
+    let mut p: Vec<String> = Vec::new();
+    if commit {
+        p.push("commit".into());
+        if r.chance(10) {
+            p.push("force".into());
+        }
+    }
+    match r.below(5) {
+        0 => p.push(format!("zone={}", [1, 5, 0xffff][r.below(3) as usize])),
+        1 => p.push("zone=NXM_NX_REG6[0..15]".into()),
+        _ => {}
+    }
+    if table + 1 < ntables && r.chance(40) {
+        p.push(format!(
+            "table={}",
+            table + 1 + r.below(u64::from(ntables - table - 1)) as u8
+        ));
+    }
+    if commit && r.chance(50) {
+        p.push(format!(
+            "exec({})",
+            r.pick(&[
+                "set_field:0x1->ct_mark",
+                "set_field:0x2/0x3->ct_mark",
+                "load:0x1->NXM_NX_CT_MARK[4..7]",
+                "set_field:0x1/0x1->ct_label",
+                "load:0x5->NXM_NX_CT_LABEL[64..66]",
+                "set_field:0x1->ct_mark,set_field:0x10000->ct_label",
+            ])
+        ));
+    }
+    if r.chance(40) {
+        if !commit || r.chance(40) {
+            p.push("nat".into());
+        } else if v6 {
+            p.push(
+                r.pick(&["nat(src=[fd00::1])", "nat(dst=[fd00::2]-[fd00::5]:80)"])
+                    .into(),
+            );
+        } else {
+            p.push(
+                r.pick(&[
+                    "nat(src=10.9.0.1-10.9.0.5)",
+                    "nat(dst=10.9.0.2:80)",
+                    "nat(src=10.9.0.1:1000-2000,random)",
+                ])
+                .into(),
+            );
+        }
+    }
+    if commit && matches!(proto, "tcp" | "tcp6") && r.chance(15) {
+        p.push("alg=ftp".into());
+    }
+    if p.is_empty() {
+        "ct".into()
+    } else {
+        format!("ct({})", p.join(","))
+    }
+}
+
+/// A random connection-tracking rule set: table 0 sends untracked IP
+/// through `ct(table=1)` (a zone given or loaded into REG6 per port, NAT),
+/// later tables match `ct_state` (masked), `ct_mark`, `ct_label`,
+/// `ct_zone` and the original tuple, and commit (`exec`, NAT, ALG),
+/// recirculate, clear (`ct_clear`), read `ct_mark` into a register,
+/// rewrite, resubmit and output; some rules of [`rule_text`] among them.
+/// Parsed, with its text.
+pub fn ct_rule_set(r: &mut Rng) -> (Vec<Rule>, String) {
+    let ntables = 2 + r.below(3) as u8;
+    let mut lines = Vec::new();
+    for (proto, prio) in [("ip", 100), ("ipv6", 101)] {
+        if r.chance(85) {
+            let a = ct_action(r, proto, 0, 2, false);
+            let a = if a.contains("table=") {
+                a
+            } else if a == "ct" {
+                "ct(table=1)".into()
+            } else {
+                a.replacen("ct(", "ct(table=1,", 1)
+            };
+            lines.push(format!(
+                "table=0,priority={prio},{proto},ct_state=-trk,actions={a}"
+            ));
+        }
+    }
+    for port in 1..=3 {
+        if r.chance(30) {
+            lines.push(format!(
+                "table=0,priority={},in_port={port},ip,ct_state=-trk,actions=load:{}->NXM_NX_REG6[0..15],ct(table=1,zone=NXM_NX_REG6[0..15])",
+                110 + port,
+                1 + r.below(7)
+            ));
+        }
+    }
+    lines.push(format!(
+        "table=0,priority=0,actions={}",
+        r.pick(&["resubmit(,1)", "drop", "output:4"])
+    ));
+    for t in 1..ntables {
+        let mut prios: Vec<u16> = Vec::new();
+        for _ in 0..2 + r.below(7) {
+            let prio = loop {
+                let p = 1 + r.below(1000) as u16;
+                if !prios.contains(&p) {
+                    prios.push(p);
+                    break p;
+                }
+            };
+            if r.chance(15) {
+                lines.push(rule_text(r, t, ntables, prio));
+                continue;
+            }
+            let proto = r.pick(&["ip", "tcp", "udp", "icmp", "ipv6", "tcp6", "udp6", ""]);
+            let mut m: Vec<String> = vec![format!("table={t}"), format!("priority={prio}")];
+            if !proto.is_empty() {
+                m.push(proto.into());
+            }
+            if r.chance(25) {
+                m.push(format!("in_port={}", 1 + r.below(3)));
+            }
+            let state = r.pick(&CT_STATES);
+            let tuple = !proto.is_empty() && r.chance(20);
+            if tuple {
+                m.push("ct_state=+trk+est".into());
+                if proto.ends_with('6') {
+                    m.push(format!("ct_ipv6_dst=fd00::{}", r.below(3)));
+                } else {
+                    m.push(
+                        r.pick(&[
+                            "ct_nw_dst=10.0.0.1",
+                            "ct_nw_src=10.0.0.0/24",
+                            "ct_nw_dst=10.9.0.0/16",
+                        ])
+                        .into(),
+                    );
+                }
+                if r.chance(50) {
+                    m.push("ct_nw_proto=6".into());
+                    if r.chance(50) {
+                        m.push(format!("ct_tp_dst={}", [22, 80][r.below(2) as usize]));
+                    }
+                }
+            } else if r.chance(85) {
+                m.push(format!("ct_state={state}"));
+            }
+            if r.chance(25) {
+                m.push(format!(
+                    "ct_mark={}",
+                    r.pick(&["0", "1", "2", "0x1/0x1", "0x2/0x3", "0x10/0xf0"])
+                ));
+            }
+            if r.chance(20) {
+                m.push(format!(
+                    "ct_label={}",
+                    r.pick(&[
+                        "0",
+                        "0x1",
+                        "0x1/0x1",
+                        "0x10000/0xffff0000",
+                        "0x50000000000000000/0x70000000000000000"
+                    ])
+                ));
+            }
+            if r.chance(20) {
+                m.push(format!("ct_zone={}", [0, 1, 5][r.below(3) as usize]));
+            }
+            if r.chance(15) {
+                m.push(format!("reg0={}", r.below(3)));
+            }
+            let inv = m.iter().any(|x| x.contains("+inv"));
+            let mut acts: Vec<String> = Vec::new();
+            for _ in 0..1 + r.below(4) {
+                match r.below(10) {
+                    0..=2 if !proto.is_empty() => {
+                        let commit = !inv && r.chance(70);
+                        acts.push(ct_action(r, proto, t, ntables, commit));
+                    }
+                    3 => acts.push("ct_clear".into()),
+                    4 => acts.push("move:NXM_NX_CT_MARK[]->NXM_NX_REG0[]".into()),
+                    5 if t + 1 < ntables => acts.push(format!(
+                        "resubmit(,{})",
+                        t + 1 + r.below(u64::from(ntables - t - 1)) as u8
+                    )),
+                    6 => acts.push(format!("load:{}->NXM_NX_REG6[0..15]", r.below(6))),
+                    7 if matches!(proto, "ip" | "tcp" | "udp" | "icmp") => {
+                        acts.push(format!("mod_nw_dst:10.0.0.{}", r.below(4)))
+                    }
+                    _ => acts.push(format!("output:{}", 1 + r.below(4))),
+                }
+            }
+            lines.push(format!("{},actions={}", m.join(","), acts.join(",")));
+        }
+    }
+    let text = lines.join("\n");
+    let rules = parse_rules(&text, None).unwrap_or_else(|e| panic!("{e}\n{text}"));
+    (rules, text)
+}
+
+/// Sets `k`'s connection-tracking fields to random values from small
+/// spaces (so that [`ct_rule_set`]'s matches meet them): a state, zone,
+/// mark, label and original tuple, as the tracker gives a recirculated
+/// packet.
+pub fn random_ct(r: &mut Rng, k: &mut FlowKey) {
+    k.set_ct_state(match r.below(4) {
+        0 => r.next_u64() as u8,
+        _ => [0x21, 0x22, 0x2a, 0x24, 0x30, 0x61, 0xa2, 0x20][r.below(8) as usize],
+    });
+    k.set_ct_zone([0, 1, 5, 7][r.below(4) as usize]);
+    k.set_ct_mark([0, 1, 2, 3, 0x10, 0x12][r.below(6) as usize]);
+    k.set_ct_label([0, 1, 0x10000, 0x5_0000_0000_0000_0000][r.below(4) as usize]);
+    k.set_ct_nw_proto([0, 6, 17][r.below(3) as usize]);
+    k.set_ct_nw_src(0x0a00_0000 | r.below(4) as u32);
+    k.set_ct_nw_dst([0x0a00_0001, 0x0a09_0002, 0x0700_0001][r.below(3) as usize]);
+    k.set_ct_ipv6_dst(0xfd00 << 112 | u128::from(r.below(3) as u8));
+    k.set_ct_tp_dst([22, 80, 443][r.below(3) as usize]);
+}
+
+/// `k` with the connection-tracking fields of `from`.
+pub fn with_ct_of(from: &FlowKey, mut k: FlowKey) -> FlowKey {
+    k.set_ct_state(from.ct_state());
+    k.set_ct_zone(from.ct_zone());
+    k.set_ct_mark(from.ct_mark());
+    k.set_ct_label(from.ct_label());
+    k.set_ct_nw_proto(from.ct_nw_proto());
+    k.set_ct_nw_src(from.ct_nw_src());
+    k.set_ct_nw_dst(from.ct_nw_dst());
+    k.set_ct_ipv6_src(from.ct_ipv6_src());
+    k.set_ct_ipv6_dst(from.ct_ipv6_dst());
+    k.set_ct_tp_src(from.ct_tp_src());
+    k.set_ct_tp_dst(from.ct_tp_dst());
+    k
 }

@@ -455,6 +455,141 @@ fn mpls_narrowing(pkt: &str, ovs_actions: &str, ovs: &str, ours: &str) -> bool {
         && m.iter().all(|x| o.contains(x) || x.starts_with("mpls_"))
 }
 
+/// Connection tracking (`tools/ovs-compare.py --ct`): firewall pipelines
+/// as the OVS tutorial, Neutron and OVN write them — table 0 sends
+/// untracked IPv4/IPv6 through `ct(table=1)` (a zone given or loaded into
+/// REG6 per port, `nat`), later tables match `ct_state` combinations
+/// (masked), `ct_mark`, `ct_label`, `ct_zone` and the original tuple, and
+/// `ct(commit,...)` with `exec` writes to mark and label, NAT ranges, ALGs,
+/// `force`, `ct_clear`, outputs, resubmits and registers. Each packet is
+/// traced with `--ct-next` states (new, est, est|rpl, rel, inv; with NAT
+/// also snat/dnat), and every pass — the packet's, then each `ct(table=N)`
+/// recirculation OVS's ofproto/trace followed — is compared, recirculation
+/// ids apart. The script compares every trace of a rule set and records a
+/// sample (two that recirculate and one more), one line per rule set.
+#[test]
+fn ct_traces_match_ovs_3_1() {
+    let data = include_str!("data/ovs31-ct-traces.jsonl");
+    let passes = check_ct(data, 900);
+    assert!(passes >= 1500, "only {passes} passes");
+    let sets = data.lines().count();
+    assert!(sets >= 300, "only {sets} rule sets");
+    // The data exercises what it is for.
+    for (what, at_least) in [
+        ("ct(commit", 900),
+        ("force_commit", 5),
+        ("mark=0x", 200),
+        ("label=0x", 350),
+        ("nat(src=", 150),
+        ("nat(dst=", 130),
+        ("helper=", 1),
+        ("ct_clear", 400),
+        ("trk|est|rpl", 250),
+        ("trk|rel", 150),
+        ("trk|inv", 150),
+        ("snat", 200),
+        ("dnat", 200),
+        ("ct_zone=", 700),
+        ("ct_mark=", 800),
+        ("ct_label=", 700),
+        ("ct_nw_dst=", 150),
+        ("ct_ipv6_dst=", 90),
+        ("icmp6", 250),
+    ] {
+        let n = data.matches(what).count();
+        assert!(n >= at_least, "{what} only {n} times");
+    }
+}
+
+/// Replays `data` as `flowpath trace --ct-next S...` traces each packet
+/// (the packet's pass, then each `ct(table=N)` recirculation in order,
+/// resuming with the next recorded state, `trk|new` when none is left);
+/// returns how many passes were compared.
+fn check_ct(data: &str, at_least: usize) -> usize {
+    use flowpath_flow::key::ct_state::{NEW, TRK};
+    let ct_state = flowpath_flow::FieldId::CtState.info();
+    let mut n = 0;
+    let mut passes = 0;
+    let mut failures = Vec::new();
+    for line in data.lines() {
+        let v: serde_json::Value = serde_json::from_str(line).unwrap();
+        let rules: Vec<&str> = v["rules"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r.as_str().unwrap())
+            .collect();
+        let text = rules.join("\n");
+        let mut tables = match parse_rules(&text, None) {
+            Ok(r) => RuleTables::new(r, DEFAULT_PREFIXES),
+            Err(e) => {
+                failures.push(format!("rules:\n{text}\nflowpath refuses them: {e}"));
+                continue;
+            }
+        };
+        tables.set_ports(vec![1, 2, 3, 4]);
+        for t in v["traces"].as_array().unwrap() {
+            let pkt = t["packet"].as_str().unwrap();
+            let states: Vec<&str> = t["ct_next"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|s| s.as_str().unwrap())
+                .collect();
+            let mut next = states.iter().map(|s| {
+                let (v, _) = flowpath_flow::value::parse_value(ct_state, s).unwrap();
+                v as u8
+            });
+            let mut queue = std::collections::VecDeque::from([parse_packet(pkt).unwrap()]);
+            let mut ours = Vec::new();
+            while let Some(key) = queue.pop_front() {
+                let x = xlate_with(&tables, &key, false, false, None);
+                for rc in x.recirculations.iter().filter(|rc| rc.ct.is_some()) {
+                    queue.push_back(rc.next_key(next.next().unwrap_or(TRK | NEW)));
+                }
+                ours.push((
+                    without_recirc_ids(&x.megaflow_text(&key)),
+                    without_recirc_ids(&format_actions(&x.actions)),
+                    x.error.is_some(),
+                ));
+            }
+            let theirs: Vec<(String, String)> = t["passes"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|p| {
+                    (
+                        without_recirc_ids(p["megaflow"].as_str().unwrap()),
+                        without_recirc_ids(p["actions"].as_str().unwrap()),
+                    )
+                })
+                .collect();
+            // (A failed translation's megaflow is never installed.)
+            let same = ours.len() == theirs.len()
+                && ours
+                    .iter()
+                    .zip(&theirs)
+                    .all(|((m, a, err), (om, oa))| a == oa && (m == om || *err));
+            if !same {
+                failures.push(format!(
+                    "rules:\n{text}\npacket: {pkt} --ct-next {}\n ovs: {theirs:?}\nours: {ours:?}",
+                    states.join(" ")
+                ));
+            }
+            n += 1;
+            passes += theirs.len();
+        }
+    }
+    assert!(n >= at_least, "only {n} recorded traces");
+    assert!(
+        failures.is_empty(),
+        "{} of {n} differ:\n{}",
+        failures.len(),
+        failures.join("\n\n")
+    );
+    passes
+}
+
 /// `recirc(0x1f)` written `recirc(ID)`, `recirc_id=0x1f` `recirc_id=ID`:
 /// ids differ between processes.
 fn without_recirc_ids(text: &str) -> String {

@@ -79,7 +79,8 @@ impl<L: Lookup> Ctx<'_, '_, L> {
             .set_ct_label((self.flow.ct_label() & !label_mask) | (label & label_mask));
         let action = CtAction {
             zone,
-            commit: ct.commit,
+            // As OVS: the datapath's force_commit instead of commit.
+            commit: ct.commit && !ct.force,
             force: ct.force,
             mark: (mark_mask != 0).then_some((mark, mark_mask)),
             label: (label_mask != 0).then_some((label, label_mask)),
@@ -91,6 +92,7 @@ impl<L: Lookup> Ctx<'_, '_, L> {
             self.ct_recirculate(table, zone, ct.nat, indent);
         }
         clear_ct(&mut self.flow);
+        self.conntracked = false;
         if self.tracing {
             self.note(
                 indent + 1,
@@ -132,7 +134,13 @@ impl<L: Lookup> Ctx<'_, '_, L> {
         });
     }
 
+    /// `ct_clear`: as OVS, only where the packet is tracked (see
+    /// `conntracked`); elsewhere it does nothing, and emits nothing.
     pub(super) fn ct_clear_action(&mut self) -> Step {
+        if !self.conntracked {
+            return Step::Next;
+        }
+        self.conntracked = false;
         clear_ct(&mut self.flow);
         self.odp.push(DpAction::CtClear);
         Step::Next

@@ -38,6 +38,9 @@ impl<L: Lookup> Ctx<'_, '_, L> {
             None
         };
         let saved = self.flow_state();
+        // (As OVS: a `ct` or `ct_clear` in the clone leaves the packet
+        // outside tracked as it was.)
+        let conntracked = self.conntracked;
         // A datapath clone's actions are the last of their own list.
         let level = std::mem::replace(&mut self.last_level, datapath || last);
         self.do_actions(body, &[], table);
@@ -52,6 +55,7 @@ impl<L: Lookup> Ctx<'_, '_, L> {
         self.stack = stack;
         self.action_set = action_set;
         self.cur_table = table;
+        self.conntracked = conntracked;
         if let Some(at) = at {
             let n = self.odp.len() - at - 1;
             match u16::try_from(n) {
@@ -129,6 +133,7 @@ impl<L: Lookup> Ctx<'_, '_, L> {
         let stack = self.stack.clone();
         let action_set = self.action_set.clone();
         let saved = self.flow_state();
+        let conntracked = self.conntracked;
         let at = self.odp.len();
         self.odp.push(DpAction::CheckPktLen {
             size: len,
@@ -176,6 +181,7 @@ impl<L: Lookup> Ctx<'_, '_, L> {
                 }
             }
             self.set_flow_state(saved);
+            self.conntracked = conntracked;
         }
         self.odp[at] = DpAction::CheckPktLen {
             size: len,

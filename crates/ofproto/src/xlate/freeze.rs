@@ -76,7 +76,7 @@ impl<L: Lookup> Ctx<'_, '_, L> {
             regs: self.regs,
             in_port: self.flow.in_port(),
             table: 0,
-            conntracked: false,
+            conntracked: self.conntracked,
         };
         let paused_at = self.pausing.map(|_| {
             state
@@ -170,6 +170,7 @@ impl<L: Lookup> Ctx<'_, '_, L> {
         self.action_set = st.action_set.clone();
         self.flow.set_in_port(st.in_port);
         // As OVS: only a `ct(table=N)`'s pass sees the tracker's result.
+        self.conntracked = st.conntracked;
         if !st.conntracked {
             super::ct::clear_ct(&mut self.flow);
         }

@@ -379,6 +379,11 @@ struct Ctx<'a, 'e, L: Lookup> {
     /// group, the action set, a datapath clone's actions); its last action
     /// is the translation's last when the action set is empty.
     last_level: bool,
+    /// Whether the packet is tracked here, as OVS's `ctx->conntracked`: a
+    /// first pass whose key has `+trk`, a `ct(table=N)`'s pass (and what
+    /// its own freezes resume); a `ct` ends it. `ct_clear` does (and
+    /// emits) nothing outside it.
+    conntracked: bool,
 }
 
 /// Translates `key` through `tables`. With `trace`, also records the
@@ -519,6 +524,7 @@ fn xlate_inner<L: Lookup>(
         paused: false,
         pausing: None,
         last_level: true,
+        conntracked: key.ct_state() & flowpath_flow::key::ct_state::TRK != 0,
     };
     let rx_off = tables.port_config(key.in_port())
         & (crate::tables::port_config::NO_RECV | crate::tables::port_config::PORT_DOWN);
