@@ -552,9 +552,8 @@ fn format_l4(
             } else if m != 0 {
                 parts.push(format!("nd_reserved=0x{v:08x}/0x{m:08x}"));
             }
-            // (OVS keeps the option type in 16 bits: a match sets all 16
-            // — all 12 here —, a write or a read the low 8, printed as
-            // value/mask.)
+            // (OVS keeps the option type in 16 bits: a match sets all 16,
+            // a write or a read the low 8, printed as value/mask.)
             let f = FieldId::NdOptionsType.info();
             let (v, m) = (f.get(k), f.get(mk));
             if m == f.full_mask() {

@@ -703,13 +703,11 @@ pub static FIELDS: &[FieldInfo] = &[
             F::NdOptionsType,
             "nd_options_type",
             &[],
-            // OVS keeps it in 16 bits (with the TCP flags): a match is on
-            // all of them (its value at most 255), a write or a read on
-            // the low 8 (`ofproto` narrows them). Here it has the TCP
-            // flags' 12 (bits 44..46 are nw_frag's): a match on all 12 is
-            // OVS's on all 16.
-            12,
-            bits(W_TP, 32, 12),
+            // 16 bits, as OVS keeps it (with the TCP flags): a match is on
+            // all 16 (its value at most 255), a write or a read on the low
+            // 8 (`ofproto` narrows them).
+            16,
+            bits(W_TP, 32, 16),
             V::Int,
             ICMP6,
             true,
