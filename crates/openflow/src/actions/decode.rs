@@ -487,6 +487,10 @@ fn pull_nx(b: &mut Reader<'_>, v: u8, out: &mut Vec<Action>) -> Result<(), OfErr
             out.extend(inner);
             return Ok(());
         }
+        ct::NXAST_CT => ct::pull_ct(b, v)?,
+        ct::NXAST_CT_CLEAR => Action::CtClear,
+        // Open vSwitch: "Cannot have NAT action outside of \"ct\" action".
+        ct::NXAST_NAT => return Err(BAC_BAD_SET_ARGUMENT),
         NXAST_CHECK_PKT_LARGER => {
             let len = b.u16()?;
             let ofs = b.u16()?;

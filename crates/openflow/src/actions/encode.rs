@@ -112,9 +112,8 @@ pub fn put_actions(w: &mut Writer, actions: &[Action], cx: Ctx<'_>) -> Result<()
         let a = actions[i];
         i += 1;
         match a {
-            Action::Ct(_) | Action::CtClear => {
-                return Err(format!("{a}: not yet encodable in OpenFlow"));
-            }
+            Action::Ct(id) => super::ct::put_ct(w, id, cx)?,
+            Action::CtClear => super::ct::put_ct_clear(w),
             Action::Note(i) => {
                 let s = nx_start(w, NXAST_NOTE);
                 w.bytes(&flowpath_ofproto::action::userdata::get(i));
@@ -408,6 +407,11 @@ pub fn put_actions(w: &mut Writer, actions: &[Action], cx: Ctx<'_>) -> Result<()
                     let s = of_start(w, 25);
                     put_oxm_value(w, dst.field, value << dst.ofs, dst.mask(), true)?;
                     end(w, s);
+                } else if nxm::header_of(dst.field, false).is_some_and(|h| nxm::class_of(h) <= 1) {
+                    // Wider than 64 bits (ct_label, xxreg): NXAST_REG_LOADs
+                    // of 64 bits each, as Open vSwitch writes it (it
+                    // refuses NXAST_REG_LOAD2 of a 128-bit NXM field).
+                    put_reg_load_runs(w, dst.field, value << dst.ofs, dst.mask())?;
                 } else {
                     let s = nx_start(w, NXAST_REG_LOAD2);
                     w.zeros(6);
@@ -665,7 +669,10 @@ fn put_set_field(
         end(w, s);
         return Ok(());
     }
-    if v < OFP12 && nxm::header_of(field, false).is_some_and(|h| nxm::class_of(h) <= 1) {
+    // A field with an NXM name: NXAST_REG_LOADs (Open vSwitch's
+    // `set_field_to_nxast`; its decoder refuses NXAST_REG_LOAD2 of an NXM
+    // header).
+    if nxm::header_of(field, false).is_some_and(|h| nxm::class_of(h) <= 1) {
         return put_reg_load_runs(w, field, value, mask);
     }
     let s = nx_start(w, NXAST_REG_LOAD2);
