@@ -294,8 +294,11 @@ fn pull_nx(b: &mut Reader<'_>, v: u8, out: &mut Vec<Action>) -> Result<(), OfErr
             Action::Load { dst, value }
         }
         NXAST_REG_LOAD2 => {
-            b.skip(6)?;
+            // The OXM entry follows the subtype; zeros pad it to 8 bytes.
             let (field, value, mask) = pull_oxm_value(b)?;
+            if b.rest().iter().any(|x| *x != 0) {
+                return Err(BAC_BAD_SET_ARGUMENT);
+            }
             set_field_action(field, value, mask)?
         }
         NXAST_NOTE => Action::Note(flowpath_ofproto::action::userdata::intern(b.rest())),
