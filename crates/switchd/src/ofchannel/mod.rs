@@ -824,6 +824,8 @@ fn packet_in2(reg: &Registry, v: u8, p: &PacketIn, max_len: usize, reason: u8) -
         regs: state
             .as_ref()
             .map_or(flowpath_flow::key::Regs::zero(), |s| s.regs),
+        // The datapath does not hand a packet-in its tracker state yet.
+        ct: msg::CtMeta::default(),
         userdata: &userdata,
         continuation: state.as_deref().map(|s| (s, reg.bridge_uuid)),
         odp_port: p.in_port,
