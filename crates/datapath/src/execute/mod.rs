@@ -389,6 +389,10 @@ struct Run<'k> {
     copy_before: usize,
     trunc: Option<usize>,
     delivered: bool,
+    /// A `ct` or `ct_clear` ran in this pass: a packet-in shows no
+    /// tracker state (OVS clears the `ct_*` fields of the translation's
+    /// flow after a `ct`; they are the next pass's).
+    ct_ran: bool,
 }
 
 /// Per-batch bookkeeping of one port.
@@ -478,6 +482,8 @@ impl Executor {
             .rposition(changes_packet)
             .map_or(0, |i| i + 1);
         let mut delivered = false;
+        // See `Run::ct_ran`.
+        let mut ct_ran = false;
         // `trunc(N)`: the next output carries at most N bytes (a copy).
         let mut trunc: Option<usize> = None;
         for (j, a) in actions.iter().enumerate() {
@@ -489,7 +495,8 @@ impl Executor {
                 }
                 DpAction::Controller { .. } => {
                     trunc = None;
-                    self.send_to_controller(pkt.data(), meta.in_port, a);
+                    let ct = if ct_ran { &ct::UNTRACKED } else { &meta.ct };
+                    self.send_to_controller(pkt.data(), meta.in_port, ct, a);
                     delivered = true;
                 }
                 DpAction::Recirc(id) => {
@@ -507,8 +514,14 @@ impl Executor {
                         .is_some_and(|a| !a.iter().any(changes_packet));
                     hash_action(pkt, meta, key, unchanged, *symmetric, *basis);
                 }
-                DpAction::Ct(ct) => self.conntrack(pkt, meta, key, ct),
-                DpAction::CtClear => meta.ct = ct::UNTRACKED,
+                DpAction::Ct(ct) => {
+                    self.conntrack(pkt, meta, key, ct);
+                    ct_ran = true;
+                }
+                DpAction::CtClear => {
+                    meta.ct = ct::UNTRACKED;
+                    ct_ran = true;
+                }
                 DpAction::CheckPktLen { .. } | DpAction::Clone { .. } => {
                     // Branches and clones: the rest of the list by the
                     // general interpreter (off the common path).
@@ -519,6 +532,7 @@ impl Executor {
                         trunc,
                         delivered,
                         key,
+                        ct_ran,
                     };
                     self.run_rest(pkt, meta, actions, j, &mut run);
                     delivered = run.delivered;
@@ -687,7 +701,8 @@ impl Executor {
                 }
                 DpAction::Controller { .. } => {
                     run.trunc = None;
-                    self.send_to_controller(pkt.data(), meta.in_port, a);
+                    let ct = if run.ct_ran { &ct::UNTRACKED } else { &meta.ct };
+                    self.send_to_controller(pkt.data(), meta.in_port, ct, a);
                     run.delivered = true;
                 }
                 DpAction::Recirc(id) => {
@@ -701,8 +716,14 @@ impl Executor {
                     // tracked here; parsed again.)
                     hash_action(pkt, meta, run.key, false, *symmetric, *basis);
                 }
-                DpAction::Ct(ct) => self.conntrack(pkt, meta, run.key, ct),
-                DpAction::CtClear => meta.ct = ct::UNTRACKED,
+                DpAction::Ct(ct) => {
+                    self.conntrack(pkt, meta, run.key, ct);
+                    run.ct_ran = true;
+                }
+                DpAction::CtClear => {
+                    meta.ct = ct::UNTRACKED;
+                    run.ct_ran = true;
+                }
                 DpAction::CheckPktLen { .. } => {
                     self.check_pkt_len(pkt, meta, actions, j, base, run);
                     skip_to = j + a.flat_len();
@@ -784,6 +805,7 @@ impl Executor {
                 copy_before: usize::MAX,
                 trunc: None,
                 delivered: false,
+                ct_ran: run.ct_ran,
             };
             self.run_list(&mut buf, &mut m, body, base + j + 1, &mut r);
             run.delivered |= r.delivered;

@@ -27,6 +27,10 @@ pub struct PacketIn {
     pub userdata: u32,
     /// `controller(pause)`: the frozen rest of the translation (0: none).
     pub cont: u32,
+    /// The packet's connection-tracking state at the action (as the last
+    /// `ct` left it; untracked: the default), for the packet-in's
+    /// metadata.
+    pub ct: flowpath_conntrack::CtMeta,
 }
 
 /// Where the executor hands packets for the controllers: a bounded
@@ -45,7 +49,13 @@ impl Executor {
     /// copy: the controller path, off the fast path, as OVS's upcall),
     /// or is counted as dropped when the queue is full or absent.
     #[cold]
-    pub(super) fn send_to_controller(&mut self, frame: &[u8], in_port: u32, a: &DpAction) {
+    pub(super) fn send_to_controller(
+        &mut self,
+        frame: &[u8],
+        in_port: u32,
+        ct: &flowpath_conntrack::CtMeta,
+        a: &DpAction,
+    ) {
         let DpAction::Controller {
             reason,
             id,
@@ -70,6 +80,7 @@ impl Executor {
                 table,
                 userdata,
                 cont,
+                ct: *ct,
             })
             .is_ok()
         });
