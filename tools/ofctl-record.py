@@ -16,7 +16,12 @@ Two kinds of records, one JSON object per line:
   (sorted);
 - {"scenario": NAME, "version": V, "steps": [{"cmd": [...], "ok": bool,
   "error": NAME, "out": [...]}]}: a command sequence (modify, delete,
-  cookies, out_port, strict, overlap, replace/diff).
+  cookies, out_port, strict, overlap, replace/diff, conntrack).
+
+  OVS_RUNDIR=/tmp/ovs-sb tools/ofctl-record.py --only conntrack >> ...
+
+records only the named scenarios (comma-separated), no rule sets, to add
+them without re-recording the rest.
 """
 import json, os, re, subprocess, sys, tempfile
 
@@ -153,6 +158,63 @@ SCENARIOS = {
     ],
 }
 
+# Connection tracking as real tables write it: the OVS tutorial's
+# firewall, zones from a register, NAT (source range, destination,
+# existing, IPv6), ALGs, ct_clear, mark and label writes, matches on the
+# tracker's fields.
+CT = ("table=0,priority=100,ip,ct_state=-trk,actions=ct(table=1)\n"
+      "table=1,priority=100,in_port=1,ip,ct_state=+trk+new,actions=ct(commit),output:2\n"
+      "table=1,priority=100,in_port=1,ip,ct_state=+trk+est,actions=output:2\n"
+      "table=1,priority=100,in_port=2,ip,ct_state=+trk+new,actions=drop\n"
+      "table=1,priority=100,in_port=2,ip,ct_state=+trk+est,actions=output:1\n"
+      "table=1,priority=90,ip,ct_state=+trk+inv,actions=drop\n"
+      "table=2,priority=10,ip,ct_state=+trk+new,actions=ct(commit,zone=NXM_NX_REG13[0..15],"
+      "exec(load:0x1->NXM_NX_CT_MARK[]),nat(src=10.0.0.1-10.0.0.9:1000-2000,random))\n"
+      "table=2,priority=9,ip,actions=ct(nat)\n"
+      "table=2,priority=8,ip,actions=ct_clear,output:3\n"
+      "table=2,priority=7,ip,actions=ct(commit,nat(dst=10.1.1.1:8080),exec(set_field:0x5->ct_mark))\n"
+      "table=3,priority=10,tcp,tp_dst=21,actions=ct(commit,alg=ftp)\n"
+      "table=3,priority=9,udp,tp_dst=69,actions=ct(commit,alg=tftp)\n"
+      "table=4,priority=10,ip,ct_state=+trk+est,ct_mark=0x1/0xff,actions=output:1\n"
+      "table=4,priority=9,ip,ct_state=+trk+est,ct_label=0x1/0x1,actions=output:2\n"
+      "table=4,priority=8,ip,ct_state=+trk+est,ct_nw_dst=10.0.0.0/24,actions=output:3\n"
+      "table=4,priority=7,ipv6,ct_state=+trk+est,ct_ipv6_dst=2001:db8::1,actions=output:4\n"
+      "table=4,priority=6,tcp,ct_state=+trk+est,ct_nw_proto=6,ct_tp_dst=80,ct_nw_src=10.0.0.2,actions=output:1\n"
+      "table=4,priority=5,ip,ct_state=+trk+rpl,ct_zone=5,actions=ct(commit,zone=5,"
+      "exec(set_field:0x2->ct_mark,set_field:0x3/0xf->ct_label))\n"
+      "table=5,priority=10,ip,actions=ct(commit,force,table=6,zone=1,nat(dst=10.1.1.1:8080))\n"
+      "table=5,priority=9,ipv6,actions=ct(commit,nat(src=[fe80::1]-[fe80::5]:100-200,persistent,hash))\n"
+      "table=5,priority=8,ip,ct_state=+trk+snat,actions=ct(commit,nat(src))\n"
+      "table=5,priority=7,ip,ct_state=+trk+dnat-rel,actions=ct(commit,exec(load:0xffffffffffffffff0000000000000001->NXM_NX_CT_LABEL[]))\n")
+
+SCENARIOS["conntrack"] = [
+    ["del-flows", "br0"], ["add-flows", "br0", "@mm"], ["dump-flows", "--no-stats", "br0"],
+    ["dump-flows", "--no-stats", "br0", "table=4,ip,ct_state=+trk+est"],
+    ["dump-flows", "--no-stats", "br0", "ct_state=-trk"],
+    ["add-flow", "br0", "table=7,arp,actions=ct(commit)"],
+    ["add-flow", "br0", "table=7,udp,actions=ct(alg=ftp)"],
+    ["add-flow", "br0", "table=7,tcp,actions=ct(commit,alg=tftp)"],
+    ["add-flow", "br0", "table=7,ip,ct_state=+trk+inv,actions=ct(commit)"],
+    ["add-flow", "br0", "table=7,ipv6,actions=ct(commit,nat(src=10.0.0.1))"],
+    ["add-flow", "br0", "table=7,ip,actions=ct(nat(src=10.0.0.1))"],
+    ["add-flow", "br0", "table=7,ip,actions=ct(force)"],
+    ["add-flow", "br0", "table=7,ip,actions=ct(commit,exec(output:1))"],
+    ["add-flow", "br0", "table=7,ip,actions=set_field:1->ct_mark"],
+    ["add-flow", "br0", "table=7,ct_nw_src=10.0.0.1,actions=drop"],
+    ["add-flow", "br0", "table=7,ip,actions=ct(zone=NXM_NX_REG0[0..7])"],
+    ["add-flow", "br0", "table=7,ip,actions=ct(commit,exec(set_field:0x7->ct_mark)),ct_clear,output:1"],
+    ["dump-flows", "--no-stats", "br0", "table=7"],
+    ["mod-flows", "--strict", "br0", "table=4,priority=10,ip,ct_state=+trk+est,ct_mark=0x1/0xff,actions=ct(commit,table=5)"],
+    ["del-flows", "br0", "table=1,ip,ct_state=+trk+new"],
+    ["dump-flows", "--no-stats", "br0"],
+    ["del-flows", "--strict", "br0", "table=0,priority=100,ip,ct_state=-trk"],
+    ["dump-aggregate", "br0"],
+    ["del-flows", "br0"],
+]
+
+# The flows file each scenario's @mm names (default MM).
+SCENARIO_MM = {"conntrack": CT}
+
 ERR = re.compile(r"\b((?!OFPT_)OFP[A-Z]+_[A-Z_]+|NX[A-Z]+_[A-Z_]+)\b")
 
 
@@ -232,6 +294,9 @@ def rule_sets():
 
 
 def main():
+    only = None
+    if len(sys.argv) == 3 and sys.argv[1] == "--only":
+        only = sys.argv[2].split(",")
     tmp = tempfile.mkdtemp()
     mm = os.path.join(tmp, "mm.flows")
     open(mm, "w").write(MM)
@@ -239,7 +304,7 @@ def main():
     open(gf, "w").write(GROUPS)
     f = os.path.join(tmp, "set.flows")
     sg = os.path.join(tmp, "set.groups")
-    for name, rules, groups in rule_sets():
+    for name, rules, groups in ([] if only else rule_sets()):
         open(f, "w").write("\n".join(rules) + "\n")
         open(sg, "w").write("\n".join(groups) + "\n")
         for v in VERSIONS:
@@ -265,13 +330,17 @@ def main():
     ofctl("OpenFlow13", ["del-flows", "br0"])
     ofctl("OpenFlow13", ["del-groups", "br0"])
     for sname, steps in SCENARIOS.items():
+        if only and sname not in only:
+            continue
+        flows = SCENARIO_MM.get(sname, MM)
+        open(mm, "w").write(flows)
         for v in SCENARIO_VERSIONS.get(sname, VERSIONS):
             rec = []
             for cmd in steps:
                 args = [mm if a == "@mm" else gf if a == "@groups" else a for a in cmd]
                 ok, err, out = ofctl(v, args)
                 rec.append({"cmd": cmd, "ok": ok, "error": err, "out": norm(cmd, out)})
-            print(json.dumps({"scenario": sname, "version": v, "mm": MM, "groups": GROUPS,
+            print(json.dumps({"scenario": sname, "version": v, "mm": flows, "groups": GROUPS,
                               "steps": rec}))
 
 

@@ -465,3 +465,87 @@ fn bridge_dump_flows_prints_as_open_vswitch() {
         .unwrap();
     assert!(!o.status.success());
 }
+
+/// A packet-in after `ct(table=N)` carries the tracker's state in its
+/// `NXT_PACKET_IN2` metadata, as Open vSwitch's does: `ct_state`, the
+/// zone and the original-direction tuple (a packet-out cannot
+/// recirculate: the packet comes from a looping capture on port 5).
+#[test]
+fn a_packet_in_after_ct_carries_the_conntrack_state() {
+    use std::io::Write;
+    if !have_ofctl() {
+        return;
+    }
+    // UDP 192.168.0.1:53 -> 192.168.0.2:53, in a one-packet capture.
+    let hex = "ffffffffffff0000000000010800450000280000000040110000c0a80001c0a80002\
+               0035003500140000000000000000000000000000";
+    let frame: Vec<u8> = (0..hex.len() / 2)
+        .map(|i| u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).unwrap())
+        .collect();
+    let pcap_dir = std::env::temp_dir().join(format!("fpof-ctpin-pcap-{}", std::process::id()));
+    std::fs::create_dir_all(&pcap_dir).unwrap();
+    let pcap = pcap_dir.join("udp.pcap");
+    let mut b = vec![0xd4, 0xc3, 0xb2, 0xa1, 2, 0, 4, 0];
+    b.extend_from_slice(&[0; 8]);
+    b.extend_from_slice(&65535u32.to_le_bytes());
+    b.extend_from_slice(&1u32.to_le_bytes());
+    b.extend_from_slice(&[0; 8]);
+    b.extend_from_slice(&(frame.len() as u32).to_le_bytes());
+    b.extend_from_slice(&(frame.len() as u32).to_le_bytes());
+    b.extend_from_slice(&frame);
+    std::fs::write(&pcap, &b).unwrap();
+    let spec = format!("5=pcap:{},loop", pcap.display());
+    let sw = ofctl_util::start_with("ctpin", &["--port", &spec]);
+    let mut c = std::os::unix::net::UnixStream::connect(sw.dir.join("br0.mgmt")).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let hello = [4u8, 0, 0, 8, 0, 0, 0, 1];
+    let set_config = [4u8, 9, 0, 12, 0, 0, 0, 2, 0, 0, 0xff, 0xff];
+    let mut pin2 = vec![4u8, 4, 0, 20, 0, 0, 0, 3, 0, 0, 0x23, 0x20, 0, 0, 0, 16];
+    pin2.extend_from_slice(&2u32.to_be_bytes());
+    let barrier = [4u8, 20, 0, 8, 0, 0, 0, 4];
+    for m in [&hello[..], &set_config, &pin2, &barrier] {
+        c.write_all(m).unwrap();
+    }
+    loop {
+        let m = ofctl_util::read_msg(&mut c);
+        assert_ne!(m[1], 1, "an error: {m:02x?}");
+        if m[1] == 21 {
+            break;
+        }
+    }
+    for f in [
+        "in_port=5,ip,actions=ct(table=6,zone=3)",
+        "table=6,actions=controller",
+    ] {
+        ofctl_util::ofctl_ok(&sw, &["add-flow", "br0", f]);
+    }
+    let is_pin2 = |m: &[u8]| {
+        m[1] == 4 && m.len() > 16 && m[8..12] == [0, 0, 0x23, 0x20] && m[12..16] == [0, 0, 0, 30]
+    };
+    // Table misses of the packets before the flows come first: the
+    // first packet-in from table 6 (NXPINT_TABLE_ID 6).
+    let mut misses = 0;
+    let pin = loop {
+        let m = ofctl_util::read_msg(&mut c);
+        if is_pin2(&m) {
+            if m.windows(8).any(|w| w == [0, 3, 0, 5, 6, 0, 0, 0]) {
+                break m;
+            }
+            misses += 1;
+            assert!(misses < 1000, "no packet-in from table 6: {m:02x?}");
+        }
+    };
+    let _ = std::fs::remove_dir_all(&pcap_dir);
+    let has = |e: &[u8]| pin.windows(e.len()).any(|w| w == e);
+    // NXM_NX_CT_STATE(trk|new or trk|est), NXM_NX_CT_ZONE(3),
+    // NXM_NX_CT_NW_SRC(192.168.0.1), NXM_NX_CT_NW_PROTO(17),
+    // NXM_NX_CT_TP_DST(53).
+    assert!(
+        has(&[0, 1, 0xd2, 4, 0, 0, 0, 0x21]) || has(&[0, 1, 0xd2, 4, 0, 0, 0, 0x22]),
+        "{pin:02x?}"
+    );
+    assert!(has(&[0, 1, 0xd4, 2, 0, 3]), "{pin:02x?}");
+    assert!(has(&[0, 1, 0xf0, 4, 192, 168, 0, 1]), "{pin:02x?}");
+    assert!(has(&[0, 1, 0xee, 1, 17]), "{pin:02x?}");
+    assert!(has(&[0, 1, 0xfa, 2, 0, 53]), "{pin:02x?}");
+}

@@ -57,6 +57,12 @@ pub struct Ct {
     pub nat: Option<CtNat>,
     /// `exec(...)`: `ct_mark`/`ct_label` writes.
     pub exec: Vec<Action>,
+    /// Where the NAT stands among the nested actions: how many of
+    /// `exec` come before it. OVS keeps the written order (and the wire
+    /// order): 0 prints `nat(...)` before `exec(...)`, more prints it
+    /// inside, after those writes (`ct(exec(set_field:1->ct_mark),nat)`
+    /// prints as `ct(exec(set_field:1->ct_mark,nat))`).
+    pub nat_pos: usize,
     /// `alg=`: 0 none, 21 FTP, 69 TFTP.
     pub alg: u16,
 }
@@ -156,6 +162,7 @@ pub fn parse_ct(arg: &str, matching: &Match, check: bool) -> Result<Ct, RuleErro
         zone: CtZone::Imm(0),
         nat: None,
         exec: Vec::new(),
+        nat_pos: 0,
         alg: 0,
     };
     for item in split_args(arg) {
@@ -186,8 +193,8 @@ pub fn parse_ct(arg: &str, matching: &Match, check: bool) -> Result<Ct, RuleErro
                     }
                 }
             }
-            "nat" => ct.nat = Some(parse_nat(value)?),
-            "exec" => ct.exec = parse_exec(value)?,
+            "nat" => set_nat(&mut ct, parse_nat(value)?)?,
+            "exec" => parse_exec(value, &mut ct)?,
             _ => return fail(format!("invalid argument to \"ct\" action: `{key}'")),
         }
     }
@@ -243,14 +250,41 @@ fn check_ct(ct: &Ct, matching: &Match) -> Result<(), RuleError> {
     Ok(())
 }
 
-/// `exec(...)`: writes to `ct_mark` and `ct_label` only.
-fn parse_exec(text: &str) -> Result<Vec<Action>, RuleError> {
+/// Records the `ct`'s NAT, after the writes parsed so far (OVS takes
+/// several; flowpath's `ct` holds one).
+fn set_nat(ct: &mut Ct, nat: CtNat) -> Result<(), RuleError> {
+    if ct.nat.is_some() {
+        return fail("ct takes one nat action");
+    }
+    ct.nat = Some(nat);
+    ct.nat_pos = ct.exec.len();
+    Ok(())
+}
+
+/// `exec(...)`: writes to `ct_mark` and `ct_label` only, and a `nat`
+/// (as OVS prints a NAT that follows writes).
+fn parse_exec(text: &str, ct: &mut Ct) -> Result<(), RuleError> {
     let any_ip = {
         let mut m = Match::catchall();
         m.set_field_masked(FieldId::EthType.info(), 0x0800, 0xffff);
         m
     };
-    let acts = crate::action::parse_ct_exec(text, &any_ip)?;
+    let mut acts = Vec::new();
+    for item in split_args(text) {
+        let (key, value) = key_value(item);
+        if key == "nat" {
+            ct.exec.append(&mut check_exec(acts)?);
+            acts = Vec::new();
+            set_nat(ct, parse_nat(value)?)?;
+        } else {
+            acts.extend(crate::action::parse_ct_exec(item, &any_ip)?);
+        }
+    }
+    ct.exec.append(&mut check_exec(acts)?);
+    Ok(())
+}
+
+fn check_exec(acts: Vec<Action>) -> Result<Vec<Action>, RuleError> {
     for a in &acts {
         let field = match a {
             Action::SetField { field, .. } => Some(*field),
@@ -399,11 +433,24 @@ pub fn format_ct(ct: &Ct) -> String {
         CtZone::Imm(z) => parts.push(format!("zone={z}")),
         CtZone::Field(sf) => parts.push(format!("zone={}", crate::action::format_subfield(&sf))),
     }
-    if let Some(n) = &ct.nat {
-        parts.push(n.format());
+    let pos = ct.nat_pos.min(ct.exec.len());
+    match &ct.nat {
+        Some(n) if pos == 0 => parts.push(n.format()),
+        _ => {}
     }
     if !ct.exec.is_empty() {
-        parts.push(format!("exec({})", crate::action::format_actions(&ct.exec)));
+        let mut inner = crate::action::format_actions(&ct.exec[..pos]);
+        if let Some(n) = ct.nat.as_ref().filter(|_| pos > 0) {
+            inner.push(',');
+            inner.push_str(&n.format());
+            if pos < ct.exec.len() {
+                inner.push(',');
+                inner.push_str(&crate::action::format_actions(&ct.exec[pos..]));
+            }
+        } else {
+            inner = crate::action::format_actions(&ct.exec);
+        }
+        parts.push(format!("exec({inner})"));
     }
     match ct.alg {
         0 => {}
@@ -440,7 +487,24 @@ mod tests {
                 "ip"
             )
             .unwrap(),
-            "ct(commit,nat(src=10.0.0.1-10.0.0.3:1000-2000,random),exec(set_field:0x1->ct_mark))"
+            "ct(commit,exec(set_field:0x1->ct_mark,nat(src=10.0.0.1-10.0.0.3:1000-2000,random)))"
+        );
+        assert_eq!(
+            round(
+                "commit,nat(src=10.0.0.1),exec(set_field:0x1->ct_mark)",
+                "ip"
+            )
+            .unwrap(),
+            "ct(commit,nat(src=10.0.0.1),exec(set_field:0x1->ct_mark))"
+        );
+        // Printed inside exec, read back the same.
+        assert_eq!(
+            round(
+                "commit,exec(set_field:0x1->ct_mark,nat(dst=10.0.0.2))",
+                "ip"
+            )
+            .unwrap(),
+            "ct(commit,exec(set_field:0x1->ct_mark,nat(dst=10.0.0.2)))"
         );
         assert_eq!(round("nat", "ip").unwrap(), "ct(nat)");
         assert_eq!(

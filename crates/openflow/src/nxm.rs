@@ -135,6 +135,19 @@ const WIRE: &[(FieldId, u32, u32)] = &[
     (FieldId::Xxreg1, nx1(112, 16), 0),
     (FieldId::Xxreg2, nx1(113, 16), 0),
     (FieldId::Xxreg3, nx1(114, 16), 0),
+    // Connection tracking: NXM names only, in OXM matches too (as Open
+    // vSwitch, which has no OXM for them).
+    (FieldId::CtState, nx1(105, 4), 0),
+    (FieldId::CtZone, nx1(106, 2), 0),
+    (FieldId::CtMark, nx1(107, 4), 0),
+    (FieldId::CtLabel, nx1(108, 16), 0),
+    (FieldId::CtNwProto, nx1(119, 1), 0),
+    (FieldId::CtNwSrc, nx1(120, 4), 0),
+    (FieldId::CtNwDst, nx1(121, 4), 0),
+    (FieldId::CtIpv6Src, nx1(122, 16), 0),
+    (FieldId::CtIpv6Dst, nx1(123, 16), 0),
+    (FieldId::CtTpSrc, nx1(124, 2), 0),
+    (FieldId::CtTpDst, nx1(125, 2), 0),
 ];
 
 /// The OpenFlow basic (class 0x8000) headers of the fields flowpath
@@ -237,6 +250,17 @@ const ORDER: &[FieldId] = &[
     FieldId::Reg14,
     FieldId::Reg15,
     FieldId::PktMark,
+    FieldId::CtState,
+    FieldId::CtZone,
+    FieldId::CtMark,
+    FieldId::CtLabel,
+    FieldId::CtNwSrc,
+    FieldId::CtIpv6Src,
+    FieldId::CtNwDst,
+    FieldId::CtIpv6Dst,
+    FieldId::CtNwProto,
+    FieldId::CtTpSrc,
+    FieldId::CtTpDst,
     FieldId::ConjId,
     FieldId::TunId,
     FieldId::EthSrc,
@@ -467,18 +491,25 @@ fn pull(
         let info = id.info();
         let v = from_wire(id, base, r.uint(n).map_err(|_| BMC_BAD_LEN)?)?;
         let full = wire_full(id, base);
+        if id == FieldId::CtState && !has_mask(h2) && v & !full != 0 {
+            return Err(BMC_BAD_VALUE);
+        }
         let mask = if has_mask(h2) {
             if !info.maskable {
                 return Err(BMC_BAD_MASK);
             }
             let raw = r.uint(n).map_err(|_| BMC_BAD_LEN)?;
-            if id == FieldId::InPort {
-                if raw == 0 {
-                    continue;
-                }
-                full
-            } else {
-                raw
+            match id {
+                FieldId::InPort if raw == 0 => continue,
+                FieldId::InPort => full,
+                // Not maskable for Open vSwitch: only an all-0s or all-1s
+                // mask.
+                FieldId::CtZone if raw != 0 && raw != full => return Err(BMC_BAD_MASK),
+                // 32 bits on the wire, 8 defined: the mask's other bits
+                // select nothing.
+                FieldId::CtState if v & !raw == 0 && v & !full != 0 => return Err(BMC_BAD_VALUE),
+                FieldId::CtState => raw & full,
+                _ => raw,
             }
         } else {
             full
@@ -552,6 +583,9 @@ mod tests {
             "mpls,mpls_label=5,mpls_tc=1,mpls_bos=1,mpls_ttl=9",
             "reg0=1,reg7=0x10/0xf0,xreg4=5,xxreg3=7,metadata=0x1/0x1,pkt_mark=3,conj_id=4,tun_id=9",
             "ip,ip_dscp=46",
+            "ct_state=+trk+est-inv,ct_zone=5,ct_mark=0x10/0xf0,ct_label=0x1/0xff",
+            "ip,ct_state=+trk+new,ct_nw_src=10.0.0.1,ct_nw_dst=10.0.0.0/8,ct_nw_proto=6,ct_tp_src=1,ct_tp_dst=0x50/0xfff0",
+            "ipv6,ct_state=+trk+est,ct_ipv6_src=fe80::1,ct_ipv6_dst=2001:db8::/32",
         ] {
             for oxm in [false, true] {
                 let m = parse_match(text).unwrap();
@@ -559,6 +593,52 @@ mod tests {
                 put_match(&mut w, &m, oxm).unwrap_or_else(|e| panic!("{text} oxm={oxm}: {e}"));
             }
         }
+    }
+
+    #[test]
+    fn conntrack_fields_are_nxm_in_every_version() {
+        // NXM_NX_CT_STATE_W(00000022/00000022), NXM_NX_CT_ZONE(0005),
+        // NXM_NX_CT_MARK_W(00000010/000000f0): the same bytes in an OXM
+        // match (Open vSwitch has no OXM for them).
+        let want = [
+            0, 1, 0xd3, 8, 0, 0, 0, 0x22, 0, 0, 0, 0x22, 0, 1, 0xd4, 2, 0, 5, 0, 1, 0xd7, 8, 0, 0,
+            0, 0x10, 0, 0, 0, 0xf0,
+        ];
+        for oxm in [false, true] {
+            assert_eq!(
+                round("ct_state=+trk+est,ct_zone=5,ct_mark=0x10/0xf0", oxm),
+                want
+            );
+        }
+        // NXM_NX_CT_NW_DST(0a000001).
+        let b = round("ip,ct_state=+trk+est,ct_nw_dst=10.0.0.1", true);
+        assert!(b.windows(8).any(|w| w == [0, 1, 0xf2, 4, 10, 0, 0, 1]));
+    }
+
+    #[test]
+    fn conntrack_fields_refused_as_open_vswitch_refuses_them() {
+        let pull = |b: &[u8]| {
+            let mut m = Match::catchall();
+            pull_entries(&mut Reader::new(b), &mut m)
+        };
+        // ct_state: bits beyond the 8 defined.
+        assert_eq!(pull(&[0, 1, 0xd2, 4, 0, 0, 1, 0]), Err(BMC_BAD_VALUE));
+        // A mask with the undefined bits set selects the defined ones.
+        let mut m = Match::catchall();
+        pull_entries(
+            &mut Reader::new(&[0, 1, 0xd3, 8, 0, 0, 0, 0x20, 0xff, 0xff, 0xff, 0xff]),
+            &mut m,
+        )
+        .unwrap();
+        assert_eq!((m.key.ct_state(), m.mask.to_key().ct_state()), (0x20, 0xff));
+        // ct_zone takes no partial mask.
+        assert_eq!(pull(&[0, 1, 0xd5, 4, 0, 5, 0, 0xff]), Err(BMC_BAD_MASK));
+        assert!(pull(&[0, 1, 0xd5, 4, 0, 5, 0xff, 0xff]).is_ok());
+        // ct_nw_src without a tracked connection.
+        assert_eq!(
+            pull(&[0, 0, 6, 2, 8, 0, 0, 1, 0xf0, 4, 10, 0, 0, 1]),
+            Err(BMC_BAD_PREREQ)
+        );
     }
 
     #[test]

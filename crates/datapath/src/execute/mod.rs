@@ -392,6 +392,10 @@ struct Run<'k> {
     copy_before: usize,
     trunc: Option<usize>,
     delivered: bool,
+    /// A `ct` or `ct_clear` ran in this pass: a packet-in shows no
+    /// tracker state (OVS clears the `ct_*` fields of the translation's
+    /// flow after a `ct`; they are the next pass's).
+    ct_ran: bool,
 }
 
 /// Per-batch bookkeeping of one port.
@@ -484,6 +488,8 @@ impl Executor {
             .rposition(changes_packet)
             .map_or(0, |i| i + 1);
         let mut delivered = false;
+        // See `Run::ct_ran`.
+        let mut ct_ran = false;
         // `trunc(N)`: the next output carries at most N bytes (a copy).
         let mut trunc: Option<usize> = None;
         for (j, a) in actions.iter().enumerate() {
@@ -495,7 +501,8 @@ impl Executor {
                 }
                 DpAction::Controller { .. } => {
                     trunc = None;
-                    self.send_to_controller(pkt.data(), meta.in_port, &meta.ct, a);
+                    let ct = if ct_ran { &ct::UNTRACKED } else { &meta.ct };
+                    self.send_to_controller(pkt.data(), meta.in_port, ct, a);
                     delivered = true;
                 }
                 DpAction::Recirc(id) => {
@@ -514,7 +521,7 @@ impl Executor {
                     hash_action(pkt, meta, key, unchanged, *symmetric, *basis);
                 }
                 DpAction::Ct(ct) => match self.conntrack(pkt, meta, key, ct) {
-                    ct::CtOutcome::Done => {}
+                    ct::CtOutcome::Done => ct_ran = true,
                     ct::CtOutcome::Held => {
                         delivered = true;
                         break;
@@ -526,7 +533,10 @@ impl Executor {
                         break;
                     }
                 },
-                DpAction::CtClear => meta.ct = ct::UNTRACKED,
+                DpAction::CtClear => {
+                    meta.ct = ct::UNTRACKED;
+                    ct_ran = true;
+                }
                 DpAction::CheckPktLen { .. } | DpAction::Clone { .. } => {
                     // Branches and clones: the rest of the list by the
                     // general interpreter (off the common path).
@@ -537,6 +547,7 @@ impl Executor {
                         trunc,
                         delivered,
                         key,
+                        ct_ran,
                     };
                     self.run_rest(pkt, meta, actions, j, &mut run);
                     delivered = run.delivered;
@@ -705,7 +716,8 @@ impl Executor {
                 }
                 DpAction::Controller { .. } => {
                     run.trunc = None;
-                    self.send_to_controller(pkt.data(), meta.in_port, &meta.ct, a);
+                    let ct = if run.ct_ran { &ct::UNTRACKED } else { &meta.ct };
+                    self.send_to_controller(pkt.data(), meta.in_port, ct, a);
                     run.delivered = true;
                 }
                 DpAction::Recirc(id) => {
@@ -720,7 +732,7 @@ impl Executor {
                     hash_action(pkt, meta, run.key, false, *symmetric, *basis);
                 }
                 DpAction::Ct(ct) => match self.conntrack(pkt, meta, run.key, ct) {
-                    ct::CtOutcome::Done => {}
+                    ct::CtOutcome::Done => run.ct_ran = true,
                     ct::CtOutcome::Held => {
                         run.delivered = true;
                         return;
@@ -732,7 +744,10 @@ impl Executor {
                         return;
                     }
                 },
-                DpAction::CtClear => meta.ct = ct::UNTRACKED,
+                DpAction::CtClear => {
+                    meta.ct = ct::UNTRACKED;
+                    run.ct_ran = true;
+                }
                 DpAction::CheckPktLen { .. } => {
                     self.check_pkt_len(pkt, meta, actions, j, base, run);
                     skip_to = j + a.flat_len();
@@ -786,6 +801,8 @@ impl Executor {
                 copy_before: usize::MAX,
                 trunc: None,
                 delivered: false,
+                // (The datagram's `ct` ran.)
+                ct_ran: true,
             };
             self.run_list(&mut buf, &mut m, rest, base, &mut run);
         }
@@ -856,6 +873,7 @@ impl Executor {
                 copy_before: usize::MAX,
                 trunc: None,
                 delivered: false,
+                ct_ran: run.ct_ran,
             };
             self.run_list(&mut buf, &mut m, body, base + j + 1, &mut r);
             run.delivered |= r.delivered;

@@ -27,8 +27,9 @@ pub struct PacketIn {
     pub userdata: u32,
     /// `controller(pause)`: the frozen rest of the translation (0: none).
     pub cont: u32,
-    /// The packet's connection-tracking state (untracked: the default),
-    /// for `NXT_PACKET_IN2`'s metadata.
+    /// The packet's connection-tracking state at the action (as the last
+    /// `ct` left it; untracked: the default), for the packet-in's
+    /// metadata.
     pub ct: flowpath_conntrack::CtMeta,
 }
 

@@ -294,8 +294,11 @@ fn pull_nx(b: &mut Reader<'_>, v: u8, out: &mut Vec<Action>) -> Result<(), OfErr
             Action::Load { dst, value }
         }
         NXAST_REG_LOAD2 => {
-            b.skip(6)?;
+            // The OXM entry follows the subtype; zeros pad it to 8 bytes.
             let (field, value, mask) = pull_oxm_value(b)?;
+            if b.rest().iter().any(|x| *x != 0) {
+                return Err(BAC_BAD_SET_ARGUMENT);
+            }
             set_field_action(field, value, mask)?
         }
         NXAST_NOTE => Action::Note(flowpath_ofproto::action::userdata::intern(b.rest())),
@@ -487,6 +490,10 @@ fn pull_nx(b: &mut Reader<'_>, v: u8, out: &mut Vec<Action>) -> Result<(), OfErr
             out.extend(inner);
             return Ok(());
         }
+        ct::NXAST_CT => ct::pull_ct(b, v)?,
+        ct::NXAST_CT_CLEAR => Action::CtClear,
+        // Open vSwitch: "Cannot have NAT action outside of \"ct\" action".
+        ct::NXAST_NAT => return Err(BAC_BAD_SET_ARGUMENT),
         NXAST_CHECK_PKT_LARGER => {
             let len = b.u16()?;
             let ofs = b.u16()?;

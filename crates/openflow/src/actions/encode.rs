@@ -112,9 +112,8 @@ pub fn put_actions(w: &mut Writer, actions: &[Action], cx: Ctx<'_>) -> Result<()
         let a = actions[i];
         i += 1;
         match a {
-            Action::Ct(_) | Action::CtClear => {
-                return Err(format!("{a}: not yet encodable in OpenFlow"));
-            }
+            Action::Ct(id) => super::ct::put_ct(w, id, cx)?,
+            Action::CtClear => super::ct::put_ct_clear(w),
             Action::Note(i) => {
                 let s = nx_start(w, NXAST_NOTE);
                 w.bytes(&flowpath_ofproto::action::userdata::get(i));
@@ -408,9 +407,14 @@ pub fn put_actions(w: &mut Writer, actions: &[Action], cx: Ctx<'_>) -> Result<()
                     let s = of_start(w, 25);
                     put_oxm_value(w, dst.field, value << dst.ofs, dst.mask(), true)?;
                     end(w, s);
+                } else if nxm::header_of(dst.field, false).is_some_and(|h| nxm::class_of(h) <= 1) {
+                    // Wider than 64 bits (ct_label, xxreg): NXAST_REG_LOADs
+                    // of 64 bits each, as Open vSwitch writes a field with
+                    // an NXM name (`set_field_to_nxast`).
+                    put_reg_load_runs(w, dst.field, value << dst.ofs, dst.mask())?;
                 } else {
+                    // The OXM entry right after the subtype (no padding).
                     let s = nx_start(w, NXAST_REG_LOAD2);
-                    w.zeros(6);
                     put_oxm_value(w, dst.field, value << dst.ofs, dst.mask(), v >= OFP12)?;
                     end(w, s);
                 }
@@ -665,11 +669,13 @@ fn put_set_field(
         end(w, s);
         return Ok(());
     }
-    if v < OFP12 && nxm::header_of(field, false).is_some_and(|h| nxm::class_of(h) <= 1) {
+    // A field with an NXM name: NXAST_REG_LOADs, one per run of mask
+    // bits (Open vSwitch's `set_field_to_nxast`); NXAST_REG_LOAD2 for the
+    // others.
+    if nxm::header_of(field, false).is_some_and(|h| nxm::class_of(h) <= 1) {
         return put_reg_load_runs(w, field, value, mask);
     }
     let s = nx_start(w, NXAST_REG_LOAD2);
-    w.zeros(6);
     put_oxm_value(w, field, value, mask, v >= OFP12)?;
     end(w, s);
     Ok(())
@@ -771,4 +777,41 @@ pub fn put_of10_actions(
         .filter(|a| !matches!(a, Action::ClearActions | Action::WriteActions))
         .collect();
     put_actions(w, &kept, cx)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::actions::pull_actions;
+    use crate::buf::Reader;
+    use flowpath_ofproto::parse::parse_rule;
+
+    fn encode(text: &str, version: u8) -> Vec<u8> {
+        let rule = parse_rule(text).unwrap();
+        let mut w = Writer::new();
+        let cx = Ctx {
+            version,
+            matching: &rule.matching,
+        };
+        put_actions(&mut w, &rule.actions, cx).unwrap();
+        w.buf
+    }
+
+    /// `NXAST_REG_LOAD2`: the OXM entry right after the subtype, as Open
+    /// vSwitch writes and reads it.
+    #[test]
+    fn reg_load2_has_its_oxm_after_the_subtype() {
+        let b = encode("actions=set_field:0x5/0xff->metadata", OFP10);
+        let hex: String = b.iter().map(|x| format!("{x:02x}")).collect();
+        assert_eq!(
+            hex,
+            "ffff002000002320002180000510000000000000000500000000000000ff0000"
+        );
+        let mut out = Vec::new();
+        pull_actions(&mut Reader::new(&b), OFP10, &mut out).unwrap();
+        assert_eq!(
+            flowpath_ofproto::action::format_actions(&out),
+            "set_field:0x5/0xff->metadata"
+        );
+    }
 }

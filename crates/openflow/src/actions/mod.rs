@@ -9,7 +9,8 @@
 //! room), `mod_*` actions are OpenFlow 1.0's, `goto_table` in OpenFlow
 //! 1.0 is `resubmit(,T)`.
 //! `learn` is `NXAST_LEARN` (`NXAST_LEARN2` with a limit or a result
-//! bit), as Open vSwitch writes it.
+//! bit), as Open vSwitch writes it. `ct` is `NXAST_CT` with its `nat` and
+//! `exec` writes nested inside, `ct_clear` `NXAST_CT_CLEAR` (see `ct`).
 
 use crate::port::{
     self, OFPP_ALL, OFPP_CONTROLLER, OFPP_FLOOD, OFPP_IN_PORT, OFPP_LOCAL, OFPP_NORMAL,
@@ -72,6 +73,7 @@ pub struct Ctx<'a> {
     pub matching: &'a Match,
 }
 
+mod ct;
 mod decode;
 mod encode;
 mod learn;

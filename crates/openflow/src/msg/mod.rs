@@ -803,7 +803,7 @@ pub use flowmon::{
     encode_flow_removed, flow_monitor_reply, flow_update_entry, FlowEvent, FlowMonitor,
     FMF_ACTIONS, FMF_ADD, FMF_DELETE, FMF_INITIAL, FMF_MODIFY, FMF_OWN,
 };
-pub use pin2::{encode_packet_in2, PacketIn2, Resume};
+pub use pin2::{encode_packet_in2, CtMeta, PacketIn2, Resume};
 mod group;
 pub use group::*;
 mod portmod;

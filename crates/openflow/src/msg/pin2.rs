@@ -2,6 +2,9 @@
 //! continuation of a paused translation) and `NXT_RESUME` (the controller
 //! sends the packet back to resume it).
 //!
+//! The metadata property carries the packet's connection-tracking state
+//! ([`CtMeta`]) as Open vSwitch's does.
+//!
 //! The continuation is the frozen rest of the translation in Open
 //! vSwitch's private property format (`NXCPT_*`: the bridge's UUID, the
 //! stack, groups of actions each with its table and cookie, the action
@@ -78,12 +81,80 @@ pub struct PacketIn2<'a> {
     /// Registers and metadata (those of a paused translation; zero
     /// otherwise).
     pub regs: flowpath_flow::key::Regs,
+    /// The packet's connection-tracking state (all zero: untracked).
+    pub ct: CtMeta,
     /// `controller(userdata=...)`.
     pub userdata: &'a [u8],
     /// A paused translation's rest, and the bridge it belongs to.
     pub continuation: Option<(&'a FrozenState, [u8; 16])>,
     /// The datapath port the packet came in on.
     pub odp_port: u32,
+}
+
+/// A packet's connection-tracking fields, as a packet-in's metadata
+/// carries them (Open vSwitch's `flow_get_metadata`): `ct_state` when
+/// tracked, the original-direction tuple when the state shows a valid
+/// connection and the protocol is known, zone, mark and label when not
+/// zero.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CtMeta {
+    /// `ct_state` bits (0: not tracked).
+    pub state: u8,
+    /// `ct_zone`.
+    pub zone: u16,
+    /// `ct_mark`.
+    pub mark: u32,
+    /// `ct_label`.
+    pub label: u128,
+    /// `ct_nw_proto` (0: no tuple).
+    pub nw_proto: u8,
+    /// The tuple's addresses are IPv6 (`ct_ipv6_*`, else `ct_nw_*`).
+    pub v6: bool,
+    /// `ct_nw_src` / `ct_ipv6_src`.
+    pub src: u128,
+    /// `ct_nw_dst` / `ct_ipv6_dst`.
+    pub dst: u128,
+    /// `ct_tp_src`.
+    pub tp_src: u16,
+    /// `ct_tp_dst`.
+    pub tp_dst: u16,
+}
+
+impl CtMeta {
+    /// Sets the fields a packet-in carries in `m`.
+    fn set(&self, m: &mut Match) {
+        use flowpath_flow::key::ct_state as cs;
+        let mut put = |f: FieldId, v: u128| {
+            let info = f.info();
+            m.set_field_masked(info, v, info.full_mask());
+        };
+        if self.state != 0 {
+            put(FieldId::CtState, u128::from(self.state));
+            // A packet's valid connection: new, established or reply.
+            let valid = self.state & (cs::NEW | cs::EST | cs::RPL) != 0;
+            if valid && self.nw_proto != 0 {
+                let (s, d) = if self.v6 {
+                    (FieldId::CtIpv6Src, FieldId::CtIpv6Dst)
+                } else {
+                    (FieldId::CtNwSrc, FieldId::CtNwDst)
+                };
+                put(s, self.src);
+                put(d, self.dst);
+                put(FieldId::CtNwProto, u128::from(self.nw_proto));
+                put(FieldId::CtTpSrc, u128::from(self.tp_src));
+                put(FieldId::CtTpDst, u128::from(self.tp_dst));
+            }
+        }
+        for (f, v) in [
+            (FieldId::CtZone, u128::from(self.zone)),
+            (FieldId::CtMark, u128::from(self.mark)),
+            (FieldId::CtLabel, self.label),
+        ] {
+            if v != 0 {
+                put(f, v);
+            }
+        }
+    }
 }
 
 /// A decoded `NXT_RESUME`.
@@ -235,7 +306,9 @@ pub fn encode_packet_in2(version: u8, p: &PacketIn2<'_>) -> Result<Vec<u8>, Stri
     }
     prop(&mut w, NXPINT_REASON, &[p.reason]);
     let s = prop_start(&mut w, NXPINT_METADATA);
-    nxm::put_match(&mut w, &metadata(p.in_port, &p.regs), version >= OFP12)?;
+    let mut meta = metadata(p.in_port, &p.regs);
+    p.ct.set(&mut meta);
+    nxm::put_match(&mut w, &meta, version >= OFP12)?;
     prop_end(&mut w, s);
     if !p.userdata.is_empty() {
         prop(&mut w, NXPINT_USERDATA, p.userdata);
@@ -357,4 +430,65 @@ pub(super) fn decode_resume(r: &mut Reader<'_>, version: u8) -> Result<Resume, O
         bridge,
         state,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::header::{OFP10, OFP13};
+    use flowpath_flow::key::ct_state as cs;
+
+    fn pin(ct: CtMeta) -> PacketIn2<'static> {
+        PacketIn2 {
+            frame: &[0; 14],
+            total_len: 14,
+            table: 0,
+            cookie: 0,
+            reason: 1,
+            in_port: 1,
+            regs: flowpath_flow::key::Regs::zero(),
+            ct,
+            userdata: &[],
+            continuation: None,
+            odp_port: 1,
+        }
+    }
+
+    /// The metadata property's NXM entries (`ovs-ofctl ofp-print` prints
+    /// this packet-in's metadata as `ct_state=new|trk,ct_zone=5,
+    /// ct_mark=0x7,ct_nw_src=10.0.0.1,ct_nw_dst=10.0.0.2,ct_nw_proto=6,
+    /// ct_tp_src=1000,ct_tp_dst=80,in_port=1`).
+    #[test]
+    fn packet_in2_metadata_carries_the_tracker_state() {
+        let ct = CtMeta {
+            state: cs::TRK | cs::NEW,
+            zone: 5,
+            mark: 7,
+            nw_proto: 6,
+            src: 0x0a00_0001,
+            dst: 0x0a00_0002,
+            tp_src: 1000,
+            tp_dst: 80,
+            ..CtMeta::default()
+        };
+        for v in [OFP10, OFP13] {
+            let b = encode_packet_in2(v, &pin(ct)).unwrap();
+            let has = |e: &[u8]| b.windows(e.len()).any(|w| w == e);
+            assert!(has(&[0, 1, 0xd2, 4, 0, 0, 0, 0x21]), "ct_state");
+            assert!(has(&[0, 1, 0xd4, 2, 0, 5]), "ct_zone");
+            assert!(has(&[0, 1, 0xd6, 4, 0, 0, 0, 7]), "ct_mark");
+            assert!(has(&[0, 1, 0xf0, 4, 10, 0, 0, 1]), "ct_nw_src");
+            assert!(has(&[0, 1, 0xfa, 2, 0, 80]), "ct_tp_dst");
+        }
+        // Untracked: nothing of conntrack; invalid: the state only.
+        let b = encode_packet_in2(OFP13, &pin(CtMeta::default())).unwrap();
+        assert!(!b.windows(3).any(|w| w == [0, 1, 0xd2]));
+        let inv = CtMeta {
+            state: cs::TRK | cs::INV,
+            nw_proto: 6,
+            ..ct
+        };
+        let b = encode_packet_in2(OFP13, &pin(inv)).unwrap();
+        assert!(!b.windows(3).any(|w| w == [0, 1, 0xf0]));
+    }
 }
