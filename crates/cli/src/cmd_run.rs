@@ -47,6 +47,15 @@ pub struct Args {
     /// Datapath port the capture's frames arrive on.
     #[arg(long, value_name = "N", default_value_t = 1)]
     in_port: u32,
+    /// Most frames in one datapath batch (1 to 32). Frames of one batch
+    /// are processed pass by pass: every packet's first pass before any
+    /// recirculated pass, so a `ct(commit)` after `ct(table=N)` commits
+    /// only after the whole batch was looked up. `--batch 1` processes the
+    /// capture packet by packet, as OVS does packets received one at a
+    /// time (`netdev-dummy/receive` one frame per call).
+    #[arg(long, value_name = "N", default_value_t = 32,
+          value_parser = clap::value_parser!(u16).range(1..=32))]
+    batch: u16,
     /// Write what each output port sends to DIR/port-P.pcap (created if
     /// missing; a port that sends nothing gets no file).
     #[arg(long, value_name = "DIR")]
@@ -150,7 +159,13 @@ pub fn run(args: Args) -> Result<()> {
         writers: BTreeMap::new(),
         error: None,
     };
-    let now_ms = replay(&mut sw, &frames, args.in_port, &mut sink)?;
+    let now_ms = replay(
+        &mut sw,
+        &frames,
+        args.in_port,
+        usize::from(args.batch),
+        &mut sink,
+    )?;
     for (_, w) in std::mem::take(&mut sink.writers) {
         w.finish().map_err(|e| anyhow::anyhow!("{e}"))?;
     }
@@ -184,12 +199,14 @@ pub fn run(args: Args) -> Result<()> {
     Ok(())
 }
 
-/// Feeds every frame to `sw` on `in_port` in batches of up to 32 frames of
-/// the same millisecond; returns the time of the last batch.
+/// Feeds every frame to `sw` on `in_port` in batches of up to `batch`
+/// (at most 32) frames of the same millisecond; returns the time of the
+/// last batch.
 fn replay(
     sw: &mut Switch<SlowPath>,
     frames: &flowpath_io::EthernetFrames,
     in_port: u32,
+    batch: usize,
     sink: &mut PcapSink,
 ) -> Result<u64> {
     let n = frames.len();
@@ -200,7 +217,8 @@ fn replay(
         now = ms(i);
         sw.housekeeping(now);
         let start = tsc::rdtsc();
-        while i < n && !sw.is_full() && ms(i) == now {
+        let end = i.saturating_add(batch);
+        while i < n && i < end && !sw.is_full() && ms(i) == now {
             let frame = frames.get(i).unwrap_or(&[]);
             let tag = frames.timestamps_ns.get(i).copied().unwrap_or(0);
             // Cannot fail: the batch is not full.
