@@ -14,7 +14,14 @@
 //!
 //! Invariants: `len <= BATCH_SIZE`; after `process_batch` every packet's
 //! verdict is not [`Verdict::Pending`]; a [`Verdict::SlowPath`] packet's
-//! actions are in its `upcall_actions` slot.
+//! actions are in its `upcall_actions` slot. Connection-tracking words
+//! (`W_CT_FIRST..`, zero in every key the extractor builds): a packet's
+//! are zero unless its bit in `ct` is set, and every free slot's (index
+//! `>= len`) are zero ([`Batch::clear`] re-zeroes the slots whose bit is
+//! set). So a received packet's key is written without touching its third
+//! cache line ([`Batch::push_with`]), and the EMC, which keeps only words
+//! `0..W_CT_FIRST`, can leave out the few packets ([`Batch::ct_packets`])
+//! whose keys have connection-tracking state (recirculated after `ct`).
 //!
 //! Threads: owned by the worker that fills it; allocate once and reuse
 //! (it is ~4.5 KB: keep it boxed or in the worker's state).
@@ -22,6 +29,7 @@
 use crate::hash::packet_hash;
 use crate::megaflow::MegaflowRef;
 use crate::pipeline::Datapath;
+use flowpath_flow::key::W_CT_FIRST;
 use flowpath_flow::FlowKey;
 use flowpath_odp::{DpAction, DpActions};
 
@@ -88,6 +96,9 @@ pub struct BatchFull;
 pub struct Batch {
     len: usize,
     pub(crate) keys: [FlowKey; BATCH_SIZE],
+    /// Bit `i`: packet `i`'s connection-tracking words may be non-zero
+    /// (clear: they are zero). No bit at or above `len`.
+    pub(crate) ct: u32,
     pub(crate) hashes: [u32; BATCH_SIZE],
     pub(crate) sizes: [u32; BATCH_SIZE],
     pub(crate) verdicts: [Verdict; BATCH_SIZE],
@@ -106,6 +117,7 @@ impl Batch {
         Batch {
             len: 0,
             keys: [FlowKey::zero(); BATCH_SIZE],
+            ct: 0,
             hashes: [0; BATCH_SIZE],
             sizes: [0; BATCH_SIZE],
             verdicts: [Verdict::Pending; BATCH_SIZE],
@@ -128,8 +140,18 @@ impl Batch {
         self.len == BATCH_SIZE
     }
 
-    /// Empties the batch (keeps its storage).
+    /// Empties the batch (keeps its storage). Re-zeroes the
+    /// connection-tracking words of the keys that had them (see the
+    /// module documentation; none in a batch of received packets).
+    #[inline]
     pub fn clear(&mut self) {
+        let mut m = self.ct;
+        while m != 0 {
+            let i = m.trailing_zeros() as usize;
+            m &= m - 1;
+            self.keys[i].w[W_CT_FIRST..].fill(0);
+        }
+        self.ct = 0;
         self.len = 0;
     }
 
@@ -143,6 +165,7 @@ impl Batch {
         }
         let i = self.len;
         self.keys[i] = key;
+        self.note_ct(i);
         self.hashes[i] = hash;
         self.sizes[i] = bytes;
         self.verdicts[i] = Verdict::Pending;
@@ -151,12 +174,16 @@ impl Batch {
     }
 
     /// Adds a packet whose key `fill` writes in place (e.g. with
-    /// `flowpath_flow::extract::extract_into`), hashing it with
+    /// `flowpath_flow::extract::extract_into_rx`), hashing it with
     /// [`packet_hash`]; returns the packet's index. The key slot is handed
-    /// to `fill` as it was left by an earlier packet: `fill` must write
-    /// every word. Writing in place saves a 128-byte copy per packet.
-    /// `fill` returns `Some(true)` when it knows words 5..16 are 0 (the
-    /// hash then skips reading them: the same value), `Some(false)`
+    /// to `fill` with its words `0..W_CT_FIRST` as an earlier packet left
+    /// them and its connection-tracking words (`W_CT_FIRST..`) zero:
+    /// `fill` must write every word of `0..W_CT_FIRST`, and may set
+    /// connection-tracking words (a recirculated packet's state after
+    /// `ct`), which are then noted ([`Batch::ct_packets`]) unless `fill`
+    /// claims the short form. Writing in place saves a 192-byte copy per
+    /// packet. `fill` returns `Some(true)` when it knows words 5..24 are 0
+    /// (the hash then skips reading them: the same value), `Some(false)`
     /// otherwise, and `None` to leave the packet out (`Ok(None)`: the
     /// frame turned out never valid; the slot stays free).
     #[inline]
@@ -170,11 +197,16 @@ impl Batch {
         }
         let i = self.len;
         let Some(short) = fill(&mut self.keys[i]) else {
+            // The slot stays free: its connection-tracking words must be
+            // zero.
+            self.keys[i].w[W_CT_FIRST..].fill(0);
             return Ok(None);
         };
         self.hashes[i] = if short {
+            debug_assert!(self.keys[i].w[5..].iter().all(|&w| w == 0));
             crate::hash::packet_hash_short(&self.keys[i])
         } else {
+            self.note_ct(i);
             packet_hash(&self.keys[i])
         };
         self.sizes[i] = bytes;
@@ -193,6 +225,21 @@ impl Batch {
     /// The keys of the packets.
     pub fn keys(&self) -> &[FlowKey] {
         &self.keys[..self.len]
+    }
+
+    /// Bitmap of the packets whose keys have non-zero connection-tracking
+    /// words (packets recirculated after a `ct` action); the EMC leaves
+    /// them to the other tiers.
+    #[inline(always)]
+    pub fn ct_packets(&self) -> u32 {
+        self.ct
+    }
+
+    /// Notes whether slot `i`'s key has connection-tracking state.
+    #[inline(always)]
+    fn note_ct(&mut self, i: usize) {
+        let any = self.keys[i].w[W_CT_FIRST..].iter().fold(0, |a, &w| a | w) != 0;
+        self.ct = self.ct & !(1 << i) | u32::from(any) << i;
     }
 
     /// The hashes of the packets.
@@ -261,5 +308,48 @@ mod tests {
         assert_eq!(b.len(), 2);
         assert_eq!(b.push_with(60, |_| None), Ok(None), "left out");
         assert_eq!(b.len(), 2);
+    }
+
+    #[test]
+    fn connection_tracking_words_are_noted_and_cleared() {
+        let mut b = Batch::new();
+        let mut ct = FlowKey::zero();
+        ct.set_nw_src(1);
+        ct.set_ct_mark(9);
+        b.push(FlowKey::zero(), 64).unwrap();
+        b.push(ct, 64).unwrap();
+        let filled = |b: &mut Batch| {
+            b.push_with(64, |slot| {
+                *slot = ct;
+                Some(false)
+            })
+            .unwrap()
+        };
+        assert_eq!(filled(&mut b), Some(2));
+        let mut left_out = ct;
+        left_out.set_ct_label(3);
+        assert_eq!(
+            b.push_with(64, |slot| {
+                *slot = left_out;
+                None
+            }),
+            Ok(None)
+        );
+        assert_eq!(b.ct_packets(), 0b110);
+        assert_eq!(b.keys()[2], ct);
+        b.clear();
+        assert_eq!(b.ct_packets(), 0);
+        // A received packet's fill writes only the words before the
+        // connection-tracking ones: every slot it gets has them zero.
+        for _ in 0..4 {
+            b.push_with(64, |slot| {
+                slot.w[..W_CT_FIRST].fill(0);
+                slot.set_nw_dst(2);
+                Some(false)
+            })
+            .unwrap();
+        }
+        assert_eq!(b.ct_packets(), 0);
+        assert!(b.keys().iter().all(|k| k.w[W_CT_FIRST..] == [0; 8]));
     }
 }

@@ -19,9 +19,19 @@
 //! an entry whose megaflow is dead or empty, else the candidate with the
 //! smaller stored hash (a cheap pseudo-random choice, as OVS).
 //!
+//! Only a key's words `0..W_CT_FIRST` are stored and compared (128 bytes,
+//! two cache lines, as before the key grew its connection-tracking words):
+//! those words are zero in every received packet's key, and the keys that
+//! have them set (packets recirculated after `ct`, a batch's
+//! `ct_packets`) are neither inserted nor looked up here — the other tiers
+//! take them. Storing and comparing all 24 words made an EMC hit touch a
+//! third line of the entry and of the packet's key.
+//!
 //! Invariants: an entry whose megaflow ref is not live is empty (checked on
 //! every hit against the megaflow table's generation); entries are never
-//! trusted without a full key compare.
+//! trusted without a full key compare (of the stored words); no entry
+//! comes from a key with non-zero connection-tracking words, and lookups
+//! leave such keys out (the caller's `todo`).
 //!
 //! Threads: one per worker.
 
@@ -30,15 +40,39 @@ use crate::hash::{insert_threshold, Rng};
 use crate::hugepage::HugeVec;
 use crate::megaflow::{MegaflowRef, MegaflowTable};
 use crate::prefetch::prefetch;
+use flowpath_flow::key::W_CT_FIRST;
 use flowpath_flow::FlowKey;
 
 /// Default number of entries (OVS: 1 << 13).
 pub const EMC_DEFAULT_ENTRIES: usize = 1 << 13;
 
-/// Whole-key equality as straight-line word compares (no `memcmp` call).
+/// What an entry keeps of a key: its words before the connection-tracking
+/// ones (see the module documentation).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(C, align(64))]
+struct EmcKey([u64; W_CT_FIRST]);
+
+impl EmcKey {
+    const ZERO: EmcKey = EmcKey([0; W_CT_FIRST]);
+
+    fn of(key: &FlowKey) -> Self {
+        let mut k = EmcKey::ZERO;
+        k.0.copy_from_slice(&key.w[..W_CT_FIRST]);
+        k
+    }
+}
+
+/// Equality of the stored words as straight-line word compares (no
+/// `memcmp` call).
 #[inline(always)]
-fn key_eq(a: &FlowKey, b: &FlowKey) -> bool {
-    a.w.iter().zip(&b.w).fold(0u64, |d, (x, y)| d | (x ^ y)) == 0
+fn key_eq(a: &EmcKey, b: &FlowKey) -> bool {
+    a.0.iter().zip(&b.w).fold(0u64, |d, (x, y)| d | (x ^ y)) == 0
+}
+
+/// Whether `key` has connection-tracking state (the EMC does not take it).
+#[inline(always)]
+fn has_ct(key: &FlowKey) -> bool {
+    key.w[W_CT_FIRST..].iter().fold(0u64, |a, &w| a | w) != 0
 }
 
 /// The exact match cache. See the module documentation.
@@ -46,7 +80,7 @@ fn key_eq(a: &FlowKey, b: &FlowKey) -> bool {
 pub struct Emc {
     hashes: HugeVec<u32>,
     flows: HugeVec<MegaflowRef>,
-    keys: HugeVec<FlowKey>,
+    keys: HugeVec<EmcKey>,
     mask: u32,
     shift: u32,
     ways: u32,
@@ -67,7 +101,7 @@ impl Emc {
         Emc {
             hashes: HugeVec::new(entries, 0),
             flows: HugeVec::new(entries, MegaflowRef::NONE),
-            keys: HugeVec::new(entries, FlowKey::zero()),
+            keys: HugeVec::new(entries, EmcKey::ZERO),
             mask: entries as u32 - 1,
             shift: entries.trailing_zeros(),
             ways,
@@ -117,7 +151,9 @@ impl Emc {
 
     /// Looks up every packet of `todo`. Writes hits to `out` and returns
     /// their bitmap. First pass: read both candidates' hashes for every
-    /// packet; second pass: compare keys and check liveness.
+    /// packet; second pass: compare keys and check liveness. `todo` must
+    /// leave out the keys with non-zero connection-tracking words (the
+    /// batch's `ct_packets`): only the words before them are compared.
     #[inline]
     pub fn lookup_batch(
         &self,
@@ -146,8 +182,8 @@ impl Emc {
             // samples on pass 2's first loads of them.
             if c != 0 {
                 let k = &self.keys[s[usize::from(c & 1 == 0)]];
-                prefetch(&k.w[0]);
-                prefetch(&k.w[8]);
+                prefetch(&k.0[0]);
+                prefetch(&k.0[8]);
             }
         }
         // Pass 2: compare keys, check liveness. (Reading the candidate key's
@@ -158,6 +194,7 @@ impl Emc {
         while m != 0 {
             let i = m.trailing_zeros() as usize;
             m &= m - 1;
+            debug_assert!(!has_ct(&keys[i]), "the caller leaves ct keys out");
             let mut c = cand[i];
             while c != 0 {
                 let w = c.trailing_zeros() as usize;
@@ -174,8 +211,12 @@ impl Emc {
         found
     }
 
-    /// Inserts (or updates) `key` → `flow` unconditionally.
+    /// Inserts (or updates) `key` → `flow` unconditionally — unless `key`
+    /// has connection-tracking state, which the EMC never holds.
     pub fn insert(&mut self, key: &FlowKey, hash: u32, flow: MegaflowRef, table: &MegaflowTable) {
+        if has_ct(key) {
+            return;
+        }
         let [s0, s1] = self.slots(hash);
         let same = |s: usize| self.hashes[s] == hash && key_eq(&self.keys[s], key);
         let free = |s: usize| !table.is_live(self.flows[s]);
@@ -192,7 +233,7 @@ impl Emc {
         };
         self.hashes[victim] = hash;
         self.flows[victim] = flow;
-        self.keys[victim] = *key;
+        self.keys[victim] = EmcKey::of(key);
     }
 
     /// Inserts with probability 1/`inv_prob`; returns whether it did.
@@ -205,7 +246,7 @@ impl Emc {
         table: &MegaflowTable,
     ) -> bool {
         match self.threshold {
-            Some(t) if self.rng.next_u32() <= t => {
+            Some(t) if self.rng.next_u32() <= t && !has_ct(key) => {
                 self.insert(key, hash, flow, table);
                 true
             }
@@ -273,6 +314,24 @@ mod tests {
             .0;
         e.insert(&key(3), packet_hash(&key(3)), r, &t);
         assert_eq!(lookup(&e, &t, &key(3)), Some(r));
+    }
+
+    #[test]
+    fn keys_with_ct_state_are_not_taken() {
+        // The EMC keeps words 0..W_CT_FIRST: a key with connection-tracking
+        // state is never inserted (its lookups are left out by the caller).
+        let (t, refs) = table_with(2);
+        let mut e = Emc::new(1024, 2, 1, 7);
+        let mut k = key(1);
+        k.set_ct_mark(5);
+        let h = packet_hash(&k);
+        assert!(!e.maybe_insert(&k, h, refs[1], &t));
+        e.insert(&k, h, refs[1], &t);
+        assert_eq!(e.occupancy(&t), 0);
+        assert_eq!(lookup(&e, &t, &key(1)), None);
+        assert!(e.maybe_insert(&key(1), packet_hash(&key(1)), refs[1], &t));
+        assert_eq!(lookup(&e, &t, &key(1)), Some(refs[1]));
+        assert_eq!(e.memory_bytes(), 1024 * (4 + 8 + 128), "two lines a key");
     }
 
     #[test]

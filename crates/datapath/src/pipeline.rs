@@ -524,6 +524,7 @@ impl Datapath {
         };
         self.emc_active = emc_on;
         self.second_active = second_on;
+        let ct = batch.ct_packets();
         let Batch {
             keys,
             hashes,
@@ -548,9 +549,11 @@ impl Datapath {
         let mut refs = [MegaflowRef::NONE; BATCH_SIZE];
 
         if emc_on {
+            // Not the packets with connection-tracking state: the EMC
+            // keeps only the words before them (see `emc`).
             let f = self
                 .emc
-                .lookup_batch(keys, hashes, rem, &self.flows, &mut refs);
+                .lookup_batch(keys, hashes, rem & !ct, &self.flows, &mut refs);
             self.stats.emc_hits += u64::from(f.count_ones());
             mark(verdicts, &refs, f, Tier::Emc);
             rem &= !f;
@@ -559,6 +562,7 @@ impl Datapath {
         if rem != 0 && second_on {
             let probe = Probe {
                 keys,
+                ct,
                 hashes,
                 flows: &self.flows,
             };

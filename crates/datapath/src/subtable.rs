@@ -44,6 +44,7 @@
 use crate::batch::BATCH_SIZE;
 use crate::hash::hash_compact;
 use crate::hugepage::HugeVec;
+use flowpath_flow::key::Word;
 use flowpath_flow::{FlowKey, FlowMask, FLOW_WORDS};
 
 /// Slots per bucket.
@@ -101,14 +102,17 @@ fn keys_equal(a: &[u64], b: &[u64]) -> bool {
 /// for each stored word (a mask's non-zero words against a megaflow's
 /// stored key): read straight from the key, no gathered copy.
 #[inline(always)]
-pub(crate) fn masked_words_eq(key: &FlowKey, words: &[u8], mvals: &[u64], stored: &[u64]) -> bool {
+pub(crate) fn masked_words_eq(
+    key: &FlowKey,
+    words: &[Word],
+    mvals: &[u64],
+    stored: &[u64],
+) -> bool {
     stored
         .iter()
         .zip(words)
         .zip(mvals)
-        .fold(0u64, |d, ((s, &w), &m)| {
-            d | ((key.w[flowpath_flow::key::word_index(w)] & m) ^ s)
-        })
+        .fold(0u64, |d, ((s, &w), &m)| d | ((key.word(w) & m) ^ s))
         == 0
 }
 
@@ -126,7 +130,7 @@ pub(crate) fn reserve_gently<T>(v: &mut Vec<T>, extra: usize, min_step: usize) {
 pub struct Subtable {
     mask: FlowMask,
     n: usize,
-    words: [u8; FLOW_WORDS],
+    words: [Word; FLOW_WORDS],
     mvals: [u64; FLOW_WORDS],
     buckets: HugeVec<Bucket>,
     len: usize,
@@ -164,13 +168,13 @@ pub struct Duplicate(pub u32);
 impl Subtable {
     /// An empty subtable for `mask`.
     pub fn new(mask: &FlowMask) -> Self {
-        let mut words = [0u8; FLOW_WORDS];
+        let mut words = [Word::W0; FLOW_WORDS];
         let mut mvals = [0u64; FLOW_WORDS];
         let mut n = 0;
-        for i in 0..FLOW_WORDS {
-            if mask.w[i] != 0 {
-                words[n] = i as u8;
-                mvals[n] = mask.w[i];
+        for w in Word::ALL {
+            if mask.w[w.index()] != 0 {
+                words[n] = w;
+                mvals[n] = mask.w[w.index()];
                 n += 1;
             }
         }
@@ -196,7 +200,7 @@ impl Subtable {
     }
 
     /// The non-zero mask words: their positions and mask values.
-    pub fn mask_words(&self) -> (&[u8], &[u64]) {
+    pub fn mask_words(&self) -> (&[Word], &[u64]) {
         (&self.words[..self.n], &self.mvals[..self.n])
     }
 
@@ -230,7 +234,7 @@ impl Subtable {
             n => {
                 let mut g = [0u64; FLOW_WORDS];
                 for ((o, &w), &m) in g.iter_mut().zip(&self.words).zip(&self.mvals).take(n) {
-                    *o = key.w[flowpath_flow::key::word_index(w)] & m;
+                    *o = key.word(w) & m;
                 }
                 f(&g[..n])
             }
@@ -241,7 +245,7 @@ impl Subtable {
     fn gathered<const N: usize>(&self, key: &FlowKey) -> [u64; N] {
         let mut v = [0u64; N];
         for ((o, &w), &m) in v.iter_mut().zip(&self.words).zip(&self.mvals) {
-            *o = key.w[flowpath_flow::key::word_index(w)] & m;
+            *o = key.word(w) & m;
         }
         v
     }
@@ -363,7 +367,7 @@ impl Subtable {
             let slot = b * WAYS + cand.trailing_zeros() as usize;
             let f = self.flow_of(slot);
             if self.n == 0
-                || (p.k0 == key.w[flowpath_flow::key::word_index(self.words[0])] & self.mvals[0]
+                || (p.k0 == key.word(self.words[0]) & self.mvals[0]
                     && self.masked_eq(key, ks.words(f, self.n)))
             {
                 return Some(f);
@@ -596,7 +600,10 @@ mod tests {
     fn words_listed() {
         let st = Subtable::new(&mask(&[(1, 0xff), (5, 1)]));
         assert_eq!(st.n_words(), 2);
-        assert_eq!(st.mask_words(), (&[1u8, 5][..], &[0xffu64, 1][..]));
+        assert_eq!(
+            st.mask_words(),
+            (&[Word::W1, Word::W5][..], &[0xffu64, 1][..])
+        );
     }
 
     #[test]

@@ -51,7 +51,7 @@ use crate::packet::PacketBuf;
 use crate::pipeline::Datapath;
 use crate::stats::PmdStatsReport;
 use crate::upcall::Upcall;
-use flowpath_flow::extract::{extract_into, extract_into_checked, Layers};
+use flowpath_flow::extract::{extract_into, extract_into_checked, extract_into_rx, Layers};
 
 /// How often [`Switch::housekeeping`] sweeps idle megaflows (ms; OVS's
 /// revalidator wakes every 500 ms by default).
@@ -137,10 +137,12 @@ impl<U: Upcall> Switch<U> {
         // of the receive loop's samples sat on two such loads).
         // Frames that can never be valid are dropped here, counted; the
         // check runs only on frames the straight line does not answer
-        // (those it answers are well-formed IPv4).
+        // (those it answers are well-formed IPv4). The slot's
+        // connection-tracking words are zero (`push_with`) and stay so:
+        // `extract_into_rx` writes only the words before them.
         let mut layers = Layers::EMPTY;
         let pushed = self.batch.push_with(len, |k| {
-            let (l, short) = extract_into_checked(frame, in_port, k).ok()?;
+            let (l, short) = extract_into_rx(frame, in_port, k).ok()?;
             layers = l;
             Some(short)
         })?;
@@ -317,6 +319,9 @@ impl<U: Upcall> Switch<U> {
                     let len = u32::try_from(buf.data().len()).unwrap_or(u32::MAX);
                     let mut layers = Layers::EMPTY;
                     let md = r.meta;
+                    // (Connection-tracking state set here goes into the
+                    // key's words W_CT_FIRST.. and `push_with` notes it:
+                    // the EMC leaves such packets to the other tiers.)
                     let pushed = self.batch.push_with(len, |k| {
                         layers = extract_into(buf.data(), md.in_port, k);
                         k.set_recirc_id(r.recirc_id);

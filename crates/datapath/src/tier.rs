@@ -106,6 +106,9 @@ impl TierKind {
 pub struct Probe<'a> {
     /// The batch's keys.
     pub keys: &'a [FlowKey],
+    /// Bitmap of the keys with non-zero connection-tracking words
+    /// ([`crate::Batch::ct_packets`]): an EMC tier leaves them out.
+    pub ct: u32,
     /// Their hashes.
     pub hashes: &'a [u32],
     /// The megaflow table.
@@ -192,7 +195,7 @@ impl CacheTier for Emc {
         todo: u32,
         out: &mut [MegaflowRef; BATCH_SIZE],
     ) -> u32 {
-        Emc::lookup_batch(self, p.keys, p.hashes, todo, p.flows, out)
+        Emc::lookup_batch(self, p.keys, p.hashes, todo & !p.ct, p.flows, out)
     }
     #[inline(always)]
     fn insert(&mut self, key: &FlowKey, hash: u32, flow: MegaflowRef, _: u16, f: &MegaflowTable) {

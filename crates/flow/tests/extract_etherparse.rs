@@ -28,10 +28,10 @@ use etherparse::{
     SlicedPacket, TcpHeaderSlice, TransportSlice, UdpHeaderSlice, VlanSlice,
 };
 use flowpath_flow::extract::{
-    extract_into_checked, extract_with_layers, never_valid, possible_words, used_words, Layers,
-    NONE,
+    extract_into_checked, extract_into_rx, extract_with_layers, never_valid, possible_words,
+    used_words, Layers, NONE,
 };
-use flowpath_flow::key::{FlowKey, FRAG_ANY, FRAG_LATER, VLAN_CFI};
+use flowpath_flow::key::{FlowKey, FRAG_ANY, FRAG_LATER, VLAN_CFI, W_CT_FIRST};
 use proptest::prelude::*;
 use proptest::strategy::ValueTree;
 
@@ -665,6 +665,15 @@ fn check(frame: &[u8]) -> Result<FlowKey, Declined> {
             if short {
                 assert!(k.w[5..].iter().all(|&w| w == 0), "short key {k:?}");
             }
+            // The batch's entry point: a slot whose head is dirty and
+            // whose connection-tracking words are zero.
+            let mut rx = FlowKey::zero();
+            rx.w[..W_CT_FIRST].fill(0x5a5a_5a5a_5a5a_5a5a);
+            assert_eq!(
+                extract_into_rx(frame, 0x1234_5678, &mut rx),
+                Ok((cl, short))
+            );
+            assert_eq!(rx, k, "frame {frame:02x?}");
         }
     }
     let e = oracle(frame, 0x1234_5678)?;

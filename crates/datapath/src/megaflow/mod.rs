@@ -60,6 +60,7 @@ use crate::dpcls::{Dpcls, InsertError};
 use crate::hugepage::HugeGrowVec;
 use crate::prefetch::prefetch;
 use crate::subtable::{reserve_gently, KeyStore};
+use flowpath_flow::key::Word;
 use flowpath_flow::{FlowKey, FlowMask, FLOW_WORDS};
 use flowpath_odp::{DpAction, DpActions};
 use std::collections::HashMap;
@@ -237,7 +238,7 @@ impl Records {
 struct MaskView {
     mask: FlowMask,
     n: usize,
-    words: [u8; FLOW_WORDS],
+    words: [Word; FLOW_WORDS],
     mvals: [u64; FLOW_WORDS],
 }
 
@@ -246,12 +247,12 @@ impl MaskView {
         let mut v = MaskView {
             mask: *mask,
             n: 0,
-            words: [0; FLOW_WORDS],
+            words: [Word::W0; FLOW_WORDS],
             mvals: [0; FLOW_WORDS],
         };
-        for (i, &m) in mask.w.iter().enumerate() {
+        for (&w, &m) in Word::ALL.iter().zip(&mask.w) {
             if m != 0 {
-                v.words[v.n] = i as u8;
+                v.words[v.n] = w;
                 v.mvals[v.n] = m;
                 v.n += 1;
             }
