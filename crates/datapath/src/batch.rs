@@ -181,8 +181,8 @@ impl Batch {
     /// `fill` must write every word of `0..W_CT_FIRST`, and may set
     /// connection-tracking words (a recirculated packet's state after
     /// `ct`), which are then noted ([`Batch::ct_packets`]) unless `fill`
-    /// claims the short form. Writing in place saves a 192-byte copy per
-    /// packet. `fill` returns `Some(true)` when it knows words 5..24 are 0
+    /// claims the short form. Writing in place saves a copy of the key
+    /// per packet. `fill` returns `Some(true)` when it knows words 5..24 are 0
     /// (the hash then skips reading them: the same value), `Some(false)`
     /// otherwise, and `None` to leave the packet out (`Ok(None)`: the
     /// frame turned out never valid; the slot stays free).

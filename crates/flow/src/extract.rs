@@ -250,11 +250,11 @@ pub fn extract_into_checked(
 /// packet never touches its key's third cache line. The batch's slots
 /// keep that invariant (`Batch::push_with`).
 ///
-/// Why: with the 24-word key, building the key in a temporary and copying
-/// all 192 bytes into the slot cost a copy that the 16-word key did not
-/// have (and stored a line nothing reads); by callgrind the straight line
-/// here is 6 instructions per packet shorter than the copy
-/// (`flowpath bench --flows 1000 --config none`).
+/// Why: with the 24-word key the straight line (built in place already:
+/// the compiler elides the temporary) also stored the 64 zero bytes of
+/// the third line, which nothing on the received packet's path reads;
+/// leaving them out is 3 instructions per packet by callgrind (`flowpath
+/// bench --flows 1000`, steady state).
 #[inline]
 pub fn extract_into_rx(
     frame: &[u8],
