@@ -366,3 +366,54 @@ fn worker_state_can_move_to_its_thread() {
     is_send::<Datapath>();
     is_send::<Batch>();
 }
+
+#[test]
+fn keys_with_connection_tracking_state_skip_the_emc_and_match_in_full() {
+    // The EMC keeps only the words before the connection-tracking ones: a
+    // packet recirculated after `ct` (ct_mark set here) with the same
+    // headers as a cached one must not take the cached entry. The slow
+    // path's megaflows match ct_mark exactly.
+    fn by_mark(k: &FlowKey) -> Result<(DpActions, FlowMask), UpcallError> {
+        let mut m = FlowKey::zero();
+        m.set_dl_type(0xffff);
+        m.set_nw_proto(0xff);
+        m.set_nw_dst(0xffff_ff00);
+        m.set_ct_mark(u32::MAX);
+        let out = 2 + k.ct_mark();
+        Ok((vec![DpAction::Output(out)], FlowMask::from_key(&m)))
+    }
+    for second in SecondLevel::ALL {
+        let cfg = Config {
+            second_level: second,
+            emc_insert_inv_prob: 1,
+            ..Config::default()
+        };
+        let mut dp = Datapath::new(cfg).unwrap();
+        let mut up = by_mark;
+        let plain = tcp(1, 1, 0x0a00_0001, 1);
+        let mut tracked = plain;
+        tracked.set_ct_mark(5);
+        let out = |dp: &Datapath, v: &Verdict| match v {
+            Verdict::Megaflow { flow, .. } => dp.actions(*flow).to_vec(),
+            _ => vec![],
+        };
+        // Installs the plain packet's megaflow and its EMC entry.
+        run(&mut dp, &[plain, plain], 0, &mut up);
+        for round in 0..3 {
+            let v = run(
+                &mut dp,
+                &[plain, tracked, tracked, plain],
+                1 + round,
+                &mut up,
+            );
+            assert_eq!(tier(&v[0]), Some(Tier::Emc), "{second:?}");
+            assert_eq!(tier(&v[3]), Some(Tier::Emc), "{second:?}");
+            for v in &v[1..3] {
+                assert_ne!(tier(v), Some(Tier::Emc), "{second:?} round {round}");
+                assert_eq!(out(&dp, v), vec![DpAction::Output(7)], "{second:?}");
+            }
+            assert_eq!(out(&dp, &v[0]), vec![DpAction::Output(2)]);
+        }
+        assert_eq!(dp.megaflow_count(), 2, "{second:?}");
+    }
+}
