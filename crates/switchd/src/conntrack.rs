@@ -278,6 +278,33 @@ pub fn ipf_status(ipf: &Ipf) -> String {
     ipf::format_status(&ipf.status())
 }
 
+/// `config/set` keys of the connection tracker's timeouts:
+/// `ct-timeout-NAME=SECONDS`, NAME as OVS's timeout policies name them
+/// (`tcp_established`, `udp_first`, ...).
+pub(crate) const CT_TIMEOUT_PREFIX: &str = "ct-timeout-";
+
+/// The tracker's timeouts as `config/show` lists them.
+pub(crate) fn ct_timeouts_text(t: &flowpath_conntrack::Timeouts) -> String {
+    let v = [
+        t.tcp_syn_sent,
+        t.tcp_syn_recv,
+        t.tcp_established,
+        t.tcp_fin_wait,
+        t.tcp_time_wait,
+        t.tcp_close,
+        t.udp_first,
+        t.udp_single,
+        t.udp_multiple,
+        t.icmp_first,
+        t.icmp_reply,
+    ];
+    let mut s = String::new();
+    for (n, secs) in flowpath_conntrack::timeouts::NAMES.iter().zip(v) {
+        s.push_str(&format!("{CT_TIMEOUT_PREFIX}{n}={secs}\n"));
+    }
+    s
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -184,7 +184,7 @@ static COMMANDS: &[Command] = &[
             config_json(&st.datapath, st.rules.frag_mode())
         } else {
             let mut s = config_text(&st.datapath, st.rules.frag_mode());
-            s.push_str(&crate::control_dump::ct_timeouts_text(
+            s.push_str(&crate::conntrack::ct_timeouts_text(
                 &c.sh.conntrack.timeouts(),
             ));
             s

@@ -3,38 +3,12 @@
 //! them) and `config/set` (the datapath's configuration keys and the
 //! fragment mode, checked, then handed to every PMD).
 
+use crate::conntrack::{ct_timeouts_text, CT_TIMEOUT_PREFIX};
 use crate::control::{config_text, Control, FRAG_MODE_KEY};
 use crate::pmd::PmdCmd;
 use crate::rules::{self, Selector};
 use flowpath_datapath::keys;
 use flowpath_ofproto::tables::FragMode;
-
-/// `config/set` keys of the connection tracker's timeouts:
-/// `ct-timeout-NAME=SECONDS`, NAME as OVS's timeout policies name them
-/// (`tcp_established`, `udp_first`, ...).
-pub(crate) const CT_TIMEOUT_PREFIX: &str = "ct-timeout-";
-
-/// The tracker's timeouts as `config/show` lists them.
-pub(crate) fn ct_timeouts_text(t: &flowpath_conntrack::Timeouts) -> String {
-    let v = [
-        t.tcp_syn_sent,
-        t.tcp_syn_recv,
-        t.tcp_established,
-        t.tcp_fin_wait,
-        t.tcp_time_wait,
-        t.tcp_close,
-        t.udp_first,
-        t.udp_single,
-        t.udp_multiple,
-        t.icmp_first,
-        t.icmp_reply,
-    ];
-    let mut s = String::new();
-    for (n, secs) in flowpath_conntrack::timeouts::NAMES.iter().zip(v) {
-        s.push_str(&format!("{CT_TIMEOUT_PREFIX}{n}={secs}\n"));
-    }
-    s
-}
 
 impl Control {
     pub(crate) fn dump_rules(&self, params: &[String]) -> Result<String, String> {

@@ -723,9 +723,15 @@ fn config_show_lists_every_key_config_set_accepts() {
         .filter_map(|l| l.split_once('='))
         .map(|(k, _)| k)
         .collect();
-    // The datapath's keys, then the bridge's frag mode.
+    // The datapath's keys, the bridge's frag mode, the tracker's
+    // timeouts.
     let mut want = keys::key_names();
     want.push("frag-mode");
+    let timeouts: Vec<String> = flowpath_conntrack::timeouts::NAMES
+        .iter()
+        .map(|n| format!("ct-timeout-{n}"))
+        .collect();
+    want.extend(timeouts.iter().map(String::as_str));
     assert_eq!(shown, want, "{text}");
     let v = json(&ctl, "config/show");
     for k in keys::KEYS {
