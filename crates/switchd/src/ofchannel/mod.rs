@@ -41,6 +41,7 @@
 
 mod flowmod;
 mod notify;
+use notify::ct_meta;
 mod select;
 mod session;
 mod tls;
@@ -832,34 +833,6 @@ fn packet_in2(reg: &Registry, v: u8, p: &PacketIn, max_len: usize, reason: u8) -
     msg::encode_packet_in2(v, &pin).unwrap_or_else(|_| {
         msg::encode_packet_in(v, &p.frame, max_len, p.in_port, reason, p.table, p.cookie)
     })
-}
-
-/// The packet's tracker state as the packet-in's metadata carries it.
-fn ct_meta(p: &PacketIn) -> msg::CtMeta {
-    let ct = &p.ct;
-    let mut m = msg::CtMeta {
-        state: ct.state,
-        zone: ct.zone,
-        mark: ct.mark,
-        label: ct.label,
-        ..msg::CtMeta::default()
-    };
-    if let Some(o) = &ct.orig {
-        let addr = |b: &[u8; 16]| {
-            if o.v6 {
-                u128::from_be_bytes(*b)
-            } else {
-                u128::from(u32::from_be_bytes([b[0], b[1], b[2], b[3]]))
-            }
-        };
-        m.nw_proto = o.proto;
-        m.v6 = o.v6;
-        m.src = addr(&o.src);
-        m.dst = addr(&o.dst);
-        m.tp_src = o.src_port;
-        m.tp_dst = o.dst_port;
-    }
-    m
 }
 
 /// Takes packet-ins from the PMDs and hands them to the connections

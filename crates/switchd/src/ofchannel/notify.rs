@@ -238,3 +238,31 @@ impl Registry {
         Ok(())
     }
 }
+
+/// The packet's tracker state as the packet-in's metadata carries it.
+pub(super) fn ct_meta(p: &flowpath_datapath::execute::PacketIn) -> msg::CtMeta {
+    let ct = &p.ct;
+    let mut m = msg::CtMeta {
+        state: ct.state,
+        zone: ct.zone,
+        mark: ct.mark,
+        label: ct.label,
+        ..msg::CtMeta::default()
+    };
+    if let Some(o) = &ct.orig {
+        let addr = |b: &[u8; 16]| {
+            if o.v6 {
+                u128::from_be_bytes(*b)
+            } else {
+                u128::from(u32::from_be_bytes([b[0], b[1], b[2], b[3]]))
+            }
+        };
+        m.nw_proto = o.proto;
+        m.v6 = o.v6;
+        m.src = addr(&o.src);
+        m.dst = addr(&o.dst);
+        m.tp_src = o.src_port;
+        m.tp_dst = o.dst_port;
+    }
+    m
+}
