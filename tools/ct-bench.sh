@@ -114,8 +114,11 @@ for c in "${CASES[@]}"; do
     fi
 done
 "$ANCHOR/ovs-dpdk-bench.sh" --stop >/dev/null 2>&1 || true
-if [ ${#NS[@]} -eq 0 ] && ip link show ovs-netdev >/dev/null 2>&1; then
-    ip link del ovs-netdev 2>/dev/null || true
+if [ ${#NS[@]} -eq 0 ]; then
+    # The netdev datapath's taps outlive our OVS: remove those it made.
+    for tap in ovs-netdev br0; do
+        ip link show "$tap" >/dev/null 2>&1 && ip link del "$tap" 2>/dev/null || true
+    done
 fi
 
 # --- flowpath -------------------------------------------------------------------
