@@ -8,7 +8,7 @@
 
 mod ofnet;
 
-use ofnet::{can_run, wait_until, Topo};
+use ofnet::{can_run, Topo};
 use std::time::Duration;
 
 /// The tutorial's table (ARP by NORMAL).
@@ -38,12 +38,7 @@ fn tutorial_firewall_with_iperf3_and_nmap() {
     // TCP from A to B: a server in B, a client in A.
     let server = t.in_ns(2, 5, "iperf3 -s -D -1");
     assert!(server.status.success(), "{server:?}");
-    assert!(wait_until(Duration::from_secs(5), || {
-        t.in_ns(2, 5, "ss -ltn")
-            .stdout
-            .windows(5)
-            .any(|w| w == b":5201")
-    }));
+    assert!(t.listening_in(2, 5201));
     let client = t.in_ns(1, 30, "iperf3 -c 10.77.0.2 -t 2 -J");
     assert!(
         client.status.success(),
@@ -166,12 +161,7 @@ table=1,priority=0,actions=drop
     std::thread::sleep(Duration::from_millis(800));
     assert!(t.ping(1, 2), "{}", t.log("switch.log"));
     assert!(t.in_ns(2, 5, "iperf3 -s -D -1").status.success());
-    assert!(wait_until(Duration::from_secs(5), || {
-        t.in_ns(2, 5, "ss -ltn")
-            .stdout
-            .windows(5)
-            .any(|w| w == b":5201")
-    }));
+    assert!(t.listening_in(2, 5201));
     let client = t.in_ns(1, 30, "iperf3 -c 10.77.0.2 -t 1 -J");
     assert!(
         client.status.success(),
@@ -261,14 +251,7 @@ table=2,priority=0,actions=drop
         .arg(&root);
         t.start(c, &format!("http{i}.log"));
     }
-    assert!(wait_until(Duration::from_secs(10), || {
-        [2, 3].iter().all(|&i| {
-            t.in_ns(i, 5, "ss -ltn")
-                .stdout
-                .windows(5)
-                .any(|w| w == b":8080")
-        })
-    }));
+    assert!(t.listening_in(2, 8080) && t.listening_in(3, 8080));
     let mut got = std::collections::HashMap::<String, u32>::new();
     for _ in 0..16 {
         let o = t.in_ns(1, 10, "curl -s -m 5 http://10.77.0.100:8080/who");
@@ -353,12 +336,7 @@ table=1,priority=0,actions=drop
     t.appctl("dpctl/ct-set-limits zone=7,limit=300");
     assert!(t.ping(1, 2), "{}", t.log("switch.log"));
     assert!(t.in_ns(2, 5, "iperf3 -s -D -1").status.success());
-    assert!(wait_until(Duration::from_secs(5), || {
-        t.in_ns(2, 5, "ss -ltn")
-            .stdout
-            .windows(5)
-            .any(|w| w == b":5201")
-    }));
+    assert!(t.listening_in(2, 5201));
     // iperf3 for 8 s (1-s intervals); the flood runs from the 3rd to the
     // 7th second.
     let iperf = std::process::Command::new("ip")
@@ -427,36 +405,13 @@ table=1,priority=0,actions=drop
     assert!(during >= 0.8 * before, "{iv:?}");
 }
 
-/// The virtualenv's python with pyftpdlib 1.5.9 (made on first use, as
-/// the os-ken test makes its own).
+/// The virtualenv's python with pyftpdlib 1.5.9 (made on first use).
 fn ftpd_python() -> std::path::PathBuf {
-    let venv = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("pyftpdlib-1.5.9-venv");
-    let py = venv.join("bin/python3");
-    let works = |py: &std::path::PathBuf| {
-        std::process::Command::new(py)
-            .args(["-c", "import pyftpdlib.servers"])
-            .output()
-            .is_ok_and(|o| o.status.success())
-    };
-    if works(&py) {
-        return py;
-    }
-    let tmp = venv.with_extension(format!("tmp{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&tmp);
-    let o = ofnet::sh(&format!(
-        "python3 -m venv {t} && timeout 300 {t}/bin/pip install -q 'pyftpdlib==1.5.9'",
-        t = ofnet::s(&tmp)
-    ));
-    assert!(
-        o.status.success(),
-        "cannot install pyftpdlib in a virtualenv: {}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    );
-    let _ = std::fs::remove_dir_all(&venv);
-    std::fs::rename(&tmp, &venv).unwrap();
-    assert!(works(&py));
-    py
+    ofnet::venv_python(
+        "pyftpdlib-1.5.9-venv",
+        "pyftpdlib==1.5.9",
+        "import pyftpdlib.servers",
+    )
 }
 
 /// FTP through a firewall that lets A open only port 21 and lets data
@@ -498,12 +453,7 @@ table=1,in_port=2,tcp,ct_state=+trk+rel,actions=ct(commit),output:1
         .args(["-m", "pyftpdlib", "-p", "21", "-i", "10.77.0.2", "-d"])
         .arg(&www);
     t.start(c, "ftpd.log");
-    assert!(wait_until(Duration::from_secs(10), || {
-        t.in_ns(2, 5, "ss -ltn")
-            .stdout
-            .windows(3)
-            .any(|w| w == b":21")
-    }));
+    assert!(t.listening_in(2, 21));
     let fetch = |t: &Topo, how: &str, out: &str| -> bool {
         let dst = t.path(out);
         let o = t.in_ns(

@@ -17,7 +17,7 @@
 
 mod ofnet;
 
-use ofnet::{can_run, listening, s, sh, wait_until, Topo};
+use ofnet::{can_run, listening, wait_until, Topo};
 use std::path::PathBuf;
 use std::process::Command;
 use std::sync::Mutex;
@@ -27,37 +27,11 @@ static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
 /// The virtualenv's python with os-ken 4.2 (made on first use).
 fn osken_python() -> PathBuf {
-    let venv = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("osken-4.2-venv");
-    let py = venv.join("bin/python3");
-    let works = |py: &PathBuf| {
-        Command::new(py)
-            .args(["-c", "import os_ken.base.app_manager"])
-            .output()
-            .is_ok_and(|o| o.status.success())
-    };
-    if works(&py) {
-        return py;
-    }
-    // Made beside, then moved in place: an interrupted install leaves no
-    // half venv behind.
-    let tmp = venv.with_extension(format!("tmp{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&tmp);
-    let o = sh(&format!(
-        "python3 -m venv {t} && timeout 300 {t}/bin/pip install -q 'os-ken==4.2.*'",
-        t = s(&tmp)
-    ));
-    assert!(
-        o.status.success(),
-        "cannot install os-ken 4.2 in a virtualenv (python3 -m venv, then pip \
-         install from PyPI; Debian needs python3-venv): {}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    );
-    let _ = std::fs::remove_dir_all(&venv);
-    std::fs::rename(&tmp, &venv).unwrap();
-    // The venv's scripts name its path: the python itself works moved.
-    assert!(works(&py), "os-ken does not import from {}", py.display());
-    py
+    ofnet::venv_python(
+        "osken-4.2-venv",
+        "os-ken==4.2.*",
+        "import os_ken.base.app_manager",
+    )
 }
 
 /// Starts the os-ken app on `port`; its index in `t.kids`.

@@ -103,25 +103,9 @@ pub use tracker::Conntrack;
 
 use std::net::IpAddr;
 
-/// ct_state bits, as OpenFlow's ct_state field numbers them.
-pub mod state {
-    /// The packet starts a connection (not yet seen a reply).
-    pub const NEW: u8 = 0x01;
-    /// The packet belongs to an established connection.
-    pub const EST: u8 = 0x02;
-    /// The packet is related to a connection (an ICMP error about it).
-    pub const REL: u8 = 0x04;
-    /// The packet is in the reply direction.
-    pub const RPL: u8 = 0x08;
-    /// The packet is invalid.
-    pub const INV: u8 = 0x10;
-    /// The packet went through the tracker.
-    pub const TRK: u8 = 0x20;
-    /// The packet's source was translated.
-    pub const SNAT: u8 = 0x40;
-    /// The packet's destination was translated.
-    pub const DNAT: u8 = 0x80;
-}
+/// ct_state bits, as OpenFlow's `ct_state` field numbers them (the flow
+/// key's own constants: one definition for the tracker and the key).
+pub use flowpath_flow::key::ct_state as state;
 
 /// The original-direction tuple of a packet's connection (or, for a
 /// connection an ALG expected, of its parent), as Open vSwitch's

@@ -156,6 +156,21 @@ impl Timeouts {
     }
 }
 
+/// Checks that `name` is a timeout attribute ([`NAMES`]) and `secs` a
+/// valid value for it; the attribute's index.
+pub fn check(name: &str, secs: u32) -> Result<usize, String> {
+    let i = NAMES.iter().position(|n| *n == name).ok_or_else(|| {
+        format!(
+            "unknown conntrack timeout {name} (one of {})",
+            NAMES.join(", ")
+        )
+    })?;
+    if secs == 0 {
+        return Err(format!("{name}: a timeout of 0 seconds is not allowed"));
+    }
+    Ok(i)
+}
+
 /// [`Timeouts`] that can change while packets are tracked: one atomic
 /// per attribute, read with one relaxed load per state update (a change
 /// applies to the next update of each connection).

@@ -88,10 +88,7 @@ impl Control {
                     .trim()
                     .parse()
                     .map_err(|_| format!("{k}: '{v}' is not a number of seconds"))?;
-                let probe = flowpath_conntrack::timeouts::LiveTimeouts::new(
-                    flowpath_conntrack::Timeouts::default(),
-                );
-                probe.set(name, secs).map_err(|e| format!("{k}: {e}"))?;
+                flowpath_conntrack::timeouts::check(name, secs).map_err(|e| format!("{k}: {e}"))?;
                 timeouts.push((name.to_string(), secs));
                 continue;
             }

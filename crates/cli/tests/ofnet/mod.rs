@@ -226,6 +226,17 @@ impl Topo {
         ))
     }
 
+    /// Whether something listens on TCP `port` in namespace `i` (waits
+    /// up to 10 s for it).
+    pub fn listening_in(&self, i: u32, port: u16) -> bool {
+        let want = format!(":{port} ");
+        wait_until(Duration::from_secs(10), || {
+            String::from_utf8_lossy(&self.in_ns(i, 5, "ss -ltnH").stdout)
+                .lines()
+                .any(|l| l.contains(&want))
+        })
+    }
+
     /// `ovs-ofctl ARGS` with OVS_RUNDIR the run directory (must succeed).
     pub fn ofctl(&self, args: &str) -> String {
         let o = self.ofctl_output(args);
@@ -277,4 +288,40 @@ pub fn listening(port: u16) -> bool {
 /// A file's path as a string (for command lines).
 pub fn s(p: &Path) -> String {
     p.display().to_string()
+}
+
+/// The python of a virtualenv `name` under the tests' temporary directory
+/// with `pip_spec` installed (made on first use, beside and then moved in
+/// place, so an interrupted install leaves no half venv), checked by
+/// running `probe` (a line of Python that imports the package).
+pub fn venv_python(name: &str, pip_spec: &str, probe: &str) -> PathBuf {
+    let venv = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(name);
+    let py = venv.join("bin/python3");
+    let works = |py: &PathBuf| {
+        Command::new(py)
+            .args(["-c", probe])
+            .output()
+            .is_ok_and(|o| o.status.success())
+    };
+    if works(&py) {
+        return py;
+    }
+    let tmp = venv.with_extension(format!("tmp{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&tmp);
+    let o = sh(&format!(
+        "python3 -m venv {t} && timeout 300 {t}/bin/pip install -q '{pip_spec}'",
+        t = s(&tmp)
+    ));
+    assert!(
+        o.status.success(),
+        "cannot install {pip_spec} in a virtualenv (python3 -m venv, then pip \
+         install from PyPI; Debian needs python3-venv): {}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let _ = std::fs::remove_dir_all(&venv);
+    std::fs::rename(&tmp, &venv).unwrap();
+    // The venv's scripts name its path: the python itself works moved.
+    assert!(works(&py), "{probe} fails with {}", py.display());
+    py
 }

@@ -187,9 +187,6 @@ impl Executor {
         if self.conntrack.0.is_none() {
             self.conntrack_handle();
         }
-        let Some(tracker) = self.conntrack.0.clone() else {
-            return CtOutcome::Done;
-        };
         let a = args(ct);
         let l3 = if meta.l3 == NONE {
             usize::MAX
@@ -198,45 +195,13 @@ impl Executor {
         };
         self.stats.conntracked += 1;
         if key.nw_frag() & flowpath_flow::key::FRAG_ANY != 0 && l3 != usize::MAX {
-            let ipf = self
-                .conntrack
-                .1
-                .get_or_insert_with(|| Arc::new(Ipf::new()))
-                .clone();
-            match ipf.reassemble(
-                pkt.data(),
-                l3,
-                key.dl_type(),
-                ct.zone,
-                key.recirc_id(),
-                true,
-                now,
-            ) {
-                IpfResult::NotFragment | IpfResult::PassThrough => {}
-                IpfResult::Held => {
-                    self.stats.ipf_held += 1;
-                    return CtOutcome::Held;
-                }
-                IpfResult::Invalid => {
-                    meta.ct = CtMeta {
-                        state: flowpath_conntrack::state::TRK | flowpath_conntrack::state::INV,
-                        zone: ct.zone,
-                        ..UNTRACKED
-                    };
-                    return CtOutcome::Done;
-                }
-                IpfResult::Reassembled {
-                    mut packet,
-                    fragments,
-                } => {
-                    tracker.execute(&mut packet, l3, key.dl_type(), true, &a, &mut meta.ct, now);
-                    // (The fragments keep their own headers: NAT of
-                    // fragmented datagrams is not carried into them.)
-                    meta.ct.conn = 0;
-                    return CtOutcome::Fragments(fragments);
-                }
+            if let Some(o) = self.ct_fragment(pkt, meta, key, ct.zone, &a, l3) {
+                return o;
             }
         }
+        let Some(tracker) = self.conntrack.0.as_ref() else {
+            return CtOutcome::Done;
+        };
         // Checksums are not verified: frames from ports with checksum
         // offload carry partial transport checksums the datapath does not
         // see flagged (OVS trusts its packets' offload flags instead).
@@ -250,5 +215,60 @@ impl Executor {
             now,
         );
         CtOutcome::Done
+    }
+
+    /// A fragment through the reassembler (see [`Executor::conntrack`]):
+    /// `None` when it is to be tracked as it is.
+    #[cold]
+    #[inline(never)]
+    fn ct_fragment(
+        &mut self,
+        pkt: &PacketBuf,
+        meta: &mut PacketMeta,
+        key: &FlowKey,
+        zone: u16,
+        a: &CtArgs,
+        l3: usize,
+    ) -> Option<CtOutcome> {
+        let now = self.now_ms;
+        let tracker = self.conntrack.0.clone()?;
+        let ipf = self
+            .conntrack
+            .1
+            .get_or_insert_with(|| Arc::new(Ipf::new()))
+            .clone();
+        match ipf.reassemble(
+            pkt.data(),
+            l3,
+            key.dl_type(),
+            zone,
+            key.recirc_id(),
+            true,
+            now,
+        ) {
+            IpfResult::NotFragment | IpfResult::PassThrough => None,
+            IpfResult::Held => {
+                self.stats.ipf_held += 1;
+                Some(CtOutcome::Held)
+            }
+            IpfResult::Invalid => {
+                meta.ct = CtMeta {
+                    state: flowpath_conntrack::state::TRK | flowpath_conntrack::state::INV,
+                    zone,
+                    ..UNTRACKED
+                };
+                Some(CtOutcome::Done)
+            }
+            IpfResult::Reassembled {
+                mut packet,
+                fragments,
+            } => {
+                tracker.execute(&mut packet, l3, key.dl_type(), true, a, &mut meta.ct, now);
+                // (The fragments keep their own headers: NAT of
+                // fragmented datagrams is not carried into them.)
+                meta.ct.conn = 0;
+                Some(CtOutcome::Fragments(fragments))
+            }
+        }
     }
 }
