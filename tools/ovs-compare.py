@@ -171,6 +171,7 @@ VLANVID = [False]  # --vlan-vid: OpenFlow 1.3 rule sets over vlan_vid (matches, 
 OUTREG = [False]  # --output-reg: with --regs, output:REG[a..b] to ports the registers hold
 CLONE = [False]  # --clone: with --regs, clone(...) around some of a rule's actions
 CTLOPTS = [False]  # --controller-opts: with --regs, controller(reason=,max_len=,id=,userdata=,pause) and sample(...)
+IPFIX = [False]  # --ipfix: a flow-sample collector set on the bridge (sample(...) samples), sampling_port/ingress/egress
 LEARN = [False]  # --learn: a learn action in (nearly) every --regs rule  # --of13: no OpenFlow 1.0-only actions, groups in most rule sets
 
 # Fields a select group may hash (--hashes), some masked.
@@ -516,10 +517,17 @@ def rnd_reg_actions(r, proto, table, ntables):
         elif k < 0.65:
             a = r.choice(["controller", "CONTROLLER:%d" % r.choice([0, 100, 65535]), "output:CONTROLLER"])
         elif k < 0.75:
-            a = "controller(pause)"
+            # (Not with --ipfix: a paused packet-in is a documented
+            # difference its own recording covers.)
+            a = "controller(pause)" if not IPFIX[0] else "controller"
         else:
-            a = "sample(probability=%d,collector_set_id=%d,obs_domain_id=%d,obs_point_id=%d)" % (r.randint(1, 65535), r.randrange(3), r.randrange(3), r.randrange(3))
+            a = rnd_sample(r)
         acts.insert(r.randint(0, len(acts)), a)
+    if IPFIX[0] and r.random() < 0.6:
+        # More samples, as OVS writes them in real tables: before outputs,
+        # after rewrites, in clones.
+        for _ in range(r.randint(1, 2)):
+            acts.insert(r.randint(0, len(acts)), rnd_sample(r))
     if CLONE[0] and acts and r.random() < 0.6:
         i = r.randrange(len(acts))
         j = r.randint(i + 1, len(acts))
@@ -883,7 +891,20 @@ def split_top(s):
             tok += ch
     return out
 
+def rnd_sample(r):
+    """A random sample(...) action (with --ipfix, its sampling_port, ingress
+    and egress options too; port 7 is not on the bridge)."""
+    prob = r.choice([1, 100, 6554, 32768, 65534, 65535, r.randint(1, 65535)])
+    a = "sample(probability=%d,collector_set_id=%d,obs_domain_id=%d,obs_point_id=%d" % (prob, r.randrange(3), r.randrange(3), r.randrange(3))
+    if IPFIX[0]:
+        if r.random() < 0.4:
+            a += ",sampling_port=%d" % r.choice([1, 2, 3, 4, 7])
+        if r.random() < 0.3:
+            a += r.choice([",ingress", ",egress"])
+    return a + ")"
+
 def map_ovs_actions(s):
+    s = re.sub(r"output_port=(\d+)", lambda m: "output_port=" + DP2OF.get(m.group(1), m.group(1)) if m.group(1) != "4294967295" else m.group(0), s)
     return ",".join(DP2OF.get(t, t) if t.isdigit() else t for t in split_top(s))
 
 def ovs_alive():
@@ -975,7 +996,14 @@ def flowpath_trace(a, rf, pf, extra=()):
             n = sum(1 for l in open(pf) if l.strip())
             return [{"actions": "(flowpath refused the rule set)", "megaflow": ""}] * n
         return None
-    return [json.loads(l) for l in fp.stdout.splitlines()]
+    out = [json.loads(l) for l in fp.stdout.splitlines()]
+    for o in out:
+        # Documented difference: flowpath's paused packet-in is a datapath
+        # action; OVS sends it from the translation (its trace shows none).
+        if "continuation=1" in o.get("actions", ""):
+            kept = [t for t in split_top(o["actions"]) if "continuation=1" not in t]
+            o["actions"] = ",".join(kept) if kept else "drop"
+    return out
 
 def mpls_set_narrowing(da, ovs_mf, our_mf, pkt=""):
     """True when the megaflows differ only as flowpath means to, ours having
@@ -1537,6 +1565,7 @@ def main():
     ap.add_argument("--output-reg", action="store_true", help="with --regs: output:REG[a..b] (the port a register holds)")
     ap.add_argument("--clone", action="store_true", help="with --regs: clone(...) around some of a rule's actions")
     ap.add_argument("--controller-opts", action="store_true", help="with --regs: controller(reason=,max_len=,id=,userdata=,pause) and sample(...); the packet-in's reason, cookie, id and length compared")
+    ap.add_argument("--ipfix", action="store_true", help="with --regs --controller-opts: a flow-sample collector set on the bridge (OVS's Flow_Sample_Collector_Set; flowpath --sample-collector-set 1), so sample(...) actions sample; more of them, with sampling_port, ingress and egress; recorded with \"sampling\": true")
     ap.add_argument("--ct", action="store_true", help="connection tracking: firewall pipelines (ct(table=N) in table 0, later tables on ct_state/mark/label/zone/tuple, ct(commit,exec,nat,alg), ct_clear), each packet traced under several --ct-next states, every pass compared")
     ap.add_argument("--of13", action="store_true", help="rule sets OpenFlow 1.3 can carry as flowpath means them (no mod_vlan_*/mod_nw_tos), with groups and instructions more often")
     a = ap.parse_args()
@@ -1560,9 +1589,17 @@ def main():
     OUTREG[0] = a.output_reg
     CLONE[0] = a.clone
     CTLOPTS[0] = a.controller_opts
+    IPFIX[0] = a.ipfix
     if a.ctl:
         CTL.extend(["-t", a.ctl])
     load_port_map()
+    if a.ipfix:
+        # A flow-sample collector set on br0 (OVS then translates sample
+        # actions; the collector need not listen).
+        db = "unix:%s/db.sock" % os.environ.get("OVS_RUNDIR", "/tmp/ovs-sandbox")
+        subprocess.run(["ovs-vsctl", "--db=" + db, "--all", "destroy", "Flow_Sample_Collector_Set"], capture_output=True)
+        subprocess.run(["ovs-vsctl", "--db=" + db, "--", "--id=@br", "get", "Bridge", "br0", "--", "--id=@i", "create", "IPFIX", 'targets="127.0.0.1:4739"',
+                        "--", "create", "Flow_Sample_Collector_Set", "id=1", "bridge=@br", "ipfix=@i"], check=True, capture_output=True)
     if a.normal:
         return normal_main(a, r, rec)
     if a.ct:
@@ -1603,7 +1640,7 @@ def main():
             select_sets += 1
         pkts = [rnd_conj_packet(r) if a.conj else rnd_vlan_packet(r) if a.vlan_vid else rnd_arpw_packet(r) if a.arp_rewrites else rnd_packet(r) for _ in range(a.packets)]
         pf = write_packets(pkts)
-        fm = ["--frag-mode", frag_mode] if frag_mode else []
+        fm = (["--frag-mode", frag_mode] if frag_mode else []) + (["--sample-collector-set", "1"] if a.ipfix else [])
         ours = flowpath_trace(a, rf, pf, (["--groups", rf + ".groups"] if groups else []) + fm)
         if ours is None:
             continue
@@ -1689,6 +1726,8 @@ def main():
             line = {"rules": rules, "groups": groups, "traces": grouped}
             if frag_mode:
                 line["frag_mode"] = frag_mode
+            if a.ipfix:
+                line["sampling"] = True
             rec.write(json.dumps(line) + "\n")
         os.unlink(rf); os.unlink(pf)
     if a.frags:

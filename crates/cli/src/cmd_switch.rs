@@ -74,6 +74,13 @@ pub struct Args {
     /// with `config/set frag-mode=MODE`.
     #[arg(long = "frag-mode", value_name = "MODE", default_value = "normal", value_parser = crate::rule_args::parse_frag_mode)]
     frag_mode: flowpath_ofproto::tables::FragMode,
+    /// A flow-sample collector set, as OVS's `Flow_Sample_Collector_Set`
+    /// (repeatable): with any, `sample` actions sample (without, they do
+    /// nothing, as in OVS); `ovs-ofctl dump-ipfix-flow` shows each set's
+    /// counters. `ID=IP:PORT` sends its flow records there as IPFIX over
+    /// UDP.
+    #[arg(long = "sample-collector-set", value_name = "ID[=IP:PORT]", value_parser = crate::rule_args::parse_collector_set)]
+    sample_collector_sets: Vec<flowpath_switchd::sampler::CollectorSet>,
     /// The bridge's name: its OpenFlow socket is NAME.mgmt beside the
     /// control socket (as Open vSwitch's br0.mgmt), so that
     /// `OVS_RUNDIR=$FLOWPATH_RUNDIR ovs-ofctl dump-flows br0` works.
@@ -273,6 +280,7 @@ pub fn run(args: Args) -> Result<()> {
         pidfile: args.pidfile.clone(),
         bridge,
         openflow,
+        sample_sets: args.sample_collector_sets.clone(),
     };
     let sw = Switchd::start(cfg)?;
     eprintln!(

@@ -58,6 +58,16 @@ pub struct RuleArgs {
     /// match `nw_frag` to tell fragments apart).
     #[arg(long = "frag-mode", value_name = "MODE", default_value = "normal", value_parser = parse_frag_mode)]
     pub frag_mode: FragMode,
+    /// A flow-sample collector set, as OVS's `Flow_Sample_Collector_Set`
+    /// (repeatable): with any, `sample` actions sample (without, they do
+    /// nothing, as in OVS). `ID=IP:PORT` names its IPFIX collector.
+    #[arg(long = "sample-collector-set", value_name = "ID[=IP:PORT]", value_parser = parse_collector_set)]
+    pub sample_collector_sets: Vec<flowpath_switchd::sampler::CollectorSet>,
+}
+
+/// Parses `--sample-collector-set`.
+pub fn parse_collector_set(s: &str) -> Result<flowpath_switchd::sampler::CollectorSet, String> {
+    s.parse()
 }
 
 /// Parses `--frag-mode`.
@@ -80,6 +90,7 @@ impl RuleArgs {
             tables.set_ports(p.clone());
         }
         tables.set_frag_mode(self.frag_mode);
+        tables.set_sampling(!self.sample_collector_sets.is_empty());
         tables
             .set_groups(load_groups(self.groups.as_deref())?)
             .map_err(|e| anyhow::anyhow!("{name}: {e}"))?;

@@ -10,7 +10,7 @@
 
 mod ofctl_util;
 
-use ofctl_util::{have_ofctl, ofctl_ok, Sw, BIN};
+use ofctl_util::{have_ofctl, ofctl_ok, pcap_file, Sw, BIN};
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -66,14 +66,8 @@ fn frame(proto: u8, i: u32, pad: usize) -> Vec<u8> {
 /// Writes the capture; returns the bytes of its UDP, TCP and ICMP
 /// frames.
 fn write_pcap(path: &Path) -> [u64; 3] {
-    let mut out = Vec::new();
-    out.extend(0xa1b2_c3d4u32.to_le_bytes());
-    out.extend(2u16.to_le_bytes());
-    out.extend(4u16.to_le_bytes());
-    out.extend([0u8; 8]);
-    out.extend(65535u32.to_le_bytes());
-    out.extend(1u32.to_le_bytes());
     let mut bytes = [0; 3];
+    let mut frames = Vec::new();
     for i in 0..UDP + TCP + ICMP {
         let (k, f) = if i < UDP {
             (0, frame(17, i, 18 + (i % 7) as usize))
@@ -83,13 +77,9 @@ fn write_pcap(path: &Path) -> [u64; 3] {
             (2, frame(1, i, 20 + (i % 3) as usize))
         };
         bytes[k] += f.len() as u64;
-        out.extend(i.to_le_bytes());
-        out.extend(0u32.to_le_bytes());
-        out.extend((f.len() as u32).to_le_bytes());
-        out.extend((f.len() as u32).to_le_bytes());
-        out.extend(f);
+        frames.push(f);
     }
-    std::fs::write(path, out).unwrap();
+    std::fs::write(path, pcap_file(&frames)).unwrap();
     bytes
 }
 

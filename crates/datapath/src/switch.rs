@@ -184,6 +184,12 @@ impl<U: Upcall> Switch<U> {
         self.exec.set_packet_in_sink(tx);
     }
 
+    /// Flow-sample actions hand their packets to `tx` (see
+    /// [`crate::execute::SampledPacket`]).
+    pub fn set_sample_sink(&mut self, tx: Option<crate::execute::SampleSender>) {
+        self.exec.set_sample_sink(tx);
+    }
+
     /// Runs `actions` on `frame` as if it had come in on `in_port` (an
     /// OpenFlow packet-out), delivering its outputs to `sink` and running
     /// its recirculations; call with an empty batch (between bursts).

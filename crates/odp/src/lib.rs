@@ -170,6 +170,68 @@ pub enum DpAction {
     Ct(CtAction),
     /// `ct_clear`: the packet becomes untracked (its `ct_*` metadata 0).
     CtClear,
+    /// `sample(sample=P%,actions(userspace(flow_sample(...))))`, from an
+    /// OpenFlow `sample` action on a bridge with flow-sample collector
+    /// sets: a share of the packets, as they are here, goes to the
+    /// sampler off the fast path (`userspace(...)` alone at 100 %).
+    Sample(FlowSample),
+}
+
+/// The arguments of a flow-sample datapath action: the probability and
+/// OVS's `flow_sample` user-action cookie.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, Default)]
+pub struct FlowSample {
+    /// Packets sampled out of `u32::MAX` (the OpenFlow probability
+    /// scaled: `p << 16 | p`); `u32::MAX`: every packet.
+    pub probability: u32,
+    /// The OpenFlow action's probability, out of 65535.
+    pub of_probability: u16,
+    /// `collector_set_id`.
+    pub collector_set_id: u32,
+    /// `obs_domain_id`.
+    pub obs_domain_id: u32,
+    /// `obs_point_id`.
+    pub obs_point_id: u32,
+    /// The datapath port the sample is reported for (`u32::MAX`: none,
+    /// the packet's input).
+    pub output_port: u32,
+    /// 0 (neither), 1 ingress, 2 egress.
+    pub direction: u8,
+}
+
+impl FlowSample {
+    /// The `userspace(...)` action it delivers the packet with.
+    fn write_userspace(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "userspace(pid=0,flow_sample(probability={},collector_set_id={},obs_domain_id={},obs_point_id={},output_port={}",
+            self.of_probability,
+            self.collector_set_id,
+            self.obs_domain_id,
+            self.obs_point_id,
+            self.output_port
+        )?;
+        match self.direction {
+            1 => f.write_str(",ingress")?,
+            2 => f.write_str(",egress")?,
+            _ => {}
+        }
+        f.write_str("))")
+    }
+}
+
+impl fmt::Display for FlowSample {
+    /// As OVS prints it: `sample(sample=10.0%,actions(userspace(...)))`,
+    /// or the `userspace(...)` action alone when every packet is sampled.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.probability == u32::MAX {
+            return self.write_userspace(f);
+        }
+        let pct = 100.0 * f64::from(self.probability) / f64::from(u32::MAX);
+        write!(f, "sample(sample={pct:.1}%,actions(")?;
+        self.write_userspace(f)?;
+        f.write_str("))")
+    }
 }
 
 /// The arguments of a datapath `ct` action (OVS's `OVS_CT_ATTR_*`).
@@ -624,6 +686,7 @@ impl fmt::Display for DpAction {
             DpAction::Recirc(id) => write!(f, "recirc({id:#x})"),
             DpAction::Ct(ct) => write!(f, "{ct}"),
             DpAction::CtClear => write!(f, "ct_clear"),
+            DpAction::Sample(fs) => write!(f, "{fs}"),
             DpAction::Trunc(n) => write!(f, "trunc({n})"),
             DpAction::SetPriority(0) => write!(f, "set(skb_priority(0))"),
             DpAction::SetPriority(n) => write!(f, "set(skb_priority({n:#x}))"),

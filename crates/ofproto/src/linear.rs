@@ -16,6 +16,7 @@ pub struct LinearTables {
     ports: Vec<u32>,
     groups: Vec<crate::group::Group>,
     frag_mode: crate::tables::FragMode,
+    sampling: bool,
 }
 
 impl LinearTables {
@@ -34,6 +35,7 @@ impl LinearTables {
             ports,
             groups: Vec::new(),
             frag_mode: Default::default(),
+            sampling: false,
         }
     }
 
@@ -45,6 +47,11 @@ impl LinearTables {
     /// Sets how IP fragments are looked up.
     pub fn set_frag_mode(&mut self, mode: crate::tables::FragMode) {
         self.frag_mode = mode;
+    }
+
+    /// The bridge has flow-sample collector sets.
+    pub fn set_sampling(&mut self, on: bool) {
+        self.sampling = on;
     }
 
     /// Installs the groups (unchecked).
@@ -143,5 +150,9 @@ impl Lookup for LinearTables {
 
     fn frag_mode(&self) -> crate::tables::FragMode {
         self.frag_mode
+    }
+
+    fn sampling(&self) -> bool {
+        self.sampling
     }
 }

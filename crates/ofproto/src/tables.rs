@@ -119,6 +119,12 @@ pub trait Lookup {
     fn port_config(&self, _port: u32) -> u32 {
         0
     }
+    /// The bridge has flow-sample collector sets (OVS's IPFIX
+    /// configuration): `sample` actions sample; without any they do
+    /// nothing, as in OVS.
+    fn sampling(&self) -> bool {
+        false
+    }
 }
 
 /// A port's OpenFlow configuration bits (`OFPPC_*`, OpenFlow 1.0
@@ -175,6 +181,8 @@ pub struct RuleTables {
     miss_to_controller: std::sync::Arc<std::sync::atomic::AtomicBool>,
     /// Ports with configuration bits set (see [`port_config`]).
     port_config: BTreeMap<u32, u32>,
+    /// See [`Lookup::sampling`].
+    sampling: bool,
 }
 
 /// The ports a rule set mentions (in_port matches, outputs, resubmits).
@@ -250,6 +258,7 @@ impl RuleTables {
             frag_mode: FragMode::default(),
             miss_to_controller: Default::default(),
             port_config: BTreeMap::new(),
+            sampling: false,
         }
     }
 
@@ -265,6 +274,7 @@ impl RuleTables {
         t.frag_mode = self.frag_mode;
         t.miss_to_controller = self.miss_to_controller.clone();
         t.port_config = self.port_config.clone();
+        t.sampling = self.sampling;
         let mut ports = self.ports.clone();
         ports.extend(t.ports.iter().copied());
         t.set_ports(ports);
@@ -320,6 +330,12 @@ impl RuleTables {
         self.frag_mode = mode;
     }
 
+    /// The bridge has flow-sample collector sets (see
+    /// [`Lookup::sampling`]).
+    pub fn set_sampling(&mut self, on: bool) {
+        self.sampling = on;
+    }
+
     /// The rules, in load order (after replacement of duplicates).
     pub fn rules(&self) -> &[Rule] {
         &self.rules
@@ -370,6 +386,9 @@ impl Lookup for RuleTables {
 
     fn frag_mode(&self) -> FragMode {
         self.frag_mode
+    }
+    fn sampling(&self) -> bool {
+        self.sampling
     }
     fn miss_to_controller(&self) -> bool {
         self.miss_to_controller

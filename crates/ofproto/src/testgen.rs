@@ -263,12 +263,14 @@ fn random_actions(r: &mut Rng, table: u8, ntables: u8, proto: &str) -> Vec<Strin
             0x1001 + r.below(3)
         ));
     }
-    // Packet-ins with options, a pause, a sample (samples nothing).
+    // Packet-ins with options, a pause, samples (which sample when the
+    // bridge has collector sets).
     if r.chance(6) {
-        let a = match r.below(4) {
+        let a = match r.below(5) {
             0 => "controller(reason=no_match,id=2)",
             1 => "controller(max_len=64,userdata=01.02)",
             2 => "controller(pause)",
+            3 => "sample(probability=65535,collector_set_id=1,obs_domain_id=2,obs_point_id=3,sampling_port=2,egress)",
             _ => "sample(probability=100,collector_set_id=1,obs_domain_id=2,obs_point_id=3)",
         };
         let at = r.below(acts.len() as u64 + 1) as usize;

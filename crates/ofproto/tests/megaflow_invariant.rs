@@ -7,7 +7,8 @@
 //! by resubmit/goto_table, random priorities, protocols, in_port, VLAN and
 //! masked MAC matches, CIDR and arbitrary masks on addresses, arbitrary
 //! masks on ports, and actions that rewrite fields, decrement the TTL,
-//! push/pop VLAN tags, go to the controller or loop, send to groups
+//! push/pop VLAN tags, go to the controller or sample (on bridges with and
+//! without flow-sample collector sets) or loop, send to groups
 //! (`all`, `select` by the datapath hash — the recirculated packets' second
 //! passes checked too — and on chosen fields, fast-failover),
 //! and `NORMAL` (with
@@ -91,6 +92,10 @@ fn check(seed: u64, prefixes: &[FieldId]) -> Result<(), TestCaseError> {
     let mode = FragMode::ALL[r.below(3) as usize];
     fast.set_frag_mode(mode);
     slow.set_frag_mode(mode);
+    // Half the bridges have flow-sample collector sets (`sample` samples).
+    let sampling = seed & 2 != 0;
+    fast.set_sampling(sampling);
+    slow.set_sampling(sampling);
     for _ in 0..24 {
         let pkt = packet(&mut r, &rules);
         let x = normal.xlate(&fast, &pkt);

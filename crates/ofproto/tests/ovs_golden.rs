@@ -311,6 +311,31 @@ fn output_reg_clone_controller_traces_match_ovs_3_1() {
     }
 }
 
+/// `sample(...)` on a bridge with a flow-sample collector set
+/// (`tools/ovs-compare.py --regs --controller-opts --ipfix --clone
+/// --output-reg`, OVS with an IPFIX `Flow_Sample_Collector_Set`): the
+/// datapath's `sample(sample=P%,actions(userspace(flow_sample(...))))` (or
+/// the `userspace` action alone at 100 %), the pending rewrites committed
+/// before it, `sampling_port` (the input's, another port's, one the
+/// bridge lacks), `ingress`/`egress`, samples inside clones; one line per
+/// rule set.
+#[test]
+fn sample_traces_match_ovs_3_1() {
+    let data = include_str!("data/ovs31-sample-traces.jsonl");
+    check(data, 3000);
+    for (what, at_least) in [
+        ("sample(sample=", 150),
+        ("userspace(pid=0,flow_sample(", 150),
+        ("output_port=1", 20),
+        (",egress)", 100),
+        (",ingress)", 100),
+        ("sampling_port=7", 50),
+    ] {
+        let n = data.lines().filter(|l| l.contains(what)).count();
+        assert!(n >= at_least, "{what} in only {n} rule sets");
+    }
+}
+
 /// True when flowpath's megaflow is OVS's with `nw_proto` (`arp_op`)
 /// exact, in a rule set that `move`s or `pop`s into packet fields: an L3
 /// rewrite pending makes it significant (there is none when it is 0). OVS
@@ -639,6 +664,7 @@ fn check(data: &str, at_least: usize) -> (usize, usize) {
         if let Some(m) = v["frag_mode"].as_str() {
             tables.set_frag_mode(m.parse().unwrap());
         }
+        tables.set_sampling(v["sampling"].as_bool() == Some(true));
         if let Some(g) = v["groups"].as_array().filter(|g| !g.is_empty()) {
             let text: Vec<&str> = g.iter().map(|x| x.as_str().unwrap()).collect();
             tables

@@ -314,7 +314,6 @@ fn unsupported_things() {
         ("actions=learn(table=1,NXM_NX_TUN_IPV4_SRC[])", "learn"),
         ("actions=encap(nsh)", "encap"),
         ("actions=meter:1", "meter"),
-        ("actions=sample(probability=5,sampling_port=1)", "sample"),
         ("actions=set_field:1.1.1.1->tun_dst", "set_field"),
         ("actions=load:1->NXM_NX_TUN_GBP_ID[]", "load"),
     ] {

@@ -131,6 +131,8 @@ errors! {
     MOFC_BAD_FLAGS = "OFPMOFC_BAD_FLAGS", nx(1, 518), of(16, 5);
     NXR_NOT_SUPPORTED = "NXR_NOT_SUPPORTED", nx(1, 533), nx(34, 0);
     NXR_STALE = "NXR_STALE", nx(1, 534), nx(35, 0);
+    BRC_MUST_BE_ZERO = "NXBRC_MUST_BE_ZERO", nx(1, 515), nx(4, 0);
+    NXST_NOT_CONFIGURED = "NXST_NOT_CONFIGURED", nx(1, 535), nx(36, 0);
     BFC_EPERM = "OFPBFC_EPERM", of(17, 1), of(17, 1);
     BFC_BAD_ID = "OFPBFC_BAD_ID", of(17, 2), of(17, 2);
     BFC_BUNDLE_CLOSED = "OFPBFC_BUNDLE_CLOSED", of(17, 4), of(17, 4);

@@ -34,6 +34,7 @@ pub mod pmd;
 pub mod ports;
 pub mod revalidator;
 pub mod rules;
+pub mod sampler;
 pub mod shared;
 
 use flowpath_datapath::{Config, Switch};
@@ -75,6 +76,9 @@ pub struct SwitchdConfig {
     /// The OpenFlow channel: listeners (the bridge's `NAME.mgmt` socket
     /// and any `--openflow` ones), controllers, fail mode, limits.
     pub openflow: ofchannel::ChannelConfig,
+    /// Flow-sample collector sets (`--sample-collector-set`): with any,
+    /// `sample` actions sample.
+    pub sample_sets: Vec<sampler::CollectorSet>,
 }
 
 /// Why the switch could not start.
@@ -126,7 +130,7 @@ pub struct Switchd {
 impl Switchd {
     /// Opens the ports, starts the PMDs and the control socket. On error
     /// everything already opened or started is closed again.
-    pub fn start(cfg: SwitchdConfig) -> Result<Switchd, SwitchdError> {
+    pub fn start(mut cfg: SwitchdConfig) -> Result<Switchd, SwitchdError> {
         cfg.datapath
             .validate()
             .map_err(|e| SwitchdError::Config(e.to_string()))?;
@@ -165,6 +169,8 @@ impl Switchd {
             flowpath_conntrack::Config::default(),
         ));
         let ipf = Arc::new(flowpath_conntrack::ipf::Ipf::new());
+        let sampler = Arc::new(sampler::Sampler::new(&cfg.sample_sets));
+        cfg.rules.set_sampling(sampler.any());
         let published = cfg.rules.publish();
         let tables = published.tables.clone();
         let cores: Vec<Option<usize>> = if cfg.pmd_cpus.is_empty() {
@@ -188,11 +194,14 @@ impl Switchd {
         let mut threads = Vec::new();
         // Controller actions' packets, from every PMD to the channel.
         let (pin_tx, pin_rx) = sync_channel(ofchannel::PACKET_IN_QUEUE);
+        // Sampled packets, from every PMD to the sampler thread.
+        let (sample_tx, sample_rx) = sync_channel(sampler::SAMPLE_QUEUE);
         for (id, (core, rxqs)) in cores.iter().zip(slots).enumerate() {
             let sp = SlowPath::with_bridge(tables.clone(), cfg.bridge.clone());
             let mut sw = Switch::new(cfg.datapath.clone(), sp)
                 .map_err(|e| SwitchdError::Config(e.to_string()))?;
             sw.set_packet_in_sink(Some(pin_tx.clone()));
+            sw.set_sample_sink(Some(sample_tx.clone()));
             sw.set_conntrack(Some(conntrack.clone()));
             sw.set_ipf(Some(ipf.clone()));
             let (tx, rx) = sync_channel(PMD_QUEUE_DEPTH);
@@ -258,24 +267,34 @@ impl Switchd {
             on_expired: std::sync::OnceLock::new(),
             conntrack,
             ipf,
+            sampler: sampler.clone(),
         });
+        drop(sample_tx);
+        let stop2 = stop.clone();
         let (rtx, rrx) = sync_channel(16);
         *shared.reval.lock().unwrap_or_else(|p| p.into_inner()) = Some(rtx);
         let sh2 = shared.clone();
-        match std::thread::Builder::new()
-            .name("revalidator".into())
-            .spawn(move || revalidator::run(sh2, rrx))
-        {
-            Ok(h) => threads.push(h),
-            Err(e) => {
-                stop.store(true, Ordering::Relaxed);
-                for t in threads {
-                    let _ = t.join();
+        type Job = Box<dyn FnOnce() + Send>;
+        let helpers: [(&str, Job); 2] = [
+            (
+                "sampler",
+                Box::new(move || sampler::run(sampler, sample_rx, stop2)),
+            ),
+            ("revalidator", Box::new(move || revalidator::run(sh2, rrx))),
+        ];
+        for (name, f) in helpers {
+            match std::thread::Builder::new().name(name.into()).spawn(f) {
+                Ok(h) => threads.push(h),
+                Err(e) => {
+                    stop.store(true, Ordering::Relaxed);
+                    for t in threads {
+                        let _ = t.join();
+                    }
+                    return Err(SwitchdError::Io {
+                        what: format!("cannot start the {name} thread"),
+                        err: e,
+                    });
                 }
-                return Err(SwitchdError::Io {
-                    what: "cannot start the revalidator thread".into(),
-                    err: e,
-                });
             }
         }
         let mut me = Switchd {

@@ -83,6 +83,8 @@ pub struct RuleSet {
     groups: Vec<flowpath_ofproto::group::Group>,
     group_counters: GroupCounters,
     frag_mode: FragMode,
+    /// The bridge has flow-sample collector sets (`sample` samples).
+    sampling: bool,
     /// Shared with every publication (see
     /// [`RuleTables::share_miss_to_controller`]).
     miss_to_controller: Arc<std::sync::atomic::AtomicBool>,
@@ -112,6 +114,7 @@ impl RuleSet {
             groups: Vec::new(),
             group_counters: GroupCounters::default(),
             frag_mode: FragMode::default(),
+            sampling: false,
             miss_to_controller: Arc::default(),
             next_uid: 1,
             version: 0,
@@ -210,6 +213,15 @@ impl RuleSet {
         self.frag_mode
     }
 
+    /// Whether `sample` actions sample (the bridge has flow-sample
+    /// collector sets).
+    pub fn set_sampling(&mut self, on: bool) {
+        if on != self.sampling {
+            self.sampling = on;
+            self.version += 1;
+        }
+    }
+
     /// The groups, in id order.
     pub fn groups(&self) -> &[flowpath_ofproto::group::Group] {
         &self.groups
@@ -258,6 +270,7 @@ impl RuleSet {
         t.set_ports(self.ports.clone());
         t.set_port_config(self.port_config.clone());
         t.set_frag_mode(self.frag_mode);
+        t.set_sampling(self.sampling);
         t.share_miss_to_controller(self.miss_to_controller.clone());
         // Checked when rules and groups are added (`check_groups`).
         let _ = t.set_groups(self.groups.clone());

@@ -110,6 +110,8 @@ pub struct Shared {
     /// The fragment reassembler the PMDs' `ct` actions share (expired
     /// lists dropped by the revalidator; `dpctl/ipf-*`).
     pub ipf: Arc<flowpath_conntrack::ipf::Ipf>,
+    /// The flow-sample collector sets and their counters.
+    pub sampler: Arc<crate::sampler::Sampler>,
 }
 
 /// See [`Shared::on_expired`].

@@ -298,6 +298,7 @@ fn bad_capture_port_fails_naming_it() {
     let cfg = SwitchdConfig {
         bridge: Default::default(),
         openflow: Default::default(),
+        sample_sets: vec![],
         ports: vec![(1, pcap_in(missing.clone(), false))],
         pmd_cpus: Vec::new(),
         datapath: Config::default(),
@@ -347,6 +348,7 @@ fn start_bridge_arc(
     let cfg = SwitchdConfig {
         bridge,
         openflow: Default::default(),
+        sample_sets: vec![],
         ports,
         pmd_cpus,
         datapath: dp,

@@ -59,8 +59,14 @@ pub fn start_with(tag: &str, extra: &[&str]) -> Sw {
     for p in 1..=4 {
         cmd.arg("--port").arg(format!("{p}=null"));
     }
+    cmd.args(extra);
+    spawn_in(dir, &mut cmd)
+}
+
+/// Starts `cmd` (a `flowpath switch` command line) with its control
+/// socket in `dir`; waits for the bridge's OpenFlow socket.
+pub fn spawn_in(dir: PathBuf, cmd: &mut Command) -> Sw {
     let child = cmd
-        .args(extra)
         .arg("--ctl")
         .arg(dir.join("flowpath.ctl"))
         .stdout(Stdio::null())
@@ -231,4 +237,24 @@ pub fn read_msg(s: &mut std::os::unix::net::UnixStream) -> Vec<u8> {
     m.resize(len, 0);
     s.read_exact(&mut m[8..]).unwrap();
     m
+}
+
+/// A classic pcap file (Ethernet, microsecond timestamps) holding
+/// `frames`, frame `i` at time `i` seconds.
+pub fn pcap_file(frames: &[Vec<u8>]) -> Vec<u8> {
+    let mut out = Vec::new();
+    out.extend(0xa1b2_c3d4u32.to_le_bytes());
+    out.extend(2u16.to_le_bytes());
+    out.extend(4u16.to_le_bytes());
+    out.extend([0u8; 8]);
+    out.extend(65535u32.to_le_bytes());
+    out.extend(1u32.to_le_bytes());
+    for (i, f) in frames.iter().enumerate() {
+        out.extend((i as u32).to_le_bytes());
+        out.extend(0u32.to_le_bytes());
+        out.extend((f.len() as u32).to_le_bytes());
+        out.extend((f.len() as u32).to_le_bytes());
+        out.extend(f);
+    }
+    out
 }

@@ -76,7 +76,7 @@ mod ct;
 mod packet_in;
 mod rewrite;
 pub use ct::put_in_key as put_ct_in_key;
-pub use packet_in::{PacketIn, PacketInSender};
+pub use packet_in::{PacketIn, PacketInSender, SampleSender, SampledPacket, SAMPLE_HEADER_BYTES};
 
 pub use rewrite::{
     apply, pop_mpls, pop_vlan, push_mpls, push_vlan, set_eth, set_ipv4, set_ipv6, set_l4, set_mpls,
@@ -316,6 +316,11 @@ pub struct ExecStats {
     /// Of those, packets dropped because the controller queue was full
     /// (or no OpenFlow channel listens).
     pub controller_dropped: u64,
+    /// Packets a flow-sample action picked.
+    pub sampled: u64,
+    /// Of those, packets the sampler's queue had no room for (or no
+    /// sampler listens).
+    pub sample_dropped: u64,
     /// Copies made because a packet changed after being output.
     pub clones: u64,
     /// Sets whose header was missing (packet left unchanged).
@@ -414,6 +419,8 @@ struct PortSlot {
 pub struct Executor {
     /// Where controller actions send their packets (none: counted only).
     packet_in: Option<PacketInSender>,
+    /// Where flow-sample actions send their packets.
+    sampler: packet_in::Sampler,
     queue: Vec<OutEntry>,
     grouped: Vec<OutEntry>,
     slots: Vec<PortSlot>,
@@ -538,6 +545,7 @@ impl Executor {
                     meta.ct = ct::UNTRACKED;
                     ct_ran = true;
                 }
+                DpAction::Sample(fs) => self.sample(pkt.data(), meta.in_port, fs),
                 DpAction::CheckPktLen { .. } | DpAction::Clone { .. } => {
                     // Branches and clones: the rest of the list by the
                     // general interpreter (off the common path).
@@ -749,6 +757,7 @@ impl Executor {
                     meta.ct = ct::UNTRACKED;
                     run.ct_ran = true;
                 }
+                DpAction::Sample(fs) => self.sample(pkt.data(), meta.in_port, fs),
                 DpAction::CheckPktLen { .. } => {
                     self.check_pkt_len(pkt, meta, actions, j, base, run);
                     skip_to = j + a.flat_len();

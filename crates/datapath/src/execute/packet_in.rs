@@ -1,5 +1,6 @@
-//! What a controller action hands to the OpenFlow channel, and how the
-//! executor hands it.
+//! What a controller action hands to the OpenFlow channel and a flow-sample
+//! action to the sampler, and how the executor hands them (off the fast
+//! path: bounded queues, a full one drops and counts).
 
 use super::Executor;
 use flowpath_odp::DpAction;
@@ -86,6 +87,84 @@ impl Executor {
         });
         if !sent {
             self.stats.controller_dropped += 1;
+        }
+    }
+}
+
+/// A packet a flow-sample action picked (`userspace(flow_sample(...))`):
+/// its headers as they were at the action, for the sampler's counters and
+/// flow records.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SampledPacket {
+    /// The first [`SAMPLE_HEADER_BYTES`] bytes of the frame (all of a
+    /// shorter one).
+    pub headers: Vec<u8>,
+    /// The frame's whole length.
+    pub len: usize,
+    /// The port it came in on.
+    pub in_port: u32,
+    /// The action's cookie (collector set, observation domain and
+    /// point, ...).
+    pub sample: flowpath_odp::FlowSample,
+}
+
+/// How much of a sampled frame goes to the sampler (IPFIX exports headers,
+/// as OVS's 128-byte section).
+pub const SAMPLE_HEADER_BYTES: usize = 128;
+
+/// Where the executor hands sampled packets.
+pub type SampleSender = std::sync::mpsc::SyncSender<SampledPacket>;
+
+/// The flow-sample actions' state: the queue and the random draw (a
+/// per-worker xorshift: no lock, no syscall).
+#[derive(Debug, Default)]
+pub(super) struct Sampler {
+    tx: Option<SampleSender>,
+    rng: u64,
+}
+
+impl Executor {
+    /// Flow-sample actions hand their packets to `tx` from now on (none:
+    /// counted only).
+    pub fn set_sample_sink(&mut self, tx: Option<SampleSender>) {
+        self.sampler.tx = tx;
+    }
+
+    /// A flow-sample action: with its probability, the packet's headers
+    /// go to the sampler's queue.
+    #[inline]
+    pub(super) fn sample(&mut self, frame: &[u8], in_port: u32, fs: &flowpath_odp::FlowSample) {
+        if fs.probability != u32::MAX {
+            let s = &mut self.sampler.rng;
+            if *s == 0 {
+                *s = 0x9e37_79b9_7f4a_7c15;
+            }
+            *s ^= *s << 13;
+            *s ^= *s >> 7;
+            *s ^= *s << 17;
+            // As OVS's datapath: sampled when the draw is below the
+            // probability.
+            if (*s >> 32) as u32 >= fs.probability {
+                return;
+            }
+        }
+        self.hand_sample(frame, in_port, fs);
+    }
+
+    #[cold]
+    fn hand_sample(&mut self, frame: &[u8], in_port: u32, fs: &flowpath_odp::FlowSample) {
+        self.stats.sampled += 1;
+        let sent = self.sampler.tx.as_ref().is_some_and(|tx| {
+            tx.try_send(SampledPacket {
+                headers: frame[..frame.len().min(SAMPLE_HEADER_BYTES)].to_vec(),
+                len: frame.len(),
+                in_port,
+                sample: *fs,
+            })
+            .is_ok()
+        });
+        if !sent {
+            self.stats.sample_dropped += 1;
         }
     }
 }

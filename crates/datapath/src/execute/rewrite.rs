@@ -62,6 +62,7 @@ pub(super) fn changes_packet(a: &DpAction) -> bool {
             | DpAction::CheckPktLen { .. }
             | DpAction::Clone { .. }
             | DpAction::CtClear
+            | DpAction::Sample(_)
     )
 }
 
@@ -109,7 +110,8 @@ pub fn apply(
         | DpAction::CheckPktLen { .. }
         | DpAction::Clone { .. }
         | DpAction::Ct(_)
-        | DpAction::CtClear => Ok(()),
+        | DpAction::CtClear
+        | DpAction::Sample(_) => Ok(()),
     }
 }
 

@@ -45,7 +45,10 @@ impl fmt::Display for Action {
                 // As OVS: the options that differ from the defaults.
                 let mut parts: Vec<String> = Vec::new();
                 if reason != 1 {
-                    let name = PACKET_IN_REASONS.get(usize::from(reason)).copied().unwrap_or("action");
+                    let name = PACKET_IN_REASONS
+                        .get(usize::from(reason))
+                        .copied()
+                        .unwrap_or("action");
                     parts.push(format!("reason={name}"));
                 }
                 if max_len != CONTROLLER_MAX_LEN {
@@ -73,10 +76,23 @@ impl fmt::Display for Action {
                 collector_set_id,
                 obs_domain_id,
                 obs_point_id,
-            } => write!(
-                f,
-                "sample(probability={probability},collector_set_id={collector_set_id},obs_domain_id={obs_domain_id},obs_point_id={obs_point_id})"
-            ),
+                sampling_port,
+                direction,
+            } => {
+                write!(
+                    f,
+                    "sample(probability={probability},collector_set_id={collector_set_id},obs_domain_id={obs_domain_id},obs_point_id={obs_point_id}"
+                )?;
+                if let Some(p) = sampling_port {
+                    write!(f, ",sampling_port={}", super::sample_port_name(p))?;
+                }
+                match direction {
+                    super::SampleDirection::Default => {}
+                    super::SampleDirection::Ingress => f.write_str(",ingress")?,
+                    super::SampleDirection::Egress => f.write_str(",egress")?,
+                }
+                f.write_str(")")
+            }
             // (The list printers print the actions it holds.)
             Action::Clone { .. } => f.write_str("clone"),
             Action::Resubmit { port, table } => match (port, table) {

@@ -287,6 +287,11 @@ pub enum Action {
         obs_domain_id: u32,
         /// `obs_point_id=`.
         obs_point_id: u32,
+        /// `sampling_port=`: the port the sample is reported for (OpenFlow
+        /// numbering; `None`: OVS's `OFPP_NONE`, the packet's own input).
+        sampling_port: Option<u32>,
+        /// `ingress` / `egress` (default: neither).
+        direction: SampleDirection,
     },
     /// `clone(...)`: the next `len` actions of the same list run on a copy
     /// of the packet; the packet after the clone is as it was before it.
@@ -603,5 +608,50 @@ fn write_port(f: &mut fmt::Formatter<'_>, p: u32) -> fmt::Result {
     match port_name(p) {
         Some(n) => f.write_str(n),
         None => write!(f, "{p}"),
+    }
+}
+
+/// `sample(...,ingress|egress)`: which direction the sampled packet is
+/// reported in (NXAST_SAMPLE3's `direction`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum SampleDirection {
+    /// Neither given.
+    #[default]
+    Default,
+    /// `ingress`.
+    Ingress,
+    /// `egress`.
+    Egress,
+}
+
+impl SampleDirection {
+    /// The NXAST_SAMPLE3 wire value.
+    pub fn code(self) -> u8 {
+        self as u8
+    }
+
+    /// From the wire value, if it is one.
+    pub fn from_code(c: u8) -> Option<Self> {
+        match c {
+            0 => Some(Self::Default),
+            1 => Some(Self::Ingress),
+            2 => Some(Self::Egress),
+            _ => None,
+        }
+    }
+}
+
+/// A sample's `sampling_port` as `ovs-ofctl` writes it (reserved ports by
+/// name).
+pub fn sample_port_name(p: u32) -> String {
+    match p {
+        0xfff8 => "IN_PORT".into(),
+        0xfff9 => "TABLE".into(),
+        0xfffa => "NORMAL".into(),
+        0xfffb => "FLOOD".into(),
+        0xfffc => "ALL".into(),
+        0xfffd => "CONTROLLER".into(),
+        0xfffe => "LOCAL".into(),
+        _ => p.to_string(),
     }
 }

@@ -661,9 +661,22 @@ fn parse_sample(it: Item<'_>) -> Result<Action, RuleError> {
         return fail(name, "sample needs (probability=N,...)");
     };
     let (mut p, mut c, mut d, mut o) = (None, 0u32, 0u32, 0u32);
+    let mut port = None;
+    let mut direction = super::SampleDirection::Default;
     for kv in s.split(',').map(str::trim).filter(|kv| !kv.is_empty()) {
+        match kv {
+            "ingress" => {
+                direction = super::SampleDirection::Ingress;
+                continue;
+            }
+            "egress" => {
+                direction = super::SampleDirection::Egress;
+                continue;
+            }
+            _ => {}
+        }
         let Some((k, v)) = kv.split_once('=') else {
-            return fail(name, format!("unexpected '{kv}' in sample(...)"));
+            return fail(name, format!("invalid key \"{kv}\" in \"sample\" argument"));
         };
         let n32 = |what: &str| -> Result<u32, RuleError> {
             Ok(super::parse::parse_small(name, v, u128::from(u32::MAX), what)? as u32)
@@ -679,10 +692,13 @@ fn parse_sample(it: Item<'_>) -> Result<Action, RuleError> {
             "collector_set_id" => c = n32("collector_set_id")?,
             "obs_domain_id" => d = n32("obs_domain_id")?,
             "obs_point_id" => o = n32("obs_point_id")?,
-            "sampling_port" | "ingress" | "egress" => {
-                return unsupported(name, &format!("sample option {}", k.trim()))
+            "sampling_port" => port = sample_port(name, v)?,
+            _ => {
+                return fail(
+                    name,
+                    format!("invalid key \"{}\" in \"sample\" argument", k.trim()),
+                )
             }
-            _ => return fail(name, format!("unexpected '{kv}' in sample(...)")),
         }
     }
     let Some(probability) = p else {
@@ -693,5 +709,32 @@ fn parse_sample(it: Item<'_>) -> Result<Action, RuleError> {
         collector_set_id: c,
         obs_domain_id: d,
         obs_point_id: o,
+        sampling_port: port,
+        direction,
     })
+}
+
+/// A `sampling_port=` value: a port number (16-bit OpenFlow numbering) or
+/// a reserved port's name; `NONE`/`ANY` mean none (as OVS).
+fn sample_port(name: &str, v: &str) -> Result<Option<u32>, RuleError> {
+    let v = v.trim();
+    let named = match v.to_ascii_uppercase().as_str() {
+        "IN_PORT" => Some(0xfff8),
+        "TABLE" => Some(0xfff9),
+        "NORMAL" => Some(0xfffa),
+        "FLOOD" => Some(0xfffb),
+        "ALL" => Some(0xfffc),
+        "CONTROLLER" => Some(0xfffd),
+        "LOCAL" => Some(0xfffe),
+        "NONE" | "ANY" => return Ok(None),
+        _ => None,
+    };
+    if named.is_some() {
+        return Ok(named);
+    }
+    match parse_uint(v) {
+        Ok(0xffff) => Ok(None),
+        Ok(n) if n <= 0xffff => Ok(Some(n as u32)),
+        _ => fail(name, format!("{v}: unknown port")),
+    }
 }

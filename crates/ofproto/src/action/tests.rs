@@ -427,6 +427,18 @@ fn controller_output_reg_sample_clone() {
             "sample(probability=7,collector_set_id=0,obs_domain_id=0,obs_point_id=0)",
         ),
         (
+            "sample(probability=7,sampling_port=local,egress)",
+            "sample(probability=7,collector_set_id=0,obs_domain_id=0,obs_point_id=0,sampling_port=LOCAL,egress)",
+        ),
+        (
+            "sample(ingress,probability=9,sampling_port=3,collector_set_id=4)",
+            "sample(probability=9,collector_set_id=4,obs_domain_id=0,obs_point_id=0,sampling_port=3,ingress)",
+        ),
+        (
+            "sample(probability=9,sampling_port=65535)",
+            "sample(probability=9,collector_set_id=0,obs_domain_id=0,obs_point_id=0)",
+        ),
+        (
             "clone(output:2,mod_dl_dst:1:2:3:4:5:6),output:3",
             "clone(output:2,mod_dl_dst:01:02:03:04:05:06),output:3",
         ),
@@ -447,6 +459,9 @@ fn controller_output_reg_sample_clone() {
         ("controller(colour=red)", "unknown controller option"),
         ("sample(collector_set_id=1)", "probability"),
         ("sample(probability=0)", "probability"),
+        ("sample(probability=1,sampling_port=70000)", "unknown port"),
+        ("sample(probability=1,colour=red)", "invalid key \"colour\""),
+        ("sample(probability=1,sideways)", "invalid key \"sideways\""),
         ("clone(goto_table:1)", "not allowed inside clone"),
         ("output:NXM_NX_REG0[0..40]", "0..31"),
     ] {

@@ -72,6 +72,56 @@ impl<L: Lookup> Ctx<'_, '_, L> {
         });
     }
 
+    /// `sample(...)`, as OVS 3.1's `xlate_sample_action`: nothing without
+    /// flow-sample collector sets on the bridge; else the pending changes
+    /// committed and the datapath's flow-sample action (its
+    /// `output_port` the sampling port's, when that is another port than
+    /// the input).
+    pub(super) fn sample(&mut self, a: &Action, indent: u32) {
+        let Action::Sample {
+            probability,
+            collector_set_id,
+            obs_domain_id,
+            obs_point_id,
+            sampling_port,
+            direction,
+        } = *a
+        else {
+            return;
+        };
+        if !self.tables.sampling() {
+            self.note(
+                indent + 1,
+                "no flow-sample collector set on the bridge: nothing sampled",
+            );
+            return;
+        }
+        let mut output_port = u32::MAX;
+        if let Some(p) = sampling_port.filter(|p| *p != self.flow.in_port()) {
+            if !(p < 0xff00 && self.is_port(p)) {
+                // (OVS reports it and goes on: no error for the
+                // translation.)
+                self.note(
+                    indent + 1,
+                    &format!("can't use unknown port {p} in flow sample action"),
+                );
+                return;
+            }
+            output_port = p;
+        }
+        self.commit();
+        let p = u32::from(probability);
+        self.odp.push(DpAction::Sample(flowpath_odp::FlowSample {
+            probability: (p << 16) | p,
+            of_probability: probability,
+            collector_set_id,
+            obs_domain_id,
+            obs_point_id,
+            output_port,
+            direction: direction.code(),
+        }));
+    }
+
     /// True when `p` is a port of the bridge: LOCAL, one of its ports
     /// (any but 0 when the tables know no port list, as when `flowpath
     /// run`'s rules name none).

@@ -796,12 +796,7 @@ impl<L: Lookup> Ctx<'_, '_, L> {
                 | Action::PopQueue
                 | Action::Enqueue { .. } => self.output_action(a, indent),
                 Action::Sample { .. } => {
-                    // As OVS with no IPFIX collector set configured for
-                    // it: nothing is sampled.
-                    self.note(
-                        indent + 1,
-                        "no flow-sample collector configured: nothing sampled",
-                    );
+                    self.sample(a, indent);
                     Step::Next
                 }
                 Action::Clone { len } => {

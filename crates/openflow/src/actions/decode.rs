@@ -450,12 +450,36 @@ fn pull_nx(b: &mut Reader<'_>, v: u8, out: &mut Vec<Action>) -> Result<(), OfErr
                 Action::Pop(f)
             }
         }
-        NXAST_SAMPLE => Action::Sample {
-            probability: b.u16()?,
-            collector_set_id: b.u32()?,
-            obs_domain_id: b.u32()?,
-            obs_point_id: b.u32()?,
-        },
+        NXAST_SAMPLE | NXAST_SAMPLE2 | NXAST_SAMPLE3 => {
+            let probability = b.u16()?;
+            let collector_set_id = b.u32()?;
+            let obs_domain_id = b.u32()?;
+            let obs_point_id = b.u32()?;
+            let (mut sampling_port, mut direction) = (None, SampleDirection::Default);
+            if st != NXAST_SAMPLE {
+                let p = b.u16()?;
+                sampling_port = (p != 0xffff).then_some(u32::from(p));
+                let d = b.u8()?;
+                let zeros = b.bytes(5)?;
+                if st == NXAST_SAMPLE3 {
+                    if zeros.iter().any(|z| *z != 0) {
+                        return Err(BRC_MUST_BE_ZERO);
+                    }
+                    direction = SampleDirection::from_code(d).ok_or(BAC_BAD_ARGUMENT)?;
+                }
+            }
+            if probability == 0 {
+                return Err(BAC_BAD_ARGUMENT);
+            }
+            Action::Sample {
+                probability,
+                collector_set_id,
+                obs_domain_id,
+                obs_point_id,
+                sampling_port,
+                direction,
+            }
+        }
         NXAST_SET_MPLS_LABEL => {
             b.skip(2)?;
             Action::SetMplsLabel(b.u32()?)

@@ -16,7 +16,9 @@ use crate::port::{
     self, OFPP_ALL, OFPP_CONTROLLER, OFPP_FLOOD, OFPP_IN_PORT, OFPP_LOCAL, OFPP_NORMAL,
 };
 use flowpath_flow::{FieldId, Match};
-use flowpath_ofproto::action::{Action, Subfield, MAX_BUNDLE_MEMBERS, MAX_DEC_TTL_IDS};
+use flowpath_ofproto::action::{
+    Action, SampleDirection, Subfield, MAX_BUNDLE_MEMBERS, MAX_DEC_TTL_IDS,
+};
 
 // Nicira action subtypes.
 const NXAST_RESUBMIT: u16 = 1;
@@ -44,6 +46,8 @@ const NXAST_DEC_MPLS_TTL: u16 = 26;
 const NXAST_STACK_PUSH: u16 = 27;
 const NXAST_STACK_POP: u16 = 28;
 const NXAST_SAMPLE: u16 = 29;
+const NXAST_SAMPLE2: u16 = 38;
+const NXAST_SAMPLE3: u16 = 41;
 const NXAST_SET_MPLS_LABEL: u16 = 30;
 const NXAST_SET_MPLS_TC: u16 = 31;
 const NXAST_OUTPUT_REG2: u16 = 32;

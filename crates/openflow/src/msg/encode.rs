@@ -334,6 +334,61 @@ pub mod stats {
     pub const NXST_GROUP_DESC: u32 = super::NXST_GROUP_DESC;
     /// NXST_GROUP_FEATURES.
     pub const NXST_GROUP_FEATURES: u32 = super::NXST_GROUP_FEATURES;
+    /// NXST_IPFIX_BRIDGE.
+    pub const NXST_IPFIX_BRIDGE: u32 = super::NXST_IPFIX_BRIDGE;
+    /// NXST_IPFIX_FLOW.
+    pub const NXST_IPFIX_FLOW: u32 = super::NXST_IPFIX_FLOW;
+}
+
+/// An IPFIX exporter's counters (one entry of an `NXST_IPFIX_FLOW` reply,
+/// or the `NXST_IPFIX_BRIDGE` reply), as Open vSwitch keeps them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct IpfixStats {
+    /// Flow records made.
+    pub total_flows: u64,
+    /// Flow records waiting in the cache.
+    pub current_flows: u64,
+    /// Sampled packets.
+    pub pkts: u64,
+    /// Of those, IPv4 packets of a protocol a record describes (TCP, UDP,
+    /// SCTP, ICMP).
+    pub ipv4_pkts: u64,
+    /// Likewise IPv6 (TCP, UDP, SCTP, ICMPv6).
+    pub ipv6_pkts: u64,
+    /// Sampled packets no record describes well.
+    pub error_pkts: u64,
+    /// Of those, IPv4.
+    pub ipv4_error_pkts: u64,
+    /// Of those, IPv6.
+    pub ipv6_error_pkts: u64,
+    /// IPFIX messages sent to the collectors.
+    pub tx_pkts: u64,
+    /// IPFIX messages that could not be sent.
+    pub tx_errors: u64,
+    /// The collector set (`NXST_IPFIX_FLOW`).
+    pub collector_set_id: u32,
+}
+
+/// One `nx_ipfix_stats_reply` (88 bytes).
+pub fn ipfix_stats_entry(s: &IpfixStats) -> Vec<u8> {
+    let mut w = Writer::new();
+    for v in [
+        s.total_flows,
+        s.current_flows,
+        s.pkts,
+        s.ipv4_pkts,
+        s.ipv6_pkts,
+        s.error_pkts,
+        s.ipv4_error_pkts,
+        s.ipv6_error_pkts,
+        s.tx_pkts,
+        s.tx_errors,
+    ] {
+        w.u64(v);
+    }
+    w.u32(s.collector_set_id);
+    w.zeros(4);
+    w.buf
 }
 
 /// The DESC reply body.

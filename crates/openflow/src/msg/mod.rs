@@ -29,6 +29,8 @@ const NXT_TLV_TABLE_REQUEST: u32 = 25;
 const NXT_TLV_TABLE_REPLY: u32 = 26;
 const NXST_FLOW: u32 = 0;
 const NXST_AGGREGATE: u32 = 1;
+const NXST_IPFIX_BRIDGE: u32 = 3;
+const NXST_IPFIX_FLOW: u32 = 4;
 const NXT_GROUP_MOD: u32 = 31;
 const NXST_GROUP: u32 = 7;
 const NXST_GROUP_DESC: u32 = 8;
@@ -204,6 +206,10 @@ pub enum Request {
     TableMod(TableMod),
     /// The OpenFlow 1.4+ table description request.
     TableDesc,
+    /// `NXST_IPFIX_BRIDGE`: the bridge-wide IPFIX exporter's counters.
+    IpfixBridgeStats,
+    /// `NXST_IPFIX_FLOW`: each flow-sample collector set's counters.
+    IpfixFlowStats,
     /// A reply or async message from the peer (ignored).
     Ignored,
 }
@@ -635,6 +641,8 @@ fn decode_stats(r: &mut Reader<'_>, version: u8) -> Result<Request, OfError> {
                     group_id: group::pull_group_id(r),
                 },
                 NXST_GROUP_FEATURES => Request::GroupFeatures,
+                NXST_IPFIX_BRIDGE => Request::IpfixBridgeStats,
+                NXST_IPFIX_FLOW => Request::IpfixFlowStats,
                 _ => return Err(BRC_BAD_SUBTYPE),
             }
         }

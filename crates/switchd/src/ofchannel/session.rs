@@ -338,6 +338,25 @@ impl Session {
             Request::PortMod(pm) => self.port_mod(pm),
             Request::TableMod(tm) => self.table_mod(tm),
             Request::TableDesc => Ok(self.table_desc(xid)),
+            // No bridge-wide IPFIX exporter (OVS's `Bridge.ipfix`).
+            Request::IpfixBridgeStats => Err(ofe::NXST_NOT_CONFIGURED),
+            Request::IpfixFlowStats => {
+                let sets = self.sh.sampler.stats();
+                let mut r = msg::StatsReply::new(
+                    self.version,
+                    xid,
+                    msg::stats::VENDOR,
+                    Some(msg::stats::NXST_IPFIX_FLOW),
+                );
+                for st in &sets {
+                    r.push(&msg::ipfix_stats_entry(st));
+                }
+                if sets.is_empty() {
+                    Err(ofe::NXST_NOT_CONFIGURED)
+                } else {
+                    Ok(r.finish())
+                }
+            }
             Request::SetFlowFormat(f) => {
                 if f == 0 || f == 2 {
                     self.info.nxm_format.store(f == 2, Ordering::Relaxed);
