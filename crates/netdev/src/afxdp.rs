@@ -31,6 +31,13 @@
 //! sends a limited number per kick, so the kick repeats a few times while
 //! the ring still holds frames).
 //!
+//! Offload state: AF_XDP carries none, yet a software peer with tx
+//! checksum offload on sends frames with partial checksums, and one with
+//! TSO on (in generic mode) GSO super-frames the kernel drops: each rx
+//! queue finishes the former in place and watches for the latter, counts
+//! both and logs them once per port with the remedy
+//! (the `xsk_offload` module).
+//!
 //! Invariants: ring indices shared with the kernel are read with acquire
 //! and published with release ordering; each ring has exactly one user
 //! (the rx queue owns rx + fill, the tx side owns tx + completion), which
@@ -39,6 +46,7 @@
 #![allow(unsafe_code)]
 
 use crate::sys::{self, Mmap};
+use crate::xsk_offload::{too_big, RxOffload};
 use crate::{
     NetdevError, OpenPort, PortSpec, QueueStats, RxMeta, RxQueue, TxFrame, TxQueue, XdpMode,
 };
@@ -257,15 +265,40 @@ unsafe impl Send for Xsk {}
 unsafe impl Sync for Xsk {}
 
 impl Xsk {
-    fn umem_slice(&self, addr: u64, len: u32) -> Option<&[u8]> {
+    /// A received frame, writable: only the rx queue calls this, for a
+    /// frame between rx consume and its return to the fill ring.
+    #[allow(clippy::mut_from_ref)]
+    fn rx_frame(&self, addr: u64, len: u32) -> Option<&mut [u8]> {
         let a = usize::try_from(addr).ok()?;
         let end = a.checked_add(len as usize)?;
-        if end > self.umem.len() {
+        // The rx half of the UMEM only (the tx side owns the rest).
+        if end > (NUM_FRAMES / 2 * FRAME_SIZE) as usize || end > self.umem.len() {
             return None;
         }
-        // SAFETY: `a..end` is inside the UMEM (checked); the frame is the
-        // user's between rx consume and its return to the fill ring.
-        Some(unsafe { std::slice::from_raw_parts(self.umem.ptr().add(a), len as usize) })
+        // SAFETY: `a..end` is inside the UMEM's rx half (checked). The
+        // frame is the user's between rx consume and its return to the
+        // fill ring: the kernel does not touch it, the tx side never
+        // touches the rx half, and the one rx queue (the caller, through
+        // `&mut XskRx`) holds no other reference to it.
+        Some(unsafe { std::slice::from_raw_parts_mut(self.umem.ptr().add(a), len as usize) })
+    }
+
+    /// The kernel's counters of this socket (zero if unreadable).
+    fn kernel_stats(&self) -> XdpStatistics {
+        sys::getsockopt::<XdpStatistics>(
+            &self.port,
+            self.fd.as_raw_fd(),
+            SOL_XDP,
+            XDP_STATISTICS,
+            "XDP_STATISTICS",
+        )
+        .unwrap_or_default()
+    }
+
+    /// Frames the kernel dropped as too big for a UMEM frame.
+    fn too_big(&self) -> u64 {
+        let k = self.kernel_stats();
+        too_big(k.rx_dropped, k.rx_fill_ring_empty_descs)
     }
 
     /// Wakes the kernel for the fill/rx side (recvfrom, non-blocking).
@@ -310,6 +343,7 @@ impl Xsk {
 pub struct XskRx {
     xsk: Arc<Xsk>,
     stats: QueueStats,
+    offload: RxOffload,
 }
 
 impl std::fmt::Debug for XskRx {
@@ -330,15 +364,17 @@ impl RxQueue for XskRx {
             if x.fill.needs_wakeup() {
                 x.kick_rx();
             }
+            self.offload.empty_poll(|| x.too_big());
             return Ok(0);
         }
         let fprod = x.fill.prod().load(Ordering::Relaxed);
         for i in 0..n {
             let (addr, len) = x.rx.desc_at(cons.wrapping_add(i));
-            match x.umem_slice(addr, len) {
+            match x.rx_frame(addr, len) {
                 Some(data) => {
                     self.stats.packets += 1;
                     self.stats.bytes += u64::from(len);
+                    self.offload.frame(data, &mut self.stats);
                     f(data, RxMeta::default());
                 }
                 None => self.stats.errors += 1,
@@ -355,6 +391,7 @@ impl RxQueue for XskRx {
         if x.fill.needs_wakeup() {
             x.kick_rx();
         }
+        self.offload.burst(|| x.too_big());
         Ok(n as usize)
     }
 
@@ -363,17 +400,11 @@ impl RxQueue for XskRx {
     }
 
     fn stats(&self) -> QueueStats {
-        let k = sys::getsockopt::<XdpStatistics>(
-            &self.xsk.port,
-            self.xsk.fd.as_raw_fd(),
-            SOL_XDP,
-            XDP_STATISTICS,
-            "XDP_STATISTICS",
-        )
-        .unwrap_or_default();
+        let k = self.xsk.kernel_stats();
         QueueStats {
             dropped: k.rx_dropped + k.rx_ring_full,
             errors: self.stats.errors + k.rx_invalid_descs,
+            too_big: too_big(k.rx_dropped, k.rx_fill_ring_empty_descs),
             ..self.stats
         }
     }
@@ -684,6 +715,7 @@ pub fn open(spec: &PortSpec, extra: usize) -> Result<OpenPort, NetdevError> {
     let prog = load_program(&port, &map)?;
     let (link, mode_name) = attach(&port, ifname, ifindex, *mode, &prog)?;
     let zc = xsks.iter().all(|x| x.zero_copy);
+    let offload = RxOffload::new(&port, ifname);
     let tx_of = |x: &Arc<Xsk>| XskTx {
         xsk: x.clone(),
         free: (NUM_FRAMES / 2..NUM_FRAMES)
@@ -704,6 +736,7 @@ pub fn open(spec: &PortSpec, extra: usize) -> Result<OpenPort, NetdevError> {
             Box::new(XskRx {
                 xsk,
                 stats: QueueStats::default(),
+                offload: offload.clone(),
             }) as Box<dyn RxQueue>
         })
         .collect();

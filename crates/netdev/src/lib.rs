@@ -19,7 +19,12 @@
 //! [`VnetHdr`]; it travels with the frame ([`RxMeta`] → [`TxFrame`]), and
 //! a port that cannot take it ([`TxQueue::takes_vnet_hdr`] false) gets
 //! the frame finished in software first ([`offload::finish`]: checksum
-//! completed, segments cut).
+//! completed, segments cut). AF_XDP carries no offload state: an
+//! `afxdp:` port finishes in place the partial checksums a software peer
+//! sends anyway ([`offload::finish_partial_csum`]) and counts them
+//! ([`QueueStats::csum_partial`]), and counts the GSO frames the kernel
+//! dropped for it ([`QueueStats::too_big`]); see the `xsk_offload`
+//! module.
 //!
 //! Invariants: no rx or tx call panics on any input or allocates per
 //! packet; every frame offered to `send` is counted as sent or dropped;
@@ -41,6 +46,7 @@ pub mod pcap;
 pub mod spec;
 mod sys;
 pub mod tap;
+mod xsk_offload;
 
 pub use error::NetdevError;
 pub use offload::VnetHdr;
@@ -80,6 +86,13 @@ pub struct QueueStats {
     pub dropped: u64,
     /// Errors (failed syscalls, malformed ring entries).
     pub errors: u64,
+    /// Received frames whose TCP/UDP checksum the sender had left to
+    /// offload, finished in software (AF_XDP ports; see
+    /// [`offload::finish_partial_csum`]).
+    pub csum_partial: u64,
+    /// Received frames the kernel dropped as too big for the port (AF_XDP:
+    /// GSO super-frames from the peer; also counted in `dropped`).
+    pub too_big: u64,
 }
 
 impl QueueStats {
@@ -89,6 +102,8 @@ impl QueueStats {
         self.bytes += o.bytes;
         self.dropped += o.dropped;
         self.errors += o.errors;
+        self.csum_partial += o.csum_partial;
+        self.too_big += o.too_big;
     }
 }
 

@@ -185,6 +185,85 @@ pub fn finish(
     Ok(nseg)
 }
 
+/// Finishes, in place, a TCP or UDP checksum that the sender left to
+/// offload, in a frame that arrived without offload state (AF_XDP): a
+/// veth (or tap, virtio) peer with tx checksum offload on hands the frame
+/// over with the L4 checksum field holding the folded pseudo-header sum
+/// instead of the checksum, and nothing says so. Returns true when the
+/// frame was such a frame and its checksum is now complete.
+///
+/// The test is cheap and reads no payload: Ethernet (any VLAN tags),
+/// IPv4 (not a fragment) or IPv6 (TCP or UDP as the first next header),
+/// and the checksum field compared with the pseudo-header sum. Only on a
+/// match is the segment summed; a valid frame whose checksum happens to
+/// equal its pseudo-header sum (one in 65536) sums to the same value and
+/// is reported as untouched (false). Never panics, never allocates.
+#[inline]
+pub fn finish_partial_csum(f: &mut [u8]) -> bool {
+    let be = |b: &[u8], i: usize| u32::from(u16::from_be_bytes([b[i], b[i + 1]]));
+    let l3 = match f.get(12..14) {
+        Some([0x81, 0x00] | [0x88, 0xa8]) => match l3_offset(f) {
+            Some(l3) => l3,
+            None => return false,
+        },
+        Some(_) => 14,
+        None => return false,
+    };
+    // The EtherType (read above) is just before `l3`.
+    let (l4, l4_len, proto, ps) = match (f[l3 - 2], f[l3 - 1]) {
+        (0x08, 0x00) => {
+            let Some(ip) = f.get(l3..l3 + 20) else {
+                return false;
+            };
+            let ihl = usize::from(ip[0] & 0x0f) * 4;
+            let tot = be(ip, 2) as usize;
+            // Version 4, no fragment (MF or an offset), the lengths inside
+            // the frame.
+            if ip[0] >> 4 != 4 || ihl < 20 || tot < ihl || l3 + tot > f.len() {
+                return false;
+            }
+            if ip[6] & 0x3f != 0 || ip[7] != 0 {
+                return false;
+            }
+            let a = be(ip, 12) + be(ip, 14) + be(ip, 16) + be(ip, 18);
+            (l3 + ihl, tot - ihl, ip[9], a)
+        }
+        (0x86, 0xdd) => {
+            let Some(ip) = f.get(l3..l3 + 40) else {
+                return false;
+            };
+            let pl = be(ip, 4) as usize;
+            if ip[0] >> 4 != 6 || l3 + 40 + pl > f.len() {
+                return false;
+            }
+            let a = (8..40).step_by(2).map(|i| be(ip, i)).sum::<u32>();
+            (l3 + 40, pl, ip[6], a)
+        }
+        _ => return false,
+    };
+    // Where the checksum field is, and the smallest header.
+    let (off, min) = match proto {
+        6 => (16, 20),
+        17 => (6, 8),
+        _ => return false,
+    };
+    if l4_len < min {
+        return false;
+    }
+    let at = l4 + off;
+    let field = u16::from_be_bytes([f[at], f[at + 1]]);
+    // The pseudo-header sum: addresses, protocol, L4 length (< 2^16).
+    if field != fold(u64::from(ps) + u64::from(proto) + l4_len as u64) {
+        return false;
+    }
+    // The field holds the pseudo-header sum: what the checksum over the
+    // segment needs as its start (Ethernet padding left out).
+    if complete_csum(&mut f[l4..l4 + l4_len], 0, off).is_err() {
+        return false;
+    }
+    u16::from_be_bytes([f[at], f[at + 1]]) != field
+}
+
 /// Completes a partial checksum in place: the field at `start + offset`
 /// holds the pseudo-header sum; the checksum covers `start..`.
 fn complete_csum(f: &mut [u8], start: usize, offset: usize) -> Result<(), FinishError> {
@@ -268,6 +347,158 @@ mod tests {
         let len = f.len() - 34;
         let s = sum(&f[26..34], 6 + len as u64);
         fold(sum(&f[34..], s)) == 0xffff
+    }
+
+    /// A frame built (checksums right) by etherparse: TCP or UDP over
+    /// IPv4 or IPv6, optionally VLAN-tagged; with the offset of its L4
+    /// header and of the checksum field.
+    fn built(v6: bool, tcp: bool, vlan: bool, payload: &[u8]) -> (Vec<u8>, usize, usize) {
+        use etherparse::PacketBuilder;
+        let eth = PacketBuilder::ethernet2([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2]);
+        let ip = match (vlan, v6) {
+            (false, false) => eth.ipv4([10, 0, 0, 1], [10, 0, 0, 2], 64),
+            (false, true) => eth.ipv6([0xfd; 16], [0xfe; 16], 64),
+            (true, false) => eth
+                .single_vlan(etherparse::VlanId::try_new(7).unwrap())
+                .ipv4([10, 0, 0, 1], [10, 0, 0, 2], 64),
+            (true, true) => eth
+                .single_vlan(etherparse::VlanId::try_new(7).unwrap())
+                .ipv6([0xfd; 16], [0xfe; 16], 64),
+        };
+        let mut f = Vec::new();
+        if tcp {
+            ip.tcp(40000, 5201, 12345, 64000)
+                .ack(99)
+                .psh()
+                .write(&mut f, payload)
+                .unwrap();
+        } else {
+            ip.udp(40000, 5201).write(&mut f, payload).unwrap();
+        }
+        let l4 = 14 + if vlan { 4 } else { 0 } + if v6 { 40 } else { 20 };
+        (f, l4, l4 + if tcp { 16 } else { 6 })
+    }
+
+    /// `good` with its checksum field replaced by the pseudo-header sum,
+    /// as a sender with tx checksum offload hands it over (the sum from
+    /// the wire crate).
+    fn partial_of(good: &[u8], v6: bool, tcp: bool, l4: usize, at: usize) -> Vec<u8> {
+        use flowpath_wire::checksum::{pseudo_header_v4, pseudo_header_v6};
+        let proto = if tcp { 6 } else { 17 };
+        let len = good.len() - l4;
+        let l3 = l4 - if v6 { 40 } else { 20 };
+        let ps = if v6 {
+            let a: [u8; 16] = good[l3 + 8..l3 + 24].try_into().unwrap();
+            let b: [u8; 16] = good[l3 + 24..l3 + 40].try_into().unwrap();
+            pseudo_header_v6(a, b, proto, len as u32)
+        } else {
+            let a: [u8; 4] = good[l3 + 12..l3 + 16].try_into().unwrap();
+            let b: [u8; 4] = good[l3 + 16..l3 + 20].try_into().unwrap();
+            pseudo_header_v4(a, b, proto, len as u16)
+        };
+        let mut p = good.to_vec();
+        p[at..at + 2].copy_from_slice(&ps.to_be_bytes());
+        p
+    }
+
+    /// Whether etherparse finds the frame's L4 checksum right.
+    fn l4_checksum_ok(f: &[u8]) -> bool {
+        use etherparse::{NetSlice, SlicedPacket, TransportSlice};
+        let p = SlicedPacket::from_ethernet(f).unwrap();
+        let t = p.transport.unwrap();
+        match (p.net.unwrap(), t) {
+            (NetSlice::Ipv4(ip), TransportSlice::Tcp(t)) => {
+                let h = ip.header();
+                t.calc_checksum_ipv4(h.source(), h.destination()).unwrap() == t.checksum()
+            }
+            (NetSlice::Ipv6(ip), TransportSlice::Tcp(t)) => {
+                let h = ip.header();
+                t.calc_checksum_ipv6(h.source(), h.destination()).unwrap() == t.checksum()
+            }
+            (NetSlice::Ipv4(ip), TransportSlice::Udp(u)) => {
+                let h = ip.header();
+                let want = u
+                    .to_header()
+                    .calc_checksum_ipv4_raw(h.source(), h.destination(), u.payload())
+                    .unwrap();
+                want == u.checksum()
+            }
+            (NetSlice::Ipv6(ip), TransportSlice::Udp(u)) => {
+                let h = ip.header();
+                let want = u
+                    .to_header()
+                    .calc_checksum_ipv6_raw(h.source(), h.destination(), u.payload())
+                    .unwrap();
+                want == u.checksum()
+            }
+            _ => panic!("not TCP/UDP over IP"),
+        }
+    }
+
+    #[test]
+    fn partial_l4_checksums_are_finished_valid_frames_untouched() {
+        let payload: Vec<u8> = (0..1001u32).map(|i| (i * 7 + 3) as u8).collect();
+        for v6 in [false, true] {
+            for tcp in [false, true] {
+                for vlan in [false, true] {
+                    for n in [0, 1, 2, 1001] {
+                        let what = format!("v6={v6} tcp={tcp} vlan={vlan} payload={n}");
+                        let (good, l4, at) = built(v6, tcp, vlan, &payload[..n]);
+                        assert!(l4_checksum_ok(&good), "{what}: etherparse built it right");
+                        let mut f = good.clone();
+                        assert!(!finish_partial_csum(&mut f), "{what}: valid frame");
+                        assert_eq!(f, good, "{what}: valid frame untouched");
+                        let mut p = partial_of(&good, v6, tcp, l4, at);
+                        assert_ne!(p, good, "{what}");
+                        assert!(!l4_checksum_ok(&p), "{what}: partial is not valid");
+                        assert!(finish_partial_csum(&mut p), "{what}: partial detected");
+                        assert!(l4_checksum_ok(&p), "{what}: finished");
+                        assert_eq!(p, good, "{what}: the sender's checksum");
+                        // Ethernet padding after the IP packet is left out.
+                        let mut padded = partial_of(&good, v6, tcp, l4, at);
+                        padded.extend_from_slice(&[0xab; 17]);
+                        assert!(finish_partial_csum(&mut padded), "{what}: padded");
+                        assert_eq!(&padded[..good.len()], &good[..], "{what}: padded");
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn partial_check_leaves_other_frames_alone_and_never_panics() {
+        let (good, l4, at) = built(false, true, false, b"hello");
+        let partial = partial_of(&good, false, true, l4, at);
+        // Every truncation of a partial frame: no panic, and never
+        // "finished" (the IP length no longer fits).
+        for n in 0..partial.len() {
+            let mut f = partial[..n].to_vec();
+            assert!(!finish_partial_csum(&mut f), "truncated to {n}");
+            assert_eq!(f, partial[..n], "truncated to {n}");
+        }
+        // A fragment (MF set) is not touched.
+        let mut frag = partial.clone();
+        frag[20] |= 0x20;
+        assert!(!finish_partial_csum(&mut frag.clone()));
+        frag[20] &= !0x20;
+        frag[21] = 1;
+        let before = frag.clone();
+        assert!(!finish_partial_csum(&mut frag));
+        assert_eq!(frag, before);
+        // Not IP (ARP), and not TCP/UDP (ICMP with the same bytes).
+        let mut arp = partial.clone();
+        arp[12..14].copy_from_slice(&[0x08, 0x06]);
+        assert!(!finish_partial_csum(&mut arp));
+        let mut icmp = partial.clone();
+        icmp[23] = 1;
+        assert!(!finish_partial_csum(&mut icmp));
+        // A UDP/IPv4 datagram without a checksum (0) stays so.
+        let (udp, ..) = built(false, false, false, b"x");
+        let mut none = udp.clone();
+        none[40..42].copy_from_slice(&[0, 0]);
+        let before = none.clone();
+        assert!(!finish_partial_csum(&mut none));
+        assert_eq!(none, before);
     }
 
     #[test]

@@ -502,6 +502,8 @@ impl Control {
                     "detail": p.detail, "n_rxq": p.n_rxq, "n_txq": p.n_txq,
                     "rx": {"packets": r.packets, "bytes": r.bytes, "dropped": r.dropped, "errors": r.errors},
                     "tx": {"packets": t.packets, "bytes": t.bytes, "dropped": t.dropped, "errors": t.errors},
+                    "rx_csum_partial": r.csum_partial,
+                    "rx_too_big": r.too_big,
                 })
             })
             .collect();
@@ -534,6 +536,15 @@ impl Control {
                     c["bytes"],
                     c["dropped"],
                     c["errors"]
+                );
+            }
+            // Offload state met on receive (AF_XDP ports): partial
+            // checksums finished in software, GSO frames the kernel dropped.
+            if p.kind == "afxdp" || j["rx_csum_partial"] != 0 || j["rx_too_big"] != 0 {
+                let _ = writeln!(
+                    out,
+                    "    rx_csum_partial:{} rx_too_big:{}",
+                    j["rx_csum_partial"], j["rx_too_big"]
                 );
             }
         }
