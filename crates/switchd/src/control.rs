@@ -76,6 +76,8 @@ static COMMANDS: &[Command] = &[
         c.pmd_rxq_show(j)
     }),
     cmd("dpctl/show", "[--json]", 0, 1, |c, _, j| c.dpctl_show(j)),
+    cmd("dpctl/add-if", "[DP] [N=]SPEC", 1, 2, |c, p, _| c.add_if(p)),
+    cmd("dpctl/del-if", "[DP] PORT", 1, 2, |c, p, _| c.del_if(p)),
     cmd("dpctl/dump-flows", "[--json]", 0, 1, |c, _, j| {
         c.dump_megaflows(j)
     }),
@@ -490,13 +492,12 @@ impl Control {
             lost += r.lost;
             flows += r.megaflows;
         }
-        let ports: Vec<serde_json::Value> = self
-            .sh
-            .ports
+        let (infos, tx) = (self.sh.ports(), self.sh.tx());
+        let ports: Vec<serde_json::Value> = infos
             .iter()
             .map(|p| {
                 let r = rx.get(&p.port_no).copied().unwrap_or_default();
-                let t = self.sh.tx.stats(p.port_no);
+                let t = tx.stats(p.port_no);
                 serde_json::json!({
                     "port_no": p.port_no, "name": p.name, "type": p.kind,
                     "detail": p.detail, "n_rxq": p.n_rxq, "n_txq": p.n_txq,
@@ -519,7 +520,7 @@ impl Control {
         let _ = writeln!(out, "flowpath@switch:");
         let _ = writeln!(out, "  lookups: hit:{hit} missed:{missed} lost:{lost}");
         let _ = writeln!(out, "  flows: {flows}");
-        for (p, j) in self.sh.ports.iter().zip(&ports) {
+        for (p, j) in infos.iter().zip(&ports) {
             let detail = if p.detail.is_empty() {
                 String::new()
             } else {

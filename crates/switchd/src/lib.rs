@@ -31,6 +31,7 @@ pub mod group_stats;
 pub mod ofchannel;
 pub mod packet_out;
 pub mod pmd;
+mod port_admin;
 pub mod ports;
 pub mod revalidator;
 pub mod rules;
@@ -38,7 +39,7 @@ pub mod sampler;
 pub mod shared;
 
 use flowpath_datapath::{Config, Switch};
-use flowpath_netdev::{NetdevError, OpenPort, PortSpec};
+use flowpath_netdev::{NetdevError, PortSpec};
 use flowpath_ofproto::normal::Bridge;
 use flowpath_slowpath::SlowPath;
 use pmd::{Pmd, RxqSlot};
@@ -121,7 +122,6 @@ impl From<flowpath_unixctl::UnixctlError> for SwitchdError {
 pub struct Switchd {
     shared: Arc<Shared>,
     threads: Vec<JoinHandle<()>>,
-    open: Vec<OpenPort>,
     server: Option<flowpath_unixctl::Server>,
     of_server: Option<ofchannel::OfServer>,
     pidfile: Option<PathBuf>,
@@ -181,14 +181,7 @@ impl Switchd {
         // Round-robin rx queue assignment (OVS's pmd-rxq-assign=roundrobin).
         let mut slots: Vec<Vec<RxqSlot>> = cores.iter().map(|_| Vec::new()).collect();
         for (i, q) in opened.rxqs.into_iter().enumerate() {
-            slots[i % cores.len()].push(RxqSlot {
-                port_no: q.port_no,
-                port_name: q.name,
-                queue_id: q.queue_id,
-                rxq: q.rxq,
-                cycles: 0,
-                failed: None,
-            });
+            slots[i % cores.len()].push(RxqSlot::from(q));
         }
         let mut pmds = Vec::new();
         let mut threads = Vec::new();
@@ -227,6 +220,7 @@ impl Switchd {
                 stop: stop.clone(),
                 epoch,
                 dyn_limit: None,
+                rxqs_changed: false,
             };
             let h = std::thread::Builder::new()
                 .name(format!("pmd{id}"))
@@ -245,8 +239,10 @@ impl Switchd {
         }
         let shared = Arc::new(Shared {
             pmds,
-            tx: opened.tx,
-            ports: opened.info,
+            tx: std::sync::RwLock::new(opened.tx),
+            ports: std::sync::RwLock::new(opened.info),
+            open: Mutex::new(opened.open),
+            on_port_change: std::sync::OnceLock::new(),
             flow_limit_cfg: AtomicUsize::new(cfg.datapath.flow_limit),
             max_idle_ms: AtomicU64::new(cfg.datapath.max_idle_ms),
             upcall_stats: Mutex::new(UpcallStats {
@@ -300,7 +296,6 @@ impl Switchd {
         let mut me = Switchd {
             shared: shared.clone(),
             threads,
-            open: opened.open,
             server: None,
             of_server: None,
             pidfile: None,
@@ -385,8 +380,12 @@ impl Switchd {
         if let Some(s) = self.of_server.take() {
             s.shutdown();
         }
-        self.shared.tx.flush_all();
-        self.open.clear();
+        self.shared.tx().flush_all();
+        self.shared
+            .open
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clear();
         if let Some(p) = self.pidfile.take() {
             let _ = std::fs::remove_file(p);
         }

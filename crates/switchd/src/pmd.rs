@@ -59,6 +59,20 @@ pub struct RxqSlot {
     pub failed: Option<String>,
 }
 
+impl From<crate::ports::PendingRxq> for RxqSlot {
+    /// A queue just opened: no cycles spent, not failed.
+    fn from(q: crate::ports::PendingRxq) -> Self {
+        RxqSlot {
+            port_no: q.port_no,
+            port_name: q.name,
+            queue_id: q.queue_id,
+            rxq: q.rxq,
+            cycles: 0,
+            failed: None,
+        }
+    }
+}
+
 /// A snapshot of one rx queue, for `pmd-rxq-show` and `dpctl/show`.
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct RxqInfo {
@@ -128,6 +142,14 @@ pub enum PmdCmd {
     Delete(Vec<flowpath_datapath::MegaflowRef>, SyncSender<usize>),
     /// The revalidator's dynamic flow limit.
     SetFlowLimit(usize),
+    /// Poll these rx queues too (a port added at run time); answer when
+    /// they are polled.
+    AddRxqs(Vec<RxqSlot>, SyncSender<()>),
+    /// Stop polling port N's rx queues (and drop them); answer when done.
+    RemovePort(u32, SyncSender<()>),
+    /// Transmit through this table from now on (a port added or removed);
+    /// answer when swapped.
+    SetTx(Arc<TxTable>, SyncSender<()>),
     /// An OpenFlow packet-out: run these datapath actions on the frame as
     /// if it came in on the port; answer whether it ran.
     PacketOut {
@@ -264,6 +286,18 @@ pub struct Pmd {
     pub epoch: Instant,
     /// The flow limit the revalidator set last, if any.
     pub dyn_limit: Option<usize>,
+    /// The rx queues changed: the descriptors to wait on are made again.
+    pub rxqs_changed: bool,
+}
+
+/// What an idle PMD waits on: its rx queues' descriptors and the wake-up
+/// socket's; whether some queue has none (captures, polled every
+/// millisecond while idle).
+fn poll_set(rxqs: &[RxqSlot], wake: &std::os::unix::net::UnixStream) -> (Vec<RawFd>, bool) {
+    let mut fds: Vec<RawFd> = rxqs.iter().filter_map(|s| s.rxq.poll_fd()).collect();
+    let fdless = rxqs.iter().any(|s| s.rxq.poll_fd().is_none()) || fds.is_empty();
+    fds.push(std::os::unix::io::AsRawFd::as_raw_fd(wake));
+    (fds, fdless)
 }
 
 impl Pmd {
@@ -279,10 +313,7 @@ impl Pmd {
         let mut sink_stats = SinkStats::default();
         let mut idle_cycles = 0u64;
         let mut last_traffic = Instant::now();
-        let mut fds: Vec<RawFd> = self.rxqs.iter().filter_map(|s| s.rxq.poll_fd()).collect();
-        let has_fdless = self.rxqs.iter().any(|s| s.rxq.poll_fd().is_none());
-        let no_port_fds = fds.is_empty();
-        fds.push(std::os::unix::io::AsRawFd::as_raw_fd(&self.wake));
+        let (mut fds, mut fdless) = poll_set(&self.rxqs, &self.wake);
         let mut drain = [0u8; 64];
         while !self.stop.load(Ordering::Relaxed) {
             let loop_start = tsc::rdtsc();
@@ -327,6 +358,10 @@ impl Pmd {
                 }
             }
             self.drain_commands(now_ms, &mut sink_stats, idle_cycles);
+            if self.rxqs_changed {
+                self.rxqs_changed = false;
+                (fds, fdless) = poll_set(&self.rxqs, &self.wake);
+            }
             if got > 0 {
                 last_traffic = now;
             } else {
@@ -335,11 +370,7 @@ impl Pmd {
                     self.tx.flush_for(self.id);
                     // Queues without a descriptor (captures) are polled
                     // every millisecond while idle.
-                    let timeout = if has_fdless || no_port_fds {
-                        1
-                    } else {
-                        IDLE_SLEEP_MS
-                    };
+                    let timeout = if fdless { 1 } else { IDLE_SLEEP_MS };
                     wait_readable(&fds, timeout);
                     while matches!(std::io::Read::read(&mut &self.wake, &mut drain), Ok(n) if n > 0)
                     {
@@ -422,6 +453,22 @@ impl Pmd {
                         .execute_packet(in_port, &frame, &actions, now_ms, &mut sink);
                     self.tx.flush_for(self.id);
                     let _ = reply.send(ok);
+                }
+                PmdCmd::AddRxqs(slots, r) => {
+                    self.rxqs.extend(slots);
+                    self.rxqs_changed = true;
+                    let _ = r.send(());
+                }
+                PmdCmd::RemovePort(no, r) => {
+                    self.tx.flush_for(self.id);
+                    self.rxqs.retain(|s| s.port_no != no);
+                    self.rxqs_changed = true;
+                    let _ = r.send(());
+                }
+                PmdCmd::SetTx(t, r) => {
+                    self.tx.flush_for(self.id);
+                    self.tx = t;
+                    let _ = r.send(());
                 }
                 PmdCmd::SetFlowLimit(l) => {
                     self.dyn_limit = Some(l);

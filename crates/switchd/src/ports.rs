@@ -82,6 +82,26 @@ impl TxTable {
     pub fn stats(&self, port: u32) -> QueueStats {
         self.get(port).map(TxPort::stats).unwrap_or_default()
     }
+
+    /// This table with `port` added (replacing one of the same number).
+    pub fn with(&self, port: Arc<TxPort>) -> TxTable {
+        let mut by_port = self.by_port.clone();
+        let i = port.port_no as usize;
+        if by_port.len() <= i {
+            by_port.resize(i + 1, None);
+        }
+        by_port[i] = Some(port);
+        TxTable { by_port }
+    }
+
+    /// This table without port `no`.
+    pub fn without(&self, no: u32) -> TxTable {
+        let mut by_port = self.by_port.clone();
+        if let Some(p) = by_port.get_mut(no as usize) {
+            *p = None;
+        }
+        TxTable { by_port }
+    }
 }
 
 /// An rx queue waiting to be assigned to a PMD.
@@ -121,62 +141,88 @@ pub struct Ports {
     pub rxqs: Vec<PendingRxq>,
     /// Facts for `dpctl/show`.
     pub info: Vec<PortInfo>,
-    /// The opened ports (their guards: programs, interfaces), closed when
-    /// dropped — after the PMDs have stopped.
-    pub open: Vec<OpenPort>,
+    /// The opened ports by number (their guards: programs, interfaces),
+    /// closed when dropped — after the PMDs have stopped.
+    pub open: Vec<(u32, OpenPort)>,
+}
+
+/// One port, opened: its guard, transmit side, rx queues and facts.
+pub struct OpenedPort {
+    /// The guard (program, interface).
+    pub open: OpenPort,
+    /// Its transmit side.
+    pub tx: Arc<TxPort>,
+    /// Its rx queues.
+    pub rxqs: Vec<PendingRxq>,
+    /// What `dpctl/show` says of it.
+    pub info: PortInfo,
+}
+
+/// Opens port `no` from `spec` with up to `txqs` transmit queues (one
+/// per PMD).
+pub fn open_one(no: u32, spec: &PortSpec, txqs: usize) -> Result<OpenedPort, NetdevError> {
+    let mut p = flowpath_netdev::open_with(spec, txqs)?;
+    let name = spec.to_string();
+    let info = PortInfo {
+        port_no: no,
+        name: name.clone(),
+        kind: p.kind,
+        detail: p.detail.clone(),
+        n_rxq: p.rxqs.len(),
+        n_txq: 1 + p.more_tx.len(),
+    };
+    let rxqs = std::mem::take(&mut p.rxqs)
+        .into_iter()
+        .enumerate()
+        .map(|(q, rxq)| PendingRxq {
+            port_no: no,
+            name: name.clone(),
+            queue_id: q,
+            rxq,
+        })
+        .collect();
+    let tx = std::mem::replace(
+        &mut p.tx,
+        Box::new(flowpath_netdev::null::NullTx::default()),
+    );
+    let takes_vnet_hdr = tx.takes_vnet_hdr();
+    let queues = std::iter::once(tx)
+        .chain(std::mem::take(&mut p.more_tx))
+        .map(Mutex::new)
+        .collect();
+    Ok(OpenedPort {
+        open: p,
+        tx: Arc::new(TxPort {
+            port_no: no,
+            name,
+            takes_vnet_hdr,
+            queues,
+        }),
+        rxqs,
+        info,
+    })
 }
 
 /// Opens every `(number, spec)` with up to `txqs` transmit queues each
 /// (one per PMD). Numbers must be distinct and in 1..=65279 (checked by
 /// the caller).
 pub fn open_all(specs: &[(u32, PortSpec)], txqs: usize) -> Result<Ports, NetdevError> {
-    let mut open: Vec<OpenPort> = Vec::new();
-    let mut info = Vec::new();
-    let mut rxqs = Vec::new();
-    let max = specs.iter().map(|(n, _)| *n).max().unwrap_or(0) as usize;
-    let mut by_port: Vec<Option<Arc<TxPort>>> = (0..=max).map(|_| None).collect();
+    let mut out = Ports {
+        tx: Arc::new(TxTable::default()),
+        rxqs: Vec::new(),
+        info: Vec::new(),
+        open: Vec::new(),
+    };
+    let mut table = TxTable::default();
     for (no, spec) in specs {
-        // On error, `open` (already opened ports) is dropped here: each
-        // closes itself.
-        let mut p = flowpath_netdev::open_with(spec, txqs)?;
-        let name = spec.to_string();
-        info.push(PortInfo {
-            port_no: *no,
-            name: name.clone(),
-            kind: p.kind,
-            detail: p.detail.clone(),
-            n_rxq: p.rxqs.len(),
-            n_txq: 1 + p.more_tx.len(),
-        });
-        for (q, rxq) in std::mem::take(&mut p.rxqs).into_iter().enumerate() {
-            rxqs.push(PendingRxq {
-                port_no: *no,
-                name: name.clone(),
-                queue_id: q,
-                rxq,
-            });
-        }
-        let tx = std::mem::replace(
-            &mut p.tx,
-            Box::new(flowpath_netdev::null::NullTx::default()),
-        );
-        let takes_vnet_hdr = tx.takes_vnet_hdr();
-        let queues = std::iter::once(tx)
-            .chain(std::mem::take(&mut p.more_tx))
-            .map(Mutex::new)
-            .collect();
-        by_port[*no as usize] = Some(Arc::new(TxPort {
-            port_no: *no,
-            name,
-            takes_vnet_hdr,
-            queues,
-        }));
-        open.push(p);
+        // On error, `out.open` (already opened ports) is dropped here:
+        // each closes itself.
+        let p = open_one(*no, spec, txqs)?;
+        table = table.with(p.tx);
+        out.rxqs.extend(p.rxqs);
+        out.info.push(p.info);
+        out.open.push((*no, p.open));
     }
-    Ok(Ports {
-        tx: Arc::new(TxTable { by_port }),
-        rxqs,
-        info,
-        open,
-    })
+    out.tx = Arc::new(table);
+    Ok(out)
 }

@@ -213,6 +213,21 @@ impl RuleSet {
         self.frag_mode
     }
 
+    /// The bridge's ports (what `ALL` and `FLOOD` reach).
+    pub fn ports(&self) -> &[u32] {
+        &self.ports
+    }
+
+    /// Replaces the bridge's ports (a port added or removed).
+    pub fn set_ports(&mut self, mut ports: Vec<u32>) {
+        ports.sort_unstable();
+        ports.dedup();
+        if ports != self.ports {
+            self.ports = ports;
+            self.version += 1;
+        }
+    }
+
     /// Whether `sample` actions sample (the bridge has flow-sample
     /// collector sets).
     pub fn set_sampling(&mut self, on: bool) {

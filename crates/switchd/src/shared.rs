@@ -17,7 +17,7 @@ use flowpath_datapath::Config;
 use flowpath_ofproto::normal::Bridge;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize};
 use std::sync::mpsc::{sync_channel, SyncSender};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
 /// A PMD as the control side sees it.
@@ -73,10 +73,17 @@ pub struct CtlState {
 pub struct Shared {
     /// The PMDs.
     pub pmds: Vec<PmdHandle>,
-    /// Transmit sides (for their counters).
-    pub tx: Arc<TxTable>,
-    /// The ports.
-    pub ports: Vec<PortInfo>,
+    /// Transmit sides (for their counters); replaced when a port is added
+    /// or removed (see [`Shared::tx`]).
+    pub tx: RwLock<Arc<TxTable>>,
+    /// The ports, in number order (see [`Shared::ports`]).
+    pub ports: RwLock<Vec<PortInfo>>,
+    /// The opened ports (their guards: programs, interfaces): closed when
+    /// removed, after no PMD polls or sends to them, or at shutdown.
+    pub open: Mutex<Vec<(u32, flowpath_netdev::OpenPort)>>,
+    /// Told of ports added (`true`) and removed at run time: the OpenFlow
+    /// channel's PORT_STATUS messages. Set when the channel starts.
+    pub on_port_change: std::sync::OnceLock<PortHook>,
     /// Rules and configuration.
     pub state: Mutex<CtlState>,
     /// Set to stop the switch.
@@ -114,10 +121,23 @@ pub struct Shared {
     pub sampler: Arc<crate::sampler::Sampler>,
 }
 
+/// See [`Shared::on_port_change`]: the port's number, its name, added.
+pub type PortHook = Box<dyn Fn(u32, &str, bool) + Send + Sync>;
+
 /// See [`Shared::on_expired`].
 pub type ExpiredHook = Box<dyn Fn(Vec<(crate::rules::InstalledRule, u8)>) + Send + Sync>;
 
 impl Shared {
+    /// The ports' transmit sides as they are now.
+    pub fn tx(&self) -> Arc<TxTable> {
+        self.tx.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// The ports as they are now, in number order.
+    pub fn ports(&self) -> Vec<PortInfo> {
+        self.ports.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
     /// The published rules.
     pub fn published(&self) -> Published {
         self.published

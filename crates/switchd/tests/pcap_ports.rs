@@ -795,3 +795,87 @@ fn frag_mode_changes_at_run_time() {
     assert_ne!(v["flow-limit"], 5, "all or nothing");
     sw.shutdown();
 }
+
+/// Ports added and removed while traffic flows: `dpctl/add-if` makes a
+/// port `FLOOD` reaches at once (the megaflows revalidated), numbered as
+/// asked or the lowest free number; `dpctl/del-if` takes it out of
+/// `dpctl/show` and the flood while the other ports go on; bad requests
+/// are refused naming the port, changing nothing.
+#[test]
+fn ports_added_and_removed_at_run_time() {
+    let dir = temp_dir("add-del");
+    let frames: Vec<Vec<u8>> = (0..64).map(|i| udp_frame(1, 5000 + i, 80)).collect();
+    let pa = dir.join("a.pcap");
+    write_capture(&pa, &frames);
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let pmd_cpus = if cpus >= 2 { vec![0, 1] } else { vec![0, 0] };
+    let (sw, ctl) = start_pmds(
+        &dir,
+        "in_port=1,actions=FLOOD\n",
+        vec![(1, pcap_in(pa, true)), (2, PortSpec::Null)],
+        pmd_cpus,
+        Config::default(),
+    );
+    let ports = |ctl: &Path| -> Vec<u64> {
+        json(ctl, "dpctl/show")["ports"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p["port_no"].as_u64().unwrap())
+            .collect()
+    };
+    let grows = |ctl: &Path, port: u32| {
+        let a = port_tx(ctl, port);
+        wait_for(&format!("port {port} sends"), || port_tx(ctl, port) > a);
+    };
+    grows(&ctl, 2);
+    assert_eq!(ports(&ctl), vec![1, 2]);
+    let out = call(&ctl, "dpctl/add-if", &["3=null"]).unwrap();
+    assert_eq!(out, "port 3: null added\n");
+    grows(&ctl, 3);
+    // The lowest free number; the same spec twice; taken and bad numbers;
+    // a bad spec: refused, nothing changed.
+    assert_eq!(
+        call(&ctl, "dpctl/add-if", &["netdev@ovs-netdev", "tap:fpadd0"]).unwrap(),
+        "port 4: tap:fpadd0 added\n"
+    );
+    for (arg, says) in [
+        ("3=null", "port 3 exists"),
+        ("5=tap:fpadd0", "already port 4"),
+        ("0=null", "1 to 65279"),
+        ("70000=null", "1 to 65279"),
+        ("bogus:x", "bogus:x"),
+    ] {
+        let e = call(&ctl, "dpctl/add-if", &[arg]).unwrap_err();
+        assert!(e.contains(says), "{arg}: {e}");
+    }
+    assert_eq!(ports(&ctl), vec![1, 2, 3, 4]);
+    grows(&ctl, 4);
+    // Removed by number and by interface name.
+    assert_eq!(
+        call(&ctl, "dpctl/del-if", &["3"]).unwrap(),
+        "port 3: null removed\n"
+    );
+    assert_eq!(
+        call(&ctl, "dpctl/del-if", &["fpadd0"]).unwrap(),
+        "port 4: tap:fpadd0 removed\n"
+    );
+    assert_eq!(ports(&ctl), vec![1, 2]);
+    let tap_gone = !Path::new("/sys/class/net/fpadd0").exists();
+    assert!(tap_gone, "the tap is deleted with its port");
+    let e = call(&ctl, "dpctl/del-if", &["9"]).unwrap_err();
+    assert!(e.contains("9: no such port"), "{e}");
+    grows(&ctl, 2);
+    // Back again.
+    call(&ctl, "dpctl/add-if", &["3=null"]).unwrap();
+    grows(&ctl, 3);
+    let rxq = json(&ctl, "dpif-netdev/pmd-rxq-show");
+    let polled: usize = rxq
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["rxqs"].as_array().unwrap().len())
+        .sum();
+    assert_eq!(polled, 1, "null ports have no rx queue: {rxq}");
+    sw.shutdown();
+}

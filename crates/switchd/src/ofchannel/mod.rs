@@ -449,6 +449,13 @@ impl OfServer {
                 r.expired(&gone);
             }
         }));
+        // PORT_STATUS for ports added and removed at run time.
+        let weak = Arc::downgrade(&reg);
+        let _ = sh.on_port_change.set(Box::new(move |no, name, added| {
+            if let Some(r) = weak.upgrade() {
+                r.port_added_or_removed(no, name, added);
+            }
+        }));
         // Fail-open from the start in standalone mode with targets.
         reg.refresh();
         Ok(me)

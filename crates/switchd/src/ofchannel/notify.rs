@@ -185,6 +185,34 @@ impl Registry {
         }
     }
 
+    /// A port added (reason 0) or removed (reason 1) at run time: a
+    /// PORT_STATUS to every connection that takes asynchronous messages
+    /// (not a secondary one).
+    pub(super) fn port_added_or_removed(&self, no: u32, name: &str, added: bool) {
+        let p = msg::PortInfo {
+            no,
+            name: name.to_string(),
+            mac: [0x02, 0, 0, 0, (no >> 8) as u8, no as u8],
+            up: added,
+            config: 0,
+        };
+        let reason = if added { 0 } else { 1 };
+        let conns: Vec<Arc<ConnInfo>> = self.lock().clone();
+        for c in conns {
+            let v = c.version.load(Ordering::Relaxed);
+            if v == 0 || !c.async_on.load(Ordering::Relaxed) || c.role.load(Ordering::Relaxed) == 3
+            {
+                continue;
+            }
+            if c.out
+                .try_send(msg::encode_port_status(v, reason, &p))
+                .is_err()
+            {
+                self.stats.async_dropped.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+
     /// The reply to flow monitor requests: the initial flows (for
     /// monitors with `FMF_INITIAL`), and the monitors installed on `c`.
     pub(super) fn start_monitors(

@@ -484,7 +484,7 @@ impl Session {
         let st = self.ctl.state();
         let mut v: Vec<msg::PortInfo> = self
             .sh
-            .ports
+            .ports()
             .iter()
             .map(|p| msg::PortInfo {
                 no: p.port_no,
@@ -659,11 +659,12 @@ impl Session {
         let v = self.version;
         let mut out = msg::StatsReply::new(v, xid, msg::stats::PORT, None);
         let secs = self.sh.started.elapsed().as_secs() as u32;
+        let tx = self.sh.tx();
         for p in self.ports() {
             if port != 0xffff_ffff && port != p.no {
                 continue;
             }
-            let q = self.sh.tx.stats(p.no);
+            let q = tx.stats(p.no);
             let (txp, txb, txd) = (q.packets, q.bytes, q.dropped);
             out.push(&msg::port_stats_entry(
                 v,

@@ -1,0 +1,161 @@
+//! Ports added and removed while the switch runs (`dpctl/add-if`,
+//! `dpctl/del-if`, as Open vSwitch's commands of those names).
+//!
+//! Adding opens the port, gives every PMD the new transmit table, hands
+//! its rx queues to the PMDs, adds it to the bridge's ports (`ALL`,
+//! `FLOOD`, `ovs-ofctl show`) and tells the OpenFlow channel (a
+//! PORT_STATUS "add"). Removing goes the other way: the PMDs stop polling
+//! it, then stop sending to it, and only then is it closed (its XDP
+//! program detached, its tap deleted, its sockets closed), so no PMD ever
+//! touches a closed port; megaflows that sent to it are revalidated away.
+//! Both hold the control lock, so they are ordered with rule and
+//! configuration changes.
+
+use crate::control::Control;
+use crate::pmd::{PmdCmd, RxqSlot};
+use crate::ports::open_one;
+use flowpath_netdev::PortSpec;
+use std::sync::{Arc, Mutex};
+
+impl Control {
+    /// `dpctl/add-if [DP] [N=]SPEC`: opens port `SPEC` (as `--port` takes
+    /// it) as number N (default: the lowest free one).
+    pub(crate) fn add_if(&self, params: &[String]) -> Result<String, String> {
+        let c = self;
+        let arg = params.last().ok_or("dpctl/add-if: a port spec is needed")?;
+        let (no, spec) = match arg.split_once('=') {
+            Some((n, s)) if !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()) => {
+                let n: u32 = n
+                    .parse()
+                    .map_err(|_| format!("{arg}: port numbers are 1 to 65279"))?;
+                (Some(n), s)
+            }
+            _ => (None, arg.as_str()),
+        };
+        let spec = PortSpec::parse(spec).map_err(|e| format!("{arg}: {e}"))?;
+        let sh = c.shared().clone();
+        let mut st = c.state();
+        let infos = sh.ports();
+        let taken = |n: u32| infos.iter().any(|p| p.port_no == n);
+        let no = match no {
+            Some(n) if n == 0 || n > 0xfeff => {
+                return Err(format!("{arg}: port numbers are 1 to 65279"))
+            }
+            Some(n) if taken(n) => return Err(format!("{arg}: port {n} exists")),
+            Some(n) => n,
+            None => (1..=0xfeff)
+                .find(|n| !taken(*n))
+                .ok_or("dpctl/add-if: every port number is taken")?,
+        };
+        let name = spec.to_string();
+        // One port per interface.
+        if let Some(i) = spec.ifname() {
+            let same = |p: &&crate::ports::PortInfo| {
+                PortSpec::parse(&p.name)
+                    .ok()
+                    .is_some_and(|s| s.ifname() == Some(i))
+            };
+            if let Some(p) = infos.iter().find(same) {
+                return Err(format!(
+                    "{name}: interface {i} is already port {}",
+                    p.port_no
+                ));
+            }
+        }
+        let n_pmds = sh.pmds.len().max(1);
+        let opened = open_one(no, &spec, n_pmds).map_err(|e| e.to_string())?;
+        // Transmit first (a PMD may forward to the port as soon as it
+        // receives from it), then the rx queues, spread over the PMDs.
+        let tx = Arc::new(sh.tx().with(opened.tx.clone()));
+        c.ask_all(|r| PmdCmd::SetTx(tx.clone(), r))?;
+        *sh.tx.write().unwrap_or_else(|e| e.into_inner()) = tx;
+        let mut per_pmd: Vec<Vec<RxqSlot>> = (0..n_pmds).map(|_| Vec::new()).collect();
+        for q in opened.rxqs {
+            let i = (q.queue_id + no as usize) % n_pmds;
+            per_pmd[i].push(RxqSlot::from(q));
+        }
+        let per_pmd = Mutex::new(per_pmd.into_iter());
+        c.ask_all(|r| {
+            let slots = per_pmd
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .next()
+                .unwrap_or_default();
+            PmdCmd::AddRxqs(slots, r)
+        })?;
+        {
+            let mut ports = sh.ports.write().unwrap_or_else(|e| e.into_inner());
+            ports.push(opened.info);
+            ports.sort_by_key(|p| p.port_no);
+        }
+        sh.open
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push((no, opened.open));
+        let mut bridge_ports = st.rules.ports().to_vec();
+        bridge_ports.push(no);
+        st.rules.set_ports(bridge_ports);
+        c.publish(&st)?;
+        drop(st);
+        if let Some(hook) = sh.on_port_change.get() {
+            hook(no, &name, true);
+        }
+        sh.reval_wait()?;
+        Ok(format!("port {no}: {name} added\n"))
+    }
+
+    /// `dpctl/del-if [DP] PORT`: removes the port given by number, by its
+    /// spec, or by its interface's name.
+    pub(crate) fn del_if(&self, params: &[String]) -> Result<String, String> {
+        let c = self;
+        let arg = params.last().ok_or("dpctl/del-if: a port is needed")?;
+        let sh = c.shared().clone();
+        let mut st = c.state();
+        let infos = sh.ports();
+        let info = infos
+            .iter()
+            .find(|p| {
+                arg.parse::<u32>().ok() == Some(p.port_no)
+                    || p.name == *arg
+                    || PortSpec::parse(&p.name)
+                        .ok()
+                        .and_then(|s| s.ifname().map(|i| i == arg))
+                        .unwrap_or(false)
+            })
+            .ok_or_else(|| format!("{arg}: no such port"))?;
+        let (no, name) = (info.port_no, info.name.clone());
+        // No PMD polls it, then none sends to it; then it is closed.
+        c.ask_all(|r| PmdCmd::RemovePort(no, r))?;
+        let tx = Arc::new(sh.tx().without(no));
+        c.ask_all(|r| PmdCmd::SetTx(tx.clone(), r))?;
+        *sh.tx.write().unwrap_or_else(|e| e.into_inner()) = tx;
+        sh.ports
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .retain(|p| p.port_no != no);
+        let closed: Vec<_> = {
+            let mut open = sh.open.lock().unwrap_or_else(|e| e.into_inner());
+            let (gone, kept) = std::mem::take(&mut *open)
+                .into_iter()
+                .partition(|(n, _)| *n == no);
+            *open = kept;
+            gone
+        };
+        drop(closed);
+        let bridge_ports: Vec<u32> = st
+            .rules
+            .ports()
+            .iter()
+            .copied()
+            .filter(|p| *p != no)
+            .collect();
+        st.rules.set_ports(bridge_ports);
+        c.publish(&st)?;
+        drop(st);
+        if let Some(hook) = sh.on_port_change.get() {
+            hook(no, &name, false);
+        }
+        sh.reval_wait()?;
+        Ok(format!("port {no}: {name} removed\n"))
+    }
+}
