@@ -43,6 +43,9 @@ pub struct DumpEntry {
     pub created_ms: u64,
     /// OR of the TCP flags of the packets that hit it.
     pub tcp_flags: u16,
+    /// The length of the packet whose upcall installed it (0: none); not
+    /// in `packets` (see [`crate::MegaflowStats::upcall_bytes`]).
+    pub upcall_bytes: u32,
 }
 
 /// The one idle-expiry test (OVS's `max-idle`): true when a megaflow last
@@ -106,6 +109,7 @@ impl Datapath {
                     used_ms: st.used_ms,
                     created_ms: st.created_ms,
                     tcp_flags: st.tcp_flags,
+                    upcall_bytes: st.upcall_bytes,
                 })
             })
             .collect()

@@ -613,6 +613,10 @@ impl Datapath {
                     pkts += 1;
                     bytes += u64::from(sizes[i]);
                     flags |= keys[i].tcp_flags();
+                } else {
+                    // Not a hit (as OVS's datapath counts), but the rules
+                    // count it: kept apart for the revalidator.
+                    self.flows.note_upcall(flow, sizes[i]);
                 }
             }
         }

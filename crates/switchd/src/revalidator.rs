@@ -207,10 +207,13 @@ impl Revalidator {
                     u.version = rules.version;
                 }
                 // Statistics first: a deleted megaflow's last packets count.
-                let (dp, db) = (
-                    e.packets.saturating_sub(u.packets),
-                    e.bytes.saturating_sub(u.bytes),
+                // The packet whose upcall installed it counts for the
+                // rules too (as OVS credits it at translation).
+                let (ep, eb) = (
+                    e.packets + u64::from(e.upcall_bytes > 0),
+                    e.bytes + u64::from(e.upcall_bytes),
                 );
+                let (dp, db) = (ep.saturating_sub(u.packets), eb.saturating_sub(u.bytes));
                 if dp > 0 || db > 0 {
                     for uid in &u.rules {
                         let d = deltas.entry(*uid).or_default();
@@ -229,8 +232,8 @@ impl Revalidator {
                         fin.extend(u.rules.iter().copied());
                     }
                 }
-                u.packets = e.packets;
-                u.bytes = e.bytes;
+                u.packets = ep;
+                u.bytes = eb;
                 if !keep {
                     out.changed += 1;
                     out.deletions[pmd].push(e.mf);

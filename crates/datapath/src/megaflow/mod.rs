@@ -97,6 +97,10 @@ pub struct MegaflowStats {
     pub created_ms: u64,
     /// OR of the TCP flags seen.
     pub tcp_flags: u16,
+    /// The length of the packet whose upcall installed it (0: none was
+    /// counted): not among `packets`, as in OVS's datapath, but the rules
+    /// it went through count it (OVS credits it at translation).
+    pub upcall_bytes: u32,
 }
 
 /// One megaflow's match and actions, as read back from the table (the key
@@ -321,6 +325,9 @@ struct Counters {
     /// `NEVER` until the first hit.
     used_ms: u64,
     tcp_flags: u16,
+    /// See [`MegaflowStats::upcall_bytes`] (in the padding: the counters
+    /// stay 32 bytes).
+    upcall_bytes: u32,
 }
 
 const NEVER: u64 = u64::MAX;
@@ -331,6 +338,7 @@ impl Counters {
         bytes: 0,
         used_ms: NEVER,
         tcp_flags: 0,
+        upcall_bytes: 0,
     };
 }
 
@@ -751,7 +759,18 @@ impl MegaflowTable {
             used_ms: (c.used_ms != NEVER).then_some(c.used_ms),
             created_ms: self.created[i],
             tcp_flags: c.tcp_flags,
+            upcall_bytes: c.upcall_bytes,
         })
+    }
+
+    /// Records that the upcall of a packet of `bytes` installed `r`
+    /// (see [`MegaflowStats::upcall_bytes`]).
+    pub fn note_upcall(&mut self, r: MegaflowRef, bytes: u32) {
+        if self.is_live(r) {
+            if let Some(c) = self.counters.get_mut(r.index as usize) {
+                c.upcall_bytes = bytes.max(1);
+            }
+        }
     }
 
     /// Time of the last hit, or of installation if never hit, of the
