@@ -54,6 +54,8 @@ fn tools_present() -> bool {
 struct Server {
     dir: PathBuf,
     child: Option<Child>,
+    /// Also listen on `ptcp:PORT:127.0.0.1`.
+    tcp_port: Option<u16>,
 }
 
 impl Server {
@@ -66,7 +68,11 @@ impl Server {
         ));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
-        let server = Server { dir, child: None };
+        let server = Server {
+            dir,
+            child: None,
+            tcp_port: None,
+        };
         let out = Command::new("ovsdb-tool")
             .arg("create")
             .arg(server.db())
@@ -95,6 +101,10 @@ impl Server {
         let d = &self.dir;
         let child = Command::new("ovsdb-server")
             .arg(self.db())
+            .args(
+                self.tcp_port
+                    .map(|p| format!("--remote=ptcp:{p}:127.0.0.1")),
+            )
             .arg(format!("--remote=punix:{}", self.sock().display()))
             .arg(format!(
                 "--unixctl={}",
@@ -543,4 +553,49 @@ fn reconnects_after_a_server_restart() {
         r.len("Bridge") == 0 && r.len("Port") == 0
     });
     assert_eq!(client.replica().len("Interface"), 0);
+}
+
+#[test]
+fn connects_over_tcp() {
+    if !tools_present() {
+        return;
+    }
+    let mut server = Server::new();
+    // A port free a moment ago (the small race is acceptable in a test).
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    server.tcp_port = Some(port);
+    server.start();
+    server.vsctl(&["init"]);
+    server.vsctl(&[
+        "add-br",
+        "br0",
+        "--",
+        "set",
+        "bridge",
+        "br0",
+        "datapath_type=netdev",
+    ]);
+    let address = format!("tcp:127.0.0.1:{port}");
+    let until = Instant::now() + WAIT;
+    let mut client = loop {
+        match Client::connect(&address) {
+            Ok(c) => break c,
+            Err(e) => {
+                assert!(Instant::now() < until, "{e}: {}", server.log());
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+    };
+    assert_eq!(client.address().to_string(), address);
+    client.monitor(DB, &monitored()).unwrap();
+    let br = client.replica().find("Bridge", "name", "br0").unwrap();
+    assert_eq!(br.string("datapath_type").unwrap(), "netdev");
+    server.vsctl(&["add-port", "br0", "p1"]);
+    wait(&mut client, "port p1 over tcp", |r| {
+        has_row(r, "Port", "p1")
+    });
 }
