@@ -471,6 +471,11 @@ impl Control {
         Ok(out)
     }
 
+    /// `dpctl/show --json`.
+    pub(crate) fn dpctl_show_json(&self) -> Result<String, String> {
+        self.dpctl_show(true)
+    }
+
     fn dpctl_show(&self, json: bool) -> Result<String, String> {
         let snaps = self.ask_all(PmdCmd::Stats)?;
         let mut rx: std::collections::BTreeMap<u32, flowpath_netdev::QueueStats> =

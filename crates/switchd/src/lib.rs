@@ -29,6 +29,7 @@ pub mod control;
 mod control_dump;
 pub mod group_stats;
 pub mod ofchannel;
+mod ovsdb_sync;
 pub mod packet_out;
 pub mod pmd;
 mod port_admin;
@@ -80,6 +81,9 @@ pub struct SwitchdConfig {
     /// Flow-sample collector sets (`--sample-collector-set`): with any,
     /// `sample` actions sample.
     pub sample_sets: Vec<sampler::CollectorSet>,
+    /// An `ovsdb-server` to take the bridge's ports and settings from
+    /// (`--ovsdb unix:PATH|tcp:IP:PORT`).
+    pub ovsdb: Option<String>,
 }
 
 /// Why the switch could not start.
@@ -324,6 +328,23 @@ impl Switchd {
             Err(e) => {
                 me.shutdown();
                 return Err(SwitchdError::Config(format!("OpenFlow listener: {e}")));
+            }
+        }
+        if let Some(remote) = cfg.ovsdb.clone() {
+            let ctl = control::Control::new(me.shared.clone());
+            let (bridge, stop) = (cfg.openflow.bridge.clone(), me.shared.stop.clone());
+            match std::thread::Builder::new()
+                .name("ovsdb".into())
+                .spawn(move || ovsdb_sync::run(ctl, remote, bridge, stop))
+            {
+                Ok(h) => me.threads.push(h),
+                Err(e) => {
+                    me.shutdown();
+                    return Err(SwitchdError::Io {
+                        what: "cannot start the ovsdb thread".into(),
+                        err: e,
+                    });
+                }
             }
         }
         if let Some(p) = cfg.pidfile {

@@ -1,0 +1,198 @@
+//! The switch configured like Open vSwitch: a private `ovsdb-server` with
+//! Open vSwitch's schema, `flowpath switch --ovsdb` started with no port
+//! and no rule file, and then only `ovs-vsctl` (which waits for the switch to apply each
+//! change) and `ovs-ofctl`:
+//! a netdev bridge, a `system` and an `afxdp` port on veths into two
+//! namespaces, pings through `NORMAL`; `ofport`, `ofport_request` and
+//! `statistics` read back; `del-port` cuts a namespace off and re-adding
+//! it restores it; a port on a missing device shows Open vSwitch's error
+//! text; `other_config` reaches `config/show`; a restarted `ovsdb-server`
+//! and a restarted switch find their way back.
+
+mod ofnet;
+
+use ofnet::{can_run, sh, wait_until, Topo, BIN};
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+const SCHEMA: &str = "/usr/share/openvswitch/vswitch.ovsschema";
+
+/// `ovs-vsctl --db=unix:DIR/db.sock --timeout=20 ARGS` (must succeed):
+/// its output, trimmed.
+fn vsctl(dir: &Path, args: &str) -> String {
+    let o = sh(&format!(
+        "ovs-vsctl --db=unix:{}/db.sock --timeout=20 {args}",
+        dir.display()
+    ));
+    assert!(
+        o.status.success(),
+        "ovs-vsctl {args}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8_lossy(&o.stdout).trim().to_string()
+}
+
+fn start_db(t: &mut Topo) -> usize {
+    let dir = t.dir.clone();
+    // (A killed server leaves its socket file behind.)
+    let _ = std::fs::remove_file(dir.join("db.sock"));
+    let mut c = Command::new("ovsdb-server");
+    c.arg(dir.join("conf.db"))
+        .arg(format!("--remote=punix:{}", dir.join("db.sock").display()))
+        .arg(format!("--unixctl={}", dir.join("ovsdb.ctl").display()))
+        .arg(format!("--log-file={}", dir.join("ovsdb.log").display()));
+    let k = t.start(c, "ovsdb-server.out");
+    assert!(
+        wait_until(Duration::from_secs(10), || dir.join("db.sock").exists()),
+        "ovsdb-server did not start: {}",
+        t.log("ovsdb-server.out")
+    );
+    k
+}
+
+fn start_switch(t: &mut Topo) -> usize {
+    let mut c = Command::new(BIN);
+    c.arg("switch")
+        .arg("--ovsdb")
+        .arg("--ctl")
+        .arg(t.dir.join("flowpath.ctl"));
+    let k = t.start(c, "switch.log");
+    let mgmt = t.dir.join("br0.mgmt");
+    assert!(
+        wait_until(Duration::from_secs(10), || mgmt.exists()),
+        "switch did not start: {}",
+        t.log("switch.log")
+    );
+    k
+}
+
+#[test]
+fn ovs_vsctl_drives_the_switch() {
+    if !can_run(
+        "ovsdb_live",
+        &[
+            "ip",
+            "ping",
+            "ovsdb-server",
+            "ovsdb-tool",
+            "ovs-vsctl",
+            "ovs-ofctl",
+        ],
+    ) {
+        return;
+    }
+    let mut t = Topo::new("od");
+    let dir = t.dir.clone();
+    let o = sh(&format!(
+        "ovsdb-tool create {}/conf.db {SCHEMA}",
+        dir.display()
+    ));
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let mut db = start_db(&mut t);
+    vsctl(&dir, "--no-wait init");
+    // The switch finds the socket beside its control socket.
+    let mut sw = start_switch(&mut t);
+    let (v1, v2, v3) = (t.veth(1), t.veth(2), t.veth(3));
+    vsctl(&dir, "add-br br0 -- set bridge br0 datapath_type=netdev");
+    vsctl(&dir, &format!("add-port br0 {v1}"));
+    vsctl(
+        &dir,
+        &format!("add-port br0 {v2} -- set Interface {v2} type=afxdp options:xdp-mode=generic"),
+    );
+    t.ofctl("add-flow br0 actions=NORMAL");
+    assert!(
+        wait_until(Duration::from_secs(10), || t.ping(1, 2)),
+        "ping 1 -> 2: {}",
+        t.log("switch.log")
+    );
+    assert_eq!(vsctl(&dir, &format!("get Interface {v1} ofport")), "1");
+    assert_eq!(vsctl(&dir, &format!("get Interface {v2} ofport")), "2");
+    assert_eq!(vsctl(&dir, "get Interface br0 ofport"), "65534");
+    assert_eq!(vsctl(&dir, &format!("get Interface {v2} link_state")), "up");
+    assert!(vsctl(&dir, "get Open_vSwitch . iface_types").contains("afxdp"));
+    // Statistics are written every 5 s.
+    assert!(
+        wait_until(Duration::from_secs(15), || {
+            let o = sh(&format!(
+                "ovs-vsctl --db=unix:{}/db.sock get Interface {v1} statistics:rx_packets",
+                dir.display()
+            ));
+            String::from_utf8_lossy(&o.stdout)
+                .trim()
+                .parse::<u64>()
+                .is_ok_and(|n| n > 0)
+        }),
+        "no statistics: {}",
+        vsctl(&dir, &format!("list Interface {v1}"))
+    );
+    // ofport_request.
+    vsctl(
+        &dir,
+        &format!("add-port br0 {v3} -- set Interface {v3} ofport_request=7"),
+    );
+    assert_eq!(vsctl(&dir, &format!("get Interface {v3} ofport")), "7");
+    assert!(wait_until(Duration::from_secs(10), || t.ping(1, 3)));
+    // del-port cuts namespace 2 off at once; adding it back restores it.
+    vsctl(&dir, &format!("del-port br0 {v2}"));
+    assert!(!t.ping(1, 2), "port deleted, ping still passes");
+    vsctl(
+        &dir,
+        &format!("add-port br0 {v2} -- set Interface {v2} type=afxdp options:xdp-mode=generic"),
+    );
+    assert!(
+        wait_until(Duration::from_secs(10), || t.ping(1, 2)),
+        "after re-adding: {}",
+        t.log("switch.log")
+    );
+    // A missing device: OVS's error, nothing else breaks.
+    vsctl(&dir, "add-port br0 fpnosuchdev");
+    assert_eq!(vsctl(&dir, "get Interface fpnosuchdev ofport"), "-1");
+    assert_eq!(
+        vsctl(&dir, "get Interface fpnosuchdev error"),
+        "\"could not open network device fpnosuchdev (No such device)\""
+    );
+    assert!(t.ping(1, 3));
+    // other_config reaches the datapath configuration.
+    vsctl(
+        &dir,
+        "set Open_vSwitch . other_config:emc-insert-inv-prob=1",
+    );
+    assert!(
+        wait_until(Duration::from_secs(5), || t
+            .appctl("config/show")
+            .contains("emc-insert-inv-prob=1")),
+        "{}",
+        t.appctl("config/show")
+    );
+    // The server restarts: forwarding goes on, the switch resyncs.
+    t.kill(db);
+    assert!(t.ping(1, 2), "forwarding without ovsdb-server");
+    db = start_db(&mut t);
+    vsctl(&dir, &format!("del-port br0 {v3}"));
+    assert!(!t.ping(1, 3), "port 7 deleted after the server came back");
+    let _ = db;
+    // The switch restarts: it rebuilds the bridge from the database (the
+    // flows are the controller's to add again, as with Open vSwitch).
+    let _ = Command::new("kill")
+        .arg(t.kids[sw].id().to_string())
+        .status();
+    let _ = t.kids[sw].wait();
+    let _ = std::fs::remove_file(dir.join("br0.mgmt"));
+    sw = start_switch(&mut t);
+    let _ = sw;
+    assert!(
+        wait_until(Duration::from_secs(10), || vsctl(
+            &dir,
+            &format!("get Interface {v2} ofport")
+        ) == "2"),
+        "{}",
+        t.log("switch.log")
+    );
+    t.ofctl("add-flow br0 actions=NORMAL");
+    assert!(
+        wait_until(Duration::from_secs(10), || t.ping(1, 2)),
+        "after the switch restarted: {}",
+        t.log("switch.log")
+    );
+}

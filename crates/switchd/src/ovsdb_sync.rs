@@ -1,0 +1,436 @@
+//! The switch configured from an `ovsdb-server` with Open vSwitch's schema
+//! (`flowpath switch --ovsdb REMOTE`), as `ovs-vswitchd` is: a thread
+//! monitors `Open_vSwitch`, `Bridge`, `Port` and `Interface`, and applies
+//! what they say while the switch runs — the ports of the bridge named by
+//! `--bridge` (it must have `datapath_type=netdev`), `ofport_request`,
+//! interface types and options, the datapath keys in
+//! `Open_vSwitch.other_config` — then writes back what `ovs-vswitchd`
+//! writes: `Interface.ofport` (or `-1` and `error`), `admin_state`,
+//! `link_state`, `statistics` (every 5 s), `Open_vSwitch.cur_cfg` (so
+//! that `ovs-vsctl --wait` returns once a change is in effect),
+//! `datapath_types`, `iface_types`, `dpdk_initialized`.
+//!
+//! A lost server is reconnected with a back-off (1 s doubling to 8 s);
+//! forwarding goes on meanwhile, and the configuration is read again from
+//! scratch when it is back. Ports given with `--port` stay as they are:
+//! only the ports this thread added are removed when their rows go.
+
+use crate::control::Control;
+use flowpath_ovsdb::{Client, Condition, Error, Operation, RowRef, TableMonitor, Uuid, Value};
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+const DB: &str = "Open_vSwitch";
+
+/// How often `Interface.statistics` is written (OVS's
+/// `stats-update-interval` default).
+const STATS_INTERVAL: Duration = Duration::from_secs(5);
+
+/// How often ports that could not be opened are tried again (a device
+/// that appears later, or one the kernel has not released yet).
+const RETRY_INTERVAL: Duration = Duration::from_secs(2);
+
+/// The interface types flowpath takes (`Open_vSwitch.iface_types`).
+const IFACE_TYPES: &[&str] = &["afxdp", "internal", "system", "tap"];
+
+/// What one interface row asks for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Want {
+    /// A port: the spec and the number asked for.
+    Port(String, Option<u32>),
+    /// The bridge's own interface (OVS's LOCAL port): flowpath has none;
+    /// reported as OpenFlow port 65534.
+    Local,
+    /// Something flowpath cannot make: the error written.
+    Refused(String),
+}
+
+/// What the thread keeps between rounds.
+#[derive(Default)]
+struct State {
+    /// Interfaces this thread made ports of: name → (port, spec).
+    managed: BTreeMap<String, (u32, String)>,
+    /// Interfaces whose port could not be opened: name → (spec, error).
+    failed: BTreeMap<String, (String, String)>,
+    /// `other_config` keys applied last.
+    applied_config: BTreeMap<String, String>,
+    /// What was written last per interface (to write only changes).
+    written: BTreeMap<Uuid, (i64, Option<String>)>,
+    /// Things said once in the log.
+    said: BTreeSet<String>,
+}
+
+/// Runs until `stop`: connects to `remote`, applies the configuration,
+/// follows its changes.
+pub fn run(ctl: Control, remote: String, bridge: String, stop: Arc<AtomicBool>) {
+    let mut st = State::default();
+    let mut backoff = Duration::from_secs(1);
+    let mut client: Option<Client> = None;
+    let mut last_stats = Instant::now();
+    let mut last_retry = Instant::now();
+    while !stop.load(Ordering::Relaxed) {
+        let Some(c) = client.as_mut() else {
+            match connect(&remote) {
+                Ok(c) => {
+                    eprintln!("flowpath: ovsdb: connected to {remote}");
+                    backoff = Duration::from_secs(1);
+                    client = Some(c);
+                    st.written.clear();
+                    if let Some(c) = client.as_mut() {
+                        if let Err(e) = reconcile(&ctl, c, &bridge, &mut st, false) {
+                            eprintln!("flowpath: ovsdb: {e}");
+                        }
+                    }
+                }
+                Err(e) => {
+                    say(
+                        &mut st,
+                        format!("flowpath: ovsdb: cannot connect to {remote}: {e}; retrying"),
+                    );
+                    sleep_unless(&stop, backoff);
+                    backoff = (backoff * 2).min(Duration::from_secs(8));
+                }
+            }
+            continue;
+        };
+        match c.next_update(Duration::from_millis(200)) {
+            Ok(Some(_)) => {
+                // Take every queued update before applying.
+                while let Ok(Some(_)) = c.next_update(Duration::ZERO) {}
+                if let Err(e) = reconcile(&ctl, c, &bridge, &mut st, false) {
+                    eprintln!("flowpath: ovsdb: {e}");
+                }
+            }
+            Ok(None) => {}
+            Err(e) => {
+                eprintln!("flowpath: ovsdb: connection to {remote} lost ({e}); reconnecting");
+                client = None;
+                st.said.clear();
+                continue;
+            }
+        }
+        if !st.failed.is_empty() && last_retry.elapsed() >= RETRY_INTERVAL {
+            last_retry = Instant::now();
+            if let Err(e) = reconcile(&ctl, c, &bridge, &mut st, true) {
+                if is_disconnect(&e) {
+                    client = None;
+                    continue;
+                }
+            }
+        }
+        if last_stats.elapsed() >= STATS_INTERVAL {
+            last_stats = Instant::now();
+            if let Err(e) = write_stats(&ctl, c, &st) {
+                if is_disconnect(&e) {
+                    client = None;
+                }
+            }
+        }
+    }
+}
+
+fn is_disconnect(e: &Error) -> bool {
+    matches!(
+        e,
+        Error::Disconnected { .. } | Error::NotConnected { .. } | Error::Io { .. }
+    )
+}
+
+fn sleep_unless(stop: &AtomicBool, d: Duration) {
+    let t0 = Instant::now();
+    while t0.elapsed() < d && !stop.load(Ordering::Relaxed) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Logs `line` once until the next reconnection.
+fn say(st: &mut State, line: String) {
+    if st.said.insert(line.clone()) {
+        eprintln!("{line}");
+    }
+}
+
+fn connect(remote: &str) -> Result<Client, Error> {
+    let mut c = Client::connect(remote)?;
+    c.set_timeout(Duration::from_secs(10));
+    c.monitor(
+        DB,
+        &[
+            TableMonitor::columns(
+                "Open_vSwitch",
+                &["bridges", "next_cfg", "cur_cfg", "other_config"],
+            ),
+            TableMonitor::columns("Bridge", &["name", "datapath_type", "ports"]),
+            TableMonitor::columns("Port", &["name", "interfaces"]),
+            TableMonitor::columns("Interface", &["name", "type", "options", "ofport_request"]),
+        ],
+    )?;
+    Ok(c)
+}
+
+/// What interface `i` asks for on bridge `bridge`.
+fn want(i: &RowRef<'_>, bridge: &str) -> Result<(String, Want), Error> {
+    let name = i.string("name")?.to_string();
+    let ty = i.string("type")?;
+    let options = i.string_map("options")?;
+    let req = i
+        .optional_integer("ofport_request")?
+        .and_then(|n| u32::try_from(n).ok());
+    let w = match ty {
+        "" | "system" => Want::Port(format!("afpacket:{name}"), req),
+        "afxdp" => {
+            let mut spec = format!("afxdp:{name}");
+            match options.get("xdp-mode").copied() {
+                Some("native-with-zerocopy") | Some("native") => spec.push_str(",mode=native"),
+                Some("generic") => spec.push_str(",mode=generic"),
+                _ => {}
+            }
+            if let Some(n) = options.get("n_rxq") {
+                spec.push_str(&format!(",queues={n}"));
+            }
+            Want::Port(spec, req)
+        }
+        "internal" if name == bridge => Want::Local,
+        "internal" | "tap" => Want::Port(format!("tap:{name}"), req),
+        other => Want::Refused(format!(
+            "flowpath does not support interface type {other:?} (it takes {})",
+            IFACE_TYPES.join(", ")
+        )),
+    };
+    Ok((name, w))
+}
+
+/// Applies the database's configuration and writes back what it did;
+/// with `retry`, ports that failed to open are tried again.
+fn reconcile(
+    ctl: &Control,
+    c: &mut Client,
+    bridge: &str,
+    st: &mut State,
+    retry: bool,
+) -> Result<(), Error> {
+    let r = c.replica();
+    let Some(ovs) = r.rows("Open_vSwitch").next() else {
+        // `ovs-vsctl init` has not run yet.
+        return Ok(());
+    };
+    let ovs_uuid = ovs.uuid().clone();
+    let next_cfg = ovs.integer("next_cfg").unwrap_or(0);
+    let other: BTreeMap<String, String> = ovs
+        .string_map("other_config")?
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    let bridges: Vec<&Uuid> = ovs.uuids("bridges")?;
+    // The interfaces of our bridge: uuid, name, want.
+    let mut ifaces: Vec<(Uuid, String, Want)> = Vec::new();
+    for b in bridges.iter().filter_map(|u| r.row("Bridge", u)) {
+        let name = b.string("name")?;
+        if name != bridge {
+            say(st, format!("flowpath: ovsdb: bridge {name} left alone: this switch is bridge {bridge} (--bridge)"));
+            continue;
+        }
+        let dt = b.string("datapath_type")?;
+        if dt != "netdev" {
+            say(st, format!("flowpath: ovsdb: bridge {name} has datapath_type {dt:?}: flowpath is a netdev (userspace) datapath; set datapath_type=netdev"));
+            continue;
+        }
+        for p in b
+            .uuids("ports")?
+            .into_iter()
+            .filter_map(|u| r.row("Port", u))
+        {
+            for i in p
+                .uuids("interfaces")?
+                .into_iter()
+                .filter_map(|u| r.row("Interface", u))
+            {
+                let (n, w) = want(&i, bridge)?;
+                ifaces.push((i.uuid().clone(), n, w));
+            }
+        }
+    }
+    // Ports to remove: managed ones no longer wanted as they are.
+    let wanted: BTreeMap<&str, &Want> = ifaces.iter().map(|(_, n, w)| (n.as_str(), w)).collect();
+    let gone: Vec<(String, u32)> = st
+        .managed
+        .iter()
+        .filter(|(n, (no, spec))| match wanted.get(n.as_str()) {
+            Some(Want::Port(s, req)) => s != spec || req.is_some_and(|r| r != *no),
+            _ => true,
+        })
+        .map(|(n, (no, _))| (n.clone(), *no))
+        .collect();
+    for (n, no) in gone {
+        match ctl.del_if(&[no.to_string()]) {
+            Ok(_) => {
+                st.managed.remove(&n);
+            }
+            Err(e) => eprintln!("flowpath: ovsdb: interface {n}: cannot remove port {no}: {e}"),
+        }
+    }
+    st.failed.retain(|n, _| wanted.contains_key(n.as_str()));
+    // Ports to add.
+    for (_, n, w) in &ifaces {
+        let Want::Port(spec, req) = w else {
+            continue;
+        };
+        if st.managed.contains_key(n) {
+            continue;
+        }
+        if !retry && st.failed.get(n).is_some_and(|(s, _)| s == spec) {
+            continue;
+        }
+        let arg = match req {
+            Some(no) => format!("{no}={spec}"),
+            None => spec.clone(),
+        };
+        match ctl.add_if(&[arg]) {
+            Ok(out) => {
+                if st.failed.remove(n).is_some() {
+                    eprintln!("flowpath: ovsdb: interface {n}: opened");
+                }
+                // "port N: SPEC added"
+                let no = out
+                    .strip_prefix("port ")
+                    .and_then(|s| s.split(':').next())
+                    .and_then(|s| s.parse().ok())
+                    .unwrap_or(0);
+                st.managed.insert(n.clone(), (no, spec.clone()));
+            }
+            Err(e) => {
+                let e = ovs_error(n, &e);
+                if st.failed.get(n) != Some(&(spec.clone(), e.clone())) {
+                    eprintln!("flowpath: ovsdb: interface {n}: {e}");
+                }
+                st.failed.insert(n.clone(), (spec.clone(), e));
+            }
+        }
+    }
+    apply_other_config(ctl, &other, st);
+    // Write back: each interface's ofport and error, then cur_cfg.
+    let mut ops = Vec::new();
+    for (uuid, n, w) in &ifaces {
+        let (ofport, error) = match w {
+            Want::Local => (65534, None),
+            Want::Refused(e) => (-1, Some(e.clone())),
+            Want::Port(..) => match (st.managed.get(n), st.failed.get(n)) {
+                (Some((no, _)), _) => (i64::from(*no), None),
+                (None, Some((_, e))) => (-1, Some(e.clone())),
+                (None, None) => (-1, None),
+            },
+        };
+        if st.written.get(uuid) == Some(&(ofport, error.clone())) {
+            continue;
+        }
+        let up = if ofport > 0 { "up" } else { "down" };
+        let mut row = BTreeMap::new();
+        row.insert("ofport".to_string(), Value::from(ofport));
+        row.insert(
+            "error".to_string(),
+            error.clone().map_or_else(Value::empty, Value::from),
+        );
+        row.insert("admin_state".to_string(), Value::from(up));
+        row.insert("link_state".to_string(), Value::from(up));
+        ops.push(Operation::Update {
+            table: "Interface".into(),
+            conditions: vec![Condition::uuid(uuid)],
+            row,
+        });
+        st.written.insert(uuid.clone(), (ofport, error));
+    }
+    let mut row = BTreeMap::new();
+    row.insert("cur_cfg".to_string(), Value::from(next_cfg));
+    row.insert("datapath_types".to_string(), Value::set(["netdev"]));
+    row.insert(
+        "iface_types".to_string(),
+        Value::set(IFACE_TYPES.iter().copied()),
+    );
+    row.insert("dpdk_initialized".to_string(), Value::from(false));
+    ops.push(Operation::Update {
+        table: "Open_vSwitch".into(),
+        conditions: vec![Condition::uuid(&ovs_uuid)],
+        row,
+    });
+    c.transact(DB, &ops)?;
+    Ok(())
+}
+
+/// OVS's text for a port whose device cannot be opened, where it is that
+/// case; flowpath's own message otherwise.
+fn ovs_error(name: &str, e: &str) -> String {
+    if !std::path::Path::new("/sys/class/net").join(name).exists() {
+        format!("could not open network device {name} (No such device)")
+    } else {
+        e.trim().to_string()
+    }
+}
+
+/// Applies `Open_vSwitch.other_config`'s datapath keys that changed
+/// (through `config/set`, so with the same checks); unknown keys are
+/// logged once.
+fn apply_other_config(ctl: &Control, other: &BTreeMap<String, String>, st: &mut State) {
+    for (k, v) in other {
+        if st.applied_config.get(k) == Some(v) {
+            continue;
+        }
+        let key = k.strip_prefix("flowpath-").unwrap_or(k);
+        // OVS's SMC switch is flowpath's second-level cache choice.
+        let (key, v) = match (key, v.as_str()) {
+            ("smc-enable", "true") => ("second-level", "smc"),
+            ("smc-enable", _) => ("second-level", "none"),
+            _ => (key, v.as_str()),
+        };
+        if flowpath_datapath::keys::key(key).is_none() {
+            say(st, format!("flowpath: ovsdb: other_config:{k} is not a key flowpath takes (config/show lists them)"));
+            continue;
+        }
+        match ctl.config_set(&[format!("{key}={v}")]) {
+            Ok(_) => {
+                st.applied_config.insert(k.clone(), other[k].clone());
+            }
+            Err(e) => say(st, format!("flowpath: ovsdb: other_config:{k}={v}: {e}")),
+        }
+    }
+}
+
+/// Writes each managed interface's counters (`Interface.statistics`).
+fn write_stats(ctl: &Control, c: &mut Client, st: &State) -> Result<(), Error> {
+    if st.managed.is_empty() {
+        return Ok(());
+    }
+    let Ok(text) = ctl.dpctl_show_json() else {
+        return Ok(());
+    };
+    let Ok(v) = serde_json::from_str::<serde_json::Value>(&text) else {
+        return Ok(());
+    };
+    let ports = v["ports"].as_array().cloned().unwrap_or_default();
+    let mut ops = Vec::new();
+    for (name, (no, _)) in &st.managed {
+        let Some(p) = ports.iter().find(|p| p["port_no"] == *no) else {
+            continue;
+        };
+        let mut m = Vec::new();
+        for dir in ["rx", "tx"] {
+            for k in ["packets", "bytes", "dropped", "errors"] {
+                let n = p[dir][k].as_i64().unwrap_or(0);
+                m.push((format!("{dir}_{k}"), n));
+            }
+        }
+        let map = Value::map(m);
+        let mut row = BTreeMap::new();
+        row.insert("statistics".to_string(), map);
+        ops.push(Operation::Update {
+            table: "Interface".into(),
+            conditions: vec![Condition::eq("name", name.as_str())],
+            row,
+        });
+    }
+    if !ops.is_empty() {
+        c.transact(DB, &ops)?;
+    }
+    Ok(())
+}
