@@ -4,7 +4,7 @@
 //! change) and `ovs-ofctl`:
 //! a netdev bridge, a `system` and an `afxdp` port on veths into two
 //! namespaces, pings through `NORMAL`; `ofport`, `ofport_request` and
-//! `statistics` read back; `del-port` cuts a namespace off and re-adding
+//! `statistics` read back; port tags separate VLANs; `del-port` cuts a namespace off and re-adding
 //! it restores it; a port on a missing device shows Open vSwitch's error
 //! text; `other_config` reaches `config/show`; a restarted `ovsdb-server`
 //! and a restarted switch find their way back.
@@ -133,6 +133,15 @@ fn ovs_vsctl_drives_the_switch() {
     );
     assert_eq!(vsctl(&dir, &format!("get Interface {v3} ofport")), "7");
     assert!(wait_until(Duration::from_secs(10), || t.ping(1, 3)));
+    // Port tags make NORMAL's access ports: VLAN 20 holds 3, then 1 too.
+    vsctl(&dir, &format!("set Port {v3} tag=20"));
+    assert!(!t.ping(1, 3), "1 (VLAN 0) reaches 3 (VLAN 20)");
+    assert!(t.ping(1, 2));
+    vsctl(&dir, &format!("set Port {v1} tag=20"));
+    assert!(wait_until(Duration::from_secs(10), || t.ping(1, 3)));
+    assert!(!t.ping(1, 2), "1 (VLAN 20) reaches 2 (VLAN 0)");
+    vsctl(&dir, &format!("clear Port {v1} tag -- clear Port {v3} tag"));
+    assert!(wait_until(Duration::from_secs(10), || t.ping(1, 2) && t.ping(1, 3)));
     // del-port cuts namespace 2 off at once; adding it back restores it.
     vsctl(&dir, &format!("del-port br0 {v2}"));
     assert!(!t.ping(1, 2), "port deleted, ping still passes");

@@ -16,6 +16,7 @@
 //! only the ports this thread added are removed when their rows go.
 
 use crate::control::Control;
+use flowpath_ofproto::normal::VlanMode;
 use flowpath_ovsdb::{Client, Condition, Error, Operation, RowRef, TableMonitor, Uuid, Value};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -163,7 +164,10 @@ fn connect(remote: &str) -> Result<Client, Error> {
                 &["bridges", "next_cfg", "cur_cfg", "other_config"],
             ),
             TableMonitor::columns("Bridge", &["name", "datapath_type", "ports"]),
-            TableMonitor::columns("Port", &["name", "interfaces"]),
+            TableMonitor::columns(
+                "Port",
+                &["name", "interfaces", "tag", "trunks", "vlan_mode"],
+            ),
             TableMonitor::columns("Interface", &["name", "type", "options", "ofport_request"]),
         ],
     )?;
@@ -224,8 +228,10 @@ fn reconcile(
         .map(|(k, v)| (k.to_string(), v.to_string()))
         .collect();
     let bridges: Vec<&Uuid> = ovs.uuids("bridges")?;
-    // The interfaces of our bridge: uuid, name, want.
+    // The interfaces of our bridge: uuid, name, want; each interface's
+    // 802.1Q mode (its port's).
     let mut ifaces: Vec<(Uuid, String, Want)> = Vec::new();
+    let mut vlan_of: BTreeMap<String, VlanMode> = BTreeMap::new();
     for b in bridges.iter().filter_map(|u| r.row("Bridge", u)) {
         let name = b.string("name")?;
         if name != bridge {
@@ -242,12 +248,23 @@ fn reconcile(
             .into_iter()
             .filter_map(|u| r.row("Port", u))
         {
+            let mode = match vlan_mode(&p) {
+                Ok(m) => m,
+                Err(e) => {
+                    say(
+                        st,
+                        format!("flowpath: ovsdb: port {}: {e}", p.string("name")?),
+                    );
+                    VlanMode::TrunkAll
+                }
+            };
             for i in p
                 .uuids("interfaces")?
                 .into_iter()
                 .filter_map(|u| r.row("Interface", u))
             {
                 let (n, w) = want(&i, bridge)?;
+                vlan_of.insert(n.clone(), mode.clone());
                 ifaces.push((i.uuid().clone(), n, w));
             }
         }
@@ -310,6 +327,14 @@ fn reconcile(
         }
     }
     apply_other_config(ctl, &other, st);
+    let modes: Vec<(u32, VlanMode)> = st
+        .managed
+        .iter()
+        .map(|(n, (no, _))| (*no, vlan_of.get(n).cloned().unwrap_or_default()))
+        .collect();
+    if let Err(e) = ctl.set_vlan_modes(&modes) {
+        eprintln!("flowpath: ovsdb: VLAN modes: {e}");
+    }
     // Write back: each interface's ofport and error, then cur_cfg.
     let mut ops = Vec::new();
     for (uuid, n, w) in &ifaces {
@@ -356,6 +381,38 @@ fn reconcile(
     });
     c.transact(DB, &ops)?;
     Ok(())
+}
+
+/// A `Port` row's 802.1Q mode for `NORMAL` (`tag`, `trunks`,
+/// `vlan_mode`, with Open vSwitch's defaults).
+fn vlan_mode(p: &RowRef<'_>) -> Result<VlanMode, String> {
+    let tag = p.optional_integer("tag").map_err(|e| e.to_string())?;
+    let trunks: Vec<u16> = p
+        .integers("trunks")
+        .map_err(|e| e.to_string())?
+        .into_iter()
+        .filter_map(|v| u16::try_from(v).ok())
+        .collect();
+    let mode = p.optional_string("vlan_mode").map_err(|e| e.to_string())?;
+    let tag = tag.and_then(|t| u16::try_from(t).ok());
+    let trunk = |mut t: Vec<u16>| {
+        if t.is_empty() {
+            VlanMode::TrunkAll
+        } else {
+            t.sort_unstable();
+            t.dedup();
+            VlanMode::Trunk(t)
+        }
+    };
+    match (mode, tag) {
+        (None, Some(t)) if trunks.is_empty() => Ok(VlanMode::Access(t)),
+        (None, Some(_)) | (Some("native-tagged" | "native-untagged"), _) => Err(
+            "native VLAN modes (tag with trunks) are not supported by flowpath: the port trunks every VLAN".into(),
+        ),
+        (None, None) | (Some("trunk"), _) => Ok(trunk(trunks)),
+        (Some("access"), t) => Ok(VlanMode::Access(t.unwrap_or(0))),
+        (Some(m), _) => Err(format!("vlan_mode {m:?} is not one flowpath knows")),
+    }
 }
 
 /// OVS's text for a port whose device cannot be opened, where it is that

@@ -142,6 +142,8 @@ impl Control {
             gone
         };
         drop(closed);
+        sh.bridge
+            .set_vlan_mode(no, flowpath_ofproto::normal::VlanMode::TrunkAll);
         let bridge_ports: Vec<u32> = st
             .rules
             .ports()
@@ -157,5 +159,26 @@ impl Control {
         }
         sh.reval_wait()?;
         Ok(format!("port {no}: {name} removed\n"))
+    }
+
+    /// Sets the 802.1Q modes of these ports (`NORMAL`'s access and trunk
+    /// ports); when one changed, every megaflow is revalidated.
+    pub(crate) fn set_vlan_modes(
+        &self,
+        modes: &[(u32, flowpath_ofproto::normal::VlanMode)],
+    ) -> Result<(), String> {
+        let sh = self.shared().clone();
+        let mut changed = false;
+        for (no, mode) in modes {
+            changed |= sh.bridge.set_vlan_mode(*no, mode.clone());
+        }
+        if changed {
+            let mut st = self.state();
+            st.rules.touch();
+            self.publish(&st)?;
+            drop(st);
+            sh.reval_wait()?;
+        }
+        Ok(())
     }
 }

@@ -218,6 +218,13 @@ impl RuleSet {
         &self.ports
     }
 
+    /// Marks the tables changed (something translation reads outside
+    /// them changed, e.g. a port's VLAN mode): the next publication is
+    /// revalidated whole.
+    pub fn touch(&mut self) {
+        self.version += 1;
+    }
+
     /// Replaces the bridge's ports (a port added or removed).
     pub fn set_ports(&mut self, mut ports: Vec<u32>) {
         ports.sort_unstable();
