@@ -1,12 +1,13 @@
 //! The switch configured like Open vSwitch: a private `ovsdb-server` with
 //! Open vSwitch's schema, `flowpath switch --ovsdb` started with no port
-//! and no rule file, and then only `ovs-vsctl` (which waits for the switch to apply each
-//! change) and `ovs-ofctl`:
-//! a netdev bridge, a `system` and an `afxdp` port on veths into two
-//! namespaces, pings through `NORMAL`; `ofport`, `ofport_request` and
-//! `statistics` read back; port tags separate VLANs; `del-port` cuts a namespace off and re-adding
-//! it restores it; a port on a missing device shows Open vSwitch's error
-//! text; `other_config` reaches `config/show`; a restarted `ovsdb-server`
+//! and no rule file, and then only `ovs-vsctl` (which waits for the switch
+//! to apply each change) and `ovs-ofctl`: a netdev bridge, a `system` and
+//! an `afxdp` port on veths into two namespaces, pings through `NORMAL`;
+//! `ofport`, `ofport_request` and `statistics` read back; port tags
+//! separate VLANs; `del-port` cuts a namespace off and re-adding it
+//! restores it; a port on a missing device shows Open vSwitch's error
+//! text; `other_config` reaches `config/show`; a `Controller` row connects
+//! (`is_connected`) and its removal cuts it; a restarted `ovsdb-server`
 //! and a restarted switch find their way back.
 
 mod ofnet;
@@ -78,6 +79,7 @@ fn ovs_vsctl_drives_the_switch() {
             "ovsdb-tool",
             "ovs-vsctl",
             "ovs-ofctl",
+            "ovs-testcontroller",
         ],
     ) {
         return;
@@ -174,6 +176,25 @@ fn ovs_vsctl_drives_the_switch() {
         "{}",
         t.appctl("config/show")
     );
+    // A controller from the database: connected, then removed and cut.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let tc = t.testcontroller("OpenFlow13", &[], &format!("ptcp:{port}:127.0.0.1"));
+    vsctl(&dir, &format!("set-controller br0 tcp:127.0.0.1:{port}"));
+    let connected = |dir: &Path| vsctl(dir, "--columns=is_connected --bare list Controller");
+    assert!(
+        wait_until(Duration::from_secs(15), || connected(&dir) == "true"),
+        "controller not connected: {} {}",
+        connected(&dir),
+        t.log("switch.log")
+    );
+    assert!(t.ping(1, 2), "through the controller's flows");
+    vsctl(&dir, "del-controller br0");
+    t.kill(tc);
+    assert!(t.ping(1, 2), "after the controller went");
     // The server restarts: forwarding goes on, the switch resyncs.
     t.kill(db);
     assert!(t.ping(1, 2), "forwarding without ovsdb-server");

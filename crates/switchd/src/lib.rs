@@ -247,6 +247,7 @@ impl Switchd {
             ports: std::sync::RwLock::new(opened.info),
             open: Mutex::new(opened.open),
             on_port_change: std::sync::OnceLock::new(),
+            channel_control: std::sync::OnceLock::new(),
             flow_limit_cfg: AtomicUsize::new(cfg.datapath.flow_limit),
             max_idle_ms: AtomicU64::new(cfg.datapath.max_idle_ms),
             upcall_stats: Mutex::new(UpcallStats {

@@ -61,6 +61,8 @@ struct State {
     written: BTreeMap<Uuid, (i64, Option<String>)>,
     /// Things said once in the log.
     said: BTreeSet<String>,
+    /// `Controller.is_connected` as written last, by row.
+    connected: BTreeMap<Uuid, bool>,
 }
 
 /// Runs until `stop`: connects to `remote`, applies the configuration,
@@ -79,6 +81,7 @@ pub fn run(ctl: Control, remote: String, bridge: String, stop: Arc<AtomicBool>) 
                     backoff = Duration::from_secs(1);
                     client = Some(c);
                     st.written.clear();
+                    st.connected.clear();
                     if let Some(c) = client.as_mut() {
                         if let Err(e) = reconcile(&ctl, c, &bridge, &mut st, false) {
                             eprintln!("flowpath: ovsdb: {e}");
@@ -109,6 +112,12 @@ pub fn run(ctl: Control, remote: String, bridge: String, stop: Arc<AtomicBool>) 
                 eprintln!("flowpath: ovsdb: connection to {remote} lost ({e}); reconnecting");
                 client = None;
                 st.said.clear();
+                continue;
+            }
+        }
+        if let Err(e) = write_connected(&ctl, c, &mut st) {
+            if is_disconnect(&e) {
+                client = None;
                 continue;
             }
         }
@@ -163,7 +172,11 @@ fn connect(remote: &str) -> Result<Client, Error> {
                 "Open_vSwitch",
                 &["bridges", "next_cfg", "cur_cfg", "other_config"],
             ),
-            TableMonitor::columns("Bridge", &["name", "datapath_type", "ports"]),
+            TableMonitor::columns(
+                "Bridge",
+                &["name", "datapath_type", "ports", "controller", "fail_mode"],
+            ),
+            TableMonitor::columns("Controller", &["target"]),
             TableMonitor::columns(
                 "Port",
                 &["name", "interfaces", "tag", "trunks", "vlan_mode"],
@@ -232,12 +245,23 @@ fn reconcile(
     // 802.1Q mode (its port's).
     let mut ifaces: Vec<(Uuid, String, Want)> = Vec::new();
     let mut vlan_of: BTreeMap<String, VlanMode> = BTreeMap::new();
+    let mut targets: Vec<String> = Vec::new();
+    let mut standalone = true;
     for b in bridges.iter().filter_map(|u| r.row("Bridge", u)) {
         let name = b.string("name")?;
         if name != bridge {
             say(st, format!("flowpath: ovsdb: bridge {name} left alone: this switch is bridge {bridge} (--bridge)"));
             continue;
         }
+        // Controllers and the fail mode (OVS's default: standalone).
+        for ctl_row in b
+            .uuids("controller")?
+            .into_iter()
+            .filter_map(|u| r.row("Controller", u))
+        {
+            targets.push(ctl_row.string("target")?.to_string());
+        }
+        standalone = b.optional_string("fail_mode")? != Some("secure");
         let dt = b.string("datapath_type")?;
         if dt != "netdev" {
             say(st, format!("flowpath: ovsdb: bridge {name} has datapath_type {dt:?}: flowpath is a netdev (userspace) datapath; set datapath_type=netdev"));
@@ -324,6 +348,12 @@ fn reconcile(
                 }
                 st.failed.insert(n.clone(), (spec.clone(), e));
             }
+        }
+    }
+    if let Some(ch) = ctl.shared().channel_control.get() {
+        ch.set_fail_standalone(standalone);
+        if let Err(e) = ch.set_controllers(&targets) {
+            say(st, format!("flowpath: ovsdb: {e}"));
         }
     }
     apply_other_config(ctl, &other, st);
@@ -451,6 +481,37 @@ fn apply_other_config(ctl: &Control, other: &BTreeMap<String, String>, st: &mut 
             Err(e) => say(st, format!("flowpath: ovsdb: other_config:{k}={v}: {e}")),
         }
     }
+}
+
+/// Writes `Controller.is_connected` where it changed.
+fn write_connected(ctl: &Control, c: &mut Client, st: &mut State) -> Result<(), Error> {
+    let Some(ch) = ctl.shared().channel_control.get() else {
+        return Ok(());
+    };
+    let status = ch.controllers();
+    let mut ops = Vec::new();
+    for row in c.replica().rows("Controller") {
+        let target = row.string("target")?;
+        let canonical = crate::ofchannel::ControllerSpec::parse(target)
+            .map(|s| s.to_string())
+            .unwrap_or_default();
+        let up = status.iter().any(|(t, on)| *on && *t == canonical);
+        if st.connected.get(row.uuid()) == Some(&up) {
+            continue;
+        }
+        st.connected.insert(row.uuid().clone(), up);
+        let mut r = BTreeMap::new();
+        r.insert("is_connected".to_string(), Value::from(up));
+        ops.push(Operation::Update {
+            table: "Controller".into(),
+            conditions: vec![Condition::uuid(row.uuid())],
+            row: r,
+        });
+    }
+    if !ops.is_empty() {
+        c.transact(DB, &ops)?;
+    }
+    Ok(())
 }
 
 /// Writes each managed interface's counters (`Interface.statistics`).
