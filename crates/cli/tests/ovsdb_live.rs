@@ -113,6 +113,19 @@ fn ovs_vsctl_drives_the_switch() {
     assert_eq!(vsctl(&dir, "get Interface br0 ofport"), "65534");
     assert_eq!(vsctl(&dir, &format!("get Interface {v2} link_state")), "up");
     assert!(vsctl(&dir, "get Open_vSwitch . iface_types").contains("afxdp"));
+    assert_eq!(vsctl(&dir, &format!("get Interface {v1} mtu")), "1500");
+    let mac = std::fs::read_to_string(format!("/sys/class/net/{v1}/address")).unwrap();
+    assert_eq!(
+        vsctl(&dir, &format!("get Interface {v1} mac_in_use")),
+        format!("\"{}\"", mac.trim())
+    );
+    // The datapath id controllers see.
+    vsctl(&dir, "set bridge br0 other_config:datapath-id=00000000000000aa");
+    assert!(t.ofctl("show br0").contains("dpid:00000000000000aa"));
+    assert_eq!(
+        vsctl(&dir, "get Bridge br0 datapath_id"),
+        "\"00000000000000aa\""
+    );
     // Statistics are written every 5 s.
     assert!(
         wait_until(Duration::from_secs(15), || {

@@ -221,6 +221,12 @@ static COMMANDS: &[Command] = &[
             .get()
             .map_or(String::new(), |(name, _)| format!("{name}\n")))
     }),
+    cmd("bridge/reconnect", "[BRIDGE]", 0, 1, |c, _, _| {
+        if let Some(ch) = c.sh.channel_control.get() {
+            ch.reconnect();
+        }
+        Ok(String::new())
+    }),
     cmd("bridge/dump-flows", "BRIDGE", 1, 1, |c, p, _| {
         let name = c.sh.channel.get().map_or("br0", |(n, _)| n.as_str());
         if first(p) != name {

@@ -174,7 +174,14 @@ fn connect(remote: &str) -> Result<Client, Error> {
             ),
             TableMonitor::columns(
                 "Bridge",
-                &["name", "datapath_type", "ports", "controller", "fail_mode"],
+                &[
+                    "name",
+                    "datapath_type",
+                    "ports",
+                    "controller",
+                    "fail_mode",
+                    "other_config",
+                ],
             ),
             TableMonitor::columns("Controller", &["target"]),
             TableMonitor::columns(
@@ -247,6 +254,7 @@ fn reconcile(
     let mut vlan_of: BTreeMap<String, VlanMode> = BTreeMap::new();
     let mut targets: Vec<String> = Vec::new();
     let mut standalone = true;
+    let mut our_bridge: Option<(Uuid, u64)> = None;
     for b in bridges.iter().filter_map(|u| r.row("Bridge", u)) {
         let name = b.string("name")?;
         if name != bridge {
@@ -262,6 +270,18 @@ fn reconcile(
             targets.push(ctl_row.string("target")?.to_string());
         }
         standalone = b.optional_string("fail_mode")? != Some("secure");
+        let bo = b.string_map("other_config")?;
+        let dpid = match bo.get("datapath-id") {
+            Some(s) => match u64::from_str_radix(s.trim_start_matches("0x"), 16) {
+                Ok(d) if s.trim_start_matches("0x").len() == 16 => d,
+                _ => {
+                    say(st, format!("flowpath: ovsdb: bridge {name}: other_config:datapath-id={s} is not 16 hex digits"));
+                    1
+                }
+            },
+            None => 1,
+        };
+        our_bridge = Some((b.uuid().clone(), dpid));
         let dt = b.string("datapath_type")?;
         if dt != "netdev" {
             say(st, format!("flowpath: ovsdb: bridge {name} has datapath_type {dt:?}: flowpath is a netdev (userspace) datapath; set datapath_type=netdev"));
@@ -351,6 +371,9 @@ fn reconcile(
         }
     }
     if let Some(ch) = ctl.shared().channel_control.get() {
+        if let Some((_, dpid)) = &our_bridge {
+            ch.set_datapath_id(*dpid);
+        }
         ch.set_fail_standalone(standalone);
         if let Err(e) = ch.set_controllers(&targets) {
             say(st, format!("flowpath: ovsdb: {e}"));
@@ -382,6 +405,19 @@ fn reconcile(
         }
         let up = if ofport > 0 { "up" } else { "down" };
         let mut row = BTreeMap::new();
+        // The device's address and MTU, where it has one.
+        let sys = std::path::Path::new("/sys/class/net").join(n);
+        if ofport > 0 {
+            if let Ok(mac) = std::fs::read_to_string(sys.join("address")) {
+                row.insert("mac_in_use".to_string(), Value::from(mac.trim()));
+            }
+            if let Some(mtu) = std::fs::read_to_string(sys.join("mtu"))
+                .ok()
+                .and_then(|m| m.trim().parse::<i64>().ok())
+            {
+                row.insert("mtu".to_string(), Value::from(mtu));
+            }
+        }
         row.insert("ofport".to_string(), Value::from(ofport));
         row.insert(
             "error".to_string(),
@@ -395,6 +431,18 @@ fn reconcile(
             row,
         });
         st.written.insert(uuid.clone(), (ofport, error));
+    }
+    if let Some((uuid, dpid)) = &our_bridge {
+        let mut row = BTreeMap::new();
+        row.insert(
+            "datapath_id".to_string(),
+            Value::from(format!("{dpid:016x}")),
+        );
+        ops.push(Operation::Update {
+            table: "Bridge".into(),
+            conditions: vec![Condition::uuid(uuid)],
+            row,
+        });
     }
     let mut row = BTreeMap::new();
     row.insert("cur_cfg".to_string(), Value::from(next_cfg));

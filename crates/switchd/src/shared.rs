@@ -135,6 +135,12 @@ pub trait ChannelControl: Send + Sync {
     fn set_fail_standalone(&self, on: bool);
     /// Every target (in `tcp:IP:PORT` form) and whether it is connected.
     fn controllers(&self) -> Vec<(String, bool)>;
+    /// Cuts every controller connection (they reconnect at once):
+    /// `bridge/reconnect`.
+    fn reconnect(&self);
+    /// The datapath id the FEATURES reply gives (OVSDB's
+    /// `other_config:datapath-id`; default 1).
+    fn set_datapath_id(&self, dpid: u64);
 }
 
 /// See [`Shared::on_port_change`]: the port's number, its name, added.

@@ -277,6 +277,8 @@ pub(crate) struct Registry {
     pub targets: Mutex<Vec<targets::Target>>,
     /// `standalone` (changeable: OVSDB's `fail_mode`).
     pub fail_standalone: AtomicBool,
+    /// The datapath id (FEATURES; OVSDB's `other_config:datapath-id`).
+    pub dpid: std::sync::atomic::AtomicU64,
     /// Tables' TABLE_MOD settings (those changed from the default).
     pub table_cfg: Mutex<std::collections::BTreeMap<u8, msg::TableConfig>>,
 }
@@ -407,6 +409,7 @@ impl OfServer {
             bridge_uuid: new_uuid(),
             targets: Mutex::new(Vec::new()),
             fail_standalone: AtomicBool::new(cfg.fail_standalone),
+            dpid: std::sync::atomic::AtomicU64::new(1),
         });
         let tls = cfg.tls_context()?;
         let mut me = OfServer {

@@ -477,7 +477,7 @@ impl Session {
     }
 
     fn dpid(&self) -> u64 {
-        0x0000_0000_0000_0001
+        self.reg.dpid.load(Ordering::Relaxed)
     }
 
     fn ports(&self) -> Vec<msg::PortInfo> {

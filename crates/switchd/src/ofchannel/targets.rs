@@ -134,6 +134,22 @@ impl ChannelControl for Handle {
         }
     }
 
+    fn reconnect(&self) {
+        if let Some(reg) = self.reg.upgrade() {
+            for t in reg.targets().iter() {
+                if let Some(c) = t.live.lock().unwrap_or_else(|p| p.into_inner()).as_ref() {
+                    c.shutdown();
+                }
+            }
+        }
+    }
+
+    fn set_datapath_id(&self, dpid: u64) {
+        if let Some(reg) = self.reg.upgrade() {
+            reg.dpid.store(dpid, Ordering::Relaxed);
+        }
+    }
+
     fn controllers(&self) -> Vec<(String, bool)> {
         let Some(reg) = self.reg.upgrade() else {
             return Vec::new();
