@@ -120,7 +120,10 @@ fn ovs_vsctl_drives_the_switch() {
         format!("\"{}\"", mac.trim())
     );
     // The datapath id controllers see.
-    vsctl(&dir, "set bridge br0 other_config:datapath-id=00000000000000aa");
+    vsctl(
+        &dir,
+        "set bridge br0 other_config:datapath-id=00000000000000aa",
+    );
     assert!(t.ofctl("show br0").contains("dpid:00000000000000aa"));
     assert_eq!(
         vsctl(&dir, "get Bridge br0 datapath_id"),
@@ -189,6 +192,27 @@ fn ovs_vsctl_drives_the_switch() {
         "{}",
         t.appctl("config/show")
     );
+    // A flow-sample collector set from the database: sample actions count.
+    vsctl(
+        &dir,
+        "-- --id=@br get Bridge br0 -- --id=@i create IPFIX targets=\\\"127.0.0.1:4739\\\" \
+         -- create Flow_Sample_Collector_Set id=1 bridge=@br ipfix=@i",
+    );
+    t.ofctl("add-flow br0 'priority=40000,icmp,actions=sample(probability=65535,collector_set_id=1,obs_domain_id=1,obs_point_id=1),NORMAL'");
+    assert!(t.ping(1, 2));
+    assert!(
+        wait_until(Duration::from_secs(10), || {
+            let out = t.ofctl("dump-ipfix-flow br0");
+            out.contains("id   1:") && !out.contains("sampled pkts=0,")
+        }),
+        "{}",
+        t.ofctl("dump-ipfix-flow br0")
+    );
+    vsctl(&dir, "-- --all destroy Flow_Sample_Collector_Set");
+    assert!(wait_until(Duration::from_secs(10), || t
+        .ofctl("dump-ipfix-flow br0")
+        .contains("NXST_NOT_CONFIGURED")));
+    t.ofctl("del-flows br0 icmp");
     // A controller from the database: connected, then removed and cut.
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()

@@ -16,6 +16,7 @@
 //! only the ports this thread added are removed when their rows go.
 
 use crate::control::Control;
+use crate::sampler::CollectorSet;
 use flowpath_ofproto::normal::VlanMode;
 use flowpath_ovsdb::{Client, Condition, Error, Operation, RowRef, TableMonitor, Uuid, Value};
 use std::collections::{BTreeMap, BTreeSet};
@@ -63,6 +64,10 @@ struct State {
     said: BTreeSet<String>,
     /// `Controller.is_connected` as written last, by row.
     connected: BTreeMap<Uuid, bool>,
+    /// The collector sets given on the command line (kept), and those
+    /// in force now.
+    fixed_sets: Option<Vec<CollectorSet>>,
+    sets: Vec<CollectorSet>,
 }
 
 /// Runs until `stop`: connects to `remote`, applies the configuration,
@@ -184,6 +189,8 @@ fn connect(remote: &str) -> Result<Client, Error> {
                 ],
             ),
             TableMonitor::columns("Controller", &["target"]),
+            TableMonitor::columns("Flow_Sample_Collector_Set", &["id", "bridge", "ipfix"]),
+            TableMonitor::columns("IPFIX", &["targets"]),
             TableMonitor::columns(
                 "Port",
                 &["name", "interfaces", "tag", "trunks", "vlan_mode"],
@@ -377,6 +384,38 @@ fn reconcile(
         ch.set_fail_standalone(standalone);
         if let Err(e) = ch.set_controllers(&targets) {
             say(st, format!("flowpath: ovsdb: {e}"));
+        }
+    }
+    // Flow-sample collector sets of our bridge, with their IPFIX
+    // collector (the first target).
+    let fixed = st
+        .fixed_sets
+        .get_or_insert_with(|| ctl.shared().sampler.sets())
+        .clone();
+    let mut sets = fixed;
+    if let Some((bu, _)) = &our_bridge {
+        for f in r.rows("Flow_Sample_Collector_Set") {
+            if f.uuid_ref("bridge").ok() != Some(bu) {
+                continue;
+            }
+            let Ok(id) = u32::try_from(f.integer("id")?) else {
+                continue;
+            };
+            let target = f
+                .uuids("ipfix")?
+                .first()
+                .and_then(|u| r.row("IPFIX", u))
+                .and_then(|i| i.strings("targets").ok())
+                .and_then(|t| t.first().and_then(|t| t.parse().ok()));
+            sets.retain(|c| c.id != id);
+            sets.push(CollectorSet { id, target });
+        }
+    }
+    sets.sort_by_key(|c| c.id);
+    if sets != st.sets {
+        match ctl.set_collector_sets(&sets) {
+            Ok(()) => st.sets = sets,
+            Err(e) => eprintln!("flowpath: ovsdb: flow-sample collector sets: {e}"),
         }
     }
     apply_other_config(ctl, &other, st);

@@ -181,4 +181,23 @@ impl Control {
         }
         Ok(())
     }
+
+    /// Replaces the flow-sample collector sets; `sample` actions sample
+    /// while there is one (a change revalidates every megaflow).
+    pub(crate) fn set_collector_sets(
+        &self,
+        sets: &[crate::sampler::CollectorSet],
+    ) -> Result<(), String> {
+        let sh = self.shared().clone();
+        sh.sampler.set_sets(sets);
+        let mut st = self.state();
+        let before = st.rules.version();
+        st.rules.set_sampling(!sets.is_empty());
+        if st.rules.version() != before {
+            self.publish(&st)?;
+            drop(st);
+            sh.reval_wait()?;
+        }
+        Ok(())
+    }
 }
