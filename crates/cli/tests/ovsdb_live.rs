@@ -129,6 +129,17 @@ fn ovs_vsctl_drives_the_switch() {
         vsctl(&dir, "get Bridge br0 datapath_id"),
         "\"00000000000000aa\""
     );
+    // Bridge.protocols: OpenFlow 1.3 only, then all again.
+    vsctl(&dir, "set bridge br0 protocols=OpenFlow13");
+    let o = t.ofctl_output("show br0");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        !o.status.success() && err.contains("version negotiation failed"),
+        "{err}"
+    );
+    assert!(t.ofctl("-O OpenFlow13 show br0").contains("dpid:00000000000000aa"));
+    vsctl(&dir, "clear bridge br0 protocols");
+    t.ofctl("show br0");
     // Statistics are written every 5 s.
     assert!(
         wait_until(Duration::from_secs(15), || {

@@ -186,6 +186,8 @@ fn connect(remote: &str) -> Result<Client, Error> {
                     "controller",
                     "fail_mode",
                     "other_config",
+                    "protocols",
+                    "mcast_snooping_enable",
                 ],
             ),
             TableMonitor::columns("Controller", &["target"]),
@@ -262,6 +264,7 @@ fn reconcile(
     let mut targets: Vec<String> = Vec::new();
     let mut standalone = true;
     let mut our_bridge: Option<(Uuid, u64)> = None;
+    let mut versions = 0u32;
     for b in bridges.iter().filter_map(|u| r.row("Bridge", u)) {
         let name = b.string("name")?;
         if name != bridge {
@@ -289,6 +292,21 @@ fn reconcile(
             None => 1,
         };
         our_bridge = Some((b.uuid().clone(), dpid));
+        for p in b.strings("protocols")? {
+            match p
+                .strip_prefix("OpenFlow1")
+                .and_then(|m| m.parse::<u32>().ok())
+            {
+                Some(minor @ 0..=5) => versions |= 1 << (minor + 1),
+                _ => say(
+                    st,
+                    format!("flowpath: ovsdb: bridge {name}: protocol {p} unknown"),
+                ),
+            }
+        }
+        if b.optional_boolean("mcast_snooping_enable")? == Some(true) {
+            say(st, format!("flowpath: ovsdb: bridge {name}: mcast_snooping_enable is not supported by flowpath (multicast is flooded)"));
+        }
         let dt = b.string("datapath_type")?;
         if dt != "netdev" {
             say(st, format!("flowpath: ovsdb: bridge {name} has datapath_type {dt:?}: flowpath is a netdev (userspace) datapath; set datapath_type=netdev"));
@@ -381,6 +399,7 @@ fn reconcile(
         if let Some((_, dpid)) = &our_bridge {
             ch.set_datapath_id(*dpid);
         }
+        ch.set_versions(versions);
         ch.set_fail_standalone(standalone);
         if let Err(e) = ch.set_controllers(&targets) {
             say(st, format!("flowpath: ovsdb: {e}"));

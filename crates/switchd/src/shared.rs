@@ -141,6 +141,9 @@ pub trait ChannelControl: Send + Sync {
     /// The datapath id the FEATURES reply gives (OVSDB's
     /// `other_config:datapath-id`; default 1).
     fn set_datapath_id(&self, dpid: u64);
+    /// The OpenFlow versions new connections may use (bit V: version V;
+    /// 0: all). Connections already up keep theirs.
+    fn set_versions(&self, bitmap: u32);
 }
 
 /// See [`Shared::on_port_change`]: the port's number, its name, added.

@@ -279,6 +279,9 @@ pub(crate) struct Registry {
     pub fail_standalone: AtomicBool,
     /// The datapath id (FEATURES; OVSDB's `other_config:datapath-id`).
     pub dpid: std::sync::atomic::AtomicU64,
+    /// The OpenFlow versions connections may use (bit V: version V;
+    /// OVSDB's `Bridge.protocols`).
+    pub versions: AtomicU32,
     /// Tables' TABLE_MOD settings (those changed from the default).
     pub table_cfg: Mutex<std::collections::BTreeMap<u8, msg::TableConfig>>,
 }
@@ -410,6 +413,7 @@ impl OfServer {
             targets: Mutex::new(Vec::new()),
             fail_standalone: AtomicBool::new(cfg.fail_standalone),
             dpid: std::sync::atomic::AtomicU64::new(1),
+            versions: AtomicU32::new(msg::all_versions()),
         });
         let tls = cfg.tls_context()?;
         let mut me = OfServer {

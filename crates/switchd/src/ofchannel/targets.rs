@@ -144,6 +144,14 @@ impl ChannelControl for Handle {
         }
     }
 
+    fn set_versions(&self, bitmap: u32) {
+        if let Some(reg) = self.reg.upgrade() {
+            let all = flowpath_openflow::msg::all_versions();
+            let b = if bitmap & all == 0 { all } else { bitmap & all };
+            reg.versions.store(b, Ordering::Relaxed);
+        }
+    }
+
     fn set_datapath_id(&self, dpid: u64) {
         if let Some(reg) = self.reg.upgrade() {
             reg.dpid.store(dpid, Ordering::Relaxed);
