@@ -137,7 +137,9 @@ fn ovs_vsctl_drives_the_switch() {
         !o.status.success() && err.contains("version negotiation failed"),
         "{err}"
     );
-    assert!(t.ofctl("-O OpenFlow13 show br0").contains("dpid:00000000000000aa"));
+    assert!(t
+        .ofctl("-O OpenFlow13 show br0")
+        .contains("dpid:00000000000000aa"));
     vsctl(&dir, "clear bridge br0 protocols");
     t.ofctl("show br0");
     // Statistics are written every 5 s.
