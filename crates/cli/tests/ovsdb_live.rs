@@ -205,6 +205,26 @@ fn ovs_vsctl_drives_the_switch() {
         "{}",
         t.appctl("config/show")
     );
+    // Flow_Table prefixes: table 0 tracks ipv6_dst only, so an IPv4
+    // megaflow takes the /24 of the rule instead of the one bit that
+    // prefix tracking on nw_dst needs.
+    t.ofctl("add-flow br0 priority=50000,ip,nw_dst=192.168.77.0/24,actions=drop");
+    let trace = |t: &Topo| {
+        t.appctl("ofproto/trace br0 in_port=1,ip,nw_src=10.77.0.1,nw_dst=10.1.1.1")
+            .lines()
+            .find(|l| l.starts_with("Megaflow:"))
+            .unwrap_or_default()
+            .to_string()
+    };
+    let before = trace(&t);
+    assert!(before.contains("nw_dst=0.0.0.0/1"), "{before}");
+    vsctl(
+        &dir,
+        "-- --id=@ft create Flow_Table prefixes=ipv6_dst -- set Bridge br0 flow_tables:0=@ft",
+    );
+    let after = trace(&t);
+    assert!(after.contains("nw_dst=10.1.1.0/24"), "{after}");
+    t.ofctl("del-flows br0 ip,nw_dst=192.168.77.0/24");
     // A flow-sample collector set from the database: sample actions count.
     vsctl(
         &dir,

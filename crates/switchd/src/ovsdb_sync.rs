@@ -18,7 +18,9 @@
 use crate::control::Control;
 use crate::sampler::CollectorSet;
 use flowpath_ofproto::normal::VlanMode;
-use flowpath_ovsdb::{Client, Condition, Error, Operation, RowRef, TableMonitor, Uuid, Value};
+use flowpath_ovsdb::{
+    Atom, Client, Condition, Error, Operation, RowRef, TableMonitor, Uuid, Value,
+};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -188,11 +190,13 @@ fn connect(remote: &str) -> Result<Client, Error> {
                     "other_config",
                     "protocols",
                     "mcast_snooping_enable",
+                    "flow_tables",
                 ],
             ),
             TableMonitor::columns("Controller", &["target"]),
             TableMonitor::columns("Flow_Sample_Collector_Set", &["id", "bridge", "ipfix"]),
             TableMonitor::columns("IPFIX", &["targets"]),
+            TableMonitor::columns("Flow_Table", &["prefixes"]),
             TableMonitor::columns(
                 "Port",
                 &["name", "interfaces", "tag", "trunks", "vlan_mode"],
@@ -265,6 +269,7 @@ fn reconcile(
     let mut standalone = true;
     let mut our_bridge: Option<(Uuid, u64)> = None;
     let mut versions = 0u32;
+    let mut table_prefixes: Vec<(u8, Vec<flowpath_flow::FieldId>)> = Vec::new();
     for b in bridges.iter().filter_map(|u| r.row("Bridge", u)) {
         let name = b.string("name")?;
         if name != bridge {
@@ -302,6 +307,35 @@ fn reconcile(
                     st,
                     format!("flowpath: ovsdb: bridge {name}: protocol {p} unknown"),
                 ),
+            }
+        }
+        // Flow_Table prefixes (a row without prefixes: the default).
+        if let Ok(Value::Map(pairs)) = b.get("flow_tables") {
+            for (k, v) in pairs {
+                let (Atom::Integer(t), Atom::Uuid(u)) = (k, v) else {
+                    continue;
+                };
+                let Some(ft) = r.row("Flow_Table", u) else {
+                    continue;
+                };
+                let list = ft.strings("prefixes")?;
+                if list.is_empty() {
+                    continue;
+                }
+                match (
+                    u8::try_from(*t),
+                    flowpath_ofproto::classifier::parse_prefixes(&list.join(",")),
+                ) {
+                    (Ok(t), Ok(f)) => table_prefixes.push((t, f)),
+                    (_, Err(e)) => say(
+                        st,
+                        format!("flowpath: ovsdb: bridge {name}: flow_tables:{t} prefixes: {e}"),
+                    ),
+                    (Err(_), _) => say(
+                        st,
+                        format!("flowpath: ovsdb: bridge {name}: flow_tables:{t}: no such table"),
+                    ),
+                }
             }
         }
         if b.optional_boolean("mcast_snooping_enable")? == Some(true) {
@@ -435,6 +469,11 @@ fn reconcile(
         match ctl.set_collector_sets(&sets) {
             Ok(()) => st.sets = sets,
             Err(e) => eprintln!("flowpath: ovsdb: flow-sample collector sets: {e}"),
+        }
+    }
+    if our_bridge.is_some() {
+        if let Err(e) = ctl.set_table_prefixes(table_prefixes) {
+            eprintln!("flowpath: ovsdb: flow table prefixes: {e}");
         }
     }
     apply_other_config(ctl, &other, st);

@@ -200,4 +200,21 @@ impl Control {
         }
         Ok(())
     }
+
+    /// Sets the per-table prefix-tracking fields; a change rebuilds the
+    /// tables and revalidates every megaflow.
+    pub(crate) fn set_table_prefixes(
+        &self,
+        per_table: Vec<(u8, Vec<flowpath_flow::FieldId>)>,
+    ) -> Result<(), String> {
+        let mut st = self.state();
+        let before = st.rules.version();
+        st.rules.set_table_prefixes(per_table);
+        if st.rules.version() != before {
+            self.publish(&st)?;
+            drop(st);
+            self.shared().reval_wait()?;
+        }
+        Ok(())
+    }
 }
