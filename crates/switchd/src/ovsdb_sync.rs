@@ -615,6 +615,24 @@ fn apply_other_config(ctl: &Control, other: &BTreeMap<String, String>, st: &mut 
             ("smc-enable", _) => ("second-level", "none"),
             _ => (key, v.as_str()),
         };
+        let why = match key {
+            "pmd-cpu-mask" => Some("PMD threads are placed when the switch starts (--pmd-cpus)"),
+            "n-revalidator-threads" | "n-handler-threads" => {
+                Some("flowpath has one revalidator thread and handles upcalls on the PMDs")
+            }
+            "dpdk-init" | "dpdk-extra" | "dpdk-socket-mem" | "dpdk-lcore-mask" => {
+                Some("flowpath uses no DPDK")
+            }
+            "hw-offload" => Some("flowpath offloads no flows to hardware"),
+            _ => None,
+        };
+        if let Some(why) = why {
+            say(
+                st,
+                format!("flowpath: ovsdb: other_config:{k} not applied: {why}"),
+            );
+            continue;
+        }
         if flowpath_datapath::keys::key(key).is_none() {
             say(st, format!("flowpath: ovsdb: other_config:{k} is not a key flowpath takes (config/show lists them)"));
             continue;
