@@ -366,3 +366,35 @@ fn ovs_vsctl_show_is_as_open_vswitch_shows_it() {
     let theirs = include_str!("data/vsctl-show-ovs31.txt");
     assert_eq!(norm_show(&ours), norm_show(theirs), "flowpath:\n{ours}");
 }
+
+/// A server without Open vSwitch's database: a clear log line, retried,
+/// and the switch runs on with its command-line ports.
+#[test]
+fn a_server_without_the_open_vswitch_database_is_said_and_survived() {
+    if !can_run("ovsdb_live", &["ovsdb-server", "ovsdb-tool"]) {
+        return;
+    }
+    let mut t = Topo::bare("ox");
+    let dir = t.dir.clone();
+    std::fs::write(
+        dir.join("other.ovsschema"),
+        r#"{"name": "Other", "version": "1.0.0",
+            "tables": {"T": {"columns": {"x": {"type": "integer"}}}}}"#,
+    )
+    .unwrap();
+    let o = sh(&format!(
+        "ovsdb-tool create {0}/conf.db {0}/other.ovsschema",
+        dir.display()
+    ));
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    start_db(&mut t);
+    t.switch(&["--ovsdb".into(), format!("unix:{}/db.sock", dir.display())]);
+    assert!(
+        wait_until(Duration::from_secs(10), || t
+            .log("switch.log")
+            .contains("Open_vSwitch")),
+        "{}",
+        t.log("switch.log")
+    );
+    assert!(t.appctl("dpctl/show").contains("port 1: null"));
+}
