@@ -734,7 +734,8 @@ pub static FIELDS: &[FieldInfo] = &[
         V::Int,
         Prereq::NONE,
         false,
-        true,
+        // Not maskable, as OVS (NXM_NX_CT_ZONE has no mask).
+        false,
     ),
     f(
         F::CtMark,
