@@ -53,6 +53,7 @@ use crate::{
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 /// Frames per UMEM (half rx, half tx).
 pub const NUM_FRAMES: u32 = 4096;
@@ -61,6 +62,11 @@ pub const NUM_FRAMES: u32 = 4096;
 pub const FRAME_SIZE: u32 = 2048;
 /// Entries per ring.
 pub const RING_SIZE: u32 = 2048;
+
+/// How long opening waits for a queue or an XDP attachment that a
+/// switch which just died still holds (the kernel releases its sockets
+/// and links shortly after the process is gone).
+pub const RELEASE_WAIT: Duration = Duration::from_secs(5);
 
 const AF_XDP: i32 = 44;
 const SOL_XDP: i32 = 283;
@@ -635,9 +641,22 @@ fn open_xsk(port: &str, ifindex: u32, queue: u32) -> Result<Xsk, NetdevError> {
             Ok(())
         }
     };
-    if bind(XDP_ZEROCOPY).is_err() {
+    // A queue still held by the socket of a switch that just died (the
+    // kernel releases it shortly after the process is gone) is waited
+    // for, at most RELEASE_WAIT.
+    let deadline = Instant::now() + RELEASE_WAIT;
+    loop {
+        if bind(XDP_ZEROCOPY).is_ok() {
+            break;
+        }
         zero_copy = false;
-        bind(XDP_COPY).map_err(|e| NetdevError::os(port, format!("bind to queue {queue}"), e))?;
+        match bind(XDP_COPY) {
+            Ok(()) => break,
+            Err(e) if e.raw_os_error() == Some(libc::EBUSY) && Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            Err(e) => return Err(NetdevError::os(port, format!("bind to queue {queue}"), e)),
+        }
     }
     Ok(Xsk {
         port: port.to_string(),

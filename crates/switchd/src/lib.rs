@@ -27,7 +27,9 @@
 pub mod conntrack;
 pub mod control;
 mod control_dump;
+pub mod fault;
 pub mod group_stats;
+pub mod monitor;
 pub mod ofchannel;
 pub mod packet_out;
 pub mod pmd;
@@ -224,7 +226,13 @@ impl Switchd {
             };
             let h = std::thread::Builder::new()
                 .name(format!("pmd{id}"))
-                .spawn(move || pmd.run())
+                .spawn(move || {
+                    // A PMD's panic stops the switch (see `fault`).
+                    let stop = pmd.stop.clone();
+                    if fault::guard(fault::Part::Pmd, "the switch stops", || pmd.run()).is_none() {
+                        stop.store(true, Ordering::Relaxed);
+                    }
+                })
                 .map_err(|e| SwitchdError::Io {
                     what: "cannot start a PMD thread".into(),
                     err: e,
@@ -302,7 +310,10 @@ impl Switchd {
         };
         let server = flowpath_unixctl::Server::bind(
             &cfg.ctl_path,
-            control::commands(),
+            control::commands()
+                .into_iter()
+                .chain(fault::commands())
+                .collect(),
             Arc::new(control::Control::new(shared)),
         );
         match server {
@@ -364,6 +375,11 @@ impl Switchd {
             std::thread::sleep(Duration::from_millis(20));
         }
         self.shutdown();
+        if fault::fatal() {
+            return Err(SwitchdError::Config(
+                "stopped after a PMD thread panicked".into(),
+            ));
+        }
         Ok(())
     }
 

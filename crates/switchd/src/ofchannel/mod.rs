@@ -551,10 +551,14 @@ fn snoop_serve(reg: &Arc<Registry>, mut s: UnixStream) {
         .retain(|(x, _)| *x != id);
 }
 
+/// Starts a channel thread; a panic in it ends that thread only (a
+/// connection's thread: that connection), logged and counted.
 fn spawn(name: &str, f: impl FnOnce() + Send + 'static) -> Result<JoinHandle<()>, String> {
     std::thread::Builder::new()
         .name(name.into())
-        .spawn(f)
+        .spawn(move || {
+            crate::fault::guard(crate::fault::Part::OpenFlow, "the thread ends", f);
+        })
         .map_err(|e| format!("cannot start a thread: {e}"))
 }
 
