@@ -2,8 +2,8 @@
 //! root: three namespaces on veths (the `ofnet` helpers), the switch's
 //! ports an AF_XDP port (generic mode), AF_PACKET ports and a tap.
 //!
-//! - A panic in a control command, a revalidator round or the sampler
-//!   (made with the `debug/panic` test hook, present only with
+//! - A panic in a control command, a revalidator round, the sampler or
+//!   an OpenFlow connection (made with the `debug/panic` test hook, present only with
 //!   `FLOWPATH_TEST_HOOKS=1`) does not stop forwarding: ping still
 //!   passes, the control socket answers, revalidator rounds go on, the
 //!   panic is logged and counted. A panic in a PMD thread stops the
@@ -140,7 +140,7 @@ fn exists(name: &str) -> bool {
 
 #[test]
 fn panics_in_control_threads_leave_forwarding_and_a_pmd_panic_stops_cleanly() {
-    if !can_run("fault_isolation", &["ip", "ping"]) {
+    if !can_run("fault_isolation", &["ip", "ping", "ovs-ofctl"]) {
         return;
     }
     let _l = LOCK.lock().unwrap_or_else(|p| p.into_inner());
@@ -179,10 +179,17 @@ fn panics_in_control_threads_leave_forwarding_and_a_pmd_panic_stops_cleanly() {
         t.log("switch.log")
     );
 
+    // A panicking OpenFlow connection: closed; the next one is served.
+    ctl_ok(&t, "debug/panic openflow");
+    let o = t.ofctl_output("dump-flows br0");
+    assert!(!o.status.success(), "the panicking connection answered");
+    assert!(t.ofctl("dump-flows br0").contains("actions=NORMAL"));
+    assert_eq!(caught(&t, "openflow"), 1);
+
     assert!(ping_works(&t), "no ping after the panics");
     assert!(ctl_ok(&t, "dpctl/show").contains(&t.veth(1)));
     let log = t.log("switch.log");
-    for part in ["control", "revalidator", "sampler"] {
+    for part in ["control", "revalidator", "sampler", "openflow"] {
         assert!(
             log.contains(&format!(
                 "{part} thread panicked: debug/panic {part}: panic requested"

@@ -20,7 +20,9 @@
 //! Test hooks: with `FLOWPATH_TEST_HOOKS=1` in the environment when the
 //! switch starts, the control socket has `debug/panic THREAD`, which
 //! makes that thread panic (the command itself for `control`, the next
-//! round or batch otherwise). Without it the command does not exist.
+//! round or batch for the revalidator and the sampler, the next message
+//! an OpenFlow connection receives, the next command a PMD drains).
+//! Without it the command does not exist.
 
 use crate::shared::Shared;
 use flowpath_unixctl::CommandSpec;
@@ -141,7 +143,7 @@ pub fn commands() -> Vec<CommandSpec> {
     }
     vec![CommandSpec {
         name: "debug/panic".into(),
-        usage: "control|revalidator|sampler|pmd".into(),
+        usage: "control|revalidator|sampler|openflow|pmd".into(),
         min_args: 1,
         max_args: 1,
     }]
@@ -157,10 +159,11 @@ pub fn call(sh: &Shared, method: &str, params: &[String]) -> Option<Result<Strin
         "control" => panic!("debug/panic control: panic requested"),
         "revalidator" => Part::Revalidator,
         "sampler" => Part::Sampler,
+        "openflow" => Part::OpenFlow,
         "pmd" => Part::Pmd,
         _ => {
             return Some(Err(format!(
-                "debug/panic {what:?}: expected control, revalidator, sampler or pmd"
+                "debug/panic {what:?}: expected control, revalidator, sampler, openflow or pmd"
             )))
         }
     };

@@ -679,7 +679,14 @@ fn serve(reg: &Arc<Registry>, mut c: Conn, primary: bool) {
         out: tx,
     });
     reg.add(info.clone());
-    Session::new(reg.clone(), info.clone()).run(c);
+    // A panic in the session closes this connection only (its socket
+    // closes once the writer ends, below).
+    let session = Session::new(reg.clone(), info.clone());
+    crate::fault::guard(
+        crate::fault::Part::OpenFlow,
+        "the connection is closed",
+        || session.run(c),
+    );
     reg.remove(&info);
     drop(info);
     if let Ok(h) = writer {

@@ -72,6 +72,7 @@ impl Session {
                     return;
                 }
                 Ok(n) => {
+                    crate::fault::hook(crate::fault::Part::OpenFlow);
                     buf.extend_from_slice(&chunk[..n]);
                     last_rx = Instant::now();
                     probed = false;
