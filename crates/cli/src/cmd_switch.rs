@@ -34,12 +34,25 @@ The control socket defaults to $FLOWPATH_RUNDIR/flowpath.ctl ($FLOWPATH_RUNDIR d
 restarts the switch when it crashes (see docs/switch.md)."
 )]
 pub struct Args {
-    /// Rule file in `ovs-ofctl add-flows` syntax.
-    #[arg(long, value_name = "RULES.flows")]
-    rules: PathBuf,
-    /// A port: N=SPEC (repeatable; see below).
-    #[arg(long = "port", value_name = "N=SPEC", required = true)]
+    /// Rule file in `ovs-ofctl add-flows` syntax (with --ovsdb: optional,
+    /// the flows may all come over OpenFlow).
+    #[arg(long, value_name = "RULES.flows", required_unless_present = "ovsdb")]
+    rules: Option<PathBuf>,
+    /// A port: N=SPEC (repeatable; see below; with --ovsdb: optional, the
+    /// ports come from the database).
+    #[arg(
+        long = "port",
+        value_name = "N=SPEC",
+        required_unless_present = "ovsdb"
+    )]
     ports: Vec<String>,
+    /// Take the bridge's ports and settings from an ovsdb-server with Open
+    /// vSwitch's schema, as ovs-vswitchd does, so that `ovs-vsctl` drives
+    /// the switch: `unix:PATH` or `tcp:IP:PORT` (default, when given
+    /// without a value: unix:$FLOWPATH_RUNDIR/db.sock). The bridge used is
+    /// the one named by --bridge, with datapath_type=netdev.
+    #[arg(long, value_name = "REMOTE", num_args = 0..=1, default_missing_value = "")]
+    ovsdb: Option<String>,
     /// CPUs to run PMD threads on, one PMD each (e.g. `1` or `0,1`);
     /// default: one PMD, not pinned.
     #[arg(long, value_name = "CPU,...", value_delimiter = ',')]
@@ -216,9 +229,15 @@ pub fn run(args: Args) -> Result<()> {
         let code = flowpath_switchd::monitor::run(&exe, &child).map_err(anyhow::Error::msg)?;
         std::process::exit(code);
     }
-    let text = std::fs::read_to_string(&args.rules)
-        .with_context(|| format!("cannot read rule file {}", args.rules.display()))?;
-    let rules = parse_rules(&text, Some(&args.rules.display().to_string()))?;
+    let (rules, rules_name) = match &args.rules {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("cannot read rule file {}", path.display()))?;
+            let name = path.display().to_string();
+            (parse_rules(&text, Some(&name))?, name)
+        }
+        None => (Vec::new(), "(no rule file)".to_string()),
+    };
     let prefixes = parse_prefixes(&args.prefixes).context("--prefixes")?;
     let per_table = crate::rule_args::parse_table_prefixes(&args.table_prefixes)?;
     let mut ports = Vec::new();
@@ -247,7 +266,7 @@ pub fn run(args: Args) -> Result<()> {
     rule_set.set_frag_mode(args.frag_mode);
     rule_set
         .set_groups(crate::rule_args::load_groups(args.groups.as_deref())?)
-        .map_err(|e| anyhow::anyhow!("{}: {e}", args.rules.display()))?;
+        .map_err(|e| anyhow::anyhow!("{rules_name}: {e}"))?;
     args.dp.apply_process_settings();
     if args.bridge.is_empty() || args.bridge.contains('/') {
         bail!(
@@ -298,6 +317,14 @@ pub fn run(args: Args) -> Result<()> {
         bridge,
         openflow,
         sample_sets: args.sample_collector_sets.clone(),
+        ovsdb: args.ovsdb.as_ref().map(|r| {
+            if r.is_empty() {
+                let dir = ctl_path.parent().unwrap_or(std::path::Path::new("."));
+                format!("unix:{}", dir.join("db.sock").display())
+            } else {
+                r.clone()
+            }
+        }),
     };
     let sw = Switchd::start(cfg)?;
     eprintln!(

@@ -475,8 +475,9 @@ pub struct Bridge {
     seq: AtomicU64,
     /// The flows `learn` actions made on this bridge.
     pub learned: std::sync::Arc<crate::learn::LearnedFlows>,
-    /// Ports' 802.1Q configuration.
-    pub vlans: PortVlans,
+    /// Ports' 802.1Q configuration (changed while running by
+    /// [`Bridge::set_vlan_mode`]; read on the slow path only).
+    vlans: std::sync::RwLock<PortVlans>,
     /// Flooding includes the LOCAL port.
     pub local: bool,
 }
@@ -496,9 +497,25 @@ impl Bridge {
             seq: AtomicU64::new(macs.seq()),
             macs: Mutex::new(macs),
             learned: Default::default(),
-            vlans,
+            vlans: std::sync::RwLock::new(vlans),
             local,
         }
+    }
+
+    /// The ports' 802.1Q configuration, read-locked.
+    pub fn vlans(&self) -> std::sync::RwLockReadGuard<'_, PortVlans> {
+        self.vlans.read().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Sets port `port`'s 802.1Q mode; true when it changed (the caller
+    /// revalidates: translations through `NORMAL` depend on it).
+    pub fn set_vlan_mode(&self, port: u32, mode: VlanMode) -> bool {
+        let mut v = self.vlans.write().unwrap_or_else(PoisonError::into_inner);
+        if *v.get(port) == mode {
+            return false;
+        }
+        v.set(port, mode);
+        true
     }
 
     /// The learning table, locked. A poisoned lock (a panic while it was

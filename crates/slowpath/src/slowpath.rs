@@ -536,7 +536,7 @@ fn refresh_macs(dp: &Datapath, bridge: &Bridge, since: Option<u64>, now_ms: u64)
             0
         };
         let port = m.key.in_port();
-        if let Some(vlan) = bridge.vlans.get(port).input_vlan(vid) {
+        if let Some(vlan) = bridge.vlans().get(port).input_vlan(vid) {
             seen.push((vlan, m.key.dl_src(), port));
         }
     }

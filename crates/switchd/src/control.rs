@@ -221,6 +221,12 @@ static COMMANDS: &[Command] = &[
             .get()
             .map_or(String::new(), |(name, _)| format!("{name}\n")))
     }),
+    cmd("bridge/reconnect", "[BRIDGE]", 0, 1, |c, _, _| {
+        if let Some(ch) = c.sh.channel_control.get() {
+            ch.reconnect();
+        }
+        Ok(String::new())
+    }),
     cmd("bridge/dump-flows", "BRIDGE", 1, 1, |c, p, _| {
         let name = c.sh.channel.get().map_or("br0", |(n, _)| n.as_str());
         if first(p) != name {
@@ -469,6 +475,11 @@ impl Control {
             }
         }
         Ok(out)
+    }
+
+    /// `dpctl/show --json`.
+    pub(crate) fn dpctl_show_json(&self) -> Result<String, String> {
+        self.dpctl_show(true)
     }
 
     fn dpctl_show(&self, json: bool) -> Result<String, String> {
@@ -945,7 +956,7 @@ impl Handler for Control {
         let json = params.iter().any(|p| p == "--json");
         let run = || match COMMANDS.iter().find(|c| c.name == method) {
             Some(c) => (c.run)(self, params, json),
-            None => crate::fault::call(&self.sh, method, params)
+            None => crate::hooks::call(&self.sh, method, params)
                 .unwrap_or_else(|| Err(format!("\"{method}\" is not a valid command"))),
         };
         crate::fault::guard(crate::fault::Part::Control, "answered with an error", run)

@@ -24,7 +24,6 @@
 //! an OpenFlow connection receives, the next command a PMD drains).
 //! Without it the command does not exist.
 
-use crate::shared::Shared;
 use flowpath_unixctl::CommandSpec;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
@@ -149,38 +148,14 @@ pub fn commands() -> Vec<CommandSpec> {
     }]
 }
 
-/// Runs a test hook's command; `None` if `method` is not one.
-pub fn call(sh: &Shared, method: &str, params: &[String]) -> Option<Result<String, String>> {
-    if method != "debug/panic" || !hooks_enabled() {
-        return None;
-    }
-    let what = params.first().map(String::as_str).unwrap_or("");
-    let part = match what {
-        "control" => panic!("debug/panic control: panic requested"),
-        "revalidator" => Part::Revalidator,
-        "sampler" => Part::Sampler,
-        "openflow" => Part::OpenFlow,
-        "pmd" => Part::Pmd,
-        _ => {
-            return Some(Err(format!(
-                "debug/panic {what:?}: expected control, revalidator, sampler, openflow or pmd"
-            )))
-        }
-    };
+/// Makes `part` panic at its next [`hook`] (`debug/panic`).
+pub fn arm(part: Part) {
     ARMED[part.index()].store(true, Ordering::Relaxed);
-    match part {
-        Part::Revalidator => {
-            let _ = sh.reval_kick();
-        }
-        Part::Pmd => {
-            // PMDs look at the hook when they drain their commands.
-            for p in &sh.pmds {
-                p.wake();
-            }
-        }
-        _ => {}
-    }
-    Some(Ok(format!("{} will panic\n", part.name())))
+}
+
+/// The part `debug/panic` names.
+pub fn part_named(name: &str) -> Option<Part> {
+    PARTS.into_iter().find(|p| p.name() == name)
 }
 
 /// `coverage/show`'s rows for the caught panics.

@@ -29,8 +29,10 @@ pub mod control;
 mod control_dump;
 pub mod fault;
 pub mod group_stats;
+mod hooks;
 pub mod monitor;
 pub mod ofchannel;
+mod ovsdb_sync;
 pub mod packet_out;
 pub mod pmd;
 mod port_admin;
@@ -82,6 +84,9 @@ pub struct SwitchdConfig {
     /// Flow-sample collector sets (`--sample-collector-set`): with any,
     /// `sample` actions sample.
     pub sample_sets: Vec<sampler::CollectorSet>,
+    /// An `ovsdb-server` to take the bridge's ports and settings from
+    /// (`--ovsdb unix:PATH|tcp:IP:PORT`).
+    pub ovsdb: Option<String>,
 }
 
 /// Why the switch could not start.
@@ -251,6 +256,7 @@ impl Switchd {
             ports: std::sync::RwLock::new(opened.info),
             open: Mutex::new(opened.open),
             on_port_change: std::sync::OnceLock::new(),
+            channel_control: std::sync::OnceLock::new(),
             flow_limit_cfg: AtomicUsize::new(cfg.datapath.flow_limit),
             max_idle_ms: AtomicU64::new(cfg.datapath.max_idle_ms),
             upcall_stats: Mutex::new(UpcallStats {
@@ -335,6 +341,23 @@ impl Switchd {
             Err(e) => {
                 me.shutdown();
                 return Err(SwitchdError::Config(format!("OpenFlow listener: {e}")));
+            }
+        }
+        if let Some(remote) = cfg.ovsdb.clone() {
+            let ctl = control::Control::new(me.shared.clone());
+            let (bridge, stop) = (cfg.openflow.bridge.clone(), me.shared.stop.clone());
+            match std::thread::Builder::new()
+                .name("ovsdb".into())
+                .spawn(move || ovsdb_sync::run(ctl, remote, bridge, stop))
+            {
+                Ok(h) => me.threads.push(h),
+                Err(e) => {
+                    me.shutdown();
+                    return Err(SwitchdError::Io {
+                        what: "cannot start the ovsdb thread".into(),
+                        err: e,
+                    });
+                }
             }
         }
         if let Some(p) = cfg.pidfile {

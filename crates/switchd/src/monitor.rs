@@ -20,10 +20,10 @@
 //! SIGTERM or SIGINT to the monitor stops the child with SIGTERM (SIGKILL
 //! after [`STOP_WAIT`]) and ends the monitor; the child also gets
 //! SIGTERM if the monitor itself dies.
-#![allow(unsafe_code)]
 
+use flowpath_io::process;
 use std::ffi::OsString;
-use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
 use std::process::{Child, Command, ExitStatus};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -85,28 +85,13 @@ fn describe(status: ExitStatus) -> String {
 fn spawn(exe: &Path, args: &[OsString]) -> std::io::Result<Child> {
     let mut cmd = Command::new(exe);
     cmd.args(args);
-    // SAFETY: prctl is async-signal-safe and touches no memory of the
-    // parent; it only asks for SIGTERM when the monitor dies.
-    unsafe {
-        cmd.pre_exec(|| {
-            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
-            Ok(())
-        });
-    }
+    process::term_with_parent(&mut cmd);
     cmd.spawn()
-}
-
-fn signal(child: &Child, sig: i32) {
-    // SAFETY: kill(2) on our own child's pid, not yet reaped (so the pid
-    // is still this child's).
-    unsafe {
-        libc::kill(child.id() as libc::pid_t, sig);
-    }
 }
 
 /// Stops `child`: SIGTERM, then SIGKILL after [`STOP_WAIT`].
 fn stop_child(child: &mut Child) -> Option<ExitStatus> {
-    signal(child, libc::SIGTERM);
+    let _ = process::signal(child, process::SIGTERM);
     let t0 = Instant::now();
     loop {
         if let Ok(Some(s)) = child.try_wait() {

@@ -142,6 +142,8 @@ impl Control {
             gone
         };
         drop(closed);
+        sh.bridge
+            .set_vlan_mode(no, flowpath_ofproto::normal::VlanMode::TrunkAll);
         let bridge_ports: Vec<u32> = st
             .rules
             .ports()
@@ -157,5 +159,62 @@ impl Control {
         }
         sh.reval_wait()?;
         Ok(format!("port {no}: {name} removed\n"))
+    }
+
+    /// Sets the 802.1Q modes of these ports (`NORMAL`'s access and trunk
+    /// ports); when one changed, every megaflow is revalidated.
+    pub(crate) fn set_vlan_modes(
+        &self,
+        modes: &[(u32, flowpath_ofproto::normal::VlanMode)],
+    ) -> Result<(), String> {
+        let sh = self.shared().clone();
+        let mut changed = false;
+        for (no, mode) in modes {
+            changed |= sh.bridge.set_vlan_mode(*no, mode.clone());
+        }
+        if changed {
+            let mut st = self.state();
+            st.rules.touch();
+            self.publish(&st)?;
+            drop(st);
+            sh.reval_wait()?;
+        }
+        Ok(())
+    }
+
+    /// Replaces the flow-sample collector sets; `sample` actions sample
+    /// while there is one (a change revalidates every megaflow).
+    pub(crate) fn set_collector_sets(
+        &self,
+        sets: &[crate::sampler::CollectorSet],
+    ) -> Result<(), String> {
+        let sh = self.shared().clone();
+        sh.sampler.set_sets(sets);
+        let mut st = self.state();
+        let before = st.rules.version();
+        st.rules.set_sampling(!sets.is_empty());
+        if st.rules.version() != before {
+            self.publish(&st)?;
+            drop(st);
+            sh.reval_wait()?;
+        }
+        Ok(())
+    }
+
+    /// Sets the per-table prefix-tracking fields; a change rebuilds the
+    /// tables and revalidates every megaflow.
+    pub(crate) fn set_table_prefixes(
+        &self,
+        per_table: Vec<(u8, Vec<flowpath_flow::FieldId>)>,
+    ) -> Result<(), String> {
+        let mut st = self.state();
+        let before = st.rules.version();
+        st.rules.set_table_prefixes(per_table);
+        if st.rules.version() != before {
+            self.publish(&st)?;
+            drop(st);
+            self.shared().reval_wait()?;
+        }
+        Ok(())
     }
 }

@@ -218,6 +218,23 @@ impl RuleSet {
         &self.ports
     }
 
+    /// Replaces the per-table prefix-tracking fields (OVS's
+    /// `Flow_Table:prefixes`); tables not listed use the bridge's.
+    pub fn set_table_prefixes(&mut self, mut per_table: Vec<(u8, Vec<FieldId>)>) {
+        per_table.sort_by_key(|(t, _)| *t);
+        if per_table != self.per_table {
+            self.per_table = per_table;
+            self.version += 1;
+        }
+    }
+
+    /// Marks the tables changed (something translation reads outside
+    /// them changed, e.g. a port's VLAN mode): the next publication is
+    /// revalidated whole.
+    pub fn touch(&mut self) {
+        self.version += 1;
+    }
+
     /// Replaces the bridge's ports (a port added or removed).
     pub fn set_ports(&mut self, mut ports: Vec<u32>) {
         ports.sort_unstable();

@@ -178,6 +178,36 @@ impl Sampler {
         }
     }
 
+    /// The collector sets, in id order.
+    pub fn sets(&self) -> Vec<CollectorSet> {
+        self.lock()
+            .iter()
+            .map(|(id, s)| CollectorSet {
+                id: *id,
+                target: s.target,
+            })
+            .collect()
+    }
+
+    /// Replaces the collector sets with `sets` (a set kept keeps its
+    /// counters and waiting records; its collector may change).
+    pub fn set_sets(&self, sets: &[CollectorSet]) {
+        let mut cur = self.lock();
+        cur.retain(|id, _| sets.iter().any(|c| c.id == *id));
+        for c in sets {
+            let s = cur.entry(c.id).or_insert_with(|| SetState {
+                target: c.target,
+                stats: IpfixStats {
+                    collector_set_id: c.id,
+                    ..IpfixStats::default()
+                },
+                records: HashMap::new(),
+                seq: BTreeMap::new(),
+            });
+            s.target = c.target;
+        }
+    }
+
     /// True when there is at least one collector set (`sample` actions
     /// then sample).
     pub fn any(&self) -> bool {

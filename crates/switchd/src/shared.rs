@@ -84,6 +84,9 @@ pub struct Shared {
     /// Told of ports added (`true`) and removed at run time: the OpenFlow
     /// channel's PORT_STATUS messages. Set when the channel starts.
     pub on_port_change: std::sync::OnceLock<PortHook>,
+    /// The OpenFlow channel's controllers and fail mode, for OVSDB's
+    /// `Controller` rows and `fail_mode`. Set when the channel starts.
+    pub channel_control: std::sync::OnceLock<Arc<dyn ChannelControl>>,
     /// Rules and configuration.
     pub state: Mutex<CtlState>,
     /// Set to stop the switch.
@@ -119,6 +122,28 @@ pub struct Shared {
     pub ipf: Arc<flowpath_conntrack::ipf::Ipf>,
     /// The flow-sample collector sets and their counters.
     pub sampler: Arc<crate::sampler::Sampler>,
+}
+
+/// The OpenFlow channel's controller targets and fail mode, changed while
+/// it runs (see [`Shared::channel_control`]).
+pub trait ChannelControl: Send + Sync {
+    /// The targets to connect to besides the `--controller` ones (as
+    /// `ovs-vsctl set-controller` gives them): new ones are connected,
+    /// others cut.
+    fn set_controllers(&self, targets: &[String]) -> Result<(), String>;
+    /// `standalone` (true) or `secure`.
+    fn set_fail_standalone(&self, on: bool);
+    /// Every target (in `tcp:IP:PORT` form) and whether it is connected.
+    fn controllers(&self) -> Vec<(String, bool)>;
+    /// Cuts every controller connection (they reconnect at once):
+    /// `bridge/reconnect`.
+    fn reconnect(&self);
+    /// The datapath id the FEATURES reply gives (OVSDB's
+    /// `other_config:datapath-id`; default 1).
+    fn set_datapath_id(&self, dpid: u64);
+    /// The OpenFlow versions new connections may use (bit V: version V;
+    /// 0: all). Connections already up keep theirs.
+    fn set_versions(&self, bitmap: u32);
 }
 
 /// See [`Shared::on_port_change`]: the port's number, its name, added.

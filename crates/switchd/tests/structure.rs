@@ -50,6 +50,19 @@ fn switchd_modules_import_no_circle() {
             let name = p.file_stem().unwrap().to_string_lossy().into_owned();
             modules.insert(name.clone());
             graph.insert(name, imports(&std::fs::read_to_string(&p).unwrap()));
+        } else if p.join("mod.rs").exists() {
+            // A module in a directory: the imports of all its files
+            // (its own submodules' `crate::NAME::...` are itself).
+            let name = p.file_name().unwrap().to_string_lossy().into_owned();
+            let mut all = BTreeSet::new();
+            for f in std::fs::read_dir(&p).unwrap() {
+                let f = f.unwrap().path();
+                if f.extension().is_some_and(|x| x == "rs") {
+                    all.extend(imports(&std::fs::read_to_string(&f).unwrap()));
+                }
+            }
+            modules.insert(name.clone());
+            graph.insert(name, all);
         }
     }
     assert!(modules.len() >= 6, "{modules:?}");

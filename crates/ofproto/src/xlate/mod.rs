@@ -444,8 +444,9 @@ pub fn xlate_on<L: Lookup>(
         );
     };
     let mut macs = b.macs();
+    let vlans = b.vlans();
     let env = NormalEnv {
-        vlans: &b.vlans,
+        vlans: &vlans,
         macs: &mut macs,
         now_ms,
         learn: mode.learn,

@@ -14,6 +14,30 @@ pub fn encode_hello(version: u8) -> Vec<u8> {
     header::finish(w)
 }
 
+/// A HELLO offering only the versions in `bitmap` (bit V: version V; an
+/// Open vSwitch bridge's `protocols`): the highest in the header, the
+/// bitmap element unless that is OpenFlow 1.0.
+pub fn encode_hello_versions(bitmap: u32) -> Vec<u8> {
+    let top = header::VERSIONS
+        .iter()
+        .rev()
+        .copied()
+        .find(|v| bitmap & (1 << v) != 0)
+        .unwrap_or(OFP10);
+    let mut w = header::start(top, MsgType::Hello, 0);
+    if top > OFP10 {
+        w.u16(1);
+        w.u16(8);
+        w.u32(bitmap);
+    }
+    header::finish(w)
+}
+
+/// Every version this crate speaks, as a HELLO bitmap.
+pub fn all_versions() -> u32 {
+    header::VERSIONS.iter().map(|v| 1u32 << v).sum()
+}
+
 /// The highest version both sides speak (None: none in common).
 pub fn negotiate(their_header_version: u8, their_bitmap: u32) -> Option<u8> {
     header::VERSIONS

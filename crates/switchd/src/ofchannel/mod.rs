@@ -44,6 +44,7 @@ mod notify;
 use notify::ct_meta;
 mod select;
 mod session;
+mod targets;
 mod tls;
 
 use crate::control::Control;
@@ -131,6 +132,18 @@ pub enum ControllerSpec {
     Unix(PathBuf),
     /// TLS over TCP (`IP:PORT`).
     Ssl(String),
+}
+
+impl std::fmt::Display for ControllerSpec {
+    /// As `ovs-vsctl` writes a target: `tcp:IP:PORT`, `ssl:IP:PORT`,
+    /// `unix:PATH`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ControllerSpec::Tcp(a) => write!(f, "tcp:{a}"),
+            ControllerSpec::Ssl(a) => write!(f, "ssl:{a}"),
+            ControllerSpec::Unix(p) => write!(f, "unix:{}", p.display()),
+        }
+    }
 }
 
 impl ControllerSpec {
@@ -260,6 +273,15 @@ pub(crate) struct Registry {
     pub dirty_cv: Condvar,
     /// Snoop connections' queues.
     pub snoops: Mutex<Vec<(u64, SyncSender<Vec<u8>>)>>,
+    /// The controllers connected to (see `targets`).
+    pub targets: Mutex<Vec<targets::Target>>,
+    /// `standalone` (changeable: OVSDB's `fail_mode`).
+    pub fail_standalone: AtomicBool,
+    /// The datapath id (FEATURES; OVSDB's `other_config:datapath-id`).
+    pub dpid: std::sync::atomic::AtomicU64,
+    /// The OpenFlow versions connections may use (bit V: version V;
+    /// OVSDB's `Bridge.protocols`).
+    pub versions: AtomicU32,
     /// Tables' TABLE_MOD settings (those changed from the default).
     pub table_cfg: Mutex<std::collections::BTreeMap<u8, msg::TableConfig>>,
 }
@@ -328,8 +350,9 @@ impl Registry {
                 .count();
             (miss, primaries)
         };
-        let fail_open =
-            self.cfg.fail_standalone && !self.cfg.controllers.is_empty() && primaries == 0;
+        let fail_open = self.fail_standalone.load(Ordering::Relaxed)
+            && !self.targets().is_empty()
+            && primaries == 0;
         let ctl = Control::new(self.sh.clone());
         let changed = {
             let mut st = ctl.state();
@@ -365,6 +388,7 @@ pub struct OfServer {
     unix_paths: Vec<(PathBuf, u64)>,
     /// Counters.
     pub stats: Arc<ChannelStats>,
+    reg: Arc<Registry>,
 }
 
 impl OfServer {
@@ -386,12 +410,17 @@ impl OfServer {
             dirty_cv: Condvar::new(),
             snoops: Mutex::new(Vec::new()),
             bridge_uuid: new_uuid(),
+            targets: Mutex::new(Vec::new()),
+            fail_standalone: AtomicBool::new(cfg.fail_standalone),
+            dpid: std::sync::atomic::AtomicU64::new(1),
+            versions: AtomicU32::new(msg::all_versions()),
         });
         let tls = cfg.tls_context()?;
         let mut me = OfServer {
             threads: Vec::new(),
             unix_paths: Vec::new(),
             stats,
+            reg: reg.clone(),
         };
         for spec in &cfg.listen {
             let reg = reg.clone();
@@ -429,13 +458,12 @@ impl OfServer {
                 .push(spawn("of-snoop", move || snoop_accept(&reg, &l))?);
         }
         for target in &cfg.controllers {
-            let reg = reg.clone();
-            let target = target.clone();
-            let tls = tls.clone();
-            me.threads.push(spawn("of-connect", move || {
-                connect_loop(&reg, &target, tls.as_deref())
-            })?);
+            reg.add_target(target.clone(), true, tls.clone())?;
         }
+        let _ = sh.channel_control.set(Arc::new(targets::Handle {
+            reg: Arc::downgrade(&reg),
+            tls: tls.clone(),
+        }));
         let r2 = reg.clone();
         me.threads
             .push(spawn("of-packet-in", move || dispatch(&r2, &packet_ins))?);
@@ -467,6 +495,7 @@ impl OfServer {
         for t in self.threads.drain(..) {
             let _ = t.join();
         }
+        self.reg.join_targets();
         for (p, ino) in &self.unix_paths {
             let same =
                 std::fs::metadata(p).is_ok_and(|m| std::os::unix::fs::MetadataExt::ino(&m) == *ino);
@@ -711,42 +740,6 @@ fn accept_loop(reg: &Arc<Registry>, accept: impl Fn() -> std::io::Result<Conn>) 
     }
     for h in workers {
         let _ = h.join();
-    }
-}
-
-/// Connects to a controller, serves the connection, and reconnects with
-/// exponential back-off (1 s doubling to `max_backoff`) until the switch
-/// stops.
-fn connect_loop(reg: &Arc<Registry>, target: &ControllerSpec, tls: Option<&TlsContext>) {
-    let mut backoff = Duration::from_secs(1);
-    let max = Duration::from_secs(reg.cfg.max_backoff_s.max(1));
-    while !reg.sh.stop.load(Ordering::Relaxed) {
-        let c = match target {
-            ControllerSpec::Tcp(a) => a
-                .parse()
-                .ok()
-                .and_then(|sa| TcpStream::connect_timeout(&sa, Duration::from_secs(2)).ok())
-                .map(Conn::Tcp),
-            ControllerSpec::Unix(p) => UnixStream::connect(p).ok().map(Conn::Unix),
-            ControllerSpec::Ssl(a) => {
-                a.parse::<std::net::SocketAddr>()
-                    .ok()
-                    .zip(tls)
-                    .and_then(|(sa, ctx)| {
-                        let s = TcpStream::connect_timeout(&sa, Duration::from_secs(2)).ok()?;
-                        TlsConn::client(s, ctx, sa.ip()).ok().map(Conn::Tls)
-                    })
-            }
-        };
-        if let Some(c) = c {
-            backoff = Duration::from_secs(1);
-            serve(reg, c, true);
-        }
-        let until = Instant::now() + backoff;
-        while Instant::now() < until && !reg.sh.stop.load(Ordering::Relaxed) {
-            std::thread::sleep(POLL);
-        }
-        backoff = (backoff * 2).min(max);
     }
 }
 

@@ -54,7 +54,8 @@ impl Session {
     }
 
     pub(super) fn run(mut self, mut c: Conn) {
-        if !self.send(msg::encode_hello(ofh::OFP15)) {
+        let allowed = self.reg.versions.load(Ordering::Relaxed);
+        if !self.send(msg::encode_hello_versions(allowed)) {
             return;
         }
         let mut buf: Vec<u8> = Vec::with_capacity(1 << 16);
@@ -172,7 +173,8 @@ impl Session {
             Err(e) => return vec![self.err(e, &h, m)],
         };
         if let Request::Hello { versions } = d.request {
-            return match msg::negotiate(h.version, versions) {
+            let allowed = self.reg.versions.load(Ordering::Relaxed);
+            return match msg::negotiate(h.version, versions & allowed) {
                 Some(v) => {
                     self.version = v;
                     self.info.version.store(v, Ordering::Relaxed);
@@ -478,7 +480,7 @@ impl Session {
     }
 
     fn dpid(&self) -> u64 {
-        0x0000_0000_0000_0001
+        self.reg.dpid.load(Ordering::Relaxed)
     }
 
     fn ports(&self) -> Vec<msg::PortInfo> {
