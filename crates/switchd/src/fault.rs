@@ -170,3 +170,32 @@ pub fn coverage() -> String {
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn guard_catches_counts_and_goes_on() {
+        let before = caught(Part::Sampler);
+        assert_eq!(guard(Part::Sampler, "goes on", || 7), Some(7));
+        assert_eq!(caught(Part::Sampler), before);
+        let r: Option<()> = guard(Part::Sampler, "goes on", || panic!("boom {}", 1));
+        assert_eq!(r, None);
+        assert_eq!(caught(Part::Sampler), before + 1);
+        assert!(!fatal(), "only a PMD's panic is fatal");
+        assert!(coverage().contains("panic_caught_sampler"));
+    }
+
+    #[test]
+    fn hooks_fire_once_and_messages_are_read() {
+        arm(Part::OpenFlow);
+        let p = std::panic::catch_unwind(|| hook(Part::OpenFlow)).unwrap_err();
+        assert_eq!(panic_message(&*p), "debug/panic openflow: panic requested");
+        hook(Part::OpenFlow); // disarmed by the first
+        assert_eq!(part_named("revalidator"), Some(Part::Revalidator));
+        assert_eq!(part_named("nothing"), None);
+        let p = std::panic::catch_unwind(|| panic!("static")).unwrap_err();
+        assert_eq!(panic_message(&*p), "static");
+    }
+}
