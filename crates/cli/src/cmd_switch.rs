@@ -30,7 +30,8 @@ Example (two namespaces joined through the switch):\n  \
 flowpath switch --rules fwd.flows --port 1=afxdp:p1 --port 2=afpacket:p2 --ctl /tmp/fp.ctl\n  \
 flowpath ctl --ctl /tmp/fp.ctl dpif-netdev/pmd-stats-show     (or: ovs-appctl -t /tmp/fp.ctl ...)\n\n\
 The control socket defaults to $FLOWPATH_RUNDIR/flowpath.ctl ($FLOWPATH_RUNDIR defaults to\n\
-/run/flowpath). Stop with SIGINT, SIGTERM or `flowpath ctl exit`."
+/run/flowpath). Stop with SIGINT, SIGTERM or `flowpath ctl exit`. With --monitor, a parent process\n\
+restarts the switch when it crashes (see docs/switch.md)."
 )]
 pub struct Args {
     /// Rule file in `ovs-ofctl add-flows` syntax (with --ovsdb: optional,
@@ -151,6 +152,12 @@ pub struct Args {
         default_value_t = 250
     )]
     controller_burst_limit: u32,
+    /// Run the switch as the child of a monitor process that starts it
+    /// again (with a back-off) when it dies abnormally — killed by a
+    /// signal or stopped by a panic — as Open vSwitch's `--monitor`.
+    /// SIGTERM or SIGINT to the monitor stops both.
+    #[arg(long)]
+    monitor: bool,
     #[command(flatten)]
     dp: crate::dp_args::DatapathArgs,
 }
@@ -212,6 +219,16 @@ fn parse_port(s: &str) -> Result<(u32, PortSpec, VlanMode)> {
 
 /// Runs `flowpath switch`.
 pub fn run(args: Args) -> Result<()> {
+    if args.monitor {
+        // The child: this program with the same arguments but --monitor.
+        let exe = std::env::current_exe().context("--monitor: cannot find this program")?;
+        let child: Vec<std::ffi::OsString> = std::env::args_os()
+            .skip(1)
+            .filter(|a| a != "--monitor")
+            .collect();
+        let code = flowpath_switchd::monitor::run(&exe, &child).map_err(anyhow::Error::msg)?;
+        std::process::exit(code);
+    }
     let (rules, rules_name) = match &args.rules {
         Some(path) => {
             let text = std::fs::read_to_string(path)
@@ -317,7 +334,14 @@ pub fn run(args: Args) -> Result<()> {
         ctl_path.display(),
         mgmt.display()
     );
-    sw.run_until_stopped()?;
+    if let Err(e) = sw.run_until_stopped() {
+        if flowpath_switchd::fault::fatal() {
+            // A distinct status, so that a supervisor restarts the switch.
+            eprintln!("flowpath: {e}");
+            std::process::exit(flowpath_switchd::monitor::EXIT_CRASHED);
+        }
+        return Err(e.into());
+    }
     Ok(())
 }
 

@@ -19,14 +19,16 @@
 //! Thread-safety: readers and writers are `Send`, used by one thread.
 //! Besides capture files, this crate holds system facilities that need
 //! fenced `unsafe`: CPU affinity ([`affinity`]), the time-stamp counter
-//! ([`tsc`]) and memory on 2 MB pages ([`hugepage`], the datapath's table
-//! storage). The ports' own syscalls live in `flowpath-netdev`.
+//! ([`tsc`]), memory on 2 MB pages ([`hugepage`], the datapath's table
+//! storage) and signalling child processes ([`process`], for the switch's
+//! `--monitor`). The ports' own syscalls live in `flowpath-netdev`.
 
 pub mod affinity;
 pub mod corpus;
 pub mod error;
 pub mod frames;
 pub mod hugepage;
+pub mod process;
 pub mod reader;
 pub mod tsc;
 pub mod writer;

@@ -20,7 +20,10 @@
 //!    native/driver mode where the driver has it, else generic), so it is
 //!    detached when the link's descriptor closes — when the port closes,
 //!    and also if the process dies. An interface that already has an XDP
-//!    program is refused.
+//!    program is refused, unless that program is the switch's own
+//!    (`xdp_attached`), which a switch that just died still holds while
+//!    the kernel releases it: that one is waited for (at most
+//!    [`RELEASE_WAIT`]), as is a queue its socket still holds.
 //!
 //! Receive: descriptors are read from the rx ring and each frame handed
 //! to the caller straight from the UMEM; the frames go back to the fill
@@ -46,6 +49,7 @@
 #![allow(unsafe_code)]
 
 use crate::sys::{self, Mmap};
+use crate::xdp_attached;
 use crate::xsk_offload::{too_big, RxOffload};
 use crate::{
     NetdevError, OpenPort, PortSpec, QueueStats, RxMeta, RxQueue, TxFrame, TxQueue, XdpMode,
@@ -53,6 +57,7 @@ use crate::{
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 /// Frames per UMEM (half rx, half tx).
 pub const NUM_FRAMES: u32 = 4096;
@@ -61,6 +66,11 @@ pub const NUM_FRAMES: u32 = 4096;
 pub const FRAME_SIZE: u32 = 2048;
 /// Entries per ring.
 pub const RING_SIZE: u32 = 2048;
+
+/// How long opening waits for a queue or an XDP attachment that a
+/// switch which just died still holds (the kernel releases its sockets
+/// and links shortly after the process is gone).
+pub const RELEASE_WAIT: Duration = Duration::from_secs(5);
 
 const AF_XDP: i32 = 44;
 const SOL_XDP: i32 = 283;
@@ -635,9 +645,22 @@ fn open_xsk(port: &str, ifindex: u32, queue: u32) -> Result<Xsk, NetdevError> {
             Ok(())
         }
     };
-    if bind(XDP_ZEROCOPY).is_err() {
+    // A queue still held by the socket of a switch that just died (the
+    // kernel releases it shortly after the process is gone) is waited
+    // for, at most RELEASE_WAIT.
+    let deadline = Instant::now() + RELEASE_WAIT;
+    loop {
+        if bind(XDP_ZEROCOPY).is_ok() {
+            break;
+        }
         zero_copy = false;
-        bind(XDP_COPY).map_err(|e| NetdevError::os(port, format!("bind to queue {queue}"), e))?;
+        match bind(XDP_COPY) {
+            Ok(()) => break,
+            Err(e) if e.raw_os_error() == Some(libc::EBUSY) && Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            Err(e) => return Err(NetdevError::os(port, format!("bind to queue {queue}"), e)),
+        }
     }
     Ok(Xsk {
         port: port.to_string(),
@@ -773,7 +796,8 @@ fn load_program(port: &str, map: &OwnedFd) -> Result<OwnedFd, NetdevError> {
     put_u32(&mut a, 24, 1);
     put_u32(&mut a, 28, log.len() as u32);
     put_u64(&mut a, 32, log.as_mut_ptr() as u64);
-    a[48..56].copy_from_slice(b"flowpath");
+    let name = xdp_attached::PROG_NAME.as_bytes();
+    a[48..48 + name.len()].copy_from_slice(name);
     bpf_fd(port, BPF_PROG_LOAD, &mut a, "load the XDP program").map_err(|e| {
         let l = String::from_utf8_lossy(&log);
         let l = l.trim_end_matches('\0').trim();
@@ -808,25 +832,54 @@ fn attach(
     };
     let mut last_err = None;
     let mut attached = None;
+    let deadline = Instant::now() + RELEASE_WAIT;
     for (flags, name) in modes {
         let mut a = [0u8; 128];
         put_u32(&mut a, 0, prog.as_raw_fd() as u32);
         put_u32(&mut a, 4, ifindex);
         put_u32(&mut a, 8, BPF_XDP);
         put_u32(&mut a, 12, *flags);
-        match bpf_fd(port, BPF_LINK_CREATE, &mut a, "attach the XDP program") {
+        let r = loop {
+            match bpf_fd(
+                port,
+                BPF_LINK_CREATE,
+                &mut a.clone(),
+                "attach the XDP program",
+            ) {
+                Err(NetdevError::Os { err: source, .. })
+                    if matches!(source.raw_os_error(), Some(libc::EBUSY | libc::EEXIST)) =>
+                {
+                    // The switch's own program, of a switch that just
+                    // died, is waited for; anybody else's is refused.
+                    let what = match xdp_attached::by_link(ifindex) {
+                        Some(p) if p.is_ours() && Instant::now() < deadline => {
+                            std::thread::sleep(Duration::from_millis(20));
+                            continue;
+                        }
+                        Some(p) if p.is_ours() => format!(
+                            "{ifname} already has this switch's XDP {p} attached \
+                             (is another flowpath switch running on it?)"
+                        ),
+                        Some(p) => format!(
+                            "{ifname} already has an XDP {p} attached that is not this \
+                             switch's (not replaced; detach it with \
+                             `ip link set dev {ifname} xdp off` if it is not needed)"
+                        ),
+                        None => format!(
+                            "{ifname} already has an XDP program attached that is not this \
+                             switch's (not replaced; detach it with \
+                             `ip link set dev {ifname} xdp off` if it is not needed)"
+                        ),
+                    };
+                    return Err(NetdevError::os(port, what, source));
+                }
+                r => break r,
+            }
+        };
+        match r {
             Ok(l) => {
                 attached = Some((l, *name));
                 break;
-            }
-            Err(NetdevError::Os { err: source, .. })
-                if matches!(source.raw_os_error(), Some(libc::EBUSY | libc::EEXIST)) =>
-            {
-                return Err(NetdevError::os(
-                    port,
-                    format!("{ifname} already has an XDP program attached"),
-                    source,
-                ));
             }
             Err(e) => last_err = Some(e),
         }

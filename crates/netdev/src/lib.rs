@@ -46,6 +46,7 @@ pub mod pcap;
 pub mod spec;
 mod sys;
 pub mod tap;
+pub mod xdp_attached;
 mod xsk_offload;
 
 pub use error::NetdevError;

@@ -239,7 +239,7 @@ static COMMANDS: &[Command] = &[
     cmd("coverage/show", "", 0, 0, |c, _, _| {
         c.sh.channel
             .get()
-            .map(|(_, s)| s.coverage())
+            .map(|(_, s)| s.coverage() + &crate::fault::coverage())
             .ok_or_else(|| "no OpenFlow channel".to_string())
     }),
     cmd("dump-groups", "[BRIDGE]", 0, 1, |c, _, _| {
@@ -954,10 +954,17 @@ fn config_json(c: &Config, frag: FragMode) -> String {
 impl Handler for Control {
     fn call(&self, method: &str, params: &[String]) -> Result<String, String> {
         let json = params.iter().any(|p| p == "--json");
-        match COMMANDS.iter().find(|c| c.name == method) {
+        let run = || match COMMANDS.iter().find(|c| c.name == method) {
             Some(c) => (c.run)(self, params, json),
-            None => Err(format!("\"{method}\" is not a valid command")),
-        }
+            None => crate::hooks::call(&self.sh, method, params)
+                .unwrap_or_else(|| Err(format!("\"{method}\" is not a valid command"))),
+        };
+        crate::fault::guard(crate::fault::Part::Control, "answered with an error", run)
+            .unwrap_or_else(|| {
+                Err(format!(
+                    "\"{method}\" failed: internal error (handler panicked)"
+                ))
+            })
     }
 }
 

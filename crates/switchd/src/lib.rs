@@ -27,7 +27,10 @@
 pub mod conntrack;
 pub mod control;
 mod control_dump;
+pub mod fault;
 pub mod group_stats;
+mod hooks;
+pub mod monitor;
 pub mod ofchannel;
 mod ovsdb_sync;
 pub mod packet_out;
@@ -228,7 +231,13 @@ impl Switchd {
             };
             let h = std::thread::Builder::new()
                 .name(format!("pmd{id}"))
-                .spawn(move || pmd.run())
+                .spawn(move || {
+                    // A PMD's panic stops the switch (see `fault`).
+                    let stop = pmd.stop.clone();
+                    if fault::guard(fault::Part::Pmd, "the switch stops", || pmd.run()).is_none() {
+                        stop.store(true, Ordering::Relaxed);
+                    }
+                })
                 .map_err(|e| SwitchdError::Io {
                     what: "cannot start a PMD thread".into(),
                     err: e,
@@ -307,7 +316,10 @@ impl Switchd {
         };
         let server = flowpath_unixctl::Server::bind(
             &cfg.ctl_path,
-            control::commands(),
+            control::commands()
+                .into_iter()
+                .chain(fault::commands())
+                .collect(),
             Arc::new(control::Control::new(shared)),
         );
         match server {
@@ -386,6 +398,11 @@ impl Switchd {
             std::thread::sleep(Duration::from_millis(20));
         }
         self.shutdown();
+        if fault::fatal() {
+            return Err(SwitchdError::Config(
+                "stopped after a PMD thread panicked".into(),
+            ));
+        }
         Ok(())
     }
 

@@ -382,6 +382,7 @@ impl Pmd {
     }
 
     fn drain_commands(&mut self, now_ms: u64, sink: &mut SinkStats, idle: u64) {
+        crate::fault::hook(crate::fault::Part::Pmd);
         loop {
             let cmd = match self.cmds.try_recv() {
                 Ok(c) => c,

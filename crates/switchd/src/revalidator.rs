@@ -30,6 +30,7 @@
 //! statistics and expire rules. Control handlers never hold that lock
 //! while they wait for a round.
 
+use crate::fault::Part;
 use crate::group_stats::GroupDelta;
 use crate::pmd::PmdCmd;
 use crate::rules::Published;
@@ -344,7 +345,12 @@ pub fn run(sh: Arc<Shared>, cmds: Receiver<RevalCmd>) {
                 RevalCmd::Purge(w) => waiters.push(w),
             }
         }
-        round(&sh, &mut r);
+        // A panicking round is dropped (logged and counted); the next
+        // runs on time and the waiters are answered either way.
+        crate::fault::guard(Part::Revalidator, "the round is dropped", || {
+            crate::fault::hook(Part::Revalidator);
+            round(&sh, &mut r);
+        });
         for w in waiters {
             let _ = w.send(());
         }

@@ -9,6 +9,7 @@
 //! as soon as the queue is drained (packets of one flow sampled in one
 //! burst share a record), every message carrying the template.
 
+use crate::fault::Part;
 use flowpath_datapath::execute::SampledPacket;
 use flowpath_flow::FlowKey;
 use flowpath_openflow::msg::IpfixStats;
@@ -410,18 +411,27 @@ fn message(domain: u32, seq: u32, recs: &[(RecordKey, Record)]) -> Vec<u8> {
 /// PMD's sender is gone.
 pub fn run(sampler: Arc<Sampler>, rx: Receiver<SampledPacket>, stop: Arc<AtomicBool>) {
     while !stop.load(Ordering::Relaxed) {
-        match rx.recv_timeout(Duration::from_millis(100)) {
-            Ok(p) => {
-                let now = now_ms();
-                sampler.add(&p, now);
-                while let Ok(p) = rx.try_recv() {
+        // A panicking batch is dropped (logged and counted); the thread
+        // goes on with the next.
+        let go_on = crate::fault::guard(Part::Sampler, "the batch is dropped", || {
+            crate::fault::hook(Part::Sampler);
+            match rx.recv_timeout(Duration::from_millis(100)) {
+                Ok(p) => {
+                    let now = now_ms();
                     sampler.add(&p, now);
+                    while let Ok(p) = rx.try_recv() {
+                        sampler.add(&p, now);
+                    }
                 }
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => return false,
             }
-            Err(RecvTimeoutError::Timeout) => {}
-            Err(RecvTimeoutError::Disconnected) => break,
+            sampler.flush();
+            true
+        });
+        if go_on == Some(false) {
+            break;
         }
-        sampler.flush();
     }
     sampler.flush();
 }

@@ -580,10 +580,14 @@ fn snoop_serve(reg: &Arc<Registry>, mut s: UnixStream) {
         .retain(|(x, _)| *x != id);
 }
 
+/// Starts a channel thread; a panic in it ends that thread only (a
+/// connection's thread: that connection), logged and counted.
 fn spawn(name: &str, f: impl FnOnce() + Send + 'static) -> Result<JoinHandle<()>, String> {
     std::thread::Builder::new()
         .name(name.into())
-        .spawn(f)
+        .spawn(move || {
+            crate::fault::guard(crate::fault::Part::OpenFlow, "the thread ends", f);
+        })
         .map_err(|e| format!("cannot start a thread: {e}"))
 }
 
@@ -704,7 +708,14 @@ fn serve(reg: &Arc<Registry>, mut c: Conn, primary: bool) {
         out: tx,
     });
     reg.add(info.clone());
-    Session::new(reg.clone(), info.clone()).run(c);
+    // A panic in the session closes this connection only (its socket
+    // closes once the writer ends, below).
+    let session = Session::new(reg.clone(), info.clone());
+    crate::fault::guard(
+        crate::fault::Part::OpenFlow,
+        "the connection is closed",
+        || session.run(c),
+    );
     reg.remove(&info);
     drop(info);
     if let Ok(h) = writer {

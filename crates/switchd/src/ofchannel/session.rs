@@ -73,6 +73,7 @@ impl Session {
                     return;
                 }
                 Ok(n) => {
+                    crate::fault::hook(crate::fault::Part::OpenFlow);
                     buf.extend_from_slice(&chunk[..n]);
                     last_rx = Instant::now();
                     probed = false;
