@@ -169,6 +169,12 @@ pub struct Config {
     /// `upcall_budget_drops`.
     #[serde(default)]
     pub upcall_budget_per_ms: u32,
+    /// Longest sleep (µs) of an idle PMD of `flowpath switch` (OVS's
+    /// `pmd-maxsleep`): 0 never sleeps (spins, as OVS's default); the
+    /// default, 10000, lets an idle switch cost almost no CPU. (The
+    /// datapath itself does not sleep; the switch's PMD loop reads it.)
+    #[serde(default = "default_pmd_maxsleep_us")]
+    pub pmd_maxsleep_us: u32,
     /// Mask budget per input port (a defence against the Tuple Space
     /// Explosion attack; 0 = none, OVS's behaviour): once a port's dpcls
     /// has this many subtables, a megaflow whose mask has no subtable yet
@@ -204,11 +210,17 @@ impl Default for Config {
             megaflows: true,
             max_idle_ms: 10_000,
             upcall_budget_per_ms: 0,
+            pmd_maxsleep_us: default_pmd_maxsleep_us(),
             mask_budget: 0,
             subtable_rerank_interval_ms: 1000,
             seed: 0x5eed_f10f_9a7b_0001,
         }
     }
+}
+
+/// `pmd-maxsleep`'s default: 10 ms.
+fn default_pmd_maxsleep_us() -> u32 {
+    10_000
 }
 
 impl Config {
@@ -245,6 +257,9 @@ impl Config {
         }
         if self.cd_ways != 8 && self.cd_ways != 16 {
             return Err(ConfigError("cd_ways must be 8 or 16"));
+        }
+        if self.pmd_maxsleep_us > 10_000 {
+            return Err(ConfigError("pmd-maxsleep must be at most 10000 (µs)"));
         }
         if !(1..=AUTO_SAMPLES).contains(&self.auto_samples) {
             return Err(ConfigError("auto_samples must be in 1..=128"));

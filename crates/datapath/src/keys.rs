@@ -284,6 +284,14 @@ pub static KEYS: &[ConfigKey] = &[
         "Upcall budget against new-flow storms: at most N upcalls per input port per millisecond; further misses are dropped before the slow path (counted as failed upcalls). 0 = no budget (OVS)."
     ),
     number_key!(
+        "pmd-maxsleep",
+        pmd_maxsleep_us,
+        u32,
+        KeyKind::Number,
+        Applies::Live,
+        "Longest sleep of an idle PMD thread of `flowpath switch`, in µs (as OVS's other_config:pmd-maxsleep; at most 10000): 0 spins without sleeping (OVS's default: lowest latency, a whole core); the default lets an idle switch cost almost no CPU, at up to that much added latency for the first packet after a quiet spell."
+    ),
+    number_key!(
         "mask-budget",
         mask_budget,
         usize,
@@ -435,6 +443,7 @@ mod tests {
             ("flow-limit", "1234"),
             ("max-idle", "99"),
             ("upcall-budget", "5"),
+            ("pmd-maxsleep", "50"),
             ("mask-budget", "6"),
             ("emc-entries", "1024"),
             ("smc-entries", "64"),

@@ -366,12 +366,23 @@ impl Pmd {
                 last_traffic = now;
             } else {
                 idle_cycles += tsc::rdtsc().wrapping_sub(loop_start);
-                if now.duration_since(last_traffic) > BUSY_AFTER_TRAFFIC {
+                // `pmd-maxsleep`: 0 spins (as OVS's default); else an
+                // idle PMD sleeps at most that long.
+                let max_us = self.sw.config().pmd_maxsleep_us;
+                if max_us == 0 {
+                    self.tx.flush_for(self.id);
+                } else if now.duration_since(last_traffic) > BUSY_AFTER_TRAFFIC {
                     self.tx.flush_for(self.id);
                     // Queues without a descriptor (captures) are polled
                     // every millisecond while idle.
-                    let timeout = if fdless { 1 } else { IDLE_SLEEP_MS };
-                    wait_readable(&fds, timeout);
+                    let max_ms = (max_us / 1000) as i32;
+                    if max_ms == 0 {
+                        wait_readable(&fds, 0);
+                        std::thread::sleep(Duration::from_micros(u64::from(max_us)));
+                    } else {
+                        let timeout = if fdless { 1 } else { max_ms.min(IDLE_SLEEP_MS) };
+                        wait_readable(&fds, timeout);
+                    }
                     while matches!(std::io::Read::read(&mut &self.wake, &mut drain), Ok(n) if n > 0)
                     {
                     }

@@ -890,3 +890,27 @@ fn ports_added_and_removed_at_run_time() {
     assert_eq!(polled, 1, "null ports have no rx queue: {rxq}");
     sw.shutdown();
 }
+
+/// `pmd-maxsleep`: 0 (a spinning PMD) still forwards and takes commands;
+/// beyond 10000 µs is refused, naming the limit.
+#[test]
+fn pmd_maxsleep_zero_spins_and_forwards() {
+    let dir = temp_dir("maxsleep");
+    let pa = dir.join("a.pcap");
+    let frames: Vec<Vec<u8>> = (0..200).map(|i| udp_frame(1, 6000 + i, 80)).collect();
+    write_capture(&pa, &frames);
+    let (sw, ctl) = start(
+        &dir,
+        "in_port=1,actions=output:2\n",
+        vec![(1, pcap_in(pa, true)), (2, PortSpec::Null)],
+    );
+    let out = call(&ctl, "config/set", &["pmd-maxsleep=0"]).unwrap();
+    assert!(out.contains("pmd-maxsleep=0"), "{out}");
+    let a = port_tx(&ctl, 2);
+    wait_for("port 2 sends while the PMD spins", || port_tx(&ctl, 2) > a);
+    let e = call(&ctl, "config/set", &["pmd-maxsleep=20000"]).unwrap_err();
+    assert!(e.contains("at most 10000"), "{e}");
+    let out = call(&ctl, "config/set", &["pmd-maxsleep=500"]).unwrap();
+    assert!(out.contains("pmd-maxsleep=500"), "{out}");
+    sw.shutdown();
+}
