@@ -173,17 +173,17 @@ fn select_group_traces_match_ovs_3_1() {
 fn hash_choice_traces_match_ovs_3_1() {
     let data = include_str!("data/ovs31-hash-traces.jsonl");
     check(data, 12000);
-    for (what, at_least) in [
-        (",hrw,ofport,", 150),
-        ("bundle_load(", 60),
-        ("multipath(", 100),
-        ("selection_method=hash", 50),
-        ("fields(", 30),
-        ("weight:1000", 10),
-    ] {
-        let n = data.lines().filter(|l| l.contains(what)).count();
-        assert!(n >= at_least, "{what} in only {n} rule sets");
-    }
+    at_least_in_rule_sets(
+        data,
+        &[
+            (",hrw,ofport,", 150),
+            ("bundle_load(", 60),
+            ("multipath(", 100),
+            ("selection_method=hash", 50),
+            ("fields(", 30),
+            ("weight:1000", 10),
+        ],
+    );
 }
 
 /// IP fragments (`tools/ovs-compare.py --frags`): first and later
@@ -218,15 +218,15 @@ fn fragment_traces_match_ovs_3_1() {
 fn vlan_vid_traces_match_ovs_3_1() {
     let data = include_str!("data/ovs31-vlan-vid-traces.jsonl");
     check(data, 1000);
-    for (what, at_least) in [
-        ("vlan_vid=0,", 50),
-        ("vlan_vid=0x1000/0x1000", 50),
-        ("->vlan_vid", 100),
-        ("OXM_OF_VLAN_VID[", 50),
-    ] {
-        let n = data.lines().filter(|l| l.contains(what)).count();
-        assert!(n >= at_least, "{what} in only {n} rule sets");
-    }
+    at_least_in_rule_sets(
+        data,
+        &[
+            ("vlan_vid=0,", 50),
+            ("vlan_vid=0x1000/0x1000", 50),
+            ("->vlan_vid", 100),
+            ("OXM_OF_VLAN_VID[", 50),
+        ],
+    );
 }
 
 /// True when flowpath's megaflow is OVS's with the L2 fields a
@@ -295,20 +295,20 @@ fn arp_icmp_nd_rewrite_traces_match_ovs_3_1() {
 fn output_reg_clone_controller_traces_match_ovs_3_1() {
     let data = include_str!("data/ovs31-regs-extras-traces.jsonl");
     check(data, 2500);
-    for (what, at_least) in [
-        ("output:NXM_NX_REG", 100),
-        ("output:reg", 100),
-        ("clone(", 200),
-        ("controller(pause)", 30),
-        ("userdata=", 50),
-        ("sample(", 50),
-        ("userspace(controller(reason=", 100),
-        // A truncated output inside a clone: the datapath's clone.
-        ("clone(trunc(", 5),
-    ] {
-        let n = data.lines().filter(|l| l.contains(what)).count();
-        assert!(n >= at_least, "{what} in only {n} rule sets");
-    }
+    at_least_in_rule_sets(
+        data,
+        &[
+            ("output:NXM_NX_REG", 100),
+            ("output:reg", 100),
+            ("clone(", 200),
+            ("controller(pause)", 30),
+            ("userdata=", 50),
+            ("sample(", 50),
+            ("userspace(controller(reason=", 100),
+            // A truncated output inside a clone: the datapath's clone.
+            ("clone(trunc(", 5),
+        ],
+    );
 }
 
 /// `sample(...)` on a bridge with a flow-sample collector set
@@ -323,16 +323,25 @@ fn output_reg_clone_controller_traces_match_ovs_3_1() {
 fn sample_traces_match_ovs_3_1() {
     let data = include_str!("data/ovs31-sample-traces.jsonl");
     check(data, 3000);
-    for (what, at_least) in [
-        ("sample(sample=", 150),
-        ("userspace(pid=0,flow_sample(", 150),
-        ("output_port=1", 20),
-        (",egress)", 100),
-        (",ingress)", 100),
-        ("sampling_port=7", 50),
-    ] {
+    at_least_in_rule_sets(
+        data,
+        &[
+            ("sample(sample=", 150),
+            ("userspace(pid=0,flow_sample(", 150),
+            ("output_port=1", 20),
+            (",egress)", 100),
+            (",ingress)", 100),
+            ("sampling_port=7", 50),
+        ],
+    );
+}
+
+/// Asserts that each `(what, at_least)`: at least that many lines (rule
+/// sets) of `data` hold `what`.
+fn at_least_in_rule_sets(data: &str, wants: &[(&str, usize)]) {
+    for (what, at_least) in wants {
         let n = data.lines().filter(|l| l.contains(what)).count();
-        assert!(n >= at_least, "{what} in only {n} rule sets");
+        assert!(n >= *at_least, "{what} in only {n} rule sets");
     }
 }
 
