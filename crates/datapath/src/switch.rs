@@ -325,8 +325,9 @@ impl<U: Upcall> Switch<U> {
                     let len = u32::try_from(buf.data().len()).unwrap_or(u32::MAX);
                     let mut layers = Layers::EMPTY;
                     let md = r.meta;
-                    // (Connection-tracking state set here goes into the
-                    // key's words W_CT_FIRST.. and `push_with` notes it:
+                    // (Connection-tracking state and tunnel metadata set
+                    // here go into the key's words W_CT_FIRST.. and
+                    // `push_with` notes them:
                     // the EMC leaves such packets to the other tiers.)
                     let pushed = self.batch.push_with(len, |k| {
                         layers = extract_into(buf.data(), md.in_port, k);
@@ -335,6 +336,8 @@ impl<U: Upcall> Switch<U> {
                         k.set_skb_priority(md.skb_priority);
                         k.set_pkt_mark(md.pkt_mark);
                         crate::execute::put_ct_in_key(&md.ct, k);
+                        // (And its tunnel metadata, after a `tnl_pop`.)
+                        k.w[flowpath_flow::key::W_TUN_FIRST..].copy_from_slice(&r.tnl);
                         Some(false)
                     });
                     if pushed.is_err() {

@@ -1,13 +1,15 @@
 //! `FlowKey` and `FlowMask`: the fixed-layout packet key every tier works on.
 //!
-//! A key is 24 little `u64` words (192 bytes, three cache lines, 64-byte
+//! A key is 32 little `u64` words (256 bytes, four cache lines, 64-byte
 //! aligned). Every field lives at a fixed bit range of one word (or, for the
 //! 128-bit IPv6 addresses, two whole words, high half first), so a mask is
 //! the same array and "key under mask" is a word-wise AND. The words that an
 //! IPv4 5-tuple flow needs (`W_META`, `W_NW`, `W_TP`, `W_L2_DST`) come first;
-//! the connection-tracking words (16..24) come last: they are zero until a
-//! packet has been through a `ct` action and recirculated, and the packet
-//! hash leaves them out (see `datapath::hash`).
+//! the extension words — connection tracking (16..24) and tunnel metadata
+//! (24..32) — come last: they are zero until a packet has been through a
+//! `ct` action or a tunnel's decapsulation and recirculated, so a received
+//! packet's key never touches them and the packet hash leaves them out
+//! (see `datapath::hash`).
 //!
 //! Layout (bit 0 = least significant):
 //!
@@ -31,6 +33,12 @@
 //! | 18, 19 | ct_label (high, low) |
 //! | 20, 21 | ct_ipv6_src |
 //! | 22, 23 | ct_ipv6_dst |
+//! | 24 `W_TUN_ID` | tun_id |
+//! | 25 `W_TUN_NW` | 0..32 tun_src, 32..64 tun_dst (IPv4 outer addresses) |
+//! | 26 `W_TUN_MISC` | 0..16 tun_flags (OpenFlow's: bit 0 = oam), 16..24 tun_tos, 24..32 tun_ttl, 32..48 tun_tp_src, 48..64 tun_tp_dst |
+//! | 27 `W_TUN_GBP` | 0..16 tun_gbp_id, 16..24 tun_gbp_flags, 24..32 the datapath's tunnel flags ([`tnl_flags`]: df, csum, key) |
+//! | 28, 29 | tun_ipv6_src |
+//! | 30, 31 | tun_ipv6_dst |
 //!
 //! Fields that share storage (nw_src / arp_spa, tp_src / icmp_type, ...) are
 //! told apart by their prerequisites (dl_type, nw_proto), which every mask
@@ -40,7 +48,7 @@
 //! Thread-safety: plain `Copy` data.
 
 /// Number of 64-bit words in a key.
-pub const FLOW_WORDS: usize = 24;
+pub const FLOW_WORDS: usize = 32;
 
 /// `i` as an index into a key's words, clamped to the last word (a
 /// conditional move; lets the compiler drop the bounds check where a word
@@ -95,6 +103,14 @@ pub enum Word {
     W21,
     W22,
     W23,
+    W24,
+    W25,
+    W26,
+    W27,
+    W28,
+    W29,
+    W30,
+    W31,
 }
 
 impl Word {
@@ -103,7 +119,7 @@ impl Word {
         use Word::*;
         [
             W0, W1, W2, W3, W4, W5, W6, W7, W8, W9, W10, W11, W12, W13, W14, W15, W16, W17, W18,
-            W19, W20, W21, W22, W23,
+            W19, W20, W21, W22, W23, W24, W25, W26, W27, W28, W29, W30, W31,
         ]
     };
 
@@ -124,7 +140,7 @@ impl Word {
     }
 }
 
-const _: () = assert!(Word::W23 as usize == FLOW_WORDS - 1);
+const _: () = assert!(Word::W31 as usize == FLOW_WORDS - 1);
 
 /// Word holding in_port, recirc_id, dl_type, nw_proto and nw_frag.
 pub const W_META: usize = 0;
@@ -162,9 +178,38 @@ pub const W_CT_LABEL: usize = 18;
 pub const W_CT_IPV6_SRC: usize = 20;
 /// First of the two words of `ct_ipv6_dst`.
 pub const W_CT_IPV6_DST: usize = 22;
-/// The first connection-tracking word; words from here on are zero in
-/// every extracted key.
+/// The first extension word (connection tracking, then tunnel
+/// metadata); words from here on are zero in every extracted key.
 pub const W_CT_FIRST: usize = 16;
+/// Word of `tun_id`.
+pub const W_TUN_ID: usize = 24;
+/// Word of the IPv4 outer addresses `tun_src` and `tun_dst`.
+pub const W_TUN_NW: usize = 25;
+/// Word of `tun_flags`, `tun_tos`, `tun_ttl`, `tun_tp_src`, `tun_tp_dst`.
+pub const W_TUN_MISC: usize = 26;
+/// Word of `tun_gbp_id`, `tun_gbp_flags` and the datapath's tunnel flags.
+pub const W_TUN_GBP: usize = 27;
+/// First of the two words of `tun_ipv6_src`.
+pub const W_TUN_IPV6_SRC: usize = 28;
+/// First of the two words of `tun_ipv6_dst`.
+pub const W_TUN_IPV6_DST: usize = 30;
+/// The first tunnel-metadata word.
+pub const W_TUN_FIRST: usize = 24;
+
+/// The datapath's tunnel flags (OVS's `FLOW_TNL_F_*`), kept in
+/// [`W_TUN_GBP`] bits 24..32 and printed in a megaflow's
+/// `tunnel(...,flags(...))`. OpenFlow's `tun_flags` field shows only
+/// [`tnl_flags::OAM`].
+pub mod tnl_flags {
+    /// Operations and maintenance frame (VXLAN-GPE/Geneve's O bit).
+    pub const OAM: u8 = 1 << 0;
+    /// The outer IPv4 header had don't-fragment set.
+    pub const DF: u8 = 1 << 1;
+    /// The outer UDP (or GRE) header carried a checksum.
+    pub const CSUM: u8 = 1 << 2;
+    /// The tunnel header carried a key (VNI, GRE key).
+    pub const KEY: u8 = 1 << 3;
+}
 
 /// `ct_state` bits, as OpenFlow's `ct_state` field numbers them.
 pub mod ct_state {
@@ -344,6 +389,27 @@ scalar_accessors! {
     /// The third MPLS label stack entry, 0 if none (OVS keeps three:
     /// enough to count a stack's labels and to pop the third's place).
     mpls_lse2, set_mpls_lse2, u32, W_IPV6_MISC, 32, 32;
+    /// The outer IPv4 source of a packet received through a tunnel (0
+    /// otherwise).
+    tun_src, set_tun_src, u32, W_TUN_NW, 0, 32;
+    /// The outer IPv4 destination of a packet received through a tunnel.
+    tun_dst, set_tun_dst, u32, W_TUN_NW, 32, 32;
+    /// OpenFlow's `tun_flags` (bit 0: oam).
+    tun_flags, set_tun_flags, u16, W_TUN_MISC, 0, 16;
+    /// The outer ToS byte.
+    tun_tos, set_tun_tos, u8, W_TUN_MISC, 16, 8;
+    /// The outer TTL / hop limit.
+    tun_ttl, set_tun_ttl, u8, W_TUN_MISC, 24, 8;
+    /// The outer UDP source port (0 for GRE).
+    tun_tp_src, set_tun_tp_src, u16, W_TUN_MISC, 32, 16;
+    /// The outer UDP destination port (0 for GRE).
+    tun_tp_dst, set_tun_tp_dst, u16, W_TUN_MISC, 48, 16;
+    /// VXLAN group policy id.
+    tun_gbp_id, set_tun_gbp_id, u16, W_TUN_GBP, 0, 16;
+    /// VXLAN group policy flags.
+    tun_gbp_flags, set_tun_gbp_flags, u8, W_TUN_GBP, 16, 8;
+    /// The datapath's tunnel flags ([`tnl_flags`]).
+    tun_dp_flags, set_tun_dp_flags, u8, W_TUN_GBP, 24, 8;
 }
 
 /// The key's `dp_hash` bits for a computed 32-bit hash `h`: its low 12
@@ -399,6 +465,51 @@ impl FlowKey {
     fn set128(&mut self, word: usize, v: u128) {
         self.w[word] = (v >> 64) as u64;
         self.w[word + 1] = v as u64;
+    }
+
+    /// `tun_id`: the VNI or GRE key of a packet received through a tunnel
+    /// (0 otherwise).
+    #[inline(always)]
+    pub fn tun_id(&self) -> u64 {
+        self.w[W_TUN_ID]
+    }
+    /// Sets `tun_id`.
+    #[inline(always)]
+    pub fn set_tun_id(&mut self, v: u64) {
+        self.w[W_TUN_ID] = v;
+    }
+    /// The outer IPv6 source of a packet received through a tunnel.
+    pub fn tun_ipv6_src(&self) -> u128 {
+        self.get128(W_TUN_IPV6_SRC)
+    }
+    /// Sets `tun_ipv6_src`.
+    pub fn set_tun_ipv6_src(&mut self, v: u128) {
+        self.set128(W_TUN_IPV6_SRC, v)
+    }
+    /// The outer IPv6 destination of a packet received through a tunnel.
+    pub fn tun_ipv6_dst(&self) -> u128 {
+        self.get128(W_TUN_IPV6_DST)
+    }
+    /// Sets `tun_ipv6_dst`.
+    pub fn set_tun_ipv6_dst(&mut self, v: u128) {
+        self.set128(W_TUN_IPV6_DST, v)
+    }
+    /// Whether the key carries a tunnel (its outer destination is set, as
+    /// OVS's `flow_tnl_dst_is_set`).
+    #[inline]
+    pub fn has_tunnel(&self) -> bool {
+        self.w[W_TUN_NW] >> 32 != 0 || self.w[W_TUN_IPV6_DST] | self.w[W_TUN_IPV6_DST + 1] != 0
+    }
+    /// Whether every tunnel word is zero (a packet that came through no
+    /// tunnel).
+    #[inline]
+    pub fn tunnel_is_zero(&self) -> bool {
+        self.w[W_TUN_FIRST..].iter().all(|&w| w == 0)
+    }
+    /// The key with its tunnel words cleared.
+    #[inline]
+    pub fn clear_tunnel(&mut self) {
+        self.w[W_TUN_FIRST..].fill(0);
     }
 
     /// IPv6 source address as a big-endian number.
@@ -536,8 +647,8 @@ impl FlowMask {
     }
 
     /// Bitmap of the words that have at least one significant bit.
-    pub fn word_map(&self) -> u32 {
-        let mut map = 0u32;
+    pub fn word_map(&self) -> u64 {
+        let mut map = 0u64;
         for (i, w) in self.w.iter().enumerate() {
             if *w != 0 {
                 map |= 1 << i;
@@ -547,9 +658,8 @@ impl FlowMask {
     }
 }
 
-/// Words of [`Regs`]: eight 64-bit `xreg`s, `metadata`, `conj_id` and
-/// `tun_id`.
-pub const REG_WORDS: usize = 11;
+/// Words of [`Regs`]: eight 64-bit `xreg`s, `metadata` and `conj_id`.
+pub const REG_WORDS: usize = 10;
 
 /// Word of [`Regs`] holding the OpenFlow `metadata` field.
 pub const W_METADATA: usize = 8;
@@ -558,10 +668,6 @@ pub const W_METADATA: usize = 8;
 /// match the classifier found, for its second lookup.
 pub const W_CONJ_ID: usize = 9;
 
-/// Word of [`Regs`] holding `tun_id` (always 0 when a packet enters:
-/// flowpath has no tunnel ports).
-pub const W_TUN_ID: usize = 10;
-
 /// The OpenFlow pipeline's registers and metadata: translation-time state
 /// that no datapath key carries (every packet starts with all of them
 /// zero, and OVS never puts them in a megaflow).
@@ -569,7 +675,7 @@ pub const W_TUN_ID: usize = 10;
 /// Word `i` < 8 is `xreg{i}`: `reg{2i}` in its high 32 bits, `reg{2i+1}`
 /// in its low 32 bits (so `xxreg{j}` is words `2j` (high) and `2j+1`, as
 /// OVS lays them out); word [`W_METADATA`] is `metadata`, word
-/// [`W_CONJ_ID`] `conj_id`, word [`W_TUN_ID`] `tun_id`. A mask over
+/// [`W_CONJ_ID`] `conj_id`. A mask over
 /// registers is the same type, 1 bits significant.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Default, Debug)]
 pub struct Regs {

@@ -216,7 +216,7 @@ impl Match {
         let dl_type = self.exact_dl_type();
         let (skip_type, skip_proto) = self.format_proto_name(dl_type, &mut parts);
         let put = |parts: &mut Vec<String>, id: FieldId| put_field(parts, k, &mk, id);
-        self.format_regs(&mut parts);
+        self.format_regs(k, &mk, &mut parts);
         put(&mut parts, FieldId::InPort);
         format_vlan(k, &mk, style, &mut parts);
         if style == Style::Rule {
@@ -395,8 +395,8 @@ impl Match {
     }
 
     /// Registers (always one 32-bit register at a time, as OVS), the tunnel
-    /// id and metadata, between the protocol and in_port.
-    fn format_regs(&self, parts: &mut Vec<String>) {
+    /// fields and metadata, between the protocol and in_port.
+    fn format_regs(&self, k: &FlowKey, mk: &FlowKey, parts: &mut Vec<String>) {
         for i in 0..16 {
             let m = self.regs_mask.reg(i);
             if m != 0 {
@@ -408,8 +408,11 @@ impl Match {
                 ));
             }
         }
-        for id in [FieldId::TunId, FieldId::Metadata] {
-            let f = id.info();
+        for id in field::TUNNEL_FIELDS {
+            put_field(parts, k, mk, id);
+        }
+        {
+            let f = FieldId::Metadata.info();
             let m = f.get_regs(&self.regs_mask);
             if m != 0 {
                 parts.push(format!(

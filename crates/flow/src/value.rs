@@ -225,6 +225,40 @@ fn parse_ct_state(s: &str) -> Result<(u128, u128), ValueError> {
 
 /// Prints a `ct_state` value as OVS's `match_format`: `new|trk` (or `0`)
 /// when every flag is significant, else `+trk-new` in bit order.
+/// `tun_flags`: `+oam`/`-oam` (flag syntax), `oam`, or a number with
+/// an optional mask; only bit 0 (oam) exists, as OVS's OpenFlow field.
+fn parse_tun_flags(s: &str) -> Result<(u128, u128), ValueError> {
+    match s {
+        "+oam" | "oam" => return Ok((1, 1)),
+        "-oam" => return Ok((0, 1)),
+        _ => {}
+    }
+    let (v, m) = split_mask(s);
+    let v = parse_uint(v).map_err(|_| {
+        ValueError(format!(
+            "{s}: unknown tun_flags value (+oam, -oam or a number expected)"
+        ))
+    })?;
+    let m = match m {
+        Some(m) => parse_uint(m)?,
+        None => 1,
+    };
+    if v > 1 || m > 1 {
+        return err(format!(
+            "{s}: tun_flags has one flag, oam (bit 0): 0x1 at most"
+        ));
+    }
+    Ok((v & m, m))
+}
+
+/// `tun_flags` as OVS prints it (`+oam`, `-oam`).
+fn format_tun_flags(v: u128, m: u128) -> String {
+    if m & 1 == 0 {
+        return "0/0".into();
+    }
+    if v & 1 != 0 { "+oam" } else { "-oam" }.into()
+}
+
 fn format_ct_state(v: u128, m: u128) -> String {
     if m == 0xff {
         let names: Vec<&str> = CT_STATE_NAMES
@@ -313,6 +347,7 @@ pub fn parse_value(f: &FieldInfo, text: &str) -> Result<(u128, u128), ValueError
         }
         ValueFormat::TcpFlags => parse_tcp_flags(text)?,
         ValueFormat::CtState => parse_ct_state(text)?,
+        ValueFormat::TunFlags => parse_tun_flags(text)?,
         ValueFormat::Mac => {
             let (v, m) = split_mask(text);
             let v = u128::from(parse_mac(v)?);
@@ -426,6 +461,7 @@ pub fn format_value(f: &FieldInfo, value: u128, mask: u128) -> String {
         }
         ValueFormat::TcpFlags => format_tcp_flags(value, mask),
         ValueFormat::CtState => format_ct_state(value, mask),
+        ValueFormat::TunFlags => format_tun_flags(value, mask),
         ValueFormat::Mac => {
             if mask == full {
                 format_mac(value as u64)

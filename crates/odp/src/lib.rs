@@ -22,6 +22,9 @@ use flowpath_flow::{FlowKey, FlowMask};
 use std::fmt;
 use std::net::{Ipv4Addr, Ipv6Addr};
 
+mod tnl;
+pub use tnl::{TnlPush, TNL_HEADER_MAX};
+
 /// Which header a `set` rewrites.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
 pub enum SetHeader {
@@ -175,6 +178,20 @@ pub enum DpAction {
     /// sets: a share of the packets, as they are here, goes to the
     /// sampler off the fast path (`userspace(...)` alone at 100 %).
     Sample(FlowSample),
+    /// `tnl_push(tnl_port(P),header(...),out_port(O))`: encapsulate the
+    /// packet in the outer headers of a tunnel (native tunnelling).
+    TnlPush(TnlPush),
+    /// `tnl_pop(P)`: check and strip a received packet's tunnel headers
+    /// and look the inner frame up again with the tunnel's metadata in
+    /// its key and datapath port P as its in_port (dropped, counted, when
+    /// the outer headers are not a well-formed tunnel packet).
+    TnlPop {
+        /// The tunnel's datapath port.
+        port: u32,
+        /// Its kind (how the outer headers are read; not printed, as
+        /// OVS's datapath knows it from the port).
+        kind: flowpath_wire::tunnel::TunnelKind,
+    },
 }
 
 /// The arguments of a flow-sample datapath action: the probability and
@@ -638,6 +655,8 @@ impl fmt::Display for DpAction {
             }
             DpAction::Clone { len } => write!(f, "clone(len:{len})"),
             DpAction::Output(p) => write!(f, "{p}"),
+            DpAction::TnlPush(t) => write!(f, "{t}"),
+            DpAction::TnlPop { port, .. } => write!(f, "tnl_pop({port})"),
             DpAction::Set { header, key, mask } => fmt_set(f, *header, key, mask),
             DpAction::PushVlan { tpid, tci } => {
                 let vid = tci & 0x0fff;

@@ -115,6 +115,11 @@ fn stage_masks() -> &'static [FlowMask; 4] {
                 out[i].or_assign(&f.info().storage_mask());
             }
         }
+        // The tunnel metadata is metadata (OVS's struct flow starts with
+        // it): every bit of the tunnel words, the datapath's flags too.
+        for w in flowpath_flow::key::W_TUN_FIRST..flowpath_flow::FLOW_WORDS {
+            out[0].w[w] = u64::MAX;
+        }
         // The inner VLAN tag is L2 too (not a registry field).
         let mut k = out[1].to_key();
         k.set_vlan_tci_inner(0xffff);

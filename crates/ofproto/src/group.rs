@@ -213,6 +213,12 @@ impl SelectField {
         match self.id {
             F::ConjId => 3,
             F::TunId => 4,
+            F::TunSrc => 5,
+            F::TunDst => 6,
+            F::TunIpv6Src => 7,
+            F::TunIpv6Dst => 8,
+            // The last tunnel fields share one rank (OVS: 9 and on).
+            F::TunFlags | F::TunTtl | F::TunTos | F::TunGbpId | F::TunGbpFlags => 9,
             F::Metadata => 10,
             F::InPort => 11,
             F::PktMark => 14,
@@ -352,6 +358,8 @@ impl SelectField {
             | F::Xreg7 => 8,
             F::Ipv6Src
             | F::Ipv6Dst
+            | F::TunIpv6Src
+            | F::TunIpv6Dst
             | F::NdTarget
             | F::Xxreg0
             | F::Xxreg1

@@ -30,4 +30,5 @@ pub mod tables;
 #[cfg(feature = "test-utils")]
 pub mod testgen;
 pub mod trie;
+pub mod tunnel;
 pub mod xlate;

@@ -482,7 +482,7 @@ pub fn parse_packet(text: &str) -> Result<flowpath_flow::FlowKey, RuleError> {
     if !m.regs_mask.is_zero() {
         return Err(RuleError::new(
             None,
-            "registers, metadata and tun_id are not part of a packet (every packet starts with them zero: flowpath has no tunnel ports)",
+            "registers and metadata are not part of a packet (every packet starts with them zero)",
         ));
     }
     Ok(key)

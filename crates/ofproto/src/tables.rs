@@ -125,6 +125,11 @@ pub trait Lookup {
     fn sampling(&self) -> bool {
         false
     }
+    /// The bridge's tunnel ports, underlay, routes and neighbours (none:
+    /// no tunnel ports).
+    fn tunnels(&self) -> Option<&crate::tunnel::Tunnels> {
+        None
+    }
 }
 
 /// A port's OpenFlow configuration bits (`OFPPC_*`, OpenFlow 1.0
@@ -183,6 +188,8 @@ pub struct RuleTables {
     port_config: BTreeMap<u32, u32>,
     /// See [`Lookup::sampling`].
     sampling: bool,
+    /// See [`Lookup::tunnels`].
+    tunnels: Option<std::sync::Arc<crate::tunnel::Tunnels>>,
 }
 
 /// The ports a rule set mentions (in_port matches, outputs, resubmits).
@@ -259,6 +266,7 @@ impl RuleTables {
             miss_to_controller: Default::default(),
             port_config: BTreeMap::new(),
             sampling: false,
+            tunnels: None,
         }
     }
 
@@ -275,6 +283,7 @@ impl RuleTables {
         t.miss_to_controller = self.miss_to_controller.clone();
         t.port_config = self.port_config.clone();
         t.sampling = self.sampling;
+        t.tunnels = self.tunnels.clone();
         let mut ports = self.ports.clone();
         ports.extend(t.ports.iter().copied());
         t.set_ports(ports);
@@ -336,6 +345,17 @@ impl RuleTables {
         self.sampling = on;
     }
 
+    /// Gives the tables the bridge's tunnels (see [`Lookup::tunnels`]);
+    /// their OpenFlow ports join the port list.
+    pub fn set_tunnels(&mut self, tunnels: Option<std::sync::Arc<crate::tunnel::Tunnels>>) {
+        if let Some(t) = &tunnels {
+            let mut ports = self.ports.clone();
+            ports.extend(t.ports().iter().map(|p| p.ofport));
+            self.set_ports(ports);
+        }
+        self.tunnels = tunnels;
+    }
+
     /// The rules, in load order (after replacement of duplicates).
     pub fn rules(&self) -> &[Rule] {
         &self.rules
@@ -389,6 +409,9 @@ impl Lookup for RuleTables {
     }
     fn sampling(&self) -> bool {
         self.sampling
+    }
+    fn tunnels(&self) -> Option<&crate::tunnel::Tunnels> {
+        self.tunnels.as_deref()
     }
     fn miss_to_controller(&self) -> bool {
         self.miss_to_controller

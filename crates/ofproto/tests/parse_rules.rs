@@ -307,15 +307,18 @@ fn unknown_things() {
 #[test]
 fn unsupported_things() {
     for (flow, field) in [
-        ("tun_src=1.1.1.1 actions=drop", "tun_src"),
+        ("tun_metadata1=1 actions=drop", "tun_metadata1"),
         ("nsh_spi=3 actions=drop", "nsh_spi"),
         ("mpls,mpls_lse1=3 actions=drop", "mpls_lse1"),
-        ("NXM_NX_TUN_IPV4_DST=1 actions=drop", "NXM_NX_TUN_IPV4_DST"),
-        ("actions=learn(table=1,NXM_NX_TUN_IPV4_SRC[])", "learn"),
+        (
+            "NXM_NX_TUN_METADATA2=1 actions=drop",
+            "NXM_NX_TUN_METADATA2",
+        ),
+        ("actions=learn(table=1,NXM_NX_TUN_METADATA0[])", "learn"),
         ("actions=encap(nsh)", "encap"),
         ("actions=meter:1", "meter"),
-        ("actions=set_field:1.1.1.1->tun_dst", "set_field"),
-        ("actions=load:1->NXM_NX_TUN_GBP_ID[]", "load"),
+        ("actions=set_field:1->tun_metadata0", "set_field"),
+        ("actions=load:1->NXM_NX_TUN_METADATA3[]", "load"),
     ] {
         file_err(flow, Some(field), "not supported by flowpath");
     }
@@ -467,13 +470,45 @@ fn tun_id_prints_as_ovs_ofctl() {
         text.contains("actions=set_tunnel:0x5,set_tunnel64:0x100000000,set_tunnel64:0x123456789,move:NXM_NX_TUN_ID[0..7]->NXM_NX_REG1[0..7],output:1"),
         "{text}"
     );
-    // A packet has no tunnel id to match (no tunnel ports).
+    // A packet can say what tunnel it came through (as `ofproto/trace`'s
+    // flow): its tunnel metadata is part of its key.
+    let k = flowpath_ofproto::parse::parse_packet(
+        "in_port=1,tun_id=5,tun_src=10.0.0.1,tun_dst=10.0.0.2,tun_flags=+oam,tcp",
+    )
+    .unwrap();
+    assert_eq!(k.tun_id(), 5);
+    assert_eq!(k.tun_src(), 0x0a00_0001);
+    assert_eq!(k.tun_dst(), 0x0a00_0002);
+    assert_eq!(k.tun_flags(), 1);
+    assert!(k.has_tunnel());
+    // Registers still are not.
+    assert!(flowpath_ofproto::parse::parse_packet("in_port=1,reg0=5,tcp").is_err());
+}
+
+/// The tunnel fields parse and print as `ovs-ofctl` prints them (OVS's
+/// `format_flow_tunnel` order, after the registers).
+#[test]
+fn tunnel_fields_print_as_ovs_ofctl() {
+    let r = flowpath_ofproto::parse::parse_rules(
+        "priority=5,reg1=2,tun_flags=-oam,tun_gbp_flags=0x1,tun_gbp_id=7,tun_ipv6_dst=2001:db8::/64,         tun_dst=192.168.1.0/24,tun_src=10.0.0.1,tun_id=0x10,in_port=3,actions=set_field:10.0.0.9->tun_dst,output:1",
+        None,
+    )
+    .unwrap();
+    let text = r[0].to_string();
     assert!(
-        flowpath_ofproto::parse::parse_packet("in_port=1,tun_id=5,tcp")
-            .unwrap_err()
-            .to_string()
-            .contains("tun_id")
+        text.contains("priority=5,reg1=0x2,tun_id=0x10,tun_src=10.0.0.1,tun_dst=192.168.1.0/24,tun_ipv6_dst=2001:db8::/64,tun_gbp_id=7,tun_gbp_flags=0x1,tun_flags=-oam,in_port=3"),
+        "{text}"
     );
+    assert!(
+        text.contains("actions=set_field:10.0.0.9->tun_dst,output:1"),
+        "{text}"
+    );
+    for bad in ["tun_flags=+df", "tun_flags=2", "tun_ttl=3/1"] {
+        assert!(
+            flowpath_ofproto::parse::parse_rules(&format!("{bad},actions=drop"), None).is_err(),
+            "{bad}"
+        );
+    }
 }
 
 /// `fin_timeout(...)` parses and prints as `ovs-ofctl` (idle first, zero

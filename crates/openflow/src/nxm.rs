@@ -104,6 +104,13 @@ const WIRE: &[(FieldId, u32, u32)] = &[
     (FieldId::MplsTtl, nx1(30, 1), 0),
     (FieldId::TcpFlags, nx1(34, 2), 0),
     (FieldId::TunId, nx1(16, 8), oxm(38, 8)),
+    (FieldId::TunSrc, nx1(31, 4), 0),
+    (FieldId::TunDst, nx1(32, 4), 0),
+    (FieldId::TunIpv6Src, nx1(109, 16), 0),
+    (FieldId::TunIpv6Dst, nx1(110, 16), 0),
+    (FieldId::TunFlags, nx1(104, 2), 0),
+    (FieldId::TunGbpId, nx1(38, 2), 0),
+    (FieldId::TunGbpFlags, nx1(39, 1), 0),
     (FieldId::PktMark, nx1(33, 4), 0),
     (FieldId::ConjId, nx1(37, 4), 0),
     (FieldId::Metadata, 0, oxm(2, 8)),
@@ -263,6 +270,13 @@ const ORDER: &[FieldId] = &[
     FieldId::CtTpDst,
     FieldId::ConjId,
     FieldId::TunId,
+    FieldId::TunSrc,
+    FieldId::TunDst,
+    FieldId::TunIpv6Src,
+    FieldId::TunIpv6Dst,
+    FieldId::TunGbpId,
+    FieldId::TunGbpFlags,
+    FieldId::TunFlags,
     FieldId::EthSrc,
     FieldId::EthDst,
     FieldId::EthType,
@@ -311,7 +325,7 @@ const ORDER: &[FieldId] = &[
 pub fn has_non_pipeline_field(m: &Match) -> bool {
     ORDER.iter().any(|&f| {
         let pipeline =
-            matches!(f, FieldId::InPort | FieldId::Metadata | FieldId::TunId) || f.info().is_reg();
+            matches!(f, FieldId::InPort | FieldId::Metadata) || f.is_tunnel() || f.info().is_reg();
         !pipeline && field_get(m, f.info()).1 != 0
     })
 }

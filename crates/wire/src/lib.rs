@@ -48,6 +48,7 @@ pub mod ipv4;
 pub mod ipv6;
 pub mod sctp;
 pub mod tcp;
+pub mod tunnel;
 pub mod udp;
 
 pub use arp::ArpPacket;

@@ -75,6 +75,7 @@ mod branch;
 mod ct;
 mod packet_in;
 mod rewrite;
+mod tnl;
 pub use ct::put_in_key as put_ct_in_key;
 pub use packet_in::{PacketIn, PacketInSender, SampleSender, SampledPacket, SAMPLE_HEADER_BYTES};
 
@@ -351,6 +352,16 @@ pub struct ExecStats {
     /// Fragments the reassembler holds until their datagram is whole (a
     /// `ct` on a fragment; they go on when it is).
     pub ipf_held: u64,
+    /// Packets encapsulated by `tnl_push`.
+    pub tnl_pushed: u64,
+    /// `tnl_push`es that found no headroom (or a template it could not
+    /// finish): the packet went on unchanged.
+    pub tnl_push_failed: u64,
+    /// Packets decapsulated by `tnl_pop`.
+    pub tnl_popped: u64,
+    /// `tnl_pop`s of packets whose outer headers were not a well-formed
+    /// tunnel packet (truncated, bad checksum, bad tunnel header): dropped.
+    pub tnl_pop_failed: u64,
 }
 
 /// The most times one packet is recirculated (OVS's `MAX_RECIRC_DEPTH`).
@@ -375,7 +386,13 @@ pub struct Recirculated {
     pub meta: PacketMeta,
     /// The tag it was received with.
     pub tag: u64,
+    /// Its tunnel metadata (the key's words `W_TUN_FIRST..`, zero for a
+    /// packet that came through no tunnel).
+    pub tnl: [u64; TNL_WORDS],
 }
+
+/// Number of tunnel-metadata words of a key.
+pub const TNL_WORDS: usize = flowpath_flow::FLOW_WORDS - flowpath_flow::key::W_TUN_FIRST;
 
 /// Cumulative output counters of one port.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -519,7 +536,7 @@ impl Executor {
                     let changed = actions
                         .get(..j)
                         .is_some_and(|a| a.iter().any(changes_packet));
-                    self.recirculate(pkt, meta, *id, tag, changed.then_some(key));
+                    self.recirculate(pkt, meta, *id, tag, changed.then_some(key), key);
                     delivered = true;
                 }
                 DpAction::Hash { symmetric, basis } => {
@@ -546,6 +563,11 @@ impl Executor {
                     ct_ran = true;
                 }
                 DpAction::Sample(fs) => self.sample(pkt.data(), meta.in_port, fs),
+                DpAction::TnlPush(t) => self.tnl_push(pkt, meta, t, key),
+                DpAction::TnlPop { port, kind } => {
+                    self.tnl_pop(pkt, meta, *port, *kind, tag);
+                    delivered = true;
+                }
                 DpAction::CheckPktLen { .. } | DpAction::Clone { .. } => {
                     // Branches and clones: the rest of the list by the
                     // general interpreter (off the common path).
@@ -732,7 +754,7 @@ impl Executor {
                 DpAction::Recirc(id) => {
                     // (Whether the branch's packet changed is not tracked
                     // here: its RSS hash is kept in any case.)
-                    self.recirculate(pkt, meta, *id, run.tag, Some(run.key));
+                    self.recirculate(pkt, meta, *id, run.tag, Some(run.key), run.key);
                     run.delivered = true;
                 }
                 DpAction::Hash { symmetric, basis } => {
@@ -758,6 +780,11 @@ impl Executor {
                     run.ct_ran = true;
                 }
                 DpAction::Sample(fs) => self.sample(pkt.data(), meta.in_port, fs),
+                DpAction::TnlPush(t) => self.tnl_push(pkt, meta, t, run.key),
+                DpAction::TnlPop { port, kind } => {
+                    self.tnl_pop(pkt, meta, *port, *kind, run.tag);
+                    run.delivered = true;
+                }
                 DpAction::CheckPktLen { .. } => {
                     self.check_pkt_len(pkt, meta, actions, j, base, run);
                     skip_to = j + a.flat_len();
@@ -788,17 +815,35 @@ impl Executor {
         id: u32,
         tag: u64,
         changed_from: Option<&FlowKey>,
+        key: &FlowKey,
     ) {
+        if let Some(r) = self.recirculate_buf(pkt, meta, id, tag, changed_from) {
+            r.tnl
+                .copy_from_slice(&key.w[flowpath_flow::key::W_TUN_FIRST..]);
+        }
+    }
+
+    /// [`Executor::recirculate`]'s copy of the packet, its id, metadata
+    /// and tag (the tunnel words left to the caller); `None` when it was
+    /// dropped (counted).
+    fn recirculate_buf(
+        &mut self,
+        pkt: &PacketBuf,
+        meta: &mut PacketMeta,
+        id: u32,
+        tag: u64,
+        changed_from: Option<&FlowKey>,
+    ) -> Option<&mut Recirculated> {
         if let (None, Some(key)) = (meta.rss, changed_from) {
             meta.rss = Some(flowpath_flow::ovs_hash::hash_5tuple(key, 0));
         }
         if meta.passes >= MAX_RECIRC_DEPTH {
             self.stats.recirc_too_deep += 1;
-            return;
+            return None;
         }
         if self.recirc_used >= MAX_RECIRC_PENDING {
             self.stats.recirc_overflow += 1;
-            return;
+            return None;
         }
         if self.recirc_used == self.recirc.len() {
             self.recirc.push(Recirculated::default());
@@ -807,7 +852,7 @@ impl Executor {
         if r.buf.load(pkt.data()).is_err() {
             // (A frame grown past the largest by pushes.)
             self.stats.recirc_overflow += 1;
-            return;
+            return None;
         }
         r.recirc_id = id;
         r.meta = *meta;
@@ -815,6 +860,7 @@ impl Executor {
         r.tag = tag;
         self.recirc_used += 1;
         self.stats.recirculated += 1;
+        Some(r)
     }
 
     /// True when `recirc` sent packets back since the last

@@ -63,6 +63,7 @@ pub(super) fn changes_packet(a: &DpAction) -> bool {
             | DpAction::Clone { .. }
             | DpAction::CtClear
             | DpAction::Sample(_)
+            | DpAction::TnlPop { .. }
     )
 }
 
@@ -111,7 +112,11 @@ pub fn apply(
         | DpAction::Clone { .. }
         | DpAction::Ct(_)
         | DpAction::CtClear
-        | DpAction::Sample(_) => Ok(()),
+        | DpAction::Sample(_)
+        // (Run by the executor: they need the packet's hash, or end its
+        // pass.)
+        | DpAction::TnlPush(_)
+        | DpAction::TnlPop { .. } => Ok(()),
     }
 }
 

@@ -14,7 +14,8 @@
 use crate::key::{
     ct_state, FlowKey, FlowMask, Regs, VLAN_CFI, W_ARP_SHA, W_ARP_THA, W_CONJ_ID, W_CT,
     W_CT_IPV6_DST, W_CT_IPV6_SRC, W_CT_LABEL, W_CT_NW, W_IPV6_DST, W_IPV6_MISC, W_IPV6_SRC,
-    W_L2_DST, W_L2_SRC, W_META, W_META2, W_METADATA, W_MPLS, W_ND_TARGET, W_NW, W_TP, W_TUN_ID,
+    W_L2_DST, W_L2_SRC, W_META, W_META2, W_METADATA, W_MPLS, W_ND_TARGET, W_NW, W_TP, W_TUN_GBP,
+    W_TUN_ID, W_TUN_IPV6_DST, W_TUN_IPV6_SRC, W_TUN_MISC, W_TUN_NW,
 };
 
 /// Identifies a registry field.
@@ -111,6 +112,37 @@ pub enum FieldId {
     CtNwProto,
     CtTpSrc,
     CtTpDst,
+    TunSrc,
+    TunDst,
+    TunIpv6Src,
+    TunIpv6Dst,
+    TunFlags,
+    TunTtl,
+    TunTos,
+    TunGbpId,
+    TunGbpFlags,
+}
+
+/// The tunnel fields, in the order Open vSwitch prints a match's
+/// (`format_flow_tunnel`).
+pub const TUNNEL_FIELDS: [FieldId; 10] = [
+    FieldId::TunId,
+    FieldId::TunSrc,
+    FieldId::TunDst,
+    FieldId::TunIpv6Src,
+    FieldId::TunIpv6Dst,
+    FieldId::TunGbpId,
+    FieldId::TunGbpFlags,
+    FieldId::TunTos,
+    FieldId::TunTtl,
+    FieldId::TunFlags,
+];
+
+impl FieldId {
+    /// A tunnel-metadata field ([`TUNNEL_FIELDS`]).
+    pub fn is_tunnel(self) -> bool {
+        TUNNEL_FIELDS.contains(&self)
+    }
 }
 
 /// Where a field's bits live in the key.
@@ -173,6 +205,8 @@ pub enum ValueFormat {
     CtState,
     /// Hexadecimal without padding, `0` for zero (`reg0=0x5`, `pkt_mark=0/0xf`).
     HexInt,
+    /// Tunnel flags: `+oam`, `-oam`, or numeric.
+    TunFlags,
 }
 
 /// Which Ethernet types a field needs.
@@ -455,6 +489,13 @@ pub const NXM_NAMES: &[(&str, FieldId)] = &[
     ("NXM_NX_CT_NW_PROTO", FieldId::CtNwProto),
     ("NXM_NX_CT_TP_SRC", FieldId::CtTpSrc),
     ("NXM_NX_CT_TP_DST", FieldId::CtTpDst),
+    ("NXM_NX_TUN_IPV4_SRC", FieldId::TunSrc),
+    ("NXM_NX_TUN_IPV4_DST", FieldId::TunDst),
+    ("NXM_NX_TUN_IPV6_SRC", FieldId::TunIpv6Src),
+    ("NXM_NX_TUN_IPV6_DST", FieldId::TunIpv6Dst),
+    ("NXM_NX_TUN_FLAGS", FieldId::TunFlags),
+    ("NXM_NX_TUN_GBP_ID", FieldId::TunGbpId),
+    ("NXM_NX_TUN_GBP_FLAGS", FieldId::TunGbpFlags),
 ];
 
 /// Looks a field up by any of its names (case-sensitive, as OVS): its

@@ -611,14 +611,20 @@ pub static FIELDS: &[FieldInfo] = &[
         maskable: false,
         ..reg(F::ConjId, "conj_id", W_CONJ_ID as u8, 0, 32)
     },
-    // The tunnel id: 0 on every packet (flowpath has no tunnel ports) and,
-    // as OVS's tunnel metadata of a packet that came in on no tunnel,
-    // never in a megaflow; what the actions write there goes nowhere (no
-    // output encapsulates). Translation state, like a register.
-    FieldInfo {
-        aliases: &["tunnel_id"],
-        ..reg(F::TunId, "tun_id", W_TUN_ID as u8, 0, 64)
-    },
+    // The tunnel id: the VNI or key of a packet received through a
+    // tunnel port (0 for any other), and what an output to a tunnel port
+    // puts in the header.
+    f(
+        F::TunId,
+        "tun_id",
+        &["tunnel_id"],
+        64,
+        bits(W_TUN_ID, 0, 64),
+        V::HexInt,
+        Prereq::NONE,
+        true,
+        true,
+    ),
     // The top MPLS label stack entry's fields (OVS: not maskable; label,
     // tc and ttl writable, bos read-only).
     f(
@@ -834,6 +840,110 @@ pub static FIELDS: &[FieldInfo] = &[
         V::Int,
         Prereq::CT,
         false,
+        true,
+    ),
+    // Tunnel metadata (see the key's layout): 0 for a packet that did not
+    // come through a tunnel port; written, they shape the outer header of
+    // an output to a tunnel port whose options say `flow`.
+    f(
+        F::TunSrc,
+        "tun_src",
+        &[],
+        32,
+        bits(W_TUN_NW, 0, 32),
+        V::Ipv4,
+        Prereq::NONE,
+        true,
+        true,
+    ),
+    f(
+        F::TunDst,
+        "tun_dst",
+        &[],
+        32,
+        bits(W_TUN_NW, 32, 32),
+        V::Ipv4,
+        Prereq::NONE,
+        true,
+        true,
+    ),
+    f(
+        F::TunIpv6Src,
+        "tun_ipv6_src",
+        &[],
+        128,
+        wide(W_TUN_IPV6_SRC),
+        V::Ipv6,
+        Prereq::NONE,
+        true,
+        true,
+    ),
+    f(
+        F::TunIpv6Dst,
+        "tun_ipv6_dst",
+        &[],
+        128,
+        wide(W_TUN_IPV6_DST),
+        V::Ipv6,
+        Prereq::NONE,
+        true,
+        true,
+    ),
+    // OpenFlow's tun_flags: only the oam bit (OVS: be16, low 1 bit).
+    f(
+        F::TunFlags,
+        "tun_flags",
+        &[],
+        1,
+        bits(W_TUN_MISC, 0, 1),
+        V::TunFlags,
+        Prereq::NONE,
+        true,
+        true,
+    ),
+    // Read-only, not maskable, no NXM code (OVS: internal use).
+    f(
+        F::TunTtl,
+        "tun_ttl",
+        &[],
+        8,
+        bits(W_TUN_MISC, 24, 8),
+        V::Int,
+        Prereq::NONE,
+        false,
+        false,
+    ),
+    f(
+        F::TunTos,
+        "tun_tos",
+        &[],
+        8,
+        bits(W_TUN_MISC, 16, 8),
+        V::Int,
+        Prereq::NONE,
+        false,
+        false,
+    ),
+    f(
+        F::TunGbpId,
+        "tun_gbp_id",
+        &[],
+        16,
+        bits(W_TUN_GBP, 0, 16),
+        V::Int,
+        Prereq::NONE,
+        true,
+        true,
+    ),
+    f(
+        F::TunGbpFlags,
+        "tun_gbp_flags",
+        &[],
+        8,
+        bits(W_TUN_GBP, 16, 8),
+        V::HexInt,
+        Prereq::NONE,
+        true,
         true,
     ),
 ];

@@ -8,6 +8,14 @@ use super::*;
 impl<L: Lookup> Ctx<'_, '_, L> {
     pub(super) fn output(&mut self, port: u32) {
         use crate::tables::port_config::{NO_FWD, PORT_DOWN};
+        let tables = self.tables;
+        if let Some(t) = tables.tunnels() {
+            if let Some(p) = t.port(port) {
+                let p = p.clone();
+                self.tunnel_output(&p, t);
+                return;
+            }
+        }
         let config = self.tables.port_config(port);
         if config & (NO_FWD | PORT_DOWN) != 0 {
             let why = if config & NO_FWD != 0 {
@@ -304,6 +312,33 @@ impl<L: Lookup> Ctx<'_, '_, L> {
             if !(self.orig.is_ip_any() && self.orig.nw_proto() == 58) {
                 m.set_mpls_lse2(0);
             }
+        }
+        // Tunnel metadata: a packet that came through no tunnel keeps it
+        // out of its megaflow (all zero, and its in_port, always exact,
+        // is no tunnel's), as OVS's datapath key; one that did matches
+        // what OVS's `tnl_wc_init` makes significant (the tunnel's
+        // identity, ToS and the datapath flags; never the outer ports
+        // or TTL).
+        if self.orig.has_tunnel() {
+            use flowpath_flow::key::tnl_flags;
+            m.set_tun_id(u64::MAX);
+            if self.orig.tun_dst() != 0 {
+                m.set_tun_src(u32::MAX);
+                m.set_tun_dst(u32::MAX);
+            } else {
+                m.set_tun_ipv6_src(u128::MAX);
+                m.set_tun_ipv6_dst(u128::MAX);
+            }
+            m.set_tun_dp_flags(m.tun_dp_flags() | tnl_flags::DF | tnl_flags::CSUM | tnl_flags::KEY);
+            m.set_tun_tos(0xff);
+            m.set_tun_ttl(0);
+            m.set_tun_tp_src(0);
+            m.set_tun_tp_dst(0);
+            if self.orig.is_ip_any() && self.orig.tun_tos() & 3 == 3 {
+                m.set_nw_tos(m.nw_tos() | 3);
+            }
+        } else if self.orig.tunnel_is_zero() {
+            m.clear_tunnel();
         }
         self.wc = FlowMask::from_key(&m);
     }

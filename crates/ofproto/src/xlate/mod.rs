@@ -71,6 +71,7 @@ mod freeze;
 mod groups;
 mod mpls;
 mod trace;
+mod tunnel;
 
 use actions::{At, Step};
 use groups::multipath_link;
@@ -529,7 +530,22 @@ fn xlate_inner<L: Lookup>(
     };
     let rx_off = tables.port_config(key.in_port())
         & (crate::tables::port_config::NO_RECV | crate::tables::port_config::PORT_DOWN);
-    if rx_off != 0 && !is_stp(key) {
+    // Native tunnelling: the underlay's packets never reach the tables; a
+    // decapsulated packet's in_port becomes its tunnel port's.
+    let mut tunnel_done = false;
+    if let Some(t) = tables.tunnels() {
+        if t.underlay().is_some_and(|u| u.port == key.in_port()) {
+            ctx.underlay_input(t);
+            tunnel_done = true;
+        } else if key.recirc_id() == 0
+            && t.vport_kind(key.in_port()).is_some()
+            && !ctx.tunnel_receive(t)
+        {
+            tunnel_done = true;
+        }
+    }
+    if tunnel_done {
+    } else if rx_off != 0 && !is_stp(key) {
         // As OVS: nothing from a port that may not receive (STP's
         // frames still come in unless the port is down).
         ctx.note(

@@ -624,7 +624,7 @@ fn flush_groups_per_port_in_order_and_counts() {
 }
 
 fn action_strategy() -> impl Strategy<Value = DpAction> {
-    let word = any::<[u64; 24]>();
+    let word = any::<[u64; flowpath_flow::FLOW_WORDS]>();
     prop_oneof![
         (0u32..4).prop_map(DpAction::Output),
         Just(DpAction::PopVlan),
@@ -879,3 +879,4 @@ fn clone_changes_only_its_copy() {
 }
 
 mod arp_icmp_nd;
+mod tunnel;

@@ -1,0 +1,106 @@
+//! `tnl_push` and `tnl_pop`: a tunnel's outer headers put on and taken off
+//! in the datapath (native tunnelling), with `flowpath_wire::tunnel`'s
+//! codec.
+//!
+//! A push copies the action's template into the packet's headroom and
+//! fills in the per-packet fields (the UDP source port from the packet's
+//! 5-tuple hash, as OVS, so the underlay's ECMP spreads flows). A pop
+//! checks the outer headers, strips them and sends the inner frame back
+//! for another pass (recirculation id 0) with the tunnel's port as its
+//! in_port and the outer headers' metadata in its key's tunnel words.
+//! Either failing changes nothing it should not and is counted.
+
+use super::{Executor, PacketMeta};
+use crate::packet::PacketBuf;
+use flowpath_flow::extract::NONE;
+use flowpath_flow::key::tnl_flags;
+use flowpath_flow::FlowKey;
+use flowpath_odp::TnlPush;
+use flowpath_wire::tunnel::{self, TunnelKind};
+
+impl Executor {
+    /// `tnl_push(...)`.
+    pub(super) fn tnl_push(
+        &mut self,
+        pkt: &mut PacketBuf,
+        meta: &mut PacketMeta,
+        t: &TnlPush,
+        key: &FlowKey,
+    ) {
+        let rss = *meta
+            .rss
+            .get_or_insert_with(|| flowpath_flow::ovs_hash::hash_5tuple(key, 0));
+        let h = t.header();
+        let Some(front) = pkt.insert_front(0, h.len()) else {
+            self.stats.tnl_push_failed += 1;
+            return;
+        };
+        front.copy_from_slice(h);
+        if !tunnel::finish_push(pkt.data_mut(), h.len(), tunnel::src_port_of_hash(rss)) {
+            self.stats.tnl_push_failed += 1;
+            return;
+        }
+        // The packet is now the outer one: the inner headers' offsets no
+        // longer hold (a later `set` finds no header, counted).
+        meta.l3 = NONE;
+        meta.l4 = NONE;
+        self.stats.tnl_pushed += 1;
+    }
+
+    /// `tnl_pop(port)`.
+    pub(super) fn tnl_pop(
+        &mut self,
+        pkt: &mut PacketBuf,
+        meta: &mut PacketMeta,
+        port: u32,
+        kind: TunnelKind,
+        tag: u64,
+    ) {
+        let d = match tunnel::decap(pkt.data(), kind) {
+            Ok(d) => d,
+            Err(_) => {
+                self.stats.tnl_pop_failed += 1;
+                return;
+            }
+        };
+        if !pkt.remove_front(0, d.inner) {
+            self.stats.tnl_pop_failed += 1;
+            return;
+        }
+        let mut k = FlowKey::zero();
+        put_tunnel_in_key(&d.meta, &mut k);
+        // A new packet: its own in_port, hash and datapath metadata, no
+        // connection-tracking state (OVS resets the packet's metadata).
+        let mut m = PacketMeta {
+            in_port: port,
+            rss: None,
+            dp_hash: 0,
+            skb_priority: 0,
+            pkt_mark: 0,
+            ct: flowpath_conntrack::CtMeta::default(),
+            ..*meta
+        };
+        if let Some(r) = self.recirculate_buf(pkt, &mut m, 0, tag, None) {
+            r.tnl
+                .copy_from_slice(&k.w[flowpath_flow::key::W_TUN_FIRST..]);
+            self.stats.tnl_popped += 1;
+        }
+    }
+}
+
+/// Writes a decapsulated packet's tunnel metadata into a key's tunnel
+/// words.
+pub fn put_tunnel_in_key(m: &tunnel::TunnelMeta, k: &mut FlowKey) {
+    k.clear_tunnel();
+    k.set_tun_id(m.tun_id);
+    k.set_tun_src(m.ipv4_src);
+    k.set_tun_dst(m.ipv4_dst);
+    k.set_tun_ipv6_src(m.ipv6_src);
+    k.set_tun_ipv6_dst(m.ipv6_dst);
+    k.set_tun_tos(m.tos);
+    k.set_tun_ttl(m.ttl);
+    k.set_tun_tp_src(m.tp_src);
+    k.set_tun_tp_dst(m.tp_dst);
+    k.set_tun_dp_flags(m.flags);
+    k.set_tun_flags(u16::from(m.flags & tnl_flags::OAM));
+}

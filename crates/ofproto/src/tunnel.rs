@@ -1,0 +1,722 @@
+//! Tunnel ports, the underlay, its routes and neighbours: what translation
+//! needs to encapsulate a packet (native tunnelling, as Open vSwitch's
+//! userspace datapath does it) and to recognise one to decapsulate.
+//!
+//! What:
+//! - [`TunnelPort`]: an OpenFlow port of the bridge that is a VXLAN,
+//!   Geneve or GRE tunnel (`vxlan:remote_ip=IP|flow,key=K|flow,...`).
+//!   Tunnel ports with the same kind and UDP port share one datapath port
+//!   (OVS's `vxlan_sys_4789`): a received packet's `tnl_pop` names it, and
+//!   translation picks the OpenFlow port by the outer source, destination
+//!   and key, as OVS's `tnl_port_receive`.
+//! - [`Underlay`]: the interface the outer packets use, its MAC and
+//!   addresses (the tunnel endpoint), and [`Route`]s (connected subnets,
+//!   a gateway, `ovs/route/add`).
+//! - [`Neighbours`]: the IP → MAC table the outer Ethernet header's
+//!   destination comes from, learned by snooping ARP on the underlay, set
+//!   by hand (`tnl/neigh/set`), and the addresses translation found
+//!   missing ([`Neighbours::take_wanted`]) for the switch to ask for.
+//!
+//! Why here: translation reads them (through [`crate::tables::Lookup::tunnels`]);
+//! the switch fills them. Changes to the neighbours bump a generation that
+//! the revalidator compares, so megaflows translated without a neighbour
+//! are translated again once it is known.
+//!
+//! Threads: [`Tunnels`] is shared by every translation; the neighbour
+//! table is behind a mutex (taken per translation that outputs to a
+//! tunnel or sees an ARP on the underlay, never per packet of a megaflow).
+
+use flowpath_wire::tunnel::TunnelKind;
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, MutexGuard, RwLock};
+
+/// The datapath port of the underlay interface (no OpenFlow port: the
+/// bridge never sees its packets, only their decapsulated insides).
+pub const UNDERLAY_PORT: u32 = 0xfd00;
+/// The first datapath port number of the tunnel classes (one per kind and
+/// UDP port), above every OpenFlow port number a bridge gives.
+pub const FIRST_VPORT: u32 = 0xfe00;
+
+/// Where a tunnel's remote endpoint comes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Remote {
+    /// A fixed address.
+    Ip(IpAddr),
+    /// The flow's `tun_dst` / `tun_ipv6_dst` (`remote_ip=flow`).
+    Flow,
+}
+
+/// Where a tunnel's key (VNI, GRE key) comes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Key {
+    /// A fixed key (`key=K`); 0 for none.
+    Fixed(u64),
+    /// The flow's `tun_id` (`key=flow`).
+    Flow,
+}
+
+/// One tunnel port. See the module documentation.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TunnelPort {
+    /// Its OpenFlow port number.
+    pub ofport: u32,
+    /// VXLAN, Geneve or GRE.
+    pub kind: TunnelKind,
+    /// The remote endpoint.
+    pub remote: Remote,
+    /// The local endpoint (`local_ip=`), if it must be one address.
+    pub local: Option<IpAddr>,
+    /// The key.
+    pub key: Key,
+    /// The UDP destination port (VXLAN, Geneve).
+    pub dst_port: u16,
+    /// Outer checksums (`csum=true|false`; by default on over IPv6, off
+    /// over IPv4, as OVS).
+    pub csum: Option<bool>,
+    /// Outer TTL (`ttl=`, default 64).
+    pub ttl: u8,
+    /// Outer ToS (`tos=`, default 0).
+    pub tos: u8,
+    /// Set don't-fragment on IPv4 (`df_default=`, default true).
+    pub df: bool,
+}
+
+impl TunnelPort {
+    /// Parses `KIND:OPT=V,...` (`vxlan:remote_ip=172.31.1.1,key=5`) for
+    /// OpenFlow port `ofport`. Options: `remote_ip` (IP or `flow`,
+    /// required), `local_ip`, `key` (number or `flow`; `in_key`/`out_key`
+    /// are not supported), `dst_port`, `csum`, `ttl`, `tos`,
+    /// `df_default`.
+    pub fn parse(ofport: u32, spec: &str) -> Result<TunnelPort, String> {
+        let (kind, opts) = spec.split_once(':').unwrap_or((spec, ""));
+        let kind = match kind {
+            "vxlan" => TunnelKind::Vxlan,
+            "geneve" => TunnelKind::Geneve,
+            "gre" => TunnelKind::Gre,
+            _ => return Err(format!("{kind}: not a tunnel kind (vxlan, geneve or gre)")),
+        };
+        let mut t = TunnelPort {
+            ofport,
+            kind,
+            remote: Remote::Flow,
+            local: None,
+            key: Key::Fixed(0),
+            dst_port: kind.default_port(),
+            csum: None,
+            ttl: 64,
+            tos: 0,
+            df: true,
+        };
+        let mut have_remote = false;
+        for o in opts.split(',').filter(|o| !o.is_empty()) {
+            let (k, v) = o
+                .split_once('=')
+                .ok_or_else(|| format!("{spec}: option '{o}' needs a value ({o}=...)"))?;
+            let bad = |what: &str| format!("{spec}: {k}={v}: {what}");
+            match k {
+                "remote_ip" => {
+                    have_remote = true;
+                    t.remote = if v == "flow" {
+                        Remote::Flow
+                    } else {
+                        Remote::Ip(v.parse().map_err(|_| bad("not an IP address or 'flow'"))?)
+                    };
+                }
+                "local_ip" => {
+                    if v == "flow" {
+                        return Err(bad("local_ip=flow is not supported by flowpath"));
+                    }
+                    t.local = Some(v.parse().map_err(|_| bad("not an IP address"))?);
+                }
+                "key" => {
+                    t.key = if v == "flow" {
+                        Key::Flow
+                    } else {
+                        Key::Fixed(parse_num(v).ok_or_else(|| bad("not a number or 'flow'"))?)
+                    };
+                }
+                "in_key" | "out_key" => {
+                    return Err(bad("separate in_key/out_key are not supported by flowpath (use key=)"))
+                }
+                "dst_port" => {
+                    if kind == TunnelKind::Gre {
+                        return Err(bad("GRE has no UDP port"));
+                    }
+                    t.dst_port = v.parse().map_err(|_| bad("not a UDP port"))?;
+                }
+                "csum" => t.csum = Some(parse_bool(v).ok_or_else(|| bad("true or false expected"))?),
+                "df_default" => t.df = parse_bool(v).ok_or_else(|| bad("true or false expected"))?,
+                "ttl" => {
+                    if v == "inherit" {
+                        return Err(bad("ttl=inherit is not supported by flowpath"));
+                    }
+                    t.ttl = v.parse().map_err(|_| bad("a TTL (0-255) expected"))?;
+                }
+                "tos" => {
+                    if v == "inherit" {
+                        return Err(bad("tos=inherit is not supported by flowpath"));
+                    }
+                    t.tos = v.parse().map_err(|_| bad("a ToS (0-255) expected"))?;
+                }
+                _ => {
+                    return Err(format!(
+                        "{spec}: unknown tunnel option '{k}' (remote_ip, local_ip, key, dst_port, csum, ttl, tos, df_default)"
+                    ))
+                }
+            }
+        }
+        if !have_remote {
+            return Err(format!(
+                "{spec}: a tunnel needs remote_ip=IP or remote_ip=flow"
+            ));
+        }
+        let max_key = if kind == TunnelKind::Gre {
+            u64::from(u32::MAX)
+        } else {
+            0xff_ffff
+        };
+        if let Key::Fixed(k) = t.key {
+            if k > max_key {
+                return Err(format!(
+                    "{spec}: key {k:#x} does not fit the {}-bit key of {}",
+                    if kind == TunnelKind::Gre { 32 } else { 24 },
+                    kind.name()
+                ));
+            }
+        }
+        Ok(t)
+    }
+
+    /// The options as `tnl/ports/show` and the port's description print
+    /// them.
+    pub fn describe(&self) -> String {
+        let mut s = format!("{}:", self.kind.name());
+        match self.remote {
+            Remote::Ip(ip) => s.push_str(&format!("remote_ip={ip}")),
+            Remote::Flow => s.push_str("remote_ip=flow"),
+        }
+        if let Some(l) = self.local {
+            s.push_str(&format!(",local_ip={l}"));
+        }
+        match self.key {
+            Key::Fixed(0) => {}
+            Key::Fixed(k) => s.push_str(&format!(",key={k}")),
+            Key::Flow => s.push_str(",key=flow"),
+        }
+        if self.kind != TunnelKind::Gre && self.dst_port != self.kind.default_port() {
+            s.push_str(&format!(",dst_port={}", self.dst_port));
+        }
+        if let Some(c) = self.csum {
+            s.push_str(&format!(",csum={c}"));
+        }
+        s
+    }
+}
+
+fn parse_num(v: &str) -> Option<u64> {
+    match v.strip_prefix("0x") {
+        Some(h) => u64::from_str_radix(h, 16).ok(),
+        None => v.parse().ok(),
+    }
+}
+
+fn parse_bool(v: &str) -> Option<bool> {
+    match v {
+        "true" => Some(true),
+        "false" => Some(false),
+        _ => None,
+    }
+}
+
+/// A route of the underlay (`ovs/route/show`'s lines).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Route {
+    /// The destination prefix.
+    pub prefix: IpAddr,
+    /// Its length.
+    pub plen: u8,
+    /// The gateway (`None`: directly connected).
+    pub gw: Option<IpAddr>,
+    /// The source address packets routed here take.
+    pub src: IpAddr,
+    /// Added by the user (`ovs/route/add`), not from the underlay's
+    /// addresses.
+    pub user: bool,
+}
+
+impl Route {
+    fn contains(&self, ip: IpAddr) -> bool {
+        match (self.prefix, ip) {
+            (IpAddr::V4(p), IpAddr::V4(a)) => {
+                let m = if self.plen == 0 {
+                    0
+                } else {
+                    u32::MAX << (32 - u32::from(self.plen.min(32)))
+                };
+                u32::from(p) & m == u32::from(a) & m
+            }
+            (IpAddr::V6(p), IpAddr::V6(a)) => {
+                let m = if self.plen == 0 {
+                    0
+                } else {
+                    u128::MAX << (128 - u32::from(self.plen.min(128)))
+                };
+                u128::from(p) & m == u128::from(a) & m
+            }
+            _ => false,
+        }
+    }
+}
+
+/// The underlay interface: its datapath port, MAC and endpoint addresses
+/// (with their prefix lengths).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Underlay {
+    /// Its datapath port ([`UNDERLAY_PORT`]).
+    pub port: u32,
+    /// The interface's name (for `ovs/route/show`).
+    pub name: String,
+    /// Its MAC address.
+    pub mac: [u8; 6],
+    /// The endpoint addresses flowpath owns on it.
+    pub addrs: Vec<(IpAddr, u8)>,
+}
+
+/// A neighbour entry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Neigh {
+    /// Its MAC.
+    pub mac: [u8; 6],
+    /// Set by hand (`tnl/neigh/set`): never replaced by snooping.
+    pub fixed: bool,
+    /// When it was learned or confirmed (ms).
+    pub updated_ms: u64,
+}
+
+#[derive(Debug, Default)]
+struct NeighTable {
+    entries: BTreeMap<IpAddr, Neigh>,
+    wanted: BTreeSet<IpAddr>,
+}
+
+/// The neighbour table. See the module documentation.
+#[derive(Debug, Default)]
+pub struct Neighbours {
+    table: Mutex<NeighTable>,
+    generation: AtomicU64,
+}
+
+impl Neighbours {
+    fn lock(&self) -> MutexGuard<'_, NeighTable> {
+        // A translation that panicked with the lock held left a table
+        // that is still whole (every change is one insert or remove).
+        self.table.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The MAC of `ip`, if known.
+    pub fn lookup(&self, ip: IpAddr) -> Option<[u8; 6]> {
+        self.lock().entries.get(&ip).map(|n| n.mac)
+    }
+
+    /// Learns (snooped) that `ip` is at `mac`; a hand-set entry stays.
+    pub fn learn(&self, ip: IpAddr, mac: [u8; 6], now_ms: u64) {
+        let mut t = self.lock();
+        t.wanted.remove(&ip);
+        let changed = match t.entries.get_mut(&ip) {
+            Some(n) if n.fixed => false,
+            Some(n) => {
+                n.updated_ms = now_ms;
+                std::mem::replace(&mut n.mac, mac) != mac
+            }
+            None => {
+                t.entries.insert(
+                    ip,
+                    Neigh {
+                        mac,
+                        fixed: false,
+                        updated_ms: now_ms,
+                    },
+                );
+                true
+            }
+        };
+        if changed {
+            self.generation.fetch_add(1, Ordering::Release);
+        }
+    }
+
+    /// Sets `ip` → `mac` by hand.
+    pub fn set(&self, ip: IpAddr, mac: [u8; 6], now_ms: u64) {
+        let mut t = self.lock();
+        t.wanted.remove(&ip);
+        t.entries.insert(
+            ip,
+            Neigh {
+                mac,
+                fixed: true,
+                updated_ms: now_ms,
+            },
+        );
+        self.generation.fetch_add(1, Ordering::Release);
+    }
+
+    /// Forgets every entry (`tnl/neigh/flush`).
+    pub fn flush(&self) {
+        self.lock().entries.clear();
+        self.generation.fetch_add(1, Ordering::Release);
+    }
+
+    /// Notes that a translation needed `ip` and did not find it.
+    pub fn want(&self, ip: IpAddr) {
+        self.lock().wanted.insert(ip);
+    }
+
+    /// The addresses translations found missing since the last call.
+    pub fn take_wanted(&self) -> Vec<IpAddr> {
+        std::mem::take(&mut self.lock().wanted)
+            .into_iter()
+            .collect()
+    }
+
+    /// Every entry, by address.
+    pub fn entries(&self) -> Vec<(IpAddr, Neigh)> {
+        self.lock().entries.iter().map(|(a, n)| (*a, *n)).collect()
+    }
+
+    /// Changes with every entry learned, changed, set or flushed.
+    pub fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Acquire)
+    }
+}
+
+/// Everything translation needs about tunnels. See the module
+/// documentation.
+#[derive(Debug)]
+pub struct Tunnels {
+    ports: Vec<TunnelPort>,
+    /// (kind, UDP port) of each datapath tunnel class; class `i` is
+    /// datapath port `FIRST_VPORT + i`.
+    classes: Vec<(TunnelKind, u16)>,
+    underlay: Option<Underlay>,
+    routes: RwLock<Vec<Route>>,
+    /// The neighbour table.
+    pub neigh: Neighbours,
+}
+
+impl Tunnels {
+    /// Tunnels over `underlay` (none: tunnel ports can send nothing), with
+    /// the connected routes of its addresses and a default route through
+    /// each gateway in `gws`.
+    pub fn new(ports: Vec<TunnelPort>, underlay: Option<Underlay>, gws: &[IpAddr]) -> Tunnels {
+        let mut classes: Vec<(TunnelKind, u16)> = Vec::new();
+        for p in &ports {
+            let c = (
+                p.kind,
+                if p.kind == TunnelKind::Gre {
+                    0
+                } else {
+                    p.dst_port
+                },
+            );
+            if !classes.contains(&c) {
+                classes.push(c);
+            }
+        }
+        let mut routes = Vec::new();
+        if let Some(u) = &underlay {
+            for &(a, plen) in &u.addrs {
+                routes.push(Route {
+                    prefix: a,
+                    plen,
+                    gw: None,
+                    src: a,
+                    user: false,
+                });
+                for &g in gws.iter().filter(|g| g.is_ipv4() == a.is_ipv4()) {
+                    let any = if a.is_ipv4() {
+                        IpAddr::V4(Ipv4Addr::UNSPECIFIED)
+                    } else {
+                        IpAddr::V6(Ipv6Addr::UNSPECIFIED)
+                    };
+                    routes.push(Route {
+                        prefix: any,
+                        plen: 0,
+                        gw: Some(g),
+                        src: a,
+                        user: false,
+                    });
+                }
+            }
+        }
+        Tunnels {
+            ports,
+            classes,
+            underlay,
+            routes: RwLock::new(routes),
+            neigh: Neighbours::default(),
+        }
+    }
+
+    /// The tunnel ports.
+    pub fn ports(&self) -> &[TunnelPort] {
+        &self.ports
+    }
+
+    /// The tunnel port with OpenFlow number `ofport`.
+    pub fn port(&self, ofport: u32) -> Option<&TunnelPort> {
+        self.ports.iter().find(|p| p.ofport == ofport)
+    }
+
+    /// The underlay.
+    pub fn underlay(&self) -> Option<&Underlay> {
+        self.underlay.as_ref()
+    }
+
+    /// The datapath port of tunnel port `p`'s class.
+    pub fn vport(&self, p: &TunnelPort) -> u32 {
+        let c = (
+            p.kind,
+            if p.kind == TunnelKind::Gre {
+                0
+            } else {
+                p.dst_port
+            },
+        );
+        let i = self.classes.iter().position(|x| *x == c).unwrap_or(0);
+        FIRST_VPORT + i as u32
+    }
+
+    /// The tunnel classes: (datapath port, kind, UDP port).
+    pub fn classes(&self) -> Vec<(u32, TunnelKind, u16)> {
+        self.classes
+            .iter()
+            .enumerate()
+            .map(|(i, &(k, p))| (FIRST_VPORT + i as u32, k, p))
+            .collect()
+    }
+
+    /// The kind of datapath tunnel port `vport`, if it is one.
+    pub fn vport_kind(&self, vport: u32) -> Option<TunnelKind> {
+        let i = vport.checked_sub(FIRST_VPORT)? as usize;
+        self.classes.get(i).map(|c| c.0)
+    }
+
+    /// The OpenFlow port a packet decapsulated on datapath port `vport`
+    /// belongs to, by its outer source, destination and key (OVS's
+    /// `tnl_find`: exact remote and key first, then `key=flow`, then
+    /// `remote_ip=flow`, then both).
+    pub fn receive(&self, vport: u32, src: IpAddr, dst: IpAddr, tun_id: u64) -> Option<u32> {
+        let i = vport.checked_sub(FIRST_VPORT)? as usize;
+        let class = *self.classes.get(i)?;
+        let mut best: Option<(u8, u32)> = None;
+        for p in &self.ports {
+            let c = (
+                p.kind,
+                if p.kind == TunnelKind::Gre {
+                    0
+                } else {
+                    p.dst_port
+                },
+            );
+            if c != class || p.local.is_some_and(|l| l != dst) {
+                continue;
+            }
+            let remote = match p.remote {
+                Remote::Ip(ip) if ip == src => 2,
+                Remote::Ip(_) => continue,
+                Remote::Flow => 0,
+            };
+            let key = match p.key {
+                Key::Fixed(k) if k == tun_id => 1,
+                Key::Fixed(_) => continue,
+                Key::Flow => 0,
+            };
+            let score = remote + key;
+            if best.is_none_or(|(s, _)| score > s) {
+                best = Some((score, p.ofport));
+            }
+        }
+        best.map(|(_, p)| p)
+    }
+
+    /// The route to `dst`: (next hop, source address), longest prefix
+    /// first.
+    pub fn route(&self, dst: IpAddr) -> Option<(IpAddr, IpAddr)> {
+        let routes = self.routes.read().unwrap_or_else(|e| e.into_inner());
+        routes
+            .iter()
+            .filter(|r| r.contains(dst))
+            .max_by_key(|r| r.plen)
+            .map(|r| (r.gw.unwrap_or(dst), r.src))
+    }
+
+    /// Every route, longest prefix first.
+    pub fn routes(&self) -> Vec<Route> {
+        let mut r = self
+            .routes
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        r.sort_by_key(|b| std::cmp::Reverse(b.plen));
+        r
+    }
+
+    /// Adds a route (`ovs/route/add`): the source is the underlay's
+    /// address of the same family. Err when there is none.
+    pub fn add_route(&self, prefix: IpAddr, plen: u8, gw: Option<IpAddr>) -> Result<(), String> {
+        let max = if prefix.is_ipv4() { 32 } else { 128 };
+        if plen > max {
+            return Err(format!("{prefix}/{plen}: prefix length over {max}"));
+        }
+        let src = self
+            .underlay
+            .as_ref()
+            .and_then(|u| {
+                u.addrs
+                    .iter()
+                    .find(|(a, _)| a.is_ipv4() == prefix.is_ipv4())
+            })
+            .map(|(a, _)| *a)
+            .ok_or_else(|| {
+                format!("{prefix}/{plen}: the underlay has no address of this family")
+            })?;
+        let mut routes = self.routes.write().unwrap_or_else(|e| e.into_inner());
+        routes.retain(|r| !(r.prefix == prefix && r.plen == plen));
+        routes.push(Route {
+            prefix,
+            plen,
+            gw,
+            src,
+            user: true,
+        });
+        drop(routes);
+        self.neigh.generation.fetch_add(1, Ordering::Release);
+        Ok(())
+    }
+
+    /// Deletes a route (`ovs/route/del`); false when there was none.
+    pub fn del_route(&self, prefix: IpAddr, plen: u8) -> bool {
+        let mut routes = self.routes.write().unwrap_or_else(|e| e.into_inner());
+        let n = routes.len();
+        routes.retain(|r| !(r.prefix == prefix && r.plen == plen));
+        let gone = routes.len() != n;
+        drop(routes);
+        if gone {
+            self.neigh.generation.fetch_add(1, Ordering::Release);
+        }
+        gone
+    }
+
+    /// The underlay address `ip` is one of ours.
+    pub fn is_local(&self, ip: IpAddr) -> bool {
+        self.underlay
+            .as_ref()
+            .is_some_and(|u| u.addrs.iter().any(|(a, _)| *a == ip))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ip(s: &str) -> IpAddr {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn tunnel_port_options_parse_and_refuse() {
+        let t = TunnelPort::parse(10, "vxlan:remote_ip=172.31.1.1,key=5,csum=true").unwrap();
+        assert_eq!(t.remote, Remote::Ip(ip("172.31.1.1")));
+        assert_eq!(
+            (t.key, t.dst_port, t.csum),
+            (Key::Fixed(5), 4789, Some(true))
+        );
+        assert_eq!(t.describe(), "vxlan:remote_ip=172.31.1.1,key=5,csum=true");
+        let g = TunnelPort::parse(11, "geneve:remote_ip=flow,key=flow").unwrap();
+        assert_eq!(
+            (g.remote, g.key, g.dst_port),
+            (Remote::Flow, Key::Flow, 6081)
+        );
+        for (bad, needle) in [
+            ("vxlan:key=1", "needs remote_ip"),
+            ("vxlan:remote_ip=1.2.3", "not an IP address"),
+            ("vxlan:remote_ip=1.1.1.1,key=0x1000000", "24-bit key"),
+            ("gre:remote_ip=1.1.1.1,dst_port=5", "no UDP port"),
+            ("vxlan:remote_ip=1.1.1.1,ttl=inherit", "not supported"),
+            (
+                "vxlan:remote_ip=1.1.1.1,colour=blue",
+                "unknown tunnel option 'colour'",
+            ),
+            ("lisp:remote_ip=1.1.1.1", "not a tunnel kind"),
+        ] {
+            let e = TunnelPort::parse(1, bad).unwrap_err();
+            assert!(e.contains(needle), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn receive_picks_the_most_specific_port() {
+        let ports = vec![
+            TunnelPort::parse(1, "vxlan:remote_ip=flow,key=flow").unwrap(),
+            TunnelPort::parse(2, "vxlan:remote_ip=10.0.0.2").unwrap(),
+            TunnelPort::parse(3, "vxlan:remote_ip=10.0.0.2,key=7").unwrap(),
+            TunnelPort::parse(4, "geneve:remote_ip=10.0.0.2").unwrap(),
+        ];
+        let t = Tunnels::new(ports, None, &[]);
+        let vx = t.vport(t.port(1).unwrap());
+        let ge = t.vport(t.port(4).unwrap());
+        assert_ne!(vx, ge);
+        let (s, d) = (ip("10.0.0.2"), ip("10.0.0.1"));
+        assert_eq!(t.receive(vx, s, d, 7), Some(3));
+        assert_eq!(t.receive(vx, s, d, 0), Some(2));
+        assert_eq!(t.receive(vx, ip("10.0.0.9"), d, 7), Some(1));
+        assert_eq!(t.receive(ge, s, d, 0), Some(4));
+        assert_eq!(t.receive(ge, ip("10.0.0.9"), d, 0), None);
+        assert_eq!(t.vport_kind(ge), Some(TunnelKind::Geneve));
+    }
+
+    #[test]
+    fn routes_and_neighbours() {
+        let u = Underlay {
+            port: UNDERLAY_PORT,
+            name: "u0".into(),
+            mac: [2, 0, 0, 0, 0, 1],
+            addrs: vec![(ip("172.31.1.100"), 24)],
+        };
+        let t = Tunnels::new(vec![], Some(u), &[ip("172.31.1.254")]);
+        assert_eq!(
+            t.route(ip("172.31.1.7")),
+            Some((ip("172.31.1.7"), ip("172.31.1.100")))
+        );
+        assert_eq!(
+            t.route(ip("8.8.8.8")),
+            Some((ip("172.31.1.254"), ip("172.31.1.100")))
+        );
+        assert_eq!(t.route(ip("fd00::1")), None);
+        t.add_route(ip("10.9.0.0"), 16, Some(ip("172.31.1.9")))
+            .unwrap();
+        assert_eq!(t.route(ip("10.9.1.1")).unwrap().0, ip("172.31.1.9"));
+        assert!(t.del_route(ip("10.9.0.0"), 16));
+        assert!(t.add_route(ip("fd00::"), 64, None).is_err());
+        let g0 = t.neigh.generation();
+        t.neigh.want(ip("172.31.1.7"));
+        t.neigh.learn(ip("172.31.1.7"), [2, 0, 0, 0, 0, 7], 5);
+        assert!(
+            t.neigh.take_wanted().is_empty(),
+            "learned: no longer wanted"
+        );
+        assert_eq!(t.neigh.lookup(ip("172.31.1.7")), Some([2, 0, 0, 0, 0, 7]));
+        assert!(t.neigh.generation() > g0);
+        t.neigh.set(ip("172.31.1.7"), [2, 0, 0, 0, 0, 8], 6);
+        t.neigh.learn(ip("172.31.1.7"), [2, 0, 0, 0, 0, 9], 7);
+        assert_eq!(
+            t.neigh.lookup(ip("172.31.1.7")),
+            Some([2, 0, 0, 0, 0, 8]),
+            "hand-set stays"
+        );
+        t.neigh.flush();
+        assert!(t.neigh.entries().is_empty());
+    }
+}

@@ -1,0 +1,265 @@
+//! Native tunnelling in translation: what the underlay receives (ARP for
+//! the endpoint answered and snooped, tunnel packets decapsulated), which
+//! tunnel port a decapsulated packet came in on, and an output to a
+//! tunnel port (the outer headers built from the route and the
+//! neighbour, as OVS's `native_tunnel_output`).
+
+use super::*;
+use crate::tunnel::{Key, Remote, TunnelPort, Tunnels};
+use flowpath_odp::TnlPush;
+use flowpath_wire::tunnel::{build_header, HeaderSpec, OuterIp, TunnelKind, MAX_HEADER};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+/// A MAC address as 6 bytes from the key's 48-bit number.
+fn mac_bytes(m: u64) -> [u8; 6] {
+    let b = m.to_be_bytes();
+    [b[2], b[3], b[4], b[5], b[6], b[7]]
+}
+
+fn mac_u64(m: [u8; 6]) -> u64 {
+    u64::from_be_bytes([0, 0, m[0], m[1], m[2], m[3], m[4], m[5]])
+}
+
+impl<L: Lookup> Ctx<'_, '_, L> {
+    fn now_ms(&self) -> u64 {
+        self.normal.as_ref().map_or(0, |e| e.now_ms)
+    }
+
+    /// Makes field `f` of the megaflow exact.
+    fn exact(&mut self, f: FieldId) {
+        f.info().or_mask(&mut self.wc, f.info().full_mask());
+    }
+
+    /// A packet received on the underlay: ARP for the endpoint is
+    /// answered, ARP is snooped, tunnel packets to the endpoint are
+    /// decapsulated (`tnl_pop`), the rest is dropped. The bridge's tables
+    /// are not consulted.
+    pub(super) fn underlay_input(&mut self, t: &Tunnels) {
+        let Some(u) = t.underlay() else {
+            return;
+        };
+        let (port, mac) = (u.port, u.mac);
+        let k = self.flow;
+        match k.dl_type() {
+            0x0806 => {
+                for f in [
+                    FieldId::ArpOp,
+                    FieldId::ArpSpa,
+                    FieldId::ArpTpa,
+                    FieldId::ArpSha,
+                ] {
+                    self.exact(f);
+                }
+                let spa = IpAddr::V4(Ipv4Addr::from(k.nw_src()));
+                let tpa = IpAddr::V4(Ipv4Addr::from(k.nw_dst()));
+                let sha = mac_bytes(k.arp_sha());
+                // Snooped (OVS's `tnl_neigh_snoop`): requests and replies.
+                if self.side_effects && k.nw_src() != 0 && sha != [0; 6] {
+                    t.neigh.learn(spa, sha, self.now_ms());
+                    self.note(
+                        0,
+                        &format!(
+                            "underlay: learned neighbour {spa} at {}",
+                            normal::format_mac(k.arp_sha())
+                        ),
+                    );
+                }
+                if k.nw_proto() == 1 && t.is_local(tpa) {
+                    // Answer: the request turned around, as an OpenFlow ARP
+                    // responder does it.
+                    self.exact(FieldId::EthSrc);
+                    for f in [FieldId::EthSrc, FieldId::EthDst, FieldId::ArpTha] {
+                        self.exact(f);
+                    }
+                    self.flow.set_dl_dst(k.dl_src());
+                    self.flow.set_dl_src(mac_u64(mac));
+                    self.flow.set_nw_proto(2);
+                    self.flow.set_arp_tha(k.arp_sha());
+                    self.flow.set_arp_sha(mac_u64(mac));
+                    self.flow.set_nw_dst(k.nw_src());
+                    self.flow.set_nw_src(k.nw_dst());
+                    self.commit();
+                    self.odp.push(DpAction::Output(port));
+                    self.note(0, &format!("underlay: ARP reply for {tpa}"));
+                } else {
+                    self.note(0, "underlay: ARP, nothing to answer: dropping");
+                }
+            }
+            0x0800 | 0x86dd => {
+                let v4 = k.dl_type() == 0x0800;
+                let dst = if v4 {
+                    self.exact(FieldId::NwDst);
+                    IpAddr::V4(Ipv4Addr::from(k.nw_dst()))
+                } else {
+                    self.exact(FieldId::Ipv6Dst);
+                    IpAddr::V6(Ipv6Addr::from(k.ipv6_dst()))
+                };
+                self.exact(FieldId::NwProto);
+                self.exact(FieldId::EthDst);
+                if !t.is_local(dst) || k.dl_dst() != mac_u64(mac) || k.nw_frag() != 0 {
+                    self.note(
+                        0,
+                        "underlay: not a tunnel packet for this endpoint: dropping",
+                    );
+                    return;
+                }
+                let class = match k.nw_proto() {
+                    17 => {
+                        self.exact(FieldId::TpDst);
+                        t.classes()
+                            .into_iter()
+                            .find(|&(_, kind, p)| kind != TunnelKind::Gre && p == k.tp_dst())
+                    }
+                    47 => t
+                        .classes()
+                        .into_iter()
+                        .find(|&(_, kind, _)| kind == TunnelKind::Gre),
+                    _ => None,
+                };
+                match class {
+                    Some((vport, kind, _)) => {
+                        self.odp.push(DpAction::TnlPop { port: vport, kind });
+                        self.note(
+                            0,
+                            &format!(
+                                "underlay: {} packet to {dst}: tnl_pop({vport})",
+                                kind.name()
+                            ),
+                        );
+                    }
+                    None => self.note(0, "underlay: no tunnel on this port: dropping"),
+                }
+            }
+            _ => self.note(0, "underlay: not ARP or IP: dropping"),
+        }
+    }
+
+    /// A packet decapsulated on tunnel datapath port `in_port`: its
+    /// OpenFlow in_port becomes the tunnel port its outer headers name.
+    /// False (drop) when none does.
+    pub(super) fn tunnel_receive(&mut self, t: &Tunnels) -> bool {
+        let k = self.flow;
+        let (src, dst) = if k.tun_dst() != 0 {
+            (
+                IpAddr::V4(Ipv4Addr::from(k.tun_src())),
+                IpAddr::V4(Ipv4Addr::from(k.tun_dst())),
+            )
+        } else {
+            (
+                IpAddr::V6(Ipv6Addr::from(k.tun_ipv6_src())),
+                IpAddr::V6(Ipv6Addr::from(k.tun_ipv6_dst())),
+            )
+        };
+        match t.receive(k.in_port(), src, dst, k.tun_id()) {
+            Some(p) => {
+                self.flow.set_in_port(p);
+                self.note(
+                    0,
+                    &format!("tunnel: from {src} key {:#x}: in_port {p}", k.tun_id()),
+                );
+                true
+            }
+            None => {
+                self.note(
+                    0,
+                    &format!(
+                        "receive tunnel port not found (from {src} key {:#x}): dropping",
+                        k.tun_id()
+                    ),
+                );
+                false
+            }
+        }
+    }
+
+    /// Output to tunnel port `p`: `clone(tnl_push(...),UNDERLAY)`.
+    pub(super) fn tunnel_output(&mut self, p: &TunnelPort, t: &Tunnels) {
+        let f = self.flow;
+        let remote = match p.remote {
+            Remote::Ip(ip) => ip,
+            Remote::Flow if f.tun_dst() != 0 => IpAddr::V4(Ipv4Addr::from(f.tun_dst())),
+            Remote::Flow if f.tun_ipv6_dst() != 0 => IpAddr::V6(Ipv6Addr::from(f.tun_ipv6_dst())),
+            Remote::Flow => {
+                self.note(
+                    self.depth + 1,
+                    &format!(
+                        "output to tunnel port {}: no tun_dst set: nothing sent",
+                        p.ofport
+                    ),
+                );
+                return;
+            }
+        };
+        let key = match p.key {
+            Key::Fixed(k) => k,
+            Key::Flow => f.tun_id(),
+        };
+        let Some(u) = t.underlay() else {
+            self.note(self.depth + 1, "native tunnel: no underlay: nothing sent");
+            return;
+        };
+        let Some((hop, src)) = t.route(remote) else {
+            self.note(
+                self.depth + 1,
+                &format!("native tunnel routing failed: no route to {remote}"),
+            );
+            return;
+        };
+        let src = p.local.unwrap_or(src);
+        let Some(dmac) = t.neigh.lookup(hop) else {
+            if self.side_effects {
+                t.neigh.want(hop);
+            }
+            self.note(self.depth + 1, &format!("neighbor cache miss for {hop} on the underlay: sending an ARP/ND request, dropping"));
+            return;
+        };
+        let ip = match (src, remote) {
+            (IpAddr::V4(s), IpAddr::V4(d)) => OuterIp::V4 {
+                src: s.octets(),
+                dst: d.octets(),
+                df: p.df,
+            },
+            (IpAddr::V6(s), IpAddr::V6(d)) => OuterIp::V6 {
+                src: s.octets(),
+                dst: d.octets(),
+            },
+            _ => {
+                self.note(
+                    self.depth + 1,
+                    "native tunnel: local and remote addresses of different families",
+                );
+                return;
+            }
+        };
+        let v6 = matches!(ip, OuterIp::V6 { .. });
+        let spec = HeaderSpec {
+            kind: p.kind,
+            eth_dst: dmac,
+            eth_src: u.mac,
+            ip,
+            tos: p.tos,
+            ttl: p.ttl,
+            udp_dst: p.dst_port,
+            csum: p.csum.unwrap_or(v6),
+            key: if p.kind == TunnelKind::Gre && p.key == Key::Fixed(0) {
+                None
+            } else {
+                Some(key as u32)
+            },
+            oam: f.tun_flags() & 1 != 0,
+            geneve_opts: &[],
+        };
+        let mut h = [0u8; MAX_HEADER];
+        let Some(push) = build_header(&spec, &mut h)
+            .ok()
+            .and_then(|n| TnlPush::new(t.vport(p), u.port, p.kind, &h[..n]))
+        else {
+            self.note(self.depth + 1, "native tunnel: header could not be built");
+            return;
+        };
+        self.commit();
+        self.odp.push(DpAction::Clone { len: 2 });
+        self.odp.push(DpAction::TnlPush(push));
+        self.odp.push(DpAction::Output(u.port));
+    }
+}
