@@ -23,7 +23,9 @@ afpacket:IFNAME[,queues=N]                      AF_PACKET TPACKET_V3 ring(s), vn
 tap:NAME                                        a tap interface, created and deleted by the switch\n  \
 pcap:FILE[,loop]                                receive a capture's frames (once, or looped)\n  \
 pcap-out:FILE                                   write what the port is sent to a capture\n  \
-null                                            discard what the port is sent\n\
+null                                            discard what the port is sent\n  \
+vxlan:remote_ip=IP|flow[,key=K|flow][,local_ip=IP][,dst_port=P][,csum=true][,ttl=T][,tos=T]\n  \
+geneve:...  gre:...                             tunnel ports (need --underlay; options as vxlan's)\n\
 Any of them may end with 802.1Q options for NORMAL: ,vlan=V (access port of VLAN V) or\n\
 ,trunks=V1,V2,... (trunk of those VLANs; default: trunk of every VLAN).\n\n\
 Example (two namespaces joined through the switch):\n  \
@@ -53,6 +55,14 @@ pub struct Args {
     /// the one named by --bridge, with datapath_type=netdev.
     #[arg(long, value_name = "REMOTE", num_args = 0..=1, default_missing_value = "")]
     ovsdb: Option<String>,
+    /// The tunnels' underlay: a port (afpacket:IF, afxdp:IF, ...) on which
+    /// flowpath owns the tunnel endpoint address(es) `ip=ADDR/PLEN`
+    /// (repeatable; IPv4 and IPv6), answers ARP for them and receives the
+    /// tunnel packets sent to them; `gw=IP` adds a default route, `mac=MAC`
+    /// overrides the interface's MAC. Routes and neighbours:
+    /// `ovs/route/*`, `tnl/neigh/*` on the control socket.
+    #[arg(long, value_name = "SPEC,ip=ADDR/PLEN[,gw=IP][,mac=MAC]")]
+    underlay: Option<String>,
     /// CPUs to run PMD threads on, one PMD each (e.g. `1` or `0,1`);
     /// default: one PMD, not pinned.
     #[arg(long, value_name = "CPU,...", value_delimiter = ',')]
@@ -201,8 +211,17 @@ fn split_vlan(spec: &str) -> Result<(String, VlanMode)> {
     Ok((rest.join(","), mode))
 }
 
+/// What a `--port` is.
+#[derive(Debug, PartialEq)]
+enum PortArg {
+    /// A port with a device.
+    Net(PortSpec),
+    /// A tunnel port.
+    Tunnel(flowpath_ofproto::tunnel::TunnelPort),
+}
+
 /// Parses `N=SPEC[,vlan=V|,trunks=V1,V2]`.
-fn parse_port(s: &str) -> Result<(u32, PortSpec, VlanMode)> {
+fn parse_port(s: &str) -> Result<(u32, PortArg, VlanMode)> {
     let (n, spec) = s
         .split_once('=')
         .with_context(|| format!("--port '{s}': expected N=SPEC, e.g. 1=afxdp:p1"))?;
@@ -212,9 +231,17 @@ fn parse_port(s: &str) -> Result<(u32, PortSpec, VlanMode)> {
         .ok()
         .filter(|n| (1..=0xfeff).contains(n))
         .with_context(|| format!("--port '{s}': '{n}' is not a port number (1 to 65279)"))?;
+    if ["vxlan:", "geneve:", "gre:"]
+        .iter()
+        .any(|k| spec.starts_with(k))
+    {
+        let t = flowpath_ofproto::tunnel::TunnelPort::parse(n, spec)
+            .map_err(|e| anyhow::anyhow!("--port {n}: {e}"))?;
+        return Ok((n, PortArg::Tunnel(t), VlanMode::TrunkAll));
+    }
     let (spec, mode) = split_vlan(spec).map_err(|e| anyhow::anyhow!("--port {n}: {e}"))?;
     let spec = PortSpec::parse(&spec).map_err(|e| anyhow::anyhow!("--port {n}: {e}"))?;
-    Ok((n, spec, mode))
+    Ok((n, PortArg::Net(spec), mode))
 }
 
 /// Runs `flowpath switch`.
@@ -241,12 +268,22 @@ pub fn run(args: Args) -> Result<()> {
     let prefixes = parse_prefixes(&args.prefixes).context("--prefixes")?;
     let per_table = crate::rule_args::parse_table_prefixes(&args.table_prefixes)?;
     let mut ports = Vec::new();
+    let mut tunnels = Vec::new();
     let mut vlans = PortVlans::default();
     for p in &args.ports {
         let (n, spec, mode) = parse_port(p)?;
         vlans.set(n, mode);
-        ports.push((n, spec));
+        match spec {
+            PortArg::Net(spec) => ports.push((n, spec)),
+            PortArg::Tunnel(t) => tunnels.push(t),
+        }
     }
+    let underlay = args
+        .underlay
+        .as_deref()
+        .map(flowpath_switchd::underlay::UnderlayConfig::parse)
+        .transpose()
+        .map_err(anyhow::Error::msg)?;
     if args.mac_table_size == 0 {
         bail!("--mac-table-size must be at least 1");
     }
@@ -256,7 +293,11 @@ pub fn run(args: Args) -> Result<()> {
         vlans,
         false,
     ));
-    let mut nums: Vec<u32> = ports.iter().map(|(n, _)| *n).collect();
+    let mut nums: Vec<u32> = ports
+        .iter()
+        .map(|(n, _)| *n)
+        .chain(tunnels.iter().map(|t| t.ofport))
+        .collect();
     nums.sort_unstable();
     if let Some(w) = nums.windows(2).find(|w| w[0] == w[1]) {
         bail!("--port {}: port number given twice", w[0]);
@@ -325,6 +366,8 @@ pub fn run(args: Args) -> Result<()> {
                 r.clone()
             }
         }),
+        tunnels,
+        underlay,
     };
     let sw = Switchd::start(cfg)?;
     eprintln!(
@@ -353,10 +396,16 @@ mod tests {
     fn port_specs_with_vlans() {
         let (n, spec, mode) = parse_port("1=afxdp:p1,mode=generic,vlan=10").unwrap();
         assert_eq!((n, mode), (1, VlanMode::Access(10)));
-        assert_eq!(spec, PortSpec::parse("afxdp:p1,mode=generic").unwrap());
+        assert_eq!(
+            spec,
+            PortArg::Net(PortSpec::parse("afxdp:p1,mode=generic").unwrap())
+        );
         let (_, spec, mode) = parse_port("2=afpacket:p2,trunks=20,10,queues=2").unwrap();
         assert_eq!(mode, VlanMode::Trunk(vec![10, 20]));
-        assert_eq!(spec, PortSpec::parse("afpacket:p2,queues=2").unwrap());
+        assert_eq!(
+            spec,
+            PortArg::Net(PortSpec::parse("afpacket:p2,queues=2").unwrap())
+        );
         let (_, _, mode) = parse_port("3=null").unwrap();
         assert_eq!(mode, VlanMode::TrunkAll);
         for bad in [
@@ -367,5 +416,20 @@ mod tests {
             let e = parse_port(bad).unwrap_err().to_string();
             assert!(e.starts_with("--port 1:"), "{bad}: {e}");
         }
+    }
+
+    #[test]
+    fn tunnel_port_specs() {
+        let (n, spec, _) = parse_port("10=vxlan:remote_ip=172.31.1.1,key=5").unwrap();
+        assert_eq!(n, 10);
+        let PortArg::Tunnel(t) = spec else {
+            panic!("not a tunnel: {spec:?}")
+        };
+        assert_eq!(t.describe(), "vxlan:remote_ip=172.31.1.1,key=5");
+        let e = parse_port("11=geneve:key=1").unwrap_err().to_string();
+        assert!(
+            e.starts_with("--port 11:") && e.contains("remote_ip"),
+            "{e}"
+        );
     }
 }

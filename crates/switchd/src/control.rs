@@ -11,6 +11,7 @@
 use crate::pmd::{PmdCmd, PmdSnapshot};
 use crate::rules::{self, Selector};
 use crate::shared::{CtlState, Shared, UpcallStats};
+use crate::underlay;
 use flowpath_datapath::{keys, Config};
 use flowpath_flow::FlowKey;
 use flowpath_ofproto::parse::parse_packet;
@@ -272,6 +273,36 @@ static COMMANDS: &[Command] = &[
     cmd("fdb/stats-show", "[BRIDGE]", 0, 1, |c, _, _| {
         Ok(c.fdb_stats())
     }),
+    cmd("tnl/neigh/show", "", 0, 0, |c, _, _| {
+        Ok(underlay::neigh_show(c.tnl(), c.br()))
+    }),
+    cmd("tnl/arp/show", "", 0, 0, |c, _, _| {
+        Ok(underlay::neigh_show(c.tnl(), c.br()))
+    }),
+    cmd("tnl/neigh/set", "BRIDGE IP MAC", 3, 3, |c, p, _| {
+        underlay::neigh_set(c.tnl(), p, c.now_ms())
+    }),
+    cmd("tnl/arp/set", "BRIDGE IP MAC", 3, 3, |c, p, _| {
+        underlay::neigh_set(c.tnl(), p, c.now_ms())
+    }),
+    cmd("tnl/neigh/flush", "", 0, 0, |c, _, _| {
+        Ok(underlay::neigh_flush(c.tnl()))
+    }),
+    cmd("tnl/arp/flush", "", 0, 0, |c, _, _| {
+        Ok(underlay::neigh_flush(c.tnl()))
+    }),
+    cmd("tnl/ports/show", "", 0, 1, |c, _, _| {
+        Ok(underlay::ports_show(c.tnl()))
+    }),
+    cmd("ovs/route/show", "", 0, 0, |c, _, _| {
+        Ok(underlay::route_show(c.tnl()))
+    }),
+    cmd("ovs/route/add", "IP/PLEN BRIDGE [GW]", 2, 3, |c, p, _| {
+        underlay::route_add(c.tnl(), p)
+    }),
+    cmd("ovs/route/del", "IP/PLEN", 1, 1, |c, p, _| {
+        underlay::route_del(c.tnl(), p)
+    }),
 ];
 
 /// Every command, for `list-commands` and argument checking.
@@ -312,6 +343,16 @@ impl Control {
 
     pub(crate) fn shared(&self) -> &Arc<Shared> {
         &self.sh
+    }
+
+    /// The tunnels, if the switch has an underlay.
+    fn tnl(&self) -> Option<&flowpath_ofproto::tunnel::Tunnels> {
+        self.sh.tunnels.as_deref()
+    }
+
+    /// The bridge's name.
+    fn br(&self) -> &str {
+        self.sh.channel.get().map_or("br0", |(n, _)| n.as_str())
     }
 
     pub(crate) fn state(&self) -> MutexGuard<'_, CtlState> {
@@ -618,52 +659,8 @@ impl Control {
     }
 
     /// The datapath clock (ms since the switch started).
-    fn now_ms(&self) -> u64 {
+    pub(crate) fn now_ms(&self) -> u64 {
         self.sh.started.elapsed().as_millis() as u64
-    }
-
-    /// A port number as OVS names it in `fdb/show` (its name when it has
-    /// one).
-    fn port_name(&self, p: u32) -> String {
-        if p == flowpath_ofproto::action::OFPP_LOCAL {
-            return "LOCAL".into();
-        }
-        p.to_string()
-    }
-
-    fn fdb_show(&self, json: bool) -> Result<String, String> {
-        let now = self.now_ms();
-        let macs = self.sh.bridge.macs();
-        if json {
-            let v: Vec<serde_json::Value> = macs
-                .entries(now)
-                .iter()
-                .map(|e| {
-                    serde_json::json!({
-                        "port": self.port_name(e.port),
-                        "vlan": e.vlan,
-                        "mac": flowpath_ofproto::normal::format_mac(e.mac),
-                        "age": e.age_s(now),
-                    })
-                })
-                .collect();
-            return Ok(format!("{}\n", serde_json::Value::Array(v)));
-        }
-        Ok(macs.show(now, |p| self.port_name(p)))
-    }
-
-    fn fdb_stats(&self) -> String {
-        let macs = self.sh.bridge.macs();
-        let s = macs.stats;
-        format!(
-            "Statistics for bridge \"br0\":\n  Current/maximum MAC entries in the table: {}/{}\n  Current static MAC entries in the table : 0\n  Total number of learned MAC entries     : {}\n  Total number of expired MAC entries     : {}\n  Total number of evicted MAC entries     : {}\n  Total number of port moved MAC entries  : {}\n",
-            macs.entries(self.now_ms()).len(),
-            macs.max_entries(),
-            s.learned,
-            s.expired,
-            s.evicted,
-            s.moved
-        )
     }
 
     /// Changes the rules with `f` under the control lock, publishes them,

@@ -124,3 +124,50 @@ impl Control {
         Ok(out)
     }
 }
+
+/// `fdb/show` and `fdb/stats-show`.
+impl Control {
+    /// A port number as OVS names it in `fdb/show` (its name when it has
+    /// one).
+    fn port_name(&self, p: u32) -> String {
+        if p == flowpath_ofproto::action::OFPP_LOCAL {
+            return "LOCAL".into();
+        }
+        p.to_string()
+    }
+
+    pub(crate) fn fdb_show(&self, json: bool) -> Result<String, String> {
+        let now = self.now_ms();
+        let macs = self.shared().bridge.macs();
+        if json {
+            let v: Vec<serde_json::Value> = macs
+                .entries(now)
+                .iter()
+                .map(|e| {
+                    serde_json::json!({
+                        "port": self.port_name(e.port),
+                        "vlan": e.vlan,
+                        "mac": flowpath_ofproto::normal::format_mac(e.mac),
+                        "age": e.age_s(now),
+                    })
+                })
+                .collect();
+            return Ok(format!("{}\n", serde_json::Value::Array(v)));
+        }
+        Ok(macs.show(now, |p| self.port_name(p)))
+    }
+
+    pub(crate) fn fdb_stats(&self) -> String {
+        let macs = self.shared().bridge.macs();
+        let s = macs.stats;
+        format!(
+            "Statistics for bridge \"br0\":\n  Current/maximum MAC entries in the table: {}/{}\n  Current static MAC entries in the table : 0\n  Total number of learned MAC entries     : {}\n  Total number of expired MAC entries     : {}\n  Total number of evicted MAC entries     : {}\n  Total number of port moved MAC entries  : {}\n",
+            macs.entries(self.now_ms()).len(),
+            macs.max_entries(),
+            s.learned,
+            s.expired,
+            s.evicted,
+            s.moved
+        )
+    }
+}

@@ -41,6 +41,7 @@ pub mod revalidator;
 pub mod rules;
 pub mod sampler;
 pub mod shared;
+pub mod underlay;
 
 use flowpath_datapath::{Config, Switch};
 use flowpath_netdev::{NetdevError, PortSpec};
@@ -87,6 +88,10 @@ pub struct SwitchdConfig {
     /// An `ovsdb-server` to take the bridge's ports and settings from
     /// (`--ovsdb unix:PATH|tcp:IP:PORT`).
     pub ovsdb: Option<String>,
+    /// Tunnel ports (`--port N=vxlan:...`).
+    pub tunnels: Vec<flowpath_ofproto::tunnel::TunnelPort>,
+    /// The tunnels' underlay (`--underlay`).
+    pub underlay: Option<underlay::UnderlayConfig>,
 }
 
 /// Why the switch could not start.
@@ -161,6 +166,34 @@ impl Switchd {
                 return Err(SwitchdError::Config(format!("port {n} given twice")));
             }
         }
+        // Tunnels: their datapath ports and the underlay's are reserved.
+        let tunnels = if cfg.tunnels.is_empty() && cfg.underlay.is_none() {
+            None
+        } else {
+            use flowpath_ofproto::tunnel::{FIRST_VPORT, UNDERLAY_PORT};
+            for n in cfg
+                .ports
+                .iter()
+                .map(|p| p.0)
+                .chain(cfg.tunnels.iter().map(|t| t.ofport))
+            {
+                if n == UNDERLAY_PORT || n >= FIRST_VPORT {
+                    return Err(SwitchdError::Config(format!(
+                        "port {n}: with tunnels, port {UNDERLAY_PORT} (the underlay) and {FIRST_VPORT} and above (tunnel datapath ports) are reserved"
+                    )));
+                }
+                if cfg.tunnels.iter().any(|t| t.ofport == n) && cfg.ports.iter().any(|p| p.0 == n) {
+                    return Err(SwitchdError::Config(format!("port {n} given twice")));
+                }
+            }
+            let t = underlay::tunnels(std::mem::take(&mut cfg.tunnels), cfg.underlay.as_ref())
+                .map_err(SwitchdError::Config)?;
+            if let Some(u) = &cfg.underlay {
+                cfg.ports.push((UNDERLAY_PORT, u.spec.clone()));
+            }
+            cfg.rules.set_tunnels(Some(t.clone()));
+            Some(t)
+        };
         // The control threads (started from here on, they inherit the
         // mask) stay off the PMDs' cores while another core is allowed.
         if let Err(e) = flowpath_io::affinity::avoid_cpus(&cfg.pmd_cpus) {
@@ -278,6 +311,7 @@ impl Switchd {
             conntrack,
             ipf,
             sampler: sampler.clone(),
+            tunnels: tunnels.clone(),
         });
         drop(sample_tx);
         let stop2 = stop.clone();
@@ -285,13 +319,17 @@ impl Switchd {
         *shared.reval.lock().unwrap_or_else(|p| p.into_inner()) = Some(rtx);
         let sh2 = shared.clone();
         type Job = Box<dyn FnOnce() + Send>;
-        let helpers: [(&str, Job); 2] = [
+        let mut helpers: Vec<(&str, Job)> = vec![
             (
                 "sampler",
                 Box::new(move || sampler::run(sampler, sample_rx, stop2)),
             ),
             ("revalidator", Box::new(move || revalidator::run(sh2, rrx))),
         ];
+        if let Some(t) = tunnels {
+            let sh3 = shared.clone();
+            helpers.push(("fp-neigh", Box::new(move || underlay::run(sh3, t))));
+        }
         for (name, f) in helpers {
             match std::thread::Builder::new().name(name.into()).spawn(f) {
                 Ok(h) => threads.push(h),

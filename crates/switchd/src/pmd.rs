@@ -31,6 +31,7 @@ use flowpath_io::tsc;
 use flowpath_netdev::offload::finish;
 use flowpath_netdev::{wait_readable, QueueStats, RxMeta, RxQueue, TxFrame};
 use flowpath_ofproto::tables::RuleTables;
+use flowpath_ofproto::tunnel::UNDERLAY_PORT;
 use flowpath_slowpath::{RuleSwitch, SlowPath};
 use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -184,7 +185,9 @@ struct Sink<'a> {
     pmd: usize,
     tx: &'a TxTable,
     metas: &'a [RxMeta; BATCH_SIZE],
-    scratch: &'a mut Vec<u8>,
+    /// Software offload's buffers: the frame being finished, and an
+    /// encapsulated segment.
+    scratch: &'a mut [Vec<u8>; 2],
     stats: &'a mut SinkStats,
 }
 
@@ -205,6 +208,43 @@ impl PortSink for Sink<'_> {
             }
             Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
         };
+        if port == UNDERLAY_PORT {
+            // Tunnel packets keep their inner frame's offload state, whose
+            // offsets are the inner frame's: finished and encapsulated
+            // again, segment by segment.
+            let [seg, outer] = &mut *self.scratch;
+            for p in packets.iter() {
+                let m = meta(p.tag);
+                let v = m.vnet.filter(|v| !v.is_plain());
+                let hlen = v.and_then(|_| flowpath_wire::tunnel::encap_len(p.data));
+                let (Some(v), Some(hlen)) = (v, hlen) else {
+                    q.send(&mut std::iter::once(TxFrame {
+                        data: p.data,
+                        vnet: None,
+                        timestamp_ns: m.timestamp_ns,
+                    }));
+                    continue;
+                };
+                let (hdr, inner) = p.data.split_at(hlen);
+                let sport = flowpath_wire::tunnel::udp_src_port(hdr);
+                let r = finish(inner, &v, seg, &mut |s| {
+                    outer.clear();
+                    outer.extend_from_slice(hdr);
+                    outer.extend_from_slice(s);
+                    flowpath_wire::tunnel::finish_push(outer, hlen, sport);
+                    q.send(&mut std::iter::once(TxFrame {
+                        data: outer,
+                        vnet: None,
+                        timestamp_ns: m.timestamp_ns,
+                    }));
+                });
+                match r {
+                    Ok(_) => self.stats.offload_finished += 1,
+                    Err(_) => self.stats.offload_dropped += 1,
+                }
+            }
+            return;
+        }
         if txp.takes_vnet_hdr {
             q.send(&mut packets.iter().map(|p| {
                 let m = meta(p.tag);
@@ -245,7 +285,7 @@ impl PortSink for Sink<'_> {
                     let m = meta(p.tag);
                     let v = m.vnet.unwrap_or_default();
                     let stats = &mut *self.stats;
-                    let r = finish(p.data, &v, self.scratch, &mut |seg| {
+                    let r = finish(p.data, &v, &mut self.scratch[0], &mut |seg| {
                         q.send(&mut std::iter::once(TxFrame {
                             data: seg,
                             vnet: None,
@@ -309,7 +349,7 @@ impl Pmd {
             }
         }
         let mut metas = [RxMeta::default(); BATCH_SIZE];
-        let mut scratch: Vec<u8> = Vec::with_capacity(65_536);
+        let mut scratch: [Vec<u8>; 2] = [Vec::with_capacity(65_536), Vec::with_capacity(2048)];
         let mut sink_stats = SinkStats::default();
         let mut idle_cycles = 0u64;
         let mut last_traffic = Instant::now();
@@ -452,7 +492,7 @@ impl Pmd {
                     reply,
                 } => {
                     let metas = [RxMeta::default(); BATCH_SIZE];
-                    let mut scratch = Vec::new();
+                    let mut scratch = [Vec::new(), Vec::new()];
                     let mut sink = Sink {
                         pmd: self.id,
                         tx: &self.tx,

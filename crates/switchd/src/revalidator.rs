@@ -64,6 +64,9 @@ struct Ukey {
     groups: Vec<(u32, u64, Option<u32>)>,
     /// Rules version it was last translated with.
     version: u64,
+    /// The neighbour table's generation it was translated with (a
+    /// tunnel output's outer Ethernet header comes from it).
+    neigh: u64,
 }
 
 /// The outcome of one round.
@@ -172,6 +175,8 @@ impl Revalidator {
         let indexes_ok = tables.rules().get(..n) == Some(rules.tables.rules());
         // NORMAL's table is locked per translation only if the rules use it.
         let bridge = self.bridge.as_deref().filter(|_| uses_normal(tables));
+        let neigh_gen =
+            flowpath_ofproto::tables::Lookup::tunnels(tables).map_or(0, |t| t.neigh.generation());
         for (pmd, dump) in dumps.iter().enumerate() {
             if pmd >= self.ukeys.len() {
                 self.ukeys.resize_with(pmd + 1, HashMap::new);
@@ -185,7 +190,7 @@ impl Revalidator {
                 let mut keep = true;
                 // A new ukey has version 0, which no published rule set
                 // has (the first is 1).
-                if u.version != rules.version {
+                if u.version != rules.version || u.neigh != neigh_gen {
                     let record = XlateMode {
                         record: true,
                         ..XlateMode::default()
@@ -206,6 +211,7 @@ impl Revalidator {
                         .filter_map(|&(g, b)| Some((g, *rules.group_uids.get(&g)?, b)))
                         .collect();
                     u.version = rules.version;
+                    u.neigh = neigh_gen;
                 }
                 // Statistics first: a deleted megaflow's last packets count.
                 // The packet whose upcall installed it counts for the

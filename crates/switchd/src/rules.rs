@@ -85,6 +85,8 @@ pub struct RuleSet {
     frag_mode: FragMode,
     /// The bridge has flow-sample collector sets (`sample` samples).
     sampling: bool,
+    /// The bridge's tunnels (see `Lookup::tunnels`).
+    tunnels: Option<Arc<flowpath_ofproto::tunnel::Tunnels>>,
     /// Shared with every publication (see
     /// [`RuleTables::share_miss_to_controller`]).
     miss_to_controller: Arc<std::sync::atomic::AtomicBool>,
@@ -115,6 +117,7 @@ impl RuleSet {
             group_counters: GroupCounters::default(),
             frag_mode: FragMode::default(),
             sampling: false,
+            tunnels: None,
             miss_to_controller: Arc::default(),
             next_uid: 1,
             version: 0,
@@ -254,6 +257,12 @@ impl RuleSet {
         }
     }
 
+    /// Gives the tables the bridge's tunnels.
+    pub fn set_tunnels(&mut self, t: Option<Arc<flowpath_ofproto::tunnel::Tunnels>>) {
+        self.tunnels = t;
+        self.version += 1;
+    }
+
     /// The groups, in id order.
     pub fn groups(&self) -> &[flowpath_ofproto::group::Group] {
         &self.groups
@@ -303,6 +312,7 @@ impl RuleSet {
         t.set_port_config(self.port_config.clone());
         t.set_frag_mode(self.frag_mode);
         t.set_sampling(self.sampling);
+        t.set_tunnels(self.tunnels.clone());
         t.share_miss_to_controller(self.miss_to_controller.clone());
         // Checked when rules and groups are added (`check_groups`).
         let _ = t.set_groups(self.groups.clone());

@@ -122,6 +122,9 @@ pub struct Shared {
     pub ipf: Arc<flowpath_conntrack::ipf::Ipf>,
     /// The flow-sample collector sets and their counters.
     pub sampler: Arc<crate::sampler::Sampler>,
+    /// Tunnel ports, the underlay, its routes and neighbours (none
+    /// without `--underlay`).
+    pub tunnels: Option<Arc<flowpath_ofproto::tunnel::Tunnels>>,
 }
 
 /// The OpenFlow channel's controller targets and fail mode, changed while

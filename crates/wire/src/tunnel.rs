@@ -303,8 +303,43 @@ pub fn layout(header: &[u8]) -> Option<Layout> {
     (header.len() >= l4 + if gre { 4 } else { UDP_LEN }).then_some(Layout { v6, l4, gre })
 }
 
+/// The length of the outer headers of a frame encapsulated from a
+/// [`build_header`] template (`None`: not one): through the VXLAN or
+/// Geneve header and options, or the GRE header and its fields.
+pub fn encap_len(frame: &[u8]) -> Option<usize> {
+    let lay = layout(frame)?;
+    let l4 = frame.get(lay.l4..)?;
+    let n = if lay.gre {
+        let flags = u16::from_be_bytes([l4[0], l4[1]]);
+        4 + [GRE_CSUM, GRE_KEY, GRE_SEQ]
+            .iter()
+            .filter(|f| flags & **f != 0)
+            .count()
+            * 4
+    } else {
+        let t = l4.get(UDP_LEN..UDP_LEN + 8)?;
+        if u16::from_be_bytes([t[2], t[3]]) == ETH_P_TEB {
+            UDP_LEN + GENEVE_LEN + usize::from(t[0] & 0x3f) * 4
+        } else {
+            UDP_LEN + VXLAN_LEN
+        }
+    };
+    let total = lay.l4 + n;
+    (frame.len() >= total).then_some(total)
+}
+
+/// The UDP source port of an encapsulated frame's outer header (0 for
+/// GRE or a frame that is not one).
+pub fn udp_src_port(frame: &[u8]) -> u16 {
+    match layout(frame) {
+        Some(l) if !l.gre => u16::from_be_bytes([frame[l.l4], frame[l.l4 + 1]]),
+        _ => 0,
+    }
+}
+
 /// Fills in the per-packet fields of the `hlen`-byte template at the start
-/// of `frame` (the template was copied there, the inner frame follows):
+/// of `frame` (the template, or the outer headers of a frame encapsulated
+/// from it, was copied there; the inner frame follows):
 /// IP lengths and checksum, UDP source port (`src_port`), length and
 /// checksum, GRE checksum. Returns false (frame unchanged beyond the
 /// copy) when the template is not one [`build_header`] makes.
@@ -324,9 +359,12 @@ pub fn finish_push(frame: &mut [u8], hlen: usize, src_port: u16) -> bool {
             return false;
         };
         let ip = &mut frame[ETH_LEN..ETH_LEN + IPV4_LEN];
+        // (From whatever length is there: 0 in a template, the old one in
+        // a frame encapsulated before.)
+        let old = u16::from_be_bytes([ip[2], ip[3]]);
         ip[2..4].copy_from_slice(&tot.to_be_bytes());
         let c = u16::from_be_bytes([ip[10], ip[11]]);
-        ip[10..12].copy_from_slice(&checksum::update(c, 0, tot).to_be_bytes());
+        ip[10..12].copy_from_slice(&checksum::update(c, old, tot).to_be_bytes());
     }
     let l4 = lay.l4;
     if lay.gre {
@@ -703,6 +741,31 @@ mod tests {
                 let _ = decap(&f[..n], kind);
             }
             assert!(decap(&f, kind).is_ok());
+        }
+    }
+
+    #[test]
+    fn encapsulated_lengths_are_found_again() {
+        for kind in [TunnelKind::Vxlan, TunnelKind::Geneve, TunnelKind::Gre] {
+            for v6 in [false, true] {
+                let mut s = spec(kind, v6, true);
+                let opts = [0x01, 0x02, 0x80, 0x01, 0, 0, 0, 9];
+                s.geneve_opts = &opts;
+                let f = encap(&s, &inner());
+                let d = decap(&f, kind).unwrap();
+                assert_eq!(encap_len(&f), Some(d.inner), "{kind:?} v6={v6}");
+                if kind != TunnelKind::Gre {
+                    assert_eq!(udp_src_port(&f), 40000);
+                }
+                // The outer headers of an encapsulated frame finish another
+                // inner frame as well as the template does.
+                let mut g = f[..d.inner].to_vec();
+                let other = [7u8; 100];
+                g.extend_from_slice(&other);
+                assert!(finish_push(&mut g, d.inner, 40000));
+                let e = decap(&g, kind).unwrap();
+                assert_eq!(&g[e.inner..], &other[..], "{kind:?} v6={v6}");
+            }
         }
     }
 

@@ -1,0 +1,487 @@
+//! The tunnel underlay: `--underlay SPEC,ip=ADDR/PLEN[,gw=IP][,mac=MAC]`,
+//! the thread that asks for missing neighbours, and the tunnel commands
+//! (`tnl/neigh/*`, `tnl/arp/*`, `ovs/route/*`, `tnl/ports/show`).
+//!
+//! What: flowpath owns the endpoint addresses on the underlay interface:
+//! translation answers ARP for them, snoops every ARP it sees there, and
+//! decapsulates the tunnel packets sent to them (see
+//! `flowpath_ofproto::tunnel`); nothing else received there reaches the
+//! bridge. The neighbour thread sends an ARP request, once a second while
+//! unanswered, for every next hop a translation found missing and for the
+//! fixed remote endpoints of the tunnel ports (so the first packets of a
+//! tunnel are not all dropped while the neighbour is learned).
+//!
+//! Threads: one neighbour thread per switch with an underlay; it sends
+//! through the underlay port's first transmit queue (a lock shared with
+//! PMD 0, taken once a second at most).
+
+use crate::shared::Shared;
+use flowpath_netdev::{PortSpec, TxFrame};
+use flowpath_ofproto::tunnel::{Remote, TunnelPort, Tunnels, Underlay, UNDERLAY_PORT};
+use std::fmt::Write as _;
+use std::net::{IpAddr, Ipv4Addr};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// How often unanswered neighbours are asked for again.
+pub const ASK_INTERVAL: Duration = Duration::from_secs(1);
+
+/// `--underlay`'s parts.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UnderlayConfig {
+    /// The port it is (`afpacket:u0`, `afxdp:u0`, `pcap:...`).
+    pub spec: PortSpec,
+    /// The endpoint addresses (`ip=`, repeatable).
+    pub addrs: Vec<(IpAddr, u8)>,
+    /// Gateways (`gw=`): a default route through each.
+    pub gws: Vec<IpAddr>,
+    /// Its MAC (`mac=`; default: the interface's own).
+    pub mac: Option<[u8; 6]>,
+}
+
+impl UnderlayConfig {
+    /// Parses `SPEC,ip=ADDR/PLEN[,ip=...][,gw=IP][,mac=MAC]`.
+    pub fn parse(s: &str) -> Result<UnderlayConfig, String> {
+        let mut rest = Vec::new();
+        let mut cfg = UnderlayConfig {
+            spec: PortSpec::Null,
+            addrs: Vec::new(),
+            gws: Vec::new(),
+            mac: None,
+        };
+        for tok in s.split(',') {
+            if let Some(v) = tok.strip_prefix("ip=") {
+                let (a, p) = v
+                    .split_once('/')
+                    .ok_or_else(|| format!("--underlay {s}: ip={v}: expected ADDR/PLEN"))?;
+                let a: IpAddr = a
+                    .parse()
+                    .map_err(|_| format!("--underlay {s}: ip={v}: not an IP address"))?;
+                let max = if a.is_ipv4() { 32 } else { 128 };
+                let p: u8 =
+                    p.parse().ok().filter(|p| *p <= max).ok_or_else(|| {
+                        format!("--underlay {s}: ip={v}: prefix length 0 to {max}")
+                    })?;
+                cfg.addrs.push((a, p));
+            } else if let Some(v) = tok.strip_prefix("gw=") {
+                cfg.gws.push(
+                    v.parse()
+                        .map_err(|_| format!("--underlay {s}: gw={v}: not an IP address"))?,
+                );
+            } else if let Some(v) = tok.strip_prefix("mac=") {
+                cfg.mac = Some(
+                    parse_mac(v).ok_or_else(|| format!("--underlay {s}: mac={v}: not a MAC"))?,
+                );
+            } else {
+                rest.push(tok);
+            }
+        }
+        if cfg.addrs.is_empty() {
+            return Err(format!(
+                "--underlay {s}: the tunnel endpoint's address is missing (ip=ADDR/PLEN)"
+            ));
+        }
+        cfg.spec = PortSpec::parse(&rest.join(",")).map_err(|e| format!("--underlay {s}: {e}"))?;
+        Ok(cfg)
+    }
+
+    /// The underlay as translation sees it: the interface's MAC unless
+    /// one was given (a port without an interface: a fixed local one).
+    pub fn underlay(&self) -> Result<Underlay, String> {
+        let name = self
+            .spec
+            .ifname()
+            .map_or_else(|| self.spec.to_string(), str::to_string);
+        let mac = match (self.mac, self.spec.ifname()) {
+            (Some(m), _) => m,
+            (None, Some(ifname)) => interface_mac(ifname).ok_or_else(|| {
+                format!("--underlay: cannot read the MAC address of {ifname} (give mac=)")
+            })?,
+            (None, None) => [0x02, 0xfd, 0, 0, 0, 0x01],
+        };
+        Ok(Underlay {
+            port: UNDERLAY_PORT,
+            name,
+            mac,
+            addrs: self.addrs.clone(),
+        })
+    }
+}
+
+/// Parses `aa:bb:cc:dd:ee:ff`.
+pub fn parse_mac(s: &str) -> Option<[u8; 6]> {
+    let mut m = [0u8; 6];
+    let mut parts = s.split(':');
+    for b in &mut m {
+        *b = u8::from_str_radix(parts.next()?, 16).ok()?;
+    }
+    parts.next().is_none().then_some(m)
+}
+
+fn format_mac(m: [u8; 6]) -> String {
+    m.iter()
+        .map(|b| format!("{b:02x}"))
+        .collect::<Vec<_>>()
+        .join(":")
+}
+
+/// An interface's MAC address, from sysfs.
+pub fn interface_mac(ifname: &str) -> Option<[u8; 6]> {
+    let s = std::fs::read_to_string(format!("/sys/class/net/{ifname}/address")).ok()?;
+    parse_mac(s.trim())
+}
+
+/// Builds the tunnels of a switch.
+pub fn tunnels(ports: Vec<TunnelPort>, u: Option<&UnderlayConfig>) -> Result<Arc<Tunnels>, String> {
+    if !ports.is_empty() && u.is_none() {
+        return Err(format!(
+            "tunnel port {} needs an underlay: --underlay SPEC,ip=ADDR/PLEN",
+            ports[0].ofport
+        ));
+    }
+    let underlay = u.map(UnderlayConfig::underlay).transpose()?;
+    Ok(Arc::new(Tunnels::new(
+        ports,
+        underlay,
+        u.map_or(&[][..], |u| &u.gws[..]),
+    )))
+}
+
+/// An ARP request from `u` (its MAC, source address `spa`) for `tpa`.
+fn arp_request(mac: [u8; 6], spa: Ipv4Addr, tpa: Ipv4Addr) -> [u8; 42] {
+    let mut f = [0u8; 42];
+    f[0..6].fill(0xff);
+    f[6..12].copy_from_slice(&mac);
+    f[12..14].copy_from_slice(&0x0806u16.to_be_bytes());
+    f[14..22].copy_from_slice(&[0, 1, 0x08, 0, 6, 4, 0, 1]);
+    f[22..28].copy_from_slice(&mac);
+    f[28..32].copy_from_slice(&spa.octets());
+    f[38..42].copy_from_slice(&tpa.octets());
+    f
+}
+
+/// The next hops to ask for now: those translations found missing and
+/// the fixed remotes' next hops not yet known.
+fn to_ask(t: &Tunnels) -> Vec<(IpAddr, IpAddr)> {
+    let mut want = t.neigh.take_wanted();
+    for p in t.ports() {
+        if let Remote::Ip(r) = p.remote {
+            if let Some((hop, _)) = t.route(r) {
+                if t.neigh.lookup(hop).is_none() {
+                    want.push(hop);
+                }
+            }
+        }
+    }
+    want.sort();
+    want.dedup();
+    want.into_iter()
+        .filter_map(|hop| t.route(hop).map(|(_, src)| (hop, src)))
+        .collect()
+}
+
+/// Sends one round of neighbour requests; returns how many were sent.
+pub fn ask_once(sh: &Shared, t: &Tunnels) -> usize {
+    let Some(u) = t.underlay() else {
+        return 0;
+    };
+    let tx = sh.tx();
+    let Some(port) = tx.get(UNDERLAY_PORT) else {
+        return 0;
+    };
+    let mut sent = 0;
+    for (hop, src) in to_ask(t) {
+        // (IPv6 next hops: set them with tnl/neigh/set; flowpath sends no
+        // neighbour solicitations yet.)
+        let (IpAddr::V4(hop), IpAddr::V4(src)) = (hop, src) else {
+            continue;
+        };
+        let f = arp_request(u.mac, src, hop);
+        let mut one = std::iter::once(TxFrame {
+            data: &f,
+            vnet: None,
+            timestamp_ns: 0,
+        });
+        sent += crate::ports::TxPort::lock(port.queue_for(0)).send(&mut one);
+    }
+    sent
+}
+
+/// The neighbour thread: a round of requests every [`ASK_INTERVAL`]
+/// until the switch stops.
+pub fn run(sh: Arc<Shared>, t: Arc<Tunnels>) {
+    while !sh.stop.load(Ordering::Relaxed) {
+        ask_once(&sh, &t);
+        // Sleep in small steps so that a stop is seen quickly.
+        for _ in 0..10 {
+            if sh.stop.load(Ordering::Relaxed) {
+                return;
+            }
+            std::thread::sleep(ASK_INTERVAL / 10);
+        }
+    }
+}
+
+/// `tnl/neigh/show` (= `tnl/arp/show`), as OVS prints it.
+pub fn neigh_show(t: Option<&Tunnels>, bridge: &str) -> String {
+    let mut out =
+        String::from("IP                                            MAC                 Bridge\n");
+    out.push_str("==========================================================================\n");
+    for (ip, n) in t.map(|t| t.neigh.entries()).unwrap_or_default() {
+        let _ = writeln!(
+            out,
+            "{:<46}{}   {bridge}",
+            ip.to_string(),
+            format_mac(n.mac)
+        );
+    }
+    out
+}
+
+/// `tnl/neigh/set BRIDGE IP MAC`.
+pub fn neigh_set(t: Option<&Tunnels>, p: &[String], now_ms: u64) -> Result<String, String> {
+    let t = t.ok_or("no tunnel underlay (--underlay)")?;
+    let ip: IpAddr = p
+        .get(1)
+        .and_then(|s| s.parse().ok())
+        .ok_or("bad IP address")?;
+    let mac = p
+        .get(2)
+        .and_then(|s| parse_mac(s))
+        .ok_or("bad MAC address")?;
+    t.neigh.set(ip, mac, now_ms);
+    Ok("OK\n".into())
+}
+
+/// `tnl/neigh/flush`.
+pub fn neigh_flush(t: Option<&Tunnels>) -> String {
+    if let Some(t) = t {
+        t.neigh.flush();
+    }
+    "OK\n".into()
+}
+
+fn mask(ip: IpAddr, plen: u8) -> IpAddr {
+    match ip {
+        IpAddr::V4(a) => {
+            let m = if plen == 0 {
+                0
+            } else {
+                u32::MAX << (32 - u32::from(plen.min(32)))
+            };
+            IpAddr::V4(Ipv4Addr::from(u32::from(a) & m))
+        }
+        IpAddr::V6(a) => {
+            let m = if plen == 0 {
+                0
+            } else {
+                u128::MAX << (128 - u32::from(plen.min(128)))
+            };
+            IpAddr::V6((u128::from(a) & m).into())
+        }
+    }
+}
+
+/// `ovs/route/show`, as OVS prints it.
+pub fn route_show(t: Option<&Tunnels>) -> String {
+    let mut out = String::from("Route Table:\n");
+    let Some(t) = t else {
+        return out;
+    };
+    let dev = t.underlay().map_or("", |u| u.name.as_str());
+    for r in t.routes() {
+        let _ = write!(
+            out,
+            "{}{}/{} dev {dev}",
+            if r.user { "User: " } else { "Cached: " },
+            mask(r.prefix, r.plen),
+            r.plen
+        );
+        if let Some(g) = r.gw {
+            let _ = write!(out, " GW {g}");
+        }
+        let _ = writeln!(out, " SRC {}", r.src);
+    }
+    out
+}
+
+/// Parses `IP/PLEN` (a bare IP: a host route).
+fn parse_prefix(s: &str) -> Option<(IpAddr, u8)> {
+    let (a, p) = s.split_once('/').unwrap_or((s, ""));
+    let a: IpAddr = a.parse().ok()?;
+    let max = if a.is_ipv4() { 32 } else { 128 };
+    let p = if p.is_empty() { max } else { p.parse().ok()? };
+    (p <= max).then_some((a, p))
+}
+
+/// `ovs/route/add IP/PLEN BRIDGE [GW]`.
+pub fn route_add(t: Option<&Tunnels>, p: &[String]) -> Result<String, String> {
+    let t = t.ok_or("no tunnel underlay (--underlay)")?;
+    let (a, plen) = p
+        .first()
+        .and_then(|s| parse_prefix(s))
+        .ok_or("Invalid parameters")?;
+    let gw = match p.get(2) {
+        Some(g) => Some(
+            g.parse::<IpAddr>()
+                .map_err(|_| "Invalid pkt_mark or gateway")?,
+        ),
+        None => None,
+    };
+    t.add_route(mask(a, plen), plen, gw)
+        .map_err(|e| format!("Error while inserting route. ({e})"))?;
+    Ok("OK\n".into())
+}
+
+/// `ovs/route/del IP/PLEN`.
+pub fn route_del(t: Option<&Tunnels>, p: &[String]) -> Result<String, String> {
+    let t = t.ok_or("no tunnel underlay (--underlay)")?;
+    let (a, plen) = p
+        .first()
+        .and_then(|s| parse_prefix(s))
+        .ok_or("Invalid parameters")?;
+    if t.del_route(mask(a, plen), plen) {
+        Ok("OK\n".into())
+    } else {
+        Err("Not found".into())
+    }
+}
+
+/// `tnl/ports/show`: each tunnel class's datapath port and the OpenFlow
+/// tunnel ports on it.
+pub fn ports_show(t: Option<&Tunnels>) -> String {
+    let mut out = String::from("Listening ports:\n");
+    let Some(t) = t else {
+        return out;
+    };
+    for (vport, kind, udp) in t.classes() {
+        let name = if udp == 0 {
+            format!("{}_sys", kind.name())
+        } else {
+            format!("{}_sys_{udp}", kind.name())
+        };
+        let _ = writeln!(
+            out,
+            "{name} ({vport}) ref_cnt={}",
+            t.ports().iter().filter(|p| t.vport(p) == vport).count()
+        );
+        for p in t.ports().iter().filter(|p| t.vport(p) == vport) {
+            let _ = writeln!(out, "  port {}: {}", p.ofport, p.describe());
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn underlay_options_parse_and_refuse() {
+        let u = UnderlayConfig::parse(
+            "afpacket:u0,ip=172.31.1.100/24,gw=172.31.1.254,mac=02:00:00:00:00:64",
+        )
+        .unwrap();
+        assert_eq!(u.spec, PortSpec::parse("afpacket:u0").unwrap());
+        assert_eq!(u.addrs, vec![("172.31.1.100".parse().unwrap(), 24)]);
+        assert_eq!(u.gws, vec!["172.31.1.254".parse::<IpAddr>().unwrap()]);
+        assert_eq!(u.underlay().unwrap().mac, [2, 0, 0, 0, 0, 0x64]);
+        for (bad, needle) in [
+            ("afpacket:u0", "address is missing"),
+            ("afpacket:u0,ip=1.2.3.4", "ADDR/PLEN"),
+            ("afpacket:u0,ip=1.2.3.4/33", "prefix length"),
+            ("afpacket:u0,ip=1.2.3.4/24,mac=zz", "not a MAC"),
+            ("nope:u0,ip=1.2.3.4/24", "--underlay"),
+        ] {
+            let e = UnderlayConfig::parse(bad).unwrap_err();
+            assert!(e.contains(needle), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn arp_requests_are_well_formed() {
+        let f = arp_request(
+            [2, 0, 0, 0, 0, 1],
+            Ipv4Addr::new(10, 0, 0, 1),
+            Ipv4Addr::new(10, 0, 0, 2),
+        );
+        let k = flowpath_flow::extract::extract(&f, 1);
+        assert_eq!(k.dl_type(), 0x0806);
+        assert_eq!(k.nw_proto(), 1, "a request");
+        assert_eq!((k.nw_src(), k.nw_dst()), (0x0a00_0001, 0x0a00_0002));
+        assert_eq!(k.dl_dst(), 0xffff_ffff_ffff);
+    }
+
+    #[test]
+    fn commands_print_as_ovs() {
+        let u = UnderlayConfig::parse("null,ip=172.31.1.100/24,gw=172.31.1.254").unwrap();
+        let t = tunnels(
+            vec![TunnelPort::parse(10, "vxlan:remote_ip=10.1.1.1").unwrap()],
+            Some(&u),
+        )
+        .unwrap();
+        let s = route_show(Some(&t));
+        assert!(
+            s.contains("Cached: 172.31.1.0/24 dev null SRC 172.31.1.100\n"),
+            "{s}"
+        );
+        assert!(
+            s.contains("Cached: 0.0.0.0/0 dev null GW 172.31.1.254 SRC 172.31.1.100\n"),
+            "{s}"
+        );
+        route_add(
+            Some(&t),
+            &["10.1.0.0/16".into(), "br0".into(), "172.31.1.9".into()],
+        )
+        .unwrap();
+        assert!(route_show(Some(&t))
+            .contains("User: 10.1.0.0/16 dev null GW 172.31.1.9 SRC 172.31.1.100\n"));
+        // The fixed remote's next hop is the route's gateway.
+        assert_eq!(
+            to_ask(&t),
+            vec![(
+                "172.31.1.9".parse().unwrap(),
+                "172.31.1.100".parse().unwrap()
+            )]
+        );
+        assert_eq!(
+            route_del(Some(&t), &["10.1.0.0/16".into()]).unwrap(),
+            "OK\n"
+        );
+        assert_eq!(
+            route_del(Some(&t), &["10.1.0.0/16".into()]).unwrap_err(),
+            "Not found"
+        );
+        neigh_set(
+            Some(&t),
+            &[
+                "br0".into(),
+                "172.31.1.254".into(),
+                "aa:55:aa:55:00:01".into(),
+            ],
+            0,
+        )
+        .unwrap();
+        let n = neigh_show(Some(&t), "br0");
+        assert!(
+            n.ends_with("172.31.1.254                                  aa:55:aa:55:00:01   br0\n"),
+            "{n}"
+        );
+        assert!(to_ask(&t).is_empty(), "known now");
+        assert_eq!(
+            neigh_set(
+                Some(&t),
+                &["br0".into(), "x".into(), "aa:55:aa:55:00:01".into()],
+                0
+            )
+            .unwrap_err(),
+            "bad IP address"
+        );
+        let p = ports_show(Some(&t));
+        assert!(
+            p.contains("vxlan_sys_4789 (65024) ref_cnt=1\n  port 10: vxlan:remote_ip=10.1.1.1\n"),
+            "{p}"
+        );
+    }
+}
