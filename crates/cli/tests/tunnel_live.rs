@@ -30,8 +30,9 @@ fn ok(cmd: &str) {
     );
 }
 
-/// The topology, the switch started on it.
-fn setup(t: &mut Topo) {
+/// The topology, the switch started on it; `v6`: the underlay is IPv6
+/// (fd00:77::2 and flowpath's fd00:77::100).
+fn setup(t: &mut Topo, v6: bool) {
     let (h1, h2) = (t.ns(1), t.ns(2));
     let p2 = format!("{}p2", t.tag);
     // Host 1's overlay address on its link to port 1; host 2's on the
@@ -39,15 +40,26 @@ fn setup(t: &mut Topo) {
     // offload off on host 2's underlay link, as Open vSwitch's own system
     // tests do for tunnels.
     ok(&format!("ip -n {h1} addr add 10.88.0.1/24 dev {}p1", t.tag));
+    let (remote, local, mine) = if v6 {
+        ok(&format!(
+            "ip netns exec {h2} sysctl -qw net.ipv6.conf.{p2}.disable_ipv6=0"
+        ));
+        ok(&format!("ip -n {h2} addr add fd00:77::2/64 dev {p2} nodad"));
+        ("fd00:77::100", "fd00:77::2", "fd00:77::100/64")
+    } else {
+        ("10.77.0.100", "10.77.0.2", "10.77.0.100/24")
+    };
     ok(&format!(
-        "ip -n {h2} link add vx{0} type vxlan id 5 remote 10.77.0.100 local 10.77.0.2 dstport 4789 dev {p2}",
+        "ip -n {h2} link add vx{0} type vxlan id 5 remote {remote} local {local} dstport 4789 dev {p2}",
         t.tag
     ));
     ok(&format!("ip -n {h2} addr add 10.88.0.2/24 dev vx{}", t.tag));
     ok(&format!("ip -n {h2} link set vx{} up", t.tag));
     let _ = sh(&format!("ip netns exec {h2} ethtool -K {p2} tx off"));
-    // The overlay's MTU leaves room for the outer headers.
-    ok(&format!("ip -n {h1} link set {}p1 mtu 1450", t.tag));
+    // The overlay's MTU leaves room for the outer headers (the kernel's
+    // device makes its own the same way).
+    let mtu = if v6 { 1430 } else { 1450 };
+    ok(&format!("ip -n {h1} link set {}p1 mtu {mtu}", t.tag));
     let rules = t.path("tunnel.flows");
     std::fs::write(&rules, RULES).unwrap();
     let mut cmd = Command::new(BIN);
@@ -57,9 +69,9 @@ fn setup(t: &mut Topo) {
         .arg("--port")
         .arg(format!("1=afpacket:{}", t.veth(1)))
         .arg("--port")
-        .arg("10=vxlan:remote_ip=10.77.0.2,key=5")
+        .arg(format!("10=vxlan:remote_ip={local},key=5"))
         .arg("--underlay")
-        .arg(format!("afpacket:{},ip=10.77.0.100/24", t.veth(2)))
+        .arg(format!("afpacket:{},ip={mine}", t.veth(2)))
         .arg("--ctl")
         .arg(t.path("flowpath.ctl"));
     t.start(cmd, "switch.log");
@@ -99,26 +111,45 @@ fn vxlan_with_the_kernel() {
         return;
     }
     let mut t = Topo::new("vx");
-    setup(&mut t);
+    setup(&mut t, false);
+    check(&t, "10.77.0.2 ");
+}
+
+/// The same over an IPv6 underlay: the kernel finds flowpath's endpoint by
+/// neighbour discovery, flowpath the kernel's by a solicitation.
+#[test]
+fn vxlan_with_the_kernel_over_ipv6() {
+    if !can_run("vxlan_with_the_kernel_over_ipv6", &["ip", "ping", "iperf3"]) {
+        return;
+    }
+    let mut t = Topo::new("v6");
+    setup(&mut t, true);
+    check(&t, "fd00:77::2 ");
+}
+
+/// Ping both ways, the neighbour `neigh` learned, the megaflows and
+/// commands, iperf3.
+fn check(t: &Topo, neigh_ip: &str) {
+    let t = &*t;
     // The first pings may be lost while the neighbours are learned.
     assert!(
-        wait_until(Duration::from_secs(10), || ping(&t, 1, "10.88.0.2")),
+        wait_until(Duration::from_secs(10), || ping(t, 1, "10.88.0.2")),
         "no ping across the tunnel: {}\n{}\n{}",
-        ctl(&t, &["tnl/neigh/show"]),
-        ctl(&t, &["dpctl/dump-flows"]),
+        ctl(t, &["tnl/neigh/show"]),
+        ctl(t, &["dpctl/dump-flows"]),
         t.log("switch.log")
     );
-    assert!(ping(&t, 2, "10.88.0.1"), "no ping back");
-    let neigh = ctl(&t, &["tnl/neigh/show"]);
-    assert!(neigh.contains("10.77.0.2 "), "{neigh}");
-    let flows = ctl(&t, &["dpctl/dump-flows"]);
+    assert!(ping(t, 2, "10.88.0.1"), "no ping back");
+    let neigh = ctl(t, &["tnl/neigh/show"]);
+    assert!(neigh.contains(neigh_ip), "{neigh}");
+    let flows = ctl(t, &["dpctl/dump-flows"]);
     assert!(flows.contains("tnl_pop("), "{flows}");
     assert!(flows.contains("tnl_push(tnl_port("), "{flows}");
     assert!(flows.contains("vxlan(flags=0x8000000,vni=0x5)"), "{flows}");
-    let ports = ctl(&t, &["tnl/ports/show"]);
+    let ports = ctl(t, &["tnl/ports/show"]);
     assert!(ports.contains("vxlan_sys_4789"), "{ports}");
-    let routes = ctl(&t, &["ovs/route/show"]);
-    assert!(routes.contains("10.77.0.0/24 dev"), "{routes}");
+    let routes = ctl(t, &["ovs/route/show"]);
+    assert!(routes.contains(" dev "), "{routes}");
     // TCP across the tunnel, both offload directions.
     let server = t.in_ns(2, 1, "true");
     assert!(server.status.success());

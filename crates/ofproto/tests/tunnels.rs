@@ -36,7 +36,7 @@ fn setup() -> (RuleTables, Arc<Tunnels>) {
             port: UNDERLAY_PORT,
             name: "u0".into(),
             mac: [2, 0, 0, 0, 0, 0x64],
-            addrs: vec![(ip("172.31.1.100"), 24)],
+            addrs: vec![(ip("172.31.1.100"), 24), (ip("fd00::100"), 64)],
         }),
         &[],
     ));
@@ -150,4 +150,38 @@ fn a_decapsulated_packet_comes_in_on_its_tunnel_port() {
         "{}",
         x.trace
     );
+}
+
+#[test]
+fn the_underlay_answers_neighbour_solicitations() {
+    let (t, tun) = setup();
+    let ns = parse_packet(&format!(
+        "in_port={UNDERLAY_PORT},icmp6,dl_src=02:00:00:00:00:01,dl_dst=33:33:ff:00:01:00,ipv6_src=fd00::1,ipv6_dst=ff02::1:ff00:100,nw_ttl=255,icmp_type=135,icmp_code=0,nd_target=fd00::100,nd_sll=02:00:00:00:00:01,nd_options_type=1"
+    ))
+    .unwrap();
+    let x = xlate_on(&t, None, &ns, 0, LEARN);
+    let a = format_actions(&x.actions);
+    assert!(
+        a.ends_with(&format!(",{UNDERLAY_PORT}")),
+        "{a}\n{}",
+        x.trace
+    );
+    assert!(
+        a.contains("src=fd00::100") && a.contains("dst=fd00::1"),
+        "{a}"
+    );
+    assert!(a.contains("type=136"), "{a}");
+    assert!(a.contains("tll=02:00:00:00:00:64"), "{a}");
+    assert_eq!(
+        tun.neigh.lookup(ip("fd00::1")),
+        Some([2, 0, 0, 0, 0, 1]),
+        "snooped"
+    );
+    // An advertisement: learned from, not answered.
+    let na = parse_packet(&format!(
+        "in_port={UNDERLAY_PORT},icmp6,ipv6_src=fd00::2,ipv6_dst=fd00::100,icmp_type=136,icmp_code=0,nd_target=fd00::2,nd_tll=02:00:00:00:00:02,nd_options_type=2"
+    ))
+    .unwrap();
+    assert!(xlate_on(&t, None, &na, 0, LEARN).actions.is_empty());
+    assert_eq!(tun.neigh.lookup(ip("fd00::2")), Some([2, 0, 0, 0, 0, 2]));
 }

@@ -161,6 +161,42 @@ fn arp_request(mac: [u8; 6], spa: Ipv4Addr, tpa: Ipv4Addr) -> [u8; 42] {
     f
 }
 
+/// A neighbour solicitation from `mac`/`src` for `target`, to its
+/// solicited-node multicast address.
+fn neighbour_solicitation(
+    mac: [u8; 6],
+    src: std::net::Ipv6Addr,
+    target: std::net::Ipv6Addr,
+) -> [u8; 86] {
+    let t = target.octets();
+    let mut dst = [0u8; 16];
+    dst[..2].copy_from_slice(&[0xff, 0x02]);
+    dst[11..13].copy_from_slice(&[0x01, 0xff]);
+    dst[13..].copy_from_slice(&t[13..]);
+    let mut f = [0u8; 86];
+    f[0..6].copy_from_slice(&[0x33, 0x33, 0xff, t[13], t[14], t[15]]);
+    f[6..12].copy_from_slice(&mac);
+    f[12..14].copy_from_slice(&0x86ddu16.to_be_bytes());
+    let ip = &mut f[14..54];
+    ip[0] = 0x60;
+    ip[4..6].copy_from_slice(&32u16.to_be_bytes());
+    ip[6] = 58;
+    ip[7] = 255;
+    ip[8..24].copy_from_slice(&src.octets());
+    ip[24..40].copy_from_slice(&dst);
+    let icmp = &mut f[54..86];
+    icmp[0] = 135;
+    icmp[8..24].copy_from_slice(&t);
+    icmp[24] = 1;
+    icmp[25] = 1;
+    icmp[26..32].copy_from_slice(&mac);
+    use flowpath_wire::checksum;
+    let pseudo = checksum::pseudo_header_v6(src.octets(), dst, 58, 32);
+    let c = !checksum::add(pseudo, checksum::sum(icmp));
+    icmp[2..4].copy_from_slice(&c.to_be_bytes());
+    f
+}
+
 /// The next hops to ask for now: those translations found missing and
 /// the fixed remotes' next hops not yet known.
 fn to_ask(t: &Tunnels) -> Vec<(IpAddr, IpAddr)> {
@@ -192,14 +228,20 @@ pub fn ask_once(sh: &Shared, t: &Tunnels) -> usize {
     };
     let mut sent = 0;
     for (hop, src) in to_ask(t) {
-        // (IPv6 next hops: set them with tnl/neigh/set; flowpath sends no
-        // neighbour solicitations yet.)
-        let (IpAddr::V4(hop), IpAddr::V4(src)) = (hop, src) else {
-            continue;
+        let (arp, ns);
+        let f: &[u8] = match (hop, src) {
+            (IpAddr::V4(hop), IpAddr::V4(src)) => {
+                arp = arp_request(u.mac, src, hop);
+                &arp
+            }
+            (IpAddr::V6(hop), IpAddr::V6(src)) => {
+                ns = neighbour_solicitation(u.mac, src, hop);
+                &ns
+            }
+            _ => continue,
         };
-        let f = arp_request(u.mac, src, hop);
         let mut one = std::iter::once(TxFrame {
-            data: &f,
+            data: f,
             vnet: None,
             timestamp_ns: 0,
         });
@@ -411,6 +453,26 @@ mod tests {
         assert_eq!(k.nw_proto(), 1, "a request");
         assert_eq!((k.nw_src(), k.nw_dst()), (0x0a00_0001, 0x0a00_0002));
         assert_eq!(k.dl_dst(), 0xffff_ffff_ffff);
+    }
+
+    #[test]
+    fn neighbour_solicitations_are_well_formed() {
+        let (src, target) = ("fd00::100".parse().unwrap(), "fd00::1:2".parse().unwrap());
+        let f = neighbour_solicitation([2, 0, 0, 0, 0, 1], src, target);
+        let (k, _) = flowpath_flow::extract::extract_with_layers(&f, 1);
+        assert_eq!((k.nw_proto(), k.tp_src()), (58, 135));
+        assert_eq!(k.nd_target(), u128::from(target));
+        assert_eq!(k.arp_sha(), 0x0200_0000_0001, "source link-layer option");
+        assert_eq!(
+            k.ipv6_dst(),
+            u128::from("ff02::1:ff01:2".parse::<std::net::Ipv6Addr>().unwrap())
+        );
+        // The ICMPv6 checksum adds up over the pseudo-header.
+        use flowpath_wire::checksum;
+        let mut d = [0u8; 16];
+        d.copy_from_slice(&f[38..54]);
+        let p = checksum::pseudo_header_v6(src.octets(), d, 58, 32);
+        assert_eq!(checksum::add(p, checksum::sum(&f[54..])), 0xffff);
     }
 
     #[test]

@@ -85,6 +85,9 @@ impl<L: Lookup> Ctx<'_, '_, L> {
                     self.note(0, "underlay: ARP, nothing to answer: dropping");
                 }
             }
+            0x86dd if k.nw_proto() == 58 && matches!(k.tp_src(), 135 | 136) && k.tp_dst() == 0 => {
+                self.underlay_nd(t, port, mac);
+            }
             0x0800 | 0x86dd => {
                 let v4 = k.dl_type() == 0x0800;
                 let dst = if v4 {
@@ -131,6 +134,71 @@ impl<L: Lookup> Ctx<'_, '_, L> {
                 }
             }
             _ => self.note(0, "underlay: not ARP or IP: dropping"),
+        }
+    }
+
+    /// IPv6 neighbour discovery on the underlay: solicitations for the
+    /// endpoint answered with an advertisement (the solicitation turned
+    /// around: type 136, solicited and override flags, its source
+    /// link-layer option made the target's), the sender's link-layer
+    /// address snooped from solicitations and advertisements.
+    fn underlay_nd(&mut self, t: &Tunnels, port: u32, mac: [u8; 6]) {
+        use FieldId as F;
+        let k = self.flow;
+        for f in [
+            F::Icmpv6Type,
+            F::Icmpv6Code,
+            F::NdTarget,
+            F::NdSll,
+            F::NdTll,
+            F::Ipv6Src,
+            F::NdOptionsType,
+        ] {
+            self.exact(f);
+        }
+        let target = IpAddr::V6(Ipv6Addr::from(k.nd_target()));
+        let (who, lladdr) = if k.tp_src() == 135 {
+            (IpAddr::V6(Ipv6Addr::from(k.ipv6_src())), k.arp_sha())
+        } else {
+            (target, k.arp_tha())
+        };
+        if self.side_effects && lladdr != 0 && !who.is_unspecified() {
+            t.neigh.learn(who, mac_bytes(lladdr), self.now_ms());
+            self.note(
+                0,
+                &format!(
+                    "underlay: learned neighbour {who} at {}",
+                    normal::format_mac(lladdr)
+                ),
+            );
+        }
+        // A solicitation for one of ours, from an address (not duplicate
+        // address detection), with its link-layer option to turn into
+        // ours.
+        if k.tp_src() == 135 && t.is_local(target) && k.ipv6_src() != 0 && k.nd_options_type() == 1
+        {
+            for f in [F::EthSrc, F::EthDst, F::Ipv6Dst, F::NdReserved] {
+                self.exact(f);
+            }
+            self.flow.set_dl_dst(k.dl_src());
+            self.flow.set_dl_src(mac_u64(mac));
+            self.flow.set_ipv6_src(k.nd_target());
+            self.flow.set_ipv6_dst(k.ipv6_src());
+            self.flow.set_tp_src(136);
+            self.flow.set_nd_reserved(0x6000_0000);
+            self.flow.set_nd_options_type(2);
+            self.flow.set_arp_tha(mac_u64(mac));
+            self.commit();
+            self.odp.push(DpAction::Output(port));
+            self.note(
+                0,
+                &format!("underlay: neighbour advertisement for {target}"),
+            );
+        } else {
+            self.note(
+                0,
+                "underlay: neighbour discovery, nothing to answer: dropping",
+            );
         }
     }
 
