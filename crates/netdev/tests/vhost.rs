@@ -504,3 +504,47 @@ fn legacy_guest_without_protocol_features() {
     assert_eq!(&b[..10], &[0u8; 10]);
     assert_eq!(&b[10..], &f[..]);
 }
+
+#[test]
+fn two_pmds_share_the_one_enabled_receive_ring() {
+    let dir = TempDir::new("share");
+    let mut port = server_port(&dir, 2, 2);
+    let mut fe = Frontend::start(Frontend::connect(&dir.sock()), 1, linux_features());
+    wait_ready(&mut port, &mut fe, 0);
+    // wait_ready's probe went through the first one.
+    let probe = port.tx.stats().packets;
+    let txs = vec![
+        std::mem::replace(
+            &mut port.tx,
+            Box::new(flowpath_netdev::null::NullTx::default()),
+        ),
+        port.more_tx.pop().unwrap(),
+    ];
+    let threads: Vec<_> = txs
+        .into_iter()
+        .enumerate()
+        .map(|(t, mut tx)| {
+            std::thread::spawn(move || {
+                let f = frame(t as u32, 100);
+                for _ in 0..250 {
+                    tx.send(&mut std::iter::repeat_n(tx_frame(&f), 8));
+                    std::thread::sleep(Duration::from_micros(20));
+                }
+                tx.stats()
+            })
+        })
+        .collect();
+    let mut got = 0u64;
+    while threads.iter().any(|t| !t.is_finished()) {
+        got += fe.recv(0, false).len() as u64;
+    }
+    let stats: Vec<_> = threads.into_iter().map(|t| t.join().unwrap()).collect();
+    got += fe.recv(0, false).len() as u64;
+    let sent: u64 = stats.iter().map(|s| s.packets).sum::<u64>() - probe;
+    for (t, s) in stats.iter().enumerate() {
+        let own = if t == 0 { probe } else { 0 };
+        assert_eq!(s.packets - own + s.dropped, 2000, "every frame counted");
+        assert!(s.packets > 0, "both queues got through: {stats:?}");
+    }
+    assert_eq!(got, sent);
+}

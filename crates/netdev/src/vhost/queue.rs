@@ -16,7 +16,10 @@
 //! (the store-then-load pattern of Dekker's algorithm). A ring is
 //! *installed* by writing the cell and then setting `running` (release).
 //! The cost to a PMD is one atomic read-modify-write and one store per
-//! burst: no lock, no system call.
+//! burst: no lock, no system call. A transmit queue whose own ring does
+//! not run (the guest enabled fewer queue pairs) claims another running
+//! one, spinning for at most about a burst's time while another PMD
+//! holds it, and drops the burst (counted) if it stays held.
 //!
 //! Data path: a guest frame is gathered (copied) out of its descriptor
 //! chain into the queue's buffer after the 12-byte (10 without
@@ -48,6 +51,10 @@ use std::sync::Arc;
 /// Largest frame taken from the guest (64 KiB plus Ethernet and VLAN
 /// headers), header excluded.
 pub const MAX_FRAME: usize = 65_536 + 64;
+
+/// How often a transmit queue tries again for a ring that another PMD
+/// holds (about a burst's time) before it drops the burst.
+const SHARE_SPINS: u32 = 20_000;
 
 /// A ring as the PMD uses it.
 #[derive(Debug)]
@@ -111,6 +118,11 @@ impl QueueSlot {
             return None; // `c` drops: busy cleared.
         }
         Some(c)
+    }
+
+    /// Whether the ring runs (a hint: it may stop at any time).
+    pub(crate) fn is_running(&self) -> bool {
+        self.running.load(Ordering::Relaxed)
     }
 
     /// Control side: stops PMDs using the ring and takes its state.
@@ -223,7 +235,8 @@ impl RxQueue for VhostRx {
 }
 
 /// Frames for the guest (its receive virtqueues; this queue prefers one
-/// and takes another that runs and is free when that one does not).
+/// and takes another that runs when that one does not, waiting for it
+/// while another transmit queue holds it).
 pub struct VhostTx {
     slots: Vec<Arc<QueueSlot>>,
     first: usize,
@@ -323,7 +336,16 @@ impl TxQueue for VhostTx {
             stats,
         } = self;
         let k = slots.len();
-        let mut claim = (0..k).find_map(|i| slots[(*first + i) % k].claim());
+        // Our own ring first, then any other that runs; if every running
+        // one is held by another PMD, wait for one (a burst's time).
+        let mut claim = None;
+        for round in 0..SHARE_SPINS {
+            claim = (0..k).find_map(|i| slots[(*first + i) % k].claim());
+            if claim.is_some() || (round == 0 && !slots.iter().any(|s| s.is_running())) {
+                break;
+            }
+            std::hint::spin_loop();
+        }
         let Some(a) = claim.as_mut().and_then(|c| c.ring()) else {
             stats.dropped += frames.count() as u64;
             return 0;
