@@ -450,7 +450,7 @@ fn recv_with_fds(s: &UnixStream, hdr: &mut [u8; HDR_LEN]) -> std::io::Result<Opt
         while !c.is_null() {
             if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == libc::SCM_RIGHTS {
                 let data = libc::CMSG_DATA(c).cast::<i32>();
-                let len = (*c).cmsg_len as usize - libc::CMSG_LEN(0) as usize;
+                let len = ((*c).cmsg_len as usize).saturating_sub(libc::CMSG_LEN(0) as usize);
                 for k in 0..len / 4 {
                     let fd = std::ptr::read_unaligned(data.add(k));
                     fds.push(OwnedFd::from_raw_fd(fd));

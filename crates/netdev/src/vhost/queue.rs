@@ -138,7 +138,11 @@ impl QueueSlot {
 
     /// Control side: hands a ring to the PMDs (after [`QueueSlot::withdraw`]).
     pub(crate) fn install(&self, r: ActiveRing) {
-        debug_assert!(!self.running.load(Ordering::SeqCst));
+        if self.running.load(Ordering::SeqCst) {
+            // Not the control thread's habit; withdrawing first keeps the
+            // hand-over sound even so.
+            self.withdraw();
+        }
         // SAFETY: `running` is clear (the control thread withdrew the
         // ring first), so no PMD touches the cell.
         unsafe { *self.ring.get() = Some(r) };
