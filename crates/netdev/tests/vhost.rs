@@ -462,6 +462,9 @@ fn malformed_messages_close_the_connection_and_the_port_serves_the_next() {
     drop(fe);
     let mut fe = Frontend::start(Frontend::connect(&dir.sock()), 1, linux_features());
     wait_ready(&mut port, &mut fe, 0);
+    // The socket file is the port's: removed with it.
+    drop(port);
+    assert!(!dir.sock().exists());
 }
 
 #[test]
