@@ -185,8 +185,9 @@ impl Device {
     fn serve(&mut self, mut s: UnixStream, stop: &AtomicBool) {
         let _ = s.set_read_timeout(Some(Duration::from_secs(1)));
         let mut payload = vec![0u8; protocol::MAX_PAYLOAD];
+        let mut pfds: Vec<libc::pollfd> = Vec::with_capacity(1 + self.vqs.len());
         while !stop.load(Ordering::SeqCst) {
-            if crate::wait_readable(&[s.as_raw_fd()], 100) == 0 {
+            if !self.wait(&s, &mut pfds) {
                 continue;
             }
             let mut hdr = [0u8; HDR_LEN];
@@ -245,6 +246,43 @@ impl Device {
                 }
             }
         }
+    }
+
+    /// Waits up to 100 ms for a message or a kick on one of the guest's
+    /// transmit virtqueues (passed on to the idle PMD, see
+    /// `QueueSlot::kick`); true when a message waits.
+    fn wait(&self, s: &UnixStream, pfds: &mut Vec<libc::pollfd>) -> bool {
+        pfds.clear();
+        let watch = |fd: i32| libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        pfds.push(watch(s.as_raw_fd()));
+        for (i, v) in self.vqs.iter().enumerate() {
+            match &v.kick {
+                Some(k) if i % 2 == 1 && !self.slots[i].kicked() => pfds.push(watch(k.as_raw_fd())),
+                // Keeps `pfds[1 + i]` lined up with virtqueue `i`.
+                _ => pfds.push(watch(-1)),
+            }
+        }
+        // SAFETY: `pfds` is a live, initialised array of `pfds.len()`
+        // pollfd entries (negative descriptors are ignored by poll).
+        let rc = unsafe { libc::poll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, 100) };
+        if rc <= 0 {
+            return false;
+        }
+        for (i, p) in pfds[1..].iter().enumerate() {
+            if p.fd >= 0 && p.revents & libc::POLLIN != 0 {
+                let mut v = 0u64;
+                // SAFETY: reading 8 bytes into a live u64 from the guest's
+                // kick eventfd, which poll found readable (so the read does
+                // not block even if the frontend made it blocking).
+                unsafe { libc::read(p.fd, (&mut v as *mut u64).cast(), 8) };
+                self.slots[i].kick();
+            }
+        }
+        pfds[0].revents != 0
     }
 
     fn vq(&self, index: u32) -> Result<usize, String> {

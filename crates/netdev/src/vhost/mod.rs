@@ -70,7 +70,9 @@ pub fn open(spec: &PortSpec, extra: usize) -> Result<OpenPort, NetdevError> {
         });
     };
     let q = *queues as usize;
-    let slots: Vec<Arc<QueueSlot>> = (0..2 * q).map(|_| Arc::default()).collect();
+    let slots = (0..2 * q)
+        .map(|_| QueueSlot::new(&port).map(Arc::new))
+        .collect::<Result<Vec<_>, _>>()?;
     let control = conn::start(&port, path, *client, q, slots.clone())?;
     let rxqs: Vec<Box<dyn RxQueue>> = (0..q)
         .map(|i| Box::new(VhostRx::new(&port, slots[2 * i + 1].clone())) as Box<dyn RxQueue>)

@@ -33,6 +33,15 @@
 //! (`EVENT_IDX` or the ring's flags): a guest that polls (DPDK) costs no
 //! system call.
 //!
+//! Kicks: the PMD polls, so the guest is asked not to kick while frames
+//! flow (the used ring's `NO_NOTIFY` flag, or `avail_event` left behind
+//! with `EVENT_IDX`). A receive queue that finds its ring empty asks for
+//! a kick and looks once more (a frame posted before the guest saw the
+//! request would get none), so an idle PMD can sleep on
+//! [`RxQueue::poll_fd`]: an eventfd of the slot's own, written by the
+//! control thread when the guest's kick eventfd fires (one read of it by
+//! the PMD per kick, none while frames flow).
+//!
 //! Invariants: no allocation per packet (buffers and segment lists are
 //! made at open); every frame offered to `send` is counted sent or
 //! dropped; a malformed chain from the guest is counted in `errors` and
@@ -44,8 +53,8 @@
 use super::ring::{Seg, Vring, MAX_SEGS};
 use crate::{NetdevError, QueueStats, RxMeta, RxQueue, TxFrame, TxQueue};
 use std::cell::UnsafeCell;
-use std::os::fd::RawFd;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::sync::atomic::{fence, AtomicBool, Ordering};
 use std::sync::Arc;
 
 /// Largest frame taken from the guest (64 KiB plus Ethernet and VLAN
@@ -71,11 +80,17 @@ pub(crate) struct ActiveRing {
 }
 
 /// One virtqueue's hand-over point (module docs).
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct QueueSlot {
     running: AtomicBool,
     busy: AtomicBool,
     ring: UnsafeCell<Option<ActiveRing>>,
+    /// An eventfd of our own, for the whole life of the port: what an idle
+    /// PMD waits on ([`RxQueue::poll_fd`]); the control thread writes it
+    /// when the guest kicks.
+    wake: OwnedFd,
+    /// `wake` was written and not yet drained.
+    kicked: AtomicBool,
 }
 
 // SAFETY: the cell is only accessed by the one thread that holds `busy`
@@ -103,6 +118,47 @@ impl Drop for Claim<'_> {
 }
 
 impl QueueSlot {
+    /// A slot with no ring, for port `port`.
+    pub(crate) fn new(port: &str) -> Result<QueueSlot, NetdevError> {
+        // SAFETY: plain flags; the new descriptor is owned just below.
+        let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
+        if fd < 0 {
+            return Err(NetdevError::last_os(port, "eventfd"));
+        }
+        Ok(QueueSlot {
+            running: AtomicBool::new(false),
+            busy: AtomicBool::new(false),
+            ring: UnsafeCell::new(None),
+            // SAFETY: a fresh descriptor owned by nobody else.
+            wake: unsafe { OwnedFd::from_raw_fd(fd) },
+            kicked: AtomicBool::new(false),
+        })
+    }
+
+    /// Control side: the guest kicked; wakes a PMD waiting on `wake`.
+    pub(crate) fn kick(&self) {
+        if !self.kicked.swap(true, Ordering::AcqRel) {
+            interrupt(self.wake.as_raw_fd());
+        }
+    }
+
+    /// Whether a kick is waiting for the PMD (the control thread stops
+    /// watching the guest's kicks until the PMD has seen it, so a guest
+    /// that kicks without end costs at most one wake-up per poll).
+    pub(crate) fn kicked(&self) -> bool {
+        self.kicked.load(Ordering::Acquire)
+    }
+
+    /// PMD side: clears a kick (one read of `wake`, only after a kick).
+    fn drain_kick(&self) {
+        if self.kicked.load(Ordering::Relaxed) && self.kicked.swap(false, Ordering::AcqRel) {
+            let mut v = 0u64;
+            // SAFETY: reading 8 bytes into a live u64 from our own
+            // non-blocking eventfd.
+            unsafe { libc::read(self.wake.as_raw_fd(), (&mut v as *mut u64).cast(), 8) };
+        }
+    }
+
     /// PMD side: holds the ring for a burst, if it runs and nobody else
     /// holds it.
     pub(crate) fn claim(&self) -> Option<Claim<'_>> {
@@ -196,6 +252,7 @@ impl RxQueue for VhostRx {
             stats,
             ..
         } = self;
+        slot.drain_kick();
         let Some(mut claim) = slot.claim() else {
             return Ok(0);
         };
@@ -205,8 +262,20 @@ impl RxQueue for VhostRx {
         let mut n = 0;
         while n < max {
             match a.vring.pending() {
-                Ok(0) => break,
-                Ok(_) => {}
+                Ok(0) if n > 0 || a.vring.notify() => break,
+                Ok(0) => {
+                    // Empty: ask for a kick before an idle PMD sleeps, then
+                    // look once more — a frame posted before the guest saw
+                    // the request would get no kick.
+                    a.vring.set_notify(true);
+                    fence(Ordering::SeqCst);
+                    if a.vring.pending() != Ok(0) {
+                        a.vring.set_notify(false);
+                        continue;
+                    }
+                    break;
+                }
+                Ok(_) => a.vring.set_notify(false),
                 Err(_) => {
                     stats.errors += 1;
                     break;
@@ -231,6 +300,10 @@ impl RxQueue for VhostRx {
             interrupt(a.call);
         }
         Ok(n)
+    }
+
+    fn poll_fd(&self) -> Option<RawFd> {
+        Some(self.slot.wake.as_raw_fd())
     }
 
     fn stats(&self) -> QueueStats {

@@ -129,6 +129,8 @@ pub struct Vring {
     published: u16,
     event_idx: bool,
     broken: bool,
+    /// The guest was asked to kick on its next post (idle).
+    notify: bool,
 }
 
 // SAFETY: the pointers point into `mem`, which the `Vring` keeps alive
@@ -185,13 +187,43 @@ impl Vring {
             published: base,
             event_idx,
             broken: false,
+            notify: true,
         };
         r.used_idx_atomic().store(base, Ordering::Release);
-        if !event_idx {
-            // SAFETY: `used` is checked, 4-aligned; flags are its first u16.
-            unsafe { std::ptr::write_volatile(r.used.cast::<u16>(), USED_F_NO_NOTIFY) };
-        }
+        // The PMD polls: no kicks until it goes idle.
+        let mut r = r;
+        r.set_notify(false);
         Ok(r)
+    }
+
+    /// Asks the guest to kick (write its `kick` eventfd) on its next post,
+    /// or not to: with `EVENT_IDX` by moving `avail_event` to the next
+    /// index (or behind it), else with the used ring's `NO_NOTIFY` flag.
+    pub fn set_notify(&mut self, on: bool) {
+        if self.notify == on {
+            return;
+        }
+        self.notify = on;
+        if self.event_idx {
+            let ev = if on {
+                self.last_avail
+            } else {
+                self.last_avail.wrapping_sub(1)
+            };
+            let at = 4 + 8 * usize::from(self.size);
+            // SAFETY: `avail_event` is the u16 at `4 + 8 * size`, inside the
+            // checked used ring (6 + 8 * size bytes), 2-aligned.
+            unsafe { std::ptr::write_volatile(self.used.add(at).cast::<u16>(), ev.to_le()) };
+        } else {
+            let flags = if on { 0 } else { USED_F_NO_NOTIFY };
+            // SAFETY: the flags are the first u16 of the checked used ring.
+            unsafe { std::ptr::write_volatile(self.used.cast::<u16>(), flags.to_le()) };
+        }
+    }
+
+    /// Whether the guest was asked to kick.
+    pub fn notify(&self) -> bool {
+        self.notify
     }
 
     /// Ring size.

@@ -50,6 +50,8 @@ pub struct DriverQueue {
     pub last_used: u16,
     pub kick: OwnedFd,
     pub call: OwnedFd,
+    /// Kicks written (the port asked for them).
+    pub kicks: u64,
 }
 
 pub struct Frontend {
@@ -198,6 +200,7 @@ impl Frontend {
                 last_used: 0,
                 kick: eventfd(),
                 call: eventfd(),
+                kicks: 0,
             });
         }
         assert!(at <= MEM_SIZE);
@@ -353,9 +356,27 @@ impl Frontend {
         let dq = &self.queues[q];
         let slot = dq.avail + 4 + 2 * usize::from(dq.avail_idx % QSIZE);
         self.write(slot, &head.to_le_bytes());
-        let idx = dq.avail_idx.wrapping_add(1);
+        let old = dq.avail_idx;
+        let idx = old.wrapping_add(1);
         self.atomic16(dq.avail + 2).store(idx, Ordering::Release);
         self.queues[q].avail_idx = idx;
+        // Kick if the device asked (virtio 2.7.13: full barrier first).
+        std::sync::atomic::fence(Ordering::SeqCst);
+        let dq = &self.queues[q];
+        let want = if self.features & F_EVENT_IDX != 0 {
+            let ev = self
+                .atomic16(dq.used + 4 + 8 * usize::from(QSIZE))
+                .load(Ordering::Acquire);
+            idx.wrapping_sub(ev).wrapping_sub(1) < idx.wrapping_sub(old)
+        } else {
+            self.atomic16(dq.used).load(Ordering::Acquire) & 1 == 0
+        };
+        if want {
+            let one = 1u64;
+            // SAFETY: writing 8 bytes from a live u64 to our eventfd.
+            unsafe { libc::write(dq.kick.as_raw_fd(), (&one as *const u64).cast(), 8) };
+            self.queues[q].kicks += 1;
+        }
     }
 
     /// Sets the available index as a broken driver would.
