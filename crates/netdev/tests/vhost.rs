@@ -2,7 +2,6 @@
 //! the guest's driver over a real socket: frames both ways, several queue
 //! pairs, server and client mode, disconnects under traffic, a guest that
 //! stops reading, malformed descriptors and messages.
-#![allow(unsafe_code)]
 
 mod vhost_frontend;
 
