@@ -453,6 +453,8 @@ fn malformed_messages_close_the_connection_and_the_port_serves_the_next() {
     assert_ne!(fe.request_acked(8, &[0, 0, 0, 0, 3, 0, 0, 0]), 0, "size 3");
     assert_ne!(fe.request_acked(77, &[]), 0, "unknown request");
     assert!(fe.get_u64(17) >= 1, "still served");
+    // A reset is acknowledged too (REPLY_ACK was negotiated before it).
+    assert_eq!(fe.request_acked(4, &[]), 0, "RESET_OWNER");
     // A bad version closes it.
     fe.send_raw(&[1, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0]);
     let mut b = [0u8; 1];

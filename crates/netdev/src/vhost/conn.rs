@@ -217,6 +217,10 @@ impl Device {
                     return;
                 }
             };
+            // Decided before the request runs: a reset forgets REPLY_ACK.
+            let ack = h.need_reply()
+                && self.protocol & protocol_feature::REPLY_ACK != 0
+                && !protocol::has_reply(h.request);
             let (reply, ok) = match self.handle(msg, fds) {
                 Ok(r) => (r, true),
                 Err(why) => {
@@ -229,12 +233,7 @@ impl Device {
             };
             let out = match reply {
                 Some(r) => Some(r),
-                None if h.need_reply()
-                    && self.protocol & protocol_feature::REPLY_ACK != 0
-                    && !protocol::has_reply(h.request) =>
-                {
-                    Some(protocol::reply_u64(h.request, u64::from(!ok)))
-                }
+                None if ack => Some(protocol::reply_u64(h.request, u64::from(!ok))),
                 // A request that must be answered and failed: answer 0
                 // rather than leave the frontend waiting.
                 None if protocol::has_reply(h.request) => Some(protocol::reply_u64(h.request, 0)),
