@@ -605,3 +605,46 @@ fn an_idle_poller_sleeps_until_the_guest_kicks() {
         assert_eq!(got.len(), 200);
     }
 }
+
+#[test]
+fn memory_remapped_under_traffic() {
+    let dir = TempDir::new("remap");
+    let mut port = server_port(&dir, 1, 1);
+    let mut rxq = port.rxqs.pop().unwrap();
+    let mut tx = std::mem::replace(
+        &mut port.tx,
+        Box::new(flowpath_netdev::null::NullTx::default()),
+    );
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let stop2 = stop.clone();
+    // A PMD polling both rings without pause while the memory table is
+    // replaced again and again: the old mappings go only after the rings
+    // were taken from it (else this test dies of a fault).
+    let pmd = std::thread::spawn(move || {
+        let mut got = 0u64;
+        let f = frame(0xffff, 100);
+        while !stop2.load(std::sync::atomic::Ordering::SeqCst) {
+            got += rxq.recv(32, &mut |_, _| {}).unwrap() as u64;
+            tx.send(&mut std::iter::repeat_n(tx_frame(&f), 4));
+        }
+        (got, rxq.stats(), tx.stats())
+    });
+    let mut fe = Frontend::start(Frontend::connect(&dir.sock()), 1, linux_features());
+    let mut sent = 0u64;
+    for round in 0..100u32 {
+        for i in 0..20 {
+            if fe.send(0, &frame(round * 100 + i, 300)) {
+                sent += 1;
+            }
+        }
+        fe.recv(0, false);
+        fe.set_mem_table();
+    }
+    assert!(fe.wait_tx_done(0));
+    std::thread::sleep(Duration::from_millis(50));
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    let (got, rs, ts) = pmd.join().unwrap();
+    assert_eq!(got, sent, "every frame the guest sent arrived");
+    assert_eq!(rs.errors + ts.errors, 0);
+    assert!(ts.packets > 0);
+}

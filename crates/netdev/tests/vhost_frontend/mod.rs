@@ -241,7 +241,7 @@ impl Frontend {
         }
     }
 
-    fn set_mem_table(&mut self) {
+    pub fn set_mem_table(&mut self) {
         let mut p = Vec::new();
         p.extend_from_slice(&1u32.to_le_bytes());
         p.extend_from_slice(&0u32.to_le_bytes());
