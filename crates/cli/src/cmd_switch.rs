@@ -21,6 +21,7 @@ use std::sync::Arc;
 afxdp:IFNAME[,mode=native|generic][,queues=N]   AF_XDP sockets + our XDP redirect program\n  \
 afpacket:IFNAME[,queues=N]                      AF_PACKET TPACKET_V3 ring(s), vnet headers (GSO kept)\n  \
 tap:NAME                                        a tap interface, created and deleted by the switch\n  \
+vhost-user:SOCK[,server|client][,queues=N]      a VM or DPDK app attaches over a vhost-user socket\n  \
 pcap:FILE[,loop]                                receive a capture's frames (once, or looped)\n  \
 pcap-out:FILE                                   write what the port is sent to a capture\n  \
 null                                            discard what the port is sent\n  \

@@ -2,7 +2,8 @@
 //!
 //! What: a port is opened from a spec string ([`PortSpec`], e.g.
 //! `afxdp:p1,mode=generic`, `afpacket:p2,queues=2`, `tap:fp0`,
-//! `pcap:in.pcap,loop`, `pcap-out:out.pcap`, `null`) into an [`OpenPort`]:
+//! `pcap:in.pcap,loop`, `pcap-out:out.pcap`, `vhost-user:/run/vm1.sock`,
+//! `null`) into an [`OpenPort`]:
 //! zero or more receive queues ([`RxQueue`]), one transmit side
 //! ([`TxQueue`]), and the resources that must be given back when the port
 //! closes (XDP program, tap interface, mapped rings), released on `Drop`.
@@ -29,7 +30,8 @@
 //! Invariants: no rx or tx call panics on any input or allocates per
 //! packet; every frame offered to `send` is counted as sent or dropped;
 //! every error names the port. All `unsafe` (syscalls, mapped rings) is in
-//! this crate, fenced in the `sys`, `afpacket`, `afxdp` and `tap` modules,
+//! this crate, fenced in the `sys`, `afpacket`, `afxdp`, `tap` and `vhost`
+//! modules,
 //! each block with a `// SAFETY:` comment.
 //!
 //! Threads: an `RxQueue` is polled by one thread at a time (it is `Send`,
@@ -46,6 +48,7 @@ pub mod pcap;
 pub mod spec;
 mod sys;
 pub mod tap;
+pub mod vhost;
 pub mod xdp_attached;
 mod xsk_offload;
 
@@ -161,7 +164,7 @@ pub struct OpenPort {
     /// The spec it was opened from.
     pub spec: PortSpec,
     /// Kind name as `dpctl/show` prints it (`afxdp`, `afpacket`, `tap`,
-    /// `pcap`, `pcap-out`, `null`).
+    /// `pcap`, `pcap-out`, `vhost-user`, `null`).
     pub kind: &'static str,
     /// Extra facts for `dpctl/show` (e.g. `mode=generic, copy`).
     pub detail: String,
@@ -214,5 +217,6 @@ pub fn open_with(spec: &PortSpec, txqs: usize) -> Result<OpenPort, NetdevError> 
         PortSpec::Tap { .. } => tap::open(spec, extra),
         PortSpec::Pcap { .. } | PortSpec::PcapOut { .. } => pcap::open(spec),
         PortSpec::Null => Ok(null::open(spec, extra)),
+        PortSpec::VhostUser { .. } => vhost::open(spec, extra),
     }
 }

@@ -6,6 +6,7 @@
 //! tap:NAME
 //! pcap:FILE[,loop]
 //! pcap-out:FILE
+//! vhost-user:PATH[,server|client][,queues=N]
 //! null
 //! ```
 //!
@@ -69,6 +70,16 @@ pub enum PortSpec {
     },
     /// Sent frames are counted and discarded; nothing is received.
     Null,
+    /// A vhost-user socket a VM or DPDK application attaches to (see
+    /// [`crate::vhost`]).
+    VhostUser {
+        /// The Unix socket.
+        path: PathBuf,
+        /// Connect to `path` (the frontend listens) instead of listening.
+        client: bool,
+        /// Queue pairs.
+        queues: u32,
+    },
 }
 
 impl PortSpec {
@@ -85,7 +96,7 @@ impl PortSpec {
         let (kind, rest) = s_trim.split_once(':').ok_or_else(|| {
             bad(
                 "expected KIND:NAME[,OPTIONS] with KIND one of afxdp, afpacket, tap, pcap, \
-                 pcap-out, or 'null'"
+                 pcap-out, vhost-user, or 'null'"
                     .to_string(),
             )
         })?;
@@ -103,14 +114,17 @@ impl PortSpec {
         let mut queues = 1u32;
         let mut mode = XdpMode::Auto;
         let mut looped = false;
+        let mut client = None;
         let allowed: &[&str] = match kind {
             "afxdp" => &["mode", "queues"],
             "afpacket" => &["queues"],
             "pcap" => &["loop"],
+            "vhost-user" => &["server", "client", "queues"],
             "tap" | "pcap-out" => &[],
             _ => {
                 return Err(bad(format!(
-                    "unknown port kind '{kind}' (afxdp, afpacket, tap, pcap, pcap-out, null)"
+                    "unknown port kind '{kind}' (afxdp, afpacket, tap, pcap, pcap-out, \
+                     vhost-user, null)"
                 )))
             }
         };
@@ -146,6 +160,13 @@ impl PortSpec {
                     }
                 }
                 ("loop", None) => looped = true,
+                ("server" | "client", None) => {
+                    let c = *k == "client";
+                    if client.is_some_and(|was| was != c) {
+                        return Err(bad("give either server or client, not both".to_string()));
+                    }
+                    client = Some(c);
+                }
                 (k, None) => return Err(bad(format!("option '{k}' needs a value ({k}=...)"))),
                 (k, Some(_)) => return Err(bad(format!("option '{k}' takes no value"))),
             }
@@ -180,6 +201,11 @@ impl PortSpec {
                 path: PathBuf::from(name),
                 looped,
             },
+            "vhost-user" => PortSpec::VhostUser {
+                path: PathBuf::from(name),
+                client: client.unwrap_or(false),
+                queues,
+            },
             _ => PortSpec::PcapOut {
                 path: PathBuf::from(name),
             },
@@ -195,6 +221,7 @@ impl PortSpec {
             PortSpec::Pcap { .. } => "pcap",
             PortSpec::PcapOut { .. } => "pcap-out",
             PortSpec::Null => "null",
+            PortSpec::VhostUser { .. } => "vhost-user",
         }
     }
 
@@ -244,6 +271,20 @@ impl fmt::Display for PortSpec {
             }
             PortSpec::PcapOut { path } => write!(f, "pcap-out:{}", path.display()),
             PortSpec::Null => write!(f, "null"),
+            PortSpec::VhostUser {
+                path,
+                client,
+                queues,
+            } => {
+                write!(f, "vhost-user:{}", path.display())?;
+                if *client {
+                    write!(f, ",client")?;
+                }
+                if *queues != 1 {
+                    write!(f, ",queues={queues}")?;
+                }
+                Ok(())
+            }
         }
     }
 }
@@ -264,6 +305,8 @@ mod tests {
             "pcap:/tmp/a.pcap",
             "pcap:a.pcap,loop",
             "pcap-out:out.pcap",
+            "vhost-user:/tmp/vm1.sock",
+            "vhost-user:/tmp/vm1.sock,client,queues=4",
             "null",
         ] {
             let p = PortSpec::parse(s).unwrap_or_else(|e| panic!("{s}: {e}"));
@@ -274,6 +317,14 @@ mod tests {
             PortSpec::AfXdp {
                 ifname: "p1".into(),
                 mode: XdpMode::Generic,
+                queues: 1
+            }
+        );
+        assert_eq!(
+            PortSpec::parse("vhost-user:/tmp/a.sock,server").unwrap(),
+            PortSpec::VhostUser {
+                path: "/tmp/a.sock".into(),
+                client: false,
                 queues: 1
             }
         );
@@ -300,6 +351,12 @@ mod tests {
             ("pcap:x,loop=1", "takes no value"),
             ("afxdp:p1,queues", "needs a value"),
             ("pcap-out:x,loop", "options: none"),
+            ("vhost-user:/s,server,client", "either server or client"),
+            ("vhost-user:/s,queues=65", "queues=65"),
+            (
+                "vhost-user:/s,mode=native",
+                "unknown option 'mode' for vhost-user",
+            ),
         ] {
             let e = PortSpec::parse(s).unwrap_err().to_string();
             assert!(e.contains(want), "{s}: {e}");

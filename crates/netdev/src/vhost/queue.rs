@@ -1,0 +1,463 @@
+//! The PMD side of a vhost-user port: [`VhostRx`] (the guest's transmit
+//! virtqueues 1, 3, …) and [`VhostTx`] (its receive virtqueues 0, 2, …),
+//! and the slot through which the control thread hands each ring over.
+//!
+//! The hand-over (why a PMD never touches unmapped memory): each
+//! virtqueue has a [`QueueSlot`] with two flags, `running` (written by the
+//! control thread) and `busy` (taken by a PMD), and the ring state in a
+//! cell. A PMD *claims* the slot for one burst: it sets `busy` (a
+//! compare-and-swap, so two transmit queues never share a ring) and only
+//! then reads `running`; if that is false it lets go without touching the
+//! cell. The control thread *withdraws* a ring by clearing `running` and
+//! then waiting until `busy` is clear; only after that does it read or
+//! replace the cell, close the ring's descriptors, or unmap memory. Both
+//! sides use sequentially consistent order on the two flags, so either
+//! the PMD sees `running` false or the control thread sees `busy` true
+//! (the store-then-load pattern of Dekker's algorithm). A ring is
+//! *installed* by writing the cell and then setting `running` (release).
+//! The cost to a PMD is one atomic read-modify-write and one store per
+//! burst: no lock, no system call. A transmit queue whose own ring does
+//! not run (the guest enabled fewer queue pairs) claims another running
+//! one, spinning for at most about a burst's time while another PMD
+//! holds it, and drops the burst (counted) if it stays held.
+//!
+//! Data path: a guest frame is gathered (copied) out of its descriptor
+//! chain into the queue's buffer after the 12-byte (10 without
+//! `VERSION_1`/`MRG_RXBUF`) virtio-net header, which is skipped (no
+//! offloads are offered, so it carries nothing). A frame for the guest is
+//! written after a zeroed header into as many receive buffers as it needs
+//! (`MRG_RXBUF`; `num_buffers` set), or into one buffer without
+//! mergeable buffers. When the guest has no buffers left, the frame and
+//! the rest of the burst are counted as dropped at once. The guest's
+//! `call` eventfd is written only when it asked for an interrupt
+//! (`EVENT_IDX` or the ring's flags): a guest that polls (DPDK) costs no
+//! system call.
+//!
+//! Kicks: the PMD polls, so the guest is asked not to kick while frames
+//! flow (the used ring's `NO_NOTIFY` flag, or `avail_event` left behind
+//! with `EVENT_IDX`). A receive queue that finds its ring empty asks for
+//! a kick and looks once more (a frame posted before the guest saw the
+//! request would get none), so an idle PMD can sleep on
+//! [`RxQueue::poll_fd`]: an eventfd of the slot's own, written by the
+//! control thread when the guest's kick eventfd fires (one read of it by
+//! the PMD per kick, none while frames flow).
+//!
+//! Invariants: no allocation per packet (buffers and segment lists are
+//! made at open); every frame offered to `send` is counted sent or
+//! dropped; a malformed chain from the guest is counted in `errors` and
+//! given back unused (transmit side) or stops that receive ring until the
+//! frontend starts it again (receive side, where a half-written frame
+//! cannot be taken back).
+#![allow(unsafe_code)]
+
+use super::ring::{Seg, Vring, MAX_SEGS};
+use crate::{NetdevError, QueueStats, RxMeta, RxQueue, TxFrame, TxQueue};
+use std::cell::UnsafeCell;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::sync::atomic::{fence, AtomicBool, Ordering};
+use std::sync::Arc;
+
+/// Largest frame taken from the guest (64 KiB plus Ethernet and VLAN
+/// headers), header excluded.
+pub const MAX_FRAME: usize = 65_536 + 64;
+
+/// How often a transmit queue tries again for a ring that another PMD
+/// holds (about a burst's time) before it drops the burst.
+const SHARE_SPINS: u32 = 20_000;
+
+/// A ring as the PMD uses it.
+#[derive(Debug)]
+pub(crate) struct ActiveRing {
+    /// The virtqueue.
+    pub vring: Vring,
+    /// The guest's `call` eventfd (-1: none); owned by the control thread,
+    /// which closes it only after withdrawing the ring.
+    pub call: RawFd,
+    /// Virtio-net header length (12 or 10).
+    pub hdr_len: usize,
+    /// `MRG_RXBUF` negotiated.
+    pub mergeable: bool,
+}
+
+/// One virtqueue's hand-over point (module docs).
+#[derive(Debug)]
+pub(crate) struct QueueSlot {
+    running: AtomicBool,
+    busy: AtomicBool,
+    ring: UnsafeCell<Option<ActiveRing>>,
+    /// An eventfd of our own, for the whole life of the port: what an idle
+    /// PMD waits on ([`RxQueue::poll_fd`]); the control thread writes it
+    /// when the guest kicks.
+    wake: OwnedFd,
+    /// `wake` was written and not yet drained.
+    kicked: AtomicBool,
+}
+
+// SAFETY: the cell is only accessed by the one thread that holds `busy`
+// while `running` is set (a PMD), or by the control thread after it
+// cleared `running` and saw `busy` clear (module docs).
+unsafe impl Sync for QueueSlot {}
+
+/// A PMD's hold on a running ring for one burst.
+pub(crate) struct Claim<'a> {
+    slot: &'a QueueSlot,
+}
+
+impl Claim<'_> {
+    fn ring(&mut self) -> Option<&mut ActiveRing> {
+        // SAFETY: this claim holds `busy` and saw `running` set, so the
+        // control thread does not touch the cell until the claim drops.
+        unsafe { (*self.slot.ring.get()).as_mut() }
+    }
+}
+
+impl Drop for Claim<'_> {
+    fn drop(&mut self) {
+        self.slot.busy.store(false, Ordering::Release);
+    }
+}
+
+impl QueueSlot {
+    /// A slot with no ring, for port `port`.
+    pub(crate) fn new(port: &str) -> Result<QueueSlot, NetdevError> {
+        // SAFETY: plain flags; the new descriptor is owned just below.
+        let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
+        if fd < 0 {
+            return Err(NetdevError::last_os(port, "eventfd"));
+        }
+        Ok(QueueSlot {
+            running: AtomicBool::new(false),
+            busy: AtomicBool::new(false),
+            ring: UnsafeCell::new(None),
+            // SAFETY: a fresh descriptor owned by nobody else.
+            wake: unsafe { OwnedFd::from_raw_fd(fd) },
+            kicked: AtomicBool::new(false),
+        })
+    }
+
+    /// Control side: the guest kicked; wakes a PMD waiting on `wake`.
+    pub(crate) fn kick(&self) {
+        if !self.kicked.swap(true, Ordering::AcqRel) {
+            interrupt(self.wake.as_raw_fd());
+        }
+    }
+
+    /// Whether a kick is waiting for the PMD (the control thread stops
+    /// watching the guest's kicks until the PMD has seen it, so a guest
+    /// that kicks without end costs at most one wake-up per poll).
+    pub(crate) fn kicked(&self) -> bool {
+        self.kicked.load(Ordering::Acquire)
+    }
+
+    /// PMD side: clears a kick (one read of `wake`, only after a kick).
+    fn drain_kick(&self) {
+        if self.kicked.load(Ordering::Relaxed) && self.kicked.swap(false, Ordering::AcqRel) {
+            let mut v = 0u64;
+            // SAFETY: reading 8 bytes into a live u64 from our own
+            // non-blocking eventfd.
+            unsafe { libc::read(self.wake.as_raw_fd(), (&mut v as *mut u64).cast(), 8) };
+        }
+    }
+
+    /// PMD side: holds the ring for a burst, if it runs and nobody else
+    /// holds it.
+    pub(crate) fn claim(&self) -> Option<Claim<'_>> {
+        if self
+            .busy
+            .compare_exchange(false, true, Ordering::SeqCst, Ordering::Relaxed)
+            .is_err()
+        {
+            return None;
+        }
+        let c = Claim { slot: self };
+        if !self.running.load(Ordering::SeqCst) {
+            return None; // `c` drops: busy cleared.
+        }
+        Some(c)
+    }
+
+    /// Whether the ring runs (a hint: it may stop at any time).
+    pub(crate) fn is_running(&self) -> bool {
+        self.running.load(Ordering::Relaxed)
+    }
+
+    /// Control side: stops PMDs using the ring and takes its state.
+    pub(crate) fn withdraw(&self) -> Option<ActiveRing> {
+        self.running.store(false, Ordering::SeqCst);
+        while self.busy.load(Ordering::SeqCst) {
+            std::thread::yield_now();
+        }
+        // SAFETY: `running` is clear and no PMD holds `busy` with it set,
+        // so no PMD touches the cell (module docs).
+        unsafe { (*self.ring.get()).take() }
+    }
+
+    /// Control side: hands a ring to the PMDs (after [`QueueSlot::withdraw`]).
+    pub(crate) fn install(&self, r: ActiveRing) {
+        if self.running.load(Ordering::SeqCst) {
+            // Not the control thread's habit; withdrawing first keeps the
+            // hand-over sound even so.
+            self.withdraw();
+        }
+        // SAFETY: `running` is clear (the control thread withdrew the
+        // ring first), so no PMD touches the cell.
+        unsafe { *self.ring.get() = Some(r) };
+        self.running.store(true, Ordering::SeqCst);
+    }
+}
+
+/// Writes the guest's `call` eventfd.
+fn interrupt(fd: RawFd) {
+    if fd >= 0 {
+        let one = 1u64;
+        // SAFETY: writing 8 bytes from a live u64 to a descriptor the
+        // control thread keeps open while the ring runs.
+        unsafe { libc::write(fd, (&one as *const u64).cast(), 8) };
+    }
+}
+
+/// Frames the guest transmits (one of its transmit virtqueues).
+pub struct VhostRx {
+    port: String,
+    slot: Arc<QueueSlot>,
+    segs: Vec<Seg>,
+    buf: Vec<u8>,
+    stats: QueueStats,
+}
+
+impl std::fmt::Debug for VhostRx {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("VhostRx").field("port", &self.port).finish()
+    }
+}
+
+impl VhostRx {
+    pub(crate) fn new(port: &str, slot: Arc<QueueSlot>) -> VhostRx {
+        VhostRx {
+            port: port.to_string(),
+            slot,
+            segs: Vec::with_capacity(MAX_SEGS),
+            buf: Vec::with_capacity(MAX_FRAME),
+            stats: QueueStats::default(),
+        }
+    }
+}
+
+impl RxQueue for VhostRx {
+    fn recv(&mut self, max: usize, f: &mut dyn FnMut(&[u8], RxMeta)) -> Result<usize, NetdevError> {
+        let VhostRx {
+            slot,
+            segs,
+            buf,
+            stats,
+            ..
+        } = self;
+        slot.drain_kick();
+        let Some(mut claim) = slot.claim() else {
+            return Ok(0);
+        };
+        let Some(a) = claim.ring() else {
+            return Ok(0);
+        };
+        let mut n = 0;
+        while n < max {
+            match a.vring.pending() {
+                Ok(0) if n > 0 || a.vring.notify() => break,
+                Ok(0) => {
+                    // Empty: ask for a kick before an idle PMD sleeps, then
+                    // look once more — a frame posted before the guest saw
+                    // the request would get no kick.
+                    a.vring.set_notify(true);
+                    fence(Ordering::SeqCst);
+                    if a.vring.pending() != Ok(0) {
+                        a.vring.set_notify(false);
+                        continue;
+                    }
+                    break;
+                }
+                Ok(_) => a.vring.set_notify(false),
+                Err(_) => {
+                    stats.errors += 1;
+                    break;
+                }
+            }
+            let head = a.vring.take_head();
+            let max_total = (a.hdr_len + MAX_FRAME) as u64;
+            match a.vring.walk(head, false, max_total, segs) {
+                Ok(total) if total as usize > a.hdr_len && a.vring.gather(segs, a.hdr_len, buf) => {
+                    stats.packets += 1;
+                    stats.bytes += buf.len() as u64;
+                    f(buf, RxMeta::default());
+                    n += 1;
+                }
+                _ => stats.errors += 1,
+            }
+            if head < a.vring.size() {
+                a.vring.push_used(head, 0);
+            }
+        }
+        if a.vring.publish() {
+            interrupt(a.call);
+        }
+        Ok(n)
+    }
+
+    fn poll_fd(&self) -> Option<RawFd> {
+        Some(self.slot.wake.as_raw_fd())
+    }
+
+    fn stats(&self) -> QueueStats {
+        self.stats
+    }
+}
+
+/// Frames for the guest (its receive virtqueues; this queue prefers one
+/// and takes another that runs when that one does not, waiting for it
+/// while another transmit queue holds it).
+pub struct VhostTx {
+    slots: Vec<Arc<QueueSlot>>,
+    first: usize,
+    segs: Vec<Seg>,
+    hdr_segs: Vec<Seg>,
+    stats: QueueStats,
+}
+
+impl std::fmt::Debug for VhostTx {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("VhostTx")
+            .field("first", &self.first)
+            .finish()
+    }
+}
+
+impl VhostTx {
+    /// `slots`: the guest's receive virtqueues; `first`: the preferred one.
+    pub(crate) fn new(slots: Vec<Arc<QueueSlot>>, first: usize) -> VhostTx {
+        VhostTx {
+            slots,
+            first,
+            segs: Vec::with_capacity(MAX_SEGS),
+            hdr_segs: Vec::with_capacity(MAX_SEGS),
+            stats: QueueStats::default(),
+        }
+    }
+}
+
+/// Why a frame was not delivered.
+enum Undelivered {
+    /// No (big enough) buffer: dropped; so will the rest of the burst be.
+    Full,
+    /// The guest's chain was malformed: the ring is stopped.
+    Bad,
+}
+
+/// Writes one frame into the guest's receive buffers.
+fn deliver(
+    a: &mut ActiveRing,
+    data: &[u8],
+    segs: &mut Vec<Seg>,
+    hdr_segs: &mut Vec<Seg>,
+) -> Result<(), Undelivered> {
+    let hdr = [0u8; 12];
+    let hdr = &hdr[..a.hdr_len];
+    let need = a.hdr_len + data.len();
+    let mark = a.vring.mark();
+    let mut done = 0usize;
+    let mut bufs = 0u16;
+    while done < need {
+        match a.vring.pending() {
+            Ok(0) => {
+                a.vring.rewind(mark);
+                return Err(Undelivered::Full);
+            }
+            Ok(_) => {}
+            Err(_) => {
+                a.vring.rewind(mark);
+                return Err(Undelivered::Bad);
+            }
+        }
+        let head = a.vring.take_head();
+        if a.vring.walk(head, true, u64::MAX, segs).is_err() {
+            a.vring.rewind(mark);
+            a.vring.set_broken();
+            return Err(Undelivered::Bad);
+        }
+        let h = &hdr[done.min(hdr.len())..];
+        let d = &data[done.saturating_sub(hdr.len()).min(data.len())..];
+        let n = a.vring.scatter(segs, 0, &[h, d]);
+        if bufs == 0 {
+            hdr_segs.clear();
+            hdr_segs.extend_from_slice(segs);
+        }
+        a.vring.push_used(head, n as u32);
+        done += n;
+        bufs += 1;
+        if done < need && !a.mergeable {
+            a.vring.rewind(mark);
+            return Err(Undelivered::Full);
+        }
+    }
+    if a.hdr_len == 12 {
+        a.vring.scatter(hdr_segs, 10, &[&bufs.to_le_bytes()]);
+    }
+    Ok(())
+}
+
+impl TxQueue for VhostTx {
+    fn send(&mut self, frames: &mut dyn Iterator<Item = TxFrame<'_>>) -> usize {
+        let VhostTx {
+            slots,
+            first,
+            segs,
+            hdr_segs,
+            stats,
+        } = self;
+        let k = slots.len();
+        // Our own ring first, then any other that runs; if every running
+        // one is held by another PMD, wait for one (a burst's time).
+        let mut claim = None;
+        for round in 0..SHARE_SPINS {
+            claim = (0..k).find_map(|i| slots[(*first + i) % k].claim());
+            if claim.is_some() || (round == 0 && !slots.iter().any(|s| s.is_running())) {
+                break;
+            }
+            std::hint::spin_loop();
+        }
+        let Some(a) = claim.as_mut().and_then(|c| c.ring()) else {
+            stats.dropped += frames.count() as u64;
+            return 0;
+        };
+        let mut sent = 0;
+        let mut full = false;
+        for f in frames {
+            if full {
+                stats.dropped += 1;
+                continue;
+            }
+            match deliver(a, f.data, segs, hdr_segs) {
+                Ok(()) => {
+                    sent += 1;
+                    stats.packets += 1;
+                    stats.bytes += f.data.len() as u64;
+                }
+                Err(Undelivered::Full) => {
+                    stats.dropped += 1;
+                    full = true;
+                }
+                Err(Undelivered::Bad) => {
+                    stats.errors += 1;
+                    stats.dropped += 1;
+                    full = true;
+                }
+            }
+        }
+        if a.vring.publish() {
+            interrupt(a.call);
+        }
+        sent
+    }
+
+    fn stats(&self) -> QueueStats {
+        self.stats
+    }
+}

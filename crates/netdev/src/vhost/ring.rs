@@ -1,0 +1,533 @@
+//! A split virtqueue (virtio 1.x, 2.7) laid out in guest memory, seen from
+//! the device side: take chains from the available ring, walk their
+//! descriptors, return them on the used ring, and decide whether the
+//! driver wants an interrupt.
+//!
+//! Why shaped so: a guest is untrusted, so the walk is where every rule is
+//! enforced — each descriptor is copied out of guest memory once and then
+//! checked: the head and every `next` index inside the table, at most as
+//! many descriptors as the table has (a longer chain is a loop), no zero
+//! or huge lengths, every buffer inside one mapped region
+//! ([`GuestMemory::gpa`]), the direction the queue expects (a transmit
+//! chain is read-only, a receive chain write-only), an indirect table
+//! non-empty, a whole number of descriptors, inside memory and not nested.
+//! An available index that moves by more than the ring size marks the
+//! ring broken until the frontend starts it again. The result of a walk is
+//! a list of [`Seg`]s that point into checked memory; only this module
+//! makes them.
+//!
+//! Invariants: the ring's three areas were checked to lie in guest memory
+//! with their natural alignment when the [`Vring`] was built; indices
+//! into them are taken modulo the ring size; guest memory is only read and
+//! written through raw pointers (the guest changes it concurrently), with
+//! the ring indices accessed atomically (acquire on the available index,
+//! release on the used index). No allocation: the segment list is
+//! allocated once with room for [`MAX_SEGS`].
+//!
+//! Threads: a `Vring` is used by one thread at a time: the PMD that holds
+//! its queue (see the hand-over in `super`), or the control thread while
+//! the queue is withdrawn.
+#![allow(unsafe_code)]
+
+use super::memory::GuestMemory;
+use std::sync::atomic::{fence, AtomicU16, Ordering};
+use std::sync::Arc;
+
+/// `VRING_DESC_F_NEXT`.
+pub const DESC_F_NEXT: u16 = 0x1;
+/// `VRING_DESC_F_WRITE`.
+pub const DESC_F_WRITE: u16 = 0x2;
+/// `VRING_DESC_F_INDIRECT`.
+pub const DESC_F_INDIRECT: u16 = 0x4;
+/// `VRING_AVAIL_F_NO_INTERRUPT`.
+pub const AVAIL_F_NO_INTERRUPT: u16 = 0x1;
+/// `VRING_USED_F_NO_NOTIFY`.
+pub const USED_F_NO_NOTIFY: u16 = 0x1;
+/// Largest ring (virtio's limit for split rings).
+pub const MAX_QUEUE_SIZE: u16 = 32768;
+/// Most descriptors one chain may have (indirect ones included).
+pub const MAX_SEGS: usize = 1024;
+/// Longest single descriptor accepted.
+pub const MAX_DESC_LEN: u32 = 1 << 17;
+/// Size of one descriptor.
+pub const DESC_SIZE: u64 = 16;
+
+/// Why a chain (or the ring) was refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ChainError {
+    /// The available index moved by more than the ring size.
+    AvailIdx,
+    /// A head index outside the descriptor table.
+    HeadIndex,
+    /// A `next` index outside the table.
+    NextIndex,
+    /// More descriptors than the table holds: a loop.
+    Loop,
+    /// A zero-length buffer.
+    ZeroLen,
+    /// A buffer longer than [`MAX_DESC_LEN`], or a chain longer than the
+    /// caller's limit.
+    HugeLen,
+    /// A buffer outside guest memory.
+    OutsideMemory,
+    /// A writable buffer in a transmit chain or the reverse.
+    Direction,
+    /// An indirect table inside an indirect table.
+    NestedIndirect,
+    /// An indirect table that is empty, not whole descriptors, too large,
+    /// outside memory, or chained.
+    BadIndirect,
+    /// More than [`MAX_SEGS`] buffers.
+    TooLong,
+}
+
+/// One checked buffer of a chain.
+#[derive(Clone, Copy, Debug)]
+pub struct Seg {
+    host: *mut u8,
+    len: u32,
+}
+
+// SAFETY: a `Seg` is only dereferenced (by `gather`/`scatter`, crate
+// private) while the ring that made it is held and its memory alive;
+// between bursts it is a stale number that nothing reads through.
+unsafe impl Send for Seg {}
+
+impl Seg {
+    /// Its length in bytes.
+    pub fn len(&self) -> u32 {
+        self.len
+    }
+
+    /// Never true (zero lengths are refused); for clippy's symmetry.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
+/// The frontend's addresses of the three areas (its user addresses, as
+/// `SET_VRING_ADDR` gives them).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RingAddrs {
+    /// Descriptor table.
+    pub desc: u64,
+    /// Available ring.
+    pub avail: u64,
+    /// Used ring.
+    pub used: u64,
+}
+
+/// A split virtqueue in guest memory.
+pub struct Vring {
+    mem: Arc<GuestMemory>,
+    desc: *mut u8,
+    avail: *mut u8,
+    used: *mut u8,
+    size: u16,
+    last_avail: u16,
+    used_idx: u16,
+    published: u16,
+    event_idx: bool,
+    broken: bool,
+    /// The guest was asked to kick on its next post (idle).
+    notify: bool,
+}
+
+// SAFETY: the pointers point into `mem`, which the `Vring` keeps alive
+// (an `Arc`); a `Vring` is used by one thread at a time (module docs).
+unsafe impl Send for Vring {}
+
+impl std::fmt::Debug for Vring {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Vring")
+            .field("size", &self.size)
+            .field("last_avail", &self.last_avail)
+            .field("used_idx", &self.used_idx)
+            .finish()
+    }
+}
+
+impl Vring {
+    /// A ring of `size` entries at `addrs`, resuming at index `base`
+    /// (`SET_VRING_BASE`; every earlier chain was returned). With
+    /// `event_idx` the guest's `used_event` decides interrupts, else its
+    /// flags do; without it the guest is asked not to kick (the PMD
+    /// polls).
+    pub fn new(
+        mem: Arc<GuestMemory>,
+        addrs: RingAddrs,
+        size: u16,
+        base: u16,
+        event_idx: bool,
+    ) -> Result<Vring, &'static str> {
+        if size == 0 || size > MAX_QUEUE_SIZE || !size.is_power_of_two() {
+            return Err("ring size not a power of two up to 32768");
+        }
+        let n = u64::from(size);
+        let desc = mem
+            .uva(addrs.desc, DESC_SIZE * n)
+            .ok_or("descriptor table outside guest memory")?;
+        let avail = mem
+            .uva(addrs.avail, 6 + 2 * n)
+            .ok_or("available ring outside guest memory")?;
+        let used = mem
+            .uva(addrs.used, 6 + 8 * n)
+            .ok_or("used ring outside guest memory")?;
+        if !(avail as usize).is_multiple_of(2) || !(used as usize).is_multiple_of(4) {
+            return Err("ring areas misaligned");
+        }
+        let r = Vring {
+            mem,
+            desc,
+            avail,
+            used,
+            size,
+            last_avail: base,
+            used_idx: base,
+            published: base,
+            event_idx,
+            broken: false,
+            notify: true,
+        };
+        r.used_idx_atomic().store(base, Ordering::Release);
+        // The PMD polls: no kicks until it goes idle.
+        let mut r = r;
+        r.set_notify(false);
+        Ok(r)
+    }
+
+    /// Asks the guest to kick (write its `kick` eventfd) on its next post,
+    /// or not to: with `EVENT_IDX` by moving `avail_event` to the next
+    /// index (or behind it), else with the used ring's `NO_NOTIFY` flag.
+    pub fn set_notify(&mut self, on: bool) {
+        if self.notify == on {
+            return;
+        }
+        self.notify = on;
+        if self.event_idx {
+            let ev = if on {
+                self.last_avail
+            } else {
+                self.last_avail.wrapping_sub(1)
+            };
+            let at = 4 + 8 * usize::from(self.size);
+            // SAFETY: `avail_event` is the u16 at `4 + 8 * size`, inside the
+            // checked used ring (6 + 8 * size bytes), 2-aligned.
+            unsafe { std::ptr::write_volatile(self.used.add(at).cast::<u16>(), ev.to_le()) };
+        } else {
+            let flags = if on { 0 } else { USED_F_NO_NOTIFY };
+            // SAFETY: the flags are the first u16 of the checked used ring.
+            unsafe { std::ptr::write_volatile(self.used.cast::<u16>(), flags.to_le()) };
+        }
+    }
+
+    /// Whether the guest was asked to kick.
+    pub fn notify(&self) -> bool {
+        self.notify
+    }
+
+    /// Ring size.
+    pub fn size(&self) -> u16 {
+        self.size
+    }
+
+    /// Next available index to take (what `GET_VRING_BASE` returns).
+    pub fn last_avail(&self) -> u16 {
+        self.last_avail
+    }
+
+    /// Whether the ring was found broken ([`ChainError::AvailIdx`]).
+    pub fn is_broken(&self) -> bool {
+        self.broken
+    }
+
+    /// Stops using the ring until it is built again (the guest broke a
+    /// rule that cannot be recovered from in place).
+    pub fn set_broken(&mut self) {
+        self.broken = true;
+    }
+
+    /// The guest memory the ring lives in.
+    pub fn mem(&self) -> &GuestMemory {
+        &self.mem
+    }
+
+    fn avail_idx_atomic(&self) -> &AtomicU16 {
+        // SAFETY: `avail + 2` is inside the checked, 2-aligned available
+        // ring; the guest writes it concurrently, hence atomic access.
+        unsafe { &*(self.avail.add(2) as *const AtomicU16) }
+    }
+
+    fn used_idx_atomic(&self) -> &AtomicU16 {
+        // SAFETY: `used + 2` is inside the checked, 4-aligned used ring.
+        unsafe { &*(self.used.add(2) as *const AtomicU16) }
+    }
+
+    /// How many chains wait (0 when broken).
+    pub fn pending(&mut self) -> Result<u16, ChainError> {
+        if self.broken {
+            return Ok(0);
+        }
+        let idx = self.avail_idx_atomic().load(Ordering::Acquire);
+        let n = idx.wrapping_sub(self.last_avail);
+        if n > self.size {
+            self.broken = true;
+            return Err(ChainError::AvailIdx);
+        }
+        Ok(n)
+    }
+
+    /// Takes the next available head, if [`Vring::pending`] said one waits.
+    pub fn take_head(&mut self) -> u16 {
+        let slot = usize::from(self.last_avail % self.size);
+        // SAFETY: `4 + 2 * slot + 2 <= 6 + 2 * size`: inside the checked
+        // available ring, 2-aligned.
+        let head = unsafe { std::ptr::read_volatile(self.avail.add(4 + 2 * slot).cast::<u16>()) };
+        self.last_avail = self.last_avail.wrapping_add(1);
+        u16::from_le(head)
+    }
+
+    /// Walks the chain at `head` into `segs` (cleared first; its capacity
+    /// must be [`MAX_SEGS`]), expecting write-only buffers if `writable`,
+    /// else read-only ones, at most `max_total` bytes in all. Returns the
+    /// total length.
+    pub fn walk(
+        &self,
+        head: u16,
+        writable: bool,
+        max_total: u64,
+        segs: &mut Vec<Seg>,
+    ) -> Result<u64, ChainError> {
+        segs.clear();
+        if head >= self.size {
+            return Err(ChainError::HeadIndex);
+        }
+        let mut table = self.desc;
+        let mut table_len = self.size;
+        let mut budget = usize::from(self.size);
+        let mut indirect = false;
+        let mut i = head;
+        let mut total = 0u64;
+        loop {
+            if budget == 0 {
+                return Err(ChainError::Loop);
+            }
+            budget -= 1;
+            let d = read_desc(table, i);
+            if d.flags & DESC_F_INDIRECT != 0 {
+                if indirect {
+                    return Err(ChainError::NestedIndirect);
+                }
+                if d.flags & DESC_F_NEXT != 0
+                    || d.len == 0
+                    || !u64::from(d.len).is_multiple_of(DESC_SIZE)
+                    || u64::from(d.len) / DESC_SIZE > u64::from(MAX_QUEUE_SIZE)
+                {
+                    return Err(ChainError::BadIndirect);
+                }
+                table = self
+                    .mem
+                    .gpa(d.addr, u64::from(d.len))
+                    .ok_or(ChainError::BadIndirect)?;
+                table_len = (u64::from(d.len) / DESC_SIZE) as u16;
+                budget = usize::from(table_len);
+                indirect = true;
+                i = 0;
+                continue;
+            }
+            if d.len == 0 {
+                return Err(ChainError::ZeroLen);
+            }
+            if d.len > MAX_DESC_LEN {
+                return Err(ChainError::HugeLen);
+            }
+            if (d.flags & DESC_F_WRITE != 0) != writable {
+                return Err(ChainError::Direction);
+            }
+            let host = self
+                .mem
+                .gpa(d.addr, u64::from(d.len))
+                .ok_or(ChainError::OutsideMemory)?;
+            total += u64::from(d.len);
+            if total > max_total {
+                return Err(ChainError::HugeLen);
+            }
+            if segs.len() >= MAX_SEGS {
+                return Err(ChainError::TooLong);
+            }
+            segs.push(Seg { host, len: d.len });
+            if d.flags & DESC_F_NEXT == 0 {
+                return Ok(total);
+            }
+            i = d.next;
+            if i >= table_len {
+                return Err(ChainError::NextIndex);
+            }
+        }
+    }
+
+    /// Puts `head` on the used ring with `len` bytes written (not yet
+    /// visible to the guest: see [`Vring::publish`]).
+    pub fn push_used(&mut self, head: u16, len: u32) {
+        let slot = usize::from(self.used_idx % self.size);
+        // SAFETY: `4 + 8 * slot + 8 <= 6 + 8 * size`: inside the checked,
+        // 4-aligned used ring.
+        unsafe {
+            let e = self.used.add(4 + 8 * slot).cast::<u32>();
+            std::ptr::write_volatile(e, u32::from(head).to_le());
+            std::ptr::write_volatile(e.add(1), len.to_le());
+        }
+        self.used_idx = self.used_idx.wrapping_add(1);
+    }
+
+    /// Makes the used entries pushed since the last call visible; returns
+    /// whether the guest asked to be interrupted for them.
+    pub fn publish(&mut self) -> bool {
+        let old = self.published;
+        let new = self.used_idx;
+        if old == new {
+            return false;
+        }
+        self.used_idx_atomic().store(new, Ordering::Release);
+        self.published = new;
+        // The guest's interrupt request must be read after the index is
+        // visible (virtio 2.7.10: a full barrier), or an interrupt could be
+        // missed.
+        fence(Ordering::SeqCst);
+        if self.event_idx {
+            let at = 4 + 2 * usize::from(self.size);
+            // SAFETY: `used_event` is the u16 at `4 + 2 * size`, inside the
+            // checked available ring (6 + 2 * size bytes), 2-aligned.
+            let ev =
+                u16::from_le(unsafe { std::ptr::read_volatile(self.avail.add(at).cast::<u16>()) });
+            need_event(ev, new, old)
+        } else {
+            // SAFETY: the flags are the first u16 of the checked ring.
+            let flags = u16::from_le(unsafe { std::ptr::read_volatile(self.avail.cast::<u16>()) });
+            flags & AVAIL_F_NO_INTERRUPT == 0
+        }
+    }
+
+    /// The indices to go back to if a frame is abandoned half-way.
+    pub fn mark(&self) -> (u16, u16) {
+        (self.last_avail, self.used_idx)
+    }
+
+    /// Goes back to a [`Vring::mark`] (nothing published since).
+    pub fn rewind(&mut self, mark: (u16, u16)) {
+        self.last_avail = mark.0;
+        self.used_idx = mark.1;
+    }
+
+    /// Walks the read-only chain at `head` and copies its bytes from
+    /// offset `skip` on into `out` (cleared first, never grown past its
+    /// capacity). Returns the chain's total length.
+    pub fn read_chain(
+        &self,
+        head: u16,
+        skip: usize,
+        segs: &mut Vec<Seg>,
+        out: &mut Vec<u8>,
+    ) -> Result<u64, ChainError> {
+        let total = self.walk(head, false, out.capacity() as u64 + skip as u64, segs)?;
+        if !self.gather(segs, skip, out) {
+            return Err(ChainError::HugeLen);
+        }
+        Ok(total)
+    }
+
+    /// Copies the chain's bytes from offset `skip` on into `out` (cleared
+    /// first, never grown past its capacity); returns false if they do not
+    /// fit. `segs` must come from a walk of this ring while it is held.
+    pub(crate) fn gather(&self, segs: &[Seg], skip: usize, out: &mut Vec<u8>) -> bool {
+        out.clear();
+        let mut skip = skip;
+        for s in segs {
+            let len = s.len as usize;
+            if skip >= len {
+                skip -= len;
+                continue;
+            }
+            let n = len - skip;
+            if out.len() + n > out.capacity() {
+                return false;
+            }
+            let at = out.len();
+            // SAFETY: `s` was made by `walk` from a range checked to lie in
+            // `self.mem`, which is alive; `skip < len`. `out` has room for
+            // `n` more bytes (checked), which become initialised here.
+            unsafe {
+                std::ptr::copy_nonoverlapping(s.host.add(skip), out.as_mut_ptr().add(at), n);
+                out.set_len(at + n);
+            }
+            skip = 0;
+        }
+        true
+    }
+
+    /// Writes `parts` one after the other into the chain's buffers from
+    /// offset `at` on; returns the bytes written (less than asked if the
+    /// chain is shorter). `segs` as for [`Vring::gather`].
+    pub(crate) fn scatter(&self, segs: &[Seg], at: usize, parts: &[&[u8]]) -> usize {
+        let mut written = 0;
+        let mut seg = 0;
+        let mut off = at;
+        // Find the segment holding offset `at`.
+        while seg < segs.len() && off >= segs[seg].len as usize {
+            off -= segs[seg].len as usize;
+            seg += 1;
+        }
+        for part in parts {
+            let mut p = *part;
+            while !p.is_empty() && seg < segs.len() {
+                let s = segs[seg];
+                let n = (s.len as usize - off).min(p.len());
+                // SAFETY: `s` is a checked, writable range of `s.len` bytes
+                // in live guest memory; `off + n <= s.len`.
+                unsafe { std::ptr::copy_nonoverlapping(p.as_ptr(), s.host.add(off), n) };
+                written += n;
+                p = &p[n..];
+                off += n;
+                if off == s.len as usize {
+                    seg += 1;
+                    off = 0;
+                }
+            }
+        }
+        written
+    }
+}
+
+/// virtio's `vring_need_event`: whether moving the used index from `old`
+/// to `new` passes the index `event` the guest asked to be told about.
+pub fn need_event(event: u16, new: u16, old: u16) -> bool {
+    new.wrapping_sub(event).wrapping_sub(1) < new.wrapping_sub(old)
+}
+
+struct Desc {
+    addr: u64,
+    len: u32,
+    flags: u16,
+    next: u16,
+}
+
+/// Copies descriptor `i` out of `table` (the caller checked `i` is below
+/// the table's length).
+fn read_desc(table: *mut u8, i: u16) -> Desc {
+    let mut b = [0u8; 16];
+    // SAFETY: the table holds at least `i + 1` descriptors (the main table
+    // was checked for `size` entries, an indirect one for its length, and
+    // `i` is below that count), so these 16 bytes are in guest memory.
+    unsafe {
+        std::ptr::copy_nonoverlapping(table.add(16 * usize::from(i)), b.as_mut_ptr(), 16);
+    }
+    Desc {
+        addr: u64::from_le_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]]),
+        len: u32::from_le_bytes([b[8], b[9], b[10], b[11]]),
+        flags: u16::from_le_bytes([b[12], b[13]]),
+        next: u16::from_le_bytes([b[14], b[15]]),
+    }
+}
+
+#[cfg(test)]
+mod tests;
