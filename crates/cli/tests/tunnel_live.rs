@@ -183,8 +183,116 @@ fn check(t: &Topo, neigh_ip: &str) {
         .as_f64()
         .unwrap_or(0.0);
     eprintln!(
-        "iperf3 over VXLAN (flowpath afpacket ↔ kernel vxlan): {:.2} Gbit/s",
+        "iperf3 over VXLAN ({}underlay; flowpath afpacket ↔ kernel vxlan): {:.2} Gbit/s",
+        neigh_ip,
         bps / 1e9
     );
     assert!(bps > 0.0, "no TCP across the tunnel");
+}
+
+/// A veth pair in the root namespace, removed when dropped.
+struct Link(String);
+
+impl Drop for Link {
+    fn drop(&mut self) {
+        let _ = sh(&format!("ip link del {}", self.0));
+    }
+}
+
+/// Two `flowpath switch`es joined by a tunnel of `kind` over an underlay
+/// veth pair: namespace 1 (10.88.0.1) behind switch A's port 1,
+/// namespace 2 (10.88.0.2) behind switch B's; ping both ways.
+fn two_switches(name: &str, tag: &str, kind: &str, v6: bool) {
+    if !can_run(name, &["ip", "ping"]) {
+        return;
+    }
+    let mut t = Topo::new(tag);
+    let (ua, ub) = (format!("{}ua", t.tag), format!("{}ub", t.tag));
+    ok(&format!("ip link add {ua} type veth peer name {ub}"));
+    let _link = Link(ua.clone());
+    ok(&format!("ip link set {ua} up && ip link set {ub} up"));
+    for i in 1..=2 {
+        ok(&format!(
+            "ip -n {} addr add 10.88.0.{i}/24 dev {}p{i} && ip -n {} link set {}p{i} mtu 1400",
+            t.ns(i),
+            t.tag,
+            t.ns(i),
+            t.tag
+        ));
+    }
+    let addr = |i: u32| {
+        if v6 {
+            format!("fd00:99::{i}")
+        } else {
+            format!("10.99.0.{i}")
+        }
+    };
+    let plen = if v6 { 64 } else { 24 };
+    let rules = t.path("tunnel.flows");
+    std::fs::write(&rules, RULES).unwrap();
+    for (i, (port, under, peer)) in [(1, &ua, 2), (2, &ub, 1)].into_iter().enumerate() {
+        let sw = ["A", "B"][i];
+        let mut cmd = Command::new(BIN);
+        cmd.arg("switch")
+            .arg("--rules")
+            .arg(&rules)
+            .arg("--port")
+            .arg(format!("1=afpacket:{}", t.veth(port)))
+            .arg("--port")
+            .arg(format!("10={kind}:remote_ip={},key=7", addr(peer)))
+            .arg("--underlay")
+            .arg(format!("afpacket:{under},ip={}/{plen}", addr(port)))
+            .arg("--bridge")
+            .arg(format!("br{sw}"))
+            .arg("--ctl")
+            .arg(t.path(&format!("{sw}.ctl")));
+        t.start(cmd, &format!("{sw}.log"));
+        let mgmt = t.path(&format!("br{sw}.mgmt"));
+        assert!(
+            wait_until(Duration::from_secs(10), || mgmt.exists()),
+            "switch {sw} did not start: {}",
+            t.log(&format!("{sw}.log"))
+        );
+    }
+    let dump = |sw: &str| {
+        let o = Command::new(BIN)
+            .args(["ctl", "--ctl"])
+            .arg(t.path(&format!("{sw}.ctl")))
+            .arg("dpctl/dump-flows")
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    };
+    assert!(
+        wait_until(Duration::from_secs(10), || ping(&t, 1, "10.88.0.2")),
+        "{kind}: no ping across the tunnel:\nA: {}\nB: {}\n{}\n{}",
+        dump("A"),
+        dump("B"),
+        t.log("A.log"),
+        t.log("B.log")
+    );
+    assert!(ping(&t, 2, "10.88.0.1"), "{kind}: no ping back");
+    let a = dump("A");
+    let want = if kind == "gre" {
+        "gre((flags=0x2000,proto=0x6558),key=0x7)"
+    } else {
+        "geneve(vni=0x7)"
+    };
+    assert!(a.contains(want), "{a}");
+    assert!(a.contains("tun_id=0x7,"), "{a}");
+}
+
+#[test]
+fn geneve_between_two_switches() {
+    two_switches("geneve_between_two_switches", "gv", "geneve", false);
+}
+
+#[test]
+fn gre_between_two_switches() {
+    two_switches("gre_between_two_switches", "gr", "gre", false);
+}
+
+#[test]
+fn geneve_between_two_switches_over_ipv6() {
+    two_switches("geneve_between_two_switches_over_ipv6", "g6", "geneve", true);
 }
