@@ -130,7 +130,6 @@ fn vxlan_with_the_kernel_over_ipv6() {
 /// Ping both ways, the neighbour `neigh` learned, the megaflows and
 /// commands, iperf3.
 fn check(t: &Topo, neigh_ip: &str) {
-    let t = &*t;
     // The first pings may be lost while the neighbours are learned.
     assert!(
         wait_until(Duration::from_secs(10), || ping(t, 1, "10.88.0.2")),
