@@ -293,5 +293,10 @@ fn gre_between_two_switches() {
 
 #[test]
 fn geneve_between_two_switches_over_ipv6() {
-    two_switches("geneve_between_two_switches_over_ipv6", "g6", "geneve", true);
+    two_switches(
+        "geneve_between_two_switches_over_ipv6",
+        "g6",
+        "geneve",
+        true,
+    );
 }
