@@ -35,8 +35,8 @@
 //! | 22, 23 | ct_ipv6_dst |
 //! | 24 `W_TUN_ID` | tun_id |
 //! | 25 `W_TUN_NW` | 0..32 tun_src, 32..64 tun_dst (IPv4 outer addresses) |
-//! | 26 `W_TUN_MISC` | 0..16 tun_flags (OpenFlow's: bit 0 = oam), 16..24 tun_tos, 24..32 tun_ttl, 32..48 tun_tp_src, 48..64 tun_tp_dst |
-//! | 27 `W_TUN_GBP` | 0..16 tun_gbp_id, 16..24 tun_gbp_flags, 24..32 the datapath's tunnel flags ([`tnl_flags`]: df, csum, key) |
+//! | 26 `W_TUN_MISC` | 0..16 the tunnel flags ([`tnl_flags`]: oam, df, csum, key; OpenFlow's `tun_flags` is bit 0), 16..24 tun_tos, 24..32 tun_ttl, 32..48 tun_tp_src, 48..64 tun_tp_dst |
+//! | 27 `W_TUN_GBP` | 0..16 tun_gbp_id, 16..24 tun_gbp_flags |
 //! | 28, 29 | tun_ipv6_src |
 //! | 30, 31 | tun_ipv6_dst |
 //!
@@ -196,10 +196,9 @@ pub const W_TUN_IPV6_DST: usize = 30;
 /// The first tunnel-metadata word.
 pub const W_TUN_FIRST: usize = 24;
 
-/// The datapath's tunnel flags (OVS's `FLOW_TNL_F_*`), kept in
-/// [`W_TUN_GBP`] bits 24..32 and printed in a megaflow's
-/// `tunnel(...,flags(...))`. OpenFlow's `tun_flags` field shows only
-/// [`tnl_flags::OAM`].
+/// The tunnel flags (OVS's `FLOW_TNL_F_*`), in [`W_TUN_MISC`] bits
+/// 0..16 and printed in a megaflow as `tun_flags=-df-csum+key`.
+/// OpenFlow's `tun_flags` field shows only [`tnl_flags::OAM`].
 pub mod tnl_flags {
     /// Operations and maintenance frame (VXLAN-GPE/Geneve's O bit).
     pub const OAM: u8 = 1 << 0;
@@ -394,8 +393,8 @@ scalar_accessors! {
     tun_src, set_tun_src, u32, W_TUN_NW, 0, 32;
     /// The outer IPv4 destination of a packet received through a tunnel.
     tun_dst, set_tun_dst, u32, W_TUN_NW, 32, 32;
-    /// OpenFlow's `tun_flags` (bit 0: oam).
-    tun_flags, set_tun_flags, u16, W_TUN_MISC, 0, 16;
+    /// OpenFlow's `tun_flags`: the oam bit.
+    tun_flags, set_tun_flags, u16, W_TUN_MISC, 0, 1;
     /// The outer ToS byte.
     tun_tos, set_tun_tos, u8, W_TUN_MISC, 16, 8;
     /// The outer TTL / hop limit.
@@ -408,8 +407,8 @@ scalar_accessors! {
     tun_gbp_id, set_tun_gbp_id, u16, W_TUN_GBP, 0, 16;
     /// VXLAN group policy flags.
     tun_gbp_flags, set_tun_gbp_flags, u8, W_TUN_GBP, 16, 8;
-    /// The datapath's tunnel flags ([`tnl_flags`]).
-    tun_dp_flags, set_tun_dp_flags, u8, W_TUN_GBP, 24, 8;
+    /// All the tunnel flags ([`tnl_flags`]: oam, df, csum, key).
+    tun_dp_flags, set_tun_dp_flags, u8, W_TUN_MISC, 0, 8;
 }
 
 /// The key's `dp_hash` bits for a computed 32-bit hash `h`: its low 12

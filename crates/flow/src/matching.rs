@@ -216,7 +216,7 @@ impl Match {
         let dl_type = self.exact_dl_type();
         let (skip_type, skip_proto) = self.format_proto_name(dl_type, &mut parts);
         let put = |parts: &mut Vec<String>, id: FieldId| put_field(parts, k, &mk, id);
-        self.format_regs(k, &mk, &mut parts);
+        self.format_regs(k, &mk, style, &mut parts);
         put(&mut parts, FieldId::InPort);
         format_vlan(k, &mk, style, &mut parts);
         if style == Style::Rule {
@@ -396,7 +396,7 @@ impl Match {
 
     /// Registers (always one 32-bit register at a time, as OVS), the tunnel
     /// fields and metadata, between the protocol and in_port.
-    fn format_regs(&self, k: &FlowKey, mk: &FlowKey, parts: &mut Vec<String>) {
+    fn format_regs(&self, k: &FlowKey, mk: &FlowKey, style: Style, parts: &mut Vec<String>) {
         for i in 0..16 {
             let m = self.regs_mask.reg(i);
             if m != 0 {
@@ -409,6 +409,23 @@ impl Match {
             }
         }
         for id in field::TUNNEL_FIELDS {
+            if id == FieldId::TunFlags && style != Style::Rule {
+                // A megaflow's: every tunnel flag it holds, as OVS's
+                // match printer (`-df-csum+key`).
+                let m = mk.tun_dp_flags();
+                if m != 0 {
+                    let v = k.tun_dp_flags();
+                    let mut t = String::from("tun_flags=");
+                    for (bit, name) in [(1u8, "oam"), (2, "df"), (4, "csum"), (8, "key")] {
+                        if m & bit != 0 {
+                            t.push(if v & bit != 0 { '+' } else { '-' });
+                            t.push_str(name);
+                        }
+                    }
+                    parts.push(t);
+                }
+                continue;
+            }
             put_field(parts, k, mk, id);
         }
         {

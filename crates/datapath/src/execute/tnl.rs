@@ -13,7 +13,6 @@
 use super::{Executor, PacketMeta};
 use crate::packet::PacketBuf;
 use flowpath_flow::extract::NONE;
-use flowpath_flow::key::tnl_flags;
 use flowpath_flow::FlowKey;
 use flowpath_odp::TnlPush;
 use flowpath_wire::tunnel::{self, TunnelKind};
@@ -102,5 +101,4 @@ pub fn put_tunnel_in_key(m: &tunnel::TunnelMeta, k: &mut FlowKey) {
     k.set_tun_tp_src(m.tp_src);
     k.set_tun_tp_dst(m.tp_dst);
     k.set_tun_dp_flags(m.flags);
-    k.set_tun_flags(u16::from(m.flags & tnl_flags::OAM));
 }
