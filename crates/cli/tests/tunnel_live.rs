@@ -201,7 +201,7 @@ impl Drop for Link {
 /// Two `flowpath switch`es joined by a tunnel of `kind` over an underlay
 /// veth pair: namespace 1 (10.88.0.1) behind switch A's port 1,
 /// namespace 2 (10.88.0.2) behind switch B's; ping both ways.
-fn two_switches(name: &str, tag: &str, kind: &str, v6: bool) {
+fn two_switches(name: &str, tag: &str, kind: &str, v6: bool, opts: bool) {
     if !can_run(name, &["ip", "ping"]) {
         return;
     }
@@ -227,10 +227,22 @@ fn two_switches(name: &str, tag: &str, kind: &str, v6: bool) {
         }
     };
     let plen = if v6 { 64 } else { 24 };
-    let rules = t.path("tunnel.flows");
-    std::fs::write(&rules, RULES).unwrap();
     for (i, (port, under, peer)) in [(1, &ua, 2), (2, &ub, 1)].into_iter().enumerate() {
         let sw = ["A", "B"][i];
+        // With options: each side sends its own value in tun_metadata0
+        // and takes only the other's.
+        let rules = t.path(&format!("{sw}.flows"));
+        let text = if opts {
+            let (mine, theirs) = [(0xa1, 0xb2), (0xb2, 0xa1)][i];
+            format!(
+                "in_port=1,actions=set_field:{mine:#x}->tun_metadata0,output:10\n\
+                 in_port=10,tun_metadata0={theirs:#x},actions=output:1\n\
+                 priority=1,actions=drop\n"
+            )
+        } else {
+            RULES.to_string()
+        };
+        std::fs::write(&rules, text).unwrap();
         let mut cmd = Command::new(BIN);
         cmd.arg("switch")
             .arg("--rules")
@@ -252,6 +264,12 @@ fn two_switches(name: &str, tag: &str, kind: &str, v6: bool) {
             "switch {sw} did not start: {}",
             t.log(&format!("{sw}.log"))
         );
+        if opts {
+            ok(&format!(
+                "{BIN} ctl --ctl {} add-tlv-map br{sw} '{{class=0x102,type=0x80,len=4}}->tun_metadata0'",
+                t.path(&format!("{sw}.ctl")).display()
+            ));
+        }
     }
     let dump = |sw: &str| {
         let o = Command::new(BIN)
@@ -274,21 +292,30 @@ fn two_switches(name: &str, tag: &str, kind: &str, v6: bool) {
     let a = dump("A");
     let want = if kind == "gre" {
         "gre((flags=0x2000,proto=0x6558),key=0x7)"
+    } else if opts {
+        "geneve(crit,vni=0x7,"
     } else {
         "geneve(vni=0x7)"
     };
     assert!(a.contains(want), "{a}");
     assert!(a.contains("tun_id=0x7,"), "{a}");
+    if opts {
+        assert!(
+            a.contains("options({class=0x102,type=0x80,len=4,0xa1})")
+                && a.contains("tun_metadata0=0xb2"),
+            "{a}"
+        );
+    }
 }
 
 #[test]
 fn geneve_between_two_switches() {
-    two_switches("geneve_between_two_switches", "gv", "geneve", false);
+    two_switches("geneve_between_two_switches", "gv", "geneve", false, false);
 }
 
 #[test]
 fn gre_between_two_switches() {
-    two_switches("gre_between_two_switches", "gr", "gre", false);
+    two_switches("gre_between_two_switches", "gr", "gre", false, false);
 }
 
 #[test]
@@ -297,6 +324,20 @@ fn geneve_between_two_switches_over_ipv6() {
         "geneve_between_two_switches_over_ipv6",
         "g6",
         "geneve",
+        true,
+        false,
+    );
+}
+
+/// Geneve with an option set by a rule on one side and read by a rule on
+/// the other (each side's rule takes only the other's value).
+#[test]
+fn geneve_options_between_two_switches() {
+    two_switches(
+        "geneve_options_between_two_switches",
+        "go",
+        "geneve",
+        false,
         true,
     );
 }

@@ -1,12 +1,12 @@
 //! `FlowKey` and `FlowMask`: the fixed-layout packet key every tier works on.
 //!
-//! A key is 32 little `u64` words (256 bytes, four cache lines, 64-byte
+//! A key is 40 little `u64` words (320 bytes, five cache lines, 64-byte
 //! aligned). Every field lives at a fixed bit range of one word (or, for the
 //! 128-bit IPv6 addresses, two whole words, high half first), so a mask is
 //! the same array and "key under mask" is a word-wise AND. The words that an
 //! IPv4 5-tuple flow needs (`W_META`, `W_NW`, `W_TP`, `W_L2_DST`) come first;
 //! the extension words — connection tracking (16..24) and tunnel metadata
-//! (24..32) — come last: they are zero until a packet has been through a
+//! (24..40) — come last: they are zero until a packet has been through a
 //! `ct` action or a tunnel's decapsulation and recirculated, so a received
 //! packet's key never touches them and the packet hash leaves them out
 //! (see `datapath::hash`).
@@ -39,6 +39,7 @@
 //! | 27 `W_TUN_GBP` | 0..16 tun_gbp_id, 16..24 tun_gbp_flags |
 //! | 28, 29 | tun_ipv6_src |
 //! | 30, 31 | tun_ipv6_dst |
+//! | 32..40 `W_TUN_MD` | tun_metadata0..7: one Geneve option's value each (at most 8 bytes, right-aligned; 0 = absent) |
 //!
 //! Fields that share storage (nw_src / arp_spa, tp_src / icmp_type, ...) are
 //! told apart by their prerequisites (dl_type, nw_proto), which every mask
@@ -48,7 +49,7 @@
 //! Thread-safety: plain `Copy` data.
 
 /// Number of 64-bit words in a key.
-pub const FLOW_WORDS: usize = 32;
+pub const FLOW_WORDS: usize = 40;
 
 /// `i` as an index into a key's words, clamped to the last word (a
 /// conditional move; lets the compiler drop the bounds check where a word
@@ -111,6 +112,14 @@ pub enum Word {
     W29,
     W30,
     W31,
+    W32,
+    W33,
+    W34,
+    W35,
+    W36,
+    W37,
+    W38,
+    W39,
 }
 
 impl Word {
@@ -119,7 +128,8 @@ impl Word {
         use Word::*;
         [
             W0, W1, W2, W3, W4, W5, W6, W7, W8, W9, W10, W11, W12, W13, W14, W15, W16, W17, W18,
-            W19, W20, W21, W22, W23, W24, W25, W26, W27, W28, W29, W30, W31,
+            W19, W20, W21, W22, W23, W24, W25, W26, W27, W28, W29, W30, W31, W32, W33, W34, W35,
+            W36, W37, W38, W39,
         ]
     };
 
@@ -140,7 +150,7 @@ impl Word {
     }
 }
 
-const _: () = assert!(Word::W31 as usize == FLOW_WORDS - 1);
+const _: () = assert!(Word::W39 as usize == FLOW_WORDS - 1);
 
 /// Word holding in_port, recirc_id, dl_type, nw_proto and nw_frag.
 pub const W_META: usize = 0;
@@ -195,6 +205,10 @@ pub const W_TUN_IPV6_SRC: usize = 28;
 pub const W_TUN_IPV6_DST: usize = 30;
 /// The first tunnel-metadata word.
 pub const W_TUN_FIRST: usize = 24;
+/// The first of the words of `tun_metadata0..7` (Geneve options).
+pub const W_TUN_MD: usize = 32;
+/// How many Geneve options a key holds (`tun_metadata0..7`).
+pub const TUN_METADATA: usize = 8;
 
 /// The tunnel flags (OVS's `FLOW_TNL_F_*`), in [`W_TUN_MISC`] bits
 /// 0..16 and printed in a megaflow as `tun_flags=-df-csum+key`.
@@ -244,7 +258,7 @@ pub const VLAN_CFI: u16 = 0x1000;
 pub const TCP_FIN_RST: u16 = 0x001 | 0x004;
 
 /// A packet's flow key. See the module documentation for the layout.
-#[derive(Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
 #[repr(C, align(64))]
 pub struct FlowKey {
     /// The raw words.
@@ -252,11 +266,23 @@ pub struct FlowKey {
 }
 
 /// A wildcard mask over a [`FlowKey`]: 1 bits are significant.
-#[derive(Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
 #[repr(C, align(64))]
 pub struct FlowMask {
     /// The raw words.
     pub w: [u64; FLOW_WORDS],
+}
+
+impl Default for FlowKey {
+    fn default() -> Self {
+        FlowKey { w: [0; FLOW_WORDS] }
+    }
+}
+
+impl Default for FlowMask {
+    fn default() -> Self {
+        FlowMask { w: [0; FLOW_WORDS] }
+    }
 }
 
 impl core::fmt::Debug for FlowKey {
@@ -498,6 +524,18 @@ impl FlowKey {
     #[inline]
     pub fn has_tunnel(&self) -> bool {
         self.w[W_TUN_NW] >> 32 != 0 || self.w[W_TUN_IPV6_DST] | self.w[W_TUN_IPV6_DST + 1] != 0
+    }
+    /// `tun_metadataN` (0 = absent).
+    #[inline]
+    pub fn tun_metadata(&self, n: usize) -> u64 {
+        self.w.get(W_TUN_MD + n).copied().unwrap_or(0)
+    }
+    /// Sets `tun_metadataN` (`n` < [`TUN_METADATA`]; others ignored).
+    #[inline]
+    pub fn set_tun_metadata(&mut self, n: usize, v: u64) {
+        if n < TUN_METADATA {
+            self.w[W_TUN_MD + n] = v;
+        }
     }
     /// Whether every tunnel word is zero (a packet that came through no
     /// tunnel).

@@ -191,6 +191,9 @@ pub enum DpAction {
         /// Its kind (how the outer headers are read; not printed, as
         /// OVS's datapath knows it from the port).
         kind: flowpath_wire::tunnel::TunnelKind,
+        /// The bridge's Geneve option map, by which options become
+        /// `tun_metadataN` (not printed).
+        tlv: flowpath_wire::tunnel::TlvMap,
     },
 }
 

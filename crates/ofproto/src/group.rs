@@ -219,6 +219,14 @@ impl SelectField {
             F::TunIpv6Dst => 8,
             // The last tunnel fields share one rank (OVS: 9 and on).
             F::TunFlags | F::TunTtl | F::TunTos | F::TunGbpId | F::TunGbpFlags => 9,
+            F::TunMetadata0
+            | F::TunMetadata1
+            | F::TunMetadata2
+            | F::TunMetadata3
+            | F::TunMetadata4
+            | F::TunMetadata5
+            | F::TunMetadata6
+            | F::TunMetadata7 => 9,
             F::Metadata => 10,
             F::InPort => 11,
             F::PktMark => 14,

@@ -26,7 +26,7 @@
 //! table is behind a mutex (taken per translation that outputs to a
 //! tunnel or sees an ARP on the underlay, never per packet of a megaflow).
 
-use flowpath_wire::tunnel::TunnelKind;
+use flowpath_wire::tunnel::{TlvEntry, TlvMap, TunnelKind, TLV_FIELDS};
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -215,6 +215,77 @@ impl TunnelPort {
     }
 }
 
+/// Parses `{class=C,type=T,len=L}->tun_metadataN[,...]` (OVS's
+/// `add-tlv-map` syntax); lengths 4 or 8, fields 0..7.
+pub fn parse_tlv_map(spec: &str) -> Result<Vec<(usize, TlvEntry)>, String> {
+    let mut out = Vec::new();
+    let mut rest = spec.trim();
+    while !rest.is_empty() {
+        let bad = |what: &str| format!("{spec}: {what}");
+        let body = rest
+            .strip_prefix('{')
+            .and_then(|r| r.split_once('}'))
+            .ok_or_else(|| bad("expected {class=C,type=T,len=L}->tun_metadataN"))?;
+        let (opt, after) = body;
+        let after = after
+            .trim_start()
+            .strip_prefix("->")
+            .ok_or_else(|| bad("expected ->tun_metadataN after the option"))?;
+        let (field, next) = after.split_once(',').unwrap_or((after, ""));
+        let n: usize = field
+            .trim()
+            .strip_prefix("tun_metadata")
+            .and_then(|n| n.parse().ok())
+            .filter(|n| *n < TLV_FIELDS)
+            .ok_or_else(|| {
+                bad(&format!(
+                    "{field}: flowpath maps tun_metadata0 to tun_metadata{}",
+                    TLV_FIELDS - 1
+                ))
+            })?;
+        let mut e = TlvEntry::default();
+        for kv in opt.split(',') {
+            let (k, v) = kv
+                .split_once('=')
+                .ok_or_else(|| bad(&format!("'{kv}': expected NAME=VALUE")))?;
+            let v = parse_num(v.trim()).ok_or_else(|| bad(&format!("{k}={v}: not a number")))?;
+            match k.trim() {
+                "class" => e.class = u16::try_from(v).map_err(|_| bad("class is 16 bits"))?,
+                "type" => e.typ = u8::try_from(v).map_err(|_| bad("type is 8 bits"))?,
+                "len" if v == 4 || v == 8 => e.len = v as u8,
+                "len" => {
+                    return Err(bad(&format!(
+                        "len={v}: flowpath maps options of 4 or 8 bytes"
+                    )))
+                }
+                k => return Err(bad(&format!("unknown key '{k}' (class, type, len)"))),
+            }
+        }
+        if e.len == 0 {
+            return Err(bad("len= is missing"));
+        }
+        out.push((n, e));
+        rest = next.trim();
+    }
+    Ok(out)
+}
+
+/// `dump-tlv-map`, as `ovs-ofctl dump-tlv-map` prints the table.
+pub fn format_tlv_map(map: &TlvMap) -> String {
+    let used: usize = map.iter().map(|e| usize::from(e.len)).sum();
+    let mut s = format!(
+        " max option space={} max fields={TLV_FIELDS}\n allocated option space={used}\n\n mapping table:\n  class\ttype\tlength\tmatch field\n ------\t----\t------\t-----------\n",
+        TLV_FIELDS * 8
+    );
+    for (i, e) in map.iter().enumerate().filter(|(_, e)| e.len != 0) {
+        s.push_str(&format!(
+            "  {:#x}\t{:#x}\t{}\ttun_metadata{i}\n",
+            e.class, e.typ, e.len
+        ));
+    }
+    s
+}
+
 fn parse_num(v: &str) -> Option<u64> {
     match v.strip_prefix("0x") {
         Some(h) => u64::from_str_radix(h, 16).ok(),
@@ -401,6 +472,8 @@ pub struct Tunnels {
     classes: Vec<(TunnelKind, u16)>,
     underlay: Option<Underlay>,
     routes: RwLock<Vec<Route>>,
+    /// The Geneve option map (`add-tlv-map`).
+    tlv: RwLock<TlvMap>,
     /// The neighbour table.
     pub neigh: Neighbours,
 }
@@ -455,6 +528,7 @@ impl Tunnels {
             classes,
             underlay,
             routes: RwLock::new(routes),
+            tlv: RwLock::new(TlvMap::default()),
             neigh: Neighbours::default(),
         }
     }
@@ -609,6 +683,52 @@ impl Tunnels {
         gone
     }
 
+    /// The Geneve option map.
+    pub fn tlv(&self) -> TlvMap {
+        *self.tlv.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Adds `{class=C,type=T,len=L}->tun_metadataN` mappings, as `ovs-ofctl
+    /// add-tlv-map` (all or none: a field or option already mapped
+    /// otherwise is an error, as OVS's `NXTTMFC_ALREADY_MAPPED`).
+    pub fn add_tlv(&self, spec: &str) -> Result<(), String> {
+        let adds = parse_tlv_map(spec)?;
+        let mut map = self.tlv.write().unwrap_or_else(|e| e.into_inner());
+        let mut next = *map;
+        for (i, e) in adds {
+            let other = next
+                .iter()
+                .position(|x| x.len != 0 && x.class == e.class && x.typ == e.typ);
+            if (next[i].len != 0 && next[i] != e) || other.is_some_and(|o| o != i) {
+                return Err(format!(
+                    "{spec}: tun_metadata{i} or option {{class={:#x},type={:#x}}} is already mapped",
+                    e.class, e.typ
+                ));
+            }
+            next[i] = e;
+        }
+        *map = next;
+        drop(map);
+        self.neigh.generation.fetch_add(1, Ordering::Release);
+        Ok(())
+    }
+
+    /// Removes mappings (`del-tlv-map`; an empty spec: all of them).
+    pub fn del_tlv(&self, spec: &str) -> Result<(), String> {
+        let dels = if spec.trim().is_empty() {
+            (0..TLV_FIELDS).map(|i| (i, TlvEntry::default())).collect()
+        } else {
+            parse_tlv_map(spec)?
+        };
+        let mut map = self.tlv.write().unwrap_or_else(|e| e.into_inner());
+        for (i, _) in dels {
+            map[i] = TlvEntry::default();
+        }
+        drop(map);
+        self.neigh.generation.fetch_add(1, Ordering::Release);
+        Ok(())
+    }
+
     /// The underlay address `ip` is one of ours.
     pub fn is_local(&self, ip: IpAddr) -> bool {
         self.underlay
@@ -654,6 +774,43 @@ mod tests {
             let e = TunnelPort::parse(1, bad).unwrap_err();
             assert!(e.contains(needle), "{bad}: {e}");
         }
+    }
+
+    #[test]
+    fn tlv_maps_add_and_refuse() {
+        let t = Tunnels::new(vec![], None, &[]);
+        t.add_tlv("{class=0x102,type=0x80,len=4}->tun_metadata0,{class=0xffff,type=1,len=8}->tun_metadata3").unwrap();
+        assert_eq!(
+            t.tlv()[0],
+            TlvEntry {
+                class: 0x102,
+                typ: 0x80,
+                len: 4
+            }
+        );
+        assert_eq!(t.tlv()[3].len, 8);
+        assert!(format_tlv_map(&t.tlv()).contains("  0x102\t0x80\t4\ttun_metadata0\n"));
+        // The same again is fine; another option on a mapped field is not.
+        t.add_tlv("{class=0x102,type=0x80,len=4}->tun_metadata0")
+            .unwrap();
+        let e = t
+            .add_tlv("{class=0x102,type=0x81,len=4}->tun_metadata0")
+            .unwrap_err();
+        assert!(e.contains("already mapped"), "{e}");
+        for (bad, needle) in [
+            ("{class=1,type=1,len=12}->tun_metadata1", "4 or 8 bytes"),
+            (
+                "{class=1,type=1,len=4}->tun_metadata8",
+                "tun_metadata0 to tun_metadata7",
+            ),
+            ("{class=1,type=1}->tun_metadata1", "len= is missing"),
+            ("class=1->tun_metadata1", "expected {"),
+        ] {
+            let e = t.add_tlv(bad).unwrap_err();
+            assert!(e.contains(needle), "{bad}: {e}");
+        }
+        t.del_tlv("").unwrap();
+        assert_eq!(t.tlv(), TlvMap::default());
     }
 
     #[test]

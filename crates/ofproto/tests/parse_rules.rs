@@ -307,18 +307,18 @@ fn unknown_things() {
 #[test]
 fn unsupported_things() {
     for (flow, field) in [
-        ("tun_metadata1=1 actions=drop", "tun_metadata1"),
+        ("tun_metadata21=1 actions=drop", "tun_metadata21"),
         ("nsh_spi=3 actions=drop", "nsh_spi"),
         ("mpls,mpls_lse1=3 actions=drop", "mpls_lse1"),
         (
-            "NXM_NX_TUN_METADATA2=1 actions=drop",
-            "NXM_NX_TUN_METADATA2",
+            "NXM_NX_TUN_METADATA22=1 actions=drop",
+            "NXM_NX_TUN_METADATA22",
         ),
-        ("actions=learn(table=1,NXM_NX_TUN_METADATA0[])", "learn"),
+        ("actions=learn(table=1,NXM_NX_TUN_METADATA20[])", "learn"),
         ("actions=encap(nsh)", "encap"),
         ("actions=meter:1", "meter"),
-        ("actions=set_field:1->tun_metadata0", "set_field"),
-        ("actions=load:1->NXM_NX_TUN_METADATA3[]", "load"),
+        ("actions=set_field:1->tun_metadata20", "set_field"),
+        ("actions=load:1->NXM_NX_TUN_METADATA23[]", "load"),
     ] {
         file_err(flow, Some(field), "not supported by flowpath");
     }

@@ -185,3 +185,57 @@ fn the_underlay_answers_neighbour_solicitations() {
     assert!(xlate_on(&t, None, &na, 0, LEARN).actions.is_empty());
     assert_eq!(tun.neigh.lookup(ip("fd00::2")), Some([2, 0, 0, 0, 0, 2]));
 }
+
+#[test]
+fn geneve_options_are_set_by_rules_and_read_by_rules() {
+    let rules = parse_rules(
+        "in_port=2,actions=set_field:172.31.1.7->tun_dst,set_field:0xab->tun_metadata0,output:11\n\
+         in_port=11,tun_metadata0=0xcd,actions=output:2\n\
+         in_port=11,priority=1,actions=drop\n",
+        None,
+    )
+    .unwrap();
+    let (_, tun) = setup();
+    let mut t = RuleTables::new(rules, &[]);
+    t.set_tunnels(Some(tun.clone()));
+    tun.add_tlv("{class=0x102,type=0x80,len=4}->tun_metadata0")
+        .unwrap();
+    tun.neigh.set(ip("172.31.1.7"), [2, 0, 0, 0, 0, 7], 0);
+    let x = xlate_on(&t, None, &parse_packet("in_port=2,tcp").unwrap(), 0, LEARN);
+    let a = format_actions(&x.actions);
+    assert!(
+        a.contains("geneve(crit,vni=0x0,options({class=0x102,type=0x80,len=4,0xab}))"),
+        "{a}"
+    );
+    // Received with the option: the rule reads it.
+    let vport = FIRST_VPORT + 1;
+    let p = parse_packet(&format!(
+        "in_port={vport},tun_src=172.31.1.7,tun_dst=172.31.1.100,tun_metadata0=0xcd,tcp"
+    ))
+    .unwrap();
+    let x = xlate_on(&t, None, &p, 0, LEARN);
+    assert_eq!(format_actions(&x.actions), "2");
+    assert!(
+        x.megaflow_text(&p).contains("tun_metadata0=0xcd"),
+        "{}",
+        x.megaflow_text(&p)
+    );
+    let q = parse_packet(&format!(
+        "in_port={vport},tun_src=172.31.1.7,tun_dst=172.31.1.100,tun_metadata0=0xab,tcp"
+    ))
+    .unwrap();
+    assert!(xlate_on(&t, None, &q, 0, LEARN).actions.is_empty());
+    // The underlay's pop carries the map to the datapath.
+    let vx = parse_packet(&format!(
+        "in_port={UNDERLAY_PORT},udp,dl_dst=02:00:00:00:00:64,nw_dst=172.31.1.100,udp_dst=6081"
+    ))
+    .unwrap();
+    let x = xlate_on(&t, None, &vx, 0, LEARN);
+    match x.actions.as_slice() {
+        [flowpath_odp::DpAction::TnlPop { port, tlv, .. }] => {
+            assert_eq!(*port, vport);
+            assert_eq!(tlv[0].class, 0x102);
+        }
+        a => panic!("{a:?}"),
+    }
+}

@@ -300,6 +300,15 @@ static COMMANDS: &[Command] = &[
     cmd("ovs/route/add", "IP/PLEN BRIDGE [GW]", 2, 3, |c, p, _| {
         underlay::route_add(c.tnl(), p)
     }),
+    cmd("add-tlv-map", "BRIDGE MAP", 2, MANY, |c, p, _| {
+        underlay::tlv_add(c.tnl(), p)
+    }),
+    cmd("del-tlv-map", "BRIDGE [MAP]", 1, MANY, |c, p, _| {
+        underlay::tlv_del(c.tnl(), p)
+    }),
+    cmd("dump-tlv-map", "[BRIDGE]", 0, 1, |c, _, _| {
+        Ok(underlay::tlv_dump(c.tnl()))
+    }),
     cmd("ovs/route/del", "IP/PLEN", 1, 1, |c, p, _| {
         underlay::route_del(c.tnl(), p)
     }),

@@ -390,6 +390,25 @@ pub fn route_del(t: Option<&Tunnels>, p: &[String]) -> Result<String, String> {
     }
 }
 
+/// `add-tlv-map BRIDGE {class=C,type=T,len=L}->tun_metadataN[,...]`.
+pub fn tlv_add(t: Option<&Tunnels>, p: &[String]) -> Result<String, String> {
+    let t = t.ok_or("no tunnels (--underlay)")?;
+    t.add_tlv(&p[1..].join(" "))?;
+    Ok(String::new())
+}
+
+/// `del-tlv-map BRIDGE [MAPPINGS]` (none: every mapping).
+pub fn tlv_del(t: Option<&Tunnels>, p: &[String]) -> Result<String, String> {
+    let t = t.ok_or("no tunnels (--underlay)")?;
+    t.del_tlv(&p.get(1..).unwrap_or(&[]).join(" "))?;
+    Ok(String::new())
+}
+
+/// `dump-tlv-map [BRIDGE]`.
+pub fn tlv_dump(t: Option<&Tunnels>) -> String {
+    flowpath_ofproto::tunnel::format_tlv_map(&t.map(Tunnels::tlv).unwrap_or_default())
+}
+
 /// `tnl/ports/show`: each tunnel class's datapath port and the OpenFlow
 /// tunnel ports on it.
 pub fn ports_show(t: Option<&Tunnels>) -> String {

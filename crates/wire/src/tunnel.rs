@@ -59,6 +59,78 @@ pub const MAX_HEADER: usize = ETH_LEN + IPV6_LEN + UDP_LEN + GENEVE_LEN + MAX_GE
 /// The most Geneve option bytes a template carries.
 pub const MAX_GENEVE_OPTS: usize = 40;
 
+/// How many Geneve options a bridge maps (`tun_metadata0..7`).
+pub const TLV_FIELDS: usize = 8;
+
+/// One Geneve option mapped to a `tun_metadataN` field: its class, type
+/// and length in bytes (4 or 8; 0: the field is unmapped).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct TlvEntry {
+    /// Option class.
+    pub class: u16,
+    /// Option type (its high bit: critical).
+    pub typ: u8,
+    /// Option data length in bytes (0: unmapped).
+    pub len: u8,
+}
+
+/// A bridge's Geneve option map: entry `i` is `tun_metadata{i}`
+/// (Open vSwitch's TLV table, `ovs-ofctl add-tlv-map`).
+pub type TlvMap = [TlvEntry; TLV_FIELDS];
+
+/// Encodes the options of the mapped fields whose value is not 0 into
+/// `out` (at most [`MAX_GENEVE_OPTS`] bytes); returns the length, or
+/// `None` when they do not fit.
+pub fn encode_geneve_opts(
+    map: &TlvMap,
+    values: &[u64; TLV_FIELDS],
+    out: &mut [u8],
+) -> Option<usize> {
+    let mut n = 0;
+    for (e, v) in map.iter().zip(values) {
+        if e.len == 0 || *v == 0 {
+            continue;
+        }
+        let len = usize::from(e.len);
+        let o = out
+            .get_mut(n..n + 4 + len)
+            .filter(|_| n + 4 + len <= MAX_GENEVE_OPTS)?;
+        o[0..2].copy_from_slice(&e.class.to_be_bytes());
+        o[2] = e.typ;
+        o[3] = e.len / 4;
+        let b = v.to_be_bytes();
+        o[4..].copy_from_slice(&b[8 - len..]);
+        n += 4 + len;
+    }
+    Some(n)
+}
+
+/// Reads Geneve options into the mapped fields' values; an option that
+/// is not mapped is skipped, unless it is critical (then `false`: the
+/// packet must be dropped, as RFC 8926 says).
+fn decode_geneve_opts(map: &TlvMap, mut o: &[u8], values: &mut [u64; TLV_FIELDS]) -> bool {
+    while o.len() >= 4 {
+        let len = 4 * usize::from(o[3] & 0x1f);
+        let Some(data) = o.get(4..4 + len) else {
+            return false;
+        };
+        let (class, typ) = (u16::from_be_bytes([o[0], o[1]]), o[2]);
+        match map.iter().position(|e| {
+            e.len != 0 && e.class == class && e.typ == typ && usize::from(e.len) == len
+        }) {
+            Some(i) => {
+                let mut b = [0u8; 8];
+                b[8 - len..].copy_from_slice(data);
+                values[i] = u64::from_be_bytes(b);
+            }
+            None if typ & 0x80 != 0 => return false,
+            None => {}
+        }
+        o = &o[4 + len..];
+    }
+    true
+}
+
 /// The kind of tunnel (Open vSwitch's `OVS_VPORT_TYPE_*` numbers are
 /// [`TunnelKind::ovs_type`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -440,6 +512,8 @@ pub struct TunnelMeta {
     /// Datapath flags: bit 0 OAM, 1 don't-fragment, 2 checksum, 3 key
     /// (Open vSwitch's `FLOW_TNL_F_*`).
     pub flags: u8,
+    /// The mapped Geneve options' values (`tun_metadata0..7`; 0: absent).
+    pub md: [u64; TLV_FIELDS],
 }
 
 /// A decapsulated packet: its tunnel metadata and where its inner
@@ -465,6 +539,8 @@ pub enum DecapError {
     BadIpChecksum,
     /// The UDP or GRE checksum is wrong.
     BadChecksum,
+    /// A Geneve option marked critical that the TLV map does not know.
+    UnknownCritical,
     /// The tunnel header is malformed (flags, version, protocol).
     BadHeader,
 }
@@ -479,6 +555,12 @@ const F_KEY: u8 = 8;
 /// say. IPv4 options are allowed; the IPv4 header checksum, a non-zero UDP
 /// checksum and a GRE checksum are verified, as Open vSwitch does.
 pub fn decap(frame: &[u8], kind: TunnelKind) -> Result<Decap, DecapError> {
+    decap_mapped(frame, kind, &TlvMap::default())
+}
+
+/// [`decap`], reading the Geneve options that `map` maps into
+/// [`TunnelMeta::md`].
+pub fn decap_mapped(frame: &[u8], kind: TunnelKind, map: &TlvMap) -> Result<Decap, DecapError> {
     use DecapError::*;
     let eth = frame.get(..ETH_LEN).ok_or(Truncated)?;
     let ethertype = u16::from_be_bytes([eth[12], eth[13]]);
@@ -593,6 +675,10 @@ pub fn decap(frame: &[u8], kind: TunnelKind) -> Result<Decap, DecapError> {
                     m.flags |= F_OAM;
                 }
                 m.tun_id = u64::from(u32::from_be_bytes([0, h[4], h[5], h[6]]));
+                let opts = &t[GENEVE_LEN..GENEVE_LEN + opt_len];
+                if !decode_geneve_opts(map, opts, &mut m.md) {
+                    return Err(UnknownCritical);
+                }
                 inner_at = l4 + UDP_LEN + GENEVE_LEN + opt_len;
             }
             m.flags |= F_KEY;
@@ -749,7 +835,7 @@ mod tests {
         for kind in [TunnelKind::Vxlan, TunnelKind::Geneve, TunnelKind::Gre] {
             for v6 in [false, true] {
                 let mut s = spec(kind, v6, true);
-                let opts = [0x01, 0x02, 0x80, 0x01, 0, 0, 0, 9];
+                let opts = [0x01, 0x02, 0x01, 0x01, 0, 0, 0, 9];
                 s.geneve_opts = &opts;
                 let f = encap(&s, &inner());
                 let d = decap(&f, kind).unwrap();
@@ -767,6 +853,64 @@ mod tests {
                 assert_eq!(&g[e.inner..], &other[..], "{kind:?} v6={v6}");
             }
         }
+    }
+
+    #[test]
+    fn geneve_options_round_trip_through_the_map() {
+        let mut map = TlvMap::default();
+        map[0] = TlvEntry {
+            class: 0x0102,
+            typ: 0x80,
+            len: 4,
+        };
+        map[3] = TlvEntry {
+            class: 0xffff,
+            typ: 1,
+            len: 8,
+        };
+        let mut values = [0u64; TLV_FIELDS];
+        values[0] = 0x0001_0002;
+        values[3] = 0x1122_3344_5566_7788;
+        values[5] = 9; // unmapped: not sent
+        let mut opts = [0u8; MAX_GENEVE_OPTS];
+        let n = encode_geneve_opts(&map, &values, &mut opts).unwrap();
+        assert_eq!(n, 8 + 12);
+        let mut s = spec(TunnelKind::Geneve, false, true);
+        s.geneve_opts = &opts[..n];
+        let f = encap(&s, &inner());
+        let d = decap_mapped(&f, TunnelKind::Geneve, &map).unwrap();
+        let mut want = values;
+        want[5] = 0;
+        assert_eq!(d.meta.md, want);
+        assert_eq!(&f[d.inner..], &inner()[..]);
+        // A critical option the map does not know drops the packet; an
+        // unknown plain one is skipped.
+        let mut other = TlvMap::default();
+        other[3] = map[3];
+        assert_eq!(
+            decap_mapped(&f, TunnelKind::Geneve, &other),
+            Err(DecapError::UnknownCritical)
+        );
+        other[0] = TlvEntry {
+            class: 0x0102,
+            typ: 0x80,
+            len: 4,
+        };
+        other[3] = TlvEntry::default();
+        assert_eq!(
+            decap_mapped(&f, TunnelKind::Geneve, &other)
+                .unwrap()
+                .meta
+                .md[0],
+            0x0001_0002
+        );
+        // Too many for the header: refused.
+        let big = [TlvEntry {
+            class: 1,
+            typ: 1,
+            len: 8,
+        }; TLV_FIELDS];
+        assert!(encode_geneve_opts(&big, &[1; TLV_FIELDS], &mut [0u8; 200]).is_none());
     }
 
     #[test]

@@ -564,8 +564,8 @@ impl Executor {
                 }
                 DpAction::Sample(fs) => self.sample(pkt.data(), meta.in_port, fs),
                 DpAction::TnlPush(t) => self.tnl_push(pkt, meta, t, key),
-                DpAction::TnlPop { port, kind } => {
-                    self.tnl_pop(pkt, meta, *port, *kind, tag);
+                DpAction::TnlPop { port, kind, tlv } => {
+                    self.tnl_pop(pkt, meta, *port, *kind, tlv, tag);
                     delivered = true;
                 }
                 DpAction::CheckPktLen { .. } | DpAction::Clone { .. } => {
@@ -781,8 +781,8 @@ impl Executor {
                 }
                 DpAction::Sample(fs) => self.sample(pkt.data(), meta.in_port, fs),
                 DpAction::TnlPush(t) => self.tnl_push(pkt, meta, t, run.key),
-                DpAction::TnlPop { port, kind } => {
-                    self.tnl_pop(pkt, meta, *port, *kind, run.tag);
+                DpAction::TnlPop { port, kind, tlv } => {
+                    self.tnl_pop(pkt, meta, *port, *kind, tlv, run.tag);
                     run.delivered = true;
                 }
                 DpAction::CheckPktLen { .. } => {

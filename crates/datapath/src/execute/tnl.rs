@@ -53,9 +53,10 @@ impl Executor {
         meta: &mut PacketMeta,
         port: u32,
         kind: TunnelKind,
+        tlv: &tunnel::TlvMap,
         tag: u64,
     ) {
-        let d = match tunnel::decap(pkt.data(), kind) {
+        let d = match tunnel::decap_mapped(pkt.data(), kind, tlv) {
             Ok(d) => d,
             Err(_) => {
                 self.stats.tnl_pop_failed += 1;
@@ -101,4 +102,7 @@ pub fn put_tunnel_in_key(m: &tunnel::TunnelMeta, k: &mut FlowKey) {
     k.set_tun_tp_src(m.tp_src);
     k.set_tun_tp_dst(m.tp_dst);
     k.set_tun_dp_flags(m.flags);
+    for (i, v) in m.md.iter().enumerate() {
+        k.set_tun_metadata(i, *v);
+    }
 }

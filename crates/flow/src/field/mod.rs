@@ -15,7 +15,7 @@ use crate::key::{
     ct_state, FlowKey, FlowMask, Regs, VLAN_CFI, W_ARP_SHA, W_ARP_THA, W_CONJ_ID, W_CT,
     W_CT_IPV6_DST, W_CT_IPV6_SRC, W_CT_LABEL, W_CT_NW, W_IPV6_DST, W_IPV6_MISC, W_IPV6_SRC,
     W_L2_DST, W_L2_SRC, W_META, W_META2, W_METADATA, W_MPLS, W_ND_TARGET, W_NW, W_TP, W_TUN_GBP,
-    W_TUN_ID, W_TUN_IPV6_DST, W_TUN_IPV6_SRC, W_TUN_MISC, W_TUN_NW,
+    W_TUN_ID, W_TUN_IPV6_DST, W_TUN_IPV6_SRC, W_TUN_MD, W_TUN_MISC, W_TUN_NW,
 };
 
 /// Identifies a registry field.
@@ -121,11 +121,19 @@ pub enum FieldId {
     TunTos,
     TunGbpId,
     TunGbpFlags,
+    TunMetadata0,
+    TunMetadata1,
+    TunMetadata2,
+    TunMetadata3,
+    TunMetadata4,
+    TunMetadata5,
+    TunMetadata6,
+    TunMetadata7,
 }
 
 /// The tunnel fields, in the order Open vSwitch prints a match's
 /// (`format_flow_tunnel`).
-pub const TUNNEL_FIELDS: [FieldId; 10] = [
+pub const TUNNEL_FIELDS: [FieldId; 18] = [
     FieldId::TunId,
     FieldId::TunSrc,
     FieldId::TunDst,
@@ -136,7 +144,24 @@ pub const TUNNEL_FIELDS: [FieldId; 10] = [
     FieldId::TunTos,
     FieldId::TunTtl,
     FieldId::TunFlags,
+    FieldId::TunMetadata0,
+    FieldId::TunMetadata1,
+    FieldId::TunMetadata2,
+    FieldId::TunMetadata3,
+    FieldId::TunMetadata4,
+    FieldId::TunMetadata5,
+    FieldId::TunMetadata6,
+    FieldId::TunMetadata7,
 ];
+
+impl FieldId {
+    /// `tun_metadataN`'s N, for the Geneve option fields.
+    pub fn tun_metadata_index(self) -> Option<usize> {
+        (self as usize)
+            .checked_sub(FieldId::TunMetadata0 as usize)
+            .filter(|&n| n < crate::key::TUN_METADATA)
+    }
+}
 
 impl FieldId {
     /// A tunnel-metadata field ([`TUNNEL_FIELDS`]).
@@ -496,6 +521,14 @@ pub const NXM_NAMES: &[(&str, FieldId)] = &[
     ("NXM_NX_TUN_FLAGS", FieldId::TunFlags),
     ("NXM_NX_TUN_GBP_ID", FieldId::TunGbpId),
     ("NXM_NX_TUN_GBP_FLAGS", FieldId::TunGbpFlags),
+    ("NXM_NX_TUN_METADATA0", FieldId::TunMetadata0),
+    ("NXM_NX_TUN_METADATA1", FieldId::TunMetadata1),
+    ("NXM_NX_TUN_METADATA2", FieldId::TunMetadata2),
+    ("NXM_NX_TUN_METADATA3", FieldId::TunMetadata3),
+    ("NXM_NX_TUN_METADATA4", FieldId::TunMetadata4),
+    ("NXM_NX_TUN_METADATA5", FieldId::TunMetadata5),
+    ("NXM_NX_TUN_METADATA6", FieldId::TunMetadata6),
+    ("NXM_NX_TUN_METADATA7", FieldId::TunMetadata7),
 ];
 
 /// Looks a field up by any of its names (case-sensitive, as OVS): its

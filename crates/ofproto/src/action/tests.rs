@@ -148,7 +148,7 @@ fn set_fields_and_legacy() {
             legacy: false
         }]
     );
-    assert!(p("set_field:1->tun_metadata0")
+    assert!(p("set_field:1->tun_metadata20")
         .unwrap_err()
         .msg
         .contains("not supported"));
@@ -330,7 +330,7 @@ fn register_actions() {
         ("load:1->NXM_NX_REG0[5..3]", "ends before"),
         ("load:1->NXM_OF_ETH_TYPE[]", "not writable"),
         ("load:1->NXM_NX_REG16[]", "unknown field"),
-        ("load:1->NXM_NX_TUN_METADATA0[]", "not supported"),
+        ("load:1->NXM_NX_TUN_METADATA20[]", "not supported"),
         ("write_metadata:1", "is an instruction"),
         ("push", "needs"),
     ] {
@@ -364,7 +364,7 @@ fn register_actions() {
 #[test]
 fn unknown_and_unsupported() {
     for a in [
-        "learn(table=1,NXM_NX_TUN_METADATA0[])",
+        "learn(table=1,NXM_NX_TUN_METADATA20[])",
         "encap(nsh)",
         "meter:1",
     ] {
@@ -385,10 +385,10 @@ fn unknown_and_unsupported() {
 #[test]
 fn unsupported_field_names() {
     for n in [
-        "tun_metadata3",
+        "tun_metadata23",
         "nsh_spi",
         "mpls_label",
-        "NXM_NX_TUN_METADATA0",
+        "NXM_NX_TUN_METADATA20",
     ] {
         assert!(is_unsupported_field(n), "{n}");
     }

@@ -121,7 +121,11 @@ impl<L: Lookup> Ctx<'_, '_, L> {
                 };
                 match class {
                     Some((vport, kind, _)) => {
-                        self.odp.push(DpAction::TnlPop { port: vport, kind });
+                        self.odp.push(DpAction::TnlPop {
+                            port: vport,
+                            kind,
+                            tlv: t.tlv(),
+                        });
                         self.note(
                             0,
                             &format!(
@@ -300,6 +304,23 @@ impl<L: Lookup> Ctx<'_, '_, L> {
             }
         };
         let v6 = matches!(ip, OuterIp::V6 { .. });
+        let mut opts = [0u8; flowpath_wire::tunnel::MAX_GENEVE_OPTS];
+        let mut nopts = 0;
+        if p.kind == TunnelKind::Geneve {
+            let mut values = [0u64; flowpath_wire::tunnel::TLV_FIELDS];
+            for (i, v) in values.iter_mut().enumerate() {
+                *v = f.tun_metadata(i);
+            }
+            let Some(n) = flowpath_wire::tunnel::encode_geneve_opts(&t.tlv(), &values, &mut opts)
+            else {
+                self.note(
+                    self.depth + 1,
+                    "native tunnel: the Geneve options do not fit the header (40 bytes at most)",
+                );
+                return;
+            };
+            nopts = n;
+        }
         let spec = HeaderSpec {
             kind: p.kind,
             eth_dst: dmac,
@@ -315,7 +336,7 @@ impl<L: Lookup> Ctx<'_, '_, L> {
                 Some(key as u32)
             },
             oam: f.tun_flags() & 1 != 0,
-            geneve_opts: &[],
+            geneve_opts: &opts[..nopts],
         };
         let mut h = [0u8; MAX_HEADER];
         let Some(push) = build_header(&spec, &mut h)

@@ -624,13 +624,17 @@ fn flush_groups_per_port_in_order_and_counts() {
 }
 
 fn action_strategy() -> impl Strategy<Value = DpAction> {
-    let word = any::<[u64; flowpath_flow::FLOW_WORDS]>();
+    let word = proptest::collection::vec(any::<u64>(), flowpath_flow::FLOW_WORDS).prop_map(|v| {
+        let mut a = [0u64; flowpath_flow::FLOW_WORDS];
+        a.copy_from_slice(&v);
+        a
+    });
     prop_oneof![
         (0u32..4).prop_map(DpAction::Output),
         Just(DpAction::PopVlan),
         Just(DpAction::CONTROLLER),
         (any::<u16>(), any::<u16>()).prop_map(|(tpid, tci)| DpAction::PushVlan { tpid, tci }),
-        (0usize..11, word, word).prop_map(|(h, k, m)| DpAction::Set {
+        (0usize..11, word.clone(), word).prop_map(|(h, k, m)| DpAction::Set {
             header: [
                 SetHeader::Eth,
                 SetHeader::Ipv4,

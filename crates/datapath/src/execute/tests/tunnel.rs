@@ -90,7 +90,14 @@ fn pop_sends_the_inner_frame_back_with_the_tunnel_metadata() {
     let (mut p, mut meta) = load(&outer);
     meta.pkt_mark = 7;
     let mut ex = Executor::new();
-    ex.tnl_pop(&mut p, &mut meta, 4789, TunnelKind::Vxlan, 3);
+    ex.tnl_pop(
+        &mut p,
+        &mut meta,
+        4789,
+        TunnelKind::Vxlan,
+        &Default::default(),
+        3,
+    );
     assert_eq!(ex.stats().tnl_popped, 1);
     let mut back = Vec::new();
     assert_eq!(ex.swap_recirculated(&mut back), 1);
@@ -122,12 +129,26 @@ fn a_bad_tunnel_packet_is_dropped_and_counted() {
     outer[n - 1] ^= 0xff; // The UDP checksum no longer holds.
     let (mut p, mut meta) = load(&outer);
     let mut ex = Executor::new();
-    ex.tnl_pop(&mut p, &mut meta, 4789, TunnelKind::Vxlan, 0);
+    ex.tnl_pop(
+        &mut p,
+        &mut meta,
+        4789,
+        TunnelKind::Vxlan,
+        &Default::default(),
+        0,
+    );
     assert_eq!(ex.stats().tnl_pop_failed, 1);
     assert!(!ex.has_recirculated());
     // Not a tunnel packet at all.
     let (mut p, mut meta) = load(&inner);
-    ex.tnl_pop(&mut p, &mut meta, 4789, TunnelKind::Vxlan, 0);
+    ex.tnl_pop(
+        &mut p,
+        &mut meta,
+        4789,
+        TunnelKind::Vxlan,
+        &Default::default(),
+        0,
+    );
     assert_eq!(ex.stats().tnl_pop_failed, 2);
 }
 
