@@ -202,7 +202,7 @@ impl Drop for Link {
 /// veth pair: namespace 1 (10.88.0.1) behind switch A's port 1,
 /// namespace 2 (10.88.0.2) behind switch B's; ping both ways.
 fn two_switches(name: &str, tag: &str, kind: &str, v6: bool, opts: bool) {
-    if !can_run(name, &["ip", "ping"]) {
+    if !can_run(name, &["ip", "ping", "ovs-ofctl"]) {
         return;
     }
     let mut t = Topo::new(tag);
@@ -264,11 +264,23 @@ fn two_switches(name: &str, tag: &str, kind: &str, v6: bool, opts: bool) {
             "switch {sw} did not start: {}",
             t.log(&format!("{sw}.log"))
         );
-        if opts {
+        if opts && sw == "A" {
             ok(&format!(
                 "{BIN} ctl --ctl {} add-tlv-map br{sw} '{{class=0x102,type=0x80,len=4}}->tun_metadata0'",
                 t.path(&format!("{sw}.ctl")).display()
             ));
+        } else if opts {
+            // Over OpenFlow, as a controller (OVN's) maps its option.
+            t.ofctl("add-tlv-map brB '{class=0x102,type=0x80,len=4}->tun_metadata0'");
+            let dump = t.ofctl("dump-tlv-map brB");
+            assert!(dump.contains("  0x102  0x80       4  tun_metadata0"), "{dump}");
+            let e =
+                t.ofctl_output("add-tlv-map brB '{class=0x102,type=0x81,len=4}->tun_metadata0'");
+            assert!(
+                String::from_utf8_lossy(&e.stderr).contains("NXTTMFC_ALREADY_MAPPED"),
+                "{}",
+                String::from_utf8_lossy(&e.stderr)
+            );
         }
     }
     let dump = |sw: &str| {

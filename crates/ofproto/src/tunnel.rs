@@ -274,13 +274,15 @@ pub fn parse_tlv_map(spec: &str) -> Result<Vec<(usize, TlvEntry)>, String> {
 pub fn format_tlv_map(map: &TlvMap) -> String {
     let used: usize = map.iter().map(|e| usize::from(e.len)).sum();
     let mut s = format!(
-        " max option space={} max fields={TLV_FIELDS}\n allocated option space={used}\n\n mapping table:\n  class\ttype\tlength\tmatch field\n ------\t----\t------\t-----------\n",
+        " max option space={} max fields={TLV_FIELDS}\n allocated option space={used}\n\n mapping table:\n  class  type  length  match field\n ------  ----  ------  --------------\n",
         TLV_FIELDS * 8
     );
     for (i, e) in map.iter().enumerate().filter(|(_, e)| e.len != 0) {
         s.push_str(&format!(
-            "  {:#x}\t{:#x}\t{}\ttun_metadata{i}\n",
-            e.class, e.typ, e.len
+            "{:>7}{:>6}{:>8}  tun_metadata{i}\n",
+            format!("{:#x}", e.class),
+            format!("{:#x}", e.typ),
+            e.len
         ));
     }
     s
@@ -299,6 +301,21 @@ fn parse_bool(v: &str) -> Option<bool> {
         "false" => Some(false),
         _ => None,
     }
+}
+
+/// Why a TLV table change was refused (Open vSwitch's `NXTTMFC_*`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TlvModError {
+    /// Not add, delete or clear.
+    BadCommand,
+    /// An option length other than 4 or 8 bytes.
+    BadOptLen,
+    /// A field index past `tun_metadata7`.
+    BadFieldIdx,
+    /// The field is mapped to another option.
+    AlreadyMapped,
+    /// The option is mapped to another field.
+    DupEntry,
 }
 
 /// A route of the underlay (`ovs/route/show`'s lines).
@@ -713,6 +730,64 @@ impl Tunnels {
         Ok(())
     }
 
+    /// Applies an OpenFlow TLV table change (`NXT_TLV_TABLE_MOD`): command
+    /// 0 adds, 1 deletes, 2 clears `(class, type, len, index)` mappings,
+    /// with Open vSwitch's checks (all or nothing).
+    pub fn tlv_mod(&self, command: u16, maps: &[(u16, u8, u8, u16)]) -> Result<(), TlvModError> {
+        let mut map = self.tlv.write().unwrap_or_else(|e| e.into_inner());
+        let mut next = *map;
+        match command {
+            0 => {
+                for &(class, typ, len, index) in maps {
+                    let i = usize::from(index);
+                    if i >= TLV_FIELDS {
+                        return Err(TlvModError::BadFieldIdx);
+                    }
+                    if len == 0 || len % 4 != 0 || len > 8 {
+                        return Err(TlvModError::BadOptLen);
+                    }
+                    let e = TlvEntry { class, typ, len };
+                    if next[i].len != 0 && next[i] != e {
+                        return Err(TlvModError::AlreadyMapped);
+                    }
+                    if next
+                        .iter()
+                        .enumerate()
+                        .any(|(j, x)| j != i && x.len != 0 && x.class == class && x.typ == typ)
+                    {
+                        return Err(TlvModError::DupEntry);
+                    }
+                    next[i] = e;
+                }
+            }
+            1 => {
+                for &(_, _, _, index) in maps {
+                    let i = usize::from(index);
+                    if i >= TLV_FIELDS {
+                        return Err(TlvModError::BadFieldIdx);
+                    }
+                    next[i] = TlvEntry::default();
+                }
+            }
+            2 => next = TlvMap::default(),
+            _ => return Err(TlvModError::BadCommand),
+        }
+        *map = next;
+        drop(map);
+        self.neigh.generation.fetch_add(1, Ordering::Release);
+        Ok(())
+    }
+
+    /// The mappings as `(class, type, len, index)`, by index.
+    pub fn tlv_mappings(&self) -> Vec<(u16, u8, u8, u16)> {
+        self.tlv()
+            .iter()
+            .enumerate()
+            .filter(|(_, e)| e.len != 0)
+            .map(|(i, e)| (e.class, e.typ, e.len, i as u16))
+            .collect()
+    }
+
     /// Removes mappings (`del-tlv-map`; an empty spec: all of them).
     pub fn del_tlv(&self, spec: &str) -> Result<(), String> {
         let dels = if spec.trim().is_empty() {
@@ -789,7 +864,7 @@ mod tests {
             }
         );
         assert_eq!(t.tlv()[3].len, 8);
-        assert!(format_tlv_map(&t.tlv()).contains("  0x102\t0x80\t4\ttun_metadata0\n"));
+        assert!(format_tlv_map(&t.tlv()).contains("\n  0x102  0x80       4  tun_metadata0\n"));
         // The same again is fine; another option on a mapped field is not.
         t.add_tlv("{class=0x102,type=0x80,len=4}->tun_metadata0")
             .unwrap();
@@ -811,6 +886,25 @@ mod tests {
         }
         t.del_tlv("").unwrap();
         assert_eq!(t.tlv(), TlvMap::default());
+        // OpenFlow's TLV table mod, with OVS's errors.
+        t.tlv_mod(0, &[(0x102, 0x80, 4, 0)]).unwrap();
+        assert_eq!(t.tlv_mappings(), vec![(0x102, 0x80, 4, 0)]);
+        assert_eq!(
+            t.tlv_mod(0, &[(0x102, 0x81, 4, 0)]),
+            Err(TlvModError::AlreadyMapped)
+        );
+        assert_eq!(
+            t.tlv_mod(0, &[(0x102, 0x80, 4, 1)]),
+            Err(TlvModError::DupEntry)
+        );
+        assert_eq!(t.tlv_mod(0, &[(1, 1, 12, 1)]), Err(TlvModError::BadOptLen));
+        assert_eq!(
+            t.tlv_mod(0, &[(1, 1, 4, 64)]),
+            Err(TlvModError::BadFieldIdx)
+        );
+        assert_eq!(t.tlv_mod(7, &[]), Err(TlvModError::BadCommand));
+        t.tlv_mod(1, &[(0, 0, 0, 0)]).unwrap();
+        assert!(t.tlv_mappings().is_empty());
     }
 
     #[test]

@@ -81,13 +81,27 @@ pub fn encode_role_reply(
     header::finish(w)
 }
 
-/// An empty `NXT_TLV_TABLE_REPLY` (no TLV mappings: no tunnels yet).
-pub fn encode_tlv_table_reply(version: u8, xid: u32) -> Vec<u8> {
-    // max_option_space u32, max_fields u16, pad[10].
+/// `NXT_TLV_TABLE_REPLY`: the option space and field count, and the
+/// mappings.
+pub fn encode_tlv_table_reply(
+    version: u8,
+    xid: u32,
+    max_space: u32,
+    max_fields: u16,
+    maps: &[super::TlvMapping],
+) -> Vec<u8> {
+    // max_option_space u32, max_fields u16, pad[10], then the mappings.
     let mut body = Vec::new();
-    body.extend_from_slice(&256u32.to_be_bytes());
-    body.extend_from_slice(&64u16.to_be_bytes());
+    body.extend_from_slice(&max_space.to_be_bytes());
+    body.extend_from_slice(&max_fields.to_be_bytes());
     body.extend_from_slice(&[0; 10]);
+    for m in maps {
+        body.extend_from_slice(&m.class.to_be_bytes());
+        body.push(m.typ);
+        body.push(m.len);
+        body.extend_from_slice(&m.index.to_be_bytes());
+        body.extend_from_slice(&[0; 2]);
+    }
     encode_nx(version, xid, NXT_TLV_TABLE_REPLY, &body)
 }
 

@@ -25,6 +25,7 @@ const NXT_FLOW_MOD_TABLE_ID: u32 = 15;
 const NXT_SET_PACKET_IN_FORMAT: u32 = 16;
 const NXT_SET_ASYNC_CONFIG: u32 = 19;
 const NXT_SET_CONTROLLER_ID: u32 = 20;
+const NXT_TLV_TABLE_MOD: u32 = 24;
 const NXT_TLV_TABLE_REQUEST: u32 = 25;
 const NXT_TLV_TABLE_REPLY: u32 = 26;
 const NXST_FLOW: u32 = 0;
@@ -142,6 +143,19 @@ pub struct PacketOut {
     pub buffer_id: u32,
 }
 
+/// One Geneve option mapping of `NXT_TLV_TABLE_MOD` and `_REPLY`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TlvMapping {
+    /// Option class.
+    pub class: u16,
+    /// Option type.
+    pub typ: u8,
+    /// Option length in bytes.
+    pub len: u8,
+    /// The `tun_metadataN` it maps to.
+    pub index: u16,
+}
+
 /// A request from a controller.
 #[derive(Clone, Debug)]
 #[allow(missing_docs)]
@@ -185,6 +199,14 @@ pub enum Request {
     SetControllerId(u16),
     SetAsync,
     TlvTableRequest,
+    /// `NXT_TLV_TABLE_MOD` (`ovs-ofctl add-tlv-map`): command 0 add, 1
+    /// delete, 2 clear, and the mappings.
+    TlvTableMod {
+        /// `NXTTMC_ADD` (0), `NXTTMC_DELETE` (1) or `NXTTMC_CLEAR` (2).
+        command: u16,
+        /// The mappings.
+        maps: Vec<TlvMapping>,
+    },
     RoleRequest {
         role: u32,
         generation_id: u64,
@@ -679,6 +701,25 @@ fn decode_vendor(r: &mut Reader<'_>, h: &Header, st: ConnState) -> Result<Reques
         flowmon::NXT_FLOW_MONITOR_CANCEL => Request::FlowMonitorCancel(r.u32()?),
         NXT_GROUP_MOD => Request::GroupMod(group::decode_group_mod(r, OFP10)?),
         NXT_TLV_TABLE_REQUEST => Request::TlvTableRequest,
+        NXT_TLV_TABLE_MOD => {
+            let command = r.u16()?;
+            r.skip(6)?;
+            let mut maps = Vec::new();
+            while r.remaining() >= 8 {
+                let class = r.u16()?;
+                let typ = r.u8()?;
+                let len = r.u8()?;
+                let index = r.u16()?;
+                r.skip(2)?;
+                maps.push(TlvMapping {
+                    class,
+                    typ,
+                    len,
+                    index,
+                });
+            }
+            Request::TlvTableMod { command, maps }
+        }
         NXT_ROLE_REQUEST => Request::RoleRequest {
             role: r.u32()?,
             generation_id: 0,

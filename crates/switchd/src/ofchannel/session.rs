@@ -391,7 +391,52 @@ impl Session {
                 Ok(Vec::new())
             }
             Request::SetAsync => Ok(Vec::new()),
-            Request::TlvTableRequest => Ok(vec![msg::encode_tlv_table_reply(v, xid)]),
+            Request::TlvTableRequest => {
+                let maps: Vec<msg::TlvMapping> = self
+                    .sh
+                    .tunnels
+                    .as_ref()
+                    .map(|t| t.tlv_mappings())
+                    .unwrap_or_default()
+                    .into_iter()
+                    .map(|(class, typ, len, index)| msg::TlvMapping {
+                        class,
+                        typ,
+                        len,
+                        index,
+                    })
+                    .collect();
+                let fields = flowpath_wire::tunnel::TLV_FIELDS as u16;
+                Ok(vec![msg::encode_tlv_table_reply(
+                    v,
+                    xid,
+                    u32::from(fields) * 8,
+                    fields,
+                    &maps,
+                )])
+            }
+            Request::TlvTableMod { command, maps } => {
+                use flowpath_ofproto::tunnel::TlvModError as E;
+                let m: Vec<(u16, u8, u8, u16)> = maps
+                    .iter()
+                    .map(|m| (m.class, m.typ, m.len, m.index))
+                    .collect();
+                // (The revalidator translates the megaflows again: the map
+                // is in their actions.)
+                match self.sh.tunnels.as_ref() {
+                    None => Err(flowpath_openflow::error::TTMFC_BAD_COMMAND),
+                    Some(t) => t
+                        .tlv_mod(command, &m)
+                        .map(|()| Vec::new())
+                        .map_err(|e| match e {
+                            E::BadCommand => flowpath_openflow::error::TTMFC_BAD_COMMAND,
+                            E::BadOptLen => flowpath_openflow::error::TTMFC_BAD_OPT_LEN,
+                            E::BadFieldIdx => flowpath_openflow::error::TTMFC_BAD_FIELD_IDX,
+                            E::AlreadyMapped => flowpath_openflow::error::TTMFC_ALREADY_MAPPED,
+                            E::DupEntry => flowpath_openflow::error::TTMFC_DUP_ENTRY,
+                        }),
+                }
+            }
             Request::RoleRequest {
                 role,
                 generation_id,
