@@ -273,7 +273,10 @@ fn two_switches(name: &str, tag: &str, kind: &str, v6: bool, opts: bool) {
             // Over OpenFlow, as a controller (OVN's) maps its option.
             t.ofctl("add-tlv-map brB '{class=0x102,type=0x80,len=4}->tun_metadata0'");
             let dump = t.ofctl("dump-tlv-map brB");
-            assert!(dump.contains("  0x102  0x80       4  tun_metadata0"), "{dump}");
+            assert!(
+                dump.contains("  0x102  0x80       4  tun_metadata0"),
+                "{dump}"
+            );
             let e =
                 t.ofctl_output("add-tlv-map brB '{class=0x102,type=0x81,len=4}->tun_metadata0'");
             assert!(

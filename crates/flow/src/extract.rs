@@ -143,8 +143,8 @@ pub enum Invalid {
 /// add the hardware addresses (5, 6); any other type may use every word.
 /// The extraction tests check it on generated packets and on the capture
 /// corpus.
-pub fn possible_words(dl_type: u16, nw_proto: u8) -> u32 {
-    const BASE: u32 = 0b1_1111;
+pub fn possible_words(dl_type: u16, nw_proto: u8) -> u64 {
+    const BASE: u64 = 0b1_1111;
     match (dl_type, nw_proto) {
         (ethertype::IPV4, ip_proto::ICMPV6) => {
             BASE | 1 << 5 | 1 << 6 | 1 << W_IPV6_MISC | 1 << 12 | 1 << 13
@@ -157,10 +157,10 @@ pub fn possible_words(dl_type: u16, nw_proto: u8) -> u32 {
 }
 
 /// Bitmap of the non-zero words of `key`.
-pub fn used_words(key: &FlowKey) -> u32 {
-    let mut m = 0u32;
+pub fn used_words(key: &FlowKey) -> u64 {
+    let mut m = 0u64;
     for (i, w) in key.w.iter().enumerate() {
-        m |= u32::from(*w != 0) << i;
+        m |= u64::from(*w != 0) << i;
     }
     m
 }
