@@ -26,9 +26,10 @@ impl Executor {
         t: &TnlPush,
         key: &FlowKey,
     ) {
-        let rss = *meta
-            .rss
-            .get_or_insert_with(|| flowpath_flow::ovs_hash::hash_5tuple(key, 0));
+        // The UDP source port spreads the flows over the underlay's paths:
+        // any hash of the 5-tuple serves (the RSS hash when the packet has
+        // one; else a multiply over the key's address and port words).
+        let rss = meta.rss.unwrap_or_else(|| flow_hash(key));
         let h = t.header();
         let Some(front) = pkt.insert_front(0, h.len()) else {
             self.stats.tnl_push_failed += 1;
@@ -86,6 +87,19 @@ impl Executor {
             self.stats.tnl_popped += 1;
         }
     }
+}
+
+/// A cheap hash of a key's addresses, protocol and ports.
+#[inline]
+fn flow_hash(key: &FlowKey) -> u32 {
+    use flowpath_flow::key::{W_IPV6_DST, W_IPV6_SRC, W_META, W_NW, W_TP};
+    let mut x = (key.w[W_META] >> 32) ^ key.w[W_NW] ^ (key.w[W_TP] & 0xffff_ffff).rotate_left(29);
+    if key.is_ipv6() {
+        x ^= key.w[W_IPV6_SRC] ^ key.w[W_IPV6_SRC + 1].rotate_left(7);
+        x ^= key.w[W_IPV6_DST].rotate_left(13) ^ key.w[W_IPV6_DST + 1].rotate_left(19);
+    }
+    let m = u128::from(x) * 0x9e37_79b9_7f4a_7c15;
+    ((m >> 64) as u64 ^ m as u64) as u32
 }
 
 /// Writes a decapsulated packet's tunnel metadata into a key's tunnel

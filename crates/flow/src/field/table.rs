@@ -75,6 +75,21 @@ const fn xxreg(id: FieldId, name: &'static str, word: u8) -> FieldInfo {
     )
 }
 
+/// `tun_metadataN`: a 64-bit word of its own after the tunnel words.
+const fn tun_md(id: FieldId, name: &'static str, n: usize) -> FieldInfo {
+    f(
+        id,
+        name,
+        &[],
+        64,
+        bits(W_TUN_MD + n, 0, 64),
+        ValueFormat::HexInt,
+        Prereq::NONE,
+        true,
+        true,
+    )
+}
+
 use EthReq as E;
 
 /// A neighbour solicitation or advertisement.
@@ -946,93 +961,13 @@ pub static FIELDS: &[FieldInfo] = &[
         true,
         true,
     ),
-    // A Geneve option's value (mapped by the bridge's TLV map; 0: absent).
-    f(
-        F::TunMetadata0,
-        "tun_metadata0",
-        &[],
-        64,
-        bits(W_TUN_MD, 0, 64),
-        V::HexInt,
-        Prereq::NONE,
-        true,
-        true,
-    ),
-    f(
-        F::TunMetadata1,
-        "tun_metadata1",
-        &[],
-        64,
-        bits(W_TUN_MD + 1, 0, 64),
-        V::HexInt,
-        Prereq::NONE,
-        true,
-        true,
-    ),
-    f(
-        F::TunMetadata2,
-        "tun_metadata2",
-        &[],
-        64,
-        bits(W_TUN_MD + 2, 0, 64),
-        V::HexInt,
-        Prereq::NONE,
-        true,
-        true,
-    ),
-    f(
-        F::TunMetadata3,
-        "tun_metadata3",
-        &[],
-        64,
-        bits(W_TUN_MD + 3, 0, 64),
-        V::HexInt,
-        Prereq::NONE,
-        true,
-        true,
-    ),
-    f(
-        F::TunMetadata4,
-        "tun_metadata4",
-        &[],
-        64,
-        bits(W_TUN_MD + 4, 0, 64),
-        V::HexInt,
-        Prereq::NONE,
-        true,
-        true,
-    ),
-    f(
-        F::TunMetadata5,
-        "tun_metadata5",
-        &[],
-        64,
-        bits(W_TUN_MD + 5, 0, 64),
-        V::HexInt,
-        Prereq::NONE,
-        true,
-        true,
-    ),
-    f(
-        F::TunMetadata6,
-        "tun_metadata6",
-        &[],
-        64,
-        bits(W_TUN_MD + 6, 0, 64),
-        V::HexInt,
-        Prereq::NONE,
-        true,
-        true,
-    ),
-    f(
-        F::TunMetadata7,
-        "tun_metadata7",
-        &[],
-        64,
-        bits(W_TUN_MD + 7, 0, 64),
-        V::HexInt,
-        Prereq::NONE,
-        true,
-        true,
-    ),
+    // Geneve options' values (mapped by the bridge's TLV map; 0: absent).
+    tun_md(F::TunMetadata0, "tun_metadata0", 0),
+    tun_md(F::TunMetadata1, "tun_metadata1", 1),
+    tun_md(F::TunMetadata2, "tun_metadata2", 2),
+    tun_md(F::TunMetadata3, "tun_metadata3", 3),
+    tun_md(F::TunMetadata4, "tun_metadata4", 4),
+    tun_md(F::TunMetadata5, "tun_metadata5", 5),
+    tun_md(F::TunMetadata6, "tun_metadata6", 6),
+    tun_md(F::TunMetadata7, "tun_metadata7", 7),
 ];
