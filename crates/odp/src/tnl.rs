@@ -21,6 +21,10 @@ pub struct TnlPush {
     pub kind: TunnelKind,
     /// Template length.
     pub len: u8,
+    /// The UDP source ports used: `port_min..port_max` (not printed).
+    pub port_min: u16,
+    /// See `port_min`.
+    pub port_max: u16,
     /// The template (its first `len` bytes).
     pub header: [u8; TNL_HEADER_MAX],
 }
@@ -36,8 +40,17 @@ impl TnlPush {
             out_port,
             kind,
             len: u8::try_from(header.len()).ok()?,
+            port_min: tunnel::DEFAULT_PORT_MIN,
+            port_max: tunnel::DEFAULT_PORT_MAX,
             header: h,
         })
+    }
+
+    /// The push with UDP source ports from `min..max`.
+    pub fn with_port_range(mut self, min: u16, max: u16) -> Self {
+        self.port_min = min;
+        self.port_max = max;
+        self
     }
 
     /// The template.

@@ -491,6 +491,8 @@ pub struct Tunnels {
     routes: RwLock<Vec<Route>>,
     /// The Geneve option map (`add-tlv-map`).
     tlv: RwLock<TlvMap>,
+    /// The UDP source port range (`tnl/egress_port_range`): min << 16 | max.
+    port_range: std::sync::atomic::AtomicU32,
     /// The neighbour table.
     pub neigh: Neighbours,
 }
@@ -546,6 +548,10 @@ impl Tunnels {
             underlay,
             routes: RwLock::new(routes),
             tlv: RwLock::new(TlvMap::default()),
+            port_range: std::sync::atomic::AtomicU32::new(
+                u32::from(flowpath_wire::tunnel::DEFAULT_PORT_MIN) << 16
+                    | u32::from(flowpath_wire::tunnel::DEFAULT_PORT_MAX),
+            ),
             neigh: Neighbours::default(),
         }
     }
@@ -698,6 +704,20 @@ impl Tunnels {
             self.neigh.generation.fetch_add(1, Ordering::Release);
         }
         gone
+    }
+
+    /// The UDP source port range of encapsulated packets.
+    pub fn port_range(&self) -> (u16, u16) {
+        let r = self.port_range.load(Ordering::Acquire);
+        ((r >> 16) as u16, r as u16)
+    }
+
+    /// Sets it (the bounds in either order, as OVS).
+    pub fn set_port_range(&self, a: u16, b: u16) {
+        let (min, max) = (a.min(b), a.max(b));
+        self.port_range
+            .store(u32::from(min) << 16 | u32::from(max), Ordering::Release);
+        self.neigh.generation.fetch_add(1, Ordering::Release);
     }
 
     /// The Geneve option map.

@@ -300,6 +300,12 @@ static COMMANDS: &[Command] = &[
     cmd("ovs/route/add", "IP/PLEN BRIDGE [GW]", 2, 3, |c, p, _| {
         underlay::route_add(c.tnl(), p)
     }),
+    cmd("tnl/egress_port_range", "[MIN MAX]", 0, 2, |c, p, _| {
+        underlay::egress_port_range(c.tnl(), p)
+    }),
+    cmd("ovs/route/lookup", "IP", 1, 1, |c, p, _| {
+        underlay::route_lookup(c.tnl(), p)
+    }),
     cmd("add-tlv-map", "BRIDGE MAP", 2, MANY, |c, p, _| {
         underlay::tlv_add(c.tnl(), p)
     }),

@@ -37,7 +37,7 @@ const STATS_INTERVAL: Duration = Duration::from_secs(5);
 const RETRY_INTERVAL: Duration = Duration::from_secs(2);
 
 /// The interface types flowpath takes (`Open_vSwitch.iface_types`).
-const IFACE_TYPES: &[&str] = &["afxdp", "internal", "system", "tap"];
+const IFACE_TYPES: &[&str] = &["afxdp", "dpdkvhostuserclient", "internal", "system", "tap"];
 
 /// What one interface row asks for.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -229,6 +229,14 @@ fn want(i: &RowRef<'_>, bridge: &str) -> Result<(String, Want), Error> {
             }
             Want::Port(spec, req)
         }
+        // OVS-DPDK's client-mode vhost-user port: flowpath connects to the
+        // socket the VM (QEMU in server mode) or DPDK application opened.
+        "dpdkvhostuserclient" => match options.get("vhost-server-path") {
+            Some(path) => Want::Port(format!("vhost-user:{path},client"), req),
+            None => Want::Refused(
+                "type dpdkvhostuserclient needs options:vhost-server-path".to_string(),
+            ),
+        },
         "internal" if name == bridge => Want::Local,
         "internal" | "tap" => Want::Port(format!("tap:{name}"), req),
         other => Want::Refused(format!(

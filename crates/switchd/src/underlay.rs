@@ -390,6 +390,41 @@ pub fn route_del(t: Option<&Tunnels>, p: &[String]) -> Result<String, String> {
     }
 }
 
+/// `tnl/egress_port_range [MIN MAX]`, as OVS answers it.
+pub fn egress_port_range(t: Option<&Tunnels>, p: &[String]) -> Result<String, String> {
+    let t = t.ok_or("no tunnels (--underlay)")?;
+    if p.len() < 2 {
+        let (min, max) = t.port_range();
+        return Ok(format!("Tunnel UDP source port range: {min}-{max}\n"));
+    }
+    let num = |s: &str| s.parse::<u16>().ok().filter(|v| *v > 0);
+    let Some(a) = num(&p[0]) else {
+        return Ok("Invalid min.".into());
+    };
+    let Some(b) = num(&p[1]) else {
+        return Ok("Invalid max.".into());
+    };
+    t.set_port_range(a, b);
+    Ok("OK\n".into())
+}
+
+/// `ovs/route/lookup IP`, as OVS prints it.
+pub fn route_lookup(t: Option<&Tunnels>, p: &[String]) -> Result<String, String> {
+    let t = t.ok_or("no tunnel underlay (--underlay)")?;
+    let ip: IpAddr = p
+        .first()
+        .and_then(|s| s.parse().ok())
+        .ok_or("Invalid parameters")?;
+    let (hop, src) = t.route(ip).ok_or("Not found")?;
+    let gw = if hop == ip {
+        "::".to_string()
+    } else {
+        hop.to_string()
+    };
+    let dev = t.underlay().map_or("", |u| u.name.as_str());
+    Ok(format!("src {src}\ngateway {gw}\ndev {dev}\n"))
+}
+
 /// `add-tlv-map BRIDGE {class=C,type=T,len=L}->tun_metadataN[,...]`.
 pub fn tlv_add(t: Option<&Tunnels>, p: &[String]) -> Result<String, String> {
     let t = t.ok_or("no tunnels (--underlay)")?;
@@ -558,6 +593,27 @@ mod tests {
             )
             .unwrap_err(),
             "bad IP address"
+        );
+        assert_eq!(
+            egress_port_range(Some(&t), &[]).unwrap(),
+            "Tunnel UDP source port range: 32768-61000\n"
+        );
+        assert_eq!(
+            egress_port_range(Some(&t), &["5000".into(), "4000".into()]).unwrap(),
+            "OK\n"
+        );
+        assert_eq!(t.port_range(), (4000, 5000));
+        assert_eq!(
+            egress_port_range(Some(&t), &["x".into(), "1".into()]).unwrap(),
+            "Invalid min."
+        );
+        assert_eq!(
+            route_lookup(Some(&t), &["172.31.1.7".into()]).unwrap(),
+            "src 172.31.1.100\ngateway ::\ndev null\n"
+        );
+        assert_eq!(
+            route_lookup(Some(&t), &["8.8.8.8".into()]).unwrap(),
+            "src 172.31.1.100\ngateway 172.31.1.254\ndev null\n"
         );
         let p = ports_show(Some(&t));
         assert!(

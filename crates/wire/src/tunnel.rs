@@ -482,9 +482,21 @@ pub fn finish_push(frame: &mut [u8], hlen: usize, src_port: u16) -> bool {
 /// (Open vSwitch's: the hash scaled into 32768..61000, the kernel's
 /// default ephemeral range, so ECMP in the underlay spreads flows).
 pub fn src_port_of_hash(hash: u32) -> u16 {
-    const MIN: u32 = 32768;
-    const MAX: u32 = 61000;
-    (((u64::from(hash) * u64::from(MAX - MIN)) >> 32) as u32 + MIN) as u16
+    src_port_in(hash, DEFAULT_PORT_MIN, DEFAULT_PORT_MAX)
+}
+
+/// The default UDP source port range of encapsulated packets (OVS's
+/// `tnl/egress_port_range`).
+pub const DEFAULT_PORT_MIN: u16 = 32768;
+/// See [`DEFAULT_PORT_MIN`].
+pub const DEFAULT_PORT_MAX: u16 = 61000;
+
+/// [`src_port_of_hash`] in the range `min..max` (as OVS: the hash scaled
+/// into it; `min` when the range is empty).
+#[inline]
+pub fn src_port_in(hash: u32, min: u16, max: u16) -> u16 {
+    let span = u64::from(max.saturating_sub(min));
+    (((u64::from(hash) * span) >> 32) as u32 + u32::from(min)) as u16
 }
 
 /// What a received tunnel packet's outer headers say (Open vSwitch's

@@ -36,7 +36,8 @@ impl Executor {
             return;
         };
         front.copy_from_slice(h);
-        if !tunnel::finish_push(pkt.data_mut(), h.len(), tunnel::src_port_of_hash(rss)) {
+        let sport = tunnel::src_port_in(rss, t.port_min, t.port_max);
+        if !tunnel::finish_push(pkt.data_mut(), h.len(), sport) {
             self.stats.tnl_push_failed += 1;
             return;
         }

@@ -342,6 +342,10 @@ impl<L: Lookup> Ctx<'_, '_, L> {
         let Some(push) = build_header(&spec, &mut h)
             .ok()
             .and_then(|n| TnlPush::new(t.vport(p), u.port, p.kind, &h[..n]))
+            .map(|push| {
+                let (min, max) = t.port_range();
+                push.with_port_range(min, max)
+            })
         else {
             self.note(self.depth + 1, "native tunnel: header could not be built");
             return;
