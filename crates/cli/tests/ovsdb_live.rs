@@ -193,46 +193,6 @@ fn ovs_vsctl_drives_the_switch() {
         "\"could not open network device fpnosuchdev (No such device)\""
     );
     assert!(t.ping(1, 3));
-    // OVS-DPDK's client-mode vhost-user interface: a vhost-user port that
-    // connects to the VM's socket (none listens here: the port waits and
-    // retries, as OVS's).
-    let sock = dir.join("vm1.sock");
-    vsctl(
-        &dir,
-        &format!(
-            "add-port br0 vhu1 -- set Interface vhu1 type=dpdkvhostuserclient options:vhost-server-path={}",
-            sock.display()
-        ),
-    );
-    assert!(
-        wait_until(Duration::from_secs(5), || vsctl(
-            &dir,
-            "get Interface vhu1 ofport"
-        ) != "[]"
-            && vsctl(&dir, "get Interface vhu1 ofport") != "-1"),
-        "vhost-user client port: {} {}",
-        vsctl(&dir, "get Interface vhu1 error"),
-        t.log("switch.log")
-    );
-    assert!(
-        t.appctl("dpctl/show").contains("vhost-user"),
-        "{}",
-        t.appctl("dpctl/show")
-    );
-    vsctl(
-        &dir,
-        "add-port br0 vhu2 -- set Interface vhu2 type=dpdkvhostuserclient",
-    );
-    assert!(
-        wait_until(Duration::from_secs(5), || vsctl(
-            &dir,
-            "get Interface vhu2 error"
-        )
-        .contains("vhost-server-path")),
-        "{}",
-        vsctl(&dir, "get Interface vhu2 error")
-    );
-    vsctl(&dir, "del-port br0 vhu1 -- del-port br0 vhu2");
     // other_config reaches the datapath configuration.
     vsctl(
         &dir,
@@ -335,6 +295,46 @@ fn ovs_vsctl_drives_the_switch() {
         "after the switch restarted: {}",
         t.log("switch.log")
     );
+    // OVS-DPDK's client-mode vhost-user interface: a vhost-user port that
+    // connects to the VM's socket (none listens here: the port waits and
+    // retries, as OVS's).
+    let sock = dir.join("vm1.sock");
+    vsctl(
+        &dir,
+        &format!(
+            "add-port br0 vhu1 -- set Interface vhu1 type=dpdkvhostuserclient options:vhost-server-path={}",
+            sock.display()
+        ),
+    );
+    assert!(
+        wait_until(Duration::from_secs(5), || vsctl(
+            &dir,
+            "get Interface vhu1 ofport"
+        ) != "[]"
+            && vsctl(&dir, "get Interface vhu1 ofport") != "-1"),
+        "vhost-user client port: {} {}",
+        vsctl(&dir, "get Interface vhu1 error"),
+        t.log("switch.log")
+    );
+    assert!(
+        t.appctl("dpctl/show").contains("vhost-user"),
+        "{}",
+        t.appctl("dpctl/show")
+    );
+    vsctl(
+        &dir,
+        "add-port br0 vhu2 -- set Interface vhu2 type=dpdkvhostuserclient",
+    );
+    assert!(
+        wait_until(Duration::from_secs(5), || vsctl(
+            &dir,
+            "get Interface vhu2 error"
+        )
+        .contains("vhost-server-path")),
+        "{}",
+        vsctl(&dir, "get Interface vhu2 error")
+    );
+    vsctl(&dir, "del-port br0 vhu1 -- del-port br0 vhu2");
 }
 
 /// `ovs-vsctl show` as Open vSwitch's: the UUID line, and the ports in
