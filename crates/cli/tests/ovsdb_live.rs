@@ -281,12 +281,17 @@ fn ovs_vsctl_drives_the_switch() {
     let _ = std::fs::remove_file(dir.join("br0.mgmt"));
     sw = start_switch(&mut t);
     let _ = sw;
+    // (A port that fails to open is tried again every 2 s; under a full
+    // test run's load the restarted switch has taken over 10 s to report
+    // it.)
     assert!(
-        wait_until(Duration::from_secs(10), || vsctl(
+        wait_until(Duration::from_secs(30), || vsctl(
             &dir,
             &format!("get Interface {v2} ofport")
         ) == "2"),
-        "{}",
+        "ofport {} error {}: {}",
+        vsctl(&dir, &format!("get Interface {v2} ofport")),
+        vsctl(&dir, &format!("get Interface {v2} error")),
         t.log("switch.log")
     );
     t.ofctl("add-flow br0 actions=NORMAL");
