@@ -67,7 +67,6 @@ impl<L: Lookup> Ctx<'_, '_, L> {
                 if k.nw_proto() == 1 && t.is_local(tpa) {
                     // Answer: the request turned around, as an OpenFlow ARP
                     // responder does it.
-                    self.exact(FieldId::EthSrc);
                     for f in [FieldId::EthSrc, FieldId::EthDst, FieldId::ArpTha] {
                         self.exact(f);
                     }
