@@ -294,6 +294,10 @@ fn ovs_vsctl_drives_the_switch() {
         vsctl(&dir, &format!("get Interface {v2} error")),
         t.log("switch.log")
     );
+    // Every interface has the number it had before (as with Open
+    // vSwitch, which takes the `ofport` column back): controllers' flows
+    // name these numbers.
+    assert_eq!(vsctl(&dir, &format!("get Interface {v1} ofport")), "1");
     t.ofctl("add-flow br0 actions=NORMAL");
     assert!(
         wait_until(Duration::from_secs(10), || t.ping(1, 2)),

@@ -201,7 +201,10 @@ fn connect(remote: &str) -> Result<Client, Error> {
                 "Port",
                 &["name", "interfaces", "tag", "trunks", "vlan_mode"],
             ),
-            TableMonitor::columns("Interface", &["name", "type", "options", "ofport_request"]),
+            TableMonitor::columns(
+                "Interface",
+                &["name", "type", "options", "ofport_request", "ofport"],
+            ),
         ],
     )?;
     Ok(c)
@@ -272,6 +275,10 @@ fn reconcile(
     // The interfaces of our bridge: uuid, name, want; each interface's
     // 802.1Q mode (its port's).
     let mut ifaces: Vec<(Uuid, String, Want)> = Vec::new();
+    // The number each interface had before (its `ofport` column): a
+    // restarted switch gives it back when free, as Open vSwitch does, so
+    // that the numbers in controllers' flows stay right.
+    let mut before: BTreeMap<String, u32> = BTreeMap::new();
     let mut vlan_of: BTreeMap<String, VlanMode> = BTreeMap::new();
     let mut targets: Vec<String> = Vec::new();
     let mut standalone = true;
@@ -376,6 +383,15 @@ fn reconcile(
             {
                 let (n, w) = want(&i, bridge)?;
                 vlan_of.insert(n.clone(), mode.clone());
+                if let Some(no) = i
+                    .optional_integer("ofport")
+                    .ok()
+                    .flatten()
+                    .and_then(|n| u32::try_from(n).ok())
+                    .filter(|n| (1..0xff00).contains(n))
+                {
+                    before.insert(n.clone(), no);
+                }
                 ifaces.push((i.uuid().clone(), n, w));
             }
         }
@@ -400,7 +416,12 @@ fn reconcile(
         }
     }
     st.failed.retain(|n, _| wanted.contains_key(n.as_str()));
-    // Ports to add.
+    // Ports to add: those with a requested number first, then those
+    // getting their number back, then the rest (the next free numbers).
+    let mut taken: std::collections::BTreeSet<u32> =
+        st.managed.values().map(|(no, _)| *no).collect();
+    // (name, spec, number, whether the number is only the one it had)
+    let mut adds: Vec<(&String, &String, Option<u32>, bool)> = Vec::new();
     for (_, n, w) in &ifaces {
         let Want::Port(spec, req) = w else {
             continue;
@@ -411,11 +432,32 @@ fn reconcile(
         if !retry && st.failed.get(n).is_some_and(|(s, _)| s == spec) {
             continue;
         }
+        if let Some(no) = req {
+            taken.insert(*no);
+        }
+        adds.push((n, spec, *req, false));
+    }
+    for (n, _, req, again) in adds.iter_mut() {
+        if req.is_none() {
+            if let Some(no) = before.get(*n).filter(|no| !taken.contains(no)) {
+                taken.insert(*no);
+                *req = Some(*no);
+                *again = true;
+            }
+        }
+    }
+    adds.sort_by_key(|(_, _, req, _)| req.is_none());
+    for (n, spec, req, again) in adds {
         let arg = match req {
             Some(no) => format!("{no}={spec}"),
             None => spec.clone(),
         };
-        match ctl.add_if(&[arg]) {
+        // A number it had that something else took since: a new one.
+        let added = match ctl.add_if(&[arg]) {
+            Err(_) if again => ctl.add_if(std::slice::from_ref(spec)),
+            r => r,
+        };
+        match added {
             Ok(out) => {
                 if st.failed.remove(n).is_some() {
                     eprintln!("flowpath: ovsdb: interface {n}: opened");
