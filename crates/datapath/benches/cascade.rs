@@ -219,7 +219,7 @@ fn bench_raw_emc() {
         for _ in 0..rounds {
             for (kc, hc) in keys.chunks(BATCH_SIZE).zip(hashes.chunks(BATCH_SIZE)) {
                 hits += emc
-                    .lookup_batch(black_box(kc), hc, u32::MAX, &table, &mut out)
+                    .lookup_batch(black_box(kc), hc, u32::MAX, 0, &table, &mut out)
                     .count_ones();
             }
         }

@@ -20,8 +20,8 @@
 //! `>= len`) are zero ([`Batch::clear`] re-zeroes the slots whose bit is
 //! set). So a received packet's key is written without touching its third
 //! cache line ([`Batch::push_with`]), and the EMC, which keeps only words
-//! `0..W_CT_FIRST`, can leave out the few packets ([`Batch::ct_packets`])
-//! whose keys have connection-tracking state (recirculated after `ct`).
+//! `0..W_CT_FIRST`, knows the few packets ([`Batch::ct_packets`]) whose
+//! keys have extension words (recirculated after `ct` or `tnl_pop`).
 //!
 //! Threads: owned by the worker that fills it; allocate once and reuse
 //! (it is ~9.5 KB, 8 KB of it keys: keep it boxed or in the worker's state).
@@ -192,6 +192,31 @@ impl Batch {
         bytes: u32,
         fill: impl FnOnce(&mut FlowKey) -> Option<bool>,
     ) -> Result<Option<usize>, BatchFull> {
+        self.push_filled(bytes, None, fill)
+    }
+
+    /// [`Batch::push_with`] for a key whose extension words the caller
+    /// knows to be set or not (`ext`: a recirculated packet's connection
+    /// tracking state or tunnel metadata; true when unsure — false when
+    /// any is set would be wrong): they are not read back (by perf, reading
+    /// the words just written stalled on store forwarding).
+    #[inline]
+    pub fn push_with_ext(
+        &mut self,
+        bytes: u32,
+        ext: bool,
+        fill: impl FnOnce(&mut FlowKey) -> Option<bool>,
+    ) -> Result<Option<usize>, BatchFull> {
+        self.push_filled(bytes, Some(ext), fill)
+    }
+
+    #[inline(always)]
+    fn push_filled(
+        &mut self,
+        bytes: u32,
+        ext: Option<bool>,
+        fill: impl FnOnce(&mut FlowKey) -> Option<bool>,
+    ) -> Result<Option<usize>, BatchFull> {
         if self.len == BATCH_SIZE {
             return Err(BatchFull);
         }
@@ -206,7 +231,16 @@ impl Batch {
             debug_assert!(self.keys[i].w[5..].iter().all(|&w| w == 0));
             crate::hash::packet_hash_short(&self.keys[i])
         } else {
-            self.note_ct(i);
+            match ext {
+                Some(any) => {
+                    // (Never fewer than there are: a key said to have
+                    // them without any is only looked up salted and
+                    // misses the EMC.)
+                    debug_assert!(any || self.keys[i].w[W_CT_FIRST..].iter().all(|&w| w == 0));
+                    self.ct = self.ct & !(1 << i) | u32::from(any) << i;
+                }
+                None => self.note_ct(i),
+            }
             packet_hash(&self.keys[i])
         };
         self.sizes[i] = bytes;
@@ -227,9 +261,9 @@ impl Batch {
         &self.keys[..self.len]
     }
 
-    /// Bitmap of the packets whose keys have non-zero connection-tracking
-    /// words (packets recirculated after a `ct` action); the EMC leaves
-    /// them to the other tiers.
+    /// Bitmap of the packets whose keys have non-zero extension words
+    /// (connection tracking or tunnel: packets recirculated after `ct` or
+    /// `tnl_pop`); the EMC checks their hits against the megaflow.
     #[inline(always)]
     pub fn ct_packets(&self) -> u32 {
         self.ct

@@ -20,18 +20,27 @@
 //! smaller stored hash (a cheap pseudo-random choice, as OVS).
 //!
 //! Only a key's words `0..W_CT_FIRST` are stored and compared (128 bytes,
-//! two cache lines, as before the key grew its connection-tracking words):
-//! those words are zero in every received packet's key, and the keys that
-//! have them set (packets recirculated after `ct`, a batch's
-//! `ct_packets`) are neither inserted nor looked up here — the other tiers
-//! take them. Storing and comparing all 24 words made an EMC hit touch a
-//! third line of the entry and of the packet's key.
+//! two cache lines, as before the key grew its connection-tracking and
+//! tunnel words): the extension words `W_CT_FIRST..` are zero in every
+//! received packet's key. A key that has them set (a packet recirculated
+//! after `ct` or decapsulated by `tnl_pop`: a batch's `ct_packets`) is
+//! stored by its first words too, under its hash xor a salt made from its
+//! extension words ([`ext_salt`], never 0: its entry is never a candidate
+//! for a key without extension words, nor the other way round, and keys
+//! that differ only there — one inner flow in several tunnels or
+//! connection states — mostly get slots of their own), and a hit on it also checks the megaflow's match on
+//! the whole key ([`MegaflowTable::matches`], the mask's words only: a
+//! tunnel megaflow's three or four): the entry is exact on the first words
+//! and the megaflow decides the rest. Storing and comparing all 40 words
+//! would make every EMC hit touch five lines of the entry and of the key.
 //!
 //! Invariants: an entry whose megaflow ref is not live is empty (checked on
 //! every hit against the megaflow table's generation); entries are never
-//! trusted without a full key compare (of the stored words); no entry
-//! comes from a key with non-zero connection-tracking words, and lookups
-//! leave such keys out (the caller's `todo`).
+//! trusted without a full key compare (of the stored words, and for a key
+//! with extension words the megaflow's match); an entry from a key with
+//! extension words is stored under the salted hash, and a lookup says
+//! which of its keys have them (the caller's `ext`, the batch's
+//! `ct_packets`).
 //!
 //! Threads: one per worker.
 
@@ -69,10 +78,35 @@ fn key_eq(a: &EmcKey, b: &FlowKey) -> bool {
     a.0.iter().zip(&b.w).fold(0u64, |d, (x, y)| d | (x ^ y)) == 0
 }
 
-/// Whether `key` has connection-tracking state (the EMC does not take it).
+/// Whether `key` has extension words set (connection-tracking state or
+/// tunnel metadata).
 #[inline(always)]
-fn has_ct(key: &FlowKey) -> bool {
+fn has_ext(key: &FlowKey) -> bool {
     key.w[W_CT_FIRST..].iter().fold(0u64, |a, &w| a | w) != 0
+}
+
+/// What the hash of a key with extension words is xored with (see the
+/// module documentation): a multiplicative hash of those words, odd so
+/// that it is never 0.
+#[inline]
+pub fn ext_salt(key: &FlowKey) -> u32 {
+    let x = key.w[W_CT_FIRST..]
+        .iter()
+        .enumerate()
+        .fold(0u64, |a, (i, &w)| a ^ w.rotate_left(i as u32 * 7));
+    let m = u128::from(x) * 0x9e37_79b9_7f4a_7c15;
+    ((m >> 64) as u32 ^ m as u32) | 1
+}
+
+/// `key`'s hash for the EMC: `hash`, salted when the key has extension
+/// words (`ext`).
+#[inline(always)]
+fn salted(key: &FlowKey, hash: u32, ext: bool) -> u32 {
+    if ext {
+        hash ^ ext_salt(key)
+    } else {
+        hash
+    }
 }
 
 /// The exact match cache. See the module documentation.
@@ -151,15 +185,16 @@ impl Emc {
 
     /// Looks up every packet of `todo`. Writes hits to `out` and returns
     /// their bitmap. First pass: read both candidates' hashes for every
-    /// packet; second pass: compare keys and check liveness. `todo` must
-    /// leave out the keys with non-zero connection-tracking words (the
-    /// batch's `ct_packets`): only the words before them are compared.
+    /// packet; second pass: compare keys and check liveness. `ext` must
+    /// name the keys with non-zero extension words (the batch's
+    /// `ct_packets`): their hits are checked against the megaflow too.
     #[inline]
     pub fn lookup_batch(
         &self,
         keys: &[FlowKey],
         hashes: &[u32],
         todo: u32,
+        ext: u32,
         table: &MegaflowTable,
         out: &mut [MegaflowRef; BATCH_SIZE],
     ) -> u32 {
@@ -171,7 +206,7 @@ impl Emc {
         while m != 0 {
             let i = m.trailing_zeros() as usize;
             m &= m - 1;
-            let h = hashes[i];
+            let h = salted(&keys[i], hashes[i], ext >> i & 1 != 0);
             let s = self.slots(h);
             slot[i] = s;
             let c = u8::from(self.hashes[s[0]] == h) | (u8::from(self.hashes[s[1]] == h) << 1);
@@ -194,14 +229,18 @@ impl Emc {
         while m != 0 {
             let i = m.trailing_zeros() as usize;
             m &= m - 1;
-            debug_assert!(!has_ct(&keys[i]), "the caller leaves ct keys out");
+            let e = ext >> i & 1 != 0;
+            debug_assert_eq!(e, has_ext(&keys[i]), "the caller names the ext keys");
             let mut c = cand[i];
             while c != 0 {
                 let w = c.trailing_zeros() as usize;
                 c &= c - 1;
                 let s = slot[i][w];
                 let f = self.flows[s];
-                if key_eq(&self.keys[s], &keys[i]) && table.is_live(f) {
+                if key_eq(&self.keys[s], &keys[i])
+                    && table.is_live(f)
+                    && (!e || table.matches(f.index, &keys[i]))
+                {
                     out[i] = f;
                     found |= 1 << i;
                     break;
@@ -211,12 +250,10 @@ impl Emc {
         found
     }
 
-    /// Inserts (or updates) `key` → `flow` unconditionally — unless `key`
-    /// has connection-tracking state, which the EMC never holds.
+    /// Inserts (or updates) `key` → `flow` unconditionally (`hash` is the
+    /// key's packet hash; salted here when the key has extension words).
     pub fn insert(&mut self, key: &FlowKey, hash: u32, flow: MegaflowRef, table: &MegaflowTable) {
-        if has_ct(key) {
-            return;
-        }
+        let hash = salted(key, hash, has_ext(key));
         let [s0, s1] = self.slots(hash);
         let same = |s: usize| self.hashes[s] == hash && key_eq(&self.keys[s], key);
         let free = |s: usize| !table.is_live(self.flows[s]);
@@ -246,7 +283,7 @@ impl Emc {
         table: &MegaflowTable,
     ) -> bool {
         match self.threshold {
-            Some(t) if self.rng.next_u32() <= t && !has_ct(key) => {
+            Some(t) if self.rng.next_u32() <= t => {
                 self.insert(key, hash, flow, table);
                 true
             }
@@ -260,6 +297,7 @@ mod tests {
     use super::*;
     use crate::hash::packet_hash;
     use flowpath_flow::FlowMask;
+    use flowpath_odp::DpAction;
 
     fn key(i: u32) -> FlowKey {
         let mut k = FlowKey::zero();
@@ -282,7 +320,15 @@ mod tests {
 
     fn lookup(e: &Emc, t: &MegaflowTable, k: &FlowKey) -> Option<MegaflowRef> {
         let mut out = [MegaflowRef::NONE; BATCH_SIZE];
-        (e.lookup_batch(std::slice::from_ref(k), &[packet_hash(k)], 1, t, &mut out) == 1)
+        let ext = u32::from(has_ext(k));
+        (e.lookup_batch(
+            std::slice::from_ref(k),
+            &[packet_hash(k)],
+            1,
+            ext,
+            t,
+            &mut out,
+        ) == 1)
             .then_some(out[0])
     }
 
@@ -317,20 +363,62 @@ mod tests {
     }
 
     #[test]
-    fn keys_with_ct_state_are_not_taken() {
-        // The EMC keeps words 0..W_CT_FIRST: a key with connection-tracking
-        // state is never inserted (its lookups are left out by the caller).
-        let (t, refs) = table_with(2);
+    fn keys_with_extension_words_hit_through_their_megaflow() {
+        // Words 0..W_CT_FIRST are stored; a key with extension words is
+        // stored under the salted hash and its hits are checked against
+        // its megaflow's match on the whole key.
+        let mut t = MegaflowTable::new();
+        let mut mask = FlowMask::catchall();
+        mask.w[0] = u64::MAX;
+        mask.w[1] = u64::MAX;
+        // The megaflow reads ct_mark (not the tunnel id).
+        let mut bits = FlowKey::zero();
+        bits.set_ct_mark(u32::MAX);
+        for (m, b) in mask.w.iter_mut().zip(&bits.w).skip(W_CT_FIRST) {
+            *m |= b;
+        }
+        let mut a = key(1);
+        a.set_ct_mark(5);
+        let fa = t.insert(&a, &mask, vec![], 0).unwrap().0;
+        let plain = key(1);
+        let mut plain_mask = FlowMask::catchall();
+        plain_mask.w[0] = u64::MAX;
+        plain_mask.w[1] = u64::MAX;
+        let fp = t
+            .insert(&plain, &plain_mask, vec![DpAction::Output(1)], 0)
+            .unwrap()
+            .0;
         let mut e = Emc::new(1024, 2, 1, 7);
-        let mut k = key(1);
-        k.set_ct_mark(5);
-        let h = packet_hash(&k);
-        assert!(!e.maybe_insert(&k, h, refs[1], &t));
-        e.insert(&k, h, refs[1], &t);
-        assert_eq!(e.occupancy(&t), 0);
-        assert_eq!(lookup(&e, &t, &key(1)), None);
-        assert!(e.maybe_insert(&key(1), packet_hash(&key(1)), refs[1], &t));
-        assert_eq!(lookup(&e, &t, &key(1)), Some(refs[1]));
+        assert!(e.maybe_insert(&a, packet_hash(&a), fa, &t));
+        assert_eq!(lookup(&e, &t, &a), Some(fa));
+        // The same first words without extension words: not this entry
+        // (the salt), although they compare equal.
+        assert_eq!(lookup(&e, &t, &plain), None);
+        // Another ct_mark: outside the megaflow.
+        let mut b = key(1);
+        b.set_ct_mark(6);
+        assert_eq!(lookup(&e, &t, &b), None);
+        // A tunnel id the megaflow does not read: inside it, with an
+        // entry of its own (another salt).
+        let mut d = a;
+        d.set_tun_id(9);
+        assert_ne!(ext_salt(&d), ext_salt(&a));
+        e.insert(&d, packet_hash(&d), fa, &t);
+        assert_eq!(lookup(&e, &t, &d), Some(fa));
+        assert_eq!(lookup(&e, &t, &a), Some(fa));
+        // Both kinds side by side, each finding its own.
+        e.insert(&plain, packet_hash(&plain), fp, &t);
+        assert_eq!(lookup(&e, &t, &plain), Some(fp));
+        assert_eq!(lookup(&e, &t, &a), Some(fa));
+        assert_eq!(e.occupancy(&t), 3);
+        // Against the oracle: every hit is a megaflow the key falls in.
+        for (k, want) in [(a, Some(fa)), (b, None), (d, Some(fa)), (plain, Some(fp))] {
+            let got = lookup(&e, &t, &k);
+            assert_eq!(got, want);
+            if let Some(r) = got {
+                assert!(t.get(r).unwrap().matches(&k));
+            }
+        }
         assert_eq!(e.memory_bytes(), 1024 * (4 + 8 + 128), "two lines a key");
     }
 

@@ -549,11 +549,11 @@ impl Datapath {
         let mut refs = [MegaflowRef::NONE; BATCH_SIZE];
 
         if emc_on {
-            // Not the packets with connection-tracking state: the EMC
-            // keeps only the words before them (see `emc`).
+            // (The packets with extension words are checked against
+            // their megaflow too: see `emc`.)
             let f = self
                 .emc
-                .lookup_batch(keys, hashes, rem & !ct, &self.flows, &mut refs);
+                .lookup_batch(keys, hashes, rem, ct, &self.flows, &mut refs);
             self.stats.emc_hits += u64::from(f.count_ones());
             mark(verdicts, &refs, f, Tier::Emc);
             rem &= !f;

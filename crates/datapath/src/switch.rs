@@ -327,9 +327,13 @@ impl<U: Upcall> Switch<U> {
                     let md = r.meta;
                     // (Connection-tracking state and tunnel metadata set
                     // here go into the key's words W_CT_FIRST.. and
-                    // `push_with` notes them:
-                    // the EMC leaves such packets to the other tiers.)
-                    let pushed = self.batch.push_with(len, |k| {
+                    // the batch is told whether there are any: the EMC
+                    // checks such packets' hits against the megaflow.)
+                    // (ct_state and ct_zone live in the first words.)
+                    let ct = &md.ct;
+                    let ext = r.tnl.iter().any(|&w| w != 0)
+                        || ct.state != 0 && (ct.mark != 0 || ct.label != 0 || ct.orig.is_some());
+                    let pushed = self.batch.push_with_ext(len, ext, |k| {
                         layers = extract_into(buf.data(), md.in_port, k);
                         k.set_recirc_id(r.recirc_id);
                         k.set_dp_hash(md.dp_hash);

@@ -106,8 +106,9 @@ impl TierKind {
 pub struct Probe<'a> {
     /// The batch's keys.
     pub keys: &'a [FlowKey],
-    /// Bitmap of the keys with non-zero connection-tracking words
-    /// ([`crate::Batch::ct_packets`]): an EMC tier leaves them out.
+    /// Bitmap of the keys with non-zero extension words (connection
+    /// tracking, tunnel: [`crate::Batch::ct_packets`]): an EMC tier checks
+    /// their hits against the megaflow.
     pub ct: u32,
     /// Their hashes.
     pub hashes: &'a [u32],
@@ -195,7 +196,7 @@ impl CacheTier for Emc {
         todo: u32,
         out: &mut [MegaflowRef; BATCH_SIZE],
     ) -> u32 {
-        Emc::lookup_batch(self, p.keys, p.hashes, todo & !p.ct, p.flows, out)
+        Emc::lookup_batch(self, p.keys, p.hashes, todo, p.ct, p.flows, out)
     }
     #[inline(always)]
     fn insert(&mut self, key: &FlowKey, hash: u32, flow: MegaflowRef, _: u16, f: &MegaflowTable) {

@@ -368,11 +368,12 @@ fn worker_state_can_move_to_its_thread() {
 }
 
 #[test]
-fn keys_with_connection_tracking_state_skip_the_emc_and_match_in_full() {
+fn keys_with_connection_tracking_state_match_in_full() {
     // The EMC keeps only the words before the connection-tracking ones: a
     // packet recirculated after `ct` (ct_mark set here) with the same
-    // headers as a cached one must not take the cached entry. The slow
-    // path's megaflows match ct_mark exactly.
+    // headers as a cached one must not take the cached entry, nor one of
+    // another ct_mark; its own entry (checked against its megaflow) it
+    // may. The slow path's megaflows match ct_mark exactly.
     fn by_mark(k: &FlowKey) -> Result<(DpActions, FlowMask), UpcallError> {
         let mut m = FlowKey::zero();
         m.set_dl_type(0xffff);
@@ -393,6 +394,8 @@ fn keys_with_connection_tracking_state_skip_the_emc_and_match_in_full() {
         let plain = tcp(1, 1, 0x0a00_0001, 1);
         let mut tracked = plain;
         tracked.set_ct_mark(5);
+        let mut other = plain;
+        other.set_ct_mark(6);
         let out = |dp: &Datapath, v: &Verdict| match v {
             Verdict::Megaflow { flow, .. } => dp.actions(*flow).to_vec(),
             _ => vec![],
@@ -402,18 +405,33 @@ fn keys_with_connection_tracking_state_skip_the_emc_and_match_in_full() {
         for round in 0..3 {
             let v = run(
                 &mut dp,
-                &[plain, tracked, tracked, plain],
+                &[plain, tracked, tracked, other, plain],
                 1 + round,
                 &mut up,
             );
             assert_eq!(tier(&v[0]), Some(Tier::Emc), "{second:?}");
-            assert_eq!(tier(&v[3]), Some(Tier::Emc), "{second:?}");
+            assert_eq!(tier(&v[4]), Some(Tier::Emc), "{second:?}");
             for v in &v[1..3] {
-                assert_ne!(tier(v), Some(Tier::Emc), "{second:?} round {round}");
-                assert_eq!(out(&dp, v), vec![DpAction::Output(7)], "{second:?}");
+                assert_eq!(
+                    out(&dp, v),
+                    vec![DpAction::Output(7)],
+                    "{second:?} round {round}"
+                );
+            }
+            assert_eq!(
+                out(&dp, &v[3]),
+                vec![DpAction::Output(8)],
+                "{second:?} round {round}"
+            );
+            if round > 0 {
+                // Cached by now, in the EMC too (the megaflow's match
+                // checked on the hit).
+                assert_eq!(tier(&v[1]), Some(Tier::Emc), "{second:?} round {round}");
+                assert_eq!(tier(&v[3]), Some(Tier::Emc), "{second:?} round {round}");
             }
             assert_eq!(out(&dp, &v[0]), vec![DpAction::Output(2)]);
+            assert_eq!(out(&dp, &v[4]), vec![DpAction::Output(2)]);
         }
-        assert_eq!(dp.megaflow_count(), 2, "{second:?}");
+        assert_eq!(dp.megaflow_count(), 3, "{second:?}");
     }
 }

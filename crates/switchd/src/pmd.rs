@@ -208,22 +208,24 @@ impl PortSink for Sink<'_> {
             }
             Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
         };
+        let needs =
+            |p: &flowpath_datapath::OutPacket<'_>| meta(p.tag).vnet.is_some_and(|v| !v.is_plain());
         if port == UNDERLAY_PORT {
             // Tunnel packets keep their inner frame's offload state, whose
             // offsets are the inner frame's: finished and encapsulated
             // again, segment by segment.
             let [seg, outer] = &mut *self.scratch;
-            for p in packets.iter() {
+            let stats = &mut *self.stats;
+            in_runs(&mut **q, &packets, &meta, needs, |q, p| {
                 let m = meta(p.tag);
-                let v = m.vnet.filter(|v| !v.is_plain());
-                let hlen = v.and_then(|_| flowpath_wire::tunnel::encap_len(p.data));
-                let (Some(v), Some(hlen)) = (v, hlen) else {
+                let v = m.vnet.unwrap_or_default();
+                let Some(hlen) = flowpath_wire::tunnel::encap_len(p.data) else {
                     q.send(&mut std::iter::once(TxFrame {
                         data: p.data,
                         vnet: None,
                         timestamp_ns: m.timestamp_ns,
                     }));
-                    continue;
+                    return;
                 };
                 let (hdr, inner) = p.data.split_at(hlen);
                 let sport = flowpath_wire::tunnel::udp_src_port(hdr);
@@ -239,10 +241,10 @@ impl PortSink for Sink<'_> {
                     }));
                 });
                 match r {
-                    Ok(_) => self.stats.offload_finished += 1,
-                    Err(_) => self.stats.offload_dropped += 1,
+                    Ok(_) => stats.offload_finished += 1,
+                    Err(_) => stats.offload_dropped += 1,
                 }
-            }
+            });
             return;
         }
         if txp.takes_vnet_hdr {
@@ -256,50 +258,57 @@ impl PortSink for Sink<'_> {
             }));
             return;
         }
-        // A port without offloads: runs of plain frames go as one burst;
-        // a frame with offload state is finished in software, in order.
-        let n = packets.len();
-        let needs = |i: usize| {
-            packets
-                .get(i)
-                .and_then(|p| meta(p.tag).vnet)
-                .is_some_and(|v| !v.is_plain())
-        };
-        let mut i = 0;
-        while i < n {
-            let start = i;
-            while i < n && !needs(i) {
-                i += 1;
+        // A port without offloads: a frame with offload state is finished
+        // in software, in order.
+        let stats = &mut *self.stats;
+        let scratch = &mut self.scratch[0];
+        in_runs(&mut **q, &packets, &meta, needs, |q, p| {
+            let m = meta(p.tag);
+            let v = m.vnet.unwrap_or_default();
+            let r = finish(p.data, &v, scratch, &mut |seg| {
+                q.send(&mut std::iter::once(TxFrame {
+                    data: seg,
+                    vnet: None,
+                    timestamp_ns: m.timestamp_ns,
+                }));
+            });
+            match r {
+                Ok(_) => stats.offload_finished += 1,
+                Err(_) => stats.offload_dropped += 1,
             }
-            if i > start {
-                q.send(
-                    &mut (start..i).filter_map(|j| packets.get(j)).map(|p| TxFrame {
-                        data: p.data,
-                        vnet: None,
-                        timestamp_ns: meta(p.tag).timestamp_ns,
-                    }),
-                );
-            }
-            if i < n {
-                if let Some(p) = packets.get(i) {
-                    let m = meta(p.tag);
-                    let v = m.vnet.unwrap_or_default();
-                    let stats = &mut *self.stats;
-                    let r = finish(p.data, &v, &mut self.scratch[0], &mut |seg| {
-                        q.send(&mut std::iter::once(TxFrame {
-                            data: seg,
-                            vnet: None,
-                            timestamp_ns: m.timestamp_ns,
-                        }));
-                    });
-                    match r {
-                        Ok(_) => stats.offload_finished += 1,
-                        Err(_) => stats.offload_dropped += 1,
-                    }
-                }
-                i += 1;
-            }
+        });
+    }
+}
+
+/// Sends `packets` to `q`: each run of frames that do not `need` more as
+/// one burst, each frame that does through `each`, in order.
+fn in_runs<'a>(
+    q: &mut dyn flowpath_netdev::TxQueue,
+    packets: &Outputs<'a>,
+    meta: &dyn Fn(u64) -> RxMeta,
+    need: impl Fn(&flowpath_datapath::OutPacket<'a>) -> bool,
+    mut each: impl FnMut(&mut dyn flowpath_netdev::TxQueue, flowpath_datapath::OutPacket<'a>),
+) {
+    let n = packets.len();
+    let mut i = 0;
+    while i < n {
+        let start = i;
+        while packets.get(i).is_some_and(|p| !need(&p)) {
+            i += 1;
         }
+        if i > start {
+            q.send(
+                &mut (start..i).filter_map(|j| packets.get(j)).map(|p| TxFrame {
+                    data: p.data,
+                    vnet: None,
+                    timestamp_ns: meta(p.tag).timestamp_ns,
+                }),
+            );
+        }
+        if let Some(p) = packets.get(i) {
+            each(q, p);
+        }
+        i += 1;
     }
 }
 

@@ -74,6 +74,7 @@ use std::ops::{BitAnd, BitOr, Not};
 mod branch;
 mod ct;
 mod packet_in;
+mod recirc;
 mod rewrite;
 mod tnl;
 pub use ct::put_in_key as put_ct_in_key;
@@ -565,7 +566,11 @@ impl Executor {
                 DpAction::Sample(fs) => self.sample(pkt.data(), meta.in_port, fs),
                 DpAction::TnlPush(t) => self.tnl_push(pkt, meta, t, key),
                 DpAction::TnlPop { port, kind, tlv } => {
-                    self.tnl_pop(pkt, meta, *port, *kind, tlv, tag);
+                    // The only action (the underlay's megaflow): nothing
+                    // else refers to the packet's buffer, the pool takes
+                    // it.
+                    let take = actions.len() == 1;
+                    self.tnl_pop(pkt, meta, *port, *kind, tlv, tag, take);
                     delivered = true;
                 }
                 DpAction::CheckPktLen { .. } | DpAction::Clone { .. } => {
@@ -782,7 +787,7 @@ impl Executor {
                 DpAction::Sample(fs) => self.sample(pkt.data(), meta.in_port, fs),
                 DpAction::TnlPush(t) => self.tnl_push(pkt, meta, t, run.key),
                 DpAction::TnlPop { port, kind, tlv } => {
-                    self.tnl_pop(pkt, meta, *port, *kind, tlv, run.tag);
+                    self.tnl_pop(pkt, meta, *port, *kind, tlv, run.tag, false);
                     run.delivered = true;
                 }
                 DpAction::CheckPktLen { .. } => {
@@ -800,67 +805,6 @@ impl Executor {
                 }
             }
         }
-    }
-
-    /// Keeps a copy of the packet as it is now for another datapath pass
-    /// with `recirc_id` = `id` (its buffer reused from the pool).
-    ///
-    /// `changed_from`: the key of the pass when the packet changed in it
-    /// (its RSS hash, if not kept yet, is that key's).
-    #[inline(never)]
-    fn recirculate(
-        &mut self,
-        pkt: &PacketBuf,
-        meta: &mut PacketMeta,
-        id: u32,
-        tag: u64,
-        changed_from: Option<&FlowKey>,
-        key: &FlowKey,
-    ) {
-        if let Some(r) = self.recirculate_buf(pkt, meta, id, tag, changed_from) {
-            r.tnl
-                .copy_from_slice(&key.w[flowpath_flow::key::W_TUN_FIRST..]);
-        }
-    }
-
-    /// [`Executor::recirculate`]'s copy of the packet, its id, metadata
-    /// and tag (the tunnel words left to the caller); `None` when it was
-    /// dropped (counted).
-    fn recirculate_buf(
-        &mut self,
-        pkt: &PacketBuf,
-        meta: &mut PacketMeta,
-        id: u32,
-        tag: u64,
-        changed_from: Option<&FlowKey>,
-    ) -> Option<&mut Recirculated> {
-        if let (None, Some(key)) = (meta.rss, changed_from) {
-            meta.rss = Some(flowpath_flow::ovs_hash::hash_5tuple(key, 0));
-        }
-        if meta.passes >= MAX_RECIRC_DEPTH {
-            self.stats.recirc_too_deep += 1;
-            return None;
-        }
-        if self.recirc_used >= MAX_RECIRC_PENDING {
-            self.stats.recirc_overflow += 1;
-            return None;
-        }
-        if self.recirc_used == self.recirc.len() {
-            self.recirc.push(Recirculated::default());
-        }
-        let r = &mut self.recirc[self.recirc_used];
-        if r.buf.load(pkt.data()).is_err() {
-            // (A frame grown past the largest by pushes.)
-            self.stats.recirc_overflow += 1;
-            return None;
-        }
-        r.recirc_id = id;
-        r.meta = *meta;
-        r.meta.passes = meta.passes.saturating_add(1);
-        r.tag = tag;
-        self.recirc_used += 1;
-        self.stats.recirculated += 1;
-        Some(r)
     }
 
     /// True when `recirc` sent packets back since the last

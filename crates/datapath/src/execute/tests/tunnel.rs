@@ -85,6 +85,14 @@ fn push_builds_valid_outer_headers_around_the_frame() {
 
 #[test]
 fn pop_sends_the_inner_frame_back_with_the_tunnel_metadata() {
+    // Copied (the packet's buffer stays as it was) or taken (swapped
+    // into the pool: the only action of the list).
+    for take in [false, true] {
+        pop_and_check(take);
+    }
+}
+
+fn pop_and_check(take: bool) {
     let inner = udp4(b"inner payload");
     let (outer, _) = pushed(&inner, &push_action(TunnelKind::Vxlan, false, true));
     let (mut p, mut meta) = load(&outer);
@@ -97,8 +105,15 @@ fn pop_sends_the_inner_frame_back_with_the_tunnel_metadata() {
         TunnelKind::Vxlan,
         &Default::default(),
         3,
+        take,
     );
     assert_eq!(ex.stats().tnl_popped, 1);
+    // The packet itself: the inner frame (copied), or the pool's spare
+    // buffer (taken: empty here).
+    assert_eq!(p.data().is_empty(), take);
+    if !take {
+        assert_eq!(p.data(), &inner[..]);
+    }
     let mut back = Vec::new();
     assert_eq!(ex.swap_recirculated(&mut back), 1);
     let r = &back[0];
@@ -136,6 +151,7 @@ fn a_bad_tunnel_packet_is_dropped_and_counted() {
         TunnelKind::Vxlan,
         &Default::default(),
         0,
+        false,
     );
     assert_eq!(ex.stats().tnl_pop_failed, 1);
     assert!(!ex.has_recirculated());
@@ -148,6 +164,7 @@ fn a_bad_tunnel_packet_is_dropped_and_counted() {
         TunnelKind::Vxlan,
         &Default::default(),
         0,
+        false,
     );
     assert_eq!(ex.stats().tnl_pop_failed, 2);
 }
