@@ -53,8 +53,13 @@ fn start_db(t: &mut Topo) -> usize {
 }
 
 fn start_switch(t: &mut Topo) -> usize {
+    start_switch_with(t, &[])
+}
+
+fn start_switch_with(t: &mut Topo, extra: &[&str]) -> usize {
     let mut c = Command::new(BIN);
     c.arg("switch")
+        .args(extra)
         .arg("--ovsdb")
         .arg("--ctl")
         .arg(t.dir.join("flowpath.ctl"));
@@ -414,6 +419,88 @@ fn ovs_vsctl_show_is_as_open_vswitch_shows_it() {
     let ours = vsctl(&dir, "show").replace(&p1, "P1").replace(&p2, "P2");
     let theirs = include_str!("data/vsctl-show-ovs31.txt");
     assert_eq!(norm_show(&ours), norm_show(theirs), "flowpath:\n{ours}");
+}
+
+/// Tunnel interfaces from the database (`type=vxlan|geneve|gre` with
+/// their options, as ovn-controller and Neutron write them) become tunnel
+/// ports over the switch's `--underlay`: numbered, listed by
+/// `tnl/ports/show`, output to them is `tnl_push`; equal in_key/out_key
+/// are the key, unequal ones are refused with the reason in `error`;
+/// `del-port` removes them.
+#[test]
+fn tunnel_interfaces_from_the_database() {
+    if !can_run(
+        "ovsdb_live",
+        &["ip", "ovsdb-server", "ovsdb-tool", "ovs-vsctl", "ovs-ofctl"],
+    ) {
+        return;
+    }
+    let mut t = Topo::new("ot");
+    let dir = t.dir.clone();
+    let o = sh(&format!(
+        "ovsdb-tool create {}/conf.db {SCHEMA}",
+        dir.display()
+    ));
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    start_db(&mut t);
+    vsctl(&dir, "--no-wait init");
+    start_switch_with(
+        &mut t,
+        &["--underlay", "null,ip=10.99.0.1/24,mac=02:99:00:00:00:01"],
+    );
+    let p1 = t.veth(1);
+    vsctl(&dir, "add-br br0 -- set bridge br0 datapath_type=netdev");
+    vsctl(
+        &dir,
+        &format!("add-port br0 {p1} -- set interface {p1} ofport_request=1"),
+    );
+    vsctl(
+        &dir,
+        "add-port br0 vx1 -- set interface vx1 type=vxlan options:remote_ip=10.99.0.2 options:key=5",
+    );
+    vsctl(
+        &dir,
+        "add-port br0 gre1 -- set interface gre1 type=gre options:remote_ip=10.99.0.3 options:in_key=7 options:out_key=7",
+    );
+    vsctl(
+        &dir,
+        "add-port br0 gre2 -- set interface gre2 type=gre options:remote_ip=10.99.0.4 options:in_key=7 options:out_key=8",
+    );
+    let vx = vsctl(&dir, "get Interface vx1 ofport");
+    assert!(
+        vx.parse::<u32>().is_ok_and(|n| n > 1),
+        "vx1: {vx} {} {}",
+        vsctl(&dir, "get Interface vx1 error"),
+        t.log("switch.log")
+    );
+    assert!(vsctl(&dir, "get Interface gre1 ofport")
+        .parse::<u32>()
+        .is_ok_and(|n| n > 1));
+    assert_eq!(vsctl(&dir, "get Interface gre2 ofport"), "-1");
+    assert!(
+        vsctl(&dir, "get Interface gre2 error").contains("in_key/out_key"),
+        "{}",
+        vsctl(&dir, "get Interface gre2 error")
+    );
+    assert!(vsctl(&dir, "get Open_vSwitch . iface_types").contains("geneve"));
+    let ports = t.appctl("tnl/ports/show");
+    assert!(
+        ports.contains("remote_ip=10.99.0.2") && ports.contains("key=7"),
+        "{ports}"
+    );
+    // Output to the VXLAN port: its header, once the remote's neighbour is
+    // known.
+    t.appctl("tnl/neigh/set br0 10.99.0.2 02:99:00:00:00:02");
+    t.ofctl(&format!("add-flow br0 in_port=1,actions=output:{vx}"));
+    let trace = t.appctl("ofproto/trace br0 in_port=1,udp,nw_src=10.0.0.1,nw_dst=10.0.0.2");
+    assert!(
+        trace.contains("tnl_push(") && trace.contains("vni=0x5"),
+        "{trace}"
+    );
+    vsctl(&dir, "del-port br0 vx1");
+    assert!(!t.appctl("tnl/ports/show").contains("remote_ip=10.99.0.2"));
+    let trace = t.appctl("ofproto/trace br0 in_port=1,udp,nw_src=10.0.0.1,nw_dst=10.0.0.2");
+    assert!(!trace.contains("tnl_push("), "{trace}");
 }
 
 /// A server without Open vSwitch's database: a clear log line, retried,

@@ -483,10 +483,13 @@ impl Neighbours {
 /// documentation.
 #[derive(Debug)]
 pub struct Tunnels {
-    ports: Vec<TunnelPort>,
+    /// The ports (added and removed while the switch runs: `dpctl/add-if`,
+    /// the OVSDB's tunnel interfaces).
+    ports: RwLock<Vec<TunnelPort>>,
     /// (kind, UDP port) of each datapath tunnel class; class `i` is
-    /// datapath port `FIRST_VPORT + i`.
-    classes: Vec<(TunnelKind, u16)>,
+    /// datapath port `FIRST_VPORT + i` (a class stays once made: its
+    /// number is in megaflows).
+    classes: RwLock<Vec<(TunnelKind, u16)>>,
     underlay: Option<Underlay>,
     routes: RwLock<Vec<Route>>,
     /// The Geneve option map (`add-tlv-map`).
@@ -497,6 +500,22 @@ pub struct Tunnels {
     pub neigh: Neighbours,
 }
 
+/// The most tunnel classes (datapath ports `FIRST_VPORT..`, below 0xff00,
+/// OpenFlow's reserved ports).
+pub const MAX_CLASSES: usize = 0xff00 - FIRST_VPORT as usize;
+
+/// Tunnel port `p`'s class: its kind and UDP port (0 for GRE).
+fn class_of(p: &TunnelPort) -> (TunnelKind, u16) {
+    (
+        p.kind,
+        if p.kind == TunnelKind::Gre {
+            0
+        } else {
+            p.dst_port
+        },
+    )
+}
+
 impl Tunnels {
     /// Tunnels over `underlay` (none: tunnel ports can send nothing), with
     /// the connected routes of its addresses and a default route through
@@ -504,14 +523,7 @@ impl Tunnels {
     pub fn new(ports: Vec<TunnelPort>, underlay: Option<Underlay>, gws: &[IpAddr]) -> Tunnels {
         let mut classes: Vec<(TunnelKind, u16)> = Vec::new();
         for p in &ports {
-            let c = (
-                p.kind,
-                if p.kind == TunnelKind::Gre {
-                    0
-                } else {
-                    p.dst_port
-                },
-            );
+            let c = class_of(p);
             if !classes.contains(&c) {
                 classes.push(c);
             }
@@ -543,8 +555,8 @@ impl Tunnels {
             }
         }
         Tunnels {
-            ports,
-            classes,
+            ports: RwLock::new(ports),
+            classes: RwLock::new(classes),
             underlay,
             routes: RwLock::new(routes),
             tlv: RwLock::new(TlvMap::default()),
@@ -557,13 +569,49 @@ impl Tunnels {
     }
 
     /// The tunnel ports.
-    pub fn ports(&self) -> &[TunnelPort] {
-        &self.ports
+    pub fn ports(&self) -> Vec<TunnelPort> {
+        self.ports.read().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
     /// The tunnel port with OpenFlow number `ofport`.
-    pub fn port(&self, ofport: u32) -> Option<&TunnelPort> {
-        self.ports.iter().find(|p| p.ofport == ofport)
+    pub fn port(&self, ofport: u32) -> Option<TunnelPort> {
+        self.ports
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .find(|p| p.ofport == ofport)
+            .cloned()
+    }
+
+    /// Adds tunnel port `p` (its class made if new); refused when its
+    /// number is taken or every tunnel datapath port is.
+    pub fn add_port(&self, p: TunnelPort) -> Result<(), String> {
+        let mut ports = self.ports.write().unwrap_or_else(|e| e.into_inner());
+        if ports.iter().any(|q| q.ofport == p.ofport) {
+            return Err(format!("port {} exists", p.ofport));
+        }
+        let mut classes = self.classes.write().unwrap_or_else(|e| e.into_inner());
+        let c = class_of(&p);
+        if !classes.contains(&c) {
+            if classes.len() >= MAX_CLASSES {
+                return Err(format!(
+                    "{}: at most {MAX_CLASSES} kinds and UDP ports of tunnels",
+                    p.describe()
+                ));
+            }
+            classes.push(c);
+        }
+        ports.push(p);
+        ports.sort_by_key(|q| q.ofport);
+        Ok(())
+    }
+
+    /// Removes tunnel port `ofport`; false if there is none.
+    pub fn del_port(&self, ofport: u32) -> bool {
+        let mut ports = self.ports.write().unwrap_or_else(|e| e.into_inner());
+        let n = ports.len();
+        ports.retain(|p| p.ofport != ofport);
+        ports.len() != n
     }
 
     /// The underlay.
@@ -573,21 +621,17 @@ impl Tunnels {
 
     /// The datapath port of tunnel port `p`'s class.
     pub fn vport(&self, p: &TunnelPort) -> u32 {
-        let c = (
-            p.kind,
-            if p.kind == TunnelKind::Gre {
-                0
-            } else {
-                p.dst_port
-            },
-        );
-        let i = self.classes.iter().position(|x| *x == c).unwrap_or(0);
+        let c = class_of(p);
+        let classes = self.classes.read().unwrap_or_else(|e| e.into_inner());
+        let i = classes.iter().position(|x| *x == c).unwrap_or(0);
         FIRST_VPORT + i as u32
     }
 
     /// The tunnel classes: (datapath port, kind, UDP port).
     pub fn classes(&self) -> Vec<(u32, TunnelKind, u16)> {
         self.classes
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
             .iter()
             .enumerate()
             .map(|(i, &(k, p))| (FIRST_VPORT + i as u32, k, p))
@@ -597,7 +641,8 @@ impl Tunnels {
     /// The kind of datapath tunnel port `vport`, if it is one.
     pub fn vport_kind(&self, vport: u32) -> Option<TunnelKind> {
         let i = vport.checked_sub(FIRST_VPORT)? as usize;
-        self.classes.get(i).map(|c| c.0)
+        let classes = self.classes.read().unwrap_or_else(|e| e.into_inner());
+        classes.get(i).map(|c| c.0)
     }
 
     /// The OpenFlow port a packet decapsulated on datapath port `vport`
@@ -606,18 +651,14 @@ impl Tunnels {
     /// `remote_ip=flow`, then both).
     pub fn receive(&self, vport: u32, src: IpAddr, dst: IpAddr, tun_id: u64) -> Option<u32> {
         let i = vport.checked_sub(FIRST_VPORT)? as usize;
-        let class = *self.classes.get(i)?;
+        let class = *self
+            .classes
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(i)?;
         let mut best: Option<(u8, u32)> = None;
-        for p in &self.ports {
-            let c = (
-                p.kind,
-                if p.kind == TunnelKind::Gre {
-                    0
-                } else {
-                    p.dst_port
-                },
-            );
-            if c != class || p.local.is_some_and(|l| l != dst) {
+        for p in self.ports.read().unwrap_or_else(|e| e.into_inner()).iter() {
+            if class_of(p) != class || p.local.is_some_and(|l| l != dst) {
                 continue;
             }
             let remote = match p.remote {
@@ -936,8 +977,8 @@ mod tests {
             TunnelPort::parse(4, "geneve:remote_ip=10.0.0.2").unwrap(),
         ];
         let t = Tunnels::new(ports, None, &[]);
-        let vx = t.vport(t.port(1).unwrap());
-        let ge = t.vport(t.port(4).unwrap());
+        let vx = t.vport(&t.port(1).unwrap());
+        let ge = t.vport(&t.port(4).unwrap());
         assert_ne!(vx, ge);
         let (s, d) = (ip("10.0.0.2"), ip("10.0.0.1"));
         assert_eq!(t.receive(vx, s, d, 7), Some(3));
@@ -946,6 +987,42 @@ mod tests {
         assert_eq!(t.receive(ge, s, d, 0), Some(4));
         assert_eq!(t.receive(ge, ip("10.0.0.9"), d, 0), None);
         assert_eq!(t.vport_kind(ge), Some(TunnelKind::Geneve));
+    }
+
+    #[test]
+    fn ports_added_and_removed_while_running() {
+        let t = Tunnels::new(
+            vec![TunnelPort::parse(1, "vxlan:remote_ip=10.0.0.2").unwrap()],
+            None,
+            &[],
+        );
+        let vx = t.vport(&t.port(1).unwrap());
+        let (s, d) = (ip("10.0.0.3"), ip("10.0.0.1"));
+        assert_eq!(t.receive(vx, s, d, 0), None);
+        // Same class: same datapath port; a new kind: a new one.
+        t.add_port(TunnelPort::parse(5, "vxlan:remote_ip=10.0.0.3").unwrap())
+            .unwrap();
+        t.add_port(TunnelPort::parse(6, "gre:remote_ip=10.0.0.3").unwrap())
+            .unwrap();
+        assert_eq!(t.vport(&t.port(5).unwrap()), vx);
+        let gre = t.vport(&t.port(6).unwrap());
+        assert_eq!(gre, vx + 1);
+        assert_eq!(t.vport_kind(gre), Some(TunnelKind::Gre));
+        assert_eq!(t.receive(vx, s, d, 0), Some(5));
+        assert_eq!(t.receive(gre, s, d, 0), Some(6));
+        assert!(t
+            .add_port(TunnelPort::parse(5, "geneve:remote_ip=10.0.0.4").unwrap())
+            .unwrap_err()
+            .contains("port 5 exists"));
+        assert!(t.del_port(5));
+        assert!(!t.del_port(5));
+        assert_eq!(t.receive(vx, s, d, 0), None);
+        // The class stays (its number is in megaflows).
+        assert_eq!(t.classes().len(), 2);
+        assert_eq!(
+            t.ports().iter().map(|p| p.ofport).collect::<Vec<_>>(),
+            vec![1, 6]
+        );
     }
 
     #[test]

@@ -37,7 +37,16 @@ const STATS_INTERVAL: Duration = Duration::from_secs(5);
 const RETRY_INTERVAL: Duration = Duration::from_secs(2);
 
 /// The interface types flowpath takes (`Open_vSwitch.iface_types`).
-const IFACE_TYPES: &[&str] = &["afxdp", "dpdkvhostuserclient", "internal", "system", "tap"];
+const IFACE_TYPES: &[&str] = &[
+    "afxdp",
+    "dpdkvhostuserclient",
+    "geneve",
+    "gre",
+    "internal",
+    "system",
+    "tap",
+    "vxlan",
+];
 
 /// What one interface row asks for.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -240,6 +249,21 @@ fn want(i: &RowRef<'_>, bridge: &str) -> Result<(String, Want), Error> {
                 "type dpdkvhostuserclient needs options:vhost-server-path".to_string(),
             ),
         },
+        // Tunnels over the switch's underlay (`--underlay`), their options
+        // as `--port N=vxlan:...` takes them (equal in_key and out_key are
+        // the key).
+        "vxlan" | "geneve" | "gre" => {
+            let (ik, ok) = (options.get("in_key"), options.get("out_key"));
+            let mut o: Vec<String> = options
+                .iter()
+                .filter(|(k, _)| ik != ok || !matches!(**k, "in_key" | "out_key"))
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect();
+            if let (Some(k), true, None) = (ik, ik == ok, options.get("key")) {
+                o.push(format!("key={k}"));
+            }
+            Want::Port(format!("{ty}:{}", o.join(",")), req)
+        }
         "internal" if name == bridge => Want::Local,
         "internal" | "tap" => Want::Port(format!("tap:{name}"), req),
         other => Want::Refused(format!(
@@ -471,7 +495,7 @@ fn reconcile(
                 st.managed.insert(n.clone(), (no, spec.clone()));
             }
             Err(e) => {
-                let e = ovs_error(n, &e);
+                let e = ovs_error(n, spec, &e);
                 if st.failed.get(n) != Some(&(spec.clone(), e.clone())) {
                     eprintln!("flowpath: ovsdb: interface {n}: {e}");
                 }
@@ -642,8 +666,11 @@ fn vlan_mode(p: &RowRef<'_>) -> Result<VlanMode, String> {
 
 /// OVS's text for a port whose device cannot be opened, where it is that
 /// case; flowpath's own message otherwise.
-fn ovs_error(name: &str, e: &str) -> String {
-    if !std::path::Path::new("/sys/class/net").join(name).exists() {
+fn ovs_error(name: &str, spec: &str, e: &str) -> String {
+    // (A tunnel has no device: its own error.)
+    if !crate::port_admin::is_tunnel_spec(spec)
+        && !std::path::Path::new("/sys/class/net").join(name).exists()
+    {
         format!("could not open network device {name} (No such device)")
     } else {
         e.trim().to_string()

@@ -23,7 +23,7 @@ impl Control {
     pub(crate) fn add_if(&self, params: &[String]) -> Result<String, String> {
         let c = self;
         let arg = params.last().ok_or("dpctl/add-if: a port spec is needed")?;
-        let (no, spec) = match arg.split_once('=') {
+        let (no, spec_str) = match arg.split_once('=') {
             Some((n, s)) if !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()) => {
                 let n: u32 = n
                     .parse()
@@ -32,20 +32,37 @@ impl Control {
             }
             _ => (None, arg.as_str()),
         };
-        let spec = PortSpec::parse(spec).map_err(|e| format!("{arg}: {e}"))?;
+        let spec = if is_tunnel_spec(spec_str) {
+            None
+        } else {
+            Some(PortSpec::parse(spec_str).map_err(|e| format!("{arg}: {e}"))?)
+        };
         let sh = c.shared().clone();
         let mut st = c.state();
         let infos = sh.ports();
-        let taken = |n: u32| infos.iter().any(|p| p.port_no == n);
+        let tnl_ports = sh.tunnels.as_ref().map(|t| t.ports()).unwrap_or_default();
+        let taken = |n: u32| {
+            infos.iter().any(|p| p.port_no == n) || tnl_ports.iter().any(|p| p.ofport == n)
+        };
+        // With tunnels, the underlay's and the tunnels' datapath ports are
+        // above the OpenFlow ports.
+        let max = if sh.tunnels.is_some() {
+            flowpath_ofproto::tunnel::UNDERLAY_PORT - 1
+        } else {
+            0xfeff
+        };
         let no = match no {
-            Some(n) if n == 0 || n > 0xfeff => {
-                return Err(format!("{arg}: port numbers are 1 to 65279"))
+            Some(n) if n == 0 || n > max => {
+                return Err(format!("{arg}: port numbers are 1 to {max}"))
             }
             Some(n) if taken(n) => return Err(format!("{arg}: port {n} exists")),
             Some(n) => n,
-            None => (1..=0xfeff)
+            None => (1..=max)
                 .find(|n| !taken(*n))
                 .ok_or("dpctl/add-if: every port number is taken")?,
+        };
+        let Some(spec) = spec else {
+            return self.add_tunnel(st, no, spec_str);
         };
         let name = spec.to_string();
         // One port per interface.
@@ -104,6 +121,34 @@ impl Control {
         Ok(format!("port {no}: {name} added\n"))
     }
 
+    /// A tunnel port `spec` (`vxlan:...`, `geneve:...`, `gre:...`) as
+    /// number `no`: over the switch's underlay, no device of its own.
+    fn add_tunnel(
+        &self,
+        mut st: std::sync::MutexGuard<'_, crate::shared::CtlState>,
+        no: u32,
+        spec: &str,
+    ) -> Result<String, String> {
+        let sh = self.shared().clone();
+        let t = sh
+            .tunnels
+            .as_ref()
+            .ok_or_else(|| format!("{spec}: tunnel ports need the switch's --underlay"))?;
+        let p = flowpath_ofproto::tunnel::TunnelPort::parse(no, spec)?;
+        let name = p.describe();
+        t.add_port(p)?;
+        let mut bridge_ports = st.rules.ports().to_vec();
+        bridge_ports.push(no);
+        st.rules.set_ports(bridge_ports);
+        self.publish(&st)?;
+        drop(st);
+        if let Some(hook) = sh.on_port_change.get() {
+            hook(no, &name, true);
+        }
+        sh.reval_wait()?;
+        Ok(format!("port {no}: {name} added\n"))
+    }
+
     /// `dpctl/del-if [DP] PORT`: removes the port given by number, by its
     /// spec, or by its interface's name.
     pub(crate) fn del_if(&self, params: &[String]) -> Result<String, String> {
@@ -111,6 +156,31 @@ impl Control {
         let arg = params.last().ok_or("dpctl/del-if: a port is needed")?;
         let sh = c.shared().clone();
         let mut st = c.state();
+        if let Some(t) = &sh.tunnels {
+            let found = t
+                .ports()
+                .into_iter()
+                .find(|p| arg.parse::<u32>().ok() == Some(p.ofport) || p.describe() == *arg);
+            if let Some(p) = found {
+                t.del_port(p.ofport);
+                let no = p.ofport;
+                let bridge_ports: Vec<u32> = st
+                    .rules
+                    .ports()
+                    .iter()
+                    .copied()
+                    .filter(|q| *q != no)
+                    .collect();
+                st.rules.set_ports(bridge_ports);
+                c.publish(&st)?;
+                drop(st);
+                if let Some(hook) = sh.on_port_change.get() {
+                    hook(no, &p.describe(), false);
+                }
+                sh.reval_wait()?;
+                return Ok(format!("port {no}: {} removed\n", p.describe()));
+            }
+        }
         let infos = sh.ports();
         let info = infos
             .iter()
@@ -217,4 +287,12 @@ impl Control {
         }
         Ok(())
     }
+}
+
+/// Whether `spec` names a tunnel port (its kind before the first colon).
+pub(crate) fn is_tunnel_spec(spec: &str) -> bool {
+    matches!(
+        spec.split_once(':').map(|(k, _)| k),
+        Some("vxlan" | "geneve" | "gre")
+    )
 }
