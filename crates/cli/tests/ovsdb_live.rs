@@ -52,6 +52,19 @@ fn start_db(t: &mut Topo) -> usize {
     k
 }
 
+/// A new database (Open vSwitch's schema) in the topology's directory,
+/// its server started and `ovs-vsctl init` run: the server's child index.
+fn new_db(t: &mut Topo) -> usize {
+    let o = sh(&format!(
+        "ovsdb-tool create {}/conf.db {SCHEMA}",
+        t.dir.display()
+    ));
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let db = start_db(t);
+    vsctl(&t.dir, "--no-wait init");
+    db
+}
+
 fn start_switch(t: &mut Topo) -> usize {
     start_switch_with(t, &[])
 }
@@ -91,13 +104,7 @@ fn ovs_vsctl_drives_the_switch() {
     }
     let mut t = Topo::new("od");
     let dir = t.dir.clone();
-    let o = sh(&format!(
-        "ovsdb-tool create {}/conf.db {SCHEMA}",
-        dir.display()
-    ));
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let mut db = start_db(&mut t);
-    vsctl(&dir, "--no-wait init");
+    let mut db = new_db(&mut t);
     // The switch finds the socket beside its control socket.
     let mut sw = start_switch(&mut t);
     let (v1, v2, v3) = (t.veth(1), t.veth(2), t.veth(3));
@@ -388,13 +395,7 @@ fn ovs_vsctl_show_is_as_open_vswitch_shows_it() {
     }
     let mut t = Topo::new("os");
     let dir = t.dir.clone();
-    let o = sh(&format!(
-        "ovsdb-tool create {}/conf.db {SCHEMA}",
-        dir.display()
-    ));
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    start_db(&mut t);
-    vsctl(&dir, "--no-wait init");
+    new_db(&mut t);
     start_switch(&mut t);
     let (p1, p2) = (t.veth(1), t.veth(2));
     vsctl(
@@ -437,13 +438,7 @@ fn tunnel_interfaces_from_the_database() {
     }
     let mut t = Topo::new("ot");
     let dir = t.dir.clone();
-    let o = sh(&format!(
-        "ovsdb-tool create {}/conf.db {SCHEMA}",
-        dir.display()
-    ));
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    start_db(&mut t);
-    vsctl(&dir, "--no-wait init");
+    new_db(&mut t);
     start_switch_with(
         &mut t,
         &["--underlay", "null,ip=10.99.0.1/24,mac=02:99:00:00:00:01"],

@@ -38,7 +38,7 @@ impl Control {
             Some(PortSpec::parse(spec_str).map_err(|e| format!("{arg}: {e}"))?)
         };
         let sh = c.shared().clone();
-        let mut st = c.state();
+        let st = c.state();
         let infos = sh.ports();
         let tnl_ports = sh.tunnels.as_ref().map(|t| t.ports()).unwrap_or_default();
         let taken = |n: u32| {
@@ -109,23 +109,14 @@ impl Control {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .push((no, opened.open));
-        let mut bridge_ports = st.rules.ports().to_vec();
-        bridge_ports.push(no);
-        st.rules.set_ports(bridge_ports);
-        c.publish(&st)?;
-        drop(st);
-        if let Some(hook) = sh.on_port_change.get() {
-            hook(no, &name, true);
-        }
-        sh.reval_wait()?;
-        Ok(format!("port {no}: {name} added\n"))
+        c.bridge_port_changed(st, no, &name, true)
     }
 
     /// A tunnel port `spec` (`vxlan:...`, `geneve:...`, `gre:...`) as
     /// number `no`: over the switch's underlay, no device of its own.
     fn add_tunnel(
         &self,
-        mut st: std::sync::MutexGuard<'_, crate::shared::CtlState>,
+        st: std::sync::MutexGuard<'_, crate::shared::CtlState>,
         no: u32,
         spec: &str,
     ) -> Result<String, String> {
@@ -137,16 +128,7 @@ impl Control {
         let p = flowpath_ofproto::tunnel::TunnelPort::parse(no, spec)?;
         let name = p.describe();
         t.add_port(p)?;
-        let mut bridge_ports = st.rules.ports().to_vec();
-        bridge_ports.push(no);
-        st.rules.set_ports(bridge_ports);
-        self.publish(&st)?;
-        drop(st);
-        if let Some(hook) = sh.on_port_change.get() {
-            hook(no, &name, true);
-        }
-        sh.reval_wait()?;
-        Ok(format!("port {no}: {name} added\n"))
+        self.bridge_port_changed(st, no, &name, true)
     }
 
     /// `dpctl/del-if [DP] PORT`: removes the port given by number, by its
@@ -155,7 +137,7 @@ impl Control {
         let c = self;
         let arg = params.last().ok_or("dpctl/del-if: a port is needed")?;
         let sh = c.shared().clone();
-        let mut st = c.state();
+        let st = c.state();
         if let Some(t) = &sh.tunnels {
             let found = t
                 .ports()
@@ -163,22 +145,7 @@ impl Control {
                 .find(|p| arg.parse::<u32>().ok() == Some(p.ofport) || p.describe() == *arg);
             if let Some(p) = found {
                 t.del_port(p.ofport);
-                let no = p.ofport;
-                let bridge_ports: Vec<u32> = st
-                    .rules
-                    .ports()
-                    .iter()
-                    .copied()
-                    .filter(|q| *q != no)
-                    .collect();
-                st.rules.set_ports(bridge_ports);
-                c.publish(&st)?;
-                drop(st);
-                if let Some(hook) = sh.on_port_change.get() {
-                    hook(no, &p.describe(), false);
-                }
-                sh.reval_wait()?;
-                return Ok(format!("port {no}: {} removed\n", p.describe()));
+                return c.bridge_port_changed(st, p.ofport, &p.describe(), false);
             }
         }
         let infos = sh.ports();
@@ -214,21 +181,39 @@ impl Control {
         drop(closed);
         sh.bridge
             .set_vlan_mode(no, flowpath_ofproto::normal::VlanMode::TrunkAll);
-        let bridge_ports: Vec<u32> = st
+        c.bridge_port_changed(st, no, &name, false)
+    }
+
+    /// The bridge's port `no` (`name`) was added or removed: the bridge's
+    /// ports (`ALL`, `FLOOD`) updated and published, OpenFlow connections
+    /// told (PORT_STATUS), megaflows revalidated; the command's answer.
+    fn bridge_port_changed(
+        &self,
+        mut st: std::sync::MutexGuard<'_, crate::shared::CtlState>,
+        no: u32,
+        name: &str,
+        added: bool,
+    ) -> Result<String, String> {
+        let sh = self.shared().clone();
+        let mut bridge_ports: Vec<u32> = st
             .rules
             .ports()
             .iter()
             .copied()
             .filter(|p| *p != no)
             .collect();
+        if added {
+            bridge_ports.push(no);
+        }
         st.rules.set_ports(bridge_ports);
-        c.publish(&st)?;
+        self.publish(&st)?;
         drop(st);
         if let Some(hook) = sh.on_port_change.get() {
-            hook(no, &name, false);
+            hook(no, name, added);
         }
         sh.reval_wait()?;
-        Ok(format!("port {no}: {name} removed\n"))
+        let what = if added { "added" } else { "removed" };
+        Ok(format!("port {no}: {name} {what}\n"))
     }
 
     /// Sets the 802.1Q modes of these ports (`NORMAL`'s access and trunk
