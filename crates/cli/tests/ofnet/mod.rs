@@ -226,6 +226,14 @@ impl Topo {
         ))
     }
 
+    /// A command that runs `argv` in namespace `i` (to `start`).
+    pub fn ns_command(&self, i: u32, argv: &str) -> Command {
+        let mut c = Command::new("ip");
+        c.args(["netns", "exec", &self.ns(i)])
+            .args(argv.split_whitespace());
+        c
+    }
+
     /// Whether something listens on TCP `port` in namespace `i` (waits
     /// up to 10 s for it).
     pub fn listening_in(&self, i: u32, port: u16) -> bool {
