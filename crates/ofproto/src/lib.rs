@@ -31,4 +31,5 @@ pub mod tables;
 pub mod testgen;
 pub mod trie;
 pub mod tunnel;
+mod tunnel_neigh;
 pub mod xlate;

@@ -27,10 +27,11 @@
 //! tunnel or sees an ARP on the underlay, never per packet of a megaflow).
 
 use flowpath_wire::tunnel::{TlvEntry, TlvMap, TunnelKind, TLV_FIELDS};
-use std::collections::{BTreeMap, BTreeSet};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, MutexGuard, RwLock};
+use std::sync::atomic::Ordering;
+use std::sync::RwLock;
+
+pub use crate::tunnel_neigh::{Neigh, Neighbours};
 
 /// The datapath port of the underlay interface (no OpenFlow port: the
 /// bridge never sees its packets, only their decapsulated insides).
@@ -372,113 +373,6 @@ pub struct Underlay {
     pub addrs: Vec<(IpAddr, u8)>,
 }
 
-/// A neighbour entry.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Neigh {
-    /// Its MAC.
-    pub mac: [u8; 6],
-    /// Set by hand (`tnl/neigh/set`): never replaced by snooping.
-    pub fixed: bool,
-    /// When it was learned or confirmed (ms).
-    pub updated_ms: u64,
-}
-
-#[derive(Debug, Default)]
-struct NeighTable {
-    entries: BTreeMap<IpAddr, Neigh>,
-    wanted: BTreeSet<IpAddr>,
-}
-
-/// The neighbour table. See the module documentation.
-#[derive(Debug, Default)]
-pub struct Neighbours {
-    table: Mutex<NeighTable>,
-    generation: AtomicU64,
-}
-
-impl Neighbours {
-    fn lock(&self) -> MutexGuard<'_, NeighTable> {
-        // A translation that panicked with the lock held left a table
-        // that is still whole (every change is one insert or remove).
-        self.table.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// The MAC of `ip`, if known.
-    pub fn lookup(&self, ip: IpAddr) -> Option<[u8; 6]> {
-        self.lock().entries.get(&ip).map(|n| n.mac)
-    }
-
-    /// Learns (snooped) that `ip` is at `mac`; a hand-set entry stays.
-    pub fn learn(&self, ip: IpAddr, mac: [u8; 6], now_ms: u64) {
-        let mut t = self.lock();
-        t.wanted.remove(&ip);
-        let changed = match t.entries.get_mut(&ip) {
-            Some(n) if n.fixed => false,
-            Some(n) => {
-                n.updated_ms = now_ms;
-                std::mem::replace(&mut n.mac, mac) != mac
-            }
-            None => {
-                t.entries.insert(
-                    ip,
-                    Neigh {
-                        mac,
-                        fixed: false,
-                        updated_ms: now_ms,
-                    },
-                );
-                true
-            }
-        };
-        if changed {
-            self.generation.fetch_add(1, Ordering::Release);
-        }
-    }
-
-    /// Sets `ip` → `mac` by hand.
-    pub fn set(&self, ip: IpAddr, mac: [u8; 6], now_ms: u64) {
-        let mut t = self.lock();
-        t.wanted.remove(&ip);
-        t.entries.insert(
-            ip,
-            Neigh {
-                mac,
-                fixed: true,
-                updated_ms: now_ms,
-            },
-        );
-        self.generation.fetch_add(1, Ordering::Release);
-    }
-
-    /// Forgets every entry (`tnl/neigh/flush`).
-    pub fn flush(&self) {
-        self.lock().entries.clear();
-        self.generation.fetch_add(1, Ordering::Release);
-    }
-
-    /// Notes that a translation needed `ip` and did not find it.
-    pub fn want(&self, ip: IpAddr) {
-        self.lock().wanted.insert(ip);
-    }
-
-    /// The addresses translations found missing since the last call.
-    pub fn take_wanted(&self) -> Vec<IpAddr> {
-        std::mem::take(&mut self.lock().wanted)
-            .into_iter()
-            .collect()
-    }
-
-    /// Every entry, by address.
-    pub fn entries(&self) -> Vec<(IpAddr, Neigh)> {
-        self.lock().entries.iter().map(|(a, n)| (*a, *n)).collect()
-    }
-
-    /// Changes with every entry learned, changed, set or flushed.
-    pub fn generation(&self) -> u64 {
-        self.generation.load(Ordering::Acquire)
-    }
-}
-
 /// Everything translation needs about tunnels. See the module
 /// documentation.
 #[derive(Debug)]
@@ -730,7 +624,7 @@ impl Tunnels {
             user: true,
         });
         drop(routes);
-        self.neigh.generation.fetch_add(1, Ordering::Release);
+        self.neigh.bump();
         Ok(())
     }
 
@@ -742,7 +636,7 @@ impl Tunnels {
         let gone = routes.len() != n;
         drop(routes);
         if gone {
-            self.neigh.generation.fetch_add(1, Ordering::Release);
+            self.neigh.bump();
         }
         gone
     }
@@ -758,7 +652,7 @@ impl Tunnels {
         let (min, max) = (a.min(b), a.max(b));
         self.port_range
             .store(u32::from(min) << 16 | u32::from(max), Ordering::Release);
-        self.neigh.generation.fetch_add(1, Ordering::Release);
+        self.neigh.bump();
     }
 
     /// The Geneve option map.
@@ -787,7 +681,7 @@ impl Tunnels {
         }
         *map = next;
         drop(map);
-        self.neigh.generation.fetch_add(1, Ordering::Release);
+        self.neigh.bump();
         Ok(())
     }
 
@@ -835,7 +729,7 @@ impl Tunnels {
         }
         *map = next;
         drop(map);
-        self.neigh.generation.fetch_add(1, Ordering::Release);
+        self.neigh.bump();
         Ok(())
     }
 
@@ -861,7 +755,7 @@ impl Tunnels {
             map[i] = TlvEntry::default();
         }
         drop(map);
-        self.neigh.generation.fetch_add(1, Ordering::Release);
+        self.neigh.bump();
         Ok(())
     }
 

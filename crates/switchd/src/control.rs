@@ -291,6 +291,9 @@ static COMMANDS: &[Command] = &[
     cmd("tnl/arp/flush", "", 0, 0, |c, _, _| {
         Ok(underlay::neigh_flush(c.tnl()))
     }),
+    cmd("tnl/neigh/aging", "[SECS]", 0, 1, |c, p, _| {
+        underlay::neigh_aging(c.tnl(), p)
+    }),
     cmd("tnl/ports/show", "", 0, 1, |c, _, _| {
         Ok(underlay::ports_show(c.tnl()))
     }),

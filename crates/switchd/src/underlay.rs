@@ -199,8 +199,11 @@ fn neighbour_solicitation(
 
 /// The next hops to ask for now: those translations found missing and
 /// the fixed remotes' next hops not yet known.
-fn to_ask(t: &Tunnels) -> Vec<(IpAddr, IpAddr)> {
+fn to_ask(t: &Tunnels, now_ms: u64) -> Vec<(IpAddr, IpAddr)> {
     let mut want = t.neigh.take_wanted();
+    // Learned entries near the end of their aging time are asked for
+    // again (those that no longer answer go when it ends).
+    want.extend(t.neigh.expire(now_ms));
     for p in t.ports() {
         if let Remote::Ip(r) = p.remote {
             if let Some((hop, _)) = t.route(r) {
@@ -227,7 +230,8 @@ pub fn ask_once(sh: &Shared, t: &Tunnels) -> usize {
         return 0;
     };
     let mut sent = 0;
-    for (hop, src) in to_ask(t) {
+    let now_ms = sh.started.elapsed().as_millis() as u64;
+    for (hop, src) in to_ask(t, now_ms) {
         let (arp, ns);
         let f: &[u8] = match (hop, src) {
             (IpAddr::V4(hop), IpAddr::V4(src)) => {
@@ -294,6 +298,20 @@ pub fn neigh_set(t: Option<&Tunnels>, p: &[String], now_ms: u64) -> Result<Strin
         .ok_or("bad MAC address")?;
     t.neigh.set(ip, mac, now_ms);
     Ok("OK\n".into())
+}
+
+/// `tnl/neigh/aging [SECS]`: the aging time of learned neighbours, or
+/// sets it (1 to 3600 s), as Open vSwitch.
+pub fn neigh_aging(t: Option<&Tunnels>, p: &[String]) -> Result<String, String> {
+    let t = t.ok_or("no tunnel underlay (--underlay)")?;
+    match p.first() {
+        None => Ok(format!("{}\n", t.neigh.aging_secs())),
+        Some(s) => {
+            let secs = s.parse().map_err(|_| format!("bad aging value {s}"))?;
+            t.neigh.set_aging_secs(secs)?;
+            Ok("OK\n".into())
+        }
+    }
 }
 
 /// `tnl/neigh/flush`.
@@ -555,7 +573,7 @@ mod tests {
             .contains("User: 10.1.0.0/16 dev null GW 172.31.1.9 SRC 172.31.1.100\n"));
         // The fixed remote's next hop is the route's gateway.
         assert_eq!(
-            to_ask(&t),
+            to_ask(&t, 0),
             vec![(
                 "172.31.1.9".parse().unwrap(),
                 "172.31.1.100".parse().unwrap()
@@ -584,7 +602,25 @@ mod tests {
             n.ends_with("172.31.1.254                                  aa:55:aa:55:00:01   br0\n"),
             "{n}"
         );
-        assert!(to_ask(&t).is_empty(), "known now");
+        assert!(to_ask(&t, 0).is_empty(), "known now");
+        // A learned neighbour near the end of its aging time is asked for
+        // again; the command reads and sets the time.
+        assert_eq!(neigh_aging(Some(&t), &[]).unwrap(), "900\n");
+        assert!(neigh_aging(Some(&t), &["0".into()]).is_err());
+        assert_eq!(neigh_aging(Some(&t), &["10".into()]).unwrap(), "OK\n");
+        assert_eq!(neigh_aging(Some(&t), &[]).unwrap(), "10\n");
+        let hop: IpAddr = "172.31.1.7".parse().unwrap();
+        t.neigh.learn(hop, [2, 0, 0, 0, 0, 7], 1_000);
+        assert!(to_ask(&t, 2_000).is_empty());
+        assert_eq!(
+            to_ask(&t, 9_000),
+            vec![(hop, "172.31.1.100".parse().unwrap())]
+        );
+        assert!(
+            to_ask(&t, 11_000).is_empty(),
+            "gone: asked only when wanted"
+        );
+        assert_eq!(t.neigh.lookup(hop), None);
         assert_eq!(
             neigh_set(
                 Some(&t),
