@@ -62,7 +62,8 @@ start jitter is not modelled: starts are evenly spaced.
 Frames: the template's server is its first packet's destination; frames from it are \
 server-to-client, all others client-to-server. Addresses become the copy's client and \
 server, the client-side port of template flow j becomes base+j (base from 1024 per \
-client), server ports stay; IPv4 and TCP/UDP checksums are updated. Timestamps start at 0.";
+client), server ports stay; IPv4 and TCP/UDP checksums are updated incrementally (a template's wrong \
+checksum stays wrong, as some in the RTP templates). Timestamps start at 0.";
 
 /// Arguments of `flowpath gen sfr`.
 #[derive(clap::Args)]

@@ -86,9 +86,12 @@ enum Node {
 }
 
 impl Node {
+    /// Where the node starts (a mapping: its first key; the parser's own
+    /// mark for a block mapping lies after that key).
     fn mark(&self) -> Marker {
         match self {
-            Node::Scalar(_, m) | Node::Seq(_, m) | Node::Map(_, m) => *m,
+            Node::Map(entries, m) => entries.first().map_or(*m, |(_, km, _)| *km),
+            Node::Scalar(_, m) | Node::Seq(_, m) => *m,
         }
     }
 }
@@ -629,10 +632,21 @@ mod tests {
     #[test]
     fn missing_capture_is_named() {
         let e = err(&format!(
-            "{GEN}  cap_info:\n    - name: avl/x.pcap\n      cps: 1\n"
+            "{GEN}  cap_ipg: true\n  cap_info:\n    - name: avl/x.pcap\n      cps: 1\n"
         ));
         assert!(
-            e.contains(":9:13: cap_info[0].name: capture 'avl/x.pcap' not found in /nonexistent"),
+            e.contains(":10:13: cap_info[0].name: capture 'avl/x.pcap' not found in /nonexistent"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn gaps_need_ipg_and_rtt_without_cap_ipg() {
+        let e = err(&format!(
+            "{GEN}  cap_info:\n    - name: x.pcap\n      cps: 1\n"
+        ));
+        assert!(
+            e.contains(":9:7: cap_info[0].ipg: missing (cap_ipg is false)"),
             "{e}"
         );
     }
