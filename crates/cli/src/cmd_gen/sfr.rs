@@ -1,32 +1,15 @@
 //! `flowpath gen sfr`: a TRex stateful profile (by default the seed's
 //! `sfr_delay_10_1g.yaml`) expanded into two captures, one per direction.
 //!
-//! Each template is started `cps × M` times per second, copy k of template
-//! t at `k / (cps_t × M)` seconds, for every such start before the
-//! duration; each copy is written whole, so the last packets fall after
-//! the duration. Copies take the generator's client and server addresses
-//! in sequence (one counter each over all templates, in start order) and
-//! client ports from 1024 upward (per client address).
-//!
-//! Streaming: the templates are held in memory (a few MB), the expansion
-//! is not. A min-heap holds one entry per live copy (its next packet) and
-//! one per template (its next start), ordered by (time, template, copy,
-//! packet), so memory grows with the concurrent copies, not the output, and
-//! the output is a pure function of the arguments.
+//! The expansion is `flowpath_trafficgen::sfr`'s; this module reads the
+//! profile and its captures, writes the pcaps, `.parts` and rules, and
+//! prints the figures.
 
-mod profile;
-mod template;
-
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
-use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
-use flowpath_io::PcapWriter;
-
-use profile::SfrProfile;
-use template::{Copy, Dir, Template};
+use flowpath_io::{PcapReader, PcapWriter};
+use flowpath_trafficgen::sfr::{self, Dir, ProfileError, SfrProfile, Template, TemplateBuilder};
 
 /// The seed's profile, beside the repository in `shared/`.
 fn default_profile() -> PathBuf {
@@ -84,27 +67,6 @@ pub(super) struct SfrArgs {
     output: PathBuf,
 }
 
-/// One template's schedule and its counts.
-struct Slot {
-    rate: f64,
-    starts: u64,
-    packets: u64,
-    bytes: u64,
-}
-
-/// A heap entry: the next packet of copy `k` of template `t`, or (`i`
-/// 0) its start, when its addresses are taken.
-#[derive(PartialEq, Eq, PartialOrd, Ord)]
-struct Ev {
-    time: u64,
-    t: u32,
-    k: u64,
-    i: u32,
-    client: u32,
-    server: u32,
-    port: u16,
-}
-
 /// Runs `flowpath gen sfr`.
 pub(super) fn run(a: SfrArgs) -> anyhow::Result<()> {
     if !(a.multiplier.is_finite() && a.multiplier > 0.0) {
@@ -126,7 +88,9 @@ pub(super) fn run(a: SfrArgs) -> anyhow::Result<()> {
             std::fs::canonicalize(&p).unwrap_or(p)
         }
     };
-    let profile = profile::load(&path)?;
+    let text = std::fs::read_to_string(&path)
+        .with_context(|| format!("reading the profile {}", path.display()))?;
+    let profile = sfr::parse(&text, &path)?;
     if !profile.ignored.is_empty() {
         eprintln!(
             "flowpath gen sfr: {}: not honoured: {}",
@@ -141,7 +105,7 @@ pub(super) fn run(a: SfrArgs) -> anyhow::Result<()> {
         (Some(d), _) | (None, Some(d)) => d,
         (None, None) => anyhow::bail!("{}: no duration; give --duration", path.display()),
     };
-    let templates = template::load_all(&profile)?;
+    let templates = load_templates(&profile, &path)?;
     let prefix = output_prefix(&a.output);
     let name = |suffix: &str| {
         let mut s = prefix.clone().into_os_string();
@@ -153,39 +117,32 @@ pub(super) fn run(a: SfrArgs) -> anyhow::Result<()> {
     let m = a.multiplier;
 
     // The profile's arithmetic (steady state at M).
-    let mut fig = Figures::default();
-    for (spec, t) in profile.templates.iter().zip(&templates) {
-        let r = spec.cps * m;
-        fig.flows += r;
-        fig.packets += r * t.frames.len() as f64;
-        fig.bytes += r * t.bytes as f64;
-        fig.concurrent += r * t.span_ns as f64 / 1e9;
-    }
+    let fig = sfr::figures(&profile, &templates, m);
     println!(
         "profile x{m}: {:.1} flows/s, {:.1} packets/s, {:.1} B average, {:.1} Mbit/s, {:.0} concurrent",
-        fig.flows,
-        fig.packets,
-        fig.bytes / fig.packets,
-        fig.bytes * 8.0 / 1e6,
+        fig.flows_per_sec,
+        fig.packets_per_sec,
+        fig.average_bytes(),
+        fig.mbit_per_sec(),
         fig.concurrent
     );
 
-    let mut slots: Vec<Slot> = profile
-        .templates
-        .iter()
-        .map(|s| {
-            let rate = s.cps * m;
-            Slot {
-                rate,
-                starts: starts_before(rate, duration),
-                packets: 0,
-                bytes: 0,
-            }
-        })
-        .collect();
     let mut c2s = PcapWriter::create(&c2s_path, 0).map_err(|e| anyhow::anyhow!("{e}"))?;
     let mut s2c = PcapWriter::create(&s2c_path, 0).map_err(|e| anyhow::anyhow!("{e}"))?;
-    expand(&profile, &templates, &mut slots, &mut c2s, &mut s2c)?;
+    let counts = sfr::expand(
+        &profile,
+        &templates,
+        m,
+        duration,
+        |dir, ts, frame, orig_len| {
+            let w = match dir {
+                Dir::C2s => &mut c2s,
+                Dir::S2c => &mut s2c,
+            };
+            w.write_with_orig_len(ts, frame, orig_len)
+        },
+    )
+    .map_err(|e| anyhow::anyhow!("{e}"))?;
     let (n_c2s, n_s2c) = (c2s.written(), s2c.written());
     c2s.finish().map_err(|e| anyhow::anyhow!("{e}"))?;
     s2c.finish().map_err(|e| anyhow::anyhow!("{e}"))?;
@@ -202,9 +159,9 @@ pub(super) fn run(a: SfrArgs) -> anyhow::Result<()> {
     std::fs::write(&rules_path, "priority=0,actions=NORMAL\n")
         .with_context(|| format!("writing {}", rules_path.display()))?;
 
-    let flows: u64 = slots.iter().map(|s| s.starts).sum();
+    let flows: u64 = counts.iter().map(|c| c.copies).sum();
     let packets = n_c2s + n_s2c;
-    let bytes: u64 = slots.iter().map(|s| s.bytes).sum();
+    let bytes: u64 = counts.iter().map(|c| c.bytes).sum();
     println!(
         "written: {flows} flows ({:.1}/s), {packets} packets ({:.1}/s), {:.1} B average, {:.1} Mbit/s over {duration} s; c2s {n_c2s} -> {}, s2c {n_s2c} -> {}; {}, {}",
         flows as f64 / duration,
@@ -216,25 +173,17 @@ pub(super) fn run(a: SfrArgs) -> anyhow::Result<()> {
         parts_path.display(),
         rules_path.display()
     );
-    for (spec, s) in profile.templates.iter().zip(&slots) {
+    for (spec, c) in profile.templates.iter().zip(&counts) {
         println!(
             "template {}: {} flows ({:.3} expected), {} packets, {} bytes",
             spec.name,
-            s.starts,
-            s.rate * duration,
-            s.packets,
-            s.bytes
+            c.copies,
+            c.rate * duration,
+            c.packets,
+            c.bytes
         );
     }
     Ok(())
-}
-
-#[derive(Default)]
-struct Figures {
-    flows: f64,
-    packets: f64,
-    bytes: f64,
-    concurrent: f64,
 }
 
 /// `OUT` without a trailing `.pcap` or `.parts`.
@@ -245,142 +194,62 @@ fn output_prefix(out: &Path) -> PathBuf {
     }
 }
 
-/// Start time of copy k at `rate` per second, ns.
-fn start_ns(k: u64, rate: f64) -> u64 {
-    (k as f64 * 1e9 / rate).round() as u64
-}
-
-/// Copies started before `duration` seconds: k = 0, 1, ... with
-/// k / rate < duration.
-fn starts_before(rate: f64, duration: f64) -> u64 {
-    let limit = (duration * 1e9).round() as u64;
-    let mut n = (rate * duration).ceil().max(0.0) as u64;
-    // Float rounding: settle on the exact count of start_ns(k) < limit.
-    while n > 0 && start_ns(n - 1, rate) >= limit {
-        n -= 1;
-    }
-    while start_ns(n, rate) < limit {
-        n += 1;
-    }
-    n
-}
-
-/// The address `i` places after `lo` in `lo..=hi`, wrapping.
-fn nth(lo: Ipv4Addr, hi: Ipv4Addr, i: u64) -> u32 {
-    let size = u64::from(u32::from(hi) - u32::from(lo)) + 1;
-    u32::from(lo) + (i % size) as u32
-}
-
-/// Streams every copy's packets, in time order, into the two writers.
-fn expand(
-    profile: &SfrProfile,
-    templates: &[Template],
-    slots: &mut [Slot],
-    c2s: &mut PcapWriter,
-    s2c: &mut PcapWriter,
-) -> anyhow::Result<()> {
-    let mut heap = BinaryHeap::new();
-    for (t, s) in slots.iter().enumerate() {
-        if s.starts > 0 {
-            heap.push(Reverse(Ev {
-                time: 0,
-                t: t as u32,
-                k: 0,
-                i: 0,
-                client: 0,
-                server: 0,
-                port: 0,
-            }));
-        }
-    }
-    let n_clients = u64::from(u32::from(profile.clients.1) - u32::from(profile.clients.0)) + 1;
-    // Next client port of each client address (at most 2^32 entries in
-    // theory; the profile's ranges are small, so grown on demand).
-    let mut ports: Vec<u16> = Vec::new();
-    let (mut next_client, mut next_server) = (0u64, 0u64);
-    let client_mac = profile.mac;
-    let mut server_mac = profile.mac;
-    server_mac[5] = server_mac[5].wrapping_add(1);
-    let mut buf = Vec::with_capacity(9216);
-    while let Some(Reverse(mut ev)) = heap.pop() {
-        let t = ev.t as usize;
-        let tpl = &templates[t];
-        if ev.i == 0 {
-            // A start: take the next addresses and ports, schedule the next start.
-            let ci = next_client % n_clients;
-            next_client += 1;
-            ev.client = nth(profile.clients.0, profile.clients.1, ci);
-            ev.server = nth(profile.servers.0, profile.servers.1, next_server);
-            next_server += 1;
-            let ci = ci as usize;
-            if ports.len() <= ci {
-                ports.resize(ci + 1, 1024);
+/// Loads every template's capture: its `name` beside the profile, or (TRex
+/// names them from its scripts directory, `avl/x.pcap`) its file name there.
+fn load_templates(profile: &SfrProfile, path: &Path) -> anyhow::Result<Vec<Template>> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let mut templates = Vec::with_capacity(profile.templates.len());
+    for (i, spec) in profile.templates.iter().enumerate() {
+        let Some(file) = resolve(dir, &spec.name) else {
+            return Err(ProfileError {
+                path: path.to_path_buf(),
+                line: spec.name_at.0,
+                col: spec.name_at.1,
+                field: format!("cap_info[{i}].name"),
+                reason: format!(
+                    "capture '{}' not found in {} (as written, nor by its file name)",
+                    spec.name,
+                    dir.display()
+                ),
             }
-            if u32::from(ports[ci]) + u32::from(tpl.flows) > 0x1_0000 {
-                ports[ci] = 1024;
-            }
-            ev.port = ports[ci];
-            ports[ci] += tpl.flows;
-            let slot = &slots[t];
-            if ev.k + 1 < slot.starts {
-                heap.push(Reverse(Ev {
-                    time: start_ns(ev.k + 1, slot.rate),
-                    t: ev.t,
-                    k: ev.k + 1,
-                    i: 0,
-                    client: 0,
-                    server: 0,
-                    port: 0,
-                }));
-            }
-        }
-        let frame = &tpl.frames[ev.i as usize];
-        let copy = Copy {
-            client: Ipv4Addr::from(ev.client),
-            server: Ipv4Addr::from(ev.server),
-            port: ev.port,
-            client_mac,
-            server_mac,
+            .into());
         };
-        frame.rewrite(&copy, &mut buf);
-        let w = match frame.dir {
-            Dir::C2s => &mut *c2s,
-            Dir::S2c => &mut *s2c,
-        };
-        w.write_with_orig_len(ev.time, &buf, frame.orig_len)
-            .map_err(|e| anyhow::anyhow!("{e}"))?;
-        slots[t].packets += 1;
-        slots[t].bytes += u64::from(frame.orig_len);
-        if let Some(next) = tpl.frames.get(ev.i as usize + 1) {
-            let start = ev.time - frame.offset_ns;
-            ev.time = start + next.offset_ns;
-            ev.i += 1;
-            heap.push(Reverse(ev));
+        let mut reader = PcapReader::open(&file).map_err(|e| anyhow::anyhow!("{e}"))?;
+        let mut b = TemplateBuilder::new(spec, profile);
+        while let Some(p) = reader.next_packet() {
+            let p = p.map_err(|e| anyhow::anyhow!("{e}"))?;
+            let bad =
+                |what: String| anyhow::anyhow!("{}: record {}: {what}", file.display(), p.record);
+            if p.link_type != flowpath_io::LINKTYPE_ETHERNET {
+                return Err(bad(format!("link type {}, not Ethernet", p.link_type)));
+            }
+            b.push(p.timestamp_ns, p.data, p.orig_len).map_err(bad)?;
         }
+        templates.push(
+            b.finish()
+                .map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?,
+        );
     }
-    Ok(())
+    Ok(templates)
+}
+
+fn resolve(dir: &Path, name: &str) -> Option<PathBuf> {
+    let p = Path::new(name);
+    let direct = if p.is_absolute() {
+        p.to_path_buf()
+    } else {
+        dir.join(p)
+    };
+    if direct.is_file() {
+        return Some(direct);
+    }
+    let by_name = dir.join(p.file_name()?);
+    by_name.is_file().then_some(by_name)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn starts_are_exact() {
-        assert_eq!(starts_before(404.52, 0.1), 41);
-        assert_eq!(starts_before(10.0, 1.0), 10);
-        assert_eq!(starts_before(4.759, 0.1), 1);
-        assert_eq!(starts_before(1975.015, 1.0), 1976);
-    }
-
-    #[test]
-    fn addresses_wrap() {
-        let lo = Ipv4Addr::new(16, 0, 0, 1);
-        let hi = Ipv4Addr::new(16, 0, 1, 255);
-        assert_eq!(Ipv4Addr::from(nth(lo, hi, 0)), lo);
-        assert_eq!(Ipv4Addr::from(nth(lo, hi, 510)), hi);
-        assert_eq!(Ipv4Addr::from(nth(lo, hi, 511)), lo);
-    }
 
     #[test]
     fn prefix() {

@@ -9,7 +9,6 @@
 //! is (protocol, client-side port, server-side port); the copy gives flow j
 //! (in order of first appearance) the client port `base + j`.
 
-use flowpath_io::PcapReader;
 use std::net::Ipv4Addr;
 
 use super::profile::{SfrProfile, TemplateSpec};
@@ -57,91 +56,118 @@ pub struct Template {
     pub span_ns: u64,
 }
 
-/// Loads `spec`'s capture, timing its frames per the profile's gap rules.
-pub fn load(spec: &TemplateSpec, profile: &SfrProfile) -> anyhow::Result<Template> {
-    let path = &spec.path;
-    let mut reader = PcapReader::open(path).map_err(|e| anyhow::anyhow!("{e}"))?;
-    let mut frames: Vec<Frame> = Vec::new();
-    let mut server: Option<Ipv4Addr> = None;
-    let mut flows: Vec<(u8, u16, u16)> = Vec::new();
-    let (mut prev_ts, mut t) = (0u64, 0u64);
-    while let Some(p) = reader.next_packet() {
-        let p = p.map_err(|e| anyhow::anyhow!("{e}"))?;
-        let bad = |what: String| anyhow::anyhow!("{}: record {}: {what}", path.display(), p.record);
-        if p.link_type != flowpath_io::LINKTYPE_ETHERNET {
-            return Err(bad(format!("link type {}, not Ethernet", p.link_type)));
+/// Most flows one template may hold.
+pub const MAX_TEMPLATE_FLOWS: usize = 1024;
+
+/// Builds a [`Template`] from a capture's frames, in capture order,
+/// timing them per the profile's gap rules.
+#[derive(Debug)]
+pub struct TemplateBuilder {
+    cap_ipg: bool,
+    override_ipg: Option<(f64, f64)>,
+    ipg_us: f64,
+    rtt_us: f64,
+    frames: Vec<Frame>,
+    server: Option<Ipv4Addr>,
+    flows: Vec<(u8, u16, u16)>,
+    prev_ts: u64,
+    t: u64,
+}
+
+impl TemplateBuilder {
+    /// A builder for `spec`'s capture under `profile`'s gap rules.
+    pub fn new(spec: &TemplateSpec, profile: &SfrProfile) -> TemplateBuilder {
+        TemplateBuilder {
+            cap_ipg: profile.cap_ipg,
+            override_ipg: profile.cap_ipg_min.zip(profile.cap_override_ipg),
+            // The profile parser requires both without cap_ipg.
+            ipg_us: spec.ipg_us.unwrap_or(0.0),
+            rtt_us: spec.rtt_us.unwrap_or(0.0),
+            frames: Vec::new(),
+            server: None,
+            flows: Vec::new(),
+            prev_ts: 0,
+            t: 0,
         }
-        let (ip, l4, proto) = locate(p.data).map_err(|w| bad(w.to_string()))?;
-        let d = p.data;
+    }
+
+    /// Adds the next frame of the capture (an Ethernet frame captured at
+    /// `timestamp_ns`, `orig_len` bytes on the wire); the error says what
+    /// is wrong with it.
+    pub fn push(&mut self, timestamp_ns: u64, d: &[u8], orig_len: u32) -> Result<(), String> {
+        let (ip, l4, proto) = locate(d).map_err(str::to_string)?;
         let src = Ipv4Addr::new(d[ip + 12], d[ip + 13], d[ip + 14], d[ip + 15]);
         let dst = Ipv4Addr::new(d[ip + 16], d[ip + 17], d[ip + 18], d[ip + 19]);
-        let server = *server.get_or_insert(dst);
+        let server = *self.server.get_or_insert(dst);
         let sport = u16::from_be_bytes([d[l4], d[l4 + 1]]);
         let dport = u16::from_be_bytes([d[l4 + 2], d[l4 + 3]]);
         let dir = if src == server { Dir::S2c } else { Dir::C2s };
         if dir == Dir::C2s && dst != server {
-            return Err(bad(format!(
+            return Err(format!(
                 "{src} -> {dst}: neither end is the template's server {server} (the first packet's destination)"
-            )));
+            ));
         }
         let key = match dir {
             Dir::C2s => (proto, sport, dport),
             Dir::S2c => (proto, dport, sport),
         };
-        let flow = match flows.iter().position(|f| *f == key) {
+        let flow = match self.flows.iter().position(|f| *f == key) {
             Some(i) => i,
             None => {
-                flows.push(key);
-                flows.len() - 1
+                if self.flows.len() == MAX_TEMPLATE_FLOWS {
+                    return Err(format!(
+                        "more than {MAX_TEMPLATE_FLOWS} flows in one template"
+                    ));
+                }
+                self.flows.push(key);
+                self.flows.len() - 1
             }
         };
         // Gaps: the capture's own (cap_ipg, cap_ipg_min/cap_override_ipg),
         // or ipg within a direction and rtt when it turns.
-        if !frames.is_empty() {
-            let gap = if profile.cap_ipg {
-                let g = p.timestamp_ns.saturating_sub(prev_ts);
-                match (profile.cap_ipg_min, profile.cap_override_ipg) {
-                    (Some(min), Some(over)) if (g as f64) < min * 1e3 => {
-                        (over * 1e3).round() as u64
-                    }
+        if let Some(last) = self.frames.last() {
+            let gap = if self.cap_ipg {
+                let g = timestamp_ns.saturating_sub(self.prev_ts);
+                match self.override_ipg {
+                    Some((min, over)) if (g as f64) < min * 1e3 => (over * 1e3).round() as u64,
                     _ => g,
                 }
             } else {
-                let turned = frames.last().is_some_and(|f| f.dir != dir);
-                let us = if turned { spec.rtt_us } else { spec.ipg_us };
-                // The profile parser requires both without cap_ipg.
-                (us.unwrap_or(0.0) * 1e3).round() as u64
+                let us = if last.dir != dir {
+                    self.rtt_us
+                } else {
+                    self.ipg_us
+                };
+                (us * 1e3).round() as u64
             };
-            t += gap;
+            self.t += gap;
         }
-        prev_ts = p.timestamp_ns.max(prev_ts);
-        frames.push(Frame {
-            offset_ns: t,
+        self.prev_ts = timestamp_ns.max(self.prev_ts);
+        self.frames.push(Frame {
+            offset_ns: self.t,
             data: d.to_vec(),
-            orig_len: p.orig_len,
+            orig_len: orig_len.max(d.len() as u32),
             dir,
             flow: flow as u16,
             ip,
             l4,
             proto,
         });
+        Ok(())
     }
-    if frames.is_empty() {
-        anyhow::bail!("{}: the template capture holds no packet", path.display());
+
+    /// The template; an error if the capture held no frame.
+    pub fn finish(self) -> Result<Template, String> {
+        if self.frames.is_empty() {
+            return Err("the template capture holds no packet".into());
+        }
+        Ok(Template {
+            bytes: self.frames.iter().map(|f| u64::from(f.orig_len)).sum(),
+            span_ns: self.frames.last().map_or(0, |f| f.offset_ns),
+            flows: self.flows.len() as u16,
+            frames: self.frames,
+        })
     }
-    if flows.len() > 1024 {
-        anyhow::bail!(
-            "{}: {} flows in one template (at most 1024)",
-            path.display(),
-            flows.len()
-        );
-    }
-    Ok(Template {
-        bytes: frames.iter().map(|f| u64::from(f.orig_len)).sum(),
-        span_ns: frames.last().map_or(0, |f| f.offset_ns),
-        flows: flows.len() as u16,
-        frames,
-    })
 }
 
 /// Offsets of the IPv4 and L4 headers and the protocol of an Ethernet
@@ -185,7 +211,7 @@ fn locate(d: &[u8]) -> Result<(usize, usize, u8), &'static str> {
 
 /// What one copy puts in its frames.
 #[derive(Debug, Clone, Copy)]
-pub struct Copy {
+pub struct Instance {
     /// The client address.
     pub client: Ipv4Addr,
     /// The server address.
@@ -200,7 +226,7 @@ pub struct Copy {
 
 impl Frame {
     /// Writes this frame, rewritten for `copy`, into `out`.
-    pub fn rewrite(&self, copy: &Copy, out: &mut Vec<u8>) {
+    pub fn rewrite(&self, copy: &Instance, out: &mut Vec<u8>) {
         out.clear();
         out.extend_from_slice(&self.data);
         let (ip, l4) = (self.ip, self.l4);
@@ -267,9 +293,4 @@ fn fold(mut s: u32) -> u16 {
         s = (s & 0xffff) + (s >> 16);
     }
     s as u16
-}
-
-/// Loads every template of `profile`.
-pub fn load_all(profile: &SfrProfile) -> anyhow::Result<Vec<Template>> {
-    profile.templates.iter().map(|t| load(t, profile)).collect()
 }

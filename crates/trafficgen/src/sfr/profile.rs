@@ -1,5 +1,6 @@
 //! A TRex stateful traffic profile (`cap_info` YAML, e.g.
-//! `sfr_delay_10_1g.yaml`) parsed into [`SfrProfile`].
+//! `sfr_delay_10_1g.yaml`) parsed into [`SfrProfile`]. No I/O: the caller
+//! reads the text and resolves the templates' capture names.
 //!
 //! The YAML is read through `yaml-rust2`'s event API into a small tree that
 //! keeps each node's line and column, so every error names the file, the
@@ -43,10 +44,10 @@ pub struct SfrProfile {
 /// One `cap_info` entry.
 #[derive(Debug, Clone)]
 pub struct TemplateSpec {
-    /// `name` as written.
+    /// `name` as written (TRex's path, e.g. `avl/delay_10_dns_0.pcap`).
     pub name: String,
-    /// The capture file it resolves to.
-    pub path: PathBuf,
+    /// Line and column of the name, for errors about its capture.
+    pub name_at: (usize, usize),
     /// New copies per second at multiplier 1.
     pub cps: f64,
     /// Gap between packets of one direction without `cap_ipg`, µs.
@@ -58,11 +59,16 @@ pub struct TemplateSpec {
 /// A profile error: the file, where in it, and what is wrong.
 #[derive(Debug)]
 pub struct ProfileError {
-    path: PathBuf,
-    line: usize,
-    col: usize,
-    field: String,
-    reason: String,
+    /// The profile.
+    pub path: PathBuf,
+    /// Line, 1-based (0: the whole file).
+    pub line: usize,
+    /// Column, 1-based.
+    pub col: usize,
+    /// The field, as `cap_info[3].cps` (empty: none in particular).
+    pub field: String,
+    /// What is wrong, with the value.
+    pub reason: String,
 }
 
 impl fmt::Display for ProfileError {
@@ -161,20 +167,7 @@ impl MarkedEventReceiver for TreeBuilder {
     }
 }
 
-/// Reads and parses the profile at `path`; template names resolve against
-/// its directory.
-pub fn load(path: &Path) -> Result<SfrProfile, ProfileError> {
-    let text = std::fs::read_to_string(path).map_err(|e| ProfileError {
-        path: path.to_path_buf(),
-        line: 0,
-        col: 0,
-        field: String::new(),
-        reason: format!("cannot read the profile: {e}"),
-    })?;
-    parse(&text, path)
-}
-
-/// Parses profile text; `path` names it in errors and anchors template names.
+/// Parses profile text; `path` names it in errors.
 pub fn parse(text: &str, path: &Path) -> Result<SfrProfile, ProfileError> {
     let mut b = TreeBuilder::default();
     let mut parser = Parser::new_from_str(text);
@@ -438,10 +431,9 @@ impl Cx<'_> {
         if items.is_empty() {
             return Err(self.err(*m, "cap_info", "no templates".into()));
         }
-        let dir = self.path.parent().unwrap_or(Path::new("."));
         let mut templates = Vec::with_capacity(items.len());
         for (i, item) in items.iter().enumerate() {
-            templates.push(self.template(item, i, dir, cap_ipg, &mut ignored)?);
+            templates.push(self.template(item, i, cap_ipg, &mut ignored)?);
         }
         Ok(SfrProfile {
             duration,
@@ -485,7 +477,6 @@ impl Cx<'_> {
         &self,
         item: &Node,
         i: usize,
-        dir: &Path,
         cap_ipg: bool,
         ignored: &mut Vec<String>,
     ) -> Result<TemplateSpec, ProfileError> {
@@ -540,41 +531,15 @@ impl Cx<'_> {
                 self.scalar(n, "plugin_id").unwrap_or("...")
             ));
         }
-        let path = resolve(dir, &name).ok_or_else(|| {
-            self.err(
-                name_node.mark(),
-                &join(&field, "name"),
-                format!(
-                    "capture '{name}' not found in {} (as written, nor by its file name)",
-                    dir.display()
-                ),
-            )
-        })?;
+        let m = name_node.mark();
         Ok(TemplateSpec {
             name,
-            path,
+            name_at: (m.line(), m.col() + 1),
             cps,
             ipg_us,
             rtt_us,
         })
     }
-}
-
-/// A template's capture: `name` under the profile's directory, or (TRex
-/// names them from its scripts directory, `avl/x.pcap`) the file name alone
-/// there.
-fn resolve(dir: &Path, name: &str) -> Option<PathBuf> {
-    let p = Path::new(name);
-    let direct = if p.is_absolute() {
-        p.to_path_buf()
-    } else {
-        dir.join(p)
-    };
-    if direct.is_file() {
-        return Some(direct);
-    }
-    let by_name = dir.join(p.file_name()?);
-    by_name.is_file().then_some(by_name)
 }
 
 fn join(field: &str, key: &str) -> String {
@@ -630,14 +595,13 @@ mod tests {
     }
 
     #[test]
-    fn missing_capture_is_named() {
-        let e = err(&format!(
-            "{GEN}  cap_ipg: true\n  cap_info:\n    - name: avl/x.pcap\n      cps: 1\n"
-        ));
-        assert!(
-            e.contains(":10:13: cap_info[0].name: capture 'avl/x.pcap' not found in /nonexistent"),
-            "{e}"
-        );
+    fn template_name_is_located() {
+        let text =
+            format!("{GEN}  cap_ipg: true\n  cap_info:\n    - name: avl/x.pcap\n      cps: 1\n");
+        let p = parse(&text, Path::new("p.yaml")).expect("parses");
+        assert_eq!(p.templates[0].name, "avl/x.pcap");
+        assert_eq!(p.templates[0].name_at, (10, 13));
+        assert!(p.cap_ipg);
     }
 
     #[test]
