@@ -31,6 +31,7 @@ pub mod plot;
 pub mod result;
 pub mod runner;
 pub mod scenario;
+pub mod sfr;
 pub mod workload;
 
 pub use grid::{parse_config, parse_configs, BenchConfig, GridError};

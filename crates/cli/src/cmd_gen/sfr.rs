@@ -8,13 +8,9 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
-use flowpath_io::{PcapReader, PcapWriter};
-use flowpath_trafficgen::sfr::{self, Dir, ProfileError, SfrProfile, Template, TemplateBuilder};
-
-/// The seed's profile, beside the repository in `shared/`.
-fn default_profile() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/trex-sfr/sfr_delay_10_1g.yaml")
-}
+use flowpath_bench::sfr::{default_profile, load_templates};
+use flowpath_io::PcapWriter;
+use flowpath_trafficgen::sfr::{self, Dir};
 
 pub(super) const LONG_ABOUT: &str = "\
 TRex's SFR profile (sfr_delay_10_1g.yaml, seed 001's second workload) or any TRex \
@@ -105,7 +101,7 @@ pub(super) fn run(a: SfrArgs) -> anyhow::Result<()> {
         (Some(d), _) | (None, Some(d)) => d,
         (None, None) => anyhow::bail!("{}: no duration; give --duration", path.display()),
     };
-    let templates = load_templates(&profile, &path)?;
+    let templates = load_templates(&profile, &path).map_err(anyhow::Error::msg)?;
     let prefix = output_prefix(&a.output);
     let name = |suffix: &str| {
         let mut s = prefix.clone().into_os_string();
@@ -192,59 +188,6 @@ fn output_prefix(out: &Path) -> PathBuf {
         Some("pcap" | "parts") => out.with_extension(""),
         _ => out.to_path_buf(),
     }
-}
-
-/// Loads every template's capture: its `name` beside the profile, or (TRex
-/// names them from its scripts directory, `avl/x.pcap`) its file name there.
-fn load_templates(profile: &SfrProfile, path: &Path) -> anyhow::Result<Vec<Template>> {
-    let dir = path.parent().unwrap_or(Path::new("."));
-    let mut templates = Vec::with_capacity(profile.templates.len());
-    for (i, spec) in profile.templates.iter().enumerate() {
-        let Some(file) = resolve(dir, &spec.name) else {
-            return Err(ProfileError {
-                path: path.to_path_buf(),
-                line: spec.name_at.0,
-                col: spec.name_at.1,
-                field: format!("cap_info[{i}].name"),
-                reason: format!(
-                    "capture '{}' not found in {} (as written, nor by its file name)",
-                    spec.name,
-                    dir.display()
-                ),
-            }
-            .into());
-        };
-        let mut reader = PcapReader::open(&file).map_err(|e| anyhow::anyhow!("{e}"))?;
-        let mut b = TemplateBuilder::new(spec, profile);
-        while let Some(p) = reader.next_packet() {
-            let p = p.map_err(|e| anyhow::anyhow!("{e}"))?;
-            let bad =
-                |what: String| anyhow::anyhow!("{}: record {}: {what}", file.display(), p.record);
-            if p.link_type != flowpath_io::LINKTYPE_ETHERNET {
-                return Err(bad(format!("link type {}, not Ethernet", p.link_type)));
-            }
-            b.push(p.timestamp_ns, p.data, p.orig_len).map_err(bad)?;
-        }
-        templates.push(
-            b.finish()
-                .map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?,
-        );
-    }
-    Ok(templates)
-}
-
-fn resolve(dir: &Path, name: &str) -> Option<PathBuf> {
-    let p = Path::new(name);
-    let direct = if p.is_absolute() {
-        p.to_path_buf()
-    } else {
-        dir.join(p)
-    };
-    if direct.is_file() {
-        return Some(direct);
-    }
-    let by_name = dir.join(p.file_name()?);
-    by_name.is_file().then_some(by_name)
 }
 
 #[cfg(test)]
