@@ -182,7 +182,9 @@ pub fn expand<E>(
             if ports.len() <= ci {
                 ports.resize(ci + 1, 1024);
             }
-            if u32::from(ports[ci]) + u32::from(tpl.flows) > 0x1_0000 {
+            // Ports 1024..=65535, then 1024 again (0 after a wrap of the
+            // counter below).
+            if ports[ci] < 1024 || u32::from(ports[ci]) + u32::from(tpl.flows) > 0x1_0000 {
                 ports[ci] = 1024;
             }
             ev.port = ports[ci];
@@ -329,6 +331,26 @@ mod tests {
             .expect("copy 3")
             .2;
         assert_eq!(c3[30..34], [48, 0, 0, 1]);
+    }
+
+    #[test]
+    fn client_ports_wrap_to_1024() {
+        let mut p = profile(true);
+        p.clients.1 = p.clients.0;
+        p.templates[0].cps = 100_000.0;
+        let t = template(&p);
+        let mut ports = Vec::new();
+        let counts = expand(&p, std::slice::from_ref(&t), 1.0, 0.7, |d, _, f, _| {
+            if d == Dir::C2s {
+                ports.push(u16::from_be_bytes([f[34], f[35]]));
+            }
+            Ok::<(), ()>(())
+        })
+        .expect("expands");
+        assert_eq!(counts[0].copies, 70_000);
+        assert!(ports.iter().all(|&p| p >= 1024));
+        assert_eq!(ports[64_511], 65_535);
+        assert_eq!(ports[64_512], 1024);
     }
 
     #[test]
