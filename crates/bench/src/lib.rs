@@ -7,8 +7,9 @@
 //! | module | what |
 //! |---|---|
 //! | [`workload`] | generated profiles or captures (+ `.parts` lists, 4 input ports as the OVS-DPDK harness) and their rules, in memory |
+//! | [`sfr`] | TRex's SFR profile read from its YAML and captures and expanded as two ports (also `flowpath gen sfr`'s loader) |
 //! | [`grid`] | configurations: `emc`, `emc:N`, `smc`, `dfc`, `cd`, `nomf`, `none`, joined by `+` |
-//! | [`scenario`] | the default grid and the seeds' tables (`dfc`, `cd`, `emc-prob`, `nmap`, `parity`) |
+//! | [`scenario`] | the default grid and the seeds' tables (`dfc`, `cd`, `emc-prob`, `nmap`, `parity`, `tse`, `storm`, `ct`, `trex`) |
 //! | [`runner`] | the replay loop (copy → extract → classify → execute), warm-up and measured interval |
 //! | [`result`] | one measurement; its JSON keys are those of `flowpath run --json` plus `workload`, `config`, `mpps` |
 //! | [`output`], [`plot`] | tables laid out like the seeds', CSV, JSON, SVG |
@@ -31,6 +32,7 @@ pub mod plot;
 pub mod result;
 pub mod runner;
 pub mod scenario;
+pub mod sfr;
 pub mod workload;
 
 pub use grid::{parse_config, parse_configs, BenchConfig, GridError};

@@ -41,11 +41,13 @@ pub enum Scenario {
     /// Connection tracking: established traffic through `ct`, with and
     /// without NAT.
     Ct,
+    /// TRex's SFR profile (seed 001's second workload), megaflows on/off.
+    Trex,
 }
 
 impl Scenario {
     /// All scenarios.
-    pub const ALL: [Scenario; 9] = [
+    pub const ALL: [Scenario; 10] = [
         Scenario::Default,
         Scenario::Dfc,
         Scenario::Cd,
@@ -55,6 +57,7 @@ impl Scenario {
         Scenario::Tse,
         Scenario::Storm,
         Scenario::Ct,
+        Scenario::Trex,
     ];
 
     /// The command-line name.
@@ -69,6 +72,7 @@ impl Scenario {
             Scenario::Tse => "tse",
             Scenario::Storm => "storm",
             Scenario::Ct => "ct",
+            Scenario::Trex => "trex",
         }
     }
 }
@@ -82,7 +86,7 @@ impl fmt::Display for Scenario {
 /// An unknown scenario name.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "unknown scenario {0:?} (expected default, dfc, cd, emc-prob, nmap, parity, tse, storm or ct)"
+    "unknown scenario {0:?} (expected default, dfc, cd, emc-prob, nmap, parity, tse, storm, ct or trex)"
 )]
 pub struct UnknownScenario(pub String);
 
@@ -238,6 +242,15 @@ pub fn plan(s: Scenario) -> Plan {
             p.emc_fill = Some((rr(100_000), 0.9, 100_000_000));
             p
         }
+        Scenario::Trex => Plan::grid(
+            "TRex SFR (sfr_delay_10_1g, -m 1, 2 s of flow starts; c2s port 1, s2c port 11, NORMAL): megaflows on / off",
+            vec![WorkloadSpec::Sfr {
+                profile: crate::sfr::default_profile(),
+                multiplier: 1.0,
+                duration: 2.0,
+            }],
+            &configs("megaflows-on=emc,megaflows-off=emc+nomf"),
+        ),
         Scenario::Nmap => Plan::grid(
             "nmap scan (15 hosts x 65535 ports): megaflows on / off",
             vec![WorkloadSpec::Nmap {

@@ -90,6 +90,17 @@ pub enum WorkloadSpec {
         /// Source NAT on commit.
         nat: bool,
     },
+    /// A TRex stateful profile (`flowpath gen sfr`) expanded in memory:
+    /// client-to-server frames on port 1, server-to-client on 11, under
+    /// the seed's `priority=0,actions=NORMAL`.
+    Sfr {
+        /// The profile (YAML).
+        profile: PathBuf,
+        /// TRex's `-m`.
+        multiplier: f64,
+        /// Seconds of flow starts (TRex's `-d`).
+        duration: f64,
+    },
     /// A capture (`.pcap`/`.pcapng`, or a `.parts` list of captures, one
     /// input port each) and its rules.
     Pcap {
@@ -179,6 +190,11 @@ impl WorkloadSpec {
             WorkloadSpec::Attack { kind, share_pct } => format!("{}-{share_pct}pct", kind.name()),
             WorkloadSpec::Ct { flows, nat: false } => format!("ct-{flows}"),
             WorkloadSpec::Ct { flows, nat: true } => format!("ct-nat-{flows}"),
+            WorkloadSpec::Sfr {
+                multiplier,
+                duration,
+                ..
+            } => format!("sfr-x{multiplier}-{duration}s"),
             WorkloadSpec::Pcap { pcap, .. } => pcap
                 .file_name()
                 .map(|n| n.to_string_lossy().to_string())
@@ -198,7 +214,9 @@ impl WorkloadSpec {
             WorkloadSpec::Flows { flows, .. } | WorkloadSpec::Ct { flows, .. } => Some(*flows),
             WorkloadSpec::Subtables { subtables, dsts } => Some(subtables * dsts),
             WorkloadSpec::Nmap { hosts, ports } => Some(hosts * ports),
-            WorkloadSpec::Attack { .. } | WorkloadSpec::Pcap { .. } => None,
+            WorkloadSpec::Attack { .. } | WorkloadSpec::Sfr { .. } | WorkloadSpec::Pcap { .. } => {
+                None
+            }
         }
     }
 
@@ -212,6 +230,7 @@ impl WorkloadSpec {
             WorkloadSpec::Attack { kind, .. } => kind.name().into(),
             WorkloadSpec::Ct { nat: false, .. } => "ct".into(),
             WorkloadSpec::Ct { nat: true, .. } => "ct-nat".into(),
+            WorkloadSpec::Sfr { .. } => "sfr".into(),
             WorkloadSpec::Pcap { .. } => "pcap".into(),
         }
     }
@@ -243,6 +262,9 @@ pub enum WorkloadError {
     /// The rules did not parse.
     #[error("{0}")]
     Rules(String),
+    /// A TRex profile or one of its captures is unusable.
+    #[error("{0}")]
+    Profile(String),
     /// A capture or `.parts` list holds no packet.
     #[error("{0}: no packets")]
     Empty(PathBuf),
@@ -410,6 +432,21 @@ pub fn load(spec: &WorkloadSpec) -> Result<Workload, WorkloadError> {
             rules,
             groups,
         } => return load_capture(spec, pcap, rules, groups.as_deref()),
+        WorkloadSpec::Sfr {
+            profile,
+            multiplier,
+            duration,
+        } => {
+            let ports = crate::sfr::ports(profile, *multiplier, *duration)?;
+            let rules_text = crate::sfr::SFR_RULES.to_string();
+            let tables = parse_tables(&rules_text, &spec.name(), &ports)?;
+            return Ok(Workload {
+                spec: spec.clone(),
+                ports,
+                tables,
+                rules_text,
+            });
+        }
     };
     let w = generate(&profile, &Options::default())?;
     let frames = w.flow_frames();

@@ -40,7 +40,10 @@ same way, so both switches see the same ports.
 
 Scenarios (--scenario) reproduce the seeds' tables: dfc, cd, emc-prob, nmap; parity is \
 the OVS-DPDK comparison set (tools/parity.sh); tse and storm sweep an attack's share of \
-the packets (0/1/10/50 %) against the defences (tools/attack-bench.sh adds OVS-DPDK).
+the packets (0/1/10/50 %) against the defences (tools/attack-bench.sh adds OVS-DPDK); \
+ct runs established flows through conntrack; trex replays TRex's SFR profile (`flowpath gen \
+sfr`, -m 1 for 2 s, c2s on port 1, s2c on 11, NORMAL) with megaflows on and off, the seed's \
+TRex rows (the replay loops, so flows come back where TRex's are new: fewer misses).
 
 Every frame is copied into an rx buffer, extracted, classified and its actions executed \
 (outputs counted), on one core pinned like a PMD (the last CPU unless --cpu/--no-pin). \
@@ -51,7 +54,8 @@ The machine should be otherwise idle: the on-CPU column shows disturbances.";
 #[derive(clap::Args)]
 #[command(after_long_help = AFTER_LONG_HELP)]
 pub struct Args {
-    /// A predefined plan: default, dfc, cd, emc-prob, nmap or parity.
+    /// A predefined plan: default, dfc, cd, emc-prob, nmap, parity, tse,
+    /// storm, ct or trex.
     #[arg(long, value_name = "NAME")]
     scenario: Option<Scenario>,
     /// `flows` workloads: numbers of flows.

@@ -13,6 +13,7 @@
 //! | [`subtables`] | S×D UDP flows, uniform | S rules with S distinct masks (Cuckoo Distributor) |
 //! | [`nmap`] | TCP SYN scan of H hosts × ports 1..P | port-drop rule sets over `output:2` |
 //! | [`churn`] | short-lived UDP flows arriving at a rate | one `udp` megaflow |
+//! | [`sfr`] | a TRex stateful profile (SFR): recorded conversations replayed at their rates | (`NORMAL`, the caller's) |
 //!
 //! # Byte identity with `gen-pcap.py`
 //!
@@ -46,6 +47,7 @@ pub mod flows;
 pub mod frame;
 pub mod nmap;
 pub mod pyrandom;
+pub mod sfr;
 pub mod subtables;
 pub mod workload;
 pub mod zipf;

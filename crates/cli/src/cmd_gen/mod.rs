@@ -1,4 +1,5 @@
-//! `flowpath gen`: writes a seeded workload as a pcap plus its rule set.
+//! `flowpath gen`: writes a seeded workload as a pcap plus its rule set
+//! (and, in [`sfr`], a TRex profile expanded into captures).
 //!
 //! A thin shell over `flowpath-trafficgen`: clap parses the profile and its
 //! options into a [`Profile`] and [`Options`], the crate generates the
@@ -6,6 +7,8 @@
 //! (little endian, microsecond timestamps, Ethernet link type, the exact
 //! file `gen-pcap.py` writes for the same workload) and the rules as an
 //! `ovs-ofctl add-flows` file — and prints one summary line.
+
+mod sfr;
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
@@ -24,7 +27,8 @@ use pcap_file::{DataLink, Endianness, TsResolution};
 /// comment in main.rs sets the about text, so the overview goes here).
 const GEN_AFTER_LONG_HELP: &str = "\
 Each PROFILE writes a pcap of Ethernet frames (-o) plus the OpenFlow rules \
-(ovs-ofctl add-flows syntax, --rules-out) to classify them against; \
+(ovs-ofctl add-flows syntax, --rules-out) to classify them against, except `sfr`, \
+which expands a TRex profile into one capture per direction; \
 `flowpath gen PROFILE --help` explains the profile and its options.
 
 The profiles reproduce the published evaluations of the Open vSwitch userspace \
@@ -133,6 +137,10 @@ brand-new flow (seeded random source 11.x.y.z and port). With megaflows off (or 
 rules that make megaflows exact) every such packet is an upcall on the forwarding \
 core. Rules as `flows`. Defence: --upcall-budget N (bench token ub:N).")]
     Storm(AttackArgs),
+    /// TRex's SFR stateful profile (or any cap_info profile) expanded into
+    /// a client-to-server and a server-to-client capture.
+    #[command(long_about = sfr::LONG_ABOUT)]
+    Sfr(sfr::SfrArgs),
 }
 
 /// Options every profile takes.
@@ -348,6 +356,7 @@ fn parse_seconds(s: &str) -> Result<Duration, String> {
 /// Runs `flowpath gen`.
 pub fn run(args: Args) -> anyhow::Result<()> {
     let (profile, common) = match args.profile {
+        ProfileCmd::Sfr(a) => return sfr::run(a),
         ProfileCmd::Flows(a) => (
             Profile::Flows(FlowsSpec {
                 flows: a.flows,
