@@ -336,6 +336,105 @@ fn sample_traces_match_ovs_3_1() {
     );
 }
 
+/// Native tunnelling (`tools/ovs-compare.py --tunnels`): tunnel ports
+/// (VXLAN, Geneve, GRE; fixed and `flow` remotes and keys, IPv6, through a
+/// gateway, to a neighbour not known), matches on and writes to the tunnel
+/// fields (set_field, set_tunnel[64], load, move with registers),
+/// packets on tunnel ports with tunnel metadata and on untunnelled ports;
+/// the `tnl_push` headers compared byte for byte. 310 rule sets x 8
+/// packets, one line per rule set, each carrying the tunnel
+/// configuration as `flowpath trace`'s options ("tunnel_args").
+#[test]
+fn tunnel_traces_match_ovs_3_1() {
+    let data = include_str!("data/ovs31-tunnel-traces.jsonl");
+    check(data, 2400);
+    assert!(data.lines().count() >= 300);
+    assert!(data.matches("tnl_push(").count() >= 1100);
+    at_least_in_rule_sets(
+        data,
+        &[
+            ("tnl_push(", 160),
+            ("geneve(", 90),
+            ("gre((", 50),
+            ("vxlan(", 100),
+            ("ipv6(src=fd00::100", 50),
+            ("options({", 60),
+            ("tun_metadata", 300),
+            ("=NP", 200),
+            ("tun_src=", 300),
+            ("tun_flags=", 300),
+            ("set_tunnel", 200),
+            ("move:NXM_NX_TUN", 250),
+            ("tun_gbp_id", 230),
+            ("clone(", 200),
+        ],
+    );
+}
+
+/// The tunnels `flowpath trace`'s options describe (`--underlay NAME,
+/// ip=A/P,...,mac=M`, `--route P/L[,gw=G]`, `--neigh IP=MAC`, `--port
+/// N=KIND:OPTS`, `--tlv-map MAP`), built as `flowpath trace` builds them.
+fn tunnels_from_args(args: &[&str]) -> std::sync::Arc<flowpath_ofproto::tunnel::Tunnels> {
+    use flowpath_ofproto::tunnel::{TunnelPort, Tunnels, Underlay, UNDERLAY_PORT};
+    let mac = |s: &str| -> [u8; 6] {
+        let b: Vec<u8> = s
+            .split(':')
+            .map(|x| u8::from_str_radix(x, 16).unwrap())
+            .collect();
+        b.try_into().unwrap()
+    };
+    let (mut ports, mut underlay, mut routes, mut neighs, mut maps) =
+        (Vec::new(), None, Vec::new(), Vec::new(), Vec::new());
+    for pair in args.chunks(2) {
+        let v = pair[1];
+        match pair[0] {
+            "--port" => {
+                let (n, spec) = v.split_once('=').unwrap();
+                ports.push(TunnelPort::parse(n.parse().unwrap(), spec).unwrap());
+            }
+            "--underlay" => {
+                let mut u = Underlay {
+                    port: UNDERLAY_PORT,
+                    name: "null".into(),
+                    mac: [0x02, 0xfd, 0, 0, 0, 0x01],
+                    addrs: Vec::new(),
+                };
+                for tok in v.split(',').skip(1) {
+                    if let Some(a) = tok.strip_prefix("ip=") {
+                        let (ip, plen) = a.split_once('/').unwrap();
+                        u.addrs.push((ip.parse().unwrap(), plen.parse().unwrap()));
+                    } else if let Some(m) = tok.strip_prefix("mac=") {
+                        u.mac = mac(m);
+                    }
+                }
+                underlay = Some(u);
+            }
+            "--route" => routes.push(v),
+            "--neigh" => neighs.push(v),
+            "--tlv-map" => maps.push(v),
+            o => panic!("unknown tunnel option {o}"),
+        }
+    }
+    let t = Tunnels::new(ports, underlay, &[]);
+    for r in routes {
+        let (net, gw) = match r.split_once(",gw=") {
+            Some((net, gw)) => (net, Some(gw.parse().unwrap())),
+            None => (r, None),
+        };
+        let (prefix, plen) = net.split_once('/').unwrap();
+        t.add_route(prefix.parse().unwrap(), plen.parse().unwrap(), gw)
+            .unwrap();
+    }
+    for n in neighs {
+        let (ip, m) = n.split_once('=').unwrap();
+        t.neigh.set(ip.parse().unwrap(), mac(m), 0);
+    }
+    for m in maps {
+        t.add_tlv(m).unwrap();
+    }
+    std::sync::Arc::new(t)
+}
+
 /// Asserts that each `(what, at_least)`: at least that many lines (rule
 /// sets) of `data` hold `what`.
 fn at_least_in_rule_sets(data: &str, wants: &[(&str, usize)]) {
@@ -349,11 +448,19 @@ fn at_least_in_rule_sets(data: &str, wants: &[(&str, usize)]) {
 /// exact, in a rule set that `move`s or `pop`s into packet fields: an L3
 /// rewrite pending makes it significant (there is none when it is 0). OVS
 /// 3.1 leaves it out after a `move` or `pop` alone, so its megaflow also
-/// covers packets with nw_proto 0, which get no rewrite.
+/// covers packets with nw_proto 0, which get no rewrite. The same for a
+/// packet that came through a tunnel whose outer header says congestion
+/// (`tun_tos` ECN CE) and that is ECN capable: marked CE, a rewrite of
+/// its ECN bits.
 fn nw_proto_narrowing(rules: &str, ovs: &str, ours: &str) -> bool {
     if !(rules.contains("move:") || rules.contains("pop:")) {
         return false;
     }
+    nw_proto_only(ovs, ours)
+}
+
+/// True when the two megaflows differ only in `nw_proto` (`arp_op`).
+fn nw_proto_only(ovs: &str, ours: &str) -> bool {
     let norm = |m: &str| -> Vec<String> {
         m.split(',')
             .filter(|i| !i.starts_with("nw_proto=") && !i.starts_with("arp_op="))
@@ -365,6 +472,19 @@ fn nw_proto_narrowing(rules: &str, ovs: &str, ours: &str) -> bool {
             .collect()
     };
     ovs != ours && norm(ovs) == norm(ours)
+}
+
+/// A packet traced in on a tunnel whose outer ToS says congestion (ECN
+/// CE, `tun_tos=3`) with ECN-capable insides: marked CE (see
+/// [`nw_proto_narrowing`]).
+fn ce_marked(pkt: &str) -> bool {
+    let num = |name: &str| {
+        pkt.split(',')
+            .find_map(|i| i.strip_prefix(name))
+            .and_then(|v| v.parse::<u8>().ok())
+            .unwrap_or(0)
+    };
+    num("tun_tos=") & 3 == 3 && num("nw_ecn=") != 0
 }
 
 /// True when the megaflows differ only in VLAN items, ours having OVS's
@@ -670,6 +790,10 @@ fn check(data: &str, at_least: usize) -> (usize, usize) {
             }
         };
         tables.set_ports(vec![1, 2, 3, 4]);
+        if let Some(a) = v["tunnel_args"].as_array() {
+            let args: Vec<&str> = a.iter().map(|x| x.as_str().unwrap()).collect();
+            tables.set_tunnels(Some(tunnels_from_args(&args)));
+        }
         if let Some(m) = v["frag_mode"].as_str() {
             tables.set_frag_mode(m.parse().unwrap());
         }
@@ -782,6 +906,7 @@ fn check(data: &str, at_least: usize) -> (usize, usize) {
                         || mpls_narrowing(pkt, ovs_actions, ovs_megaflow, &megaflow)
                         || vlan_narrowing(&text, ovs_megaflow, &megaflow)
                         || nw_proto_narrowing(&text, ovs_megaflow, &megaflow)
+                        || (ce_marked(pkt) && nw_proto_only(ovs_megaflow, &megaflow))
                         || l2)
             };
             if !ok {
