@@ -6,7 +6,7 @@ bridge br0 (fail_mode=secure) with dummy ports p1..p4 at OpenFlow ports
 1..4, as tools/ovs-sandbox.sh starts it. Usage:
 
   tools/ovs-sandbox.sh start 4
-  OVS_RUNDIR=/tmp/ovs-sandbox tools/ovs-compare.py [--normal|--of13|--regs|--conj|--select|--mpls-actions|--ct] \
+  OVS_RUNDIR=/tmp/ovs-sandbox tools/ovs-compare.py [--normal|--of13|--regs|--conj|--select|--mpls-actions|--ct|--tunnels] \
       [--seed S] [--rulesets N] [--packets M] [--flowpath target/debug/flowpath] \
       [--record FILE] [--ctl /path/ovs-vswitchd.PID.ctl]
 
@@ -1572,6 +1572,7 @@ def main():
     ap.add_argument("--ipfix", action="store_true", help="with --regs --controller-opts: a flow-sample collector set on the bridge (OVS's Flow_Sample_Collector_Set; flowpath --sample-collector-set 1), so sample(...) actions sample; more of them, with sampling_port, ingress and egress; recorded with \"sampling\": true")
     ap.add_argument("--ct", action="store_true", help="connection tracking: firewall pipelines (ct(table=N) in table 0, later tables on ct_state/mark/label/zone/tuple, ct(commit,exec,nat,alg), ct_clear), each packet traced under several --ct-next states, every pass compared")
     ap.add_argument("--tunnels", action="store_true", help="native tunnelling: tunnel ports (VXLAN, Geneve, GRE; remote_ip/key fixed or flow), matches on and writes to tunnel fields, packets in on tunnel ports with tunnel metadata; tnl_push headers compared byte for byte (needs tools/ovs-sandbox.sh start-tunnels; see tools/ovs_compare_tunnels.py)")
+    ap.add_argument("--underlay-packets", type=int, default=2, help="with --tunnels: tunnel packets received on the underlay (decapsulated) per rule set, after the --packets ones")
     ap.add_argument("--of13", action="store_true", help="rule sets OpenFlow 1.3 can carry as flowpath means them (no mod_vlan_*/mod_nw_tos), with groups and instructions more often")
     a = ap.parse_args()
     r = random.Random(a.seed)

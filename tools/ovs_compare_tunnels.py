@@ -53,6 +53,15 @@ Where OVS differs for reasons that are not semantics:
 - FLOOD, ALL and NORMAL are not used: OVS's bridge floods to its tunnel
   ports in its own port order.
 
+Each rule set also gets --underlay-packets (default 2) tunnel packets
+received on the underlay for the endpoint (VXLAN, Geneve over IPv4 and
+IPv6, GRE): flowpath traces them in on its underlay port (64768), OVS on
+br-phy's phy0 (its flow sends them to the bridge's own port, where OVS
+decapsulates them); OVS's megaflow's in_port=1 is read as 64768. Other
+packets received there are not compared: flowpath's underlay is not a
+bridge (it answers ARP and ND itself and drops the rest; OVS hands them
+to its bridge's own port, the kernel).
+
 With --record, one line per rule set: {"rules", "tunnel_args" (flowpath
 trace's tunnel options), "traces": [{"packet", "megaflow", "actions"}]},
 OVS's answers with its port numbers mapped to flowpath's.
@@ -141,8 +150,12 @@ def setup_ovs(ctl, vsctl):
     run("ovs-ofctl", "del-flows", "br0")
     subprocess.run(["ovs-ofctl", "del-tlv-map", "br0"], capture_output=True)
     run("ovs-ofctl", "add-tlv-map", "br0", TLV_MAP)
+    # br-phy: what comes in on phy0 goes to the bridge's own port (the
+    # endpoint address: tunnel packets to it are decapsulated), what the
+    # tunnels send goes out on phy0.
     run("ovs-ofctl", "del-flows", "br-phy")
-    run("ovs-ofctl", "add-flow", "br-phy", "actions=output:1")
+    run("ovs-ofctl", "add-flow", "br-phy", "in_port=1,actions=LOCAL")
+    run("ovs-ofctl", "add-flow", "br-phy", "in_port=LOCAL,actions=output:1")
     show = run(*appctl, "dpif/show")
     if "dummy@" not in show:
         raise SystemExit("--tunnels: OVS's bridges must be on the dummy datapath (tools/ovs-sandbox.sh start-tunnels)")
@@ -172,6 +185,8 @@ def map_actions(s, dp, tnl, split_top, dp2of):
             out.append("clone(%s)" % map_actions(t[6:-1], dp, tnl, split_top, dp2of))
         elif t.isdigit():
             out.append(dp.get(t, dp2of.get(t, t)))
+        elif t.startswith("tnl_pop("):
+            out.append("tnl_pop(%s)" % tnl.get(t[8:-1], t[8:-1]))
         elif t.startswith("tnl_push("):
             t = re.sub(r"tnl_port\((\d+)\)", lambda m: "tnl_port(%s)" % tnl.get(m.group(1), m.group(1)), t)
             t = re.sub(r"out_port\((\d+)\)", lambda m: "out_port(%s)" % dp.get(m.group(1), m.group(1)), t)
@@ -362,6 +377,23 @@ def rnd_tun_packet(r, in_port_action):
     return ",".join(p)
 
 
+def rnd_underlay_packet(r):
+    """A tunnel packet received on the underlay for the endpoint (OVS:
+    on br-phy's phy0, OpenFlow port 1): VXLAN or Geneve over IPv4 or IPv6,
+    or GRE."""
+    kind = r.choice(["vxlan", "geneve", "gre", "vxlan6", "geneve6"])
+    p = ["in_port=1", "dl_src=aa:55:aa:55:00:0%d" % r.randint(1, 4), "dl_dst=" + UNDERLAY_MAC]
+    if kind.endswith("6"):
+        p += ["udp6", "ipv6_src=%s" % r.choice(TUN6[:2]), "ipv6_dst=fd00::100", "nw_ttl=64"]
+    elif kind == "gre":
+        p += ["ip", "nw_proto=47", "nw_src=%s" % r.choice(TUN_SRCS), "nw_dst=172.31.1.100", "nw_ttl=64"]
+    else:
+        p += ["udp", "nw_src=%s" % r.choice(TUN_SRCS), "nw_dst=172.31.1.100", "nw_ttl=64", "nw_tos=%d" % r.choice([0, 16])]
+    if kind != "gre":
+        p += ["udp_src=%d" % r.choice([1234, 49152, 60000]), "udp_dst=%d" % (4789 if kind.startswith("vxlan") else 6081)]
+    return ",".join(p)
+
+
 def ce_marked(pkt):
     """A packet in on a tunnel whose outer ToS says congestion (ECN CE)
     with ECN-capable insides: OVS marks it CE (tnl_process_ecn), a rewrite
@@ -378,7 +410,7 @@ def tunnels_main(a, r, rec, h):
     split_top, load_rules, write_packets, DP2OF, CTL, VSCTL)."""
     dp, tnl = setup_ovs(h.CTL, h.VSCTL)
     targs = flowpath_args()
-    diffs = mfd = total = sets = pushes = 0
+    diffs = mfd = total = sets = pushes = pops = 0
     for rs in range(a.rulesets):
         rules = rnd_tun_rules(r)
         rf, res = h.load_rules(rules)
@@ -387,15 +419,21 @@ def tunnels_main(a, r, rec, h):
             continue
         back = any(re.search(r"(^|[,(])in_port($|[,)])", x.split("actions=", 1)[1]) for x in rules)
         pkts = [rnd_tun_packet(r, back) for _ in range(a.packets)]
+        # Tunnel packets arriving on the underlay (flowpath: its datapath
+        # port; OVS: br-phy's phy0), decapsulated (tnl_pop).
+        under = [rnd_underlay_packet(r) for _ in range(a.underlay_packets)]
+        pkts += [u.replace("in_port=1,", "in_port=%d," % UNDERLAY_PORT, 1) for u in under]
         pf = h.write_packets(pkts)
         ours = h.flowpath_trace(a, rf, pf, targs)
         if ours is None:
             continue
         sets += 1
         grouped = []
-        for pkt, mine in zip(pkts, ours):
+        for i, (pkt, mine) in enumerate(zip(pkts, ours)):
             total += 1
-            out = subprocess.run(["ovs-appctl"] + h.CTL + ["ofproto/trace", "br0", pkt], capture_output=True, text=True)
+            on_underlay = i >= len(pkts) - len(under)
+            ovs_pkt = under[i - len(pkts) + len(under)] if on_underlay else pkt
+            out = subprocess.run(["ovs-appctl"] + h.CTL + ["ofproto/trace", "br-phy" if on_underlay else "br0", ovs_pkt], capture_output=True, text=True)
             o = out.stdout + out.stderr
             mfm = re.search(r"^Megaflow: (.*)$", o, re.M)
             dam = re.search(r"^Datapath actions: (.*)$", o, re.M)
@@ -403,6 +441,9 @@ def tunnels_main(a, r, rec, h):
                 print("OVS could not trace", pkt, o[:300])
                 continue
             mf, da = mfm.group(1), map_actions(dam.group(1), dp, tnl, h.split_top, h.DP2OF)
+            if on_underlay:
+                mf = mf.replace(",in_port=1,", ",in_port=%d," % UNDERLAY_PORT, 1)
+                pops += da.count("tnl_pop(")
             pushes += da.count("tnl_push(")
             grouped.append({"packet": pkt, "megaflow": mf, "actions": da})
             if da != mine["actions"]:
@@ -415,4 +456,4 @@ def tunnels_main(a, r, rec, h):
             rec.write(json.dumps({"rules": rules, "tunnel_args": targs, "traces": grouped}, separators=(",", ":")) + "\n")
         os.unlink(rf)
         os.unlink(pf)
-    print("TUNNELS: rule sets %d (loaded %d), packets %d (tnl_push actions %d), action diffs %d, megaflow diffs %d" % (a.rulesets, sets, total, pushes, diffs, mfd))
+    print("TUNNELS: rule sets %d (loaded %d), packets %d (tnl_push actions %d, tnl_pop %d), action diffs %d, megaflow diffs %d" % (a.rulesets, sets, total, pushes, pops, diffs, mfd))

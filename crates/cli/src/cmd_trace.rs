@@ -32,7 +32,8 @@ Tunnels: --port N=vxlan:OPTS (geneve:, gre:) adds tunnel port N, --underlay NAME
 the underlay its outer packets use, --route and --neigh its routes and neighbours (as ovs/route/add\n\
 and tnl/neigh/set), --tlv-map the Geneve options of tun_metadata0..7. An output to a tunnel port\n\
 prints tnl_push(tnl_port(VPORT),header(...),out_port(UNDERLAY)),UNDERLAY (datapath ports: 65024 and up\n\
-for the tunnel classes, one per kind and UDP port, in --port order; 64768 for the underlay). A packet\n\
+for the tunnel classes, one per kind and UDP port, in --port order; 64768 for the underlay: a packet\n\
+traced in on it is one the underlay receives, tnl_pop for a tunnel packet to the endpoint). A packet\n\
 received on a tunnel port is traced with its OpenFlow port and tunnel metadata, as\n\
 ofproto/trace br0 in_port=vx1,tun_id=5,...:\n  \
 flowpath trace --rules t.flows --underlay null,ip=172.31.1.100/24,mac=aa:55:aa:55:00:00 \\\n    \
