@@ -7,13 +7,15 @@ datapath ports 4789 and 6081):
   tools/ovs-sandbox.sh start-tunnels 4
   OVS_RUNDIR=/tmp/ovs-sandbox tools/ovs-compare.py --tunnels [--seed S] [--rulesets N] [--record FILE]
 
-The script then configures both sides the same way (TUN_PORTS, UNDERLAY,
-ROUTES, NEIGHS, TLV_MAP below): on OVS, tunnel ports on br0 (OpenFlow
-ports 10 and up), a bridge br-phy holding the underlay address
-(netdev-dummy/ip4addr, ip6addr), routes (ovs/route/add), neighbours
-(tnl/neigh/set), a Geneve option map (add-tlv-map) and a flow sending
-br-phy's packets to its port phy0; on flowpath, `trace --port N=KIND:OPTS
---underlay ... --route ... --neigh ... --tlv-map ...`.
+The script then configures both sides the same way (TUN_PORTS,
+UNDERLAY_MAC, UNDERLAY_ADDRS, ROUTES, NEIGHS, TLV_MAP below): on OVS,
+tunnel ports on br0 (OpenFlow ports 10 and up), a bridge br-phy holding
+the underlay addresses (netdev-dummy/ip4addr, ip6addr), routes
+(ovs/route/add), neighbours (tnl/neigh/set), a Geneve option map
+(add-tlv-map) and flows sending what the tunnels send out on br-phy's
+port phy0 and what phy0 receives to br-phy's own port; on flowpath,
+`trace --port N=KIND:OPTS --underlay ... --route ... --neigh ...
+--tlv-map ...` (flowpath_args()).
 
 Rule sets match tunnel fields (tun_id exact and masked, tun_src/tun_dst
 and IPv6 ones with prefixes, tun_flags=+oam/-oam, tun_gbp_id/flags,
@@ -50,6 +52,9 @@ Where OVS differs for reasons that are not semantics:
   marked CE (a rewrite of its ECN bits): flowpath's megaflow then holds
   nw_proto, OVS 3.1's does not (too wide for packets with nw_proto 0,
   which get no rewrite): compared as nw_proto_narrowing in ovs-compare.py.
+- flowpath sends at most 40 bytes of Geneve options (OVS 252): a packet
+  that would carry more is not sent. The rule sets set few options; no
+  run has met one.
 - FLOOD, ALL and NORMAL are not used: OVS's bridge floods to its tunnel
   ports in its own port order.
 
@@ -91,7 +96,6 @@ NEIGHS = [("172.31.1.1", "aa:55:aa:55:00:01"), ("172.31.1.2", "aa:55:aa:55:00:02
           ("172.31.1.4", "aa:55:aa:55:00:04"), ("172.31.1.254", "aa:55:aa:55:00:fe"), ("fd00::1", "aa:55:aa:55:00:61"),
           ("fd00::2", "aa:55:aa:55:00:62")]
 TLV_MAP = "{class=0xffff,type=0,len=4}->tun_metadata0,{class=0xffff,type=1,len=8}->tun_metadata1,{class=0x102,type=0x80,len=4}->tun_metadata2,{class=0x102,type=0x81,len=4}->tun_metadata3,{class=0x103,type=2,len=4}->tun_metadata4,{class=0x103,type=3,len=8}->tun_metadata5,{class=0x104,type=0,len=4}->tun_metadata6,{class=0x104,type=1,len=4}->tun_metadata7"
-MD_LEN = [4, 8, 4, 4, 4, 8, 4, 4]
 UNDERLAY_PORT = 64768  # flowpath's UNDERLAY_PORT
 FIRST_VPORT = 65024  # flowpath's FIRST_VPORT
 
