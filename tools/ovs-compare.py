@@ -6,7 +6,7 @@ bridge br0 (fail_mode=secure) with dummy ports p1..p4 at OpenFlow ports
 1..4, as tools/ovs-sandbox.sh starts it. Usage:
 
   tools/ovs-sandbox.sh start 4
-  OVS_RUNDIR=/tmp/ovs-sandbox tools/ovs-compare.py [--normal|--of13|--regs|--conj|--select|--mpls-actions|--ct] \
+  OVS_RUNDIR=/tmp/ovs-sandbox tools/ovs-compare.py [--normal|--of13|--regs|--conj|--select|--mpls-actions|--ct|--tunnels] \
       [--seed S] [--rulesets N] [--packets M] [--flowpath target/debug/flowpath] \
       [--record FILE] [--ctl /path/ovs-vswitchd.PID.ctl]
 
@@ -85,6 +85,10 @@ matches on those bits.
 --regs: pipelines of 2-4 tables over registers, metadata and pkt_mark
 (load, move, push/pop, set_field, write_metadata, load to in_port, and
 matches on them); with --record, one line per rule set ("traces").
+
+--tunnels: native tunnelling (tunnel ports, tunnel fields, tnl_push);
+see tools/ovs_compare_tunnels.py, which holds it, for its sandbox and
+what is compared.
 
 --normal: rule sets built around actions=NORMAL (with matches and other
 actions before it), random 802.1Q port configurations (tag= / trunks= on
@@ -1567,6 +1571,8 @@ def main():
     ap.add_argument("--controller-opts", action="store_true", help="with --regs: controller(reason=,max_len=,id=,userdata=,pause) and sample(...); the packet-in's reason, cookie, id and length compared")
     ap.add_argument("--ipfix", action="store_true", help="with --regs --controller-opts: a flow-sample collector set on the bridge (OVS's Flow_Sample_Collector_Set; flowpath --sample-collector-set 1), so sample(...) actions sample; more of them, with sampling_port, ingress and egress; recorded with \"sampling\": true")
     ap.add_argument("--ct", action="store_true", help="connection tracking: firewall pipelines (ct(table=N) in table 0, later tables on ct_state/mark/label/zone/tuple, ct(commit,exec,nat,alg), ct_clear), each packet traced under several --ct-next states, every pass compared")
+    ap.add_argument("--tunnels", action="store_true", help="native tunnelling: tunnel ports (VXLAN, Geneve, GRE; remote_ip/key fixed or flow), matches on and writes to tunnel fields, packets in on tunnel ports with tunnel metadata; tnl_push headers compared byte for byte (needs tools/ovs-sandbox.sh start-tunnels; see tools/ovs_compare_tunnels.py)")
+    ap.add_argument("--underlay-packets", type=int, default=2, help="with --tunnels: tunnel packets received on the underlay (decapsulated) per rule set, after the --packets ones")
     ap.add_argument("--of13", action="store_true", help="rule sets OpenFlow 1.3 can carry as flowpath means them (no mod_vlan_*/mod_nw_tos), with groups and instructions more often")
     a = ap.parse_args()
     r = random.Random(a.seed)
@@ -1602,6 +1608,14 @@ def main():
                         "--", "create", "Flow_Sample_Collector_Set", "id=1", "bridge=@br", "ipfix=@i"], check=True, capture_output=True)
     if a.normal:
         return normal_main(a, r, rec)
+    if a.tunnels:
+        import types
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        import ovs_compare_tunnels
+        h = types.SimpleNamespace(CTL=CTL, VSCTL=VSCTL, DP2OF=DP2OF, split_top=split_top, load_rules=load_rules,
+                                  write_packets=write_packets, flowpath_trace=flowpath_trace,
+                                  nw_proto_narrowing=nw_proto_narrowing)
+        return ovs_compare_tunnels.tunnels_main(a, r, rec, h)
     if a.ct:
         return ct_main(a, r, rec)
     reset_vlans()

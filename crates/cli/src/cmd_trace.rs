@@ -27,10 +27,23 @@ Megaflow is the widest match that is sure to get the same datapath actions.\n\n\
 NORMAL: the bridge's ports are --ports (or those the rules name) and LOCAL (unless --no-local);\n\
 --port-vlan N=vlan=V / N=trunks=V1,V2 configures 802.1Q; --learn fills the MAC table from the\n\
 packets traced so far, e.g. trace a reply after its request:\n  \
-flowpath trace --rules normal.flows --ports 1,2,3 --learn --packets conversation.txt")]
+flowpath trace --rules normal.flows --ports 1,2,3 --learn --packets conversation.txt\n\n\
+Tunnels: --port N=vxlan:OPTS (geneve:, gre:) adds tunnel port N, --underlay NAME,ip=ADDR/PLEN,mac=MAC\n\
+the underlay its outer packets use, --route and --neigh its routes and neighbours (as ovs/route/add\n\
+and tnl/neigh/set), --tlv-map the Geneve options of tun_metadata0..7. An output to a tunnel port\n\
+prints tnl_push(tnl_port(VPORT),header(...),out_port(UNDERLAY)),UNDERLAY (datapath ports: 65024 and up\n\
+for the tunnel classes, one per kind and UDP port, in --port order; 64768 for the underlay: a packet\n\
+traced in on it is one the underlay receives, tnl_pop for a tunnel packet to the endpoint). A packet\n\
+received on a tunnel port is traced with its OpenFlow port and tunnel metadata, as\n\
+ofproto/trace br0 in_port=vx1,tun_id=5,...:\n  \
+flowpath trace --rules t.flows --underlay null,ip=172.31.1.100/24,mac=aa:55:aa:55:00:00 \\\n    \
+--neigh 172.31.1.1=aa:55:aa:55:00:01 --port 10=vxlan:remote_ip=172.31.1.1,key=flow \\\n    \
+'tun_id=5,tun_src=172.31.1.1,tun_dst=172.31.1.100,in_port=10,tcp'")]
 pub struct Args {
     #[command(flatten)]
     rules: crate::rule_args::RuleArgs,
+    #[command(flatten)]
+    tunnels: crate::trace_tunnels::TunnelArgs,
     /// A file of packet descriptions, one per line ('#' comments allowed).
     #[arg(long, value_name = "FILE", conflicts_with = "flow")]
     packets: Option<PathBuf>,
@@ -97,7 +110,10 @@ fn notes_for(pending: &mut Vec<(u32, String)>, id: u32) -> String {
 
 /// Runs `flowpath trace`.
 pub fn run(args: Args) -> Result<()> {
-    let base = args.rules.load()?;
+    let mut base = args.rules.load()?;
+    if let Some(t) = args.tunnels.tunnels()? {
+        base.set_tunnels(Some(t));
+    }
     let mut tables = std::sync::Arc::new(base.clone());
     let bridge = args.rules.bridge()?;
     let packets: Vec<(usize, String)> = match (&args.flow, &args.packets) {

@@ -15,6 +15,7 @@ mod cmd_switch;
 mod cmd_trace;
 mod dp_args;
 mod rule_args;
+mod trace_tunnels;
 
 use clap::{Parser, Subcommand};
 

@@ -203,3 +203,69 @@ fn ct_passes_follow_with_ct_next_states() {
         .unwrap();
     assert!(!out.status.success());
 }
+
+#[test]
+fn tunnel_ports_push_headers_and_take_tunnel_metadata() {
+    let rules = tmp(
+        "tun.flows",
+        "in_port=1,actions=set_field:9->tun_id,output:10\nin_port=10,tun_id=5,actions=output:1\n",
+    );
+    let out = bin()
+        .args(["trace", "--json", "--ports", "1", "--rules"])
+        .arg(&rules)
+        .args([
+            "--underlay",
+            "null,ip=172.31.1.100/24,mac=aa:55:aa:55:00:00",
+            "--neigh",
+            "172.31.1.1=aa:55:aa:55:00:01",
+            "--port",
+            "10=vxlan:remote_ip=172.31.1.1,key=flow",
+            "--packets",
+        ])
+        .arg(tmp(
+            "tun.txt",
+            "in_port=1,udp,nw_ecn=1\ntun_id=5,tun_src=172.31.1.1,tun_dst=172.31.1.100,in_port=10,tcp\n",
+        ))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let s = String::from_utf8(out.stdout).unwrap();
+    let lines: Vec<serde_json::Value> = s
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    // Out: the header OVS 3.1 builds (the ECN copied to the outer ToS).
+    assert_eq!(
+        lines[0]["actions"],
+        "tnl_push(tnl_port(65024),header(size=50,type=4,eth(dst=aa:55:aa:55:00:01,src=aa:55:aa:55:00:00,dl_type=0x0800),\
+         ipv4(src=172.31.1.100,dst=172.31.1.1,proto=17,tos=0x1,ttl=64,frag=0x4000),udp(src=0,dst=4789,csum=0x0),\
+         vxlan(flags=0x8000000,vni=0x9)),out_port(64768)),64768"
+    );
+    assert_eq!(
+        lines[0]["megaflow"],
+        "recirc_id=0,eth,ip,in_port=1,nw_ecn=1,nw_frag=no"
+    );
+    // In: the tunnel's identity in the megaflow.
+    assert_eq!(lines[1]["actions"], "1");
+    assert_eq!(
+        lines[1]["megaflow"],
+        "recirc_id=0,eth,ip,tun_id=0x5,tun_src=172.31.1.1,tun_dst=172.31.1.100,tun_tos=0,tun_flags=-df-csum-key,in_port=10,nw_frag=no"
+    );
+    // A tunnel port without an underlay is refused.
+    let out = bin()
+        .args(["trace", "--rules"])
+        .arg(&rules)
+        .args(["--port", "10=gre:remote_ip=flow", "in_port=1"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("needs an underlay"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

@@ -411,20 +411,54 @@ impl Match {
         for id in field::TUNNEL_FIELDS {
             if id == FieldId::TunFlags && style != Style::Rule {
                 // A megaflow's: every tunnel flag it holds, as OVS's
-                // match printer (`-df-csum+key`).
+                // match printer (`-df-csum+key`; all four: the flags set,
+                // `|`-separated, or 0, as its format_flags_masked).
                 let m = mk.tun_dp_flags();
                 if m != 0 {
                     let v = k.tun_dp_flags();
                     let mut t = String::from("tun_flags=");
-                    for (bit, name) in [(1u8, "oam"), (2, "df"), (4, "csum"), (8, "key")] {
-                        if m & bit != 0 {
-                            t.push(if v & bit != 0 { '+' } else { '-' });
-                            t.push_str(name);
+                    const NAMES: [(u8, &str); 4] = [(1, "oam"), (2, "df"), (4, "csum"), (8, "key")];
+                    if m & 0xf == 0xf {
+                        let set: Vec<&str> = NAMES
+                            .iter()
+                            .filter(|(bit, _)| v & bit != 0)
+                            .map(|(_, name)| *name)
+                            .collect();
+                        if set.is_empty() {
+                            t.push('0');
+                        } else {
+                            t.push_str(&set.join("|"));
+                        }
+                    } else {
+                        for (bit, name) in NAMES {
+                            if m & bit != 0 {
+                                t.push(if v & bit != 0 { '+' } else { '-' });
+                                t.push_str(name);
+                            }
                         }
                     }
                     parts.push(t);
                 }
                 continue;
+            }
+            if style != Style::Rule {
+                // A megaflow's, as OVS's match printer: the ToS in hex
+                // without 0x, the TTL in decimal, the GBP flags as %#x,
+                // each without a mask.
+                let f = id.info();
+                let (v, m) = (f.get(k), f.get(mk));
+                let text = match id {
+                    _ if m == 0 => None,
+                    FieldId::TunTos => Some(format!("{v:x}")),
+                    FieldId::TunTtl => Some(format!("{v}")),
+                    FieldId::TunGbpFlags if v == 0 => Some("0".to_string()),
+                    FieldId::TunGbpFlags => Some(format!("{v:#x}")),
+                    _ => None,
+                };
+                if let Some(t) = text {
+                    parts.push(format!("{}={t}", f.name));
+                    continue;
+                }
             }
             put_field(parts, k, mk, id);
         }

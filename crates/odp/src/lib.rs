@@ -621,11 +621,17 @@ fn push_mac(parts: &mut Vec<String>, name: &str, v: u64, m: u64) {
 }
 
 fn push_u8(parts: &mut Vec<String>, name: &str, v: u8, m: u8, hex: bool) {
+    // (As OVS's `%#x`: 0 is "0", not "0x0".)
+    let x = if v == 0 {
+        "0".to_string()
+    } else {
+        format!("{v:#x}")
+    };
     match (m, hex) {
         (0, _) => {}
-        (0xff, true) => parts.push(format!("{name}={v:#x}")),
+        (0xff, true) => parts.push(format!("{name}={x}")),
         (0xff, false) => parts.push(format!("{name}={v}")),
-        (_, true) => parts.push(format!("{name}={v:#x}/{m:#x}")),
+        (_, true) => parts.push(format!("{name}={x}/{m:#x}")),
         (_, false) => parts.push(format!("{name}={v}/{m:#x}")),
     }
 }

@@ -193,19 +193,27 @@ impl fmt::Display for TnlPush {
     }
 }
 
-/// Geneve options as OVS prints them: `{class=0x102,type=0x80,len=4,0xa}`.
+/// Geneve options as OVS prints them (its `format_geneve_opts`: one
+/// after the other, numbers as `%#x`): `{class=0x102,type=0,len=4,0xa}`.
 fn write_geneve_opts(f: &mut fmt::Formatter<'_>, mut o: &[u8]) -> fmt::Result {
-    let mut first = true;
+    let hex = |v: u16| {
+        if v == 0 {
+            "0".to_string()
+        } else {
+            format!("{v:#x}")
+        }
+    };
     while o.len() >= 4 {
         let len = 4 * usize::from(o[3] & 0x1f);
         let Some(data) = o.get(4..4 + len) else {
             break;
         };
-        if !first {
-            f.write_str(",")?;
-        }
-        first = false;
-        write!(f, "{{class=0x{:x},type=0x{:x},len={len}", be16(o, 0), o[2])?;
+        write!(
+            f,
+            "{{class={},type={},len={len}",
+            hex(be16(o, 0)),
+            hex(u16::from(o[2]))
+        )?;
         if !data.is_empty() {
             f.write_str(",0x")?;
             let mut lead = true;

@@ -409,6 +409,12 @@ pub fn normalize(mut k: FlowKey) -> FlowKey {
     } else if k.vlan_tci_inner() & VLAN_CFI == 0 {
         k.set_vlan_tci_inner(0);
     }
+    // As a datapath key: tunnel metadata only with a tunnel destination
+    // (a packet that matched a rule's tun_id came through a tunnel).
+    if !k.tunnel_is_zero() && !k.has_tunnel() {
+        k.set_tun_src(0xac1f_0101);
+        k.set_tun_dst(0xac1f_0164);
+    }
     if matches!(k.dl_type(), 0x8847 | 0x8848) {
         // MPLS: the label stack entries, nothing of L3 or L4.
         let mpls = k.w[flowpath_flow::key::W_MPLS];

@@ -73,8 +73,8 @@ pub struct TunnelPort {
     pub key: Key,
     /// The UDP destination port (VXLAN, Geneve).
     pub dst_port: u16,
-    /// Outer checksums (`csum=true|false`; by default on over IPv6, off
-    /// over IPv4, as OVS).
+    /// Outer checksums (`csum=true|false`), as OVS 3.1: UDP ones over IPv6
+    /// always, over IPv4 with `csum=true`; GRE's only with `csum=true`.
     pub csum: Option<bool>,
     /// Outer TTL (`ttl=`, default 64).
     pub ttl: u8,

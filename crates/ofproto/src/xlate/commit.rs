@@ -313,9 +313,9 @@ impl<L: Lookup> Ctx<'_, '_, L> {
                 m.set_mpls_lse2(0);
             }
         }
-        // Tunnel metadata: a packet that came through no tunnel keeps it
-        // out of its megaflow (all zero, and its in_port, always exact,
-        // is no tunnel's), as OVS's datapath key; one that did matches
+        // Tunnel metadata: a packet that came through no tunnel (no
+        // tunnel destination) keeps it out of its megaflow (its in_port,
+        // always exact, is no tunnel's), as OVS's datapath key; one that did matches
         // what OVS's `tnl_wc_init` makes significant (the tunnel's
         // identity, ToS and the datapath flags; never the outer ports
         // or TTL).
@@ -337,7 +337,13 @@ impl<L: Lookup> Ctx<'_, '_, L> {
             if self.orig.is_ip_any() && self.orig.tun_tos() & 3 == 3 {
                 m.set_nw_tos(m.nw_tos() | 3);
             }
-        } else if self.orig.tunnel_is_zero() {
+        } else if self.orig.recirc_id() == 0 || self.orig.tunnel_is_zero() {
+            // (As OVS's xlate_wc_finish: a first pass without a tunnel
+            // destination leaves the tunnel out whatever other tunnel
+            // fields it carries (a trace can give it some; a datapath
+            // key of a packet from no tunnel has none). A later pass's
+            // key carries what the actions set before the recirculation,
+            // so what was read of it stays.)
             m.clear_tunnel();
         }
         self.wc = FlowMask::from_key(&m);

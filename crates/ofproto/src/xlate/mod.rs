@@ -205,6 +205,9 @@ pub struct Xlate {
     pub cfi_read: bool,
     /// Each `recirc(ID)` the actions end a frozen translation with.
     pub recirculations: Vec<Recirculation>,
+    /// The Geneve option map translation saw (the option lengths the
+    /// megaflow is printed with).
+    pub tlv: flowpath_wire::tunnel::TlvMap,
 }
 
 /// A `recirc(ID)` a translation ended with.
@@ -385,6 +388,9 @@ struct Ctx<'a, 'e, L: Lookup> {
     /// its own freezes resume); a `ct` ends it. `ct_clear` does (and
     /// emits) nothing outside it.
     conntracked: bool,
+    /// Mark the packet ECN CE after the next table lookup (a tunnel
+    /// packet whose outer header says congestion: see `tunnel_ecn_drop`).
+    ecn_ce: bool,
 }
 
 /// Translates `key` through `tables`. With `trace`, also records the
@@ -527,6 +533,7 @@ fn xlate_inner<L: Lookup>(
         pausing: None,
         last_level: true,
         conntracked: key.ct_state() & flowpath_flow::key::ct_state::TRK != 0,
+        ecn_ce: false,
     };
     let rx_off = tables.port_config(key.in_port())
         & (crate::tables::port_config::NO_RECV | crate::tables::port_config::PORT_DOWN);
@@ -544,7 +551,7 @@ fn xlate_inner<L: Lookup>(
             tunnel_done = true;
         }
     }
-    if tunnel_done {
+    if tunnel_done || (key.recirc_id() == 0 && ctx.tunnel_ecn_drop()) {
     } else if rx_off != 0 && !is_stp(key) {
         // As OVS: nothing from a port that may not receive (STP's
         // frames still come in unless the port is down).
@@ -595,6 +602,7 @@ fn xlate_inner<L: Lookup>(
         groups: ctx.groups.unwrap_or_default(),
         cfi_read: ctx.cfi_read,
         recirculations: ctx.recirculations,
+        tlv: tables.tunnels().map(|t| t.tlv()).unwrap_or_default(),
     }
 }
 
@@ -699,6 +707,11 @@ impl<L: Lookup> Ctx<'_, '_, L> {
         self.flow.set_in_port(saved_port);
         self.flow.set_tp_src(saved_l4.0);
         self.flow.set_tp_dst(saved_l4.1);
+        if std::mem::take(&mut self.ecn_ce) {
+            self.flow.set_nw_tos(self.flow.nw_tos() | 3);
+            let f = FieldId::NwEcn.info();
+            f.or_mask(&mut self.wc, f.full_mask());
+        }
         let indent = self.depth;
         match rule {
             None if indent == 0
@@ -899,7 +912,11 @@ impl Xlate {
         } else {
             Style::Megaflow
         };
-        Match::new(key, &self.megaflow).format(style)
+        tunnel::options_text(
+            Match::new(key, &self.megaflow).format(style),
+            key,
+            &self.tlv,
+        )
     }
 
     /// The full `ofproto/trace`-style report for `key` (needs `trace=true`).

@@ -20,6 +20,50 @@ fn mac_u64(m: [u8; 6]) -> u64 {
     u64::from_be_bytes([0, 0, m[0], m[1], m[2], m[3], m[4], m[5]])
 }
 
+/// A megaflow's Geneve options as OVS prints them: one `key` does not
+/// carry (0: flowpath holds an option's presence as its value) as
+/// `tun_metadataN=NP`, one whose whole length (in `tlv`) is significant
+/// without a mask.
+pub(super) fn options_text(
+    text: String,
+    key: &FlowKey,
+    tlv: &flowpath_wire::tunnel::TlvMap,
+) -> String {
+    if !text.contains("tun_metadata") {
+        return text;
+    }
+    text.split(',')
+        .map(|item| {
+            let Some((n, value)) = item
+                .strip_prefix("tun_metadata")
+                .and_then(|r| r.split_once('='))
+                .and_then(|(n, v)| Some((n.parse::<usize>().ok()?, v)))
+            else {
+                return item.to_string();
+            };
+            if key.tun_metadata(n) == 0 {
+                return format!("tun_metadata{n}=NP");
+            }
+            let bits = 8 * u32::from(tlv.get(n).map_or(0, |e| e.len));
+            let full = if bits >= 64 {
+                u64::MAX
+            } else {
+                (1u64 << bits) - 1
+            };
+            match value.split_once('/') {
+                Some((v, m))
+                    if bits != 0
+                        && u64::from_str_radix(m.trim_start_matches("0x"), 16) == Ok(full) =>
+                {
+                    format!("tun_metadata{n}={v}")
+                }
+                _ => item.to_string(),
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
 impl<L: Lookup> Ctx<'_, '_, L> {
     fn now_ms(&self) -> u64 {
         self.normal.as_ref().map_or(0, |e| e.now_ms)
@@ -205,6 +249,29 @@ impl<L: Lookup> Ctx<'_, '_, L> {
         }
     }
 
+    /// As OVS's `tnl_process_ecn`: a packet that came through a tunnel
+    /// whose outer header says congestion (ECN CE) is dropped if it is not
+    /// ECN capable (after table 0's lookup, whose bits stay in the
+    /// megaflow: true), and is marked CE otherwise (after that lookup,
+    /// which sees its own ECN).
+    pub(super) fn tunnel_ecn_drop(&mut self) -> bool {
+        let k = self.flow;
+        if !(k.has_tunnel() && k.is_ip_any() && k.tun_tos() & 3 == 3) {
+            return false;
+        }
+        if k.nw_tos() & 3 != 0 {
+            self.ecn_ce = true;
+            return false;
+        }
+        let tables = self.tables;
+        let _ = tables.lookup(0, &self.flow, &self.regs, Some(&mut self.wc));
+        self.note(
+            0,
+            "dropping tunnel packet marked ECN CE but is not ECN capable",
+        );
+        true
+    }
+
     /// A packet decapsulated on tunnel datapath port `in_port`: its
     /// OpenFlow in_port becomes the tunnel port its outer headers name.
     /// False (drop) when none does.
@@ -244,23 +311,74 @@ impl<L: Lookup> Ctx<'_, '_, L> {
     }
 
     /// Output to tunnel port `p`: `clone(tnl_push(...),UNDERLAY)`.
+    ///
+    /// As OVS's `tnl_port_send` and `native_tunnel_output`: the inner
+    /// packet's ECN is copied to the outer ToS (CE as ECT(0)), so it is
+    /// significant for every IP packet output to a tunnel; nothing is sent
+    /// to the address the packet came in to (the tunnel destination it
+    /// was received with; none for a packet that came through no tunnel,
+    /// so a `remote_ip=flow` port without `tun_dst` sends nothing); the
+    /// rewrites pending are committed before the route and neighbour are
+    /// looked up (they stay when those fail).
     pub(super) fn tunnel_output(&mut self, p: &TunnelPort, t: &Tunnels) {
         let f = self.flow;
-        let remote = match p.remote {
-            Remote::Ip(ip) => ip,
-            Remote::Flow if f.tun_dst() != 0 => IpAddr::V4(Ipv4Addr::from(f.tun_dst())),
-            Remote::Flow if f.tun_ipv6_dst() != 0 => IpAddr::V6(Ipv6Addr::from(f.tun_ipv6_dst())),
-            Remote::Flow => {
-                self.note(
-                    self.depth + 1,
-                    &format!(
-                        "output to tunnel port {}: no tun_dst set: nothing sent",
-                        p.ofport
-                    ),
-                );
-                return;
+        let mut tos = p.tos;
+        if f.is_ip_any() {
+            FieldId::NwEcn
+                .info()
+                .or_mask(&mut self.wc, FieldId::NwEcn.info().full_mask());
+            let ecn = f.nw_tos() & 3;
+            tos |= if ecn == 3 { 2 } else { ecn };
+        }
+        let tnl_dst = |tun_dst: u32, tun_ipv6_dst: u128| {
+            if tun_dst != 0 {
+                IpAddr::V4(Ipv4Addr::from(tun_dst))
+            } else {
+                IpAddr::V6(Ipv6Addr::from(tun_ipv6_dst))
             }
         };
+        let remote = match p.remote {
+            Remote::Ip(ip) => ip,
+            Remote::Flow => tnl_dst(f.tun_dst(), f.tun_ipv6_dst()),
+        };
+        let mapped = |a: IpAddr| match a {
+            IpAddr::V4(v4) => v4.to_ipv6_mapped(),
+            IpAddr::V6(v6) => v6,
+        };
+        if mapped(remote) == mapped(tnl_dst(self.orig.tun_dst(), self.orig.tun_ipv6_dst())) {
+            // As OVS: what tnl_port_send wrote into the flow's tunnel
+            // metadata stays when the output stops here (it is restored
+            // only after an output): later matches and outputs see the
+            // port's fixed key and addresses.
+            let split = |a: Option<IpAddr>| match a {
+                Some(IpAddr::V4(v4)) => (u32::from(v4), 0),
+                Some(IpAddr::V6(v6)) => (0, u128::from(v6)),
+                None => (0, 0),
+            };
+            let (src4, src6) = split(p.local);
+            self.flow.set_tun_src(src4);
+            self.flow.set_tun_ipv6_src(src6);
+            if let Remote::Ip(ip) = p.remote {
+                let (dst4, dst6) = split(Some(ip));
+                self.flow.set_tun_dst(dst4);
+                self.flow.set_tun_ipv6_dst(dst6);
+            }
+            if let Key::Fixed(k) = p.key {
+                self.flow.set_tun_id(k);
+            }
+            self.flow.set_tun_tp_dst(p.dst_port);
+            self.flow.set_tun_ttl(p.ttl);
+            self.flow.set_tun_tos(tos);
+            self.note(
+                self.depth + 1,
+                &format!(
+                    "output to tunnel port {}: not tunneling to our own address ({remote})",
+                    p.ofport
+                ),
+            );
+            return;
+        }
+        self.commit();
         let key = match p.key {
             Key::Fixed(k) => k,
             Key::Flow => f.tun_id(),
@@ -325,10 +443,13 @@ impl<L: Lookup> Ctx<'_, '_, L> {
             eth_dst: dmac,
             eth_src: u.mac,
             ip,
-            tos: p.tos,
+            tos,
             ttl: p.ttl,
             udp_dst: p.dst_port,
-            csum: p.csum.unwrap_or(v6),
+            // As OVS 3.1's header builders: a UDP checksum over IPv6
+            // always (csum=false or not), over IPv4 with csum=true; a GRE
+            // checksum only with csum=true.
+            csum: p.csum == Some(true) || (v6 && p.kind != TunnelKind::Gre),
             key: if p.kind == TunnelKind::Gre && p.key == Key::Fixed(0) {
                 None
             } else {
@@ -349,7 +470,6 @@ impl<L: Lookup> Ctx<'_, '_, L> {
             self.note(self.depth + 1, "native tunnel: header could not be built");
             return;
         };
-        self.commit();
         self.odp.push(DpAction::Clone { len: 2 });
         self.odp.push(DpAction::TnlPush(push));
         self.odp.push(DpAction::Output(u.port));
