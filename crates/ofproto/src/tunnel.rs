@@ -31,7 +31,9 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::sync::atomic::Ordering;
 use std::sync::RwLock;
 
-pub use crate::tunnel_neigh::{Neigh, Neighbours};
+pub use crate::tunnel_neigh::{
+    Neigh, Neighbours, DEFAULT_AGING_SECS, MAX_AGING_SECS, REFRESH_BEFORE_MS,
+};
 
 /// The datapath port of the underlay interface (no OpenFlow port: the
 /// bridge never sees its packets, only their decapsulated insides).

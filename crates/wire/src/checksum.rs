@@ -34,7 +34,7 @@ pub fn fold(mut s: u64) -> u16 {
 /// Eight bytes at a time, as two big-endian 32-bit words: 2^16 is 1 modulo
 /// 0xffff, so a 32-bit word adds what its two 16-bit halves add, and the
 /// fold gives the same value as a sum of 16-bit words (the one that
-/// [`sum_words`] takes, the reference in the tests).
+/// `sum_words` takes, the reference in the tests).
 #[inline]
 pub fn sum(data: &[u8]) -> u16 {
     let mut acc: u64 = 0;
