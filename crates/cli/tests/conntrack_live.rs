@@ -36,9 +36,11 @@ fn tutorial_firewall_with_iperf3_and_nmap() {
     assert!(t.ping(1, 2), "A cannot ping B: {}", t.log("switch.log"));
     assert!(!t.ping(2, 1), "B opened a connection to A");
     // TCP from A to B: a server in B, a client in A.
-    let server = t.in_ns(2, 5, "iperf3 -s -D -1");
-    assert!(server.status.success(), "{server:?}");
-    assert!(t.listening_in(2, 5201));
+    // (Servers are the topology's children, stopped by PID at the end:
+    // a daemonized one outlived the test when no client came.)
+    let server = t.ns_command(2, "iperf3 -s -1");
+    t.start(server, "iperf3-a.log");
+    assert!(t.listening_in(2, 5201), "{}", t.log("iperf3-a.log"));
     let client = t.in_ns(1, 30, "iperf3 -c 10.77.0.2 -t 2 -J");
     assert!(
         client.status.success(),
@@ -76,8 +78,9 @@ fn tutorial_firewall_with_iperf3_and_nmap() {
     assert!(n >= 2, "{n}");
     // nmap's SYN scan from B: every port filtered (nothing answers B's
     // new connections). From A: B's iperf3 port open (a new server).
-    let server = t.in_ns(2, 5, "iperf3 -s -D -1");
-    assert!(server.status.success());
+    let server = t.ns_command(2, "iperf3 -s -1");
+    t.start(server, "iperf3-b.log");
+    assert!(t.listening_in(2, 5201), "{}", t.log("iperf3-b.log"));
     let from_b = t.in_ns(
         2,
         120,
@@ -160,8 +163,9 @@ table=1,priority=0,actions=drop
     let k = t.start(dump, "tcpdump.log");
     std::thread::sleep(Duration::from_millis(800));
     assert!(t.ping(1, 2), "{}", t.log("switch.log"));
-    assert!(t.in_ns(2, 5, "iperf3 -s -D -1").status.success());
-    assert!(t.listening_in(2, 5201));
+    let server = t.ns_command(2, "iperf3 -s -1");
+    t.start(server, "iperf3.log");
+    assert!(t.listening_in(2, 5201), "{}", t.log("iperf3.log"));
     let client = t.in_ns(1, 30, "iperf3 -c 10.77.0.2 -t 1 -J");
     assert!(
         client.status.success(),
@@ -335,8 +339,9 @@ table=1,priority=0,actions=drop
     t.switch_with_rules(rules, &[]);
     t.appctl("dpctl/ct-set-limits zone=7,limit=300");
     assert!(t.ping(1, 2), "{}", t.log("switch.log"));
-    assert!(t.in_ns(2, 5, "iperf3 -s -D -1").status.success());
-    assert!(t.listening_in(2, 5201));
+    let server = t.ns_command(2, "iperf3 -s -1");
+    t.start(server, "iperf3.log");
+    assert!(t.listening_in(2, 5201), "{}", t.log("iperf3.log"));
     // iperf3 for 8 s (1-s intervals); the flood runs from the 3rd to the
     // 7th second.
     let iperf = std::process::Command::new("ip")
