@@ -221,21 +221,22 @@ enum PortArg {
     Tunnel(flowpath_ofproto::tunnel::TunnelPort),
 }
 
+/// The port number `n` of `--port` argument `s` (1 to 65279).
+pub(crate) fn port_number(s: &str, n: &str) -> Result<u32> {
+    n.trim()
+        .parse()
+        .ok()
+        .filter(|n| (1..=0xfeff).contains(n))
+        .with_context(|| format!("--port '{s}': '{n}' is not a port number (1 to 65279)"))
+}
+
 /// Parses `N=SPEC[,vlan=V|,trunks=V1,V2]`.
 fn parse_port(s: &str) -> Result<(u32, PortArg, VlanMode)> {
     let (n, spec) = s
         .split_once('=')
         .with_context(|| format!("--port '{s}': expected N=SPEC, e.g. 1=afxdp:p1"))?;
-    let n: u32 = n
-        .trim()
-        .parse()
-        .ok()
-        .filter(|n| (1..=0xfeff).contains(n))
-        .with_context(|| format!("--port '{s}': '{n}' is not a port number (1 to 65279)"))?;
-    if ["vxlan:", "geneve:", "gre:"]
-        .iter()
-        .any(|k| spec.starts_with(k))
-    {
+    let n = port_number(s, n)?;
+    if flowpath_ofproto::tunnel::is_tunnel_spec(spec) {
         let t = flowpath_ofproto::tunnel::TunnelPort::parse(n, spec)
             .map_err(|e| anyhow::anyhow!("--port {n}: {e}"))?;
         return Ok((n, PortArg::Tunnel(t), VlanMode::TrunkAll));

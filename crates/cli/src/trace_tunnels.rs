@@ -104,12 +104,7 @@ fn parse_port(s: &str) -> Result<TunnelPort> {
     let (n, spec) = s.split_once('=').with_context(|| {
         format!("--port '{s}': expected N=KIND:OPTS, e.g. 10=vxlan:remote_ip=flow")
     })?;
-    let n: u32 = n
-        .trim()
-        .parse()
-        .ok()
-        .filter(|n| (1..=0xfeff).contains(n))
-        .with_context(|| format!("--port '{s}': '{n}' is not a port number (1 to 65279)"))?;
+    let n = crate::cmd_switch::port_number(s, n)?;
     TunnelPort::parse(n, spec).map_err(|e| anyhow::anyhow!("--port {n}: {e}"))
 }
 

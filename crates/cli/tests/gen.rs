@@ -1,42 +1,14 @@
 //! End-to-end tests of `flowpath gen`: run the built binary, read back the
 //! pcap and rules files it writes.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::path::Path;
+use std::process::Command;
 
 use pcap_file::pcap::PcapReader;
 
-const BIN: &str = env!("CARGO_BIN_EXE_flowpath");
+mod cmdline;
 
-/// A fresh, empty directory for one test.
-fn temp_dir(name: &str) -> PathBuf {
-    let d = Path::new(env!("CARGO_TARGET_TMPDIR"))
-        .join("cli-gen")
-        .join(name);
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).expect("create temp dir");
-    d
-}
-
-fn flowpath(args: &[&str]) -> Output {
-    Command::new(BIN).args(args).output().expect("run flowpath")
-}
-
-fn ok(args: &[&str]) -> String {
-    let out = flowpath(args);
-    assert!(
-        out.status.success(),
-        "flowpath {args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).expect("utf-8 stdout")
-}
-
-fn fails(args: &[&str]) -> String {
-    let out = flowpath(args);
-    assert!(!out.status.success(), "flowpath {args:?} should fail");
-    String::from_utf8(out.stderr).expect("utf-8 stderr")
-}
+use cmdline::{fails, ok, s, temp_dir};
 
 /// (timestamp in µs, frame) of every record.
 fn read_pcap(path: &Path) -> Vec<(u128, Vec<u8>)> {
@@ -49,10 +21,6 @@ fn read_pcap(path: &Path) -> Vec<(u128, Vec<u8>)> {
         v.push((p.timestamp.as_micros(), p.data.into_owned()));
     }
     v
-}
-
-fn s(p: &Path) -> &str {
-    p.to_str().expect("utf-8 path")
 }
 
 #[test]

@@ -4,12 +4,13 @@
 
 use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
 
 use etherparse::{NetSlice, SlicedPacket, TransportSlice};
 use pcap_file::pcap::PcapReader;
 
-const BIN: &str = env!("CARGO_BIN_EXE_flowpath");
+mod cmdline;
+
+use cmdline::{fails, ok, s, temp_dir};
 
 fn trex_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/trex-sfr")
@@ -24,39 +25,6 @@ fn seed_profile() -> Option<PathBuf> {
         eprintln!("{} not found: skipping", p.display());
         None
     }
-}
-
-fn temp_dir(name: &str) -> PathBuf {
-    let d = Path::new(env!("CARGO_TARGET_TMPDIR"))
-        .join("cli-gen-sfr")
-        .join(name);
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).expect("create temp dir");
-    d
-}
-
-fn flowpath(args: &[&str]) -> Output {
-    Command::new(BIN).args(args).output().expect("run flowpath")
-}
-
-fn ok(args: &[&str]) -> String {
-    let out = flowpath(args);
-    assert!(
-        out.status.success(),
-        "flowpath {args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).expect("utf-8 stdout")
-}
-
-fn fails(args: &[&str]) -> String {
-    let out = flowpath(args);
-    assert!(!out.status.success(), "flowpath {args:?} should fail");
-    String::from_utf8(out.stderr).expect("utf-8 stderr")
-}
-
-fn s(p: &Path) -> &str {
-    p.to_str().expect("utf-8 path")
 }
 
 /// (timestamp ns, frame) of every record.

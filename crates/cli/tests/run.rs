@@ -8,48 +8,10 @@ use etherparse::{NetHeaders, PacketBuilder, PacketHeaders, TransportHeader, Vlan
 use flowpath_io::{load_ethernet_frames, PcapReader, PcapWriter};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
 
-const BIN: &str = env!("CARGO_BIN_EXE_flowpath");
+mod cmdline;
 
-/// A fresh, empty directory for one test.
-fn temp_dir(name: &str) -> PathBuf {
-    let d = Path::new(env!("CARGO_TARGET_TMPDIR"))
-        .join("cli-run")
-        .join(name);
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).expect("create temp dir");
-    d
-}
-
-fn flowpath(args: &[&str]) -> Output {
-    Command::new(BIN).args(args).output().expect("run flowpath")
-}
-
-fn ok(args: &[&str]) -> String {
-    let out = flowpath(args);
-    assert!(
-        out.status.success(),
-        "flowpath {args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).expect("utf-8 stdout")
-}
-
-fn fails(args: &[&str]) -> String {
-    let out = flowpath(args);
-    assert!(!out.status.success(), "flowpath {args:?} should fail");
-    // 1: our error; 2: clap's usage error. Never a panic (101) or signal.
-    assert!(
-        matches!(out.status.code(), Some(1 | 2)),
-        "an error exit, not a crash: {out:?}"
-    );
-    String::from_utf8(out.stderr).expect("utf-8 stderr")
-}
-
-fn s(p: &Path) -> &str {
-    p.to_str().expect("utf-8 path")
-}
+use cmdline::{fails, flowpath, ok, s, temp_dir};
 
 const SRC_MAC: [u8; 6] = [0x02, 0, 0, 0, 0, 0x01];
 const DST_MAC: [u8; 6] = [0x02, 0, 0, 0, 0, 0x02];

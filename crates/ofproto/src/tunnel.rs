@@ -400,6 +400,15 @@ pub struct Tunnels {
 /// OpenFlow's reserved ports).
 pub const MAX_CLASSES: usize = 0xff00 - FIRST_VPORT as usize;
 
+/// Whether port spec `spec` names a tunnel port (`vxlan:`, `geneve:` or
+/// `gre:` before its options).
+pub fn is_tunnel_spec(spec: &str) -> bool {
+    matches!(
+        spec.split_once(':').map(|(k, _)| k),
+        Some("vxlan" | "geneve" | "gre")
+    )
+}
+
 /// Tunnel port `p`'s class: its kind and UDP port (0 for GRE).
 fn class_of(p: &TunnelPort) -> (TunnelKind, u16) {
     (

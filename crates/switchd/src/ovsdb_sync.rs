@@ -668,7 +668,7 @@ fn vlan_mode(p: &RowRef<'_>) -> Result<VlanMode, String> {
 /// case; flowpath's own message otherwise.
 fn ovs_error(name: &str, spec: &str, e: &str) -> String {
     // (A tunnel has no device: its own error.)
-    if !crate::port_admin::is_tunnel_spec(spec)
+    if !flowpath_ofproto::tunnel::is_tunnel_spec(spec)
         && !std::path::Path::new("/sys/class/net").join(name).exists()
     {
         format!("could not open network device {name} (No such device)")

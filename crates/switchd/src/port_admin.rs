@@ -15,6 +15,7 @@ use crate::control::Control;
 use crate::pmd::{PmdCmd, RxqSlot};
 use crate::ports::open_one;
 use flowpath_netdev::PortSpec;
+use flowpath_ofproto::tunnel::is_tunnel_spec;
 use std::sync::{Arc, Mutex};
 
 impl Control {
@@ -272,12 +273,4 @@ impl Control {
         }
         Ok(())
     }
-}
-
-/// Whether `spec` names a tunnel port (its kind before the first colon).
-pub(crate) fn is_tunnel_spec(spec: &str) -> bool {
-    matches!(
-        spec.split_once(':').map(|(k, _)| k),
-        Some("vxlan" | "geneve" | "gre")
-    )
 }

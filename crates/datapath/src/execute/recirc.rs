@@ -29,29 +29,17 @@ impl Executor {
         changed_from: Option<&FlowKey>,
         key: &FlowKey,
     ) {
-        if let Some(r) = self.recirculate_buf(pkt, meta, id, tag, changed_from) {
+        if let Some(r) = self.recirculate_frame(Frame::Copy(pkt), meta, id, tag, changed_from) {
             r.tnl
                 .copy_from_slice(&key.w[flowpath_flow::key::W_TUN_FIRST..]);
         }
     }
 
-    /// [`Executor::recirculate`]'s copy of the packet, its id, metadata
-    /// and tag (the tunnel words left to the caller); `None` when it was
-    /// dropped (counted).
-    pub(super) fn recirculate_buf(
-        &mut self,
-        pkt: &PacketBuf,
-        meta: &mut PacketMeta,
-        id: u32,
-        tag: u64,
-        changed_from: Option<&FlowKey>,
-    ) -> Option<&mut Recirculated> {
-        self.recirculate_frame(Frame::Copy(pkt), meta, id, tag, changed_from)
-    }
-
-    /// [`Executor::recirculate_buf`], the frame copied or (`Frame::Take`:
-    /// the caller's buffer, which nothing else refers to any more) swapped
-    /// with the pool's spare buffer, no copy.
+    /// [`Executor::recirculate`]'s entry in the pool: the frame copied or
+    /// (`Frame::Take`: the caller's buffer, which nothing else refers to any
+    /// more) swapped with the pool's spare buffer, no copy; its id,
+    /// metadata and tag (the tunnel words left to the caller). `None` when
+    /// it was dropped (counted).
     pub(super) fn recirculate_frame(
         &mut self,
         pkt: Frame<'_>,
