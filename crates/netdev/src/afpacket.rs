@@ -1,11 +1,13 @@
 //! `afpacket:IFNAME[,queues=N]`: AF_PACKET sockets on a Linux interface.
 //!
-//! Receive: one socket per rx queue, each with a TPACKET_V3 ring mapped
-//! into the process (blocks of frames the kernel fills and hands over by
-//! flipping the block's status word), in one `PACKET_FANOUT` hash group
-//! when there are several, so a flow always reaches the same queue.
-//! Blocks are retired to user space when full or after 1 ms, which bounds
-//! the latency a quiet link sees. The interface is put in promiscuous
+//! Receive: one socket per rx queue, each with a ring mapped into the
+//! process, in one `PACKET_FANOUT` hash group when there are several, so a
+//! flow always reaches the same queue. The ring is TPACKET_V2 by default
+//! (`ring=v2`, [`crate::RingKind::Frames`]: one slot per frame, handed over
+//! at once; see `afpacket_v2`) or TPACKET_V3 (`ring=v3`: blocks of frames
+//! the kernel fills and hands over by flipping the block's status word,
+//! when full or 1 ms after their first frame — fewer cache misses at high
+//! rates, up to a millisecond of delay for sparse traffic). The interface is put in promiscuous
 //! mode for as long as the sockets live (a switch port receives every
 //! frame), and frames this port itself sends are not received
 //! (`PACKET_IGNORE_OUTGOING`). A VLAN tag the NIC stripped (TP_STATUS_VLAN_VALID)
@@ -34,15 +36,17 @@
 
 use crate::offload::{VnetHdr, VNET_HDR_LEN};
 use crate::sys::{self, Mmap};
-use crate::{NetdevError, OpenPort, PortSpec, QueueStats, RxMeta, RxQueue, TxFrame, TxQueue};
+use crate::{
+    NetdevError, OpenPort, PortSpec, QueueStats, RingKind, RxMeta, RxQueue, TxFrame, TxQueue,
+};
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicU32, Ordering};
 
-const SOL_PACKET: i32 = 263;
+pub(crate) const SOL_PACKET: i32 = 263;
 const PACKET_ADD_MEMBERSHIP: i32 = 1;
-const PACKET_RX_RING: i32 = 5;
+pub(crate) const PACKET_RX_RING: i32 = 5;
 const PACKET_STATISTICS: i32 = 6;
-const PACKET_VERSION: i32 = 10;
+pub(crate) const PACKET_VERSION: i32 = 10;
 const PACKET_VNET_HDR: i32 = 15;
 const PACKET_FANOUT: i32 = 18;
 const PACKET_QDISC_BYPASS: i32 = 20;
@@ -51,13 +55,13 @@ const TPACKET_V3: i32 = 2;
 const PACKET_FANOUT_HASH: u32 = 0;
 const PACKET_FANOUT_FLAG_DEFRAG: u32 = 0x8000;
 const PACKET_MR_PROMISC: u16 = 1;
-const PACKET_OUTGOING: u8 = 4;
+pub(crate) const PACKET_OUTGOING: u8 = 4;
 const ETH_P_ALL: u16 = 0x0003;
 
-const TP_STATUS_KERNEL: u32 = 0;
-const TP_STATUS_USER: u32 = 1;
-const TP_STATUS_VLAN_VALID: u32 = 0x10;
-const TP_STATUS_VLAN_TPID_VALID: u32 = 0x40;
+pub(crate) const TP_STATUS_KERNEL: u32 = 0;
+pub(crate) const TP_STATUS_USER: u32 = 1;
+pub(crate) const TP_STATUS_VLAN_VALID: u32 = 0x10;
+pub(crate) const TP_STATUS_VLAN_TPID_VALID: u32 = 0x40;
 
 /// Ring geometry: 32 blocks of 256 KiB (a block must hold a 64 KiB GSO
 /// frame with its headers), retired after at most 1 ms.
@@ -79,11 +83,34 @@ const H_STATUS: usize = 20;
 const H_MAC: usize = 24;
 const H_VLAN_TCI: usize = 32;
 const H_VLAN_TPID: usize = 36;
+/// Puts a stripped VLAN tag back into the frame at `buf[start..]`, moving
+/// its MAC addresses 4 bytes earlier (the caller guarantees `start >= 4`
+/// and at least 12 bytes of frame), and moves the offsets of its offload
+/// header with it; returns the frame's new start.
+pub(crate) fn insert_tag(
+    buf: &mut [u8],
+    start: usize,
+    tpid: u16,
+    tci: u16,
+    vnet: &mut VnetHdr,
+) -> usize {
+    if vnet.csum_start != 0 {
+        vnet.csum_start += 4;
+    }
+    if vnet.hdr_len != 0 {
+        vnet.hdr_len += 4;
+    }
+    buf.copy_within(start..start + 12, start - 4);
+    buf[start + 8..start + 10].copy_from_slice(&tpid.to_be_bytes());
+    buf[start + 10..start + 12].copy_from_slice(&tci.to_be_bytes());
+    start - 4
+}
+
 /// `sizeof(struct tpacket3_hdr)`, rounded to TPACKET_ALIGNMENT (16); the
 /// `sockaddr_ll` follows it.
 const H_LEN: usize = 48;
 /// Offset of `sll_pkttype` in `struct sockaddr_ll`.
-const SLL_PKTTYPE: usize = 10;
+pub(crate) const SLL_PKTTYPE: usize = 10;
 
 /// `struct tpacket_req3`.
 #[derive(Clone, Copy, Default)]
@@ -98,13 +125,12 @@ struct TpacketReq3 {
     feature_req_word: u32,
 }
 
-/// `struct tpacket_stats_v3`.
+/// `struct tpacket_stats`.
 #[derive(Clone, Copy, Default)]
 #[repr(C)]
-struct TpacketStatsV3 {
+struct TpacketStats {
     packets: u32,
     drops: u32,
-    freeze_q_cnt: u32,
 }
 
 /// `struct packet_mreq`.
@@ -223,26 +249,15 @@ impl RxQueue for AfPacketRx {
                         } else {
                             0x8100
                         };
-                        // Put the stripped tag back: move the MAC addresses
-                        // 4 bytes earlier, into the header area before the
-                        // frame (read above, no longer needed).
-                        // SAFETY: `start - 4 >= h + H_LEN` (checked via mac),
-                        // both ranges inside the block; copy handles overlap.
-                        unsafe {
-                            let p = self.block_ptr(b).add(start);
-                            std::ptr::copy(p, p.sub(4), 12);
-                            let t = p.add(8);
-                            std::ptr::copy_nonoverlapping(tpid.to_be_bytes().as_ptr(), t, 2);
-                            std::ptr::copy_nonoverlapping(tci.to_be_bytes().as_ptr(), t.add(2), 2);
-                        }
-                        start -= 4;
+                        // Put the stripped tag back, into the header area
+                        // before the frame (read above, no longer needed).
+                        // SAFETY: the block is the user's until its status
+                        // is given back, and nothing else refers to it.
+                        let block =
+                            unsafe { std::slice::from_raw_parts_mut(self.block_ptr(b), bs) };
+                        // `start - 4 >= h + H_LEN` (checked via mac).
+                        start = insert_tag(block, start, tpid, tci, &mut vnet);
                         len += 4;
-                        if vnet.csum_start != 0 {
-                            vnet.csum_start += 4;
-                        }
-                        if vnet.hdr_len != 0 {
-                            vnet.hdr_len += 4;
-                        }
                     }
                     let ts = u64::from(self.read_u32(b, h + H_SEC)) * 1_000_000_000
                         + u64::from(self.read_u32(b, h + H_NSEC));
@@ -285,20 +300,38 @@ impl RxQueue for AfPacketRx {
     }
 
     fn stats(&self) -> QueueStats {
-        if let Ok(s) = sys::getsockopt::<TpacketStatsV3>(
+        ring_stats(
             &self.port,
             self.fd.as_raw_fd(),
-            SOL_PACKET,
-            PACKET_STATISTICS,
-            "PACKET_STATISTICS",
-        ) {
-            self.kernel_drops
-                .set(self.kernel_drops.get() + u64::from(s.drops));
-        }
-        QueueStats {
-            dropped: self.stats.dropped + self.kernel_drops.get(),
-            ..self.stats
-        }
+            self.stats,
+            &self.kernel_drops,
+        )
+    }
+}
+
+/// An rx socket's counters: ours, with the kernel's drops (ring full)
+/// added to `dropped`; `kernel_drops` keeps their sum, as the kernel
+/// resets its counters on each read.
+pub(crate) fn ring_stats(
+    port: &str,
+    fd: RawFd,
+    ours: QueueStats,
+    kernel_drops: &std::cell::Cell<u64>,
+) -> QueueStats {
+    // `struct tpacket_stats` is the start of V3's `tpacket_stats_v3`; the
+    // kernel copies as much as asked.
+    if let Ok(s) = sys::getsockopt::<TpacketStats>(
+        port,
+        fd,
+        SOL_PACKET,
+        PACKET_STATISTICS,
+        "PACKET_STATISTICS",
+    ) {
+        kernel_drops.set(kernel_drops.get() + u64::from(s.drops));
+    }
+    QueueStats {
+        dropped: ours.dropped + kernel_drops.get(),
+        ..ours
     }
 }
 
@@ -440,7 +473,7 @@ fn bind(port: &str, fd: RawFd, ifindex: u32, proto: u16) -> Result<(), NetdevErr
 
 /// An AF_PACKET socket with virtio-net headers on (they must be set
 /// before a ring is).
-fn vnet_socket(port: &str) -> Result<OwnedFd, NetdevError> {
+pub(crate) fn vnet_socket(port: &str) -> Result<OwnedFd, NetdevError> {
     let fd = sys::socket(port, libc::AF_PACKET, libc::SOCK_RAW, 0)?;
     sys::setsockopt(
         port,
@@ -488,6 +521,27 @@ fn open_rx(port: &str, ifindex: u32, fanout: Option<u32>) -> Result<AfPacketRx, 
         0,
         "mmap rx ring",
     )?;
+    attach_rx(port, raw, ifindex, fanout)?;
+    Ok(AfPacketRx {
+        port: port.to_string(),
+        fd,
+        ring,
+        block: 0,
+        pkt: 0,
+        pkt_off: 0,
+        stats: QueueStats::default(),
+        kernel_drops: std::cell::Cell::new(0),
+    })
+}
+
+/// What every rx socket does once its ring is mapped: skip its own
+/// transmits, bind to the interface, promiscuous mode, the fanout group.
+pub(crate) fn attach_rx(
+    port: &str,
+    raw: RawFd,
+    ifindex: u32,
+    fanout: Option<u32>,
+) -> Result<(), NetdevError> {
     // Best effort (Linux ≥ 4.20): without it our own transmits come back
     // and are skipped by their packet type.
     let _ = sys::setsockopt(
@@ -516,16 +570,7 @@ fn open_rx(port: &str, ifindex: u32, fanout: Option<u32>) -> Result<AfPacketRx, 
         let arg: u32 = group | ((PACKET_FANOUT_HASH | PACKET_FANOUT_FLAG_DEFRAG) << 16);
         sys::setsockopt(port, raw, SOL_PACKET, PACKET_FANOUT, &arg, "PACKET_FANOUT")?;
     }
-    Ok(AfPacketRx {
-        port: port.to_string(),
-        fd,
-        ring,
-        block: 0,
-        pkt: 0,
-        pkt_off: 0,
-        stats: QueueStats::default(),
-        kernel_drops: std::cell::Cell::new(0),
-    })
+    Ok(())
 }
 
 /// Opens a transmit socket bound to `ifindex` (it receives nothing).
@@ -559,7 +604,12 @@ fn open_tx(port: &str, ifindex: u32) -> Result<AfPacketTx, NetdevError> {
 /// Opens an `afpacket:` port with `extra` more transmit sockets.
 pub fn open(spec: &PortSpec, extra: usize) -> Result<OpenPort, NetdevError> {
     let port = spec.to_string();
-    let PortSpec::AfPacket { ifname, queues } = spec else {
+    let PortSpec::AfPacket {
+        ifname,
+        queues,
+        ring,
+    } = spec
+    else {
         return Err(NetdevError::BadSpec {
             spec: port,
             reason: "not an afpacket port".into(),
@@ -570,7 +620,10 @@ pub fn open(spec: &PortSpec, extra: usize) -> Result<OpenPort, NetdevError> {
     let fanout = (*queues > 1).then(|| (std::process::id() ^ (ifindex << 8)) & 0xffff);
     let mut rxqs: Vec<Box<dyn RxQueue>> = Vec::new();
     for _ in 0..*queues {
-        rxqs.push(Box::new(open_rx(&port, ifindex, fanout)?));
+        rxqs.push(match ring {
+            RingKind::Frames => Box::new(crate::afpacket_v2::open_rx(&port, ifindex, fanout)?),
+            RingKind::Blocks => Box::new(open_rx(&port, ifindex, fanout)?),
+        });
     }
     let tx = open_tx(&port, ifindex)?;
     let mut more_tx: Vec<Box<dyn TxQueue>> = Vec::new();
@@ -580,7 +633,13 @@ pub fn open(spec: &PortSpec, extra: usize) -> Result<OpenPort, NetdevError> {
     Ok(OpenPort {
         spec: spec.clone(),
         kind: "afpacket",
-        detail: format!("TPACKET_V3, vnet_hdr, {queues} rxq"),
+        detail: format!(
+            "{}, vnet_hdr, {queues} rxq",
+            match ring {
+                RingKind::Frames => "TPACKET_V2",
+                RingKind::Blocks => "TPACKET_V3",
+            }
+        ),
         rxqs,
         tx: Box::new(tx),
         more_tx,

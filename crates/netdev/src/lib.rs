@@ -30,7 +30,7 @@
 //! Invariants: no rx or tx call panics on any input or allocates per
 //! packet; every frame offered to `send` is counted as sent or dropped;
 //! every error names the port. All `unsafe` (syscalls, mapped rings) is in
-//! this crate, fenced in the `sys`, `afpacket`, `afxdp`, `tap` and `vhost`
+//! this crate, fenced in the `sys`, `afpacket`, `afpacket_v2`, `afxdp`, `tap` and `vhost`
 //! modules,
 //! each block with a `// SAFETY:` comment.
 //!
@@ -40,6 +40,7 @@
 //! one in a lock taken per burst).
 
 pub mod afpacket;
+mod afpacket_v2;
 pub mod afxdp;
 mod error;
 pub mod null;
@@ -54,8 +55,8 @@ mod xsk_offload;
 
 pub use error::NetdevError;
 pub use offload::VnetHdr;
-pub use spec::{PortSpec, XdpMode};
-pub use sys::wait_readable;
+pub use spec::{PortSpec, RingKind, XdpMode};
+pub use sys::{wait_readable, wait_readable_us};
 
 use std::os::fd::RawFd;
 

@@ -163,6 +163,13 @@ impl Drop for Mmap {
 /// PMD's back-off). Returns how many are readable (0 on timeout or
 /// interruption).
 pub fn wait_readable(fds: &[RawFd], timeout_ms: i32) -> usize {
+    wait_readable_us(fds, u64::from(timeout_ms.max(0) as u32) * 1000)
+}
+
+/// As [`wait_readable`], the timeout in microseconds (`ppoll(2)`): an
+/// idle PMD's short sleeps, which keep a wake-up cheap (the CPU stays in
+/// a shallow idle state, a virtual CPU in its host's halt polling).
+pub fn wait_readable_us(fds: &[RawFd], timeout_us: u64) -> usize {
     let mut pfds = [libc::pollfd {
         fd: -1,
         events: 0,
@@ -174,10 +181,15 @@ pub fn wait_readable(fds: &[RawFd], timeout_ms: i32) -> usize {
         p.events = libc::POLLIN;
     }
     if n == 0 {
-        std::thread::sleep(std::time::Duration::from_millis(timeout_ms.max(0) as u64));
+        std::thread::sleep(std::time::Duration::from_micros(timeout_us));
         return 0;
     }
-    // SAFETY: `pfds[..n]` is a valid, initialised array of pollfd.
-    let rc = unsafe { libc::poll(pfds.as_mut_ptr(), n as libc::nfds_t, timeout_ms) };
+    let ts = libc::timespec {
+        tv_sec: (timeout_us / 1_000_000) as libc::time_t,
+        tv_nsec: ((timeout_us % 1_000_000) * 1000) as libc::c_long,
+    };
+    // SAFETY: `pfds[..n]` is a valid, initialised array of pollfd and `ts`
+    // a valid timespec; no signal mask is passed.
+    let rc = unsafe { libc::ppoll(pfds.as_mut_ptr(), n as libc::nfds_t, &ts, std::ptr::null()) };
     rc.max(0) as usize
 }

@@ -13,11 +13,12 @@
 //! other than the tx burst lock, allocates or makes a syscall besides the
 //! ports' own rx/tx calls.
 //!
-//! Idle back-off: while a queue had packets in the last 200 µs the PMD
-//! busy-polls; after that it waits in `poll(2)` on its queues'
-//! descriptors for up to 10 ms at a time (waking at once when a frame
-//! arrives), so an idle switch costs almost no CPU — OVS's
-//! `pmd-maxsleep` idea, with a wake-up on traffic.
+//! Idle back-off: after traffic the PMD busy-polls for a window of
+//! 200 µs to 1 ms that adapts to the gaps between bursts (`next_spin`);
+//! after that it waits in `poll(2)` on its queues' descriptors for up to
+//! `pmd-maxsleep` (10 ms) at a time, waking at once when a frame arrives,
+//! so an idle switch costs almost no CPU — OVS's `pmd-maxsleep` idea,
+//! with a wake-up on traffic.
 //!
 //! Time: the PMD reads the monotonic clock once per loop iteration (vDSO,
 //! no syscall) and passes milliseconds since the switch started to the
@@ -29,7 +30,7 @@ use crate::ports::{TxPort, TxTable};
 use flowpath_datapath::{Config, DumpEntry, Outputs, PmdStatsReport, PortSink, Switch, BATCH_SIZE};
 use flowpath_io::tsc;
 use flowpath_netdev::offload::finish;
-use flowpath_netdev::{wait_readable, QueueStats, RxMeta, RxQueue, TxFrame};
+use flowpath_netdev::{wait_readable_us, QueueStats, RxMeta, RxQueue, TxFrame};
 use flowpath_ofproto::tables::RuleTables;
 use flowpath_ofproto::tunnel::UNDERLAY_PORT;
 use flowpath_slowpath::{RuleSwitch, SlowPath};
@@ -39,10 +40,30 @@ use std::sync::mpsc::{Receiver, SyncSender, TryRecvError};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// Busy-poll this long after the last packet before sleeping.
-const BUSY_AFTER_TRAFFIC: Duration = Duration::from_micros(200);
+/// Busy-poll at least this long after the last packet before sleeping.
+const SPIN_MIN: Duration = Duration::from_micros(200);
+/// ... and at most this long: a conversation whose packets come closer
+/// together than this is served by a spinning PMD (see [`next_spin`]).
+const SPIN_MAX: Duration = Duration::from_micros(1000);
+
+/// The busy-poll window after traffic, adapted to the gap `gap` between
+/// the last two bursts (as a hypervisor adapts its halt polling): a gap
+/// the window just missed but that is at most [`SPIN_MAX`] grows the
+/// window to cover such gaps (the next packet of a request/response
+/// exchange then finds the PMD awake, not asleep in `poll(2)`: a wake-up
+/// costs tens of µs on a virtual CPU); a longer gap halves it back
+/// towards [`SPIN_MIN`]. Gaps inside the window leave it as it is.
+pub(crate) fn next_spin(spin: Duration, gap: Duration) -> Duration {
+    if gap > SPIN_MAX {
+        (spin / 2).max(SPIN_MIN)
+    } else if gap > spin {
+        (gap + gap / 4).min(SPIN_MAX)
+    } else {
+        spin
+    }
+}
 /// Longest single sleep of an idle PMD (bounds command latency too).
-const IDLE_SLEEP_MS: i32 = 10;
+const IDLE_SLEEP_US: u32 = 10_000;
 
 /// One rx queue as a PMD polls it.
 pub struct RxqSlot {
@@ -362,6 +383,7 @@ impl Pmd {
         let mut sink_stats = SinkStats::default();
         let mut idle_cycles = 0u64;
         let mut last_traffic = Instant::now();
+        let mut spin = SPIN_MIN;
         let (mut fds, mut fdless) = poll_set(&self.rxqs, &self.wake);
         let mut drain = [0u8; 64];
         while !self.stop.load(Ordering::Relaxed) {
@@ -412,6 +434,7 @@ impl Pmd {
                 (fds, fdless) = poll_set(&self.rxqs, &self.wake);
             }
             if got > 0 {
+                spin = next_spin(spin, now.duration_since(last_traffic));
                 last_traffic = now;
             } else {
                 idle_cycles += tsc::rdtsc().wrapping_sub(loop_start);
@@ -420,20 +443,17 @@ impl Pmd {
                 let max_us = self.sw.config().pmd_maxsleep_us;
                 if max_us == 0 {
                     self.tx.flush_for(self.id);
-                } else if now.duration_since(last_traffic) > BUSY_AFTER_TRAFFIC {
+                } else if now.duration_since(last_traffic) > spin {
                     self.tx.flush_for(self.id);
                     // Queues without a descriptor (captures) are polled
                     // every millisecond while idle.
-                    let max_ms = (max_us / 1000) as i32;
-                    if max_ms == 0 {
-                        wait_readable(&fds, 0);
-                        std::thread::sleep(Duration::from_micros(u64::from(max_us)));
-                    } else {
-                        let timeout = if fdless { 1 } else { max_ms.min(IDLE_SLEEP_MS) };
-                        wait_readable(&fds, timeout);
-                    }
-                    while matches!(std::io::Read::read(&mut &self.wake, &mut drain), Ok(n) if n > 0)
-                    {
+                    let cap = if fdless { 1000 } else { IDLE_SLEEP_US };
+                    // Only a wake-up (or a frame) ends the wait early: after
+                    // a timeout there is nothing to drain.
+                    if wait_readable_us(&fds, u64::from(max_us.min(cap))) > 0 {
+                        while matches!(std::io::Read::read(&mut &self.wake, &mut drain), Ok(n) if n > 0)
+                        {
+                        }
                     }
                 }
             }
@@ -579,4 +599,33 @@ fn dump_json(e: &DumpEntry, now_ms: u64) -> serde_json::Value {
         "used_ms_ago": e.used_ms_ago(now_ms),
         "actions": flowpath_odp::format_actions(&e.actions),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn us(n: u64) -> Duration {
+        Duration::from_micros(n)
+    }
+
+    #[test]
+    fn the_spin_window_follows_a_conversation_and_falls_back_when_it_ends() {
+        // Gaps inside the window change nothing.
+        assert_eq!(next_spin(SPIN_MIN, us(50)), SPIN_MIN);
+        // A 500 µs request/response rhythm: the window grows past it ...
+        let w = next_spin(SPIN_MIN, us(500));
+        assert!(w > us(500) && w <= SPIN_MAX, "{w:?}");
+        // ... and stays while the rhythm holds.
+        assert_eq!(next_spin(w, us(500)), w);
+        // Never beyond the cap, however close the miss.
+        assert_eq!(next_spin(us(900), us(990)), SPIN_MAX);
+        // Quiet spells halve it back, not below the floor.
+        assert_eq!(next_spin(SPIN_MAX, us(200_000)), SPIN_MAX / 2);
+        let mut w = SPIN_MAX;
+        for _ in 0..10 {
+            w = next_spin(w, Duration::from_millis(200));
+        }
+        assert_eq!(w, SPIN_MIN);
+    }
 }
