@@ -29,6 +29,7 @@ pub mod grid;
 pub mod memlat;
 pub mod output;
 pub mod plot;
+pub mod pmds;
 pub mod result;
 pub mod runner;
 pub mod scenario;
@@ -144,7 +145,7 @@ pub fn run_plan(
                     index,
                     total,
                 });
-                let r = run(&w, cfg, opts)?;
+                let r = pmds::run_pmds(&w, cfg, opts)?;
                 progress(Progress::Done(&r));
                 samples[k0 + c].push(r);
                 index += 1;
@@ -251,6 +252,8 @@ mod tests {
             frame_stride: 0,
             rounds: 3,
             interleave: None,
+            pmds: 1,
+            pin: None,
         };
         let mut done = 0;
         let rep = run_plan(&p, &opts, &mut |e| {

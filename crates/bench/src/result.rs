@@ -67,6 +67,9 @@ pub struct BenchResult {
     /// per packet it measured for each choice at its last exploration.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub auto: Option<AutoChoice>,
+    /// With `--pmds N` (N > 1): each worker's Mpps (`mpps` is their sum).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub mpps_per_pmd: Vec<f64>,
 }
 
 /// What `auto` decided during a measurement.
@@ -161,6 +164,7 @@ pub(crate) mod tests {
             tsc_mhz: 2600.0,
             frame_stride: 0,
             auto: None,
+            mpps_per_pmd: Vec::new(),
         }
     }
 

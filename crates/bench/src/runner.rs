@@ -78,6 +78,13 @@ pub struct RunOptions {
     /// taking turns of `slice` ([`run_interleaved`]), instead of one after
     /// the other.
     pub interleave: Option<Duration>,
+    /// Workers at once, as PMD threads ([`crate::pmds::run_pmds`]; 1 =
+    /// the calling thread alone).
+    pub pmds: u32,
+    /// With several workers: (the CPU worker 0 is pinned to, the number
+    /// of CPUs) to pin the others ([`crate::pmds::worker_cpu`]); `None`
+    /// leaves them unpinned.
+    pub pin: Option<(usize, usize)>,
 }
 
 impl Default for RunOptions {
@@ -90,6 +97,8 @@ impl Default for RunOptions {
             frame_stride: 0,
             rounds: 1,
             interleave: None,
+            pmds: 1,
+            pin: None,
         }
     }
 }
@@ -241,6 +250,16 @@ pub enum RunError {
     /// The workload has no input port.
     #[error("workload {0} has no packets")]
     Empty(String),
+    /// A worker of `--pmds` could not be pinned (or died).
+    #[error("worker {worker}: cannot pin to CPU {cpu}: {reason}")]
+    Pin {
+        /// The worker.
+        worker: usize,
+        /// The CPU.
+        cpu: usize,
+        /// The OS's reason.
+        reason: String,
+    },
 }
 
 /// Replays `w` under `cfg`: warm-up, then the measured interval. See the
@@ -315,6 +334,7 @@ pub fn run(w: &Workload, cfg: &BenchConfig, opts: &RunOptions) -> Result<BenchRe
         tsc_mhz: opts.tsc_mhz,
         frame_stride: opts.frame_stride,
         auto: r.auto_choice(),
+        mpps_per_pmd: Vec::new(),
     })
 }
 
@@ -469,6 +489,7 @@ pub fn run_interleaved(
             tsc_mhz: opts.tsc_mhz,
             frame_stride: opts.frame_stride,
             auto: r.auto_choice(),
+            mpps_per_pmd: Vec::new(),
         });
     }
     Ok(out)
@@ -544,6 +565,8 @@ mod tests {
             frame_stride: 0,
             rounds: 1,
             interleave: None,
+            pmds: 1,
+            pin: None,
         }
     }
 

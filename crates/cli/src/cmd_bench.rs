@@ -123,6 +123,14 @@ pub struct Args {
     /// than running them one after the other. 0 = one after the other.
     #[arg(long, default_value_t = 0, value_name = "MS")]
     interleave_ms: u64,
+    /// Run N workers at once, as N PMD threads: each on its own CPU (the
+    /// measuring CPU, then the next lower ones), with its own caches and
+    /// classifier, all replaying the workload from the same memory (as N
+    /// rx ports looping one capture); Mpps is their sum. Shows how the
+    /// datapath scales across cores.
+    #[arg(long, default_value_t = 1, value_name = "N",
+          value_parser = clap::value_parser!(u32).range(1..=256))]
+    pmds: u32,
     /// CPU to pin the measuring thread to (default: the last one).
     #[arg(long, value_name = "N")]
     cpu: Option<usize>,
@@ -294,6 +302,9 @@ fn memory_latency(tsc_mhz: f64) -> Result<()> {
 pub fn run(args: Args) -> Result<()> {
     flowpath_datapath::hugepage::set_enabled(!args.no_huge_pages);
     let (p, stem) = bench_plan(&args)?;
+    if args.pmds > 1 && args.interleave_ms > 0 {
+        bail!("--pmds and --interleave-ms cannot be combined: give one of them");
+    }
     let n_cpus = affinity::available_cpus();
     let cpu = args.cpu.unwrap_or(n_cpus.saturating_sub(1));
     let pinned = if args.no_pin {
@@ -316,6 +327,8 @@ pub fn run(args: Args) -> Result<()> {
         frame_stride: args.frame_stride,
         rounds: args.rounds.max(1),
         interleave: (args.interleave_ms > 0).then(|| Duration::from_millis(args.interleave_ms)),
+        pmds: args.pmds,
+        pin: (!args.no_pin).then_some((cpu, n_cpus)),
         tsc_mhz: args.tsc_mhz.unwrap_or(RunOptions::default().tsc_mhz),
     };
     let header = run_header(&args, &p, &opts, &pinned);
@@ -426,6 +439,8 @@ fn run_header(args: &Args, p: &Plan, opts: &RunOptions, pinned: &str) -> String 
                 ", a workload's configurations side by side in turns of {} ms",
                 args.interleave_ms
             )
+        } else if opts.pmds > 1 {
+            format!(", {} workers at once (Mpps summed)", opts.pmds)
         } else {
             String::new()
         },

@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# switch-path.sh - the running switch against the datapath alone and
+# against OVS-DPDK, per PMD, on the same capture and rules, in one run.
+#
+# For each flow count in FLOWS (round-robin UDP flows, `flowpath gen
+# flows`), ROUNDS times:
+#   - `flowpath bench --pcap F --rules R --config emc`: the datapath alone
+#     (frames replayed from memory into one Switch on a pinned core);
+#   - the anchor's pmd-scale.sh with one PMD: `flowpath switch` with a
+#     looped `pcap:` rx port and a `null` port, and OVS-DPDK 3.1 with
+#     net_pcap (infinite_rx) and net_null, the same rules
+#     (`in_port=1,udp -> output:100`), Mpps from pmd-stats-show deltas.
+# Both switches run OVS's default cache configuration (EMC, insertion
+# 1/100, no second level; OVS with the EMC off at 100,000 flows, its best).
+# Prints one line per measurement and the median per column. Root needed
+# (OVS-DPDK); apt-get installs openvswitch-switch-dpdk if missing.
+#
+# env: FLOWPATH (default target/release/flowpath), FLOWS (default
+# "1000 100000"), ROUNDS (default 3), ANCHOR (default
+# ../shared/anchors/ovs-dpdk), OUT=FILE also appends the lines.
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+FP=${FLOWPATH:-$ROOT/target/release/flowpath}
+FLOWS=${FLOWS:-1000 100000}
+ROUNDS=${ROUNDS:-3}
+ANCHOR=${ANCHOR:-$ROOT/../shared/anchors/ovs-dpdk}
+OUT=${OUT:-/dev/null}
+[ -x /usr/lib/openvswitch-switch-dpdk/ovs-vswitchd-dpdk ] || {
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openvswitch-switch-dpdk librte-net-null23 librte-net-pcap23 >/dev/null
+}
+[ -x "$FP" ] || (cd "$ROOT" && cargo build --release --quiet -p flowpath-cli)
+W=$(mktemp -d /tmp/switch-path.XXXX)
+trap 'rm -rf "$W"' EXIT
+say() { echo "$*"; echo "$*" >>"$OUT"; echo "$*" >>"$W/all"; }
+
+printf 'priority=10,in_port=1,udp,actions=output:100\npriority=0,actions=drop\n' >"$W/r.flows"
+for f in $FLOWS; do
+  "$FP" gen flows --flows "$f" --order rr -o "$W/f$f.pcap" --rules-out /dev/null >/dev/null
+done
+say "# switch-path $(date -u +%FT%TZ) commit $(git -C "$ROOT" rev-parse --short HEAD) cpu '$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)' nproc=$(nproc)"
+for r in $(seq "$ROUNDS"); do
+  for f in $FLOWS; do
+    b=$("$FP" bench --pcap "$W/f$f.pcap" --rules "$W/r.flows" --config emc --duration-ms 3000 --json -q \
+        | python3 -c 'import json,sys; print(round(json.load(sys.stdin)[0]["mpps"], 2))')
+    line=$(NS=1 FLOWS=$f bash "$ANCHOR/pmd-scale.sh" "$FP" 2>/dev/null | grep '^flows=' | tail -1)
+    sw=$(sed -n 's/.*flowpath=\([0-9.]*\).*/\1/p' <<<"$line")
+    ovs=$(sed -n 's/.*OVS=\([0-9.]*\).*/\1/p' <<<"$line")
+    say "round=$r flows=$f bench=$b switch=$sw ovs=$ovs"
+  done
+done
+say "# medians (Mpps): flows bench switch ovs switch/bench switch/ovs"
+for f in $FLOWS; do
+  grep "^round=.* flows=$f " "$W/all" >"$W/m" || true
+  [ -s "$W/m" ] || continue
+  python3 - "$f" "$W/m" <<'EOF' | while read -r l; do say "$l"; done
+import statistics, sys
+f, path = sys.argv[1], sys.argv[2]
+cols = {"bench": [], "switch": [], "ovs": []}
+for line in open(path):
+    kv = dict(p.split("=") for p in line.split() if "=" in p)
+    for k in cols:
+        try:
+            cols[k].append(float(kv[k]))
+        except (KeyError, ValueError):
+            pass
+m = {k: statistics.median(v) if v else float("nan") for k, v in cols.items()}
+print(f"flows={f} bench={m['bench']:.2f} switch={m['switch']:.2f} ovs={m['ovs']:.2f} "
+      f"switch/bench={m['switch'] / m['bench']:.2f} switch/ovs={m['switch'] / m['ovs']:.2f}")
+EOF
+done
