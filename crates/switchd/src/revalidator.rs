@@ -106,8 +106,9 @@ pub struct Revalidator {
     /// `NORMAL`'s state (translations look it up without learning).
     pub bridge: Option<Arc<Bridge>>,
     /// The published rules plus the learned flows, for (rules version,
-    /// learned flows' change number): rebuilt only when either moves.
-    merged: Option<(u64, u64, Arc<flowpath_ofproto::tables::RuleTables>)>,
+    /// learned flows' change number): rebuilt only when either moves;
+    /// with whether the published rules keep their indexes in it.
+    merged: Option<(u64, u64, Arc<flowpath_ofproto::tables::RuleTables>, bool)>,
 }
 
 impl Revalidator {
@@ -151,28 +152,31 @@ impl Revalidator {
         // flows `learn` made (appended: the published rules keep their
         // indexes for the statistics).
         let seq = self.bridge.as_ref().map_or(0, |b| b.learned.seq());
-        let tables: Arc<flowpath_ofproto::tables::RuleTables> = match &self.merged {
-            Some((v, q, t)) if *v == rules.version && *q == seq => t.clone(),
+        let (tables, indexes_ok) = match &self.merged {
+            Some((v, q, t, ok)) if *v == rules.version && *q == seq => (t.clone(), *ok),
             _ => {
                 let learned = self
                     .bridge
                     .as_ref()
                     .map(|b| b.learned.flows())
                     .unwrap_or_default();
-                let t = if learned.is_empty() {
+                let t: Arc<flowpath_ofproto::tables::RuleTables> = if learned.is_empty() {
                     rules.tables.clone()
                 } else {
                     Arc::new(rules.tables.with_added(&learned))
                 };
-                self.merged = Some((rules.version, seq, t.clone()));
-                t
+                // Rule indexes are the published ones unless a learned
+                // flow replaced a published rule (then no statistics).
+                // Compared once per rules version, not every round (a
+                // comparison of 100,000 rules).
+                let n = rules.tables.rules().len();
+                let ok = Arc::ptr_eq(&t, &rules.tables)
+                    || t.rules().get(..n) == Some(rules.tables.rules());
+                self.merged = Some((rules.version, seq, t.clone(), ok));
+                (t, ok)
             }
         };
         let tables = &*tables;
-        // Rule indexes are the published ones unless a learned flow
-        // replaced a published rule (then no statistics this round).
-        let n = rules.tables.rules().len();
-        let indexes_ok = tables.rules().get(..n) == Some(rules.tables.rules());
         // NORMAL's table is locked per translation only if the rules use it.
         let bridge = self.bridge.as_deref().filter(|_| uses_normal(tables));
         let neigh_gen =

@@ -96,6 +96,10 @@ pub struct RuleSet {
     /// add replaces it in place without a scan (100,000 adds one by one
     /// stay linear).
     index: HashMap<(u8, u16, Match), usize, rustc_hash::FxBuildHasher>,
+    /// Whether some rule has a timeout, as of rules version `.0`: the
+    /// revalidator's expiry round skips the scan of a large table
+    /// without timeouts.
+    timed: Option<(u64, bool)>,
 }
 
 impl RuleSet {
@@ -122,6 +126,7 @@ impl RuleSet {
             next_uid: 1,
             version: 0,
             index: HashMap::default(),
+            timed: None,
         };
         s.add(rules);
         s
@@ -366,6 +371,8 @@ impl RuleSet {
         for r in self.rules.iter_mut().filter(|r| uids.contains(&r.uid)) {
             flowpath_ofproto::learn::reduce_timeouts(&mut r.rule);
         }
+        // fin_timeout may give a rule without timeouts some.
+        self.timed = None;
     }
 
     /// Removes the rules whose `idle_timeout` or `hard_timeout` (seconds)
@@ -377,6 +384,20 @@ impl RuleSet {
     /// [`RuleSet::expire`], returning the removed rules with why they
     /// went (OpenFlow's `OFPRR_IDLE_TIMEOUT` 0, `OFPRR_HARD_TIMEOUT` 1).
     pub fn expire_removed(&mut self, now: Instant) -> Vec<(InstalledRule, u8)> {
+        let timed = match self.timed {
+            Some((v, t)) if v == self.version => t,
+            _ => {
+                let t = self
+                    .rules
+                    .iter()
+                    .any(|r| r.rule.idle_timeout != 0 || r.rule.hard_timeout != 0);
+                self.timed = Some((self.version, t));
+                t
+            }
+        };
+        if !timed {
+            return Vec::new();
+        }
         let mut gone = Vec::new();
         self.rules.retain(|r| {
             let age = now.saturating_duration_since(r.added).as_secs_f64();
@@ -754,6 +775,19 @@ mod tests {
 
     fn set(text: &str) -> RuleSet {
         RuleSet::new(parse_rules(text, None).unwrap(), vec![], vec![], vec![1, 2])
+    }
+
+    #[test]
+    fn expiry_sees_timeouts_added_after_a_round_without_any() {
+        let mut s = set("priority=10,tcp,actions=output:2\n");
+        let later = Instant::now() + std::time::Duration::from_secs(5);
+        assert_eq!(s.expire(later), 0, "no timeouts: nothing to expire");
+        s.add(vec![parse_one(
+            "priority=9,udp,hard_timeout=1,actions=output:1",
+        )
+        .unwrap()]);
+        assert_eq!(s.expire(later), 1, "the new rule's hard timeout");
+        assert_eq!(s.rules().len(), 1);
     }
 
     #[test]
