@@ -43,6 +43,11 @@ if [ -n "$need" ]; then apt-get update -qq; DEBIAN_FRONTEND=noninteractive apt-g
 [ -x "$FP" ] || (cd "$ROOT" && cargo build --release --quiet -p flowpath-cli)
 
 say() { echo "$*"; echo "$*" >>"$OUT"; }
+# A userspace Open vSwitch leaves its bridge's taps (br0, ovs-netdev) in
+# the root namespace: remove those this run created.
+ovs_taps=""
+for d in br0 ovs-netdev; do ip link show "$d" >/dev/null 2>&1 || ovs_taps="$ovs_taps $d"; done
+drop_taps() { for d in $ovs_taps; do ip link del "$d" 2>/dev/null || true; done; }
 fp_pid=""
 srv_pid=""
 cleanup() {
@@ -51,6 +56,7 @@ cleanup() {
   "$ANCHOR"/ovs-afxdp.sh stop >/dev/null 2>&1 || true
   ip link del fpbr0 2>/dev/null || true
   "$ANCHOR"/topo.sh down >/dev/null 2>&1 || true
+  drop_taps
   rm -rf "$W"
 }
 trap cleanup EXIT

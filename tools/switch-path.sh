@@ -31,7 +31,12 @@ OUT=${OUT:-/dev/null}
 }
 [ -x "$FP" ] || (cd "$ROOT" && cargo build --release --quiet -p flowpath-cli)
 W=$(mktemp -d /tmp/switch-path.XXXX)
-trap 'rm -rf "$W"' EXIT
+# A userspace Open vSwitch leaves its bridge's taps (br0, ovs-netdev) in
+# the root namespace: remove those this run created.
+ovs_taps=""
+for d in br0 ovs-netdev; do ip link show "$d" >/dev/null 2>&1 || ovs_taps="$ovs_taps $d"; done
+drop_taps() { for d in $ovs_taps; do ip link del "$d" 2>/dev/null || true; done; }
+trap 'drop_taps; rm -rf "$W"' EXIT
 say() { echo "$*"; echo "$*" >>"$OUT"; echo "$*" >>"$W/all"; }
 
 printf 'priority=10,in_port=1,udp,actions=output:100\npriority=0,actions=drop\n' >"$W/r.flows"
