@@ -67,13 +67,8 @@ pub fn run_pmds(
         start.wait();
         let mut all = vec![run(w, cfg, opts)];
         for h in others {
-            all.push(h.join().unwrap_or_else(|_| {
-                Err(RunError::Pin {
-                    worker: 0,
-                    cpu: 0,
-                    reason: "a worker panicked".into(),
-                })
-            }));
+            // A worker's panic is the benchmark's: passed on as it is.
+            all.push(h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)));
         }
         all
     });

@@ -250,7 +250,7 @@ pub enum RunError {
     /// The workload has no input port.
     #[error("workload {0} has no packets")]
     Empty(String),
-    /// A worker of `--pmds` could not be pinned (or died).
+    /// A worker of `--pmds` could not be pinned.
     #[error("worker {worker}: cannot pin to CPU {cpu}: {reason}")]
     Pin {
         /// The worker.

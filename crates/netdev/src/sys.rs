@@ -166,9 +166,9 @@ pub fn wait_readable(fds: &[RawFd], timeout_ms: i32) -> usize {
     wait_readable_us(fds, u64::from(timeout_ms.max(0) as u32) * 1000)
 }
 
-/// As [`wait_readable`], the timeout in microseconds (`ppoll(2)`): an
-/// idle PMD's short sleeps, which keep a wake-up cheap (the CPU stays in
-/// a shallow idle state, a virtual CPU in its host's halt polling).
+/// As [`wait_readable`], the timeout in microseconds (`ppoll(2)`), so
+/// that a `pmd-maxsleep` below a millisecond is a sleep on the queues,
+/// not a blind one.
 pub fn wait_readable_us(fds: &[RawFd], timeout_us: u64) -> usize {
     let mut pfds = [libc::pollfd {
         fd: -1,
