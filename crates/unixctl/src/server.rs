@@ -139,10 +139,9 @@ impl Server {
             std::fs::remove_file(path)
                 .map_err(|e| sock_err("cannot remove the stale socket", e))?;
         }
+        // A blocking listener: a client is served the moment it connects;
+        // `stop` wakes the accepting thread with a connection of its own.
         let listener = UnixListener::bind(path).map_err(|e| sock_err("cannot bind", e))?;
-        listener
-            .set_nonblocking(true)
-            .map_err(|e| sock_err("cannot configure", e))?;
         let mut commands = commands;
         commands.push(CommandSpec {
             name: "list-commands".into(),
@@ -189,7 +188,12 @@ impl Server {
     fn stop(&mut self) {
         self.inner.stop.store(true, Ordering::Relaxed);
         if let Some(t) = self.accept.take() {
-            let _ = t.join();
+            // Wakes the thread blocked in accept(2); if the socket file is
+            // gone (someone removed it), that thread stays parked there
+            // and ends with the process.
+            if UnixStream::connect(&self.path).is_ok() {
+                let _ = t.join();
+            }
             let _ = std::fs::remove_file(&self.path);
         }
     }
@@ -211,6 +215,7 @@ fn accept_loop(listener: UnixListener, inner: Arc<Inner>) {
     let mut conns: Vec<JoinHandle<()>> = Vec::new();
     while !inner.stop.load(Ordering::Relaxed) {
         match listener.accept() {
+            Ok(_) if inner.stop.load(Ordering::Relaxed) => break,
             Ok((stream, _)) => {
                 if inner.clients.load(Ordering::Relaxed) >= MAX_CLIENTS {
                     drop(stream); // too many: closed at once
@@ -231,10 +236,8 @@ fn accept_loop(listener: UnixListener, inner: Arc<Inner>) {
                 }
                 conns.retain(|h| !h.is_finished());
             }
-            Err(e) if e.kind() == ErrorKind::WouldBlock || e.kind() == ErrorKind::Interrupted => {
-                conns.retain(|h| !h.is_finished());
-                std::thread::sleep(Duration::from_millis(10));
-            }
+            Err(e) if e.kind() == ErrorKind::Interrupted => {}
+            // Out of descriptors and the like: wait a little for them.
             Err(_) => std::thread::sleep(Duration::from_millis(10)),
         }
     }

@@ -56,6 +56,7 @@ use flowpath_openflow::msg;
 use session::Session;
 use std::io::{ErrorKind, Read, Write};
 use std::net::{TcpListener, TcpStream};
+use std::os::unix::io::{AsRawFd, RawFd};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU8, Ordering};
@@ -428,14 +429,18 @@ impl OfServer {
                 ListenSpec::Unix(p) => {
                     let l = bind_unix(p, &mut me.unix_paths)?;
                     me.threads.push(spawn("of-accept", move || {
-                        accept_loop(&reg, || l.accept().map(|(s, _)| Conn::Unix(s)))
+                        accept_loop(&reg, l.as_raw_fd(), || {
+                            l.accept().map(|(s, _)| Conn::Unix(s))
+                        })
                     })?);
                 }
                 ListenSpec::Tcp(a) => {
                     let l = TcpListener::bind(a).map_err(|e| format!("ptcp {a}: {e}"))?;
                     l.set_nonblocking(true).map_err(|e| e.to_string())?;
                     me.threads.push(spawn("of-accept", move || {
-                        accept_loop(&reg, || l.accept().map(|(s, _)| Conn::Tcp(s)))
+                        accept_loop(&reg, l.as_raw_fd(), || {
+                            l.accept().map(|(s, _)| Conn::Tcp(s))
+                        })
                     })?);
                 }
                 ListenSpec::Ssl(a) => {
@@ -443,7 +448,7 @@ impl OfServer {
                     l.set_nonblocking(true).map_err(|e| e.to_string())?;
                     let ctx = tls.clone().ok_or("pssl: no TLS settings")?;
                     me.threads.push(spawn("of-accept", move || {
-                        accept_loop(&reg, || {
+                        accept_loop(&reg, l.as_raw_fd(), || {
                             let (s, _) = l.accept()?;
                             TlsConn::server(s, &ctx).map(Conn::Tls)
                         })
@@ -540,7 +545,8 @@ fn snoop_accept(reg: &Arc<Registry>, l: &UnixListener) {
                 }
                 workers.retain(|h| !h.is_finished());
             }
-            Err(_) => std::thread::sleep(POLL / 2),
+            Err(e) if e.kind() == ErrorKind::WouldBlock => wait_for_peer(l.as_raw_fd()),
+            Err(_) => std::thread::sleep(POLL),
         }
     }
     for h in workers {
@@ -723,7 +729,14 @@ fn serve(reg: &Arc<Registry>, mut c: Conn, primary: bool) {
     }
 }
 
-fn accept_loop(reg: &Arc<Registry>, accept: impl Fn() -> std::io::Result<Conn>) {
+/// Sleeps until a peer knocks on listener `fd`, or at most [`POLL`] (so
+/// that a stopping switch is noticed): a connection is accepted the
+/// moment it arrives (`ovs-ofctl` opens several per command).
+fn wait_for_peer(fd: RawFd) {
+    flowpath_netdev::wait_readable_us(&[fd], POLL.as_micros() as u64);
+}
+
+fn accept_loop(reg: &Arc<Registry>, fd: RawFd, accept: impl Fn() -> std::io::Result<Conn>) {
     let mut workers: Vec<JoinHandle<()>> = Vec::new();
     while !reg.sh.stop.load(Ordering::Relaxed) {
         match accept() {
@@ -734,7 +747,7 @@ fn accept_loop(reg: &Arc<Registry>, accept: impl Fn() -> std::io::Result<Conn>) 
                 }
                 workers.retain(|h| !h.is_finished());
             }
-            Err(e) if e.kind() == ErrorKind::WouldBlock => std::thread::sleep(POLL / 2),
+            Err(e) if e.kind() == ErrorKind::WouldBlock => wait_for_peer(fd),
             Err(_) => std::thread::sleep(POLL),
         }
     }
