@@ -12,7 +12,7 @@ use flowpath_ofproto::classifier::DEFAULT_PREFIXES;
 use flowpath_ofproto::parse::{parse_match, parse_rules};
 use flowpath_ofproto::tables::RuleTables;
 use flowpath_ofproto::xlate::xlate;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 
 /// Runs the scan and returns the installed megaflows (as text) with their
 /// actions. Installed megaflows are kept per mask, like dpcls subtables.
@@ -21,21 +21,32 @@ fn scan(rules: &str) -> Vec<(String, String)> {
     let base = parse_match("in_port=1,tcp,nw_src=7.7.7.1,tp_src=40000,tcp_flags=0x002")
         .unwrap()
         .key;
-    let mut installed: HashMap<FlowMask, HashSet<FlowKey>> = HashMap::new();
+    // Most packets hit the megaflow the previous one hit: the last mask
+    // hit is probed first (the datapath's order does not change which
+    // megaflow covers a packet: installed megaflows never overlap).
+    let mut installed: Vec<(FlowMask, HashSet<FlowKey, foldhash::fast::RandomState>)> = Vec::new();
     let mut out = Vec::new();
     for host in 101..=200u32 {
         for port in 1..=65535u16 {
             let mut k = base;
             k.set_nw_dst(0x0707_0700 | host);
             k.set_tp_dst(port);
-            if installed.iter().any(|(m, set)| set.contains(&k.masked(m))) {
+            if let Some(i) = installed
+                .iter()
+                .position(|(m, set)| set.contains(&k.masked(m)))
+            {
+                installed.swap(0, i);
                 continue;
             }
             let x = xlate(&tables, &k, false);
-            installed
-                .entry(x.megaflow)
-                .or_default()
-                .insert(k.masked(&x.megaflow));
+            let i = match installed.iter().position(|(m, _)| *m == x.megaflow) {
+                Some(i) => i,
+                None => {
+                    installed.push((x.megaflow, HashSet::default()));
+                    installed.len() - 1
+                }
+            };
+            installed[i].1.insert(k.masked(&x.megaflow));
             out.push((
                 Match::new(&k, &x.megaflow).format(Style::Megaflow),
                 format_actions(&x.actions),
