@@ -454,7 +454,12 @@ impl Classifier {
         };
         self.subtables[idx].insert(CKey { f: key, r: regs }, Entry { priority, id, conj });
         self.n_rules += 1;
-        self.sort();
+        // The subtables stay ranked by their highest priority; only an
+        // insert that moved this one's above its predecessor's re-ranks
+        // them (a re-rank rebuilds the mask index).
+        if idx > 0 && self.subtables[idx - 1].max_priority < self.subtables[idx].max_priority {
+            self.sort();
+        }
     }
 
     fn sort(&mut self) {

@@ -233,17 +233,35 @@ impl RuleTables {
         prefixes: &[FieldId],
         per_table: &[(u8, Vec<FieldId>)],
     ) -> Self {
-        let mut dedup: HashMap<(u8, u16, flowpath_flow::Match), usize> = HashMap::new();
-        let mut kept: Vec<Option<Rule>> = Vec::with_capacity(rules.len());
-        for r in rules {
-            let k = (r.table, r.priority, r.matching);
-            if let Some(&i) = dedup.get(&k) {
-                kept[i] = None;
-            }
-            dedup.insert(k, kept.len());
-            kept.push(Some(r));
+        // A later rule with the same table, priority and match replaces an
+        // earlier one. The matches are compared in place (a rule's match
+        // is large: copying it into the map was most of a build's cost).
+        let mut last: HashMap<
+            (u8, u16, &flowpath_flow::Match),
+            usize,
+            foldhash::fast::RandomState,
+        > = HashMap::with_capacity_and_hasher(rules.len(), Default::default());
+        for (i, r) in rules.iter().enumerate() {
+            last.insert((r.table, r.priority, &r.matching), i);
         }
-        let rules: Vec<Rule> = kept.into_iter().flatten().collect();
+        let rules: Vec<Rule> = if last.len() == rules.len() {
+            drop(last);
+            rules
+        } else {
+            let keep: Vec<bool> = {
+                let mut keep = vec![false; rules.len()];
+                for &i in last.values() {
+                    keep[i] = true;
+                }
+                keep
+            };
+            drop(last);
+            rules
+                .into_iter()
+                .zip(keep)
+                .filter_map(|(r, k)| k.then_some(r))
+                .collect()
+        };
         let mut tables: Vec<Option<Classifier>> = vec![None; 256];
         for (i, r) in rules.iter().enumerate() {
             let fields = per_table

@@ -71,6 +71,45 @@ pub struct Published {
     pub group_uids: Arc<HashMap<u32, u64>>,
 }
 
+/// A rule set's contents as a publication needs them (see
+/// [`RuleSet::publish_input_for`]).
+pub struct PublishInput {
+    rules: Vec<Rule>,
+    uids: Vec<u64>,
+    prefixes: Vec<FieldId>,
+    per_table: Vec<(u8, Vec<FieldId>)>,
+    ports: Vec<u32>,
+    port_config: std::collections::BTreeMap<u32, u32>,
+    frag_mode: FragMode,
+    sampling: bool,
+    tunnels: Option<Arc<flowpath_ofproto::tunnel::Tunnels>>,
+    miss_to_controller: Arc<std::sync::atomic::AtomicBool>,
+    groups: Vec<flowpath_ofproto::group::Group>,
+    version: u64,
+    group_uids: HashMap<u32, u64>,
+}
+
+impl PublishInput {
+    /// Builds the tables.
+    pub fn build(self) -> Published {
+        let mut t = RuleTables::with_table_prefixes(self.rules, &self.prefixes, &self.per_table);
+        t.set_ports(self.ports);
+        t.set_port_config(self.port_config);
+        t.set_frag_mode(self.frag_mode);
+        t.set_sampling(self.sampling);
+        t.set_tunnels(self.tunnels);
+        t.share_miss_to_controller(self.miss_to_controller);
+        // Checked when rules and groups are added (`check_groups`).
+        let _ = t.set_groups(self.groups);
+        Published {
+            version: self.version,
+            tables: Arc::new(t),
+            uids: Arc::new(self.uids),
+            group_uids: Arc::new(self.group_uids),
+        }
+    }
+}
+
 /// The editable rule list and the table options it is built with.
 #[derive(Clone, Debug)]
 pub struct RuleSet {
@@ -94,8 +133,11 @@ pub struct RuleSet {
     version: u64,
     /// Where the rule of each (table, priority, match) is in `rules`: an
     /// add replaces it in place without a scan (100,000 adds one by one
-    /// stay linear).
-    index: HashMap<(u8, u16, Match), usize, rustc_hash::FxBuildHasher>,
+    /// stay linear). Positions only, hashed by the key they point at (a
+    /// match is 832 bytes: a copy of each in the index doubled what
+    /// copying a rule set costs).
+    index: hashbrown::HashTable<usize>,
+    index_hasher: foldhash::fast::RandomState,
     /// Whether some rule has a timeout, as of rules version `.0`: the
     /// revalidator's expiry round skips the scan of a large table
     /// without timeouts.
@@ -125,7 +167,8 @@ impl RuleSet {
             miss_to_controller: Arc::default(),
             next_uid: 1,
             version: 0,
-            index: HashMap::default(),
+            index: hashbrown::HashTable::new(),
+            index_hasher: Default::default(),
             timed: None,
         };
         s.add(rules);
@@ -308,27 +351,43 @@ impl RuleSet {
     }
 
     fn publish_with(&self, only: Option<Rule>) -> Published {
-        let rules: Vec<Rule> = match &only {
-            Some(r) => vec![r.clone()],
-            None => self.rules.iter().map(|r| r.rule.clone()).collect(),
+        self.publish_input(only).build()
+    }
+
+    /// What [`RuleSet::publish`] builds from, copied out (each rule once):
+    /// a caller holding the rule set under a lock builds the tables
+    /// after letting go of it. In fail-open mode, [`RuleSet::publish_fail_open`]'s.
+    pub fn publish_input_for(&self, fail_open: bool) -> PublishInput {
+        self.publish_input(fail_open.then(|| {
+            Rule::new(
+                Match::catchall(),
+                vec![flowpath_ofproto::action::Action::Normal],
+            )
+        }))
+    }
+
+    fn publish_input(&self, only: Option<Rule>) -> PublishInput {
+        let (rules, uids) = match only {
+            Some(r) => (vec![r], vec![u64::MAX]),
+            None => (
+                self.rules.iter().map(|r| r.rule.clone()).collect(),
+                self.rules.iter().map(|r| r.uid).collect(),
+            ),
         };
-        let mut t = RuleTables::with_table_prefixes(rules, &self.prefixes, &self.per_table);
-        t.set_ports(self.ports.clone());
-        t.set_port_config(self.port_config.clone());
-        t.set_frag_mode(self.frag_mode);
-        t.set_sampling(self.sampling);
-        t.set_tunnels(self.tunnels.clone());
-        t.share_miss_to_controller(self.miss_to_controller.clone());
-        // Checked when rules and groups are added (`check_groups`).
-        let _ = t.set_groups(self.groups.clone());
-        Published {
+        PublishInput {
+            rules,
+            uids,
+            prefixes: self.prefixes.clone(),
+            per_table: self.per_table.clone(),
+            ports: self.ports.clone(),
+            port_config: self.port_config.clone(),
+            frag_mode: self.frag_mode,
+            sampling: self.sampling,
+            tunnels: self.tunnels.clone(),
+            miss_to_controller: self.miss_to_controller.clone(),
+            groups: self.groups.clone(),
             version: self.version,
-            tables: Arc::new(t),
-            uids: Arc::new(match only {
-                Some(_) => vec![u64::MAX],
-                None => self.rules.iter().map(|r| r.uid).collect(),
-            }),
-            group_uids: Arc::new(self.group_counters.uids()),
+            group_uids: self.group_counters.uids(),
         }
     }
 
@@ -425,7 +484,7 @@ impl RuleSet {
     pub fn add(&mut self, rules: Vec<Rule>) {
         let now = Instant::now();
         for rule in rules {
-            let key = (rule.table, rule.priority, rule.matching);
+            let h = self.key_hash(rule.table, rule.priority, &rule.matching);
             let installed = InstalledRule {
                 rule,
                 added: now,
@@ -435,11 +494,12 @@ impl RuleSet {
                 last_used: None,
             };
             self.next_uid += 1;
-            match self.index.get(&key) {
-                Some(&i) => self.rules[i] = installed,
+            let r = &installed.rule;
+            match self.find(h, r.table, r.priority, &r.matching) {
+                Some(i) => self.rules[i] = installed,
                 None => {
-                    self.index.insert(key, self.rules.len());
                     self.rules.push(installed);
+                    self.index_insert(h, self.rules.len() - 1);
                 }
             }
         }
@@ -462,8 +522,34 @@ impl RuleSet {
         };
         tables
             .into_iter()
-            .filter_map(|t| self.index.get(&(t, priority, *m)).copied())
+            .filter_map(|t| self.find(self.key_hash(t, priority, m), t, priority, m))
             .collect()
+    }
+
+    fn key_hash(&self, table: u8, priority: u16, m: &Match) -> u64 {
+        use std::hash::BuildHasher;
+        self.index_hasher.hash_one((table, priority, m))
+    }
+
+    /// The position of the rule with this key (`h` its hash).
+    fn find(&self, h: u64, table: u8, priority: u16, m: &Match) -> Option<usize> {
+        let rules = &self.rules;
+        self.index
+            .find(h, |&i| {
+                let r = &rules[i].rule;
+                r.table == table && r.priority == priority && r.matching == *m
+            })
+            .copied()
+    }
+
+    /// Indexes position `i` (`h` the hash of its rule's key).
+    fn index_insert(&mut self, h: u64, i: usize) {
+        let (rules, hasher) = (&self.rules, &self.index_hasher);
+        self.index.insert_unique(h, i, |&j| {
+            use std::hash::BuildHasher;
+            let r = &rules[j].rule;
+            hasher.hash_one((r.table, r.priority, &r.matching))
+        });
     }
 
     /// [`RuleSet::modify_where`] for the flows of exactly this priority
@@ -502,16 +588,24 @@ impl RuleSet {
         hits.sort_unstable_by(|a, b| b.cmp(a));
         let mut gone = Vec::new();
         for i in hits {
-            let r = self.rules.swap_remove(i);
-            self.index
-                .remove(&(r.rule.table, r.rule.priority, r.rule.matching));
-            if let Some(moved) = self.rules.get(i) {
-                self.index.insert(
-                    (moved.rule.table, moved.rule.priority, moved.rule.matching),
-                    i,
-                );
+            let last = self.rules.len() - 1;
+            let h = self.key_hash(
+                self.rules[i].rule.table,
+                self.rules[i].rule.priority,
+                &self.rules[i].rule.matching,
+            );
+            if let Ok(e) = self.index.find_entry(h, |&j| j == i) {
+                e.remove();
             }
-            gone.push(r);
+            if i != last {
+                // The last rule moves into `i`.
+                let m = &self.rules[last].rule;
+                let hm = self.key_hash(m.table, m.priority, &m.matching);
+                if let Some(p) = self.index.find_mut(hm, |&j| j == last) {
+                    *p = i;
+                }
+            }
+            gone.push(self.rules.swap_remove(i));
         }
         self.version += 1;
         gone
@@ -519,12 +613,13 @@ impl RuleSet {
 
     /// Rebuilds the (table, priority, match) index after rules went.
     fn reindex(&mut self) {
-        self.index = self
-            .rules
-            .iter()
-            .enumerate()
-            .map(|(i, r)| ((r.rule.table, r.rule.priority, r.rule.matching), i))
-            .collect();
+        self.index.clear();
+        self.index.reserve(self.rules.len(), |_| 0);
+        for i in 0..self.rules.len() {
+            let r = &self.rules[i].rule;
+            let h = self.key_hash(r.table, r.priority, &r.matching);
+            self.index_insert(h, i);
+        }
     }
 
     /// Replaces every rule with `rules`.

@@ -255,8 +255,55 @@ pub(crate) struct ConnInfo {
     pub monitors: Mutex<Vec<msg::FlowMonitor>>,
     /// Packet-ins as `NXT_PACKET_IN2` (`NXT_SET_PACKET_IN_FORMAT`).
     pub pin2: AtomicBool,
-    /// Its writer's queue.
-    pub out: SyncSender<Vec<u8>>,
+    /// Its writer's queue: use [`ConnInfo::try_queue`].
+    out: SyncSender<Vec<u8>>,
+    /// The socket's sending side (see [`ConnInfo::deliver`]).
+    wire: Arc<Wire>,
+}
+
+/// A connection's sending side, shared by its writer thread and its own
+/// thread.
+struct Wire {
+    conn: Mutex<Conn>,
+    /// Messages queued for the writer and not yet written.
+    queued: std::sync::atomic::AtomicUsize,
+}
+
+impl ConnInfo {
+    /// Queues `m` for the writer without waiting (messages from other
+    /// threads: packet-ins, monitors' updates, port status).
+    pub(crate) fn try_queue(&self, m: Vec<u8>) -> Result<(), TrySendError<Vec<u8>>> {
+        self.wire.queued.fetch_add(1, Ordering::SeqCst);
+        let r = self.out.try_send(m);
+        if r.is_err() {
+            self.wire.queued.fetch_sub(1, Ordering::SeqCst);
+        }
+        r
+    }
+
+    /// Sends the connection's own answers: written at once by the
+    /// calling thread when nothing is queued before them (a request and
+    /// its answer cost no hand-off to another thread: `ovs-ofctl
+    /// add-flows` waits for a barrier's answer after every flow), else
+    /// queued behind what is. False when the connection is gone.
+    pub(crate) fn deliver(&self, reg: &Registry, m: Vec<u8>) -> bool {
+        {
+            let mut w = self.wire.conn.lock().unwrap_or_else(|p| p.into_inner());
+            if self.wire.queued.load(Ordering::SeqCst) == 0 {
+                if self.primary {
+                    reg.snoop(&m);
+                }
+                if w.write_all(&m).is_err() {
+                    w.shutdown();
+                    return false;
+                }
+                reg.stats.tx_msgs.fetch_add(1, Ordering::Relaxed);
+                return true;
+            }
+        }
+        self.wire.queued.fetch_add(1, Ordering::SeqCst);
+        self.out.send(m).is_ok()
+    }
 }
 
 /// The connections, the counters and the switch.
@@ -355,12 +402,13 @@ impl Registry {
             && !self.targets().is_empty()
             && primaries == 0;
         let ctl = Control::new(self.sh.clone());
-        let changed = {
+        let (changed, later) = {
             let mut st = ctl.state();
             let before = st.rules.version();
             let a = st.rules.set_miss_to_controller(miss);
             let b = std::mem::replace(&mut st.fail_open, fail_open) != fail_open;
             let prev = self.sh.published();
+            let mut later = false;
             if a && !b && prev.version == before {
                 // Only the (shared) miss flag changed: the published
                 // tables stay, under a new version so that the revalidator
@@ -370,12 +418,19 @@ impl Registry {
                     version: st.rules.version(),
                     ..prev
                 });
+            } else if a && !b {
+                // Flow changes wait for the publisher (`ovs-ofctl
+                // add-flows` just closed): the tables it builds carry the
+                // flag (shared) and a new version; no rebuild here too.
+                later = true;
             } else if a || b {
                 let _ = ctl.publish(&st);
             }
-            a || b
+            (a || b, later)
         };
-        if changed {
+        if later {
+            self.mark_dirty();
+        } else if changed {
             let _ = self.sh.reval_kick();
         }
     }
@@ -681,25 +736,14 @@ fn serve(reg: &Arc<Registry>, mut c: Conn, primary: bool) {
         }
         return;
     }
-    let Ok(mut w) = c.try_clone() else {
+    let Ok(w) = c.try_clone() else {
         return;
     };
     reg.stats.connections.fetch_add(1, Ordering::Relaxed);
     let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<u8>>(OUT_QUEUE);
-    let stats = reg.stats.clone();
-    let wreg = reg.clone();
-    let writer = spawn("of-write", move || {
-        while let Ok(m) = rx.recv() {
-            if primary {
-                wreg.snoop(&m);
-            }
-            if w.write_all(&m).is_err() {
-                // The reader sees the connection end too.
-                w.shutdown();
-                return;
-            }
-            stats.tx_msgs.fetch_add(1, Ordering::Relaxed);
-        }
+    let wire = Arc::new(Wire {
+        conn: Mutex::new(w),
+        queued: std::sync::atomic::AtomicUsize::new(0),
     });
     let info = Arc::new(ConnInfo {
         version: AtomicU8::new(0),
@@ -712,6 +756,36 @@ fn serve(reg: &Arc<Registry>, mut c: Conn, primary: bool) {
         monitors: Mutex::new(Vec::new()),
         pin2: AtomicBool::new(false),
         out: tx,
+        wire: wire.clone(),
+    });
+    let stats = reg.stats.clone();
+    let wreg = reg.clone();
+    let writer = spawn("of-write", move || {
+        while let Ok(mut m) = rx.recv() {
+            // What queued up meanwhile goes out in the same write.
+            let mut n = 1;
+            if primary {
+                wreg.snoop(&m);
+            }
+            while m.len() < MAX_MSG {
+                let Ok(more) = rx.try_recv() else { break };
+                if primary {
+                    wreg.snoop(&more);
+                }
+                m.extend_from_slice(&more);
+                n += 1;
+            }
+            let mut w = wire.conn.lock().unwrap_or_else(|p| p.into_inner());
+            if w.write_all(&m).is_err() {
+                // The reader sees the connection end too.
+                w.shutdown();
+                return;
+            }
+            // Counted out only once written: the connection's own thread
+            // writes directly only when nothing is waiting here.
+            wire.queued.fetch_sub(n, Ordering::SeqCst);
+            stats.tx_msgs.fetch_add(n as u64, Ordering::Relaxed);
+        }
     });
     reg.add(info.clone());
     // A panic in the session closes this connection only (its socket
@@ -760,27 +834,22 @@ fn accept_loop(reg: &Arc<Registry>, fd: RawFd, accept: impl Fn() -> std::io::Res
 /// control lock: flow changes go on meanwhile) and installs them.
 fn publish(sh: &Arc<Shared>) {
     let ctl = Control::new(sh.clone());
-    let (rules, fail_open) = {
+    let input = {
         let st = ctl.state();
-        (st.rules.clone(), st.fail_open)
+        st.rules.publish_input_for(st.fail_open)
     };
-    let p = if fail_open {
-        rules.publish_fail_open()
-    } else {
-        rules.publish()
-    };
-    let _ = ctl.install(p);
+    let _ = ctl.install(input.build());
 }
 
 /// Publishes flow changes from the OpenFlow channel: 2 ms after the last
-/// change, or 20 ms (at least 4 times the last rebuild, at most 500 ms)
+/// change, or 20 ms (at least 4 times the last rebuild, at most 2 s)
 /// after the first of a stream, then starts a
 /// revalidator round (as Open vSwitch, a BARRIER reply means the flow
 /// table has the change; the datapath follows within milliseconds).
 fn publisher(reg: &Arc<Registry>) {
     const QUIET: Duration = Duration::from_millis(2);
     const MIN_DELAY: Duration = Duration::from_millis(20);
-    const MAX_DELAY: Duration = Duration::from_millis(500);
+    const MAX_DELAY: Duration = Duration::from_secs(2);
     // What the last publish cost: a stream of changes is published at
     // most every 4 times that (a large table's rebuild takes a while;
     // rebuilding it every 20 ms would spend the core on rebuilds).
@@ -914,7 +983,7 @@ fn dispatch(reg: &Arc<Registry>, rx: &Receiver<PacketIn>) {
             } else {
                 msg::encode_packet_in(v, &p.frame, max_len, p.in_port, reason, p.table, p.cookie)
             };
-            match c.out.try_send(m) {
+            match c.try_queue(m) {
                 Ok(()) => {
                     reg.stats.packet_ins.fetch_add(1, Ordering::Relaxed);
                 }

@@ -157,7 +157,7 @@ impl Registry {
                 }
             }
             for m in out {
-                if c.out.try_send(m).is_err() {
+                if c.try_queue(m).is_err() {
                     self.stats.async_dropped.fetch_add(1, Ordering::Relaxed);
                 }
             }
@@ -179,7 +179,7 @@ impl Registry {
             {
                 continue;
             }
-            if c.out.try_send(msg::encode_port_status(v, 2, p)).is_err() {
+            if c.try_queue(msg::encode_port_status(v, 2, p)).is_err() {
                 self.stats.async_dropped.fetch_add(1, Ordering::Relaxed);
             }
         }

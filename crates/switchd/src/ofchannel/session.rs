@@ -33,6 +33,11 @@ pub(super) struct Session {
     st: ConnState,
     pending: bool,
     bundles: Bundles,
+    /// Answers not yet handed to the writer: those to the messages of
+    /// one read go out together (`ovs-ofctl add-flows` sends a barrier
+    /// after every flow; one hand-off per answer cost a thread wake-up
+    /// each).
+    batch: Vec<u8>,
 }
 
 impl Session {
@@ -46,11 +51,30 @@ impl Session {
             st: ConnState::default(),
             pending: false,
             bundles: Bundles::default(),
+            batch: Vec::new(),
         }
     }
 
-    fn send(&self, m: Vec<u8>) -> bool {
-        self.info.out.send(m).is_ok()
+    /// Hands `m` to the writer after the answers batched before it.
+    fn send(&mut self, m: Vec<u8>) -> bool {
+        self.send_batch() && self.info.deliver(&self.reg, m)
+    }
+
+    /// Adds `m` to the batch.
+    fn queue(&mut self, m: Vec<u8>) {
+        if self.batch.is_empty() {
+            self.batch = m;
+        } else {
+            self.batch.extend_from_slice(&m);
+        }
+    }
+
+    /// Hands the batched answers to the writer.
+    fn send_batch(&mut self) -> bool {
+        self.batch.is_empty()
+            || self
+                .info
+                .deliver(&self.reg, std::mem::take(&mut self.batch))
     }
 
     pub(super) fn run(mut self, mut c: Conn) {
@@ -125,15 +149,30 @@ impl Session {
                     self.reg.snoop(&m);
                 }
                 self.reg.stats.rx_msgs.fetch_add(1, Ordering::Relaxed);
-                let out = self.handle(&m);
-                for o in out {
-                    if !self.send(o) {
-                        return;
-                    }
+                for o in self.handle(&m) {
+                    self.queue(o);
+                }
+                // Flow monitors' updates and other messages from other
+                // threads go straight to the writer: with monitors on,
+                // each answer goes out before the next message is handled
+                // (an update never overtakes an earlier request's answer).
+                let monitored = !self
+                    .info
+                    .monitors
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .is_empty();
+                if (monitored || self.batch.len() >= MAX_MESSAGE || self.version == 0xff)
+                    && !self.send_batch()
+                {
+                    return;
                 }
                 if self.version == 0xff {
                     return;
                 }
+            }
+            if !self.send_batch() {
+                return;
             }
             buf.drain(..used);
             if buf.len() > 2 * MAX_MESSAGE {
