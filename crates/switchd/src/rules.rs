@@ -479,6 +479,12 @@ impl RuleSet {
         gone
     }
 
+    /// Makes room for `n` more rules (a bundle of adds: the list grows
+    /// once, not by doublings of 1 KiB rules).
+    pub fn reserve(&mut self, n: usize) {
+        self.rules.reserve(n);
+    }
+
     /// Adds `rules`; a rule with the same table, priority and match as an
     /// existing one replaces it (as `ovs-ofctl add-flow` does).
     pub fn add(&mut self, rules: Vec<Rule>) {

@@ -17,8 +17,10 @@ pub(super) const REASON_GROUP_DELETE: u8 = 3;
 /// What applying a flow_mod did, for what follows it outside the rule
 /// list: learned flows to delete, flow-removed messages, monitors.
 pub(super) struct Applied {
-    /// Learned flows to delete with the rules (selector and strictness).
-    pub learned: Option<(Sel, bool)>,
+    /// Learned flows to delete with the rules (selector and strictness;
+    /// boxed: a selector holds a rule, and a bundle keeps one `Applied`
+    /// per message).
+    pub learned: Option<Box<(Sel, bool)>>,
     /// The rules deleted.
     pub removed: Vec<InstalledRule>,
     /// The rules added or modified (as they are now).
@@ -60,7 +62,6 @@ pub(super) fn apply(rules: &mut RuleSet, fm: &FlowMod) -> Result<Applied, OfErro
             .check_groups(std::slice::from_ref(&rule))
             .map_err(|_| ofe::BAC_BAD_OUT_GROUP)?;
     }
-    let sel = Sel::from_flow_mod(fm);
     let mut out = Applied::default();
     match fm.command {
         Command::Add => {
@@ -73,6 +74,7 @@ pub(super) fn apply(rules: &mut RuleSet, fm: &FlowMod) -> Result<Applied, OfErro
             rules.add(vec![rule]);
         }
         Command::Modify | Command::ModifyStrict => {
+            let sel = Sel::from_flow_mod(fm);
             let strict = fm.command == Command::ModifyStrict;
             let reset = rule.flags & flags::RESET_COUNTS != 0;
             let changed = if strict {
@@ -95,6 +97,7 @@ pub(super) fn apply(rules: &mut RuleSet, fm: &FlowMod) -> Result<Applied, OfErro
             }
         }
         Command::Delete | Command::DeleteStrict => {
+            let sel = Sel::from_flow_mod(fm);
             let strict = fm.command == Command::DeleteStrict;
             out.removed = if strict {
                 let (p, m) = (fm.rule.priority, fm.rule.matching);
@@ -102,7 +105,7 @@ pub(super) fn apply(rules: &mut RuleSet, fm: &FlowMod) -> Result<Applied, OfErro
             } else {
                 rules.delete_where(|r| sel.selects(r, false))
             };
-            out.learned = Some((sel, strict));
+            out.learned = Some(Box::new((sel, strict)));
         }
     }
     Ok(out)
@@ -255,6 +258,12 @@ pub(super) fn commit(
 ) -> Result<Committed, (OfError, Vec<u8>)> {
     let backup = rules.clone();
     let mut done = Committed::default();
+    done.applied.reserve(msgs.len());
+    let adds = msgs
+        .iter()
+        .filter(|m| matches!(&m.inner.request, Request::FlowMod(fm) if fm.command == Command::Add))
+        .count();
+    rules.reserve(adds);
     for m in msgs {
         let r = match m.inner.request {
             Request::FlowMod(fm) => apply(rules, &fm).map(|a| done.applied.push(a)),

@@ -596,7 +596,8 @@ impl Session {
     /// flow monitors, the publisher told.
     fn after_changes(&mut self, applied: Vec<flowmod::Applied>, xid: u32) {
         for a in &applied {
-            if let Some((sel, strict)) = &a.learned {
+            if let Some(l) = &a.learned {
+                let (sel, strict) = &**l;
                 self.sh
                     .bridge
                     .learned
