@@ -203,8 +203,8 @@ impl Switchd {
         let opened = ports::open_all(&cfg.ports, n_pmds)?;
         let stop = Arc::new(AtomicBool::new(false));
         let epoch = Instant::now();
-        // One connection tracker for every PMD (and the packet-outs PMD 0
-        // runs).
+        // One connection tracker for every PMD (and for the OpenFlow
+        // packet-outs the control threads run).
         let conntrack = Arc::new(flowpath_conntrack::Conntrack::new(
             flowpath_conntrack::Config::default(),
         ));
@@ -311,9 +311,10 @@ impl Switchd {
             conntrack,
             ipf,
             sampler: sampler.clone(),
+            sample_sink: sample_tx,
+            control_exec: Mutex::new(None),
             tunnels: tunnels.clone(),
         });
-        drop(sample_tx);
         let stop2 = stop.clone();
         let (rtx, rrx) = sync_channel(16);
         *shared.reval.lock().unwrap_or_else(|p| p.into_inner()) = Some(rtx);

@@ -1,7 +1,8 @@
 //! OpenFlow packet-out: a controller's frame and actions, translated as a
 //! flow with those actions would translate them (through the bridge's
 //! tables for `resubmit`, `output:TABLE`, groups and `NORMAL`), then run
-//! by a PMD on the frame as if it had come in on the given port.
+//! on the frame, as if it had come in on the given port, by the thread
+//! that received it (see [`crate::pmd::ControlExec`]).
 //!
 //! Why a one-shot table: translation starts with a lookup in table 0;
 //! `OneShot` answers that first lookup with a rule holding the
@@ -9,7 +10,8 @@
 //! translation is exactly a flow's.
 
 use crate::control::Control;
-use crate::pmd::PmdCmd;
+use crate::pmd::ControlExec;
+use flowpath_datapath::execute::PacketIn;
 use flowpath_flow::key::Regs;
 use flowpath_flow::{FieldId, FlowKey, FlowMask, Match};
 use flowpath_ofproto::action::Action;
@@ -18,8 +20,6 @@ use flowpath_ofproto::rule::Rule;
 use flowpath_ofproto::tables::{FragMode, Lookup, RuleTables};
 use flowpath_ofproto::xlate::{xlate_on, XlateMode};
 use std::cell::Cell;
-use std::sync::mpsc::sync_channel;
-use std::time::Duration;
 
 struct OneShot<'a> {
     inner: &'a RuleTables,
@@ -66,18 +66,20 @@ pub enum PacketOutError {
     BadPacket,
     /// The actions are not valid for this packet (the message says why).
     BadActions(String),
-    /// No PMD took it (busy or stopped).
+    /// It could not be run (no packet-out datapath, or no recirculation
+    /// id left).
     Busy,
 }
 
-/// Translates and runs a packet-out; returns when a PMD has sent it.
+/// Translates and runs a packet-out; returns when it has been sent, with
+/// the packet-ins it caused.
 pub fn run(
     ctl: &Control,
     in_port: u32,
     frame: &[u8],
     actions: Vec<Action>,
     now_ms: u64,
-) -> Result<(), PacketOutError> {
+) -> Result<Vec<PacketIn>, PacketOutError> {
     let mut key = FlowKey::default();
     if flowpath_flow::extract::extract_into_checked(frame, in_port, &mut key).is_err() {
         return Err(PacketOutError::BadPacket);
@@ -102,18 +104,18 @@ pub fn run(
         used: Cell::new(false),
     };
     let x = xlate_on(&one, Some(&sh.bridge), &key, now_ms, XlateMode::default());
-    execute(ctl, in_port, frame, x)
+    execute(ctl, in_port, frame, x, now_ms)
 }
 
 /// Resumes a paused translation (`NXT_RESUME`): the frozen rest thawed on
 /// `frame` (with the registers and ingress port the controller sent
-/// back), run by a PMD as a packet-out.
+/// back), run as a packet-out.
 pub fn resume(
     ctl: &Control,
     frame: &[u8],
     state: flowpath_ofproto::recirc::FrozenState,
     now_ms: u64,
-) -> Result<(), PacketOutError> {
+) -> Result<Vec<PacketIn>, PacketOutError> {
     let in_port = state.in_port;
     let mut key = FlowKey::default();
     if flowpath_flow::extract::extract_into_checked(frame, in_port, &mut key).is_err() {
@@ -132,16 +134,18 @@ pub fn resume(
         now_ms,
         XlateMode::default(),
     );
-    execute(ctl, in_port, frame, x)
+    execute(ctl, in_port, frame, x, now_ms)
 }
 
-/// Runs a translation's actions on `frame` on PMD 0.
+/// Runs a translation's actions on `frame` on this thread (see
+/// [`crate::pmd::ControlExec`]); returns the packet-ins it caused.
 fn execute(
     ctl: &Control,
     in_port: u32,
     frame: &[u8],
     x: flowpath_ofproto::xlate::Xlate,
-) -> Result<(), PacketOutError> {
+    now_ms: u64,
+) -> Result<Vec<PacketIn>, PacketOutError> {
     if let Some(e) = x.error {
         return Err(PacketOutError::BadActions(e));
     }
@@ -151,18 +155,25 @@ fn execute(
         ));
     }
     let sh = ctl.shared();
-    let pmd = sh.pmds.first().ok_or(PacketOutError::Busy)?;
-    let (tx, rx) = sync_channel(1);
-    pmd.try_send(PmdCmd::PacketOut {
-        in_port,
-        frame: frame.to_vec(),
-        actions: x.actions,
-        reply: tx,
-    })
-    .map_err(|_| PacketOutError::Busy)?;
-    match rx.recv_timeout(Duration::from_secs(5)) {
-        Ok(true) => Ok(()),
-        Ok(false) => Err(PacketOutError::BadPacket),
-        Err(_) => Err(PacketOutError::Busy),
+    let tx = sh.tx.read().unwrap_or_else(|p| p.into_inner()).clone();
+    let mut exec = sh.control_exec.lock().unwrap_or_else(|p| p.into_inner());
+    if exec.is_none() {
+        let made = ControlExec::new(
+            sh.published().tables,
+            sh.bridge.clone(),
+            sh.sample_sink.clone(),
+            sh.conntrack.clone(),
+            sh.ipf.clone(),
+        );
+        *exec = Some(made.map_err(|_| PacketOutError::Busy)?);
+    }
+    let Some(exec) = exec.as_mut() else {
+        return Err(PacketOutError::Busy);
+    };
+    let mut pins = Vec::new();
+    if exec.run(&tx, in_port, frame, &x.actions, now_ms, &mut pins) {
+        Ok(pins)
+    } else {
+        Err(PacketOutError::BadPacket)
     }
 }

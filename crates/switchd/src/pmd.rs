@@ -172,18 +172,80 @@ pub enum PmdCmd {
     /// Transmit through this table from now on (a port added or removed);
     /// answer when swapped.
     SetTx(Arc<TxTable>, SyncSender<()>),
-    /// An OpenFlow packet-out: run these datapath actions on the frame as
-    /// if it came in on the port; answer whether it ran.
-    PacketOut {
-        /// Ingress port.
+}
+
+/// OpenFlow packet-outs run on the thread that received them, as Open
+/// vSwitch's main thread runs them: no hand-off to a PMD and back, and
+/// the packet-ins they cause come back to that thread (a controller's
+/// packet-out → packet-in round trip crosses no other thread). A
+/// datapath of its own executes the translated actions (its caches stay
+/// empty: a packet-out is never looked up), sending through PMD 0's
+/// transmit queue of each port (locked per queue, as PMDs share queues).
+pub struct ControlExec {
+    sw: Switch<SlowPath>,
+    pins: Receiver<flowpath_datapath::execute::PacketIn>,
+    /// Output-side counters of packet-outs.
+    pub stats: SinkStats,
+}
+
+impl ControlExec {
+    /// A packet-out datapath translating with `tables` and `bridge`,
+    /// sampling into `samples`, tracking connections in `conntrack`.
+    pub(crate) fn new(
+        tables: Arc<RuleTables>,
+        bridge: Arc<flowpath_ofproto::normal::Bridge>,
+        samples: flowpath_datapath::execute::SampleSender,
+        conntrack: Arc<flowpath_conntrack::Conntrack>,
+        ipf: Arc<flowpath_conntrack::ipf::Ipf>,
+    ) -> Result<ControlExec, String> {
+        let sp = SlowPath::with_bridge(tables, bridge);
+        let cfg = Config {
+            emc_enable: false,
+            ..Config::default()
+        };
+        let mut sw = Switch::new(cfg, sp).map_err(|e| e.to_string())?;
+        // One packet-out causes at most a few packet-ins (one per
+        // `controller` action it runs).
+        let (tx, pins) = std::sync::mpsc::sync_channel(256);
+        sw.set_packet_in_sink(Some(tx));
+        sw.set_sample_sink(Some(samples));
+        sw.set_conntrack(Some(conntrack));
+        sw.set_ipf(Some(ipf));
+        Ok(ControlExec {
+            sw,
+            pins,
+            stats: SinkStats::default(),
+        })
+    }
+
+    /// Runs datapath `actions` on `frame` as if it came in on `in_port`;
+    /// false if the frame could not be parsed. The packet-ins it caused
+    /// go into `pins`.
+    pub(crate) fn run(
+        &mut self,
+        tx: &TxTable,
         in_port: u32,
-        /// The frame.
-        frame: Vec<u8>,
-        /// The translated actions.
-        actions: Vec<flowpath_odp::DpAction>,
-        /// The answer.
-        reply: SyncSender<bool>,
-    },
+        frame: &[u8],
+        actions: &[flowpath_odp::DpAction],
+        now_ms: u64,
+        pins: &mut Vec<flowpath_datapath::execute::PacketIn>,
+    ) -> bool {
+        let metas = [RxMeta::default(); BATCH_SIZE];
+        let mut scratch = [Vec::new(), Vec::new()];
+        let mut sink = Sink {
+            pmd: 0,
+            tx,
+            metas: &metas,
+            scratch: &mut scratch,
+            stats: &mut self.stats,
+        };
+        let ok = self
+            .sw
+            .execute_packet(in_port, frame, actions, now_ms, &mut sink);
+        tx.flush_for(0);
+        pins.extend(self.pins.try_iter());
+        ok
+    }
 }
 
 /// Output-side counters of a PMD.
@@ -513,27 +575,6 @@ impl Pmd {
                 }
                 PmdCmd::Delete(refs, r) => {
                     let _ = r.send(self.sw.delete_megaflows(&refs));
-                }
-                PmdCmd::PacketOut {
-                    in_port,
-                    frame,
-                    actions,
-                    reply,
-                } => {
-                    let metas = [RxMeta::default(); BATCH_SIZE];
-                    let mut scratch = [Vec::new(), Vec::new()];
-                    let mut sink = Sink {
-                        pmd: self.id,
-                        tx: &self.tx,
-                        metas: &metas,
-                        scratch: &mut scratch,
-                        stats: sink,
-                    };
-                    let ok = self
-                        .sw
-                        .execute_packet(in_port, &frame, &actions, now_ms, &mut sink);
-                    self.tx.flush_for(self.id);
-                    let _ = reply.send(ok);
                 }
                 PmdCmd::AddRxqs(slots, r) => {
                     self.rxqs.extend(slots);

@@ -122,6 +122,11 @@ pub struct Shared {
     pub ipf: Arc<flowpath_conntrack::ipf::Ipf>,
     /// The flow-sample collector sets and their counters.
     pub sampler: Arc<crate::sampler::Sampler>,
+    /// Where sampled packets go (the sampler thread).
+    pub sample_sink: flowpath_datapath::execute::SampleSender,
+    /// Runs OpenFlow packet-outs on the control threads (made at the
+    /// first one; see [`crate::pmd::ControlExec`]).
+    pub control_exec: Mutex<Option<crate::pmd::ControlExec>>,
     /// Tunnel ports, the underlay, its routes and neighbours (none
     /// without `--underlay`).
     pub tunnels: Option<Arc<flowpath_ofproto::tunnel::Tunnels>>,

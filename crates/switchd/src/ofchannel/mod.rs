@@ -332,6 +332,9 @@ pub(crate) struct Registry {
     pub versions: AtomicU32,
     /// Tables' TABLE_MOD settings (those changed from the default).
     pub table_cfg: Mutex<std::collections::BTreeMap<u8, msg::TableConfig>>,
+    /// The packet-in rate limiter's bucket: tokens, and when it was last
+    /// filled (set at the first packet-in).
+    pin_bucket: Mutex<Option<(f64, Instant)>>,
 }
 
 impl Registry {
@@ -470,6 +473,7 @@ impl OfServer {
             fail_standalone: AtomicBool::new(cfg.fail_standalone),
             dpid: std::sync::atomic::AtomicU64::new(1),
             versions: AtomicU32::new(msg::all_versions()),
+            pin_bucket: Mutex::new(None),
         });
         let tls = cfg.tls_context()?;
         let mut me = OfServer {
@@ -931,27 +935,41 @@ fn packet_in2(reg: &Registry, v: u8, p: &PacketIn, max_len: usize, reason: u8) -
 /// Takes packet-ins from the PMDs and hands them to the connections
 /// that take them, at the rate limit.
 fn dispatch(reg: &Arc<Registry>, rx: &Receiver<PacketIn>) {
-    let rate = f64::from(reg.cfg.rate_limit.max(1));
-    let burst = f64::from(reg.cfg.burst_limit.max(1));
-    let mut tokens = burst;
-    let mut last = Instant::now();
     while !reg.sh.stop.load(Ordering::Relaxed) {
-        let p = match rx.recv_timeout(POLL) {
-            Ok(p) => p,
+        match rx.recv_timeout(POLL) {
+            Ok(p) => {
+                reg.packet_in(&p, None);
+            }
             Err(RecvTimeoutError::Timeout) => continue,
             Err(RecvTimeoutError::Disconnected) => return,
-        };
-        let now = Instant::now();
-        tokens = (tokens + now.duration_since(last).as_secs_f64() * rate).min(burst);
-        last = now;
-        if tokens < 1.0 {
-            reg.stats
-                .packet_in_rate_dropped
-                .fetch_add(1, Ordering::Relaxed);
-            continue;
         }
-        tokens -= 1.0;
-        let conns: Vec<Arc<ConnInfo>> = reg.lock().clone();
+    }
+}
+
+impl Registry {
+    /// Hands packet-in `p` to every connection that takes it, at the rate
+    /// limit; the message for `own` (the connection whose packet-out
+    /// caused it) is returned instead, to go out in order with that
+    /// connection's answers.
+    pub(super) fn packet_in(&self, p: &PacketIn, own: Option<&Arc<ConnInfo>>) -> Option<Vec<u8>> {
+        {
+            let rate = f64::from(self.cfg.rate_limit.max(1));
+            let burst = f64::from(self.cfg.burst_limit.max(1));
+            let mut b = self.pin_bucket.lock().unwrap_or_else(|p| p.into_inner());
+            let now = Instant::now();
+            let (tokens, last) = b.get_or_insert((burst, now));
+            *tokens = (*tokens + now.duration_since(*last).as_secs_f64() * rate).min(burst);
+            *last = now;
+            if *tokens < 1.0 {
+                self.stats
+                    .packet_in_rate_dropped
+                    .fetch_add(1, Ordering::Relaxed);
+                return None;
+            }
+            *tokens -= 1.0;
+        }
+        let mut mine = None;
+        let conns: Vec<Arc<ConnInfo>> = self.lock().clone();
         for c in conns {
             let v = c.version.load(Ordering::Relaxed);
             if v == 0 || !c.async_on.load(Ordering::Relaxed) {
@@ -979,21 +997,27 @@ fn dispatch(reg: &Arc<Registry>, rx: &Receiver<PacketIn>) {
                 usize::from(p.max_len)
             };
             let m = if c.pin2.load(Ordering::Relaxed) {
-                packet_in2(reg, v, &p, max_len, reason)
+                packet_in2(self, v, p, max_len, reason)
             } else {
                 msg::encode_packet_in(v, &p.frame, max_len, p.in_port, reason, p.table, p.cookie)
             };
+            if own.is_some_and(|o| Arc::ptr_eq(o, &c)) {
+                self.stats.packet_ins.fetch_add(1, Ordering::Relaxed);
+                mine = Some(m);
+                continue;
+            }
             match c.try_queue(m) {
                 Ok(()) => {
-                    reg.stats.packet_ins.fetch_add(1, Ordering::Relaxed);
+                    self.stats.packet_ins.fetch_add(1, Ordering::Relaxed);
                 }
                 Err(TrySendError::Full(_)) | Err(TrySendError::Disconnected(_)) => {
-                    reg.stats
+                    self.stats
                         .packet_in_queue_dropped
                         .fetch_add(1, Ordering::Relaxed);
                 }
             }
         }
+        mine
     }
 }
 

@@ -531,14 +531,23 @@ impl Session {
         self.reg.publish_now(false);
         let now_ms = self.sh.started.elapsed().as_millis() as u64;
         match crate::packet_out::run(&self.ctl, po.in_port, &po.data, po.actions, now_ms) {
-            Ok(()) => {
+            Ok(pins) => {
                 self.reg.stats.packet_outs.fetch_add(1, Ordering::Relaxed);
-                Ok(Vec::new())
+                Ok(self.packet_ins(&pins))
             }
             Err(crate::packet_out::PacketOutError::BadPacket) => Err(ofe::BRC_BAD_PACKET),
             Err(crate::packet_out::PacketOutError::BadActions(_)) => Err(ofe::BAC_BAD_ARGUMENT),
             Err(crate::packet_out::PacketOutError::Busy) => Err(ofe::BRC_EPERM),
         }
+    }
+
+    /// Packet-ins a packet-out caused, handed to the connections that
+    /// take them; this connection's come back, to go out after the
+    /// answers before them.
+    fn packet_ins(&self, pins: &[flowpath_datapath::execute::PacketIn]) -> Vec<Vec<u8>> {
+        pins.iter()
+            .filter_map(|p| self.reg.packet_in(p, Some(&self.info)))
+            .collect()
     }
 
     /// `NXT_RESUME`: the paused translation goes on from its
@@ -551,9 +560,9 @@ impl Session {
         self.reg.publish_now(false);
         let now_ms = self.sh.started.elapsed().as_millis() as u64;
         match crate::packet_out::resume(&self.ctl, &res.packet, res.state, now_ms) {
-            Ok(()) => {
+            Ok(pins) => {
                 self.reg.stats.packet_outs.fetch_add(1, Ordering::Relaxed);
-                Ok(Vec::new())
+                Ok(self.packet_ins(&pins))
             }
             Err(crate::packet_out::PacketOutError::BadPacket) => Err(ofe::BRC_BAD_PACKET),
             Err(crate::packet_out::PacketOutError::BadActions(_)) => Err(ofe::BAC_BAD_ARGUMENT),
@@ -642,11 +651,15 @@ impl Session {
                 for pm in done.port_mods {
                     self.port_mod(pm)?;
                 }
+                // The flows are in place: publish before running. The
+                // packet-ins they cause for this connection go out before
+                // the commit's answer.
+                let mut out = Vec::new();
                 for po in done.packet_outs {
-                    // The flows are in place: publish before running.
-                    self.packet_out(po)?;
+                    out.extend(self.packet_out(po)?);
                 }
-                Ok(vec![reply])
+                out.push(reply);
+                Ok(out)
             }
             Err((e, raw)) => {
                 let h = Header::read(&raw).unwrap_or(Header::new(self.version, 0, xid));
