@@ -21,9 +21,11 @@
 //!
 //! - **Staged lookup.** A subtable's mask is split into stages (metadata →
 //!   L2 → L3 → L4). For every stage but the last the subtable keeps the set of
-//!   its rules' values on the stages so far; when the packet's value is not
-//!   in that set the subtable cannot match, and only the bits of the stages
-//!   examined so far are recorded (e.g. an L3 miss never un-wildcards ports).
+//!   the hashes of its rules' values on the stages so far (as OVS); when the
+//!   hash of the packet's value is not in that set the subtable cannot
+//!   match, and only the bits of the stages examined so far are recorded
+//!   (e.g. an L3 miss never un-wildcards ports). A hash that collides only
+//!   takes the lookup one stage further (64-bit hashes: practically never).
 //! - **Prefix tracking.** For the configured prefix fields (default
 //!   `nw_dst,nw_src`, like OVS's `Flow_Table:prefixes`) a table-wide trie of
 //!   the rules' prefixes tells, before a subtable's stage that holds the
@@ -58,6 +60,7 @@ use flowpath_flow::{FlowKey, FlowMask, Match, Regs};
 /// tenth of its time in the standard library's SipHash.
 type HashMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
 type HashSet<K> = std::collections::HashSet<K, foldhash::fast::RandomState>;
+use std::hash::BuildHasher;
 use std::sync::OnceLock;
 
 /// Most prefix-tracking fields per table (as OVS's `CLS_MAX_TRIES`).
@@ -243,8 +246,14 @@ struct Subtable {
     max_priority: u16,
     /// Non-empty stages of `mask`: (stage id, cumulative mask up to it).
     stages: Vec<(usize, CKey)>,
-    /// For every stage but the last: the rules' values under the cumulative mask.
-    indices: Vec<HashSet<CKey>>,
+    /// For every stage but the last: the hashes of the rules' values
+    /// under the cumulative mask (as OVS's stage indices: a hash absent
+    /// means no rule can match, so the lookup stops there; a hash present
+    /// only lets it go on to the next stage, where the rules' map
+    /// decides). Keys here cost 384 bytes a stage a rule.
+    indices: Vec<HashSet<u64>>,
+    /// Hashes the stage values (one seed for inserts and lookups).
+    stage_hash: foldhash::fast::RandomState,
     /// Masked key → rules, highest priority first.
     rules: HashMap<CKey, Vec<Entry>>,
     /// Per configured trie: this subtable's prefix length on the field (0 = trie not usable).
@@ -284,6 +293,7 @@ impl Subtable {
             max_priority: 0,
             stages,
             indices: vec![HashSet::default(); n_idx],
+            stage_hash: Default::default(),
             rules: HashMap::default(),
             trie_plen,
             ports_mask,
@@ -294,7 +304,7 @@ impl Subtable {
 
     fn insert(&mut self, key: CKey, e: Entry) {
         for (i, set) in self.indices.iter_mut().enumerate() {
-            set.insert(key.masked(&self.stages[i].1));
+            set.insert(self.stage_hash.hash_one(key.masked(&self.stages[i].1)));
         }
         if self.ports_mask_len > 0 {
             self.ports_trie.insert(
@@ -643,7 +653,7 @@ impl Classifier {
                 return None;
             }
             seen = cum.flow_mask();
-            if !st.indices[i].contains(&key.masked(&cum)) {
+            if !st.indices[i].contains(&st.stage_hash.hash_one(key.masked(&cum))) {
                 wc.or_assign(&seen);
                 return None;
             }

@@ -71,9 +71,11 @@ pub struct FrozenState {
 /// revalidator): each round it calls [`RecircTable::begin_round`], dumps
 /// the megaflows, and [`RecircTable::sweep`]s with the ids they name. A
 /// state is freed when no dumped megaflow names its id and no translation
-/// has given or thawed it since the round began (so a megaflow installed
-/// after a PMD's dump, whose translation came after the round began, keeps
-/// it). A freed id is given again only after one more round.
+/// has given or thawed it since the previous round began: a translation
+/// under way while a round begins (an upcall whose megaflow lands after
+/// a PMD's dump, a packet-out whose packet-in is not yet encoded with its
+/// continuation) keeps its state through that round. A freed id is given
+/// again only after one more round.
 #[derive(Default)]
 pub struct RecircTable {
     inner: Mutex<Table>,
@@ -158,14 +160,15 @@ impl RecircTable {
     }
 
     /// Frees the states that no id of `in_use` names and that were not
-    /// given or thawed since `round` began; returns how many.
+    /// given or thawed since the round before `round` began; returns how
+    /// many.
     pub fn sweep(&self, in_use: &std::collections::HashSet<u32>, round: u64) -> usize {
         let mut t = self.lock();
         let now = t.round;
         let mut freed = Vec::new();
         for (i, e) in t.states.iter_mut().enumerate() {
             let id = i as u32 + 1;
-            if e.0.is_some() && e.1 < round && !in_use.contains(&id) {
+            if e.0.is_some() && e.1 + 1 < round && !in_use.contains(&id) {
                 if let Some(st) = e.0.take() {
                     freed.push((id, st));
                 }
@@ -220,9 +223,19 @@ mod tests {
         let t = RecircTable::default();
         let (a, b) = (t.alloc(state(1)).unwrap(), t.alloc(state(2)).unwrap());
         assert_eq!(t.count(), 2);
-        // A round: the dump names a; b was given before the round began.
+        // A round: the dump names a; b was given before the round began
+        // (kept through it: its translation may still be under way).
         let r = t.begin_round();
         let in_use: std::collections::HashSet<u32> = [a].into_iter().collect();
+        assert_eq!(t.sweep(&in_use, r), 0);
+        assert!(
+            t.find(b).is_some(),
+            "b kept through the round it was given before"
+        );
+        // The next round: b was neither named nor thawed since the
+        // previous round began (a is named again).
+        t.begin_round();
+        let r = t.begin_round();
         assert_eq!(t.sweep(&in_use, r), 1);
         assert!(t.find(b).is_none(), "b freed");
         assert_eq!(t.find(a).unwrap().in_port, 1);
@@ -238,6 +251,14 @@ mod tests {
         assert_eq!(t.find(d).unwrap().in_port, 4);
         assert_eq!(t.alloc(state(2)), t.alloc(state(2)), "same state, same id");
         t.find(c);
+        assert_eq!(
+            t.sweep(&std::collections::HashSet::new(), r),
+            0,
+            "a was named last round"
+        );
+        let r = t.begin_round();
+        t.find(c);
+        t.find(d);
         assert_eq!(t.sweep(&std::collections::HashSet::new(), r), 1, "only a");
         assert!(t.find(a).is_none());
         assert!(t.find(c).is_some() && t.find(d).is_some());

@@ -488,25 +488,29 @@ impl RuleSet {
     /// Adds `rules`; a rule with the same table, priority and match as an
     /// existing one replaces it (as `ovs-ofctl add-flow` does).
     pub fn add(&mut self, rules: Vec<Rule>) {
-        let now = Instant::now();
         for rule in rules {
-            let h = self.key_hash(rule.table, rule.priority, &rule.matching);
-            let installed = InstalledRule {
-                rule,
-                added: now,
-                uid: self.next_uid,
-                packets: 0,
-                bytes: 0,
-                last_used: None,
-            };
-            self.next_uid += 1;
-            let r = &installed.rule;
-            match self.find(h, r.table, r.priority, &r.matching) {
-                Some(i) => self.rules[i] = installed,
-                None => {
-                    self.rules.push(installed);
-                    self.index_insert(h, self.rules.len() - 1);
-                }
+            self.add_one(rule);
+        }
+    }
+
+    /// [`RuleSet::add`] of one rule.
+    pub fn add_one(&mut self, rule: Rule) {
+        let h = self.key_hash(rule.table, rule.priority, &rule.matching);
+        let installed = InstalledRule {
+            rule,
+            added: Instant::now(),
+            uid: self.next_uid,
+            packets: 0,
+            bytes: 0,
+            last_used: None,
+        };
+        self.next_uid += 1;
+        let r = &installed.rule;
+        match self.find(h, r.table, r.priority, &r.matching) {
+            Some(i) => self.rules[i] = installed,
+            None => {
+                self.rules.push(installed);
+                self.index_insert(h, self.rules.len() - 1);
             }
         }
         self.version += 1;

@@ -23,7 +23,8 @@ pub(super) struct Applied {
     pub learned: Option<Box<(Sel, bool)>>,
     /// The rules deleted.
     pub removed: Vec<InstalledRule>,
-    /// The rules added or modified (as they are now).
+    /// The rules added or modified (as they are now), when some flow
+    /// monitor is there to see them.
     pub changed: Vec<Rule>,
     /// Whether `changed` were modified (not added).
     pub modified: bool,
@@ -43,8 +44,14 @@ impl Default for Applied {
     }
 }
 
-/// Applies one flow_mod to `rules` (nothing changes on an error).
-pub(super) fn apply(rules: &mut RuleSet, fm: &FlowMod) -> Result<Applied, OfError> {
+/// Applies one flow_mod to `rules` (nothing changes on an error). The
+/// rules added or modified are copied into the result only with
+/// `monitored` (a flow monitor is open somewhere).
+pub(super) fn apply(
+    rules: &mut RuleSet,
+    fm: &FlowMod,
+    monitored: bool,
+) -> Result<Applied, OfError> {
     if fm.buffer_id != u32::MAX {
         return Err(ofe::BRC_BUFFER_UNKNOWN);
     }
@@ -70,8 +77,10 @@ pub(super) fn apply(rules: &mut RuleSet, fm: &FlowMod) -> Result<Applied, OfErro
             {
                 return Err(ofe::FMFC_OVERLAP);
             }
-            out.changed.push(rule.clone());
-            rules.add(vec![rule]);
+            if monitored {
+                out.changed.push(rule.clone());
+            }
+            rules.add_one(rule);
         }
         Command::Modify | Command::ModifyStrict => {
             let sel = Sel::from_flow_mod(fm);
@@ -89,8 +98,10 @@ pub(super) fn apply(rules: &mut RuleSet, fm: &FlowMod) -> Result<Applied, OfErro
                 rules.modify_where(|r| sel.selects(r, false), &rule, reset, fm.new_cookie)
             };
             if changed.is_empty() && fm.cookie_mask == 0 && fm.new_cookie.is_some() {
-                out.changed.push(rule.clone());
-                rules.add(vec![rule]);
+                if monitored {
+                    out.changed.push(rule.clone());
+                }
+                rules.add_one(rule);
             } else {
                 out.modified = true;
                 out.changed = changed;
@@ -255,6 +266,7 @@ pub(super) fn commit(
     rules: &mut RuleSet,
     msgs: Vec<BundleAdd>,
     ports: &[flowpath_openflow::msg::PortInfo],
+    monitored: bool,
 ) -> Result<Committed, (OfError, Vec<u8>)> {
     let backup = rules.clone();
     let mut done = Committed::default();
@@ -266,7 +278,7 @@ pub(super) fn commit(
     rules.reserve(adds);
     for m in msgs {
         let r = match m.inner.request {
-            Request::FlowMod(fm) => apply(rules, &fm).map(|a| done.applied.push(a)),
+            Request::FlowMod(fm) => apply(rules, &fm, monitored).map(|a| done.applied.push(a)),
             Request::GroupMod(gm) => {
                 super::session::apply_group_mod(rules, gm).map(|(a, deleted)| {
                     done.applied.push(a);
@@ -332,9 +344,14 @@ mod tests {
             config: 0,
         }];
         let mut rules = RuleSet::new(Vec::new(), Vec::new(), Vec::new(), vec![1]);
-        let done = commit(&mut rules, vec![add(BF_ORDERED, 1, mac)], &ports).unwrap();
+        let done = commit(&mut rules, vec![add(BF_ORDERED, 1, mac)], &ports, false).unwrap();
         assert_eq!(done.port_mods.len(), 1);
-        let err = |a| commit(&mut rules.clone(), vec![a], &ports).err().unwrap().0;
+        let err = |a| {
+            commit(&mut rules.clone(), vec![a], &ports, false)
+                .err()
+                .unwrap()
+                .0
+        };
         assert_eq!(err(add(BF_ATOMIC, 1, mac)), ofe::BFC_MSG_FAILED);
         assert_eq!(err(add(0, 2, mac)), ofe::PMFC_BAD_PORT);
         assert_eq!(err(add(0, 1, [0; 6])), ofe::PMFC_BAD_HW_ADDR);

@@ -68,6 +68,17 @@ fn abbrev(version: u8, xid: u32) -> Vec<u8> {
 }
 
 impl Registry {
+    /// Whether some connection has a flow monitor (flow changes are then
+    /// copied for the updates).
+    pub(super) fn monitored(&self) -> bool {
+        self.lock().iter().any(|c| {
+            !c.monitors
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .is_empty()
+        })
+    }
+
     /// Reports flow changes made by connection `origin` (its flow_mod
     /// `xid`) or, with None, by the switch itself.
     pub(super) fn flow_events(&self, origin: Option<(&Arc<ConnInfo>, u32)>, applied: &[Applied]) {

@@ -595,7 +595,8 @@ impl Session {
 
     fn flow_mod(&mut self, fm: FlowMod, xid: u32) -> Result<(), OfError> {
         self.reg.stats.flow_mods.fetch_add(1, Ordering::Relaxed);
-        let applied = flowmod::apply(&mut self.ctl.state().rules, &fm)?;
+        let monitored = self.reg.monitored();
+        let applied = flowmod::apply(&mut self.ctl.state().rules, &fm, monitored)?;
         self.after_changes(vec![applied], xid);
         Ok(())
     }
@@ -638,7 +639,8 @@ impl Session {
             .flow_mods
             .fetch_add(n as u64, Ordering::Relaxed);
         let ports = self.ports();
-        let res = flowmod::commit(&mut self.ctl.state().rules, msgs, &ports);
+        let monitored = self.reg.monitored();
+        let res = flowmod::commit(&mut self.ctl.state().rules, msgs, &ports, monitored);
         match res {
             Ok(done) => {
                 self.reg
