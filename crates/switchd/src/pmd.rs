@@ -199,8 +199,15 @@ impl ControlExec {
         ipf: Arc<flowpath_conntrack::ipf::Ipf>,
     ) -> Result<ControlExec, String> {
         let sp = SlowPath::with_bridge(tables, bridge);
+        // Caches as small as they come: nothing is ever looked up here.
         let cfg = Config {
             emc_enable: false,
+            emc_entries: 2,
+            second_level: flowpath_datapath::SecondLevel::None,
+            smc_entries: 4,
+            dfc_entries: 1,
+            cd_buckets: 1,
+            hybrid_buckets: 1,
             ..Config::default()
         };
         let mut sw = Switch::new(cfg, sp).map_err(|e| e.to_string())?;
