@@ -244,18 +244,14 @@ impl RuleTables {
         for (i, r) in rules.iter().enumerate() {
             last.insert((r.table, r.priority, &r.matching), i);
         }
-        let rules: Vec<Rule> = if last.len() == rules.len() {
-            drop(last);
+        let mut keep = vec![false; rules.len()];
+        for &i in last.values() {
+            keep[i] = true;
+        }
+        drop(last);
+        let rules: Vec<Rule> = if keep.iter().all(|&k| k) {
             rules
         } else {
-            let keep: Vec<bool> = {
-                let mut keep = vec![false; rules.len()];
-                for &i in last.values() {
-                    keep[i] = true;
-                }
-                keep
-            };
-            drop(last);
             rules
                 .into_iter()
                 .zip(keep)

@@ -156,19 +156,20 @@ fn execute(
     }
     let sh = ctl.shared();
     let tx = sh.tx.read().unwrap_or_else(|p| p.into_inner()).clone();
-    let mut exec = sh.control_exec.lock().unwrap_or_else(|p| p.into_inner());
-    if exec.is_none() {
-        let made = ControlExec::new(
-            sh.published().tables,
-            sh.bridge.clone(),
-            sh.sample_sink.clone(),
-            sh.conntrack.clone(),
-            sh.ipf.clone(),
-        );
-        *exec = Some(made.map_err(|_| PacketOutError::Busy)?);
-    }
-    let Some(exec) = exec.as_mut() else {
-        return Err(PacketOutError::Busy);
+    let mut guard = sh.control_exec.lock().unwrap_or_else(|p| p.into_inner());
+    let exec = match &mut *guard {
+        Some(e) => e,
+        None => {
+            let made = ControlExec::new(
+                sh.published().tables,
+                sh.bridge.clone(),
+                sh.sample_sink.clone(),
+                sh.conntrack.clone(),
+                sh.ipf.clone(),
+            )
+            .map_err(|_| PacketOutError::Busy)?;
+            guard.insert(made)
+        }
     };
     let mut pins = Vec::new();
     if exec.run(&tx, in_port, frame, &x.actions, now_ms, &mut pins) {

@@ -336,7 +336,7 @@ impl RuleSet {
     /// two rules with the same table, priority and match, so the tables
     /// keep every rule in this order and index `i` is rule `i` here.
     pub fn publish(&self) -> Published {
-        self.publish_with(None)
+        self.publish_input_for(false).build()
     }
 
     /// [`RuleSet::publish`] in fail-open mode (`--fail-mode standalone`
@@ -344,35 +344,25 @@ impl RuleSet {
     /// `actions=NORMAL`, as Open vSwitch's fail-open flow overrides every
     /// other while it is on.
     pub fn publish_fail_open(&self) -> Published {
-        self.publish_with(Some(Rule::new(
-            Match::catchall(),
-            vec![flowpath_ofproto::action::Action::Normal],
-        )))
+        self.publish_input_for(true).build()
     }
 
-    fn publish_with(&self, only: Option<Rule>) -> Published {
-        self.publish_input(only).build()
-    }
-
-    /// What [`RuleSet::publish`] builds from, copied out (each rule once):
-    /// a caller holding the rule set under a lock builds the tables
-    /// after letting go of it. In fail-open mode, [`RuleSet::publish_fail_open`]'s.
+    /// What [`RuleSet::publish`] (with `fail_open`,
+    /// [`RuleSet::publish_fail_open`]) builds from, copied out (each rule
+    /// once): a caller holding the rule set under a lock builds the tables
+    /// after letting go of it.
     pub fn publish_input_for(&self, fail_open: bool) -> PublishInput {
-        self.publish_input(fail_open.then(|| {
-            Rule::new(
+        let (rules, uids) = if fail_open {
+            let normal = Rule::new(
                 Match::catchall(),
                 vec![flowpath_ofproto::action::Action::Normal],
-            )
-        }))
-    }
-
-    fn publish_input(&self, only: Option<Rule>) -> PublishInput {
-        let (rules, uids) = match only {
-            Some(r) => (vec![r], vec![u64::MAX]),
-            None => (
+            );
+            (vec![normal], vec![u64::MAX])
+        } else {
+            (
                 self.rules.iter().map(|r| r.rule.clone()).collect(),
                 self.rules.iter().map(|r| r.uid).collect(),
-            ),
+            )
         };
         PublishInput {
             rules,
