@@ -12,79 +12,12 @@
 
 mod ofnet;
 
-use ofnet::{can_run, sh, wait_until, Topo, BIN};
+use ofnet::{
+    can_run, new_db, sh, start_db, start_switch, start_switch_with, vsctl, wait_until, Topo,
+};
 use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
-
-const SCHEMA: &str = "/usr/share/openvswitch/vswitch.ovsschema";
-
-/// `ovs-vsctl --db=unix:DIR/db.sock --timeout=20 ARGS` (must succeed):
-/// its output, trimmed.
-fn vsctl(dir: &Path, args: &str) -> String {
-    let o = sh(&format!(
-        "ovs-vsctl --db=unix:{}/db.sock --timeout=20 {args}",
-        dir.display()
-    ));
-    assert!(
-        o.status.success(),
-        "ovs-vsctl {args}: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    String::from_utf8_lossy(&o.stdout).trim().to_string()
-}
-
-fn start_db(t: &mut Topo) -> usize {
-    let dir = t.dir.clone();
-    // (A killed server leaves its socket file behind.)
-    let _ = std::fs::remove_file(dir.join("db.sock"));
-    let mut c = Command::new("ovsdb-server");
-    c.arg(dir.join("conf.db"))
-        .arg(format!("--remote=punix:{}", dir.join("db.sock").display()))
-        .arg(format!("--unixctl={}", dir.join("ovsdb.ctl").display()))
-        .arg(format!("--log-file={}", dir.join("ovsdb.log").display()));
-    let k = t.start(c, "ovsdb-server.out");
-    assert!(
-        wait_until(Duration::from_secs(10), || dir.join("db.sock").exists()),
-        "ovsdb-server did not start: {}",
-        t.log("ovsdb-server.out")
-    );
-    k
-}
-
-/// A new database (Open vSwitch's schema) in the topology's directory,
-/// its server started and `ovs-vsctl init` run: the server's child index.
-fn new_db(t: &mut Topo) -> usize {
-    let o = sh(&format!(
-        "ovsdb-tool create {}/conf.db {SCHEMA}",
-        t.dir.display()
-    ));
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let db = start_db(t);
-    vsctl(&t.dir, "--no-wait init");
-    db
-}
-
-fn start_switch(t: &mut Topo) -> usize {
-    start_switch_with(t, &[])
-}
-
-fn start_switch_with(t: &mut Topo, extra: &[&str]) -> usize {
-    let mut c = Command::new(BIN);
-    c.arg("switch")
-        .args(extra)
-        .arg("--ovsdb")
-        .arg("--ctl")
-        .arg(t.dir.join("flowpath.ctl"));
-    let k = t.start(c, "switch.log");
-    let mgmt = t.dir.join("br0.mgmt");
-    assert!(
-        wait_until(Duration::from_secs(10), || mgmt.exists()),
-        "switch did not start: {}",
-        t.log("switch.log")
-    );
-    k
-}
 
 #[test]
 fn ovs_vsctl_drives_the_switch() {

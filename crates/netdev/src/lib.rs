@@ -3,7 +3,7 @@
 //! What: a port is opened from a spec string ([`PortSpec`], e.g.
 //! `afxdp:p1,mode=generic`, `afpacket:p2,queues=2`, `tap:fp0`,
 //! `pcap:in.pcap,loop`, `pcap-out:out.pcap`, `vhost-user:/run/vm1.sock`,
-//! `null`) into an [`OpenPort`]:
+//! `patch:NAME,peer=PEER`, `null`) into an [`OpenPort`]:
 //! zero or more receive queues ([`RxQueue`]), one transmit side
 //! ([`TxQueue`]), and the resources that must be given back when the port
 //! closes (XDP program, tap interface, mapped rings), released on `Drop`.
@@ -30,7 +30,7 @@
 //! Invariants: no rx or tx call panics on any input or allocates per
 //! packet; every frame offered to `send` is counted as sent or dropped;
 //! every error names the port. All `unsafe` (syscalls, mapped rings) is in
-//! this crate, fenced in the `sys`, `afpacket`, `afpacket_v2`, `afxdp`, `tap` and `vhost`
+//! this crate, fenced in the `sys`, `afpacket`, `afpacket_v2`, `afxdp`, `tap`, `patch` and `vhost`
 //! modules,
 //! each block with a `// SAFETY:` comment.
 //!
@@ -45,6 +45,7 @@ pub mod afxdp;
 mod error;
 pub mod null;
 pub mod offload;
+pub mod patch;
 pub mod pcap;
 pub mod spec;
 mod sys;
@@ -219,5 +220,6 @@ pub fn open_with(spec: &PortSpec, txqs: usize) -> Result<OpenPort, NetdevError> 
         PortSpec::Pcap { .. } | PortSpec::PcapOut { .. } => pcap::open(spec),
         PortSpec::Null => Ok(null::open(spec, extra)),
         PortSpec::VhostUser { .. } => vhost::open(spec, extra),
+        PortSpec::Patch { .. } => patch::open(spec, extra),
     }
 }

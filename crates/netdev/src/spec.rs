@@ -106,6 +106,14 @@ pub enum PortSpec {
         /// Queue pairs.
         queues: u32,
     },
+    /// One end of a pair joining two bridges of this process (see
+    /// [`crate::patch`]).
+    Patch {
+        /// This end's name.
+        name: String,
+        /// The other end's name.
+        peer: String,
+    },
 }
 
 impl PortSpec {
@@ -122,7 +130,7 @@ impl PortSpec {
         let (kind, rest) = s_trim.split_once(':').ok_or_else(|| {
             bad(
                 "expected KIND:NAME[,OPTIONS] with KIND one of afxdp, afpacket, tap, pcap, \
-                 pcap-out, vhost-user, or 'null'"
+                 pcap-out, vhost-user, patch, or 'null'"
                     .to_string(),
             )
         })?;
@@ -142,16 +150,18 @@ impl PortSpec {
         let mut looped = false;
         let mut client = None;
         let mut ring = RingKind::default();
+        let mut peer = None;
         let allowed: &[&str] = match kind {
             "afxdp" => &["mode", "queues"],
             "afpacket" => &["queues", "ring"],
             "pcap" => &["loop"],
             "vhost-user" => &["server", "client", "queues"],
+            "patch" => &["peer"],
             "tap" | "pcap-out" => &[],
             _ => {
                 return Err(bad(format!(
                     "unknown port kind '{kind}' (afxdp, afpacket, tap, pcap, pcap-out, \
-                     vhost-user, null)"
+                     vhost-user, patch, null)"
                 )))
             }
         };
@@ -194,6 +204,7 @@ impl PortSpec {
                     }
                 }
                 ("loop", None) => looped = true,
+                ("peer", Some(v)) => peer = Some(v.to_string()),
                 ("server" | "client", None) => {
                     let c = *k == "client";
                     if client.is_some_and(|was| was != c) {
@@ -236,6 +247,18 @@ impl PortSpec {
                 path: PathBuf::from(name),
                 looped,
             },
+            "patch" => {
+                let Some(peer) = peer.filter(|p| !p.is_empty()) else {
+                    return Err(bad("patch: give the other end's name (peer=NAME)".into()));
+                };
+                if peer == name {
+                    return Err(bad(format!("patch: {name} cannot be its own peer")));
+                }
+                PortSpec::Patch {
+                    name: name.to_string(),
+                    peer,
+                }
+            }
             "vhost-user" => PortSpec::VhostUser {
                 path: PathBuf::from(name),
                 client: client.unwrap_or(false),
@@ -257,6 +280,7 @@ impl PortSpec {
             PortSpec::PcapOut { .. } => "pcap-out",
             PortSpec::Null => "null",
             PortSpec::VhostUser { .. } => "vhost-user",
+            PortSpec::Patch { .. } => "patch",
         }
     }
 
@@ -327,6 +351,7 @@ impl fmt::Display for PortSpec {
                 }
                 Ok(())
             }
+            PortSpec::Patch { name, peer } => write!(f, "patch:{name},peer={peer}"),
         }
     }
 }
@@ -351,6 +376,7 @@ mod tests {
             "pcap-out:out.pcap",
             "vhost-user:/tmp/vm1.sock",
             "vhost-user:/tmp/vm1.sock,client,queues=4",
+            "patch:patch-int,peer=patch-ex",
             "null",
         ] {
             let p = PortSpec::parse(s).unwrap_or_else(|e| panic!("{s}: {e}"));
@@ -390,6 +416,8 @@ mod tests {
             ("p1", "expected KIND:NAME"),
             ("afxdp:", "missing the name"),
             ("foo:p1", "unknown port kind 'foo'"),
+            ("patch:a", "peer=NAME"),
+            ("patch:a,peer=a", "its own peer"),
             (
                 "afxdp:p1,queues=0",
                 "queues=0: expected a number from 1 to 64",

@@ -27,6 +27,33 @@ pub fn ifindex(port: &str, ifname: &str) -> Result<u32, NetdevError> {
     Ok(idx)
 }
 
+/// A non-blocking eventfd (a wake-up for an idle PMD) as an owned
+/// descriptor.
+pub fn eventfd(port: &str) -> Result<OwnedFd, NetdevError> {
+    // SAFETY: plain flags; the new descriptor is owned just below.
+    let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
+    if fd < 0 {
+        return Err(NetdevError::last_os(port, "eventfd"));
+    }
+    // SAFETY: a fresh descriptor owned by nobody else.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// Adds 1 to eventfd `fd` (readable until read).
+pub fn eventfd_signal(fd: RawFd) {
+    let one = 1u64;
+    // SAFETY: writing 8 bytes from a live u64; a bad or full descriptor
+    // only makes the call fail.
+    unsafe { libc::write(fd, (&one as *const u64).cast(), 8) };
+}
+
+/// Reads eventfd `fd` back to 0 (non-blocking: nothing to read is fine).
+pub fn eventfd_drain(fd: RawFd) {
+    let mut v = 0u64;
+    // SAFETY: reading 8 bytes into a live u64.
+    unsafe { libc::read(fd, (&mut v as *mut u64).cast(), 8) };
+}
+
 /// `socket(domain, ty | SOCK_CLOEXEC, proto)` as an owned descriptor.
 pub fn socket(port: &str, domain: i32, ty: i32, proto: i32) -> Result<OwnedFd, NetdevError> {
     // SAFETY: plain integer arguments.

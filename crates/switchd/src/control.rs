@@ -666,13 +666,19 @@ impl Control {
         if !learned.is_empty() {
             tables = std::sync::Arc::new(tables.with_added(&learned));
         }
-        Ok(trace_with_ct(
+        let out = trace_with_ct(
             &*tables,
             Some(&self.sh.bridge),
             &key,
             flow,
             &ct_next,
             self.now_ms(),
+        );
+        // The translation names no bridge; this one's name, underlined.
+        let head = format!("bridge(\"{}\")", self.br());
+        Ok(out.replace(
+            "bridge(\"br0\")\n-------------\n",
+            &format!("{head}\n{}\n", "-".repeat(head.len())),
         ))
     }
 

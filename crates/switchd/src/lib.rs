@@ -24,6 +24,7 @@
 //! command is sent only after every PMD has revalidated its megaflows
 //! against it.
 
+pub mod bridges;
 pub mod conntrack;
 pub mod control;
 mod control_dump;
@@ -32,6 +33,7 @@ pub mod group_stats;
 mod hooks;
 pub mod monitor;
 pub mod ofchannel;
+mod ovsdb_rows;
 mod ovsdb_sync;
 pub mod packet_out;
 pub mod pmd;
@@ -139,10 +141,103 @@ pub struct Switchd {
     pidfile: Option<PathBuf>,
 }
 
+/// How a bridge is started besides its configuration.
+struct StartAs {
+    /// The first bridge binds the control socket; the others are reached
+    /// through it ([`bridges::Router`]).
+    first: bool,
+    /// The connection tracker and fragment reassembler to share (the
+    /// first bridge's), or `None` to make them.
+    conntrack: Option<(
+        Arc<flowpath_conntrack::Conntrack>,
+        Arc<flowpath_conntrack::ipf::Ipf>,
+    )>,
+}
+
+/// What the other bridges the OVSDB names are started with: the first
+/// bridge's settings.
+struct BridgeTemplate {
+    datapath: Config,
+    pmd_cpus: Vec<usize>,
+    dir: PathBuf,
+    mac_size: usize,
+    mac_aging_s: u64,
+    prefixes: Vec<flowpath_flow::FieldId>,
+    openflow: ofchannel::ChannelConfig,
+    conntrack: Arc<flowpath_conntrack::Conntrack>,
+    ipf: Arc<flowpath_conntrack::ipf::Ipf>,
+}
+
+impl BridgeTemplate {
+    /// Starts bridge `name`: no ports, no rules (fail-open forwards with
+    /// `NORMAL` until flows or a controller come), its OpenFlow socket
+    /// `NAME.mgmt` beside the first bridge's.
+    fn start(&self, name: &str) -> Result<Switchd, SwitchdError> {
+        if name.is_empty() || name.contains('/') {
+            return Err(SwitchdError::Config(format!(
+                "bridge {name:?}: a bridge name is a plain word"
+            )));
+        }
+        let mgmt = self.dir.join(format!("{name}.mgmt"));
+        let openflow = ofchannel::ChannelConfig {
+            bridge: name.to_string(),
+            listen: vec![ofchannel::ListenSpec::Unix(mgmt.clone())],
+            controllers: Vec::new(),
+            snoop: Some(mgmt.with_extension("snoop")),
+            ..self.openflow.clone()
+        };
+        let cfg = SwitchdConfig {
+            ports: Vec::new(),
+            pmd_cpus: self.pmd_cpus.clone(),
+            datapath: self.datapath.clone(),
+            rules: RuleSet::new(Vec::new(), self.prefixes.clone(), Vec::new(), Vec::new()),
+            ctl_path: self.dir.join(format!("{name}.ctl")),
+            pidfile: None,
+            bridge: Arc::new(Bridge::new(
+                flowpath_ofproto::normal::MacTable::new(self.mac_size, self.mac_aging_s),
+                Default::default(),
+                false,
+            )),
+            openflow,
+            sample_sets: Vec::new(),
+            ovsdb: None,
+            tunnels: Vec::new(),
+            underlay: None,
+        };
+        Switchd::start_as(
+            cfg,
+            StartAs {
+                first: false,
+                conntrack: Some((self.conntrack.clone(), self.ipf.clone())),
+            },
+        )
+    }
+}
+
+impl ovsdb_sync::OtherBridge for Switchd {
+    fn control(&self) -> control::Control {
+        control::Control::new(self.shared.clone())
+    }
+
+    fn stop(self: Box<Self>) {
+        self.shutdown();
+    }
+}
+
 impl Switchd {
     /// Opens the ports, starts the PMDs and the control socket. On error
     /// everything already opened or started is closed again.
-    pub fn start(mut cfg: SwitchdConfig) -> Result<Switchd, SwitchdError> {
+    pub fn start(cfg: SwitchdConfig) -> Result<Switchd, SwitchdError> {
+        Switchd::start_as(
+            cfg,
+            StartAs {
+                first: true,
+                conntrack: None,
+            },
+        )
+    }
+
+    fn start_as(mut cfg: SwitchdConfig, how: StartAs) -> Result<Switchd, SwitchdError> {
         cfg.datapath
             .validate()
             .map_err(|e| SwitchdError::Config(e.to_string()))?;
@@ -205,10 +300,14 @@ impl Switchd {
         let epoch = Instant::now();
         // One connection tracker for every PMD (and for the OpenFlow
         // packet-outs the control threads run).
-        let conntrack = Arc::new(flowpath_conntrack::Conntrack::new(
-            flowpath_conntrack::Config::default(),
-        ));
-        let ipf = Arc::new(flowpath_conntrack::ipf::Ipf::new());
+        let (conntrack, ipf) = how.conntrack.unwrap_or_else(|| {
+            (
+                Arc::new(flowpath_conntrack::Conntrack::new(
+                    flowpath_conntrack::Config::default(),
+                )),
+                Arc::new(flowpath_conntrack::ipf::Ipf::new()),
+            )
+        });
         let sampler = Arc::new(sampler::Sampler::new(&cfg.sample_sets));
         cfg.rules.set_sampling(sampler.any());
         let published = cfg.rules.publish();
@@ -353,19 +452,25 @@ impl Switchd {
             of_server: None,
             pidfile: None,
         };
-        let server = flowpath_unixctl::Server::bind(
-            &cfg.ctl_path,
-            control::commands()
-                .into_iter()
-                .chain(fault::commands())
-                .collect(),
-            Arc::new(control::Control::new(shared)),
-        );
-        match server {
-            Ok(s) => me.server = Some(s),
-            Err(e) => {
-                me.shutdown();
-                return Err(e.into());
+        let others = Arc::new(bridges::Bridges::default());
+        if how.first {
+            let server = flowpath_unixctl::Server::bind(
+                &cfg.ctl_path,
+                control::commands()
+                    .into_iter()
+                    .chain(fault::commands())
+                    .collect(),
+                Arc::new(bridges::Router {
+                    first: control::Control::new(shared),
+                    others: others.clone(),
+                }),
+            );
+            match server {
+                Ok(s) => me.server = Some(s),
+                Err(e) => {
+                    me.shutdown();
+                    return Err(e.into());
+                }
             }
         }
         drop(pin_tx);
@@ -385,9 +490,41 @@ impl Switchd {
         if let Some(remote) = cfg.ovsdb.clone() {
             let ctl = control::Control::new(me.shared.clone());
             let (bridge, stop) = (cfg.openflow.bridge.clone(), me.shared.stop.clone());
+            let (mac_size, mac_aging_s) = {
+                let m = cfg.bridge.macs();
+                (m.max_entries(), m.aging_s())
+            };
+            let (datapath, prefixes) = {
+                let st = me.shared.state.lock().unwrap_or_else(|p| p.into_inner());
+                (st.datapath.clone(), st.rules.prefixes().to_vec())
+            };
+            let template = BridgeTemplate {
+                datapath,
+                pmd_cpus: cfg.pmd_cpus.clone(),
+                dir: cfg
+                    .ctl_path
+                    .parent()
+                    .unwrap_or(std::path::Path::new("."))
+                    .to_path_buf(),
+                mac_size,
+                mac_aging_s,
+                prefixes,
+                openflow: cfg.openflow.clone(),
+                conntrack: me.shared.conntrack.clone(),
+                ipf: me.shared.ipf.clone(),
+            };
+            let others = ovsdb_sync::Others::new(
+                others,
+                Box::new(move |name: &str| {
+                    template
+                        .start(name)
+                        .map(|s| Box::new(s) as Box<dyn ovsdb_sync::OtherBridge>)
+                        .map_err(|e| e.to_string())
+                }),
+            );
             match std::thread::Builder::new()
                 .name("ovsdb".into())
-                .spawn(move || ovsdb_sync::run(ctl, remote, bridge, stop))
+                .spawn(move || ovsdb_sync::run(ctl, remote, bridge, stop, others))
             {
                 Ok(h) => me.threads.push(h),
                 Err(e) => {

@@ -2,7 +2,9 @@
 //! (`flowpath switch --ovsdb REMOTE`), as `ovs-vswitchd` is: a thread
 //! monitors `Open_vSwitch`, `Bridge`, `Port` and `Interface`, and applies
 //! what they say while the switch runs — the ports of the bridge named by
-//! `--bridge` (it must have `datapath_type=netdev`), `ofport_request`,
+//! `--bridge` (it must have `datapath_type=netdev`) and of every other
+//! netdev bridge (each started as a switch of its own, see
+//! [`crate::bridges`]; stopped when its row goes), `ofport_request`,
 //! interface types and options, the datapath keys in
 //! `Open_vSwitch.other_config` — then writes back what `ovs-vswitchd`
 //! writes: `Interface.ofport` (or `-1` and `error`), `admin_state`,
@@ -15,7 +17,9 @@
 //! scratch when it is back. Ports given with `--port` stay as they are:
 //! only the ports this thread added are removed when their rows go.
 
+use crate::bridges::Bridges;
 use crate::control::Control;
+use crate::ovsdb_rows::{ovs_error, vlan_mode, want, Want, IFACE_TYPES};
 use crate::sampler::CollectorSet;
 use flowpath_ofproto::normal::VlanMode;
 use flowpath_ovsdb::{
@@ -36,54 +40,92 @@ const STATS_INTERVAL: Duration = Duration::from_secs(5);
 /// that appears later, or one the kernel has not released yet).
 const RETRY_INTERVAL: Duration = Duration::from_secs(2);
 
-/// The interface types flowpath takes (`Open_vSwitch.iface_types`).
-const IFACE_TYPES: &[&str] = &[
-    "afxdp",
-    "dpdkvhostuserclient",
-    "geneve",
-    "gre",
-    "internal",
-    "system",
-    "tap",
-    "vxlan",
-];
-
-/// What one interface row asks for.
-#[derive(Clone, Debug, PartialEq, Eq)]
-enum Want {
-    /// A port: the spec and the number asked for.
-    Port(String, Option<u32>),
-    /// The bridge's own interface (OVS's LOCAL port): flowpath has none;
-    /// reported as OpenFlow port 65534.
-    Local,
-    /// Something flowpath cannot make: the error written.
-    Refused(String),
-}
-
 /// What the thread keeps between rounds.
 #[derive(Default)]
 struct State {
-    /// Interfaces this thread made ports of: name → (port, spec).
-    managed: BTreeMap<String, (u32, String)>,
-    /// Interfaces whose port could not be opened: name → (spec, error).
-    failed: BTreeMap<String, (String, String)>,
-    /// `other_config` keys applied last.
-    applied_config: BTreeMap<String, String>,
+    /// The first bridge's.
+    br: BridgeState,
     /// What was written last per interface (to write only changes).
     written: BTreeMap<Uuid, (i64, Option<String>)>,
     /// Things said once in the log.
     said: BTreeSet<String>,
     /// `Controller.is_connected` as written last, by row.
     connected: BTreeMap<Uuid, bool>,
+}
+
+/// What the thread keeps per bridge.
+#[derive(Default)]
+struct BridgeState {
+    /// Interfaces this thread made ports of: name → (port, spec).
+    managed: BTreeMap<String, (u32, String)>,
+    /// Interfaces whose port could not be opened: name → (spec, error).
+    failed: BTreeMap<String, (String, String)>,
+    /// `other_config` keys applied last.
+    applied_config: BTreeMap<String, String>,
     /// The collector sets given on the command line (kept), and those
     /// in force now.
     fixed_sets: Option<Vec<CollectorSet>>,
     sets: Vec<CollectorSet>,
 }
 
+/// A bridge this thread started (another netdev bridge of the database).
+pub trait OtherBridge: Send {
+    /// Its command handler.
+    fn control(&self) -> Control;
+    /// Stops it: PMDs, ports (closed), OpenFlow socket.
+    fn stop(self: Box<Self>);
+}
+
+/// Starts bridge `NAME` (the first bridge's settings, no ports).
+pub type Spawn = Box<dyn Fn(&str) -> Result<Box<dyn OtherBridge>, String> + Send>;
+
+/// The other bridges: how to start one, those running, and the control
+/// socket's registry of them.
+pub struct Others {
+    registry: Arc<Bridges>,
+    spawn: Spawn,
+    running: BTreeMap<String, Running>,
+}
+
+struct Running {
+    sw: Box<dyn OtherBridge>,
+    ctl: Control,
+    st: BridgeState,
+}
+
+impl Others {
+    /// Bridges started with `spawn`, listed in `registry` while they run.
+    pub fn new(registry: Arc<Bridges>, spawn: Spawn) -> Others {
+        Others {
+            registry,
+            spawn,
+            running: BTreeMap::new(),
+        }
+    }
+
+    /// Stops bridge `name`.
+    fn stop(&mut self, name: &str) {
+        self.registry.remove(name);
+        if let Some(r) = self.running.remove(name) {
+            r.sw.stop();
+            eprintln!("flowpath: ovsdb: bridge {name} stopped");
+        }
+    }
+
+    fn any_failed(&self) -> bool {
+        self.running.values().any(|r| !r.st.failed.is_empty())
+    }
+}
+
 /// Runs until `stop`: connects to `remote`, applies the configuration,
 /// follows its changes.
-pub fn run(ctl: Control, remote: String, bridge: String, stop: Arc<AtomicBool>) {
+pub fn run(
+    ctl: Control,
+    remote: String,
+    bridge: String,
+    stop: Arc<AtomicBool>,
+    mut others: Others,
+) {
     let mut st = State::default();
     let mut backoff = Duration::from_secs(1);
     let mut client: Option<Client> = None;
@@ -99,14 +141,14 @@ pub fn run(ctl: Control, remote: String, bridge: String, stop: Arc<AtomicBool>) 
                     st.written.clear();
                     st.connected.clear();
                     if let Some(c) = client.as_mut() {
-                        if let Err(e) = reconcile(&ctl, c, &bridge, &mut st, false) {
+                        if let Err(e) = reconcile(&ctl, c, &bridge, &mut st, false, &mut others) {
                             eprintln!("flowpath: ovsdb: {e}");
                         }
                     }
                 }
                 Err(e) => {
                     say(
-                        &mut st,
+                        &mut st.said,
                         format!("flowpath: ovsdb: cannot connect to {remote}: {e}; retrying"),
                     );
                     sleep_unless(&stop, backoff);
@@ -119,7 +161,7 @@ pub fn run(ctl: Control, remote: String, bridge: String, stop: Arc<AtomicBool>) 
             Ok(Some(_)) => {
                 // Take every queued update before applying.
                 while let Ok(Some(_)) = c.next_update(Duration::ZERO) {}
-                if let Err(e) = reconcile(&ctl, c, &bridge, &mut st, false) {
+                if let Err(e) = reconcile(&ctl, c, &bridge, &mut st, false, &mut others) {
                     eprintln!("flowpath: ovsdb: {e}");
                 }
             }
@@ -131,15 +173,17 @@ pub fn run(ctl: Control, remote: String, bridge: String, stop: Arc<AtomicBool>) 
                 continue;
             }
         }
-        if let Err(e) = write_connected(&ctl, c, &mut st) {
+        if let Err(e) = write_connected(&ctl, &bridge, &others, c, &mut st) {
             if is_disconnect(&e) {
                 client = None;
                 continue;
             }
         }
-        if !st.failed.is_empty() && last_retry.elapsed() >= RETRY_INTERVAL {
+        if (!st.br.failed.is_empty() || others.any_failed())
+            && last_retry.elapsed() >= RETRY_INTERVAL
+        {
             last_retry = Instant::now();
-            if let Err(e) = reconcile(&ctl, c, &bridge, &mut st, true) {
+            if let Err(e) = reconcile(&ctl, c, &bridge, &mut st, true, &mut others) {
                 if is_disconnect(&e) {
                     client = None;
                     continue;
@@ -148,12 +192,18 @@ pub fn run(ctl: Control, remote: String, bridge: String, stop: Arc<AtomicBool>) 
         }
         if last_stats.elapsed() >= STATS_INTERVAL {
             last_stats = Instant::now();
-            if let Err(e) = write_stats(&ctl, c, &st) {
+            let mut all = vec![(&ctl, &st.br)];
+            all.extend(others.running.values().map(|r| (&r.ctl, &r.st)));
+            if let Err(e) = write_stats(c, &all) {
                 if is_disconnect(&e) {
                     client = None;
                 }
             }
         }
+    }
+    let names: Vec<String> = others.running.keys().cloned().collect();
+    for n in names {
+        others.stop(&n);
     }
 }
 
@@ -172,8 +222,8 @@ fn sleep_unless(stop: &AtomicBool, d: Duration) {
 }
 
 /// Logs `line` once until the next reconnection.
-fn say(st: &mut State, line: String) {
-    if st.said.insert(line.clone()) {
+fn say(said: &mut BTreeSet<String>, line: String) {
+    if said.insert(line.clone()) {
         eprintln!("{line}");
     }
 }
@@ -219,61 +269,6 @@ fn connect(remote: &str) -> Result<Client, Error> {
     Ok(c)
 }
 
-/// What interface `i` asks for on bridge `bridge`.
-fn want(i: &RowRef<'_>, bridge: &str) -> Result<(String, Want), Error> {
-    let name = i.string("name")?.to_string();
-    let ty = i.string("type")?;
-    let options = i.string_map("options")?;
-    let req = i
-        .optional_integer("ofport_request")?
-        .and_then(|n| u32::try_from(n).ok());
-    let w = match ty {
-        "" | "system" => Want::Port(format!("afpacket:{name}"), req),
-        "afxdp" => {
-            let mut spec = format!("afxdp:{name}");
-            match options.get("xdp-mode").copied() {
-                Some("native-with-zerocopy") | Some("native") => spec.push_str(",mode=native"),
-                Some("generic") => spec.push_str(",mode=generic"),
-                _ => {}
-            }
-            if let Some(n) = options.get("n_rxq") {
-                spec.push_str(&format!(",queues={n}"));
-            }
-            Want::Port(spec, req)
-        }
-        // OVS-DPDK's client-mode vhost-user port: flowpath connects to the
-        // socket the VM (QEMU in server mode) or DPDK application opened.
-        "dpdkvhostuserclient" => match options.get("vhost-server-path") {
-            Some(path) => Want::Port(format!("vhost-user:{path},client"), req),
-            None => Want::Refused(
-                "type dpdkvhostuserclient needs options:vhost-server-path".to_string(),
-            ),
-        },
-        // Tunnels over the switch's underlay (`--underlay`), their options
-        // as `--port N=vxlan:...` takes them (equal in_key and out_key are
-        // the key).
-        "vxlan" | "geneve" | "gre" => {
-            let (ik, ok) = (options.get("in_key"), options.get("out_key"));
-            let mut o: Vec<String> = options
-                .iter()
-                .filter(|(k, _)| ik != ok || !matches!(**k, "in_key" | "out_key"))
-                .map(|(k, v)| format!("{k}={v}"))
-                .collect();
-            if let (Some(k), true, None) = (ik, ik == ok, options.get("key")) {
-                o.push(format!("key={k}"));
-            }
-            Want::Port(format!("{ty}:{}", o.join(",")), req)
-        }
-        "internal" if name == bridge => Want::Local,
-        "internal" | "tap" => Want::Port(format!("tap:{name}"), req),
-        other => Want::Refused(format!(
-            "flowpath does not support interface type {other:?} (it takes {})",
-            IFACE_TYPES.join(", ")
-        )),
-    };
-    Ok((name, w))
-}
-
 /// Applies the database's configuration and writes back what it did;
 /// with `retry`, ports that failed to open are tried again.
 fn reconcile(
@@ -282,6 +277,7 @@ fn reconcile(
     bridge: &str,
     st: &mut State,
     retry: bool,
+    others: &mut Others,
 ) -> Result<(), Error> {
     let r = c.replica();
     let Some(ovs) = r.rows("Open_vSwitch").next() else {
@@ -296,7 +292,177 @@ fn reconcile(
         .map(|(k, v)| (k.to_string(), v.to_string()))
         .collect();
     let bridges: Vec<&Uuid> = ovs.uuids("bridges")?;
-    // The interfaces of our bridge: uuid, name, want; each interface's
+    // What to write back per interface: uuid, name, ofport, error.
+    let mut writes: Vec<(Uuid, String, i64, Option<String>)> = Vec::new();
+    // Each bridge's row and datapath id.
+    let mut dpids: Vec<(Uuid, u64)> = Vec::new();
+    let mut present: BTreeSet<String> = BTreeSet::new();
+    for b in bridges.iter().filter_map(|u| r.row("Bridge", u)) {
+        let name = b.string("name")?;
+        let dt = b.string("datapath_type")?;
+        if dt != "netdev" {
+            say(&mut st.said, format!("flowpath: ovsdb: bridge {name} has datapath_type {dt:?}: flowpath is a netdev (userspace) datapath; set datapath_type=netdev"));
+            continue;
+        }
+        let env = Env {
+            r,
+            other: &other,
+            retry,
+        };
+        if name == bridge {
+            let dpid = apply_bridge(ctl, &env, &b, 1, &mut st.br, &mut st.said, &mut writes)?;
+            dpids.push((b.uuid().clone(), dpid));
+            continue;
+        }
+        present.insert(name.to_string());
+        if !others.running.contains_key(name) {
+            match (others.spawn)(name) {
+                Ok(sw) => {
+                    eprintln!("flowpath: ovsdb: bridge {name} started");
+                    others.registry.insert(name, sw.control());
+                    let ctl = sw.control();
+                    others.running.insert(
+                        name.to_string(),
+                        Running {
+                            sw,
+                            ctl,
+                            st: BridgeState::default(),
+                        },
+                    );
+                }
+                Err(e) => {
+                    say(
+                        &mut st.said,
+                        format!("flowpath: ovsdb: bridge {name}: cannot start: {e}"),
+                    );
+                    continue;
+                }
+            }
+        }
+        let Some(run) = others.running.get_mut(name) else {
+            continue;
+        };
+        let dpid = apply_bridge(
+            &run.ctl,
+            &env,
+            &b,
+            default_dpid(name),
+            &mut run.st,
+            &mut st.said,
+            &mut writes,
+        )?;
+        dpids.push((b.uuid().clone(), dpid));
+    }
+    let gone: Vec<String> = others
+        .running
+        .keys()
+        .filter(|n| !present.contains(*n))
+        .cloned()
+        .collect();
+    for n in gone {
+        others.stop(&n);
+    }
+    // Write back: each interface's ofport and error, each bridge's
+    // datapath id, then cur_cfg.
+    let mut ops = Vec::new();
+    for (uuid, n, ofport, error) in writes {
+        if st.written.get(&uuid) == Some(&(ofport, error.clone())) {
+            continue;
+        }
+        let up = if ofport > 0 { "up" } else { "down" };
+        let mut row = BTreeMap::new();
+        // The device's address and MTU, where it has one.
+        let sys = std::path::Path::new("/sys/class/net").join(&n);
+        if ofport > 0 {
+            if let Ok(mac) = std::fs::read_to_string(sys.join("address")) {
+                row.insert("mac_in_use".to_string(), Value::from(mac.trim()));
+            }
+            if let Some(mtu) = std::fs::read_to_string(sys.join("mtu"))
+                .ok()
+                .and_then(|m| m.trim().parse::<i64>().ok())
+            {
+                row.insert("mtu".to_string(), Value::from(mtu));
+            }
+        }
+        row.insert("ofport".to_string(), Value::from(ofport));
+        row.insert(
+            "error".to_string(),
+            error.clone().map_or_else(Value::empty, Value::from),
+        );
+        row.insert("admin_state".to_string(), Value::from(up));
+        row.insert("link_state".to_string(), Value::from(up));
+        ops.push(Operation::Update {
+            table: "Interface".into(),
+            conditions: vec![Condition::uuid(&uuid)],
+            row,
+        });
+        st.written.insert(uuid, (ofport, error));
+    }
+    for (uuid, dpid) in &dpids {
+        let mut row = BTreeMap::new();
+        row.insert(
+            "datapath_id".to_string(),
+            Value::from(format!("{dpid:016x}")),
+        );
+        ops.push(Operation::Update {
+            table: "Bridge".into(),
+            conditions: vec![Condition::uuid(uuid)],
+            row,
+        });
+    }
+    let mut row = BTreeMap::new();
+    row.insert("cur_cfg".to_string(), Value::from(next_cfg));
+    row.insert("datapath_types".to_string(), Value::set(["netdev"]));
+    row.insert(
+        "iface_types".to_string(),
+        Value::set(IFACE_TYPES.iter().copied()),
+    );
+    row.insert("dpdk_initialized".to_string(), Value::from(false));
+    ops.push(Operation::Update {
+        table: "Open_vSwitch".into(),
+        conditions: vec![Condition::uuid(&ovs_uuid)],
+        row,
+    });
+    c.transact(DB, &ops)?;
+    Ok(())
+}
+
+/// What every bridge's round reads.
+struct Env<'a> {
+    r: &'a flowpath_ovsdb::Replica,
+    other: &'a BTreeMap<String, String>,
+    retry: bool,
+}
+
+/// The datapath id of a bridge other than the first without
+/// `other_config:datapath-id`: 48 bits from its name (the same after a
+/// restart, different between bridges), as a locally administered MAC
+/// address, the form OVS's ids take.
+fn default_dpid(name: &str) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in name.bytes() {
+        h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+    }
+    (h & 0x0000_fcff_ffff_ffff) | 0x0000_0200_0000_0000
+}
+
+/// Applies bridge row `b` to the switch `ctl` drives: its controllers,
+/// fail mode, protocols, prefixes, ports, collector sets, VLAN modes and
+/// the datapath keys; adds what to write back per interface to
+/// `writes`. Returns the bridge's datapath id (`other_config:datapath-id`
+/// or `dpid`).
+fn apply_bridge(
+    ctl: &Control,
+    env: &Env<'_>,
+    b: &RowRef<'_>,
+    dpid: u64,
+    st: &mut BridgeState,
+    said: &mut BTreeSet<String>,
+    writes: &mut Vec<(Uuid, String, i64, Option<String>)>,
+) -> Result<u64, Error> {
+    let r = env.r;
+    let name = b.string("name")?;
+    // The interfaces of the bridge: uuid, name, want; each interface's
     // 802.1Q mode (its port's).
     let mut ifaces: Vec<(Uuid, String, Want)> = Vec::new();
     // The number each interface had before (its `ofport` column): a
@@ -305,121 +471,182 @@ fn reconcile(
     let mut before: BTreeMap<String, u32> = BTreeMap::new();
     let mut vlan_of: BTreeMap<String, VlanMode> = BTreeMap::new();
     let mut targets: Vec<String> = Vec::new();
-    let mut standalone = true;
-    let mut our_bridge: Option<(Uuid, u64)> = None;
     let mut versions = 0u32;
     let mut table_prefixes: Vec<(u8, Vec<flowpath_flow::FieldId>)> = Vec::new();
-    for b in bridges.iter().filter_map(|u| r.row("Bridge", u)) {
-        let name = b.string("name")?;
-        if name != bridge {
-            say(st, format!("flowpath: ovsdb: bridge {name} left alone: this switch is bridge {bridge} (--bridge)"));
-            continue;
-        }
-        // Controllers and the fail mode (OVS's default: standalone).
-        for ctl_row in b
-            .uuids("controller")?
-            .into_iter()
-            .filter_map(|u| r.row("Controller", u))
+    // Controllers and the fail mode (OVS's default: standalone).
+    for ctl_row in b
+        .uuids("controller")?
+        .into_iter()
+        .filter_map(|u| r.row("Controller", u))
+    {
+        targets.push(ctl_row.string("target")?.to_string());
+    }
+    let standalone = b.optional_string("fail_mode")? != Some("secure");
+    let bo = b.string_map("other_config")?;
+    let dpid = match bo.get("datapath-id") {
+        Some(s) => match u64::from_str_radix(s.trim_start_matches("0x"), 16) {
+            Ok(d) if s.trim_start_matches("0x").len() == 16 => d,
+            _ => {
+                say(said, format!("flowpath: ovsdb: bridge {name}: other_config:datapath-id={s} is not 16 hex digits"));
+                dpid
+            }
+        },
+        None => dpid,
+    };
+    for p in b.strings("protocols")? {
+        match p
+            .strip_prefix("OpenFlow1")
+            .and_then(|m| m.parse::<u32>().ok())
         {
-            targets.push(ctl_row.string("target")?.to_string());
+            Some(minor @ 0..=5) => versions |= 1 << (minor + 1),
+            _ => say(
+                said,
+                format!("flowpath: ovsdb: bridge {name}: protocol {p} unknown"),
+            ),
         }
-        standalone = b.optional_string("fail_mode")? != Some("secure");
-        let bo = b.string_map("other_config")?;
-        let dpid = match bo.get("datapath-id") {
-            Some(s) => match u64::from_str_radix(s.trim_start_matches("0x"), 16) {
-                Ok(d) if s.trim_start_matches("0x").len() == 16 => d,
-                _ => {
-                    say(st, format!("flowpath: ovsdb: bridge {name}: other_config:datapath-id={s} is not 16 hex digits"));
-                    1
-                }
-            },
-            None => 1,
-        };
-        our_bridge = Some((b.uuid().clone(), dpid));
-        for p in b.strings("protocols")? {
-            match p
-                .strip_prefix("OpenFlow1")
-                .and_then(|m| m.parse::<u32>().ok())
-            {
-                Some(minor @ 0..=5) => versions |= 1 << (minor + 1),
-                _ => say(
-                    st,
-                    format!("flowpath: ovsdb: bridge {name}: protocol {p} unknown"),
+    }
+    // Flow_Table prefixes (a row without prefixes: the default).
+    if let Ok(Value::Map(pairs)) = b.get("flow_tables") {
+        for (k, v) in pairs {
+            let (Atom::Integer(t), Atom::Uuid(u)) = (k, v) else {
+                continue;
+            };
+            let Some(ft) = r.row("Flow_Table", u) else {
+                continue;
+            };
+            let list = ft.strings("prefixes")?;
+            if list.is_empty() {
+                continue;
+            }
+            match (
+                u8::try_from(*t),
+                flowpath_ofproto::classifier::parse_prefixes(&list.join(",")),
+            ) {
+                (Ok(t), Ok(f)) => table_prefixes.push((t, f)),
+                (_, Err(e)) => say(
+                    said,
+                    format!("flowpath: ovsdb: bridge {name}: flow_tables:{t} prefixes: {e}"),
+                ),
+                (Err(_), _) => say(
+                    said,
+                    format!("flowpath: ovsdb: bridge {name}: flow_tables:{t}: no such table"),
                 ),
             }
         }
-        // Flow_Table prefixes (a row without prefixes: the default).
-        if let Ok(Value::Map(pairs)) = b.get("flow_tables") {
-            for (k, v) in pairs {
-                let (Atom::Integer(t), Atom::Uuid(u)) = (k, v) else {
-                    continue;
-                };
-                let Some(ft) = r.row("Flow_Table", u) else {
-                    continue;
-                };
-                let list = ft.strings("prefixes")?;
-                if list.is_empty() {
-                    continue;
-                }
-                match (
-                    u8::try_from(*t),
-                    flowpath_ofproto::classifier::parse_prefixes(&list.join(",")),
-                ) {
-                    (Ok(t), Ok(f)) => table_prefixes.push((t, f)),
-                    (_, Err(e)) => say(
-                        st,
-                        format!("flowpath: ovsdb: bridge {name}: flow_tables:{t} prefixes: {e}"),
-                    ),
-                    (Err(_), _) => say(
-                        st,
-                        format!("flowpath: ovsdb: bridge {name}: flow_tables:{t}: no such table"),
-                    ),
-                }
+    }
+    if b.optional_boolean("mcast_snooping_enable")? == Some(true) {
+        say(said, format!("flowpath: ovsdb: bridge {name}: mcast_snooping_enable is not supported by flowpath (multicast is flooded)"));
+    }
+    for p in b
+        .uuids("ports")?
+        .into_iter()
+        .filter_map(|u| r.row("Port", u))
+    {
+        let mode = match vlan_mode(&p) {
+            Ok(m) => m,
+            Err(e) => {
+                say(
+                    said,
+                    format!("flowpath: ovsdb: port {}: {e}", p.string("name")?),
+                );
+                VlanMode::TrunkAll
             }
-        }
-        if b.optional_boolean("mcast_snooping_enable")? == Some(true) {
-            say(st, format!("flowpath: ovsdb: bridge {name}: mcast_snooping_enable is not supported by flowpath (multicast is flooded)"));
-        }
-        let dt = b.string("datapath_type")?;
-        if dt != "netdev" {
-            say(st, format!("flowpath: ovsdb: bridge {name} has datapath_type {dt:?}: flowpath is a netdev (userspace) datapath; set datapath_type=netdev"));
-            continue;
-        }
-        for p in b
-            .uuids("ports")?
+        };
+        for i in p
+            .uuids("interfaces")?
             .into_iter()
-            .filter_map(|u| r.row("Port", u))
+            .filter_map(|u| r.row("Interface", u))
         {
-            let mode = match vlan_mode(&p) {
-                Ok(m) => m,
-                Err(e) => {
-                    say(
-                        st,
-                        format!("flowpath: ovsdb: port {}: {e}", p.string("name")?),
-                    );
-                    VlanMode::TrunkAll
-                }
-            };
-            for i in p
-                .uuids("interfaces")?
-                .into_iter()
-                .filter_map(|u| r.row("Interface", u))
+            let (n, w) = want(&i, name)?;
+            vlan_of.insert(n.clone(), mode.clone());
+            if let Some(no) = i
+                .optional_integer("ofport")
+                .ok()
+                .flatten()
+                .and_then(|n| u32::try_from(n).ok())
+                .filter(|n| (1..0xff00).contains(n))
             {
-                let (n, w) = want(&i, bridge)?;
-                vlan_of.insert(n.clone(), mode.clone());
-                if let Some(no) = i
-                    .optional_integer("ofport")
-                    .ok()
-                    .flatten()
-                    .and_then(|n| u32::try_from(n).ok())
-                    .filter(|n| (1..0xff00).contains(n))
-                {
-                    before.insert(n.clone(), no);
-                }
-                ifaces.push((i.uuid().clone(), n, w));
+                before.insert(n.clone(), no);
             }
+            ifaces.push((i.uuid().clone(), n, w));
         }
     }
+    sync_ports(ctl, st, &ifaces, &before, env.retry);
+    if let Some(ch) = ctl.shared().channel_control.get() {
+        ch.set_datapath_id(dpid);
+        ch.set_versions(versions);
+        ch.set_fail_standalone(standalone);
+        if let Err(e) = ch.set_controllers(&targets) {
+            say(said, format!("flowpath: ovsdb: {e}"));
+        }
+    }
+    // Flow-sample collector sets of the bridge, with their IPFIX
+    // collector (the first target).
+    let fixed = st
+        .fixed_sets
+        .get_or_insert_with(|| ctl.shared().sampler.sets())
+        .clone();
+    let mut sets = fixed;
+    for f in r.rows("Flow_Sample_Collector_Set") {
+        if f.uuid_ref("bridge").ok() != Some(b.uuid()) {
+            continue;
+        }
+        let Ok(id) = u32::try_from(f.integer("id")?) else {
+            continue;
+        };
+        let target = f
+            .uuids("ipfix")?
+            .first()
+            .and_then(|u| r.row("IPFIX", u))
+            .and_then(|i| i.strings("targets").ok())
+            .and_then(|t| t.first().and_then(|t| t.parse().ok()));
+        sets.retain(|c| c.id != id);
+        sets.push(CollectorSet { id, target });
+    }
+    sets.sort_by_key(|c| c.id);
+    if sets != st.sets {
+        match ctl.set_collector_sets(&sets) {
+            Ok(()) => st.sets = sets,
+            Err(e) => eprintln!("flowpath: ovsdb: bridge {name}: flow-sample collector sets: {e}"),
+        }
+    }
+    if let Err(e) = ctl.set_table_prefixes(table_prefixes) {
+        eprintln!("flowpath: ovsdb: bridge {name}: flow table prefixes: {e}");
+    }
+    apply_other_config(ctl, env.other, &mut st.applied_config, said);
+    let modes: Vec<(u32, VlanMode)> = st
+        .managed
+        .iter()
+        .map(|(n, (no, _))| (*no, vlan_of.get(n).cloned().unwrap_or_default()))
+        .collect();
+    if let Err(e) = ctl.set_vlan_modes(&modes) {
+        eprintln!("flowpath: ovsdb: bridge {name}: VLAN modes: {e}");
+    }
+    for (uuid, n, w) in ifaces {
+        let (ofport, error) = match &w {
+            Want::Local => (65534, None),
+            Want::Refused(e) => (-1, Some(e.clone())),
+            Want::Port(..) => match (st.managed.get(&n), st.failed.get(&n)) {
+                (Some((no, _)), _) => (i64::from(*no), None),
+                (None, Some((_, e))) => (-1, Some(e.clone())),
+                (None, None) => (-1, None),
+            },
+        };
+        writes.push((uuid, n, ofport, error));
+    }
+    Ok(dpid)
+}
+
+/// Removes the ports this thread made that are no longer wanted as they
+/// are, and adds the wanted ones that are missing (with `retry`, also
+/// those that failed before).
+fn sync_ports(
+    ctl: &Control,
+    st: &mut BridgeState,
+    ifaces: &[(Uuid, String, Want)],
+    before: &BTreeMap<String, u32>,
+    retry: bool,
+) {
     // Ports to remove: managed ones no longer wanted as they are.
     let wanted: BTreeMap<&str, &Want> = ifaces.iter().map(|(_, n, w)| (n.as_str(), w)).collect();
     let gone: Vec<(String, u32)> = st
@@ -446,7 +673,7 @@ fn reconcile(
         st.managed.values().map(|(no, _)| *no).collect();
     // (name, spec, number, whether the number is only the one it had)
     let mut adds: Vec<(&String, &String, Option<u32>, bool)> = Vec::new();
-    for (_, n, w) in &ifaces {
+    for (_, n, w) in ifaces {
         let Want::Port(spec, req) = w else {
             continue;
         };
@@ -503,186 +730,19 @@ fn reconcile(
             }
         }
     }
-    if let Some(ch) = ctl.shared().channel_control.get() {
-        if let Some((_, dpid)) = &our_bridge {
-            ch.set_datapath_id(*dpid);
-        }
-        ch.set_versions(versions);
-        ch.set_fail_standalone(standalone);
-        if let Err(e) = ch.set_controllers(&targets) {
-            say(st, format!("flowpath: ovsdb: {e}"));
-        }
-    }
-    // Flow-sample collector sets of our bridge, with their IPFIX
-    // collector (the first target).
-    let fixed = st
-        .fixed_sets
-        .get_or_insert_with(|| ctl.shared().sampler.sets())
-        .clone();
-    let mut sets = fixed;
-    if let Some((bu, _)) = &our_bridge {
-        for f in r.rows("Flow_Sample_Collector_Set") {
-            if f.uuid_ref("bridge").ok() != Some(bu) {
-                continue;
-            }
-            let Ok(id) = u32::try_from(f.integer("id")?) else {
-                continue;
-            };
-            let target = f
-                .uuids("ipfix")?
-                .first()
-                .and_then(|u| r.row("IPFIX", u))
-                .and_then(|i| i.strings("targets").ok())
-                .and_then(|t| t.first().and_then(|t| t.parse().ok()));
-            sets.retain(|c| c.id != id);
-            sets.push(CollectorSet { id, target });
-        }
-    }
-    sets.sort_by_key(|c| c.id);
-    if sets != st.sets {
-        match ctl.set_collector_sets(&sets) {
-            Ok(()) => st.sets = sets,
-            Err(e) => eprintln!("flowpath: ovsdb: flow-sample collector sets: {e}"),
-        }
-    }
-    if our_bridge.is_some() {
-        if let Err(e) = ctl.set_table_prefixes(table_prefixes) {
-            eprintln!("flowpath: ovsdb: flow table prefixes: {e}");
-        }
-    }
-    apply_other_config(ctl, &other, st);
-    let modes: Vec<(u32, VlanMode)> = st
-        .managed
-        .iter()
-        .map(|(n, (no, _))| (*no, vlan_of.get(n).cloned().unwrap_or_default()))
-        .collect();
-    if let Err(e) = ctl.set_vlan_modes(&modes) {
-        eprintln!("flowpath: ovsdb: VLAN modes: {e}");
-    }
-    // Write back: each interface's ofport and error, then cur_cfg.
-    let mut ops = Vec::new();
-    for (uuid, n, w) in &ifaces {
-        let (ofport, error) = match w {
-            Want::Local => (65534, None),
-            Want::Refused(e) => (-1, Some(e.clone())),
-            Want::Port(..) => match (st.managed.get(n), st.failed.get(n)) {
-                (Some((no, _)), _) => (i64::from(*no), None),
-                (None, Some((_, e))) => (-1, Some(e.clone())),
-                (None, None) => (-1, None),
-            },
-        };
-        if st.written.get(uuid) == Some(&(ofport, error.clone())) {
-            continue;
-        }
-        let up = if ofport > 0 { "up" } else { "down" };
-        let mut row = BTreeMap::new();
-        // The device's address and MTU, where it has one.
-        let sys = std::path::Path::new("/sys/class/net").join(n);
-        if ofport > 0 {
-            if let Ok(mac) = std::fs::read_to_string(sys.join("address")) {
-                row.insert("mac_in_use".to_string(), Value::from(mac.trim()));
-            }
-            if let Some(mtu) = std::fs::read_to_string(sys.join("mtu"))
-                .ok()
-                .and_then(|m| m.trim().parse::<i64>().ok())
-            {
-                row.insert("mtu".to_string(), Value::from(mtu));
-            }
-        }
-        row.insert("ofport".to_string(), Value::from(ofport));
-        row.insert(
-            "error".to_string(),
-            error.clone().map_or_else(Value::empty, Value::from),
-        );
-        row.insert("admin_state".to_string(), Value::from(up));
-        row.insert("link_state".to_string(), Value::from(up));
-        ops.push(Operation::Update {
-            table: "Interface".into(),
-            conditions: vec![Condition::uuid(uuid)],
-            row,
-        });
-        st.written.insert(uuid.clone(), (ofport, error));
-    }
-    if let Some((uuid, dpid)) = &our_bridge {
-        let mut row = BTreeMap::new();
-        row.insert(
-            "datapath_id".to_string(),
-            Value::from(format!("{dpid:016x}")),
-        );
-        ops.push(Operation::Update {
-            table: "Bridge".into(),
-            conditions: vec![Condition::uuid(uuid)],
-            row,
-        });
-    }
-    let mut row = BTreeMap::new();
-    row.insert("cur_cfg".to_string(), Value::from(next_cfg));
-    row.insert("datapath_types".to_string(), Value::set(["netdev"]));
-    row.insert(
-        "iface_types".to_string(),
-        Value::set(IFACE_TYPES.iter().copied()),
-    );
-    row.insert("dpdk_initialized".to_string(), Value::from(false));
-    ops.push(Operation::Update {
-        table: "Open_vSwitch".into(),
-        conditions: vec![Condition::uuid(&ovs_uuid)],
-        row,
-    });
-    c.transact(DB, &ops)?;
-    Ok(())
-}
-
-/// A `Port` row's 802.1Q mode for `NORMAL` (`tag`, `trunks`,
-/// `vlan_mode`, with Open vSwitch's defaults).
-fn vlan_mode(p: &RowRef<'_>) -> Result<VlanMode, String> {
-    let tag = p.optional_integer("tag").map_err(|e| e.to_string())?;
-    let trunks: Vec<u16> = p
-        .integers("trunks")
-        .map_err(|e| e.to_string())?
-        .into_iter()
-        .filter_map(|v| u16::try_from(v).ok())
-        .collect();
-    let mode = p.optional_string("vlan_mode").map_err(|e| e.to_string())?;
-    let tag = tag.and_then(|t| u16::try_from(t).ok());
-    let trunk = |mut t: Vec<u16>| {
-        if t.is_empty() {
-            VlanMode::TrunkAll
-        } else {
-            t.sort_unstable();
-            t.dedup();
-            VlanMode::Trunk(t)
-        }
-    };
-    match (mode, tag) {
-        (None, Some(t)) if trunks.is_empty() => Ok(VlanMode::Access(t)),
-        (None, Some(_)) | (Some("native-tagged" | "native-untagged"), _) => Err(
-            "native VLAN modes (tag with trunks) are not supported by flowpath: the port trunks every VLAN".into(),
-        ),
-        (None, None) | (Some("trunk"), _) => Ok(trunk(trunks)),
-        (Some("access"), t) => Ok(VlanMode::Access(t.unwrap_or(0))),
-        (Some(m), _) => Err(format!("vlan_mode {m:?} is not one flowpath knows")),
-    }
-}
-
-/// OVS's text for a port whose device cannot be opened, where it is that
-/// case; flowpath's own message otherwise.
-fn ovs_error(name: &str, spec: &str, e: &str) -> String {
-    // (A tunnel has no device: its own error.)
-    if !flowpath_ofproto::tunnel::is_tunnel_spec(spec)
-        && !std::path::Path::new("/sys/class/net").join(name).exists()
-    {
-        format!("could not open network device {name} (No such device)")
-    } else {
-        e.trim().to_string()
-    }
 }
 
 /// Applies `Open_vSwitch.other_config`'s datapath keys that changed
 /// (through `config/set`, so with the same checks); unknown keys are
 /// logged once.
-fn apply_other_config(ctl: &Control, other: &BTreeMap<String, String>, st: &mut State) {
+fn apply_other_config(
+    ctl: &Control,
+    other: &BTreeMap<String, String>,
+    applied: &mut BTreeMap<String, String>,
+    said: &mut BTreeSet<String>,
+) {
     for (k, v) in other {
-        if st.applied_config.get(k) == Some(v) {
+        if applied.get(k) == Some(v) {
             continue;
         }
         let key = k.strip_prefix("flowpath-").unwrap_or(k);
@@ -705,48 +765,71 @@ fn apply_other_config(ctl: &Control, other: &BTreeMap<String, String>, st: &mut 
         };
         if let Some(why) = why {
             say(
-                st,
+                said,
                 format!("flowpath: ovsdb: other_config:{k} not applied: {why}"),
             );
             continue;
         }
         if flowpath_datapath::keys::key(key).is_none() {
-            say(st, format!("flowpath: ovsdb: other_config:{k} is not a key flowpath takes (config/show lists them)"));
+            say(said, format!("flowpath: ovsdb: other_config:{k} is not a key flowpath takes (config/show lists them)"));
             continue;
         }
         match ctl.config_set(&[format!("{key}={v}")]) {
             Ok(_) => {
-                st.applied_config.insert(k.clone(), other[k].clone());
+                applied.insert(k.clone(), other[k].clone());
             }
-            Err(e) => say(st, format!("flowpath: ovsdb: other_config:{k}={v}: {e}")),
+            Err(e) => say(said, format!("flowpath: ovsdb: other_config:{k}={v}: {e}")),
         }
     }
 }
 
-/// Writes `Controller.is_connected` where it changed.
-fn write_connected(ctl: &Control, c: &mut Client, st: &mut State) -> Result<(), Error> {
-    let Some(ch) = ctl.shared().channel_control.get() else {
-        return Ok(());
-    };
-    let status = ch.controllers();
+/// Writes `Controller.is_connected` where it changed (each bridge's
+/// controllers, as its OpenFlow channel reports them).
+fn write_connected(
+    ctl: &Control,
+    bridge: &str,
+    others: &Others,
+    c: &mut Client,
+    st: &mut State,
+) -> Result<(), Error> {
     let mut ops = Vec::new();
-    for row in c.replica().rows("Controller") {
-        let target = row.string("target")?;
-        let canonical = crate::ofchannel::ControllerSpec::parse(target)
-            .map(|s| s.to_string())
-            .unwrap_or_default();
-        let up = status.iter().any(|(t, on)| *on && *t == canonical);
-        if st.connected.get(row.uuid()) == Some(&up) {
+    let r = c.replica();
+    for b in r.rows("Bridge") {
+        let name = b.string("name")?;
+        let ctl = if name == bridge {
+            ctl
+        } else {
+            match others.running.get(name) {
+                Some(run) => &run.ctl,
+                None => continue,
+            }
+        };
+        let Some(ch) = ctl.shared().channel_control.get() else {
             continue;
+        };
+        let status = ch.controllers();
+        for row in b
+            .uuids("controller")?
+            .into_iter()
+            .filter_map(|u| r.row("Controller", u))
+        {
+            let target = row.string("target")?;
+            let canonical = crate::ofchannel::ControllerSpec::parse(target)
+                .map(|s| s.to_string())
+                .unwrap_or_default();
+            let up = status.iter().any(|(t, on)| *on && *t == canonical);
+            if st.connected.get(row.uuid()) == Some(&up) {
+                continue;
+            }
+            st.connected.insert(row.uuid().clone(), up);
+            let mut r = BTreeMap::new();
+            r.insert("is_connected".to_string(), Value::from(up));
+            ops.push(Operation::Update {
+                table: "Controller".into(),
+                conditions: vec![Condition::uuid(row.uuid())],
+                row: r,
+            });
         }
-        st.connected.insert(row.uuid().clone(), up);
-        let mut r = BTreeMap::new();
-        r.insert("is_connected".to_string(), Value::from(up));
-        ops.push(Operation::Update {
-            table: "Controller".into(),
-            conditions: vec![Condition::uuid(row.uuid())],
-            row: r,
-        });
     }
     if !ops.is_empty() {
         c.transact(DB, &ops)?;
@@ -754,38 +837,41 @@ fn write_connected(ctl: &Control, c: &mut Client, st: &mut State) -> Result<(), 
     Ok(())
 }
 
-/// Writes each managed interface's counters (`Interface.statistics`).
-fn write_stats(ctl: &Control, c: &mut Client, st: &State) -> Result<(), Error> {
-    if st.managed.is_empty() {
-        return Ok(());
-    }
-    let Ok(text) = ctl.dpctl_show_json() else {
-        return Ok(());
-    };
-    let Ok(v) = serde_json::from_str::<serde_json::Value>(&text) else {
-        return Ok(());
-    };
-    let ports = v["ports"].as_array().cloned().unwrap_or_default();
+/// Writes each managed interface's counters (`Interface.statistics`),
+/// bridge by bridge.
+fn write_stats(c: &mut Client, bridges: &[(&Control, &BridgeState)]) -> Result<(), Error> {
     let mut ops = Vec::new();
-    for (name, (no, _)) in &st.managed {
-        let Some(p) = ports.iter().find(|p| p["port_no"] == *no) else {
+    for (ctl, st) in bridges {
+        if st.managed.is_empty() {
+            continue;
+        }
+        let Ok(text) = ctl.dpctl_show_json() else {
             continue;
         };
-        let mut m = Vec::new();
-        for dir in ["rx", "tx"] {
-            for k in ["packets", "bytes", "dropped", "errors"] {
-                let n = p[dir][k].as_i64().unwrap_or(0);
-                m.push((format!("{dir}_{k}"), n));
+        let Ok(v) = serde_json::from_str::<serde_json::Value>(&text) else {
+            continue;
+        };
+        let ports = v["ports"].as_array().cloned().unwrap_or_default();
+        for (name, (no, _)) in &st.managed {
+            let Some(p) = ports.iter().find(|p| p["port_no"] == *no) else {
+                continue;
+            };
+            let mut m = Vec::new();
+            for dir in ["rx", "tx"] {
+                for k in ["packets", "bytes", "dropped", "errors"] {
+                    let n = p[dir][k].as_i64().unwrap_or(0);
+                    m.push((format!("{dir}_{k}"), n));
+                }
             }
+            let map = Value::map(m);
+            let mut row = BTreeMap::new();
+            row.insert("statistics".to_string(), map);
+            ops.push(Operation::Update {
+                table: "Interface".into(),
+                conditions: vec![Condition::eq("name", name.as_str())],
+                row,
+            });
         }
-        let map = Value::map(m);
-        let mut row = BTreeMap::new();
-        row.insert("statistics".to_string(), map);
-        ops.push(Operation::Update {
-            table: "Interface".into(),
-            conditions: vec![Condition::eq("name", name.as_str())],
-            row,
-        });
     }
     if !ops.is_empty() {
         c.transact(DB, &ops)?;

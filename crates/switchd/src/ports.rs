@@ -116,6 +116,17 @@ pub struct PendingRxq {
     pub rxq: Box<dyn RxQueue>,
 }
 
+/// A port's OpenFlow name (port descriptions, `in_port=NAME` in
+/// `ovs-ofctl`): its interface's name where it has one (a patch port's
+/// own name), else its spec (`null`, captures, tunnels).
+pub fn openflow_name(spec: &str) -> String {
+    match flowpath_netdev::PortSpec::parse(spec) {
+        Ok(flowpath_netdev::PortSpec::Patch { name, .. }) => name,
+        Ok(s) => s.ifname().unwrap_or(spec).to_string(),
+        Err(_) => spec.to_string(),
+    }
+}
+
 /// What `dpctl/show` says of a port.
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct PortInfo {

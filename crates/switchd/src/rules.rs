@@ -269,6 +269,11 @@ impl RuleSet {
         &self.ports
     }
 
+    /// The bridge's prefix-tracking fields.
+    pub fn prefixes(&self) -> &[FieldId] {
+        &self.prefixes
+    }
+
     /// Replaces the per-table prefix-tracking fields (OVS's
     /// `Flow_Table:prefixes`); tables not listed use the bridge's.
     pub fn set_table_prefixes(&mut self, mut per_table: Vec<(u8, Vec<FieldId>)>) {

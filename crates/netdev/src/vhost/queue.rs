@@ -53,7 +53,7 @@
 use super::ring::{Seg, Vring, MAX_SEGS};
 use crate::{NetdevError, QueueStats, RxMeta, RxQueue, TxFrame, TxQueue};
 use std::cell::UnsafeCell;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{fence, AtomicBool, Ordering};
 use std::sync::Arc;
 
@@ -120,17 +120,11 @@ impl Drop for Claim<'_> {
 impl QueueSlot {
     /// A slot with no ring, for port `port`.
     pub(crate) fn new(port: &str) -> Result<QueueSlot, NetdevError> {
-        // SAFETY: plain flags; the new descriptor is owned just below.
-        let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
-        if fd < 0 {
-            return Err(NetdevError::last_os(port, "eventfd"));
-        }
         Ok(QueueSlot {
             running: AtomicBool::new(false),
             busy: AtomicBool::new(false),
             ring: UnsafeCell::new(None),
-            // SAFETY: a fresh descriptor owned by nobody else.
-            wake: unsafe { OwnedFd::from_raw_fd(fd) },
+            wake: crate::sys::eventfd(port)?,
             kicked: AtomicBool::new(false),
         })
     }

@@ -202,7 +202,7 @@ impl Registry {
     pub(super) fn port_added_or_removed(&self, no: u32, name: &str, added: bool) {
         let p = msg::PortInfo {
             no,
-            name: name.to_string(),
+            name: crate::ports::openflow_name(name),
             mac: [0x02, 0, 0, 0, (no >> 8) as u8, no as u8],
             up: added,
             config: 0,

@@ -582,7 +582,7 @@ impl Session {
             .iter()
             .map(|p| msg::PortInfo {
                 no: p.port_no,
-                name: p.name.clone(),
+                name: crate::ports::openflow_name(&p.name),
                 mac: [0x02, 0, 0, 0, (p.port_no >> 8) as u8, p.port_no as u8],
                 // An administratively down port's link goes down.
                 up: st.rules.port_config(p.port_no) & msg::PC_PORT_DOWN == 0,

@@ -1,0 +1,148 @@
+//! Several bridges from the OVSDB in one `flowpath switch`, joined by
+//! patch ports, as OVN lays out a host (`br-int` for the workloads,
+//! `br-ex` for the physical network, a patch pair between them): only
+//! `ovs-vsctl`, `ovs-ofctl` and `ovs-appctl` drive it. Pings cross both
+//! bridges; each bridge has its own OpenFlow socket and tables (a drop
+//! flow on the second bridge cuts the path); commands name the bridge;
+//! removing the second bridge stops it and frees its interface, adding it
+//! again restores the path; a restarted switch rebuilds both.
+
+mod ofnet;
+
+use ofnet::{can_run, new_db, start_switch, vsctl, wait_until, Topo};
+use std::time::Duration;
+
+#[test]
+fn two_bridges_joined_by_patch_ports() {
+    let tools = "ip ping ovsdb-server ovsdb-tool ovs-vsctl ovs-ofctl ovs-appctl";
+    if !can_run("ovsdb_bridges", &tools.split(' ').collect::<Vec<_>>()) {
+        return;
+    }
+    let mut t = Topo::new("ob");
+    let dir = t.dir.clone();
+    new_db(&mut t);
+    let mut sw = start_switch(&mut t);
+    let (v1, v2) = (t.veth(1), t.veth(2));
+    let add_ex = format!(
+        "add-br br-ex -- set bridge br-ex datapath_type=netdev \
+         -- add-port br-ex {v2} \
+         -- add-port br-ex patch-int -- set Interface patch-int type=patch options:peer=patch-ex"
+    );
+    vsctl(&dir, "add-br br0 -- set bridge br0 datapath_type=netdev");
+    vsctl(&dir, &format!("add-port br0 {v1}"));
+    vsctl(
+        &dir,
+        "add-port br0 patch-ex -- set Interface patch-ex type=patch options:peer=patch-int",
+    );
+    vsctl(&dir, &add_ex);
+    // Each bridge has its own OpenFlow socket.
+    t.ofctl("add-flow br0 priority=0,actions=NORMAL");
+    t.ofctl("add-flow br-ex priority=0,actions=NORMAL");
+    assert!(
+        wait_until(Duration::from_secs(10), || t.ping(1, 2)),
+        "ping 1 -> 2 across br0, the patch pair and br-ex: {}",
+        t.log("switch.log")
+    );
+    assert_eq!(vsctl(&dir, &format!("get Interface {v1} ofport")), "1");
+    assert_eq!(vsctl(&dir, "get Interface patch-ex ofport"), "2");
+    // (br-ex's two ports came in one transaction: either order.)
+    let pi = vsctl(&dir, "get Interface patch-int ofport");
+    let mut nums = [
+        vsctl(&dir, &format!("get Interface {v2} ofport")),
+        pi.clone(),
+    ];
+    nums.sort();
+    assert_eq!(nums, ["1", "2"]);
+    assert_eq!(vsctl(&dir, "get Interface br-ex ofport"), "65534");
+    let show = t.ofctl("show br-ex");
+    assert!(
+        show.contains(&format!("{pi}(patch-int)")) && show.contains(&v2) && !show.contains(&v1),
+        "{show}"
+    );
+    // Two datapath ids (the first bridge's is 1).
+    let dpid = vsctl(&dir, "get Bridge br-ex datapath_id");
+    assert!(dpid.len() == 18 && dpid != "\"0000000000000001\"", "{dpid}");
+    assert!(
+        show.contains(&format!("dpid:{}", dpid.trim_matches('"'))),
+        "{show}"
+    );
+    // One control socket: commands name the bridge.
+    let list = t.appctl("ofproto/list");
+    assert_eq!(list.lines().collect::<Vec<_>>(), ["br0", "br-ex"], "{list}");
+    let fdb = t.appctl("fdb/show br-ex");
+    assert!(
+        fdb.lines()
+            .any(|l| l.split_whitespace().next() == Some(pi.as_str())),
+        "br-ex learned a MAC behind its patch port ({pi}): {fdb}"
+    );
+    // Each bridge is its own datapath: h1's ARP request came in on
+    // br0's port 1 and on br-ex's patch port.
+    let arp_in = |dump: &str| -> Option<String> {
+        dump.lines()
+            .find(|l| l.contains("arp_spa=10.77.0.1") && l.contains("ff:ff:ff:ff:ff:ff"))
+            .and_then(|l| l.split(',').find(|f| f.starts_with("in_port=")))
+            .map(str::to_string)
+    };
+    let ex = t.appctl("dpctl/dump-flows br-ex");
+    let br0 = t.appctl("dpctl/dump-flows");
+    assert_eq!(arp_in(&ex), Some(format!("in_port={pi}")), "{ex}");
+    assert_eq!(arp_in(&br0), Some("in_port=1".to_string()), "{br0}");
+    // The second bridge's tables are in the path (and the trace names it).
+    let trace = t.appctl(&format!(
+        "ofproto/trace br-ex in_port={pi},dl_dst=ff:ff:ff:ff:ff:ff"
+    ));
+    assert!(
+        trace.contains("bridge(\"br-ex\")\n---------------\n") && trace.contains("NORMAL"),
+        "{trace}"
+    );
+    t.ofctl(&format!(
+        "add-flow br-ex priority=100,in_port={pi},actions=drop"
+    ));
+    assert!(
+        wait_until(Duration::from_secs(10), || !t.ping(1, 2)),
+        "a drop flow on br-ex's patch port cuts the path: {}\n{}\n{}",
+        t.ofctl("dump-flows br-ex"),
+        t.appctl("dpctl/dump-flows br-ex"),
+        t.log("switch.log")
+    );
+    t.ofctl(&format!("del-flows br-ex in_port={pi}"));
+    assert!(wait_until(Duration::from_secs(10), || t.ping(1, 2)));
+    // Removing br-ex stops it: its socket goes, its interface is freed.
+    vsctl(&dir, "del-br br-ex");
+    assert!(!t.ping(1, 2));
+    assert!(!dir.join("br-ex.mgmt").exists(), "br-ex.mgmt removed");
+    assert_eq!(t.appctl("ofproto/list").trim(), "br0");
+    assert_eq!(vsctl(&dir, "get Interface patch-ex ofport"), "2");
+    vsctl(&dir, &add_ex);
+    t.ofctl("add-flow br-ex actions=NORMAL");
+    assert!(
+        wait_until(Duration::from_secs(10), || t.ping(1, 2)),
+        "br-ex added again: {}",
+        t.log("switch.log")
+    );
+    let pi = vsctl(&dir, "get Interface patch-int ofport");
+    // A restarted switch rebuilds both bridges from the database (the
+    // flows come from OpenFlow, so they are set again).
+    t.kill(sw);
+    sw = start_switch(&mut t);
+    // (The killed switch left its sockets' files: wait for answers.)
+    for br in ["br0", "br-ex"] {
+        assert!(
+            wait_until(Duration::from_secs(10), || t
+                .ofctl_output(&format!("show {br}"))
+                .status
+                .success()),
+            "{br} after a restart: {}",
+            t.log("switch.log")
+        );
+    }
+    t.ofctl("add-flow br0 actions=NORMAL");
+    t.ofctl("add-flow br-ex actions=NORMAL");
+    assert!(
+        wait_until(Duration::from_secs(10), || t.ping(1, 2)),
+        "after a restart: {}",
+        t.log("switch.log")
+    );
+    assert_eq!(vsctl(&dir, "get Interface patch-int ofport"), pi);
+    t.kill(sw);
+}

@@ -1,0 +1,377 @@
+//! `patch:NAME,peer=PEER`: one end of a pair of ports that joins two
+//! bridges of one process (Open vSwitch's `patch` interfaces). What one
+//! end sends, the other receives.
+//!
+//! What: each direction is a channel: a bounded lock-free queue of
+//! frames (1,024), a pool of buffers they are copied into (filled as
+//! needed, then reused: no allocation per frame once warm), and an
+//! eventfd that wakes the receiving PMD when it sleeps. Ends find their
+//! channels by name in a process-wide table (taken only when a port opens
+//! or closes).
+//!
+//! Why a queue and not a jump into the other bridge's tables: each
+//! bridge is its own datapath with its own PMDs and caches (see the
+//! design page); a frame that crosses goes through the other bridge's
+//! cascade as if it had arrived on a wire, with its offload state
+//! ([`VnetHdr`]) kept.
+//!
+//! Invariants: frames sent while no end named PEER is open, or while the
+//! queue is full, are dropped and counted (as OVS drops output to a patch
+//! port without its peer); the receiving PMD is woken only when it said
+//! it found the queue empty (one eventfd write per wake-up, none while it
+//! is busy).
+
+use crate::{
+    NetdevError, OpenPort, PortSpec, QueueStats, RxMeta, RxQueue, TxFrame, TxQueue, VnetHdr,
+};
+use crossbeam_queue::ArrayQueue;
+use std::collections::HashMap;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::sync::atomic::{fence, AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError, Weak};
+
+/// Frames one direction holds before it drops.
+pub const QUEUE_LEN: usize = 1024;
+
+/// A frame in flight.
+struct Slot {
+    buf: Vec<u8>,
+    vnet: Option<VnetHdr>,
+}
+
+/// One direction of a pair: from the end named `.0` of its key to `.1`.
+struct Channel {
+    full: ArrayQueue<Slot>,
+    free: ArrayQueue<Vec<u8>>,
+    /// An end receives from this channel.
+    receiver: AtomicBool,
+    /// The receiver found the queue empty (its PMD may go to sleep).
+    waiting: AtomicBool,
+    /// The eventfd was written and not yet read.
+    signalled: AtomicBool,
+    wake: OwnedFd,
+}
+
+impl Channel {
+    fn new(port: &str) -> Result<Channel, NetdevError> {
+        Ok(Channel {
+            full: ArrayQueue::new(QUEUE_LEN),
+            free: ArrayQueue::new(QUEUE_LEN),
+            receiver: AtomicBool::new(false),
+            waiting: AtomicBool::new(false),
+            signalled: AtomicBool::new(false),
+            wake: crate::sys::eventfd(port)?,
+        })
+    }
+
+    /// Sender: frames were queued; wakes a receiver that may sleep.
+    fn notify(&self) {
+        // Pairs with the receiver's fence: either it sees the frames on
+        // its second look, or this sees `waiting`.
+        fence(Ordering::SeqCst);
+        if self.waiting.load(Ordering::Relaxed) && self.waiting.swap(false, Ordering::AcqRel) {
+            crate::sys::eventfd_signal(self.wake.as_raw_fd());
+            self.signalled.store(true, Ordering::Release);
+        }
+    }
+
+    /// Receiver: reads the eventfd once after a wake-up.
+    fn drain_wake(&self) {
+        if self.signalled.load(Ordering::Relaxed) && self.signalled.swap(false, Ordering::AcqRel) {
+            crate::sys::eventfd_drain(self.wake.as_raw_fd());
+        }
+    }
+
+    /// Hands every queued frame's buffer back to the pool.
+    fn discard(&self) {
+        while let Some(s) = self.full.pop() {
+            let _ = self.free.push(s.buf);
+        }
+    }
+}
+
+type Key = (String, String);
+
+/// The channels of every pair in this process, by (from, to).
+fn channels() -> &'static Mutex<HashMap<Key, Weak<Channel>>> {
+    static CHANNELS: std::sync::OnceLock<Mutex<HashMap<Key, Weak<Channel>>>> =
+        std::sync::OnceLock::new();
+    CHANNELS.get_or_init(Default::default)
+}
+
+/// The channel from `from` to `to`, made if no end holds it.
+fn channel(from: &str, to: &str, port: &str) -> Result<Arc<Channel>, NetdevError> {
+    let mut map = channels().lock().unwrap_or_else(PoisonError::into_inner);
+    map.retain(|_, w| w.strong_count() > 0);
+    let key = (from.to_string(), to.to_string());
+    if let Some(c) = map.get(&key).and_then(Weak::upgrade) {
+        return Ok(c);
+    }
+    let c = Arc::new(Channel::new(port)?);
+    map.insert(key, Arc::downgrade(&c));
+    Ok(c)
+}
+
+/// Receives what the peer sends.
+pub struct PatchRx {
+    ch: Arc<Channel>,
+    stats: QueueStats,
+}
+
+impl RxQueue for PatchRx {
+    fn recv(&mut self, max: usize, f: &mut dyn FnMut(&[u8], RxMeta)) -> Result<usize, NetdevError> {
+        self.ch.drain_wake();
+        let mut n = 0;
+        for round in 0..2 {
+            while n < max {
+                let Some(s) = self.ch.full.pop() else {
+                    break;
+                };
+                f(
+                    &s.buf,
+                    RxMeta {
+                        vnet: s.vnet,
+                        timestamp_ns: 0,
+                    },
+                );
+                n += 1;
+                self.stats.bytes += s.buf.len() as u64;
+                let _ = self.ch.free.push(s.buf);
+            }
+            if n > 0 || round == 1 {
+                break;
+            }
+            // Empty: say so, then look again (a sender that queued before
+            // seeing `waiting` is found here; one after it wakes us).
+            self.ch.waiting.store(true, Ordering::Relaxed);
+            fence(Ordering::SeqCst);
+            if self.ch.full.is_empty() {
+                break;
+            }
+            self.ch.waiting.store(false, Ordering::Relaxed);
+        }
+        self.stats.packets += n as u64;
+        Ok(n)
+    }
+
+    fn poll_fd(&self) -> Option<RawFd> {
+        Some(self.ch.wake.as_raw_fd())
+    }
+
+    fn stats(&self) -> QueueStats {
+        self.stats
+    }
+}
+
+impl Drop for PatchRx {
+    fn drop(&mut self) {
+        self.ch.receiver.store(false, Ordering::Release);
+        self.ch.discard();
+    }
+}
+
+/// Sends to the peer.
+pub struct PatchTx {
+    ch: Arc<Channel>,
+    stats: QueueStats,
+}
+
+impl TxQueue for PatchTx {
+    fn send(&mut self, frames: &mut dyn Iterator<Item = TxFrame<'_>>) -> usize {
+        let mut sent = 0;
+        let open = self.ch.receiver.load(Ordering::Acquire);
+        for fr in frames {
+            if !open {
+                self.stats.dropped += 1;
+                continue;
+            }
+            let mut buf = self.ch.free.pop().unwrap_or_default();
+            buf.clear();
+            buf.extend_from_slice(fr.data);
+            let len = buf.len() as u64;
+            match self.ch.full.push(Slot { buf, vnet: fr.vnet }) {
+                Ok(()) => {
+                    sent += 1;
+                    self.stats.bytes += len;
+                }
+                Err(s) => {
+                    self.stats.dropped += 1;
+                    let _ = self.ch.free.push(s.buf);
+                }
+            }
+        }
+        if sent > 0 {
+            self.ch.notify();
+        }
+        self.stats.packets += sent as u64;
+        sent
+    }
+
+    fn takes_vnet_hdr(&self) -> bool {
+        // The offload state crosses with the frame.
+        true
+    }
+
+    fn stats(&self) -> QueueStats {
+        self.stats
+    }
+}
+
+/// Opens patch end `name` whose peer is `peer`, with `extra` more
+/// transmit queues (one per PMD: they share the channel, which takes
+/// many senders).
+pub fn open(spec: &PortSpec, extra: usize) -> Result<OpenPort, NetdevError> {
+    let PortSpec::Patch { name, peer } = spec else {
+        return Err(NetdevError::BadSpec {
+            spec: spec.to_string(),
+            reason: "not a patch port".into(),
+        });
+    };
+    let port = spec.to_string();
+    let rx = channel(peer, name, &port)?;
+    if rx.receiver.swap(true, Ordering::AcqRel) {
+        return Err(NetdevError::BadSpec {
+            spec: port,
+            reason: format!("patch port {name} is open already (in this or another bridge)"),
+        });
+    }
+    let rxq = PatchRx {
+        ch: rx,
+        stats: QueueStats::default(),
+    };
+    let tx = channel(name, peer, &port)?;
+    let mk = || {
+        Box::new(PatchTx {
+            ch: tx.clone(),
+            stats: QueueStats::default(),
+        }) as Box<dyn TxQueue>
+    };
+    Ok(OpenPort {
+        spec: spec.clone(),
+        kind: "patch",
+        detail: format!("peer={peer}"),
+        rxqs: vec![Box::new(rxq)],
+        tx: mk(),
+        more_tx: (0..extra).map(|_| mk()).collect(),
+        guard: None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(name: &str, peer: &str) -> PortSpec {
+        PortSpec::Patch {
+            name: name.into(),
+            peer: peer.into(),
+        }
+    }
+
+    fn send(p: &mut OpenPort, frames: &[&[u8]]) -> usize {
+        let mut it = frames.iter().map(|d| TxFrame {
+            data: d,
+            vnet: None,
+            timestamp_ns: 0,
+        });
+        p.tx.send(&mut it)
+    }
+
+    fn recv_all(p: &mut OpenPort) -> Vec<Vec<u8>> {
+        let mut got = Vec::new();
+        p.rxqs[0]
+            .recv(64, &mut |d, _| got.push(d.to_vec()))
+            .unwrap();
+        got
+    }
+
+    fn readable(fd: RawFd) -> bool {
+        crate::wait_readable(&[fd], 0) > 0
+    }
+
+    #[test]
+    fn frames_cross_both_ways_in_order() {
+        let mut a = open(&spec("t1-a", "t1-b"), 1).unwrap();
+        let mut b = open(&spec("t1-b", "t1-a"), 0).unwrap();
+        assert_eq!(send(&mut a, &[b"one", b"two"]), 2);
+        assert_eq!(recv_all(&mut b), vec![b"one".to_vec(), b"two".to_vec()]);
+        assert!(recv_all(&mut a).is_empty());
+        let mut it = [TxFrame {
+            data: b"back",
+            vnet: Some(VnetHdr::default()),
+            timestamp_ns: 0,
+        }]
+        .into_iter();
+        assert_eq!(b.tx.send(&mut it), 1);
+        let mut metas = Vec::new();
+        a.rxqs[0]
+            .recv(8, &mut |d, m| metas.push((d.to_vec(), m)))
+            .unwrap();
+        assert_eq!(metas.len(), 1);
+        assert_eq!(metas[0].0, b"back");
+        assert_eq!(
+            metas[0].1.vnet,
+            Some(VnetHdr::default()),
+            "offload state kept"
+        );
+        // The second transmit queue feeds the same direction.
+        let mut it = [TxFrame {
+            data: b"q2",
+            vnet: None,
+            timestamp_ns: 0,
+        }]
+        .into_iter();
+        assert_eq!(a.more_tx[0].send(&mut it), 1);
+        assert_eq!(recv_all(&mut b), vec![b"q2".to_vec()]);
+        assert_eq!(a.tx.stats().packets, 2);
+        assert_eq!(b.rxqs[0].stats().packets, 3);
+        assert_eq!(b.rxqs[0].stats().bytes, 8);
+    }
+
+    #[test]
+    fn without_a_peer_or_with_a_full_queue_frames_are_dropped_and_counted() {
+        let mut a = open(&spec("t2-a", "t2-b"), 0).unwrap();
+        assert_eq!(send(&mut a, &[b"lost"]), 0);
+        assert_eq!(a.tx.stats().dropped, 1);
+        let mut b = open(&spec("t2-b", "t2-a"), 0).unwrap();
+        assert!(
+            recv_all(&mut b).is_empty(),
+            "nothing sent before the peer opened"
+        );
+        let frame = [7u8; 60];
+        let frames: Vec<&[u8]> = (0..QUEUE_LEN + 5).map(|_| &frame[..]).collect();
+        assert_eq!(send(&mut a, &frames), QUEUE_LEN);
+        assert_eq!(a.tx.stats().dropped, 1 + 5);
+        let mut n = 0;
+        while b.rxqs[0].recv(32, &mut |_, _| n += 1).unwrap() > 0 {}
+        assert_eq!(n, QUEUE_LEN);
+        // The peer closes: frames are dropped again.
+        drop(b);
+        assert_eq!(send(&mut a, &[b"x"]), 0);
+    }
+
+    #[test]
+    fn an_end_opens_once() {
+        let _a = open(&spec("t3-a", "t3-b"), 0).unwrap();
+        let e = open(&spec("t3-a", "t3-b"), 0).unwrap_err().to_string();
+        assert!(e.contains("open already"), "{e}");
+    }
+
+    #[test]
+    fn a_receiver_that_found_nothing_is_woken_once() {
+        let mut a = open(&spec("t4-a", "t4-b"), 0).unwrap();
+        let mut b = open(&spec("t4-b", "t4-a"), 0).unwrap();
+        let fd = b.rxqs[0].poll_fd().unwrap();
+        // Busy receiver (never reported empty): no wake-up written.
+        send(&mut a, &[b"1"]);
+        assert!(!readable(fd));
+        assert_eq!(recv_all(&mut b).len(), 1);
+        // It found the queue empty: the next burst wakes it, once.
+        assert!(recv_all(&mut b).is_empty());
+        send(&mut a, &[b"2"]);
+        send(&mut a, &[b"3"]);
+        assert!(readable(fd));
+        assert_eq!(recv_all(&mut b).len(), 2);
+        assert!(!readable(fd), "the wake-up was read");
+    }
+}
