@@ -9,7 +9,7 @@
 
 mod ofnet;
 
-use ofnet::{can_run, new_db, start_switch, vsctl, wait_until, Topo};
+use ofnet::{can_run, new_db, sh, start_switch, vsctl, wait_until, Topo};
 use std::time::Duration;
 
 #[test]
@@ -18,6 +18,7 @@ fn two_bridges_joined_by_patch_ports() {
     if !can_run("ovsdb_bridges", &tools.split(' ').collect::<Vec<_>>()) {
         return;
     }
+    let _one = ofnet::one_bridge_at_a_time();
     let mut t = Topo::new("ob");
     let dir = t.dir.clone();
     new_db(&mut t);
@@ -87,6 +88,34 @@ fn two_bridges_joined_by_patch_ports() {
     let br0 = t.appctl("dpctl/dump-flows");
     assert_eq!(arp_in(&ex), Some(format!("in_port={pi}")), "{ex}");
     assert_eq!(arp_in(&br0), Some("in_port=1".to_string()), "{br0}");
+    // Each bridge's LOCAL port is a tap named after it: the host reaches
+    // h2 through br-ex's, and h1 beyond the patch pair.
+    assert!(sh("ip link show br-ex").status.success());
+    assert!(sh("ip addr add 10.77.0.200/24 dev br-ex").status.success());
+    for to in ["10.77.0.2", "10.77.0.1"] {
+        assert!(
+            wait_until(Duration::from_secs(10), || sh(&format!(
+                "ping -c 1 -W 1 {to}"
+            ))
+            .status
+            .success()),
+            "the host through br-ex's LOCAL port to {to}"
+        );
+    }
+    // OVS-DPDK's server-mode vhost-user interface: a socket named after
+    // it in the run directory, for a VM to attach to.
+    vsctl(
+        &dir,
+        "add-port br0 vhu0 -- set Interface vhu0 type=dpdkvhostuser",
+    );
+    assert_eq!(vsctl(&dir, "get Interface vhu0 ofport"), "3");
+    {
+        use std::os::unix::fs::FileTypeExt;
+        let m = std::fs::metadata(dir.join("vhu0")).expect("the vhost-user socket");
+        assert!(m.file_type().is_socket());
+    }
+    assert!(t.appctl("dpctl/show").contains("vhost-user"));
+    vsctl(&dir, "del-port br0 vhu0");
     // The second bridge's tables are in the path (and the trace names it).
     let trace = t.appctl(&format!(
         "ofproto/trace br-ex in_port={pi},dl_dst=ff:ff:ff:ff:ff:ff"
@@ -111,6 +140,10 @@ fn two_bridges_joined_by_patch_ports() {
     vsctl(&dir, "del-br br-ex");
     assert!(!t.ping(1, 2));
     assert!(!dir.join("br-ex.mgmt").exists(), "br-ex.mgmt removed");
+    assert!(
+        !sh("ip link show br-ex").status.success(),
+        "br-ex's tap removed"
+    );
     assert_eq!(t.appctl("ofproto/list").trim(), "br0");
     assert_eq!(vsctl(&dir, "get Interface patch-ex ofport"), "2");
     vsctl(&dir, &add_ex);

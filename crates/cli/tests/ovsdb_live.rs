@@ -35,6 +35,7 @@ fn ovs_vsctl_drives_the_switch() {
     ) {
         return;
     }
+    let _one = ofnet::one_bridge_at_a_time();
     let mut t = Topo::new("od");
     let dir = t.dir.clone();
     let mut db = new_db(&mut t);
@@ -326,6 +327,7 @@ fn ovs_vsctl_show_is_as_open_vswitch_shows_it() {
     ) {
         return;
     }
+    let _one = ofnet::one_bridge_at_a_time();
     let mut t = Topo::new("os");
     let dir = t.dir.clone();
     new_db(&mut t);
@@ -369,6 +371,7 @@ fn tunnel_interfaces_from_the_database() {
     ) {
         return;
     }
+    let _one = ofnet::one_bridge_at_a_time();
     let mut t = Topo::new("ot");
     let dir = t.dir.clone();
     new_db(&mut t);
@@ -438,6 +441,7 @@ fn a_server_without_the_open_vswitch_database_is_said_and_survived() {
     if !can_run("ovsdb_live", &["ovsdb-server", "ovsdb-tool"]) {
         return;
     }
+    let _one = ofnet::one_bridge_at_a_time();
     let mut t = Topo::bare("ox");
     let dir = t.dir.clone();
     std::fs::write(

@@ -66,7 +66,8 @@ pub const PMD_QUEUE_DEPTH: usize = 64;
 
 /// Everything `flowpath switch` is started with.
 pub struct SwitchdConfig {
-    /// `(port number, spec)`, numbers distinct, 1..=65279.
+    /// `(port number, spec)`, numbers distinct, 1..=65279 (and 65534,
+    /// the LOCAL port, a tap).
     pub ports: Vec<(u32, PortSpec)>,
     /// One PMD per CPU listed; empty = one PMD, not pinned.
     pub pmd_cpus: Vec<usize>,
@@ -252,9 +253,15 @@ impl Switchd {
         }
         let mut seen = std::collections::BTreeSet::new();
         for (n, s) in &cfg.ports {
-            if *n == 0 || *n > 0xfeff {
+            let local = flowpath_ofproto::action::OFPP_LOCAL;
+            if *n == 0 || (*n > 0xfeff && *n != local) {
                 return Err(SwitchdError::Config(format!(
-                    "port {n}={s}: port numbers are 1 to 65279"
+                    "port {n}={s}: port numbers are 1 to 65279, or {local} (LOCAL, a tap: port)"
+                )));
+            }
+            if *n == local && !matches!(s, PortSpec::Tap { .. }) {
+                return Err(SwitchdError::Config(format!(
+                    "port {n}={s}: port {local} (LOCAL) is a tap: port"
                 )));
             }
             if !seen.insert(*n) {
@@ -514,6 +521,7 @@ impl Switchd {
                 ipf: me.shared.ipf.clone(),
             };
             let others = ovsdb_sync::Others::new(
+                template.dir.clone(),
                 others,
                 Box::new(move |name: &str| {
                     template

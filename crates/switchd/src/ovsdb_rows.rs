@@ -9,6 +9,7 @@ use flowpath_ovsdb::{Error, RowRef};
 /// The interface types flowpath takes (`Open_vSwitch.iface_types`).
 pub(crate) const IFACE_TYPES: &[&str] = &[
     "afxdp",
+    "dpdkvhostuser",
     "dpdkvhostuserclient",
     "geneve",
     "gre",
@@ -24,15 +25,17 @@ pub(crate) const IFACE_TYPES: &[&str] = &[
 pub(crate) enum Want {
     /// A port: the spec and the number asked for.
     Port(String, Option<u32>),
-    /// The bridge's own interface (OVS's LOCAL port): flowpath has none;
-    /// reported as OpenFlow port 65534.
-    Local,
     /// Something flowpath cannot make: the error written.
     Refused(String),
 }
 
-/// What interface `i` asks for on bridge `bridge`.
-pub(crate) fn want(i: &RowRef<'_>, bridge: &str) -> Result<(String, Want), Error> {
+/// What interface `i` asks for on bridge `bridge`; server-mode vhost-user
+/// sockets go in `sock_dir`.
+pub(crate) fn want(
+    i: &RowRef<'_>,
+    bridge: &str,
+    sock_dir: &std::path::Path,
+) -> Result<(String, Want), Error> {
     let name = i.string("name")?.to_string();
     let ty = i.string("type")?;
     let options = i.string_map("options")?;
@@ -53,6 +56,13 @@ pub(crate) fn want(i: &RowRef<'_>, bridge: &str) -> Result<(String, Want), Error
             }
             Want::Port(spec, req)
         }
+        // OVS-DPDK's server-mode vhost-user port: the socket is made in
+        // the run directory (`other_config:vhost-sock-dir`), named after
+        // the interface.
+        "dpdkvhostuser" => Want::Port(
+            format!("vhost-user:{},server", sock_dir.join(&name).display()),
+            req,
+        ),
         // OVS-DPDK's client-mode vhost-user port: flowpath connects to the
         // socket the VM (QEMU in server mode) or DPDK application opened.
         "dpdkvhostuserclient" => match options.get("vhost-server-path") {
@@ -81,7 +91,12 @@ pub(crate) fn want(i: &RowRef<'_>, bridge: &str) -> Result<(String, Want), Error
             Some(peer) if !peer.is_empty() => Want::Port(format!("patch:{name},peer={peer}"), req),
             _ => Want::Refused("patch: missing or empty peer option".to_string()),
         },
-        "internal" if name == bridge => Want::Local,
+        // The bridge's own interface, OVS's LOCAL port: a tap named after
+        // the bridge, OpenFlow port 65534.
+        "internal" if name == bridge => Want::Port(
+            format!("tap:{name}"),
+            Some(flowpath_ofproto::action::OFPP_LOCAL),
+        ),
         "internal" | "tap" => Want::Port(format!("tap:{name}"), req),
         other => Want::Refused(format!(
             "flowpath does not support interface type {other:?} (it takes {})",

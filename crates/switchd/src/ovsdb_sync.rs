@@ -82,6 +82,8 @@ pub type Spawn = Box<dyn Fn(&str) -> Result<Box<dyn OtherBridge>, String> + Send
 /// The other bridges: how to start one, those running, and the control
 /// socket's registry of them.
 pub struct Others {
+    /// The run directory (control and OpenFlow sockets).
+    rundir: std::path::PathBuf,
     registry: Arc<Bridges>,
     spawn: Spawn,
     running: BTreeMap<String, Running>,
@@ -94,9 +96,11 @@ struct Running {
 }
 
 impl Others {
-    /// Bridges started with `spawn`, listed in `registry` while they run.
-    pub fn new(registry: Arc<Bridges>, spawn: Spawn) -> Others {
+    /// Bridges started with `spawn`, listed in `registry` while they run;
+    /// `rundir` holds the sockets.
+    pub fn new(rundir: std::path::PathBuf, registry: Arc<Bridges>, spawn: Spawn) -> Others {
         Others {
+            rundir,
             registry,
             spawn,
             running: BTreeMap::new(),
@@ -308,6 +312,9 @@ fn reconcile(
             r,
             other: &other,
             retry,
+            sock_dir: others
+                .rundir
+                .join(other.get("vhost-sock-dir").map_or("", String::as_str)),
         };
         if name == bridge {
             let dpid = apply_bridge(ctl, &env, &b, 1, &mut st.br, &mut st.said, &mut writes)?;
@@ -432,6 +439,9 @@ struct Env<'a> {
     r: &'a flowpath_ovsdb::Replica,
     other: &'a BTreeMap<String, String>,
     retry: bool,
+    /// Where server-mode vhost-user sockets are made: the run directory,
+    /// or `other_config:vhost-sock-dir` under it.
+    sock_dir: std::path::PathBuf,
 }
 
 /// The datapath id of a bridge other than the first without
@@ -557,7 +567,7 @@ fn apply_bridge(
             .into_iter()
             .filter_map(|u| r.row("Interface", u))
         {
-            let (n, w) = want(&i, name)?;
+            let (n, w) = want(&i, name, &env.sock_dir)?;
             vlan_of.insert(n.clone(), mode.clone());
             if let Some(no) = i
                 .optional_integer("ofport")
@@ -624,7 +634,6 @@ fn apply_bridge(
     }
     for (uuid, n, w) in ifaces {
         let (ofport, error) = match &w {
-            Want::Local => (65534, None),
             Want::Refused(e) => (-1, Some(e.clone())),
             Want::Port(..) => match (st.managed.get(&n), st.failed.get(&n)) {
                 (Some((no, _)), _) => (i64::from(*no), None),
@@ -743,6 +752,11 @@ fn apply_other_config(
 ) {
     for (k, v) in other {
         if applied.get(k) == Some(v) {
+            continue;
+        }
+        if k == "vhost-sock-dir" {
+            // Read where vhost-user server sockets are made.
+            applied.insert(k.clone(), v.clone());
             continue;
         }
         let key = k.strip_prefix("flowpath-").unwrap_or(k);

@@ -52,9 +52,17 @@ impl Control {
         } else {
             0xfeff
         };
+        let local = flowpath_ofproto::action::OFPP_LOCAL;
         let no = match no {
-            Some(n) if n == 0 || n > max => {
-                return Err(format!("{arg}: port numbers are 1 to {max}"))
+            // The bridge's LOCAL port: a tap named after the bridge, as
+            // Open vSwitch's userspace datapath makes it.
+            Some(n) if n == local && !matches!(spec, Some(PortSpec::Tap { .. })) => {
+                return Err(format!("{arg}: port {local} (LOCAL) is a tap: port"))
+            }
+            Some(n) if n == 0 || (n > max && n != local) => {
+                return Err(format!(
+                    "{arg}: port numbers are 1 to {max}, or {local} (LOCAL)"
+                ))
             }
             Some(n) if taken(n) => return Err(format!("{arg}: port {n} exists")),
             Some(n) => n,

@@ -338,6 +338,14 @@ pub const SCHEMA: &str = "/usr/share/openvswitch/vswitch.ovsschema";
 
 // --- OVSDB: a private ovsdb-server with Open vSwitch's schema ---
 
+/// Held by each test of a binary that makes bridges named `br0` over the
+/// OVSDB: each bridge's LOCAL port is a tap named after it, so two such
+/// switches at once would contend for the name.
+pub fn one_bridge_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOCK.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 /// `ovs-vsctl --db=unix:DIR/db.sock --timeout=20 ARGS` (must succeed):
 /// its output, trimmed.
 pub fn vsctl(dir: &Path, args: &str) -> String {
