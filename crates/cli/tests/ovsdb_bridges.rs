@@ -179,3 +179,102 @@ fn two_bridges_joined_by_patch_ports() {
     assert_eq!(vsctl(&dir, "get Interface patch-int ofport"), pi);
     t.kill(sw);
 }
+
+/// The core whose PMD polls interface `iface` in `pmd-rxq-show`.
+fn core_polling(t: &Topo, iface: &str) -> Option<String> {
+    let show = t.appctl("dpif-netdev/pmd-rxq-show");
+    let mut core = None;
+    for l in show.lines() {
+        if let Some(rest) = l.strip_prefix("pmd thread numa_id 0 core_id ") {
+            core = Some(rest.trim_end_matches(':').to_string());
+        } else if l.contains("port:") && l.contains(iface) {
+            return core;
+        }
+    }
+    None
+}
+
+#[test]
+fn pmd_cpu_mask_and_rxq_affinity_from_the_database() {
+    let tools = "ip ping ovsdb-server ovsdb-tool ovs-vsctl ovs-ofctl ovs-appctl";
+    if !can_run("ovsdb_bridges", &tools.split(' ').collect::<Vec<_>>()) {
+        return;
+    }
+    if std::thread::available_parallelism().map_or(1, |n| n.get()) < 2 {
+        eprintln!("ovsdb_bridges: skipped (needs 2 CPUs)");
+        return;
+    }
+    let _one = ofnet::one_bridge_at_a_time();
+    let mut t = Topo::new("oc");
+    let dir = t.dir.clone();
+    new_db(&mut t);
+    // The mask in the database when the switch starts: its PMDs.
+    vsctl(&dir, "--no-wait set Open_vSwitch . other_config:pmd-cpu-mask=0x1");
+    let mut sw = start_switch(&mut t);
+    let (v1, v2) = (t.veth(1), t.veth(2));
+    vsctl(&dir, "add-br br0 -- set bridge br0 datapath_type=netdev");
+    vsctl(&dir, &format!("add-port br0 {v1} -- add-port br0 {v2}"));
+    t.ofctl("add-flow br0 actions=NORMAL");
+    assert!(wait_until(Duration::from_secs(10), || t.ping(1, 2)));
+    assert_eq!(core_polling(&t, &v1).as_deref(), Some("0"));
+    // A mask with as many CPUs moves the PMD thread.
+    vsctl(&dir, "set Open_vSwitch . other_config:pmd-cpu-mask=0x2");
+    assert_eq!(
+        core_polling(&t, &v1).as_deref(),
+        Some("1"),
+        "{}",
+        t.log("switch.log")
+    );
+    assert!(t.ping(1, 2));
+    // Another number of CPUs is refused, said in the log.
+    vsctl(&dir, "set Open_vSwitch . other_config:pmd-cpu-mask=0x3");
+    assert!(
+        wait_until(Duration::from_secs(5), || t.log("switch.log").contains(
+            "the number of PMD threads is set when the switch starts"
+        )),
+        "{}",
+        t.log("switch.log")
+    );
+    assert_eq!(core_polling(&t, &v1).as_deref(), Some("1"));
+    // Restarted, the switch makes a PMD thread per CPU of the mask; the
+    // interfaces' queues go where pmd-rxq-affinity says, and move when
+    // it changes.
+    t.kill(sw);
+    vsctl(
+        &dir,
+        &format!("--no-wait set Interface {v1} other_config:pmd-rxq-affinity=0:1"),
+    );
+    vsctl(
+        &dir,
+        &format!("--no-wait set Interface {v2} other_config:pmd-rxq-affinity=0:0"),
+    );
+    sw = start_switch(&mut t);
+    assert!(
+        wait_until(Duration::from_secs(10), || t
+            .ofctl_output("show br0")
+            .status
+            .success()),
+        "{}",
+        t.log("switch.log")
+    );
+    assert!(
+        wait_until(Duration::from_secs(10), || core_polling(&t, &v1).as_deref()
+            == Some("1")
+            && core_polling(&t, &v2).as_deref() == Some("0")),
+        "{}",
+        t.appctl("dpif-netdev/pmd-rxq-show")
+    );
+    vsctl(
+        &dir,
+        &format!("set Interface {v1} other_config:pmd-rxq-affinity=0:0"),
+    );
+    assert_eq!(core_polling(&t, &v1).as_deref(), Some("0"));
+    vsctl(
+        &dir,
+        &format!("set Interface {v2} other_config:pmd-rxq-affinity=0:1"),
+    );
+    assert_eq!(core_polling(&t, &v2).as_deref(), Some("1"));
+    t.ofctl("add-flow br0 actions=NORMAL");
+    assert!(wait_until(Duration::from_secs(10), || t.ping(1, 2)));
+    t.kill(sw);
+}

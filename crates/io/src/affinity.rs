@@ -22,6 +22,15 @@ pub fn available_cpus() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
+/// Number of CPUs online (at least 1), whatever the calling thread's
+/// mask allows it.
+#[allow(unsafe_code)]
+pub fn online_cpus() -> usize {
+    // SAFETY: sysconf takes a constant and reads no memory of ours.
+    let n = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
+    usize::try_from(n).ok().filter(|n| *n > 0).unwrap_or(1)
+}
+
 /// Binds the calling thread to `cpu` only.
 ///
 /// Fails with the OS error (e.g. `EINVAL` for a CPU that does not exist or

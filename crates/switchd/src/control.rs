@@ -637,7 +637,7 @@ impl Control {
         }
         let mut out = String::new();
         for (p, d) in self.sh.pmds.iter().zip(dumps) {
-            let _ = writeln!(out, "flow-dump from pmd on cpu core: {}", core_of(p.core));
+            let _ = writeln!(out, "flow-dump from pmd on cpu core: {}", core_of(p.core()));
             out.push_str(&d);
         }
         Ok(out)

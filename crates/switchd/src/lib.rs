@@ -37,6 +37,7 @@ mod ovsdb_rows;
 mod ovsdb_sync;
 pub mod packet_out;
 pub mod pmd;
+mod pmd_admin;
 mod port_admin;
 pub mod ports;
 pub mod revalidator;
@@ -239,6 +240,14 @@ impl Switchd {
     }
 
     fn start_as(mut cfg: SwitchdConfig, how: StartAs) -> Result<Switchd, SwitchdError> {
+        // With the OVSDB and no --pmd-cpus, the PMDs follow its
+        // pmd-cpu-mask from the start (as ovs-vswitchd's).
+        if let (Some(remote), true) = (&cfg.ovsdb, cfg.pmd_cpus.is_empty()) {
+            if let Some(cpus) = ovsdb_sync::pmd_cpus_at_start(remote) {
+                eprintln!("flowpath: ovsdb: pmd-cpu-mask: PMD threads on CPUs {cpus:?}");
+                cfg.pmd_cpus = cpus;
+            }
+        }
         cfg.datapath
             .validate()
             .map_err(|e| SwitchdError::Config(e.to_string()))?;
@@ -384,7 +393,7 @@ impl Switchd {
             threads.push(h);
             pmds.push(PmdHandle {
                 id,
-                core: *core,
+                core: AtomicUsize::new(core.unwrap_or(usize::MAX)),
                 cmds: tx,
                 wake: wake_tx,
             });

@@ -62,6 +62,8 @@ struct BridgeState {
     failed: BTreeMap<String, (String, String)>,
     /// `other_config` keys applied last.
     applied_config: BTreeMap<String, String>,
+    /// `pmd-rxq-affinity` applied last, by interface: (port, value).
+    affinity: BTreeMap<String, (u32, String)>,
     /// The collector sets given on the command line (kept), and those
     /// in force now.
     fixed_sets: Option<Vec<CollectorSet>>,
@@ -211,6 +213,38 @@ pub fn run(
     }
 }
 
+/// `Open_vSwitch.other_config:pmd-cpu-mask` as the switch starts (its
+/// PMD threads are made then: one per CPU of the mask); `None` when the
+/// server does not answer within a second, or has no mask (logged when it
+/// has a bad one).
+pub(crate) fn pmd_cpus_at_start(remote: &str) -> Option<Vec<usize>> {
+    let mut c = Client::connect(remote).ok()?;
+    c.set_timeout(Duration::from_secs(1));
+    c.monitor(
+        DB,
+        &[TableMonitor::columns("Open_vSwitch", &["other_config"])],
+    )
+    .ok()?;
+    let row = c.replica().rows("Open_vSwitch").next()?;
+    let mask = row
+        .string_map("other_config")
+        .ok()?
+        .get("pmd-cpu-mask")?
+        .to_string();
+    let ncpu = flowpath_io::affinity::online_cpus();
+    match crate::pmd_admin::parse_cpu_mask(&mask) {
+        Ok(cpus) if cpus.iter().all(|c| *c < ncpu) => Some(cpus),
+        Ok(_) => {
+            eprintln!("flowpath: ovsdb: other_config:pmd-cpu-mask={mask} names CPUs this machine does not have (0-{}): one PMD thread, not pinned", ncpu - 1);
+            None
+        }
+        Err(e) => {
+            eprintln!("flowpath: ovsdb: other_config:pmd-cpu-mask: {e}");
+            None
+        }
+    }
+}
+
 fn is_disconnect(e: &Error) -> bool {
     matches!(
         e,
@@ -266,7 +300,14 @@ fn connect(remote: &str) -> Result<Client, Error> {
             ),
             TableMonitor::columns(
                 "Interface",
-                &["name", "type", "options", "ofport_request", "ofport"],
+                &[
+                    "name",
+                    "type",
+                    "options",
+                    "ofport_request",
+                    "ofport",
+                    "other_config",
+                ],
             ),
         ],
     )?;
@@ -480,6 +521,7 @@ fn apply_bridge(
     // that the numbers in controllers' flows stay right.
     let mut before: BTreeMap<String, u32> = BTreeMap::new();
     let mut vlan_of: BTreeMap<String, VlanMode> = BTreeMap::new();
+    let mut affinity: BTreeMap<String, String> = BTreeMap::new();
     let mut targets: Vec<String> = Vec::new();
     let mut versions = 0u32;
     let mut table_prefixes: Vec<(u8, Vec<flowpath_flow::FieldId>)> = Vec::new();
@@ -578,10 +620,14 @@ fn apply_bridge(
             {
                 before.insert(n.clone(), no);
             }
+            if let Some(a) = i.string_map("other_config")?.get("pmd-rxq-affinity") {
+                affinity.insert(n.clone(), a.to_string());
+            }
             ifaces.push((i.uuid().clone(), n, w));
         }
     }
     sync_ports(ctl, st, &ifaces, &before, env.retry);
+    apply_affinity(ctl, st, &affinity, said);
     if let Some(ch) = ctl.shared().channel_control.get() {
         ch.set_datapath_id(dpid);
         ch.set_versions(versions);
@@ -644,6 +690,42 @@ fn apply_bridge(
         writes.push((uuid, n, ofport, error));
     }
     Ok(dpid)
+}
+
+/// Places the rx queues of the interfaces whose `pmd-rxq-affinity`
+/// changed (or whose port is new) as it says; an interface that lost it
+/// gets the default placement back.
+fn apply_affinity(
+    ctl: &Control,
+    st: &mut BridgeState,
+    want: &BTreeMap<String, String>,
+    said: &mut BTreeSet<String>,
+) {
+    let mut next = BTreeMap::new();
+    for (name, (no, _)) in &st.managed {
+        let v = want.get(name).cloned().unwrap_or_default();
+        let before = st.affinity.get(name);
+        next.insert(name.clone(), (*no, v.clone()));
+        if before.map_or(v.is_empty(), |b| *b == (*no, v.clone())) {
+            continue;
+        }
+        let r = crate::pmd_admin::parse_affinity(&v).and_then(|m| ctl.set_rxq_affinity(*no, &m));
+        match r {
+            Ok(notes) => {
+                for l in notes.lines() {
+                    say(
+                        said,
+                        format!("flowpath: ovsdb: interface {name}: pmd-rxq-affinity: {l}"),
+                    );
+                }
+            }
+            Err(e) => say(
+                said,
+                format!("flowpath: ovsdb: interface {name}: pmd-rxq-affinity={v}: {e}"),
+            ),
+        }
+    }
+    st.affinity = next;
 }
 
 /// Removes the ports this thread made that are no longer wanted as they
@@ -766,8 +848,16 @@ fn apply_other_config(
             ("smc-enable", _) => ("second-level", "none"),
             _ => (key, v.as_str()),
         };
+        if key == "pmd-cpu-mask" {
+            match crate::pmd_admin::parse_cpu_mask(v).and_then(|c| ctl.set_pmd_cpus(&c)) {
+                Ok(_) => {
+                    applied.insert(k.clone(), other[k].clone());
+                }
+                Err(e) => say(said, format!("flowpath: ovsdb: other_config:{k}={v}: {e}")),
+            }
+            continue;
+        }
         let why = match key {
-            "pmd-cpu-mask" => Some("PMD threads are placed when the switch starts (--pmd-cpus)"),
             "n-revalidator-threads" | "n-handler-threads" => {
                 Some("flowpath has one revalidator thread and handles upcalls on the PMDs")
             }

@@ -172,6 +172,11 @@ pub enum PmdCmd {
     /// Transmit through this table from now on (a port added or removed);
     /// answer when swapped.
     SetTx(Arc<TxTable>, SyncSender<()>),
+    /// Stop polling port N's rx queues and hand them over (they move to
+    /// another PMD).
+    TakeRxqs(u32, SyncSender<Vec<RxqSlot>>),
+    /// Run on this CPU from now on; answer the outcome.
+    Pin(usize, SyncSender<Result<(), String>>),
 }
 
 /// OpenFlow packet-outs run on the thread that received them, as Open
@@ -593,6 +598,22 @@ impl Pmd {
                     self.rxqs.retain(|s| s.port_no != no);
                     self.rxqs_changed = true;
                     let _ = r.send(());
+                }
+                PmdCmd::TakeRxqs(no, r) => {
+                    let (take, keep): (Vec<RxqSlot>, Vec<RxqSlot>) = std::mem::take(&mut self.rxqs)
+                        .into_iter()
+                        .partition(|s| s.port_no == no);
+                    self.rxqs = keep;
+                    self.rxqs_changed = true;
+                    let _ = r.send(take);
+                }
+                PmdCmd::Pin(c, r) => {
+                    let res = flowpath_io::affinity::pin_current_thread(c)
+                        .map_err(|e| format!("cannot pin to CPU {c}: {e}"));
+                    if res.is_ok() {
+                        self.core = Some(c);
+                    }
+                    let _ = r.send(res);
                 }
                 PmdCmd::SetTx(t, r) => {
                     self.tx.flush_for(self.id);

@@ -97,7 +97,7 @@ impl Control {
         *sh.tx.write().unwrap_or_else(|e| e.into_inner()) = tx;
         let mut per_pmd: Vec<Vec<RxqSlot>> = (0..n_pmds).map(|_| Vec::new()).collect();
         for q in opened.rxqs {
-            let i = (q.queue_id + no as usize) % n_pmds;
+            let i = crate::pmd_admin::default_pmd(q.queue_id, no, n_pmds);
             per_pmd[i].push(RxqSlot::from(q));
         }
         let per_pmd = Mutex::new(per_pmd.into_iter());

@@ -24,8 +24,8 @@ use std::time::{Duration, Instant};
 pub struct PmdHandle {
     /// Index.
     pub id: usize,
-    /// Pinned CPU.
-    pub core: Option<usize>,
+    /// Pinned CPU (`usize::MAX`: none); changed by `pmd-cpu-mask`.
+    pub core: AtomicUsize,
     /// Its command queue.
     pub cmds: SyncSender<PmdCmd>,
     /// Wakes the PMD from its idle sleep when a command is queued (one
@@ -34,6 +34,11 @@ pub struct PmdHandle {
 }
 
 impl PmdHandle {
+    /// The CPU it is pinned to, if any.
+    pub fn core(&self) -> Option<usize> {
+        Some(self.core.load(std::sync::atomic::Ordering::Relaxed)).filter(|c| *c != usize::MAX)
+    }
+
     /// Queues `c` without waiting and wakes the PMD.
     pub fn try_send(&self, c: PmdCmd) -> Result<(), std::sync::mpsc::TrySendError<PmdCmd>> {
         let r = self.cmds.try_send(c);
