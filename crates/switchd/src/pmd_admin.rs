@@ -102,6 +102,13 @@ impl Control {
             }
             per[i].push(s);
         }
+        self.hand_rxqs(per)?;
+        Ok(notes)
+    }
+
+    /// Gives PMD i the rx queues `per[i]` to poll (answered once each
+    /// polls them).
+    pub(crate) fn hand_rxqs(&self, per: Vec<Vec<RxqSlot>>) -> Result<(), String> {
         let per = Mutex::new(per.into_iter());
         self.ask_all(|r| {
             let slots = per
@@ -111,7 +118,7 @@ impl Control {
                 .unwrap_or_default();
             PmdCmd::AddRxqs(slots, r)
         })?;
-        Ok(notes)
+        Ok(())
     }
 
     /// Moves the PMD threads to `cpus` (PMD i to the i-th), as many CPUs

@@ -16,7 +16,7 @@ use crate::pmd::{PmdCmd, RxqSlot};
 use crate::ports::open_one;
 use flowpath_netdev::PortSpec;
 use flowpath_ofproto::tunnel::is_tunnel_spec;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 impl Control {
     /// `dpctl/add-if [DP] [N=]SPEC`: opens port `SPEC` (as `--port` takes
@@ -100,15 +100,7 @@ impl Control {
             let i = crate::pmd_admin::default_pmd(q.queue_id, no, n_pmds);
             per_pmd[i].push(RxqSlot::from(q));
         }
-        let per_pmd = Mutex::new(per_pmd.into_iter());
-        c.ask_all(|r| {
-            let slots = per_pmd
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .next()
-                .unwrap_or_default();
-            PmdCmd::AddRxqs(slots, r)
-        })?;
+        c.hand_rxqs(per_pmd)?;
         {
             let mut ports = sh.ports.write().unwrap_or_else(|e| e.into_inner());
             ports.push(opened.info);
