@@ -1151,15 +1151,41 @@ def rnd_normal_rules(r):
             rules.append("table=1,priority=0,actions=NORMAL")
     return rules
 
-def rnd_vlan_config(r):
+def rnd_vlan_config(r, native=False):
     cfg = {}
     for p in range(1, 5):
         k = r.random()
-        if k < 0.2:
+        if native and k < 0.4:
+            # vlan_mode=native-tagged|native-untagged with a tag, and trunks
+            # (none: every VLAN) that may or may not hold the tag.
+            trunks = sorted(set(r.choice([0, 1, 2, 3]) for _ in range(r.choice([0, 1, 2]))))
+            cfg[p] = (r.choice(["native-tagged", "native-untagged"]), (r.randint(1, 3), trunks))
+        elif k < 0.2:
             cfg[p] = ("tag", r.randint(1, 3))
         elif k < 0.35:
             cfg[p] = ("trunks", sorted(set(r.choice([0, 1, 2, 3]) for _ in range(2))))
     return cfg
+
+def vlan_vsctl(kind, v):
+    """ovs-vsctl `set port` column settings for one port's configuration."""
+    if kind == "tag":
+        return ["tag=%d" % v]
+    if kind == "trunks":
+        return ["trunks=[" + ",".join(map(str, v)) + "]"]
+    tag, trunks = v
+    out = ["vlan_mode=" + kind, "tag=%d" % tag]
+    if trunks:
+        out.append("trunks=[" + ",".join(map(str, trunks)) + "]")
+    return out
+
+def vlan_option(kind, v):
+    """The same configuration as flowpath's --port-vlan value."""
+    if kind == "tag":
+        return "vlan=%d" % v
+    if kind == "trunks":
+        return "trunks=" + ",".join(map(str, v))
+    tag, trunks = v
+    return "%s=%d" % (kind, tag) + (",trunks=" + ",".join(map(str, trunks)) if trunks else "")
 
 def rnd_normal_packet(r):
     p = ["in_port=%d" % r.randint(1, 4)]
@@ -1189,20 +1215,19 @@ def reset_vlans():
     """Ports p1..p4 back to trunks of every VLAN (a --normal run leaves
     its last configuration behind)."""
     for p in range(1, 5):
-        subprocess.run(VSCTL + ["clear", "port", "p%d" % p, "tag", "--", "clear", "port", "p%d" % p, "trunks"], check=True)
+        subprocess.run(VSCTL + ["clear", "port", "p%d" % p, "tag", "--", "clear", "port", "p%d" % p, "trunks", "--", "clear", "port", "p%d" % p, "vlan_mode"], check=True)
 
 def normal_main(a, r, rec):
     vs = VSCTL
     diffs = mfd = total = 0
     for rs in range(a.rulesets):
         rules = rnd_normal_rules(r)
-        cfg = rnd_vlan_config(r)
+        cfg = rnd_vlan_config(r, a.native_vlans)
         reset_vlans()
         for p in range(1, 5):
             if p in cfg:
                 kind, v = cfg[p]
-                val = str(v) if kind == "tag" else "[" + ",".join(map(str, v)) + "]"
-                subprocess.run(vs + ["set", "port", "p%d" % p, "%s=%s" % (kind, val)], check=True)
+                subprocess.run(vs + ["set", "port", "p%d" % p] + vlan_vsctl(kind, v), check=True)
         rf, res = load_rules(rules)
         if res.returncode:
             print("OVS rejected rule set", rs, res.stderr, open(rf).read())
@@ -1213,7 +1238,7 @@ def normal_main(a, r, rec):
         pf = write_packets(pkts)
         pv = []
         for p, (kind, v) in sorted(cfg.items()):
-            pv += ["--port-vlan", "%d=%s" % (p, "vlan=%d" % v if kind == "tag" else "trunks=" + ",".join(map(str, v)))]
+            pv += ["--port-vlan", "%d=%s" % (p, vlan_option(kind, v))]
         ours = flowpath_trace(a, rf, pf, ["--learn"] + pv)
         if ours is None:
             continue
@@ -1553,6 +1578,7 @@ def main():
     ap.add_argument("--flowpath", default="target/debug/flowpath")
     ap.add_argument("--record", help="append OVS's answers (rules, packet, megaflow, actions) as JSON lines to this file")
     ap.add_argument("--normal", action="store_true", help="NORMAL rule sets, VLAN ports and learning packet sequences")
+    ap.add_argument("--native-vlans", action="store_true", help="with --normal: ports in vlan_mode=native-tagged and native-untagged too")
     ap.add_argument("--conj", action="store_true", help="conjunctive matches (conjunction(id,k/n), conj_id)")
     ap.add_argument("--learn", action="store_true", help="with --regs: a learn action in nearly every rule")
     ap.add_argument("--mpls", action="store_true", help="MPLS matches (mpls, mplsm, mpls_label/tc/bos/ttl) and MPLS packets among the usual rule sets (OpenFlow 1.3, as --of13)")

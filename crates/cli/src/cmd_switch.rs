@@ -179,36 +179,48 @@ pub fn default_ctl() -> PathBuf {
     PathBuf::from(dir).join("flowpath.ctl")
 }
 
-/// Splits the 802.1Q options (`vlan=V`, `tag=V`, `trunks=V1,V2,...`) off a
-/// port spec: the spec without them, and the VLAN mode.
+/// Splits the 802.1Q options (`vlan=V`, `tag=V`, `trunks=V1,V2,...`,
+/// `native-tagged=V`, `native-untagged=V`, the last two with or without
+/// `trunks=`) off a port spec: the spec without them, and the VLAN mode.
 fn split_vlan(spec: &str) -> Result<(String, VlanMode)> {
     let mut rest = Vec::new();
-    let mut vlan: Option<String> = None;
+    let mut mode: Option<String> = None;
+    let mut trunks: Option<String> = None;
     let mut in_trunks = false;
     for tok in spec.split(',') {
         let t = tok.trim();
         if in_trunks && !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit()) {
-            if let Some(v) = vlan.as_mut() {
+            if let Some(v) = trunks.as_mut() {
                 v.push(',');
                 v.push_str(t);
             }
             continue;
         }
         in_trunks = false;
-        if t.starts_with("vlan=") || t.starts_with("tag=") || t.starts_with("trunks=") {
-            if vlan.is_some() {
-                bail!("give one of vlan=V or trunks=V1,V2,... per port");
-            }
-            in_trunks = t.starts_with("trunks=");
-            vlan = Some(t.to_string());
+        let is_mode = ["vlan=", "tag=", "native-tagged=", "native-untagged="]
+            .iter()
+            .any(|p| t.starts_with(p));
+        if is_mode && mode.is_none() {
+            mode = Some(t.to_string());
+        } else if t.starts_with("trunks=") && trunks.is_none() {
+            in_trunks = true;
+            trunks = Some(t.to_string());
+        } else if is_mode || t.starts_with("trunks=") {
+            bail!("give one VLAN mode per port (vlan=V, trunks=V1,V2,..., native-tagged=V or native-untagged=V)");
         } else {
             rest.push(tok);
         }
     }
-    let mode = match vlan {
-        Some(v) => parse_vlan_mode(&v).map_err(|e| anyhow::anyhow!("{e}"))?,
-        None => VlanMode::TrunkAll,
+    let text = match (mode, trunks) {
+        (Some(m), Some(t)) if m.starts_with("native-") => format!("{m},{t}"),
+        (Some(_), Some(_)) => {
+            bail!("give one of vlan=V or trunks=V1,V2,... per port (trunks= goes with native-tagged= or native-untagged=)")
+        }
+        (Some(m), None) => m,
+        (None, Some(t)) => t,
+        (None, None) => String::new(),
     };
+    let mode = parse_vlan_mode(&text).map_err(|e| anyhow::anyhow!("{e}"))?;
     Ok((rest.join(","), mode))
 }
 
@@ -226,8 +238,10 @@ pub(crate) fn port_number(s: &str, n: &str) -> Result<u32> {
     n.trim()
         .parse()
         .ok()
-        .filter(|n| (1..=0xfeff).contains(n))
-        .with_context(|| format!("--port '{s}': '{n}' is not a port number (1 to 65279)"))
+        .filter(|n| (1..=0xfeff).contains(n) || *n == flowpath_ofproto::action::OFPP_LOCAL)
+        .with_context(|| {
+            format!("--port '{s}': '{n}' is not a port number (1 to 65279, or 65534: LOCAL)")
+        })
 }
 
 /// Parses `N=SPEC[,vlan=V|,trunks=V1,V2]`.
@@ -410,10 +424,17 @@ mod tests {
         );
         let (_, _, mode) = parse_port("3=null").unwrap();
         assert_eq!(mode, VlanMode::TrunkAll);
+        let (_, spec, mode) = parse_port("4=afpacket:p4,native-untagged=5,trunks=7,8").unwrap();
+        assert_eq!(mode, VlanMode::native(5, vec![7, 8], true));
+        assert_eq!(spec, PortArg::Net(PortSpec::parse("afpacket:p4").unwrap()));
+        let (n, _, _) = parse_port("65534=tap:br9").unwrap();
+        assert_eq!(n, 65534);
+        assert!(parse_port("65533=null").is_err());
         for bad in [
             "1=null,vlan=4096",
             "1=null,vlan=1,trunks=2",
             "1=null,trunks=x",
+            "1=null,vlan=1,native-tagged=2",
         ] {
             let e = parse_port(bad).unwrap_err().to_string();
             assert!(e.starts_with("--port 1:"), "{bad}: {e}");

@@ -25,7 +25,7 @@ A packet is written in ovs-ofctl flow syntax (in_port=1,tcp,tp_dst=80) or as a d
 fields not mentioned are 0.\n\
 Megaflow is the widest match that is sure to get the same datapath actions.\n\n\
 NORMAL: the bridge's ports are --ports (or those the rules name) and LOCAL (unless --no-local);\n\
---port-vlan N=vlan=V / N=trunks=V1,V2 configures 802.1Q; --learn fills the MAC table from the\n\
+--port-vlan N=vlan=V / N=trunks=V1,V2 / N=native-tagged=V[,trunks=...] / N=native-untagged=V[,trunks=...] configures 802.1Q; --learn fills the MAC table from the\n\
 packets traced so far, e.g. trace a reply after its request:\n  \
 flowpath trace --rules normal.flows --ports 1,2,3 --learn --packets conversation.txt\n\n\
 Tunnels: --port N=vxlan:OPTS (geneve:, gre:) adds tunnel port N, --underlay NAME,ip=ADDR/PLEN,mac=MAC\n\

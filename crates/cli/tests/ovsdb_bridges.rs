@@ -209,7 +209,10 @@ fn pmd_cpu_mask_and_rxq_affinity_from_the_database() {
     let dir = t.dir.clone();
     new_db(&mut t);
     // The mask in the database when the switch starts: its PMDs.
-    vsctl(&dir, "--no-wait set Open_vSwitch . other_config:pmd-cpu-mask=0x1");
+    vsctl(
+        &dir,
+        "--no-wait set Open_vSwitch . other_config:pmd-cpu-mask=0x1",
+    );
     let mut sw = start_switch(&mut t);
     let (v1, v2) = (t.veth(1), t.veth(2));
     vsctl(&dir, "add-br br0 -- set bridge br0 datapath_type=netdev");

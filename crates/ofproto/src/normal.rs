@@ -53,6 +53,18 @@ pub enum VlanMode {
     Trunk(Vec<Vid>),
     /// Carries exactly one VLAN, untagged (`tag=V` / `vlan=V`).
     Access(Vid),
+    /// A trunk (of `trunks`, sorted and holding `native`; every VLAN when
+    /// empty) whose untagged packets are VLAN `native`; packets of the
+    /// native VLAN leave untagged when `untagged` (OVS's
+    /// `vlan_mode=native-untagged`), tagged otherwise (`native-tagged`).
+    Native {
+        /// The native VLAN (the port's `tag`).
+        native: Vid,
+        /// The VLANs trunked (empty: every VLAN).
+        trunks: Vec<Vid>,
+        /// The native VLAN leaves untagged.
+        untagged: bool,
+    },
 }
 
 impl VlanMode {
@@ -62,6 +74,32 @@ impl VlanMode {
             VlanMode::TrunkAll => true,
             VlanMode::Trunk(v) => v.binary_search(&vlan).is_ok(),
             VlanMode::Access(t) => *t == vlan,
+            // (VLAN 0 is the native VLAN's untagged form, never trunked
+            // beside a native VLAN other than 0.)
+            VlanMode::Native { native, trunks, .. } => {
+                !(vlan == 0 && *native != 0)
+                    && (trunks.is_empty() || trunks.binary_search(&vlan).is_ok())
+            }
+        }
+    }
+
+    /// A native-VLAN trunk (`vlan_mode=native-tagged` or
+    /// `native-untagged`): `trunks` sorted, as OVS makes them: the native
+    /// VLAN added to a non-empty list, and VLAN 0 taken out unless it is
+    /// the native VLAN.
+    pub fn native(native: Vid, mut trunks: Vec<Vid>, untagged: bool) -> VlanMode {
+        if !trunks.is_empty() {
+            trunks.push(native);
+            if native != 0 {
+                trunks.retain(|v| *v != 0);
+            }
+        }
+        trunks.sort_unstable();
+        trunks.dedup();
+        VlanMode::Native {
+            native,
+            trunks,
+            untagged,
         }
     }
 
@@ -72,6 +110,8 @@ impl VlanMode {
             VlanMode::Access(t) => (vid == 0).then_some(*t),
             VlanMode::TrunkAll => Some(vid),
             VlanMode::Trunk(v) => v.binary_search(&vid).is_ok().then_some(vid),
+            VlanMode::Native { native, .. } if vid == 0 => Some(*native),
+            VlanMode::Native { .. } => self.includes(vid).then_some(vid),
         }
     }
 
@@ -80,6 +120,11 @@ impl VlanMode {
     pub fn output_vid(&self, vlan: Vid) -> Vid {
         match self {
             VlanMode::Access(_) => 0,
+            VlanMode::Native {
+                native,
+                untagged: true,
+                ..
+            } if *native == vlan => 0,
             _ => vlan,
         }
     }
@@ -100,6 +145,24 @@ impl fmt::Display for VlanMode {
                 Ok(())
             }
             VlanMode::Access(t) => write!(f, "vlan={t}"),
+            VlanMode::Native {
+                native,
+                trunks,
+                untagged,
+            } => {
+                let kind = if *untagged { "untagged" } else { "tagged" };
+                write!(f, "native-{kind}={native}")?;
+                if !trunks.is_empty() {
+                    f.write_str(",trunks=")?;
+                    for (i, x) in trunks.iter().enumerate() {
+                        if i > 0 {
+                            f.write_str(",")?;
+                        }
+                        write!(f, "{x}")?;
+                    }
+                }
+                Ok(())
+            }
         }
     }
 }
@@ -107,8 +170,10 @@ impl fmt::Display for VlanMode {
 /// Parses a port's VLAN options, as `--port N=SPEC,vlan=V` and
 /// `--port-vlan N=...` take them: `vlan=V` (or `tag=V`, access port) or
 /// `trunks=V1,V2,...` (a trunk of those VLANs; `trunks=` alone or nothing
-/// is a trunk of every VLAN). `text` is the option list after the port
-/// (`vlan=10`, `trunks=10,20`).
+/// is a trunk of every VLAN), `native-tagged=V[,trunks=...]` or
+/// `native-untagged=V[,trunks=...]` (a trunk whose untagged packets are
+/// VLAN V, sent tagged or untagged). `text` is the option list after the
+/// port (`vlan=10`, `trunks=10,20`, `native-untagged=10,trunks=20`).
 pub fn parse_vlan_mode(text: &str) -> Result<VlanMode, String> {
     let text = text.trim();
     if text.is_empty() || text == "trunk" {
@@ -123,11 +188,23 @@ pub fn parse_vlan_mode(text: &str) -> Result<VlanMode, String> {
     if let Some(v) = text.strip_prefix("vlan=").or(text.strip_prefix("tag=")) {
         return Ok(VlanMode::Access(vid(v)?));
     }
-    if let Some(list) = text.strip_prefix("trunks=") {
-        let mut v = Vec::new();
-        for s in list.split(',').filter(|s| !s.trim().is_empty()) {
-            v.push(vid(s)?);
+    let list = |list: &str| -> Result<Vec<Vid>, String> {
+        list.split(',')
+            .filter(|s| !s.trim().is_empty())
+            .map(vid)
+            .collect()
+    };
+    for (prefix, untagged) in [("native-tagged=", false), ("native-untagged=", true)] {
+        if let Some(rest) = text.strip_prefix(prefix) {
+            let (v, trunks) = match rest.split_once(",trunks=") {
+                Some((v, t)) => (v, list(t)?),
+                None => (rest, Vec::new()),
+            };
+            return Ok(VlanMode::native(vid(v)?, trunks, untagged));
         }
+    }
+    if let Some(l) = text.strip_prefix("trunks=") {
+        let mut v = list(l)?;
         if v.is_empty() {
             return Ok(VlanMode::TrunkAll);
         }
@@ -136,7 +213,7 @@ pub fn parse_vlan_mode(text: &str) -> Result<VlanMode, String> {
         return Ok(VlanMode::Trunk(v));
     }
     Err(format!(
-        "'{text}': expected vlan=V (access port) or trunks=V1,V2,... (trunk port)"
+        "'{text}': expected vlan=V (access port), trunks=V1,V2,... (trunk port) or native-tagged=V / native-untagged=V[,trunks=V1,V2,...]"
     ))
 }
 
@@ -645,6 +722,28 @@ mod tests {
         assert_eq!(tr.input_vlan(20), Some(20));
         assert!(tr.includes(10) && !tr.includes(30));
         assert_eq!(VlanMode::TrunkAll.input_vlan(7), Some(7));
+        // Native VLANs: untagged packets join VLAN 5, which a non-empty
+        // trunk list gains; it leaves tagged or untagged as the mode says.
+        let nt = parse_vlan_mode("native-tagged=5,trunks=10").unwrap();
+        assert_eq!(nt, VlanMode::native(5, vec![10], false));
+        assert_eq!(nt.to_string(), "native-tagged=5,trunks=5,10");
+        assert_eq!(nt.input_vlan(0), Some(5));
+        assert_eq!(nt.input_vlan(5), Some(5));
+        assert_eq!(nt.input_vlan(10), Some(10));
+        assert_eq!(nt.input_vlan(11), None);
+        assert_eq!(nt.output_vid(5), 5);
+        let nu = parse_vlan_mode("native-untagged=5").unwrap();
+        assert_eq!(nu.to_string(), "native-untagged=5");
+        assert!(nu.includes(4095), "no trunks: every VLAN");
+        assert_eq!(nu.output_vid(5), 0);
+        assert!(!nu.includes(0) && !nt.includes(0), "VLAN 0 beside native 5");
+        assert_eq!(
+            VlanMode::native(5, vec![0, 7], true),
+            VlanMode::native(5, vec![7], true)
+        );
+        assert_eq!(nu.output_vid(6), 6);
+        assert_eq!(parse_vlan_mode(&nu.to_string()).unwrap(), nu);
+        assert!(parse_vlan_mode("native-tagged=x").is_err());
         assert!(is_reserved(0x0180_c200_0000) && is_reserved(0x0180_c200_000e));
         assert!(!is_reserved(0x0180_c200_0010));
         assert_eq!(format_mac(A), "50:54:00:00:00:09");

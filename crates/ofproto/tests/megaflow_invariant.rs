@@ -45,9 +45,17 @@ impl Normal {
     fn random(r: &mut Rng) -> Self {
         let mut vlans = PortVlans::default();
         for p in 1..=4 {
-            match r.below(6) {
+            match r.below(8) {
                 0 => vlans.set(p, VlanMode::Access(1 + r.below(3) as u16)),
                 1 => vlans.set(p, VlanMode::Trunk(vec![0, 1 + r.below(3) as u16])),
+                2 => {
+                    let trunks = if r.chance(50) {
+                        vec![]
+                    } else {
+                        vec![1 + r.below(3) as u16]
+                    };
+                    vlans.set(p, VlanMode::native(r.below(3) as u16, trunks, r.chance(50)));
+                }
                 _ => {}
             }
         }

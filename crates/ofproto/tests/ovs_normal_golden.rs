@@ -1,5 +1,5 @@
-//! `NORMAL` (MAC learning, 802.1Q access and trunk ports, flooding)
-//! against answers recorded from Open vSwitch 3.1.
+//! `NORMAL` (MAC learning, 802.1Q access, trunk and native-VLAN ports,
+//! flooding) against answers recorded from Open vSwitch 3.1.
 //!
 //! `tests/data/ovs31-normal-traces.jsonl` holds, one JSON object per
 //! packet, the rule set (`set` names it; every set is traced from an empty
@@ -8,7 +8,8 @@
 //! ofproto/trace br0 PACKET -generate` (which learns from the packet, as a
 //! received one would) on a bridge with ports 1–4 and LOCAL. Recorded with
 //! `tools/ovs-compare.py --normal --record` against the OVS of
-//! `tools/ovs-sandbox.sh`.
+//! `tools/ovs-sandbox.sh` (the sets named `101/...` with `--native-vlans`:
+//! ports in `vlan_mode=native-tagged` and `native-untagged`).
 //!
 //! Every packet, traced in order with learning, must get the same
 //! megaflow and the same datapath actions (same outputs, same order: OVS
@@ -43,6 +44,7 @@ fn normal_traces_match_ovs_3_1() {
     let mut failures = Vec::new();
     let mut ovs_too_wide = 0;
     let mut current = String::new();
+    let (mut native_tagged, mut native_untagged) = (0, 0);
     let mut tables = RuleTables::new(Vec::new(), DEFAULT_PREFIXES);
     let mut vlans = PortVlans::default();
     let mut macs = MacTable::default();
@@ -63,6 +65,9 @@ fn normal_traces_match_ovs_3_1() {
             }
             macs = MacTable::default();
         }
+        let opts = v["vlans"].to_string();
+        native_tagged += usize::from(opts.contains("native-tagged"));
+        native_untagged += usize::from(opts.contains("native-untagged"));
         let pkt = v["packet"].as_str().unwrap();
         let key = parse_packet(pkt).unwrap();
         let env = NormalEnv {
@@ -115,6 +120,10 @@ fn normal_traces_match_ovs_3_1() {
         n += 1;
     }
     assert!(sets >= 150 && n >= 3000, "only {sets} sets, {n} traces");
+    assert!(
+        native_tagged >= 200 && native_untagged >= 200,
+        "native-VLAN ports in {native_tagged} / {native_untagged} traces"
+    );
     println!("{ovs_too_wide} of {n}: OVS 3.1's megaflow lacks the PCP it depends on");
     assert!(ovs_too_wide <= 40, "{ovs_too_wide} PCP differences");
     assert!(

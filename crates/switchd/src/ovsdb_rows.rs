@@ -128,12 +128,13 @@ pub(crate) fn vlan_mode(p: &RowRef<'_>) -> Result<VlanMode, String> {
         }
     };
     match (mode, tag) {
-        (None, Some(t)) if trunks.is_empty() => Ok(VlanMode::Access(t)),
-        (None, Some(_)) | (Some("native-tagged" | "native-untagged"), _) => Err(
-            "native VLAN modes (tag with trunks) are not supported by flowpath: the port trunks every VLAN".into(),
-        ),
+        // As OVS: a tag without a mode makes an access port (trunks are
+        // then ignored).
+        (None, Some(t)) => Ok(VlanMode::Access(t)),
         (None, None) | (Some("trunk"), _) => Ok(trunk(trunks)),
         (Some("access"), t) => Ok(VlanMode::Access(t.unwrap_or(0))),
+        (Some("native-tagged"), t) => Ok(VlanMode::native(t.unwrap_or(0), trunks, false)),
+        (Some("native-untagged"), t) => Ok(VlanMode::native(t.unwrap_or(0), trunks, true)),
         (Some(m), _) => Err(format!("vlan_mode {m:?} is not one flowpath knows")),
     }
 }

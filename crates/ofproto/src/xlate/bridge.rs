@@ -126,6 +126,13 @@ impl<L: Lookup> Ctx<'_, '_, L> {
         };
         let tci = match mode {
             normal::VlanMode::Access(_) => 0,
+            // The native VLAN leaves a native-untagged port as from an
+            // access port: the tag popped, its priority with it.
+            normal::VlanMode::Native {
+                native,
+                untagged: true,
+                ..
+            } if *native == vlan => 0,
             _ => {
                 let vid = mode.output_vid(vlan);
                 if vid == 0 && saved_tci & VLAN_CFI != 0 {
