@@ -132,18 +132,19 @@ impl VlanMode {
 
 impl fmt::Display for VlanMode {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let list = |f: &mut fmt::Formatter<'_>, v: &[Vid]| -> fmt::Result {
+            f.write_str("trunks=")?;
+            for (i, x) in v.iter().enumerate() {
+                if i > 0 {
+                    f.write_str(",")?;
+                }
+                write!(f, "{x}")?;
+            }
+            Ok(())
+        };
         match self {
             VlanMode::TrunkAll => f.write_str("trunk"),
-            VlanMode::Trunk(v) => {
-                f.write_str("trunks=")?;
-                for (i, x) in v.iter().enumerate() {
-                    if i > 0 {
-                        f.write_str(",")?;
-                    }
-                    write!(f, "{x}")?;
-                }
-                Ok(())
-            }
+            VlanMode::Trunk(v) => list(f, v),
             VlanMode::Access(t) => write!(f, "vlan={t}"),
             VlanMode::Native {
                 native,
@@ -153,13 +154,8 @@ impl fmt::Display for VlanMode {
                 let kind = if *untagged { "untagged" } else { "tagged" };
                 write!(f, "native-{kind}={native}")?;
                 if !trunks.is_empty() {
-                    f.write_str(",trunks=")?;
-                    for (i, x) in trunks.iter().enumerate() {
-                        if i > 0 {
-                            f.write_str(",")?;
-                        }
-                        write!(f, "{x}")?;
-                    }
+                    f.write_str(",")?;
+                    list(f, trunks)?;
                 }
                 Ok(())
             }
