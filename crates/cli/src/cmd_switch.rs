@@ -51,9 +51,11 @@ pub struct Args {
     ports: Vec<String>,
     /// Take the bridge's ports and settings from an ovsdb-server with Open
     /// vSwitch's schema, as ovs-vswitchd does, so that `ovs-vsctl` drives
-    /// the switch: `unix:PATH` or `tcp:IP:PORT` (default, when given
-    /// without a value: unix:$FLOWPATH_RUNDIR/db.sock). The bridge used is
-    /// the one named by --bridge, with datapath_type=netdev.
+    /// the switch: `unix:PATH`, `tcp:IP:PORT` or `ssl:IP:PORT` (with
+    /// --private-key, --certificate, --ca-cert; default, when given
+    /// without a value: unix:$FLOWPATH_RUNDIR/db.sock). The switch starts
+    /// as the bridge named by --bridge; every other netdev bridge of the
+    /// database runs beside it.
     #[arg(long, value_name = "REMOTE", num_args = 0..=1, default_missing_value = "")]
     ovsdb: Option<String>,
     /// The tunnels' underlay: a port (afpacket:IF, afxdp:IF, ...) on which
@@ -128,7 +130,8 @@ pub struct Args {
         value_name = "tcp:IP[:PORT]|ssl:IP[:PORT]|unix:PATH"
     )]
     controller: Vec<String>,
-    /// The switch's private key (PEM), for `ssl:` and `pssl:`.
+    /// The switch's private key (PEM), for `ssl:` and `pssl:` (OpenFlow
+    /// and the OVSDB).
     #[arg(long = "private-key", value_name = "FILE")]
     private_key: Option<PathBuf>,
     /// The switch's certificate (PEM), signed by a CA its peers trust.

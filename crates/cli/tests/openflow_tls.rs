@@ -295,3 +295,77 @@ fn ssl_needs_its_three_files() {
         assert!(e.contains(&junk) && e.contains(&all[2 * i]), "{e}");
     }
 }
+
+/// `flowpath switch --ovsdb ssl:...` against the real `ovsdb-server` on
+/// `pssl:` (both presenting certificates signed by ca1): `ovs-vsctl --wait`
+/// returns once the switch applied the change it read over TLS, and the
+/// bridge it made answers `ovs-ofctl`. A switch whose certificate another
+/// CA signed is refused by the server and says so; `ssl:` without the TLS
+/// files is refused at start.
+#[test]
+fn ovsdb_over_ssl() {
+    let tools = ["ovsdb-server", "ovsdb-tool", "ovs-vsctl", "ovs-ofctl"];
+    if !can_run("ovsdb_over_ssl", &tools) {
+        return;
+    }
+    let _g = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let mut t = Topo::bare("tlsdb");
+    certificates(&t);
+    let dir = t.dir.clone();
+    let o = sh(&format!(
+        "ovsdb-tool create {}/conf.db {}",
+        dir.display(),
+        ofnet::SCHEMA
+    ));
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let port = 16641;
+    let mut db = Command::new("ovsdb-server");
+    db.arg(dir.join("conf.db"))
+        .arg(format!("--remote=punix:{}", dir.join("db.sock").display()))
+        .arg(format!("--remote=pssl:{port}:127.0.0.1"))
+        .arg(format!("--unixctl={}", dir.join("ovsdb.ctl").display()))
+        .args(tls_args(&t, "controller", "ca1", true));
+    t.start(db, "ovsdb-server.out");
+    assert!(
+        wait_until(Duration::from_secs(10), || listening(port)),
+        "{}",
+        t.log("ovsdb-server.out")
+    );
+    ofnet::vsctl(&dir, "--no-wait init");
+    let remote = format!("ssl:127.0.0.1:{port}");
+    let switch = |t: &mut Topo, cert: &str, log: &str| {
+        let mut c = Command::new(BIN);
+        c.args(["switch", "--bridge", "brs", "--ovsdb", &remote, "--ctl"])
+            .arg(dir.join(format!("{cert}.ctl")))
+            .args(tls_args(t, cert, "ca1", true));
+        t.start(c, log)
+    };
+    let sw = switch(&mut t, "switch", "switch.log");
+    // --wait: answered once the switch wrote cur_cfg back over TLS.
+    ofnet::vsctl(&dir, "add-br brs -- set bridge brs datapath_type=netdev");
+    assert!(t.ofctl("show brs").contains("LOCAL(brs)"));
+    assert!(t
+        .log("switch.log")
+        .contains(&format!("connected to {remote}")));
+    t.kill(sw);
+    // A certificate of another CA: the server refuses it.
+    let bad = switch(&mut t, "stranger", "stranger.log");
+    assert!(
+        wait_until(Duration::from_secs(10), || t
+            .log("stranger.log")
+            .contains(&format!("cannot connect to {remote}"))),
+        "{}",
+        t.log("stranger.log")
+    );
+    t.kill(bad);
+    // ssl: without the files: refused at start, naming the options.
+    let o = sh(&format!(
+        "{BIN} switch --ovsdb {remote} --ctl {}/x.ctl",
+        dir.display()
+    ));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        !o.status.success() && err.contains("--private-key"),
+        "{err}"
+    );
+}

@@ -18,15 +18,18 @@ use crate::replica::{Replica, RowChange};
 use crate::rpc::{error_text, Framer, Message};
 use crate::schema::DatabaseSchema;
 
-/// Where the server listens: `unix:PATH` or `tcp:IP:PORT` (an IPv6
-/// address in brackets, `tcp:[::1]:6640`), as `ovsdb-server --remote`'s
-/// active counterparts `punix:` and `ptcp:` are named.
+/// Where the server listens: `unix:PATH`, `tcp:IP:PORT` or `ssl:IP:PORT`
+/// (an IPv6 address in brackets, `tcp:[::1]:6640`), as `ovsdb-server
+/// --remote`'s active counterparts `punix:`, `ptcp:` and `pssl:` are
+/// named.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Address {
     /// A Unix stream socket.
     Unix(PathBuf),
     /// A TCP socket.
     Tcp(SocketAddr),
+    /// TLS over TCP (the client's TLS settings: [`Client::connect_with`]).
+    Ssl(SocketAddr),
 }
 
 impl FromStr for Address {
@@ -46,8 +49,12 @@ impl FromStr for Address {
             rest.parse()
                 .map(Address::Tcp)
                 .map_err(|_| bad("expected tcp:IP:PORT"))
+        } else if let Some(rest) = s.strip_prefix("ssl:") {
+            rest.parse()
+                .map(Address::Ssl)
+                .map_err(|_| bad("expected ssl:IP:PORT"))
         } else {
-            Err(bad("expected unix:PATH or tcp:IP:PORT"))
+            Err(bad("expected unix:PATH, tcp:IP:PORT or ssl:IP:PORT"))
         }
     }
 }
@@ -57,36 +64,68 @@ impl fmt::Display for Address {
         match self {
             Address::Unix(p) => write!(f, "unix:{}", p.display()),
             Address::Tcp(a) => write!(f, "tcp:{a}"),
+            Address::Ssl(a) => write!(f, "ssl:{a}"),
         }
     }
 }
 
+/// TLS settings for `ssl:` addresses (certificate, key, trusted CAs).
+pub type TlsConfig = Arc<rustls::ClientConfig>;
+
+type TlsStream = rustls::StreamOwned<rustls::ClientConnection, TcpStream>;
+
 enum Stream {
     Unix(UnixStream),
     Tcp(TcpStream),
+    Tls(Box<TlsStream>),
 }
 
 impl Stream {
-    fn connect(address: &Address, timeout: Duration) -> io::Result<Stream> {
-        let s = match address {
-            Address::Unix(p) => Stream::Unix(UnixStream::connect(p)?),
-            Address::Tcp(a) => {
-                let t = TcpStream::connect_timeout(a, timeout)?;
-                t.set_nodelay(true)?;
-                Stream::Tcp(t)
-            }
+    fn connect(
+        address: &Address,
+        timeout: Duration,
+        tls: Option<&TlsConfig>,
+    ) -> io::Result<Stream> {
+        let tcp = |a: &SocketAddr| -> io::Result<TcpStream> {
+            let t = TcpStream::connect_timeout(a, timeout)?;
+            t.set_nodelay(true)?;
+            t.set_write_timeout(Some(timeout))?;
+            Ok(t)
         };
-        match &s {
-            Stream::Unix(u) => u.set_write_timeout(Some(timeout))?,
-            Stream::Tcp(t) => t.set_write_timeout(Some(timeout))?,
-        }
-        Ok(s)
+        Ok(match address {
+            Address::Unix(p) => {
+                let u = UnixStream::connect(p)?;
+                u.set_write_timeout(Some(timeout))?;
+                Stream::Unix(u)
+            }
+            Address::Tcp(a) => Stream::Tcp(tcp(a)?),
+            Address::Ssl(a) => {
+                let cfg = tls.ok_or_else(|| {
+                    io::Error::new(
+                        io::ErrorKind::InvalidInput,
+                        "ssl: needs a private key, a certificate and a CA certificate",
+                    )
+                })?;
+                let mut sock = tcp(a)?;
+                sock.set_read_timeout(Some(timeout))?;
+                let name = rustls::pki_types::ServerName::IpAddress(a.ip().into());
+                let mut conn = rustls::ClientConnection::new(cfg.clone(), name)
+                    .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
+                // The handshake now, so that a refused certificate is the
+                // connection's error.
+                while conn.is_handshaking() {
+                    conn.complete_io(&mut sock)?;
+                }
+                Stream::Tls(Box::new(rustls::StreamOwned::new(conn, sock)))
+            }
+        })
     }
 
     fn set_read_timeout(&self, t: Duration) -> io::Result<()> {
         match self {
             Stream::Unix(u) => u.set_read_timeout(Some(t)),
             Stream::Tcp(s) => s.set_read_timeout(Some(t)),
+            Stream::Tls(s) => s.sock.set_read_timeout(Some(t)),
         }
     }
 }
@@ -96,6 +135,7 @@ impl Read for Stream {
         match self {
             Stream::Unix(u) => u.read(buf),
             Stream::Tcp(t) => t.read(buf),
+            Stream::Tls(t) => t.read(buf),
         }
     }
 }
@@ -105,6 +145,7 @@ impl Write for Stream {
         match self {
             Stream::Unix(u) => u.write(buf),
             Stream::Tcp(t) => t.write(buf),
+            Stream::Tls(t) => t.write(buf),
         }
     }
 
@@ -112,6 +153,7 @@ impl Write for Stream {
         match self {
             Stream::Unix(u) => u.flush(),
             Stream::Tcp(t) => t.flush(),
+            Stream::Tls(t) => t.flush(),
         }
     }
 }
@@ -175,6 +217,8 @@ fn deadline(timeout: Duration) -> Instant {
 /// A blocking OVSDB client. See the crate documentation for the model.
 pub struct Client {
     address: Address,
+    /// TLS settings for `ssl:`.
+    tls: Option<TlsConfig>,
     conn: Option<Conn>,
     timeout: Duration,
     next_id: u64,
@@ -201,8 +245,25 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
 impl Client {
     /// Connects to `unix:PATH` or `tcp:IP:PORT`.
     pub fn connect(address: &str) -> Result<Client> {
+        Client::connect_with(address, None)
+    }
+
+    /// Connects to `unix:PATH`, `tcp:IP:PORT` or, with `tls`,
+    /// `ssl:IP:PORT` (the server's certificate must be signed by a CA of
+    /// `tls`; reconnections use the same settings).
+    pub fn connect_with(address: &str, tls: Option<TlsConfig>) -> Result<Client> {
+        let text = address;
         let address: Address = address.parse()?;
+        if matches!(address, Address::Ssl(_)) && tls.is_none() {
+            return Err(Error::BadAddress {
+                address: text.to_string(),
+                reason:
+                    "ssl: needs TLS settings (a private key, a certificate and a CA certificate)"
+                        .to_string(),
+            });
+        }
         let mut c = Client {
+            tls,
             address,
             conn: None,
             timeout: DEFAULT_TIMEOUT,
@@ -219,10 +280,13 @@ impl Client {
 
     fn open(&mut self) -> Result<()> {
         self.conn = None;
-        let stream = Stream::connect(&self.address, self.timeout).map_err(|source| Error::Io {
-            context: format!("connecting to {}", self.address),
-            source,
-        })?;
+        let stream =
+            Stream::connect(&self.address, self.timeout, self.tls.as_ref()).map_err(|source| {
+                Error::Io {
+                    context: format!("connecting to {}", self.address),
+                    source,
+                }
+            })?;
         self.conn = Some(Conn {
             stream,
             framer: Framer::new(),

@@ -31,7 +31,7 @@
 //!   [`RowRef`]'s typed getters (`string`, `integer`, `optional_integer`,
 //!   `boolean`, `uuids`, `strings`, `string_map`, `integer_map`, ...),
 //!   whose errors name the table and column.
-//! * [`Client`]: one connection to `unix:PATH` or `tcp:IP:PORT`.
+//! * [`Client`]: one connection to `unix:PATH`, `tcp:IP:PORT` or `ssl:IP:PORT`.
 //!
 //! # The client
 //!
@@ -103,7 +103,7 @@ pub mod rpc;
 pub mod schema;
 pub mod value;
 
-pub use client::{Address, Client, TableMonitor, DEFAULT_TIMEOUT};
+pub use client::{Address, Client, TableMonitor, TlsConfig, DEFAULT_TIMEOUT};
 pub use error::{Error, Result};
 pub use ops::{Condition, Mutation, OpResult, Operation};
 pub use replica::{ChangeKind, Replica, RowChange, RowRef};

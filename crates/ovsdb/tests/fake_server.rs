@@ -184,7 +184,9 @@ fn bad_addresses_are_refused() {
         "unix:",
         "tcp:1.2.3.4",
         "tcp:host:6640",
+        // (Without TLS settings.)
         "ssl:1.2.3.4:6640",
+        "ssl:1.2.3.4",
         "/run/db.sock",
     ] {
         let e = Client::connect(a).unwrap_err();

@@ -240,10 +240,20 @@ impl Switchd {
     }
 
     fn start_as(mut cfg: SwitchdConfig, how: StartAs) -> Result<Switchd, SwitchdError> {
+        // An ssl: OVSDB remote takes the OpenFlow channel's TLS files.
+        let ovsdb_tls = match &cfg.ovsdb {
+            Some(r) if r.starts_with("ssl:") => Some(
+                cfg.openflow
+                    .tls
+                    .client_config()
+                    .map_err(|e| SwitchdError::Config(format!("--ovsdb {r}: {e}")))?,
+            ),
+            _ => None,
+        };
         // With the OVSDB and no --pmd-cpus, the PMDs follow its
         // pmd-cpu-mask from the start (as ovs-vswitchd's).
         if let (Some(remote), true) = (&cfg.ovsdb, cfg.pmd_cpus.is_empty()) {
-            if let Some(cpus) = ovsdb_sync::pmd_cpus_at_start(remote) {
+            if let Some(cpus) = ovsdb_sync::pmd_cpus_at_start(remote, ovsdb_tls.clone()) {
                 eprintln!("flowpath: ovsdb: pmd-cpu-mask: PMD threads on CPUs {cpus:?}");
                 cfg.pmd_cpus = cpus;
             }
@@ -541,7 +551,7 @@ impl Switchd {
             );
             match std::thread::Builder::new()
                 .name("ovsdb".into())
-                .spawn(move || ovsdb_sync::run(ctl, remote, bridge, stop, others))
+                .spawn(move || ovsdb_sync::run(ctl, remote, ovsdb_tls, bridge, stop, others))
             {
                 Ok(h) => me.threads.push(h),
                 Err(e) => {

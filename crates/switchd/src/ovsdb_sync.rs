@@ -128,6 +128,7 @@ impl Others {
 pub fn run(
     ctl: Control,
     remote: String,
+    tls: Option<flowpath_ovsdb::TlsConfig>,
     bridge: String,
     stop: Arc<AtomicBool>,
     mut others: Others,
@@ -139,7 +140,7 @@ pub fn run(
     let mut last_retry = Instant::now();
     while !stop.load(Ordering::Relaxed) {
         let Some(c) = client.as_mut() else {
-            match connect(&remote) {
+            match connect(&remote, tls.clone()) {
                 Ok(c) => {
                     eprintln!("flowpath: ovsdb: connected to {remote}");
                     backoff = Duration::from_secs(1);
@@ -217,8 +218,11 @@ pub fn run(
 /// PMD threads are made then: one per CPU of the mask); `None` when the
 /// server does not answer within a second, or has no mask (logged when it
 /// has a bad one).
-pub(crate) fn pmd_cpus_at_start(remote: &str) -> Option<Vec<usize>> {
-    let mut c = Client::connect(remote).ok()?;
+pub(crate) fn pmd_cpus_at_start(
+    remote: &str,
+    tls: Option<flowpath_ovsdb::TlsConfig>,
+) -> Option<Vec<usize>> {
+    let mut c = Client::connect_with(remote, tls).ok()?;
     c.set_timeout(Duration::from_secs(1));
     c.monitor(
         DB,
@@ -266,8 +270,8 @@ fn say(said: &mut BTreeSet<String>, line: String) {
     }
 }
 
-fn connect(remote: &str) -> Result<Client, Error> {
-    let mut c = Client::connect(remote)?;
+fn connect(remote: &str, tls: Option<flowpath_ovsdb::TlsConfig>) -> Result<Client, Error> {
+    let mut c = Client::connect_with(remote, tls)?;
     c.set_timeout(Duration::from_secs(10));
     c.monitor(
         DB,

@@ -43,6 +43,15 @@ pub(crate) struct TlsContext {
     client: Arc<rustls::ClientConfig>,
 }
 
+impl TlsFiles {
+    /// The client side of these settings (for an `ssl:` OVSDB remote): a
+    /// certificate and key to present, the server's certificate checked
+    /// against the CA. An error names the option and the file.
+    pub fn client_config(&self) -> Result<Arc<rustls::ClientConfig>, String> {
+        TlsContext::load(self).map(|c| c.client)
+    }
+}
+
 impl super::ChannelConfig {
     /// Whether a listener or a controller is `pssl:` / `ssl:`.
     fn needs_tls(&self) -> bool {
@@ -72,7 +81,7 @@ impl super::ChannelConfig {
 
 fn need<'a>(p: &'a Option<PathBuf>, opt: &str) -> Result<&'a Path, String> {
     p.as_deref().ok_or_else(|| {
-        format!("ssl: and pssl: need {opt} FILE (and --private-key, --certificate, --ca-cert)")
+        format!("ssl: and pssl: need {opt} FILE (all of --private-key, --certificate, --ca-cert)")
     })
 }
 
