@@ -229,20 +229,29 @@ fn pmd_cpu_mask_and_rxq_affinity_from_the_database() {
         t.log("switch.log")
     );
     assert!(t.ping(1, 2));
-    // Another number of CPUs is refused, said in the log.
+    // Another number of CPUs replaces the PMD threads: two now, the
+    // queues spread over them; forwarding goes on.
     vsctl(&dir, "set Open_vSwitch . other_config:pmd-cpu-mask=0x3");
-    assert!(
-        wait_until(Duration::from_secs(5), || t.log("switch.log").contains(
-            "the number of PMD threads is set when the switch starts"
-        )),
-        "{}",
+    let show = t.appctl("dpif-netdev/pmd-rxq-show");
+    assert_eq!(
+        show.matches("pmd thread numa_id 0 core_id").count(),
+        2,
+        "{show}\n{}",
         t.log("switch.log")
     );
-    assert_eq!(core_polling(&t, &v1).as_deref(), Some("1"));
+    assert_ne!(core_polling(&t, &v1), core_polling(&t, &v2), "{show}");
+    assert!(wait_until(Duration::from_secs(10), || t.ping(1, 2)));
+    // And back to one.
+    vsctl(&dir, "set Open_vSwitch . other_config:pmd-cpu-mask=0x1");
+    let show = t.appctl("dpif-netdev/pmd-rxq-show");
+    assert_eq!(show.matches("core_id").count(), 1, "{show}");
+    assert_eq!(core_polling(&t, &v2).as_deref(), Some("0"));
+    assert!(wait_until(Duration::from_secs(10), || t.ping(1, 2)));
     // Restarted, the switch makes a PMD thread per CPU of the mask; the
     // interfaces' queues go where pmd-rxq-affinity says, and move when
     // it changes.
     t.kill(sw);
+    vsctl(&dir, "--no-wait set Open_vSwitch . other_config:pmd-cpu-mask=0x3");
     vsctl(
         &dir,
         &format!("--no-wait set Interface {v1} other_config:pmd-rxq-affinity=0:1"),

@@ -384,7 +384,7 @@ impl Control {
         make: impl Fn(SyncSender<T>) -> PmdCmd,
     ) -> Result<Vec<T>, String> {
         let mut waiting = Vec::new();
-        for p in &self.sh.pmds {
+        for p in self.sh.pmds().iter() {
             let (tx, rx) = sync_channel(1);
             match p.try_send(make(tx)) {
                 Ok(()) => waiting.push((p.id, rx)),
@@ -632,11 +632,11 @@ impl Control {
             return Ok(format!("{}\n", serde_json::Value::Array(all)));
         }
         let dumps = self.ask_all(PmdCmd::DumpFlows)?;
-        if self.sh.pmds.len() == 1 {
+        if self.sh.pmds().len() == 1 {
             return Ok(dumps.into_iter().next().unwrap_or_default());
         }
         let mut out = String::new();
-        for (p, d) in self.sh.pmds.iter().zip(dumps) {
+        for (p, d) in self.sh.pmds().iter().zip(dumps) {
             let _ = writeln!(out, "flow-dump from pmd on cpu core: {}", core_of(p.core()));
             out.push_str(&d);
         }

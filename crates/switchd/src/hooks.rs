@@ -27,7 +27,7 @@ pub fn call(sh: &Shared, method: &str, params: &[String]) -> Option<Result<Strin
         }
         Part::Pmd => {
             // PMDs look at the hook when they drain their commands.
-            for p in &sh.pmds {
+            for p in sh.pmds().iter() {
                 p.wake();
             }
         }

@@ -46,11 +46,10 @@ pub mod sampler;
 pub mod shared;
 pub mod underlay;
 
-use flowpath_datapath::{Config, Switch};
+use flowpath_datapath::Config;
 use flowpath_netdev::{NetdevError, PortSpec};
 use flowpath_ofproto::normal::Bridge;
-use flowpath_slowpath::SlowPath;
-use pmd::{Pmd, RxqSlot};
+use pmd::RxqSlot;
 use rules::RuleSet;
 use shared::UpcallStats;
 pub use shared::{CtlState, PmdHandle, Shared};
@@ -61,9 +60,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-/// Commands waiting for one PMD at most (beyond this a request is
-/// refused as "busy" instead of queued).
-pub const PMD_QUEUE_DEPTH: usize = 64;
+pub use pmd_admin::PMD_QUEUE_DEPTH;
 
 /// Everything `flowpath switch` is started with.
 pub struct SwitchdConfig {
@@ -349,67 +346,44 @@ impl Switchd {
             slots[i % cores.len()].push(RxqSlot::from(q));
         }
         let mut pmds = Vec::new();
-        let mut threads = Vec::new();
+        let mut pmd_threads = Vec::new();
         // Controller actions' packets, from every PMD to the channel.
         let (pin_tx, pin_rx) = sync_channel(ofchannel::PACKET_IN_QUEUE);
         // Sampled packets, from every PMD to the sampler thread.
         let (sample_tx, sample_rx) = sync_channel(sampler::SAMPLE_QUEUE);
+        let parts = pmd_admin::PmdParts {
+            datapath: cfg.datapath.clone(),
+            tables: tables.clone(),
+            bridge: cfg.bridge.clone(),
+            pin: pin_tx.clone(),
+            sample: sample_tx.clone(),
+            conntrack: conntrack.clone(),
+            ipf: ipf.clone(),
+            tx: opened.tx.clone(),
+            stop: stop.clone(),
+            epoch,
+        };
         for (id, (core, rxqs)) in cores.iter().zip(slots).enumerate() {
-            let sp = SlowPath::with_bridge(tables.clone(), cfg.bridge.clone());
-            let mut sw = Switch::new(cfg.datapath.clone(), sp)
-                .map_err(|e| SwitchdError::Config(e.to_string()))?;
-            sw.set_packet_in_sink(Some(pin_tx.clone()));
-            sw.set_sample_sink(Some(sample_tx.clone()));
-            sw.set_conntrack(Some(conntrack.clone()));
-            sw.set_ipf(Some(ipf.clone()));
-            let (tx, rx) = sync_channel(PMD_QUEUE_DEPTH);
-            let (wake_tx, wake_rx) =
-                std::os::unix::net::UnixStream::pair().map_err(|e| SwitchdError::Io {
-                    what: "cannot make a PMD wake-up socket".into(),
-                    err: e,
-                })?;
-            for s in [&wake_tx, &wake_rx] {
-                s.set_nonblocking(true).map_err(|e| SwitchdError::Io {
-                    what: "cannot make a PMD wake-up socket".into(),
-                    err: e,
-                })?;
-            }
-            let pmd = Pmd {
-                id,
-                core: *core,
-                sw,
-                rxqs,
-                tx: opened.tx.clone(),
-                cmds: rx,
-                wake: wake_rx,
-                stop: stop.clone(),
-                epoch,
-                dyn_limit: None,
-                rxqs_changed: false,
-            };
-            let h = std::thread::Builder::new()
-                .name(format!("pmd{id}"))
-                .spawn(move || {
-                    // A PMD's panic stops the switch (see `fault`).
-                    let stop = pmd.stop.clone();
-                    if fault::guard(fault::Part::Pmd, "the switch stops", || pmd.run()).is_none() {
-                        stop.store(true, Ordering::Relaxed);
+            match pmd_admin::spawn_pmd(id, *core, rxqs, &parts) {
+                Ok((h, t)) => {
+                    pmds.push(h);
+                    pmd_threads.push(t);
+                }
+                Err(e) => {
+                    stop.store(true, Ordering::Relaxed);
+                    for t in pmd_threads {
+                        let _ = t.join();
                     }
-                })
-                .map_err(|e| SwitchdError::Io {
-                    what: "cannot start a PMD thread".into(),
-                    err: e,
-                })?;
-            threads.push(h);
-            pmds.push(PmdHandle {
-                id,
-                core: AtomicUsize::new(core.unwrap_or(usize::MAX)),
-                cmds: tx,
-                wake: wake_tx,
-            });
+                    return Err(SwitchdError::Config(e));
+                }
+            }
         }
+        drop(parts);
+        let mut threads = Vec::new();
         let shared = Arc::new(Shared {
-            pmds,
+            pmds: std::sync::RwLock::new(Arc::new(pmds)),
+            pmd_threads: Mutex::new(pmd_threads),
+            pin_sink: pin_tx.clone(),
             tx: std::sync::RwLock::new(opened.tx),
             ports: std::sync::RwLock::new(opened.info),
             open: Mutex::new(opened.open),
@@ -614,6 +588,11 @@ impl Switchd {
     pub fn shutdown(mut self) {
         self.shared.stop.store(true, Ordering::Relaxed);
         for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+        let pmd_threads =
+            std::mem::take(&mut *self.shared.pmd_threads.lock().unwrap_or_else(|p| p.into_inner()));
+        for t in pmd_threads {
             let _ = t.join();
         }
         if let Some(s) = self.server.take() {

@@ -631,6 +631,10 @@ fn apply_bridge(
         }
     }
     sync_ports(ctl, st, &ifaces, &before, env.retry);
+    if apply_other_config(ctl, env.other, &mut st.applied_config, said) {
+        // New PMD threads: every queue's place is decided again.
+        st.affinity.clear();
+    }
     apply_affinity(ctl, st, &affinity, said);
     if let Some(ch) = ctl.shared().channel_control.get() {
         ch.set_datapath_id(dpid);
@@ -673,7 +677,6 @@ fn apply_bridge(
     if let Err(e) = ctl.set_table_prefixes(table_prefixes) {
         eprintln!("flowpath: ovsdb: bridge {name}: flow table prefixes: {e}");
     }
-    apply_other_config(ctl, env.other, &mut st.applied_config, said);
     let modes: Vec<(u32, VlanMode)> = st
         .managed
         .iter()
@@ -829,13 +832,14 @@ fn sync_ports(
 
 /// Applies `Open_vSwitch.other_config`'s datapath keys that changed
 /// (through `config/set`, so with the same checks); unknown keys are
-/// logged once.
+/// logged once. True when the PMD threads moved or were replaced.
 fn apply_other_config(
     ctl: &Control,
     other: &BTreeMap<String, String>,
     applied: &mut BTreeMap<String, String>,
     said: &mut BTreeSet<String>,
-) {
+) -> bool {
+    let mut pmds_changed = false;
     for (k, v) in other {
         if applied.get(k) == Some(v) {
             continue;
@@ -856,6 +860,7 @@ fn apply_other_config(
             match crate::pmd_admin::parse_cpu_mask(v).and_then(|c| ctl.set_pmd_cpus(&c)) {
                 Ok(_) => {
                     applied.insert(k.clone(), other[k].clone());
+                    pmds_changed = true;
                 }
                 Err(e) => say(said, format!("flowpath: ovsdb: other_config:{k}={v}: {e}")),
             }
@@ -889,6 +894,7 @@ fn apply_other_config(
             Err(e) => say(said, format!("flowpath: ovsdb: other_config:{k}={v}: {e}")),
         }
     }
+    pmds_changed
 }
 
 /// Writes `Controller.is_connected` where it changed (each bridge's

@@ -177,6 +177,9 @@ pub enum PmdCmd {
     TakeRxqs(u32, SyncSender<Vec<RxqSlot>>),
     /// Run on this CPU from now on; answer the outcome.
     Pin(usize, SyncSender<Result<(), String>>),
+    /// Hand every rx queue over and stop (the PMD threads are being
+    /// replaced).
+    Retire(SyncSender<Vec<RxqSlot>>),
 }
 
 /// OpenFlow packet-outs run on the thread that received them, as Open
@@ -432,6 +435,8 @@ pub struct Pmd {
     pub dyn_limit: Option<usize>,
     /// The rx queues changed: the descriptors to wait on are made again.
     pub rxqs_changed: bool,
+    /// Told to stop (its queues handed over): the loop ends.
+    pub retired: bool,
 }
 
 /// What an idle PMD waits on: its rx queues' descriptors and the wake-up
@@ -460,7 +465,7 @@ impl Pmd {
         let mut spin = SPIN_MIN;
         let (mut fds, mut fdless) = poll_set(&self.rxqs, &self.wake);
         let mut drain = [0u8; 64];
-        while !self.stop.load(Ordering::Relaxed) {
+        while !self.stop.load(Ordering::Relaxed) && !self.retired {
             let loop_start = tsc::rdtsc();
             let now = Instant::now();
             let now_ms = now.duration_since(self.epoch).as_millis() as u64;
@@ -606,6 +611,12 @@ impl Pmd {
                     self.rxqs = keep;
                     self.rxqs_changed = true;
                     let _ = r.send(take);
+                }
+                PmdCmd::Retire(r) => {
+                    self.tx.flush_for(self.id);
+                    self.retired = true;
+                    let _ = r.send(std::mem::take(&mut self.rxqs));
+                    return;
                 }
                 PmdCmd::Pin(c, r) => {
                     let res = flowpath_io::affinity::pin_current_thread(c)

@@ -5,15 +5,100 @@
 //! A queue moves between PMDs without being closed: the PMD polling it
 //! hands it over between bursts, the other one polls it from its next
 //! burst on (frames waiting in the queue wait for that). A PMD moves to
-//! another CPU by pinning itself there between bursts. The number of PMD
-//! threads is set when the switch starts (`--pmd-cpus`): a mask with
-//! another number of CPUs is refused with that reason.
+//! another CPU by pinning itself there between bursts. A mask with
+//! another number of CPUs replaces the PMD threads: the old ones hand
+//! their queues over and stop, new ones (with empty caches) start.
 
 use crate::control::Control;
-use crate::pmd::{PmdCmd, RxqSlot};
+use crate::pmd::{Pmd, PmdCmd, RxqSlot};
+use crate::ports::TxTable;
+use crate::shared::PmdHandle;
+use flowpath_datapath::execute::{PacketInSender, SampleSender};
+use flowpath_datapath::{Config, Switch};
+use flowpath_ofproto::normal::Bridge;
+use flowpath_ofproto::tables::RuleTables;
+use flowpath_slowpath::SlowPath;
 use std::collections::BTreeMap;
-use std::sync::atomic::Ordering;
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::mpsc::sync_channel;
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::Instant;
+
+/// Commands waiting for one PMD at most (beyond this a request is
+/// refused as "busy" instead of queued).
+pub const PMD_QUEUE_DEPTH: usize = 64;
+
+/// What every PMD thread of a switch is made with.
+pub(crate) struct PmdParts {
+    pub datapath: Config,
+    pub tables: Arc<RuleTables>,
+    pub bridge: Arc<Bridge>,
+    pub pin: PacketInSender,
+    pub sample: SampleSender,
+    pub conntrack: Arc<flowpath_conntrack::Conntrack>,
+    pub ipf: Arc<flowpath_conntrack::ipf::Ipf>,
+    pub tx: Arc<TxTable>,
+    pub stop: Arc<AtomicBool>,
+    pub epoch: Instant,
+}
+
+/// Starts PMD thread `id` on CPU `core` (none: not pinned) polling
+/// `rxqs`, with a datapath of its own (empty caches).
+pub(crate) fn spawn_pmd(
+    id: usize,
+    core: Option<usize>,
+    rxqs: Vec<RxqSlot>,
+    p: &PmdParts,
+) -> Result<(PmdHandle, JoinHandle<()>), String> {
+    let sp = SlowPath::with_bridge(p.tables.clone(), p.bridge.clone());
+    let mut sw = Switch::new(p.datapath.clone(), sp).map_err(|e| e.to_string())?;
+    sw.set_packet_in_sink(Some(p.pin.clone()));
+    sw.set_sample_sink(Some(p.sample.clone()));
+    sw.set_conntrack(Some(p.conntrack.clone()));
+    sw.set_ipf(Some(p.ipf.clone()));
+    let (tx, rx) = sync_channel(PMD_QUEUE_DEPTH);
+    let wake_err = |e: std::io::Error| format!("cannot make a PMD wake-up socket: {e}");
+    let (wake_tx, wake_rx) = std::os::unix::net::UnixStream::pair().map_err(wake_err)?;
+    for s in [&wake_tx, &wake_rx] {
+        s.set_nonblocking(true).map_err(wake_err)?;
+    }
+    let pmd = Pmd {
+        id,
+        core,
+        sw,
+        rxqs,
+        tx: p.tx.clone(),
+        cmds: rx,
+        wake: wake_rx,
+        stop: p.stop.clone(),
+        epoch: p.epoch,
+        dyn_limit: None,
+        rxqs_changed: false,
+        retired: false,
+    };
+    let h = std::thread::Builder::new()
+        .name(format!("pmd{id}"))
+        .spawn(move || {
+            // A PMD's panic stops the switch (see `fault`).
+            let stop = pmd.stop.clone();
+            if crate::fault::guard(crate::fault::Part::Pmd, "the switch stops", || pmd.run())
+                .is_none()
+            {
+                stop.store(true, Ordering::Relaxed);
+            }
+        })
+        .map_err(|e| format!("cannot start a PMD thread: {e}"))?;
+    Ok((
+        PmdHandle {
+            id,
+            core: AtomicUsize::new(core.unwrap_or(usize::MAX)),
+            cmds: tx,
+            wake: wake_tx,
+        },
+        h,
+    ))
+}
 
 /// The PMD (of `n`) that polls queue `queue_id` of port `port` unless
 /// told otherwise: ports' queues spread round robin, each port starting
@@ -80,8 +165,9 @@ impl Control {
     ) -> Result<String, String> {
         // Ordered with ports added and removed.
         let _st = self.state();
-        let n = self.sh.pmds.len().max(1);
-        let cores: Vec<Option<usize>> = self.sh.pmds.iter().map(|p| p.core()).collect();
+        let pmds = self.sh.pmds();
+        let n = pmds.len().max(1);
+        let cores: Vec<Option<usize>> = pmds.iter().map(|p| p.core()).collect();
         let slots: Vec<RxqSlot> = self
             .ask_all(|r| PmdCmd::TakeRxqs(no, r))?
             .into_iter()
@@ -124,19 +210,18 @@ impl Control {
     /// Moves the PMD threads to `cpus` (PMD i to the i-th), as many CPUs
     /// as there are PMD threads.
     pub(crate) fn set_pmd_cpus(&self, cpus: &[usize]) -> Result<String, String> {
-        let n = self.sh.pmds.len();
-        if cpus.len() != n {
-            return Err(format!(
-                "{} CPUs for {n} PMD thread(s): the number of PMD threads is set when the switch starts (--pmd-cpus); restart it to change the number",
-                cpus.len()
-            ));
-        }
         let ncpu = flowpath_io::affinity::online_cpus();
         if let Some(c) = cpus.iter().find(|c| **c >= ncpu) {
             return Err(format!(
                 "CPU {c} does not exist (this machine has CPUs 0-{})",
                 ncpu - 1
             ));
+        }
+        if cpus.is_empty() {
+            return Err("no CPU given".into());
+        }
+        if cpus.len() != self.sh.pmds().len() {
+            return self.replace_pmds(cpus);
         }
         let _st = self.state();
         let next = Mutex::new(cpus.iter().copied());
@@ -148,11 +233,59 @@ impl Control {
                 .unwrap_or(0);
             PmdCmd::Pin(c, r)
         })?;
-        for ((p, c), res) in self.sh.pmds.iter().zip(cpus).zip(results) {
+        for ((p, c), res) in self.sh.pmds().iter().zip(cpus).zip(results) {
             res.map_err(|e| format!("pmd {}: {e}", p.id))?;
             p.core.store(*c, Ordering::Relaxed);
         }
         Ok(String::new())
+    }
+
+    /// A PMD thread per CPU of `cpus` instead of those running: the old
+    /// ones hand their rx queues over and stop, the new ones (empty
+    /// caches: their megaflows are made again by upcalls) poll them,
+    /// spread as [`default_pmd`] spreads them.
+    fn replace_pmds(&self, cpus: &[usize]) -> Result<String, String> {
+        let st = self.state();
+        let slots: Vec<RxqSlot> = self
+            .ask_all(PmdCmd::Retire)?
+            .into_iter()
+            .flatten()
+            .collect();
+        let parts = PmdParts {
+            datapath: st.datapath.clone(),
+            tables: self.sh.published().tables,
+            bridge: self.sh.bridge.clone(),
+            pin: self.sh.pin_sink.clone(),
+            sample: self.sh.sample_sink.clone(),
+            conntrack: self.sh.conntrack.clone(),
+            ipf: self.sh.ipf.clone(),
+            tx: self.sh.tx(),
+            stop: self.sh.stop.clone(),
+            epoch: self.sh.started,
+        };
+        let n = cpus.len();
+        let mut per: Vec<Vec<RxqSlot>> = (0..n).map(|_| Vec::new()).collect();
+        for s in slots {
+            per[default_pmd(s.queue_id, s.port_no, n)].push(s);
+        }
+        let mut handles = Vec::new();
+        let mut threads = Vec::new();
+        for (id, (c, rxqs)) in cpus.iter().zip(per).enumerate() {
+            // (A failure here leaves the queues it held unpolled: the
+            // error says so; the PMDs made so far run.)
+            let (h, t) = spawn_pmd(id, Some(*c), rxqs, &parts)
+                .map_err(|e| format!("{e}; the switch has {id} PMD thread(s) now"))?;
+            handles.push(h);
+            threads.push(t);
+        }
+        self.sh.set_pmds(handles);
+        self.sh
+            .pmd_threads
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .extend(threads);
+        drop(st);
+        Ok(format!("{n} PMD thread(s) on CPUs {cpus:?}\n"))
     }
 }
 

@@ -88,7 +88,7 @@ impl Control {
                 ));
             }
         }
-        let n_pmds = sh.pmds.len().max(1);
+        let n_pmds = sh.pmds().len().max(1);
         let opened = open_one(no, &spec, n_pmds).map_err(|e| e.to_string())?;
         // Transmit first (a PMD may forward to the port as soon as it
         // receives from it), then the rx queues, spread over the PMDs.

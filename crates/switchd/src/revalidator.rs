@@ -126,6 +126,14 @@ impl Revalidator {
         }
     }
 
+    /// Follows the PMDs' number: with another number (the PMDs were
+    /// replaced, their megaflows with them) every megaflow is forgotten.
+    pub fn set_pmds(&mut self, n: usize) {
+        if self.ukeys.len() != n {
+            self.ukeys = (0..n).map(|_| HashMap::new()).collect();
+        }
+    }
+
     /// Forgets every megaflow (after a purge: their handles are gone).
     pub fn forget(&mut self) {
         for u in &mut self.ukeys {
@@ -321,7 +329,7 @@ impl Revalidator {
 /// The revalidator thread's body.
 pub fn run(sh: Arc<Shared>, cmds: Receiver<RevalCmd>) {
     let limit = sh.flow_limit_cfg.load(Ordering::Relaxed);
-    let mut r = Revalidator::new(sh.pmds.len(), limit);
+    let mut r = Revalidator::new(sh.pmds().len(), limit);
     r.bridge = Some(sh.bridge.clone());
     let mut next = Instant::now() + ROUND_INTERVAL;
     while !sh.stop.load(Ordering::Relaxed) {
@@ -332,7 +340,7 @@ pub fn run(sh: Arc<Shared>, cmds: Receiver<RevalCmd>) {
         match cmds.recv_timeout(wait) {
             Ok(RevalCmd::RunNow(w)) => waiters.extend(w),
             Ok(RevalCmd::Purge(w)) => {
-                for p in &sh.pmds {
+                for p in sh.pmds().iter() {
                     let (tx, rx) = sync_channel(1);
                     if p.send(PmdCmd::DelFlows(tx)).is_ok() {
                         let _ = rx.recv_timeout(Duration::from_secs(5));
@@ -400,8 +408,11 @@ fn round(sh: &Shared, r: &mut Revalidator) {
     // (see `RecircTable::sweep`).
     let recirc = flowpath_ofproto::recirc::RecircTable::global();
     let recirc_round = recirc.begin_round();
+    let pmds = sh.pmds();
+    // New PMDs (another number of them): their megaflows are new too.
+    r.set_pmds(pmds.len());
     let mut dumps = Vec::new();
-    for p in &sh.pmds {
+    for p in pmds.iter() {
         let (tx, rx) = sync_channel(1);
         if p.send(PmdCmd::Dump(tx)).is_err() {
             dumps.push(Vec::new());
@@ -420,7 +431,7 @@ fn round(sh: &Shared, r: &mut Revalidator) {
     let out = r.revalidate(&dumps, &published, now_ms, max_idle);
     r.stats.recirc_freed += recirc.sweep(&recirc_ids_in_use(&dumps), recirc_round) as u64;
     r.stats.recirc_ids = recirc.count();
-    for (p, del) in sh.pmds.iter().zip(&out.deletions) {
+    for (p, del) in pmds.iter().zip(&out.deletions) {
         if del.is_empty() {
             continue;
         }
@@ -445,7 +456,7 @@ fn round(sh: &Shared, r: &mut Revalidator) {
                 hook(gone);
             }
             sh.set_published(p.clone());
-            for pmd in &sh.pmds {
+            for pmd in pmds.iter() {
                 let (tx, rx) = sync_channel(1);
                 if pmd
                     .cmds
@@ -463,7 +474,7 @@ fn round(sh: &Shared, r: &mut Revalidator) {
     let old = r.flow_limit;
     let limit = r.adjust_flow_limit(duration, out.flows, max);
     if limit != old {
-        for p in &sh.pmds {
+        for p in pmds.iter() {
             let _ = p.try_send(PmdCmd::SetFlowLimit(limit));
         }
     }

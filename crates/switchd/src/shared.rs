@@ -76,8 +76,14 @@ pub struct CtlState {
 
 /// What the control handlers share.
 pub struct Shared {
-    /// The PMDs.
-    pub pmds: Vec<PmdHandle>,
+    /// The PMDs (see [`Shared::pmds`]); replaced when `pmd-cpu-mask`
+    /// changes their number.
+    pub pmds: RwLock<Arc<Vec<PmdHandle>>>,
+    /// The PMD threads (joined at shutdown).
+    pub pmd_threads: Mutex<Vec<std::thread::JoinHandle<()>>>,
+    /// Where PMDs send controller actions' packets (the OpenFlow
+    /// channel's dispatcher; new PMDs get a clone).
+    pub pin_sink: flowpath_datapath::execute::PacketInSender,
     /// Transmit sides (for their counters); replaced when a port is added
     /// or removed (see [`Shared::tx`]).
     pub tx: RwLock<Arc<TxTable>>,
@@ -166,6 +172,22 @@ pub type PortHook = Box<dyn Fn(u32, &str, bool) + Send + Sync>;
 pub type ExpiredHook = Box<dyn Fn(Vec<(crate::rules::InstalledRule, u8)>) + Send + Sync>;
 
 impl Shared {
+    /// The PMDs now.
+    pub fn pmds(&self) -> Arc<Vec<PmdHandle>> {
+        self.pmds
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Replaces the PMDs.
+    pub fn set_pmds(&self, pmds: Vec<PmdHandle>) {
+        *self
+            .pmds
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Arc::new(pmds);
+    }
+
     /// The ports' transmit sides as they are now.
     pub fn tx(&self) -> Arc<TxTable> {
         self.tx.read().unwrap_or_else(|e| e.into_inner()).clone()
