@@ -2,11 +2,13 @@
 # Records `ovs-vsctl show` from Open vSwitch 3.1 itself (its userspace
 # datapath, ovs-vswitchd from Debian's openvswitch-switch) after the
 # ovs-vsctl script that crates/cli/tests/ovsdb_live.rs runs against
-# flowpath: a netdev bridge with fail_mode secure, a system port (tag 10),
-# an afxdp port, a port on a missing device, a controller. The veths'
-# names are written as P1 and P2. Everything is made in a private
-# directory and two veth pairs of its own; the taps the userspace datapath
-# makes (br0, ovs-netdev) are deleted at the end.
+# flowpath: a netdev bridge with fail_mode secure, a system port (tag 10,
+# then native-untagged with trunks 20 and 30), an afxdp port, a port on a
+# missing device, a controller, a second netdev bridge joined to the
+# first by a patch pair. The veths' names are written as P1 and P2.
+# Everything is made in a private directory and two veth pairs of its
+# own; the taps the userspace datapath makes (br0, br-ex, ovs-netdev) are
+# deleted at the end.
 #
 #   tools/vsctl-show-record.sh > crates/cli/tests/data/vsctl-show-ovs31.txt
 set -euo pipefail
@@ -20,6 +22,7 @@ cleanup() {
     ip link del "$P1" 2>/dev/null || true
     ip link del "$P2" 2>/dev/null || true
     ip link del br0 2>/dev/null || true
+    ip link del br-ex 2>/dev/null || true
     ip link del ovs-netdev 2>/dev/null || true
     rm -rf "$B"
 }
@@ -40,5 +43,9 @@ $V add-port br0 "$P2" -- set interface "$P2" type=afxdp options:xdp-mode=generic
 $V add-port br0 fpnosuchdev 2>/dev/null || true
 $V set Port "$P1" tag=10
 $V set-controller br0 tcp:127.0.0.1:1
+$V set Port "$P1" vlan_mode=native-untagged trunks=20,30
+$V add-br br-ex -- set bridge br-ex datapath_type=netdev
+$V add-port br0 patch-ex -- set Interface patch-ex type=patch options:peer=patch-int \
+    -- add-port br-ex patch-int -- set Interface patch-int type=patch options:peer=patch-ex
 sleep 2
 $V show | sed "s/$P1/P1/g; s/$P2/P2/g"

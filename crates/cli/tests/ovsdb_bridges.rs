@@ -251,7 +251,10 @@ fn pmd_cpu_mask_and_rxq_affinity_from_the_database() {
     // interfaces' queues go where pmd-rxq-affinity says, and move when
     // it changes.
     t.kill(sw);
-    vsctl(&dir, "--no-wait set Open_vSwitch . other_config:pmd-cpu-mask=0x3");
+    vsctl(
+        &dir,
+        "--no-wait set Open_vSwitch . other_config:pmd-cpu-mask=0x3",
+    );
     vsctl(
         &dir,
         &format!("--no-wait set Interface {v1} other_config:pmd-rxq-affinity=0:1"),

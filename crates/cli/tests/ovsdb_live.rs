@@ -296,23 +296,37 @@ fn ovs_vsctl_drives_the_switch() {
 /// name order (they come in the order of the bridge's set of UUIDs,
 /// which differ from run to run).
 fn norm_show(text: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut ports: Vec<Vec<String>> = Vec::new();
-    for (i, l) in text.lines().enumerate() {
-        if i == 0 {
-            out.push("UUID".to_string());
-        } else if l.starts_with("        Port ") {
-            ports.push(vec![l.to_string()]);
-        } else if l.starts_with("          ") && !ports.is_empty() {
-            if let Some(p) = ports.last_mut() {
-                p.push(l.to_string());
+    // (UUID line, then each bridge: its own lines, then its ports sorted;
+    // bridges sorted by name.)
+    let mut bridges: Vec<(Vec<String>, Vec<Vec<String>>)> = Vec::new();
+    let mut tail = Vec::new();
+    for l in text.lines().skip(1) {
+        if l.starts_with("    Bridge ") {
+            bridges.push((vec![l.to_string()], Vec::new()));
+        } else if let Some((head, ports)) = bridges.last_mut() {
+            if l.starts_with("        Port ") {
+                ports.push(vec![l.to_string()]);
+            } else if l.starts_with("          ") && !ports.is_empty() {
+                if let Some(p) = ports.last_mut() {
+                    p.push(l.to_string());
+                }
+            } else if l.starts_with("        ") {
+                head.push(l.to_string());
+            } else {
+                tail.push(l.to_string());
             }
         } else {
-            out.push(l.to_string());
+            tail.push(l.to_string());
         }
     }
-    ports.sort();
-    out.extend(ports.into_iter().flatten());
+    bridges.sort();
+    let mut out = vec!["UUID".to_string()];
+    for (head, mut ports) in bridges {
+        ports.sort();
+        out.extend(head);
+        out.extend(ports.into_iter().flatten());
+    }
+    out.extend(tail);
     out
 }
 
@@ -352,6 +366,19 @@ fn ovs_vsctl_show_is_as_open_vswitch_shows_it() {
     ));
     vsctl(&dir, &format!("set Port {p1} tag=10"));
     vsctl(&dir, "set-controller br0 tcp:127.0.0.1:1");
+    vsctl(
+        &dir,
+        &format!("set Port {p1} vlan_mode=native-untagged trunks=20,30"),
+    );
+    vsctl(
+        &dir,
+        "add-br br-ex -- set bridge br-ex datapath_type=netdev",
+    );
+    vsctl(
+        &dir,
+        "add-port br0 patch-ex -- set Interface patch-ex type=patch options:peer=patch-int \
+         -- add-port br-ex patch-int -- set Interface patch-int type=patch options:peer=patch-ex",
+    );
     let ours = vsctl(&dir, "show").replace(&p1, "P1").replace(&p2, "P2");
     let theirs = include_str!("data/vsctl-show-ovs31.txt");
     assert_eq!(norm_show(&ours), norm_show(theirs), "flowpath:\n{ours}");

@@ -590,8 +590,13 @@ impl Switchd {
         for t in self.threads.drain(..) {
             let _ = t.join();
         }
-        let pmd_threads =
-            std::mem::take(&mut *self.shared.pmd_threads.lock().unwrap_or_else(|p| p.into_inner()));
+        let pmd_threads = std::mem::take(
+            &mut *self
+                .shared
+                .pmd_threads
+                .lock()
+                .unwrap_or_else(|p| p.into_inner()),
+        );
         for t in pmd_threads {
             let _ = t.join();
         }
