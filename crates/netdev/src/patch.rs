@@ -3,9 +3,11 @@
 //! end sends, the other receives.
 //!
 //! What: each direction is a channel: a bounded lock-free queue of
-//! frames (1,024), a pool of buffers they are copied into (filled as
-//! needed, then reused: no allocation per frame once warm), and an
-//! eventfd that wakes the receiving PMD when it sleeps. Ends find their
+//! bursts (64; a burst is what one transmit call was given, up to a
+//! PMD's output batch, copied back to back into one buffer), a pool of
+//! those buffers (filled as needed, then reused: no allocation per frame
+//! once warm), and an eventfd that wakes the receiving PMD when it
+//! sleeps. One queue operation per burst, not per frame. Ends find their
 //! channels by name in a process-wide table (taken only when a port opens
 //! or closes).
 //!
@@ -16,7 +18,7 @@
 //! ([`VnetHdr`]) kept.
 //!
 //! Invariants: frames sent while no end named PEER is open, or while the
-//! queue is full, are dropped and counted (as OVS drops output to a patch
+//! queue is full (a whole burst), are dropped and counted (as OVS drops output to a patch
 //! port without its peer); the receiving PMD is woken only when it said
 //! it found the queue empty (one eventfd write per wake-up, none while it
 //! is busy).
@@ -30,19 +32,22 @@ use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{fence, AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 
-/// Frames one direction holds before it drops.
-pub const QUEUE_LEN: usize = 1024;
+/// Bursts one direction holds before it drops (each holds what one
+/// transmit call was given: up to a PMD's output batch).
+pub const QUEUE_LEN: usize = 64;
 
-/// A frame in flight.
-struct Slot {
-    buf: Vec<u8>,
-    vnet: Option<VnetHdr>,
+/// One transmit call's frames, back to back in `data`.
+#[derive(Default)]
+struct Burst {
+    data: Vec<u8>,
+    /// (offset, length, offload state) of each frame.
+    frames: Vec<(u32, u32, Option<VnetHdr>)>,
 }
 
 /// One direction of a pair: from the end named `.0` of its key to `.1`.
 struct Channel {
-    full: ArrayQueue<Slot>,
-    free: ArrayQueue<Vec<u8>>,
+    full: ArrayQueue<Burst>,
+    free: ArrayQueue<Burst>,
     /// An end receives from this channel.
     receiver: AtomicBool,
     /// The receiver found the queue empty (its PMD may go to sleep).
@@ -82,10 +87,10 @@ impl Channel {
         }
     }
 
-    /// Hands every queued frame's buffer back to the pool.
+    /// Hands every queued burst back to the pool.
     fn discard(&self) {
-        while let Some(s) = self.full.pop() {
-            let _ = self.free.push(s.buf);
+        while let Some(b) = self.full.pop() {
+            let _ = self.free.push(b);
         }
     }
 }
@@ -115,40 +120,60 @@ fn channel(from: &str, to: &str, port: &str) -> Result<Arc<Channel>, NetdevError
 /// Receives what the peer sends.
 pub struct PatchRx {
     ch: Arc<Channel>,
+    /// The burst being handed out, and how many of its frames were.
+    cur: Option<(Burst, usize)>,
     stats: QueueStats,
+}
+
+impl PatchRx {
+    /// The next burst with frames left, if any (looking twice when the
+    /// queue seems empty: a sender that queued before seeing `waiting`
+    /// is found on the second look; one after it wakes us).
+    fn next_burst(&mut self) -> Option<(Burst, usize)> {
+        if let Some(c) = self.cur.take() {
+            return Some(c);
+        }
+        if let Some(b) = self.ch.full.pop() {
+            return Some((b, 0));
+        }
+        self.ch.waiting.store(true, Ordering::Relaxed);
+        fence(Ordering::SeqCst);
+        let b = self.ch.full.pop()?;
+        self.ch.waiting.store(false, Ordering::Relaxed);
+        Some((b, 0))
+    }
 }
 
 impl RxQueue for PatchRx {
     fn recv(&mut self, max: usize, f: &mut dyn FnMut(&[u8], RxMeta)) -> Result<usize, NetdevError> {
         self.ch.drain_wake();
         let mut n = 0;
-        for round in 0..2 {
-            while n < max {
-                let Some(s) = self.ch.full.pop() else {
-                    break;
-                };
+        while n < max {
+            let Some((b, mut i)) = self.next_burst() else {
+                break;
+            };
+            while i < b.frames.len() && n < max {
+                let (off, len, vnet) = b.frames[i];
+                let frame = b
+                    .data
+                    .get(off as usize..(off + len) as usize)
+                    .unwrap_or_default();
                 f(
-                    &s.buf,
+                    frame,
                     RxMeta {
-                        vnet: s.vnet,
+                        vnet,
                         timestamp_ns: 0,
                     },
                 );
+                self.stats.bytes += u64::from(len);
+                i += 1;
                 n += 1;
-                self.stats.bytes += s.buf.len() as u64;
-                let _ = self.ch.free.push(s.buf);
             }
-            if n > 0 || round == 1 {
-                break;
+            if i < b.frames.len() {
+                self.cur = Some((b, i));
+            } else {
+                let _ = self.ch.free.push(b);
             }
-            // Empty: say so, then look again (a sender that queued before
-            // seeing `waiting` is found here; one after it wakes us).
-            self.ch.waiting.store(true, Ordering::Relaxed);
-            fence(Ordering::SeqCst);
-            if self.ch.full.is_empty() {
-                break;
-            }
-            self.ch.waiting.store(false, Ordering::Relaxed);
         }
         self.stats.packets += n as u64;
         Ok(n)
@@ -178,33 +203,42 @@ pub struct PatchTx {
 
 impl TxQueue for PatchTx {
     fn send(&mut self, frames: &mut dyn Iterator<Item = TxFrame<'_>>) -> usize {
-        let mut sent = 0;
-        let open = self.ch.receiver.load(Ordering::Acquire);
+        if !self.ch.receiver.load(Ordering::Acquire) {
+            let n = frames.count();
+            self.stats.dropped += n as u64;
+            return 0;
+        }
+        let mut b = self.ch.free.pop().unwrap_or_default();
+        b.data.clear();
+        b.frames.clear();
         for fr in frames {
-            if !open {
-                self.stats.dropped += 1;
-                continue;
-            }
-            let mut buf = self.ch.free.pop().unwrap_or_default();
-            buf.clear();
-            buf.extend_from_slice(fr.data);
-            let len = buf.len() as u64;
-            match self.ch.full.push(Slot { buf, vnet: fr.vnet }) {
-                Ok(()) => {
-                    sent += 1;
-                    self.stats.bytes += len;
+            let off = b.data.len();
+            match (u32::try_from(off), u32::try_from(fr.data.len())) {
+                (Ok(o), Ok(l)) if o.checked_add(l).is_some() => {
+                    b.data.extend_from_slice(fr.data);
+                    b.frames.push((o, l, fr.vnet));
                 }
-                Err(s) => {
-                    self.stats.dropped += 1;
-                    let _ = self.ch.free.push(s.buf);
-                }
+                _ => self.stats.dropped += 1,
             }
         }
-        if sent > 0 {
-            self.ch.notify();
+        let (n, bytes) = (b.frames.len(), b.data.len() as u64);
+        if n == 0 {
+            let _ = self.ch.free.push(b);
+            return 0;
         }
-        self.stats.packets += sent as u64;
-        sent
+        match self.ch.full.push(b) {
+            Ok(()) => {
+                self.stats.packets += n as u64;
+                self.stats.bytes += bytes;
+                self.ch.notify();
+                n
+            }
+            Err(b) => {
+                self.stats.dropped += n as u64;
+                let _ = self.ch.free.push(b);
+                0
+            }
+        }
     }
 
     fn takes_vnet_hdr(&self) -> bool {
@@ -237,6 +271,7 @@ pub fn open(spec: &PortSpec, extra: usize) -> Result<OpenPort, NetdevError> {
     }
     let rxq = PatchRx {
         ch: rx,
+        cur: None,
         stats: QueueStats::default(),
     };
     let tx = channel(name, peer, &port)?;
@@ -338,13 +373,26 @@ mod tests {
             recv_all(&mut b).is_empty(),
             "nothing sent before the peer opened"
         );
+        // A full queue: bursts of 3 frames, the ones past QUEUE_LEN lost.
         let frame = [7u8; 60];
-        let frames: Vec<&[u8]> = (0..QUEUE_LEN + 5).map(|_| &frame[..]).collect();
-        assert_eq!(send(&mut a, &frames), QUEUE_LEN);
-        assert_eq!(a.tx.stats().dropped, 1 + 5);
+        let burst: Vec<&[u8]> = vec![&frame[..]; 3];
+        let mut sent = 0;
+        for _ in 0..QUEUE_LEN + 2 {
+            sent += send(&mut a, &burst);
+        }
+        assert_eq!(sent, 3 * QUEUE_LEN);
+        assert_eq!(a.tx.stats().dropped, 1 + 6);
+        // Received in calls of at most 2: bursts are split across calls.
         let mut n = 0;
-        while b.rxqs[0].recv(32, &mut |_, _| n += 1).unwrap() > 0 {}
-        assert_eq!(n, QUEUE_LEN);
+        while b.rxqs[0]
+            .recv(2, &mut |d, _| {
+                assert_eq!(d, &frame[..]);
+                n += 1
+            })
+            .unwrap()
+            > 0
+        {}
+        assert_eq!(n, 3 * QUEUE_LEN);
         // The peer closes: frames are dropped again.
         drop(b);
         assert_eq!(send(&mut a, &[b"x"]), 0);

@@ -80,9 +80,28 @@ pub struct Router {
     pub others: Arc<Bridges>,
 }
 
-/// Commands whose first argument is a bridge name where they take one.
+/// Commands whose first argument is a bridge name where they take one
+/// (the others, the datapath commands, take the bridge's name as their
+/// datapath: it is removed before they run).
 fn takes_bridge(method: &str) -> bool {
     !method.starts_with("dpctl/") && !method.starts_with("dpif-netdev/")
+}
+
+/// The control socket's command list: the datapath commands that take no
+/// datapath argument take one more, the bridge (`dpctl/dump-flows br-ex`).
+pub fn command_specs(
+    specs: Vec<flowpath_unixctl::CommandSpec>,
+) -> Vec<flowpath_unixctl::CommandSpec> {
+    specs
+        .into_iter()
+        .map(|mut c| {
+            if !takes_bridge(&c.name) && !c.usage.contains("[DP]") {
+                c.max_args += 1;
+                c.usage = format!("[BRIDGE] {}", c.usage).trim_end().to_string();
+            }
+            c
+        })
+        .collect()
 }
 
 impl Handler for Router {
@@ -102,6 +121,9 @@ impl Handler for Router {
                 &params[1..]
             };
             return c.call(method, rest);
+        }
+        if !takes_bridge(method) && params.first().map(String::as_str) == Some(self.first.br()) {
+            return self.first.call(method, &params[1..]);
         }
         self.first.call(method, params)
     }

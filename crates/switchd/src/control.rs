@@ -369,7 +369,7 @@ impl Control {
     }
 
     /// The bridge's name.
-    fn br(&self) -> &str {
+    pub(crate) fn br(&self) -> &str {
         self.sh.channel.get().map_or("br0", |(n, _)| n.as_str())
     }
 

@@ -456,10 +456,12 @@ impl Switchd {
         if how.first {
             let server = flowpath_unixctl::Server::bind(
                 &cfg.ctl_path,
-                control::commands()
-                    .into_iter()
-                    .chain(fault::commands())
-                    .collect(),
+                bridges::command_specs(
+                    control::commands()
+                        .into_iter()
+                        .chain(fault::commands())
+                        .collect(),
+                ),
                 Arc::new(bridges::Router {
                     first: control::Control::new(shared),
                     others: others.clone(),
