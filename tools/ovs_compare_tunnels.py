@@ -87,6 +87,10 @@ TUN_PORTS = [
     ("gnv3", 19, "geneve", [("remote_ip", "10.55.1.1"), ("key", "9"), ("csum", "true"), ("df_default", "false")]),
     ("gre3", 20, "gre", [("remote_ip", "172.31.1.9"), ("key", "5")]),
     ("gnv6", 21, "geneve", [("remote_ip", "flow"), ("key", "5"), ("csum", "false")]),
+    # in_key and out_key apart (received with one, sent with the other).
+    ("vx7", 22, "vxlan", [("remote_ip", "172.31.1.3"), ("in_key", "44"), ("out_key", "55")]),
+    ("gre4", 23, "gre", [("remote_ip", "172.31.1.1"), ("in_key", "flow"), ("out_key", "66")]),
+    ("gnv4", 24, "geneve", [("remote_ip", "172.31.1.2"), ("in_key", "88"), ("out_key", "flow")]),
 ]
 NO_OUTPUT = {12}  # local_ip: see the docstring
 UNDERLAY_MAC = "aa:55:aa:55:00:00"
@@ -104,7 +108,7 @@ FIRST_VPORT = 65024  # flowpath's FIRST_VPORT
 TUN_DSTS = ["172.31.1.1", "172.31.1.2", "172.31.1.3", "172.31.1.4", "10.55.1.1", "172.31.1.9", "10.9.9.9", "172.31.1.100"]
 TUN_SRCS = ["172.31.1.1", "172.31.1.2", "172.31.1.3", "172.31.1.4", "172.31.1.77"]
 TUN6 = ["fd00::1", "fd00::2", "fd00::100", "fd00::9"]
-VALS = [0, 1, 5, 9, 77, 123, 0x1234, 0xffffff]
+VALS = [0, 1, 5, 9, 44, 77, 88, 123, 0x1234, 0xffffff]
 # Geneve option values: never 0, nor 0 under a match's 0xff mask (flowpath
 # holds an option's presence as a value that is not 0; see the docstring).
 MD_VALS = [1, 5, 9, 77, 123, 0x1234, 0xffffff]
@@ -354,7 +358,7 @@ def rnd_tun_packet(r, in_port_action):
             else:
                 src = o["remote_ip"] if o["remote_ip"] != "flow" and r.random() < 0.8 else r.choice(TUN_SRCS)
                 p += ["tun_src=%s" % src, "tun_dst=172.31.1.100"]
-        key = o.get("key", "0")
+        key = o.get("key", o.get("in_key", "0"))
         p.append("tun_id=%s" % (key if key != "flow" and r.random() < 0.8 else str(r.choice(VALS))))
         if r.random() < 0.3:
             p.append("tun_flags=%s" % r.choice(["oam", "0"]))

@@ -387,9 +387,9 @@ fn ovs_vsctl_show_is_as_open_vswitch_shows_it() {
 /// Tunnel interfaces from the database (`type=vxlan|geneve|gre` with
 /// their options, as ovn-controller and Neutron write them) become tunnel
 /// ports over the switch's `--underlay`: numbered, listed by
-/// `tnl/ports/show`, output to them is `tnl_push`; equal in_key/out_key
-/// are the key, unequal ones are refused with the reason in `error`;
-/// `del-port` removes them.
+/// `tnl/ports/show`, output to them is `tnl_push`; in_key/out_key are
+/// taken (equal or not); an option flowpath lacks (`ttl=inherit`) is
+/// refused with the reason in `error`; `del-port` removes them.
 #[test]
 fn tunnel_interfaces_from_the_database() {
     if !can_run(
@@ -424,6 +424,10 @@ fn tunnel_interfaces_from_the_database() {
         &dir,
         "add-port br0 gre2 -- set interface gre2 type=gre options:remote_ip=10.99.0.4 options:in_key=7 options:out_key=8",
     );
+    vsctl(
+        &dir,
+        "add-port br0 gre3 -- set interface gre3 type=gre options:remote_ip=10.99.0.5 options:ttl=inherit",
+    );
     let vx = vsctl(&dir, "get Interface vx1 ofport");
     assert!(
         vx.parse::<u32>().is_ok_and(|n| n > 1),
@@ -434,16 +438,21 @@ fn tunnel_interfaces_from_the_database() {
     assert!(vsctl(&dir, "get Interface gre1 ofport")
         .parse::<u32>()
         .is_ok_and(|n| n > 1));
-    assert_eq!(vsctl(&dir, "get Interface gre2 ofport"), "-1");
+    assert!(vsctl(&dir, "get Interface gre2 ofport")
+        .parse::<u32>()
+        .is_ok_and(|n| n > 1));
+    assert_eq!(vsctl(&dir, "get Interface gre3 ofport"), "-1");
     assert!(
-        vsctl(&dir, "get Interface gre2 error").contains("in_key/out_key"),
+        vsctl(&dir, "get Interface gre3 error").contains("ttl=inherit"),
         "{}",
-        vsctl(&dir, "get Interface gre2 error")
+        vsctl(&dir, "get Interface gre3 error")
     );
     assert!(vsctl(&dir, "get Open_vSwitch . iface_types").contains("geneve"));
     let ports = t.appctl("tnl/ports/show");
     assert!(
-        ports.contains("remote_ip=10.99.0.2") && ports.contains("key=7"),
+        ports.contains("remote_ip=10.99.0.2")
+            && ports.contains("key=7")
+            && ports.contains("in_key=7,out_key=8"),
         "{ports}"
     );
     // Output to the VXLAN port: its header, once the remote's neighbour is

@@ -71,8 +71,10 @@ pub struct TunnelPort {
     pub remote: Remote,
     /// The local endpoint (`local_ip=`), if it must be one address.
     pub local: Option<IpAddr>,
-    /// The key.
+    /// The key packets received on the port carry (`in_key`, or `key`).
     pub key: Key,
+    /// The key packets sent to the port get (`out_key`, or `key`).
+    pub out_key: Key,
     /// The UDP destination port (VXLAN, Geneve).
     pub dst_port: u16,
     /// Outer checksums (`csum=true|false`), as OVS 3.1: UDP ones over IPv6
@@ -89,9 +91,9 @@ pub struct TunnelPort {
 impl TunnelPort {
     /// Parses `KIND:OPT=V,...` (`vxlan:remote_ip=172.31.1.1,key=5`) for
     /// OpenFlow port `ofport`. Options: `remote_ip` (IP or `flow`,
-    /// required), `local_ip`, `key` (number or `flow`; `in_key`/`out_key`
-    /// are not supported), `dst_port`, `csum`, `ttl`, `tos`,
-    /// `df_default`.
+    /// required), `local_ip`, `key` (number or `flow`; or `in_key` and
+    /// `out_key` apart: the key received packets must carry and the one
+    /// sent packets get), `dst_port`, `csum`, `ttl`, `tos`, `df_default`.
     pub fn parse(ofport: u32, spec: &str) -> Result<TunnelPort, String> {
         let (kind, opts) = spec.split_once(':').unwrap_or((spec, ""));
         let kind = match kind {
@@ -106,6 +108,7 @@ impl TunnelPort {
             remote: Remote::Flow,
             local: None,
             key: Key::Fixed(0),
+            out_key: Key::Fixed(0),
             dst_port: kind.default_port(),
             csum: None,
             ttl: 64,
@@ -133,15 +136,18 @@ impl TunnelPort {
                     }
                     t.local = Some(v.parse().map_err(|_| bad("not an IP address"))?);
                 }
-                "key" => {
-                    t.key = if v == "flow" {
+                "key" | "in_key" | "out_key" => {
+                    let key = if v == "flow" {
                         Key::Flow
                     } else {
                         Key::Fixed(parse_num(v).ok_or_else(|| bad("not a number or 'flow'"))?)
                     };
-                }
-                "in_key" | "out_key" => {
-                    return Err(bad("separate in_key/out_key are not supported by flowpath (use key=)"))
+                    if k != "out_key" {
+                        t.key = key;
+                    }
+                    if k != "in_key" {
+                        t.out_key = key;
+                    }
                 }
                 "dst_port" => {
                     if kind == TunnelKind::Gre {
@@ -180,7 +186,10 @@ impl TunnelPort {
         } else {
             0xff_ffff
         };
-        if let Key::Fixed(k) = t.key {
+        for k in [t.key, t.out_key] {
+            let Key::Fixed(k) = k else {
+                continue;
+            };
             if k > max_key {
                 return Err(format!(
                     "{spec}: key {k:#x} does not fit the {}-bit key of {}",
@@ -203,10 +212,14 @@ impl TunnelPort {
         if let Some(l) = self.local {
             s.push_str(&format!(",local_ip={l}"));
         }
-        match self.key {
-            Key::Fixed(0) => {}
-            Key::Fixed(k) => s.push_str(&format!(",key={k}")),
-            Key::Flow => s.push_str(",key=flow"),
+        let text = |k: Key| match k {
+            Key::Fixed(k) => k.to_string(),
+            Key::Flow => "flow".to_string(),
+        };
+        match (self.key, self.out_key) {
+            (Key::Fixed(0), Key::Fixed(0)) => {}
+            (i, o) if i == o => s.push_str(&format!(",key={}", text(i))),
+            (i, o) => s.push_str(&format!(",in_key={},out_key={}", text(i), text(o))),
         }
         if self.kind != TunnelKind::Gre && self.dst_port != self.kind.default_port() {
             s.push_str(&format!(",dst_port={}", self.dst_port));
@@ -795,6 +808,11 @@ mod tests {
             (Key::Fixed(5), 4789, Some(true))
         );
         assert_eq!(t.describe(), "vxlan:remote_ip=172.31.1.1,key=5,csum=true");
+        assert_eq!(t.out_key, Key::Fixed(5), "key= is both keys");
+        let io = TunnelPort::parse(12, "gre:remote_ip=1.1.1.1,in_key=7,out_key=flow").unwrap();
+        assert_eq!((io.key, io.out_key), (Key::Fixed(7), Key::Flow));
+        assert_eq!(io.describe(), "gre:remote_ip=1.1.1.1,in_key=7,out_key=flow");
+        assert_eq!(TunnelPort::parse(12, &io.describe()).unwrap(), io);
         let g = TunnelPort::parse(11, "geneve:remote_ip=flow,key=flow").unwrap();
         assert_eq!(
             (g.remote, g.key, g.dst_port),
@@ -806,6 +824,7 @@ mod tests {
             ("vxlan:remote_ip=1.1.1.1,key=0x1000000", "24-bit key"),
             ("gre:remote_ip=1.1.1.1,dst_port=5", "no UDP port"),
             ("vxlan:remote_ip=1.1.1.1,ttl=inherit", "not supported"),
+            ("vxlan:remote_ip=1.1.1.1,out_key=0x1000000", "24-bit key"),
             (
                 "vxlan:remote_ip=1.1.1.1,colour=blue",
                 "unknown tunnel option 'colour'",

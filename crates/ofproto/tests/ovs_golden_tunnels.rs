@@ -16,9 +16,10 @@ use golden::{at_least_in_rule_sets, check};
 /// clones too), packets on tunnel ports with tunnel metadata and on
 /// untunnelled ports (the `tnl_push` headers compared byte for byte), and
 /// tunnel packets received on the underlay (`tnl_pop`). 310 rule sets x
-/// (7 packets + 2 on the underlay), one line per rule set, each carrying
-/// the tunnel configuration as `flowpath trace`'s options
-/// ("tunnel_args").
+/// (7 packets + 2 on the underlay), and 40 more (10 + 2) whose ports
+/// include three with `in_key` and `out_key` apart (VNIs 44/55, any/66,
+/// 88/flow), one line per rule set, each carrying the tunnel
+/// configuration as `flowpath trace`'s options ("tunnel_args").
 #[test]
 fn tunnel_traces_match_ovs_3_1() {
     let data = include_str!("data/ovs31-tunnel-traces.jsonl");
@@ -43,6 +44,10 @@ fn tunnel_traces_match_ovs_3_1() {
             ("move:NXM_NX_TUN", 240),
             ("tun_gbp_id", 220),
             ("clone(", 200),
+            ("in_key=44,out_key=55", 40),
+            // Sent with an out_key other than the in_key.
+            ("vni=0x37", 5),
+            ("key=0x42", 5),
         ],
     );
 }

@@ -72,18 +72,10 @@ pub(crate) fn want(
             ),
         },
         // Tunnels over the switch's underlay (`--underlay`), their options
-        // as `--port N=vxlan:...` takes them (equal in_key and out_key are
-        // the key).
+        // as `--port N=vxlan:...` takes them (`key`, or `in_key` and
+        // `out_key` apart, as OVS).
         "vxlan" | "geneve" | "gre" => {
-            let (ik, ok) = (options.get("in_key"), options.get("out_key"));
-            let mut o: Vec<String> = options
-                .iter()
-                .filter(|(k, _)| ik != ok || !matches!(**k, "in_key" | "out_key"))
-                .map(|(k, v)| format!("{k}={v}"))
-                .collect();
-            if let (Some(k), true, None) = (ik, ik == ok, options.get("key")) {
-                o.push(format!("key={k}"));
-            }
+            let o: Vec<String> = options.iter().map(|(k, v)| format!("{k}={v}")).collect();
             Want::Port(format!("{ty}:{}", o.join(",")), req)
         }
         // Open vSwitch's patch interfaces: a pair joining two bridges.

@@ -363,7 +363,7 @@ impl<L: Lookup> Ctx<'_, '_, L> {
                 self.flow.set_tun_dst(dst4);
                 self.flow.set_tun_ipv6_dst(dst6);
             }
-            if let Key::Fixed(k) = p.key {
+            if let Key::Fixed(k) = p.out_key {
                 self.flow.set_tun_id(k);
             }
             self.flow.set_tun_tp_dst(p.dst_port);
@@ -379,7 +379,7 @@ impl<L: Lookup> Ctx<'_, '_, L> {
             return;
         }
         self.commit();
-        let key = match p.key {
+        let key = match p.out_key {
             Key::Fixed(k) => k,
             Key::Flow => f.tun_id(),
         };
@@ -450,7 +450,7 @@ impl<L: Lookup> Ctx<'_, '_, L> {
             // always (csum=false or not), over IPv4 with csum=true; a GRE
             // checksum only with csum=true.
             csum: p.csum == Some(true) || (v6 && p.kind != TunnelKind::Gre),
-            key: if p.kind == TunnelKind::Gre && p.key == Key::Fixed(0) {
+            key: if p.kind == TunnelKind::Gre && p.out_key == Key::Fixed(0) {
                 None
             } else {
                 Some(key as u32)
