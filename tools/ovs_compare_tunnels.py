@@ -91,6 +91,9 @@ TUN_PORTS = [
     ("vx7", 22, "vxlan", [("remote_ip", "172.31.1.3"), ("in_key", "44"), ("out_key", "55")]),
     ("gre4", 23, "gre", [("remote_ip", "172.31.1.1"), ("in_key", "flow"), ("out_key", "66")]),
     ("gnv4", 24, "geneve", [("remote_ip", "172.31.1.2"), ("in_key", "88"), ("out_key", "flow")]),
+    # The outer ToS and TTL from the inner packet.
+    ("vx8", 25, "vxlan", [("remote_ip", "172.31.1.4"), ("key", "3"), ("tos", "inherit"), ("ttl", "inherit")]),
+    ("gnv5", 26, "geneve", [("remote_ip", "10.55.1.1"), ("key", "11"), ("tos", "inherit")]),
 ]
 NO_OUTPUT = {12}  # local_ip: see the docstring
 UNDERLAY_MAC = "aa:55:aa:55:00:00"
@@ -108,7 +111,7 @@ FIRST_VPORT = 65024  # flowpath's FIRST_VPORT
 TUN_DSTS = ["172.31.1.1", "172.31.1.2", "172.31.1.3", "172.31.1.4", "10.55.1.1", "172.31.1.9", "10.9.9.9", "172.31.1.100"]
 TUN_SRCS = ["172.31.1.1", "172.31.1.2", "172.31.1.3", "172.31.1.4", "172.31.1.77"]
 TUN6 = ["fd00::1", "fd00::2", "fd00::100", "fd00::9"]
-VALS = [0, 1, 5, 9, 44, 77, 88, 123, 0x1234, 0xffffff]
+VALS = [0, 1, 3, 5, 9, 11, 44, 77, 88, 123, 0x1234, 0xffffff]
 # Geneve option values: never 0, nor 0 under a match's 0xff mask (flowpath
 # holds an option's presence as a value that is not 0; see the docstring).
 MD_VALS = [1, 5, 9, 77, 123, 0x1234, 0xffffff]
@@ -374,7 +377,7 @@ def rnd_tun_packet(r, in_port_action):
     proto = r.choice(["tcp", "udp", "icmp", "ip", "arp", "tcp6"])
     p.append(proto)
     if proto in ("tcp", "udp", "icmp", "ip"):
-        p += ["nw_src=10.0.0.1", "nw_dst=10.0.0.%d" % r.randint(1, 3), "nw_ttl=64", "nw_tos=%d" % r.choice([0, 16]), "nw_ecn=%d" % r.randrange(4)]
+        p += ["nw_src=10.0.0.1", "nw_dst=10.0.0.%d" % r.randint(1, 3), "nw_ttl=%d" % r.choice([64, 64, 7]), "nw_tos=%d" % r.choice([0, 16, 184]), "nw_ecn=%d" % r.randrange(4)]
     if proto in ("tcp", "udp"):
         pre = "tp" if proto == "tcp" else "udp"
         p += [pre + "_src=1234", pre + "_dst=%d" % r.choice([80, 22])]

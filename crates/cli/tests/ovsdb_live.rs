@@ -388,7 +388,7 @@ fn ovs_vsctl_show_is_as_open_vswitch_shows_it() {
 /// their options, as ovn-controller and Neutron write them) become tunnel
 /// ports over the switch's `--underlay`: numbered, listed by
 /// `tnl/ports/show`, output to them is `tnl_push`; in_key/out_key are
-/// taken (equal or not); an option flowpath lacks (`ttl=inherit`) is
+/// taken (equal or not); an option flowpath lacks (`local_ip=flow`) is
 /// refused with the reason in `error`; `del-port` removes them.
 #[test]
 fn tunnel_interfaces_from_the_database() {
@@ -426,7 +426,7 @@ fn tunnel_interfaces_from_the_database() {
     );
     vsctl(
         &dir,
-        "add-port br0 gre3 -- set interface gre3 type=gre options:remote_ip=10.99.0.5 options:ttl=inherit",
+        "add-port br0 gre3 -- set interface gre3 type=gre options:remote_ip=10.99.0.5 options:local_ip=flow",
     );
     let vx = vsctl(&dir, "get Interface vx1 ofport");
     assert!(
@@ -443,7 +443,7 @@ fn tunnel_interfaces_from_the_database() {
         .is_ok_and(|n| n > 1));
     assert_eq!(vsctl(&dir, "get Interface gre3 ofport"), "-1");
     assert!(
-        vsctl(&dir, "get Interface gre3 error").contains("ttl=inherit"),
+        vsctl(&dir, "get Interface gre3 error").contains("local_ip=flow"),
         "{}",
         vsctl(&dir, "get Interface gre3 error")
     );

@@ -84,6 +84,10 @@ pub struct TunnelPort {
     pub ttl: u8,
     /// Outer ToS (`tos=`, default 0).
     pub tos: u8,
+    /// `ttl=inherit`: an IP packet's outer TTL is its own.
+    pub ttl_inherit: bool,
+    /// `tos=inherit`: an IP packet's outer DSCP is its own.
+    pub tos_inherit: bool,
     /// Set don't-fragment on IPv4 (`df_default=`, default true).
     pub df: bool,
 }
@@ -113,6 +117,8 @@ impl TunnelPort {
             csum: None,
             ttl: 64,
             tos: 0,
+            ttl_inherit: false,
+            tos_inherit: false,
             df: true,
         };
         let mut have_remote = false;
@@ -157,17 +163,17 @@ impl TunnelPort {
                 }
                 "csum" => t.csum = Some(parse_bool(v).ok_or_else(|| bad("true or false expected"))?),
                 "df_default" => t.df = parse_bool(v).ok_or_else(|| bad("true or false expected"))?,
+                "ttl" if v == "inherit" => t.ttl_inherit = true,
                 "ttl" => {
-                    if v == "inherit" {
-                        return Err(bad("ttl=inherit is not supported by flowpath"));
-                    }
-                    t.ttl = v.parse().map_err(|_| bad("a TTL (0-255) expected"))?;
+                    t.ttl = v
+                        .parse()
+                        .map_err(|_| bad("a TTL (0-255) or 'inherit' expected"))?;
                 }
+                "tos" if v == "inherit" => t.tos_inherit = true,
                 "tos" => {
-                    if v == "inherit" {
-                        return Err(bad("tos=inherit is not supported by flowpath"));
-                    }
-                    t.tos = v.parse().map_err(|_| bad("a ToS (0-255) expected"))?;
+                    t.tos = v
+                        .parse()
+                        .map_err(|_| bad("a ToS (0-255) or 'inherit' expected"))?;
                 }
                 _ => {
                     return Err(format!(
@@ -226,6 +232,12 @@ impl TunnelPort {
         }
         if let Some(c) = self.csum {
             s.push_str(&format!(",csum={c}"));
+        }
+        if self.tos_inherit {
+            s.push_str(",tos=inherit");
+        }
+        if self.ttl_inherit {
+            s.push_str(",ttl=inherit");
         }
         s
     }
@@ -813,6 +825,9 @@ mod tests {
         assert_eq!((io.key, io.out_key), (Key::Fixed(7), Key::Flow));
         assert_eq!(io.describe(), "gre:remote_ip=1.1.1.1,in_key=7,out_key=flow");
         assert_eq!(TunnelPort::parse(12, &io.describe()).unwrap(), io);
+        let inh = TunnelPort::parse(13, "vxlan:remote_ip=1.1.1.1,tos=inherit,ttl=inherit").unwrap();
+        assert!(inh.tos_inherit && inh.ttl_inherit);
+        assert_eq!(TunnelPort::parse(13, &inh.describe()).unwrap(), inh);
         let g = TunnelPort::parse(11, "geneve:remote_ip=flow,key=flow").unwrap();
         assert_eq!(
             (g.remote, g.key, g.dst_port),
@@ -823,7 +838,7 @@ mod tests {
             ("vxlan:remote_ip=1.2.3", "not an IP address"),
             ("vxlan:remote_ip=1.1.1.1,key=0x1000000", "24-bit key"),
             ("gre:remote_ip=1.1.1.1,dst_port=5", "no UDP port"),
-            ("vxlan:remote_ip=1.1.1.1,ttl=inherit", "not supported"),
+            ("vxlan:remote_ip=1.1.1.1,ttl=x", "or 'inherit' expected"),
             ("vxlan:remote_ip=1.1.1.1,out_key=0x1000000", "24-bit key"),
             (
                 "vxlan:remote_ip=1.1.1.1,colour=blue",

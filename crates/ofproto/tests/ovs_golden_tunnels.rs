@@ -18,8 +18,10 @@ use golden::{at_least_in_rule_sets, check};
 /// tunnel packets received on the underlay (`tnl_pop`). 310 rule sets x
 /// (7 packets + 2 on the underlay), and 40 more (10 + 2) whose ports
 /// include three with `in_key` and `out_key` apart (VNIs 44/55, any/66,
-/// 88/flow), one line per rule set, each carrying the tunnel
-/// configuration as `flowpath trace`'s options ("tunnel_args").
+/// 88/flow), and 100 more (10 + 2) adding two with `tos=inherit` (one
+/// with `ttl=inherit` too) and inner packets of other DSCPs and TTLs; one
+/// line per rule set, each carrying the tunnel configuration as
+/// `flowpath trace`'s options ("tunnel_args").
 #[test]
 fn tunnel_traces_match_ovs_3_1() {
     let data = include_str!("data/ovs31-tunnel-traces.jsonl");
@@ -48,6 +50,10 @@ fn tunnel_traces_match_ovs_3_1() {
             // Sent with an out_key other than the in_key.
             ("vni=0x37", 5),
             ("key=0x42", 5),
+            ("ttl=inherit", 90),
+            // The outer TTL and DSCP taken from the inner packet.
+            (",proto=17,tos=0xb8,ttl=", 3),
+            ("ttl=7,frag=", 3),
         ],
     );
 }

@@ -322,8 +322,22 @@ impl<L: Lookup> Ctx<'_, '_, L> {
     /// looked up (they stay when those fail).
     pub(super) fn tunnel_output(&mut self, p: &TunnelPort, t: &Tunnels) {
         let f = self.flow;
-        let mut tos = p.tos;
+        let (mut tos, mut ttl) = (p.tos, p.ttl);
         if f.is_ip_any() {
+            // `tos=inherit`: the packet's DSCP; `ttl=inherit`: its TTL
+            // (both then significant, as OVS's tnl_port_send makes them).
+            if p.tos_inherit {
+                FieldId::NwTos
+                    .info()
+                    .or_mask(&mut self.wc, FieldId::NwTos.info().full_mask());
+                tos = f.nw_tos() & 0xfc;
+            }
+            if p.ttl_inherit {
+                FieldId::NwTtl
+                    .info()
+                    .or_mask(&mut self.wc, FieldId::NwTtl.info().full_mask());
+                ttl = f.nw_ttl();
+            }
             FieldId::NwEcn
                 .info()
                 .or_mask(&mut self.wc, FieldId::NwEcn.info().full_mask());
@@ -367,7 +381,7 @@ impl<L: Lookup> Ctx<'_, '_, L> {
                 self.flow.set_tun_id(k);
             }
             self.flow.set_tun_tp_dst(p.dst_port);
-            self.flow.set_tun_ttl(p.ttl);
+            self.flow.set_tun_ttl(ttl);
             self.flow.set_tun_tos(tos);
             self.note(
                 self.depth + 1,
@@ -444,7 +458,7 @@ impl<L: Lookup> Ctx<'_, '_, L> {
             eth_src: u.mac,
             ip,
             tos,
-            ttl: p.ttl,
+            ttl,
             udp_dst: p.dst_port,
             // As OVS 3.1's header builders: a UDP checksum over IPv6
             // always (csum=false or not), over IPv4 with csum=true; a GRE
