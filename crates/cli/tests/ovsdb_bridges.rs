@@ -293,3 +293,96 @@ fn pmd_cpu_mask_and_rxq_affinity_from_the_database() {
     assert!(wait_until(Duration::from_secs(10), || t.ping(1, 2)));
     t.kill(sw);
 }
+
+/// A `Controller` row's `inactivity_probe` (ms): a controller that
+/// answers HELLO and then stays silent gets an echo request after the
+/// probe and its connection is dropped after twice that (the switch
+/// connects again); `inactivity_probe=0` stops the probing.
+#[test]
+fn controller_inactivity_probe_from_the_database() {
+    let tools = "ip python3 ovsdb-server ovsdb-tool ovs-vsctl";
+    if !can_run("ovsdb_bridges", &tools.split(' ').collect::<Vec<_>>()) {
+        return;
+    }
+    let _one = ofnet::one_bridge_at_a_time();
+    let mut t = Topo::bare("op");
+    let dir = t.dir.clone();
+    new_db(&mut t);
+    let port = 20000 + std::process::id() % 10000;
+    let counts = dir.join("counts");
+    // A controller that says HELLO and nothing else; it writes how many
+    // connections and echo requests it saw.
+    let script = format!(
+        r#"
+import socket, threading
+conns = echoes = 0
+lock = threading.Lock()
+def save():
+    open("{counts}", "w").write("%d %d" % (conns, echoes))
+def serve(c):
+    global echoes
+    c.sendall(bytes([4, 0, 0, 8, 0, 0, 0, 1]))
+    buf = b""
+    while True:
+        d = c.recv(65536)
+        if not d:
+            return
+        buf += d
+        while len(buf) >= 8:
+            n = int.from_bytes(buf[2:4], "big")
+            if len(buf) < n:
+                break
+            if buf[1] == 2:
+                with lock:
+                    echoes += 1
+                    save()
+            buf = buf[n:]
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("127.0.0.1", {port}))
+s.listen(8)
+save()
+while True:
+    c, _ = s.accept()
+    with lock:
+        conns += 1
+        save()
+    threading.Thread(target=serve, args=(c,), daemon=True).start()
+"#,
+        counts = counts.display()
+    );
+    let mut py = std::process::Command::new("python3");
+    py.arg("-c").arg(script);
+    t.start(py, "controller.log");
+    assert!(wait_until(Duration::from_secs(5), || counts.exists()));
+    let read = || -> (u32, u32) {
+        let s = std::fs::read_to_string(&counts).unwrap_or_default();
+        let mut it = s.split_whitespace().map(|x| x.parse().unwrap_or(0));
+        (it.next().unwrap_or(0), it.next().unwrap_or(0))
+    };
+    let sw = start_switch(&mut t);
+    vsctl(&dir, "add-br br0 -- set bridge br0 datapath_type=netdev");
+    vsctl(
+        &dir,
+        &format!(
+            "set-controller br0 tcp:127.0.0.1:{port} -- set Controller br0 inactivity_probe=500"
+        ),
+    );
+    assert!(
+        wait_until(Duration::from_secs(8), || {
+            let (c, e) = read();
+            c >= 2 && e >= 1
+        }),
+        "probed and dropped: (connections, echo requests) = {:?}\n{}",
+        read(),
+        t.log("switch.log")
+    );
+    // No probing: the connection stays, no echo request.
+    vsctl(&dir, "set Controller br0 inactivity_probe=0");
+    // (The connection up when the change came may still be probed once.)
+    std::thread::sleep(Duration::from_millis(1500));
+    let before = read();
+    std::thread::sleep(Duration::from_millis(2500));
+    assert_eq!(read(), before, "inactivity_probe=0: nothing more");
+    t.kill(sw);
+}

@@ -294,7 +294,7 @@ fn connect(remote: &str, tls: Option<flowpath_ovsdb::TlsConfig>) -> Result<Clien
                     "flow_tables",
                 ],
             ),
-            TableMonitor::columns("Controller", &["target"]),
+            TableMonitor::columns("Controller", &["target", "inactivity_probe", "max_backoff"]),
             TableMonitor::columns("Flow_Sample_Collector_Set", &["id", "bridge", "ipfix"]),
             TableMonitor::columns("IPFIX", &["targets"]),
             TableMonitor::columns("Flow_Table", &["prefixes"]),
@@ -526,7 +526,7 @@ fn apply_bridge(
     let mut before: BTreeMap<String, u32> = BTreeMap::new();
     let mut vlan_of: BTreeMap<String, VlanMode> = BTreeMap::new();
     let mut affinity: BTreeMap<String, String> = BTreeMap::new();
-    let mut targets: Vec<String> = Vec::new();
+    let mut targets: Vec<crate::shared::ControllerRow> = Vec::new();
     let mut versions = 0u32;
     let mut table_prefixes: Vec<(u8, Vec<flowpath_flow::FieldId>)> = Vec::new();
     // Controllers and the fail mode (OVS's default: standalone).
@@ -535,7 +535,16 @@ fn apply_bridge(
         .into_iter()
         .filter_map(|u| r.row("Controller", u))
     {
-        targets.push(ctl_row.string("target")?.to_string());
+        let ms = |col: &str| -> Result<Option<u64>, Error> {
+            Ok(ctl_row
+                .optional_integer(col)?
+                .and_then(|v| u64::try_from(v).ok()))
+        };
+        targets.push(crate::shared::ControllerRow {
+            target: ctl_row.string("target")?.to_string(),
+            probe_ms: ms("inactivity_probe")?,
+            max_backoff_ms: ms("max_backoff")?,
+        });
     }
     let standalone = b.optional_string("fail_mode")? != Some("secure");
     let bo = b.string_map("other_config")?;

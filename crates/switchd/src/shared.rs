@@ -143,13 +143,25 @@ pub struct Shared {
     pub tunnels: Option<Arc<flowpath_ofproto::tunnel::Tunnels>>,
 }
 
+/// A controller the OVSDB names: its target and its `Controller` row's
+/// timers.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ControllerRow {
+    /// `tcp:IP:PORT`, `ssl:IP:PORT` or `unix:PATH`.
+    pub target: String,
+    /// `inactivity_probe` (ms; 0: never probe); `None`: the switch's.
+    pub probe_ms: Option<u64>,
+    /// `max_backoff` (ms, at least 1000); `None`: the switch's.
+    pub max_backoff_ms: Option<u64>,
+}
+
 /// The OpenFlow channel's controller targets and fail mode, changed while
 /// it runs (see [`Shared::channel_control`]).
 pub trait ChannelControl: Send + Sync {
     /// The targets to connect to besides the `--controller` ones (as
     /// `ovs-vsctl set-controller` gives them): new ones are connected,
-    /// others cut.
-    fn set_controllers(&self, targets: &[String]) -> Result<(), String>;
+    /// others cut; those kept take the rows' timers.
+    fn set_controllers(&self, targets: &[ControllerRow]) -> Result<(), String>;
     /// `standalone` (true) or `secure`.
     fn set_fail_standalone(&self, on: bool);
     /// Every target (in `tcp:IP:PORT` form) and whether it is connected.

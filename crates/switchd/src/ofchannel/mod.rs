@@ -255,6 +255,10 @@ pub(crate) struct ConnInfo {
     pub monitors: Mutex<Vec<msg::FlowMonitor>>,
     /// Packet-ins as `NXT_PACKET_IN2` (`NXT_SET_PACKET_IN_FORMAT`).
     pub pin2: AtomicBool,
+    /// Seconds of silence (in ms) before an echo request, twice that
+    /// before the connection is dropped; 0: never (a controller's
+    /// `inactivity_probe`, changeable while connected).
+    pub probe_ms: Arc<std::sync::atomic::AtomicU64>,
     /// Its writer's queue: use [`ConnInfo::try_queue`].
     out: SyncSender<Vec<u8>>,
     /// The socket's sending side (see [`ConnInfo::deliver`]).
@@ -725,7 +729,12 @@ impl Write for Conn {
 }
 
 /// Runs one connection to its end: a writer thread, the reader here.
-fn serve(reg: &Arc<Registry>, mut c: Conn, primary: bool) {
+fn serve(
+    reg: &Arc<Registry>,
+    mut c: Conn,
+    primary: bool,
+    probe_ms: Arc<std::sync::atomic::AtomicU64>,
+) {
     // A TLS peer's certificate is checked in the handshake, on the
     // connection's own thread.
     let ready = c.prepare().and_then(|()| match &mut c {
@@ -760,6 +769,7 @@ fn serve(reg: &Arc<Registry>, mut c: Conn, primary: bool) {
         nxm_format: AtomicBool::new(false),
         monitors: Mutex::new(Vec::new()),
         pin2: AtomicBool::new(false),
+        probe_ms,
         out: tx,
         wire: wire.clone(),
     });
@@ -821,7 +831,10 @@ fn accept_loop(reg: &Arc<Registry>, fd: RawFd, accept: impl Fn() -> std::io::Res
         match accept() {
             Ok(c) => {
                 let r = reg.clone();
-                if let Ok(h) = spawn("of-conn", move || serve(&r, c, false)) {
+                let probe = Arc::new(std::sync::atomic::AtomicU64::new(
+                    r.cfg.probe_s.saturating_mul(1000),
+                ));
+                if let Ok(h) = spawn("of-conn", move || serve(&r, c, false, probe)) {
                     workers.push(h);
                 }
                 workers.retain(|h| !h.is_finished());

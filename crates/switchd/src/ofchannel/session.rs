@@ -86,7 +86,7 @@ impl Session {
         let mut chunk = vec![0u8; 1 << 16];
         let mut last_rx = Instant::now();
         let mut probed = false;
-        let probe = std::time::Duration::from_secs(self.reg.cfg.probe_s.max(1));
+
         loop {
             if self.sh.stop.load(Ordering::Relaxed) {
                 return;
@@ -105,8 +105,11 @@ impl Session {
                 Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
                     self.flush();
                     // Liveness of a controller connection: an echo request
-                    // after `probe` of silence, the end after twice that.
-                    if self.info.primary && self.version != 0 {
+                    // after `probe` of silence, the end after twice that
+                    // (no probe: `inactivity_probe=0`).
+                    let probe_ms = self.info.probe_ms.load(Ordering::Relaxed);
+                    if self.info.primary && self.version != 0 && probe_ms > 0 {
+                        let probe = std::time::Duration::from_millis(probe_ms);
                         let quiet = last_rx.elapsed();
                         if quiet > 2 * probe {
                             c.shutdown();

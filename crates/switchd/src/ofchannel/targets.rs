@@ -5,10 +5,10 @@
 //! mode (`standalone`/`secure`) can change too.
 
 use super::{ControllerSpec, Registry, TlsContext};
-use crate::shared::ChannelControl;
+use crate::shared::{ChannelControl, ControllerRow};
 use std::net::TcpStream;
 use std::os::unix::net::UnixStream;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -25,6 +25,10 @@ pub(crate) struct Target {
     pub live: Arc<Mutex<Option<super::Conn>>>,
     /// True while connected (OVSDB's `Controller.is_connected`).
     pub connected: Arc<AtomicBool>,
+    /// Its connections' inactivity probe (ms; 0: none), changeable.
+    pub probe_ms: Arc<AtomicU64>,
+    /// Its longest wait between connection attempts (ms), changeable.
+    pub max_backoff_ms: Arc<AtomicU64>,
     thread: Option<JoinHandle<()>>,
 }
 
@@ -43,15 +47,20 @@ impl Registry {
         let stop = Arc::new(AtomicBool::new(false));
         let live = Arc::new(Mutex::new(None));
         let connected = Arc::new(AtomicBool::new(false));
-        let (reg, s2, l2, c2, t2) = (
-            self.clone(),
-            stop.clone(),
-            live.clone(),
-            connected.clone(),
-            spec.clone(),
-        );
+        let probe_ms = Arc::new(AtomicU64::new(self.cfg.probe_s.saturating_mul(1000)));
+        let max_backoff_ms = Arc::new(AtomicU64::new(
+            self.cfg.max_backoff_s.max(1).saturating_mul(1000),
+        ));
+        let (reg, t2) = (self.clone(), spec.clone());
+        let timers = Timers {
+            stop: stop.clone(),
+            live: live.clone(),
+            connected: connected.clone(),
+            probe_ms: probe_ms.clone(),
+            max_backoff_ms: max_backoff_ms.clone(),
+        };
         let thread = super::spawn("of-connect", move || {
-            connect_loop(&reg, &t2, tls.as_deref(), &s2, &l2, &c2)
+            connect_loop(&reg, &t2, tls.as_deref(), &timers)
         })?;
         self.targets().push(Target {
             spec,
@@ -59,6 +68,8 @@ impl Registry {
             stop,
             live,
             connected,
+            probe_ms,
+            max_backoff_ms,
             thread: Some(thread),
         });
         Ok(())
@@ -88,13 +99,13 @@ pub(crate) struct Handle {
 }
 
 impl ChannelControl for Handle {
-    fn set_controllers(&self, targets: &[String]) -> Result<(), String> {
+    fn set_controllers(&self, rows: &[ControllerRow]) -> Result<(), String> {
         let Some(reg) = self.reg.upgrade() else {
             return Ok(());
         };
         let mut want = Vec::new();
-        for t in targets {
-            want.push(ControllerSpec::parse(t).map_err(|e| format!("controller {e}"))?);
+        for r in rows {
+            want.push(ControllerSpec::parse(&r.target).map_err(|e| format!("controller {e}"))?);
         }
         // Removed: stopped and cut (the thread ends on its own).
         let gone: Vec<Target> = {
@@ -120,6 +131,18 @@ impl ChannelControl for Handle {
                     ));
                 }
                 reg.add_target(spec, false, self.tls.clone())?;
+            }
+        }
+        // The rows' timers (OVS's defaults where a row has none).
+        for (spec, r) in want_specs(rows) {
+            if let Some(t) = reg.targets().iter().find(|t| !t.fixed && t.spec == spec) {
+                let probe = r.probe_ms.unwrap_or(reg.cfg.probe_s.saturating_mul(1000));
+                let backoff = r
+                    .max_backoff_ms
+                    .unwrap_or(reg.cfg.max_backoff_s.saturating_mul(1000))
+                    .max(1000);
+                t.probe_ms.store(probe, Ordering::Relaxed);
+                t.max_backoff_ms.store(backoff, Ordering::Relaxed);
             }
         }
         reg.refresh();
@@ -175,16 +198,32 @@ impl ChannelControl for Handle {
 /// a back-off, until the switch stops or `stop` is set (the target was
 /// removed); the live connection is kept in `live` (to cut it) and
 /// `connected` says whether there is one.
+/// What a target's connecting thread shares with the rest: its stop flag,
+/// its live connection, whether it is connected, its timers.
+pub(super) struct Timers {
+    stop: Arc<AtomicBool>,
+    live: Arc<Mutex<Option<super::Conn>>>,
+    connected: Arc<AtomicBool>,
+    probe_ms: Arc<AtomicU64>,
+    max_backoff_ms: Arc<AtomicU64>,
+}
+
+/// Each row's target parsed (rows that do not parse are left out: the
+/// caller refused them already).
+fn want_specs(rows: &[ControllerRow]) -> Vec<(ControllerSpec, &ControllerRow)> {
+    rows.iter()
+        .filter_map(|r| ControllerSpec::parse(&r.target).ok().map(|s| (s, r)))
+        .collect()
+}
+
 pub(super) fn connect_loop(
     reg: &Arc<Registry>,
     target: &ControllerSpec,
     tls: Option<&TlsContext>,
-    stop: &AtomicBool,
-    live: &Mutex<Option<super::Conn>>,
-    connected: &AtomicBool,
+    timers: &Timers,
 ) {
+    let (stop, live, connected) = (&timers.stop, &timers.live, &timers.connected);
     let mut backoff = Duration::from_secs(1);
-    let max = Duration::from_secs(reg.cfg.max_backoff_s.max(1));
     let stopped = || reg.sh.stop.load(Ordering::Relaxed) || stop.load(Ordering::Relaxed);
     while !stopped() {
         let c = match target {
@@ -210,7 +249,7 @@ pub(super) fn connect_loop(
             backoff = Duration::from_secs(1);
             *live.lock().unwrap_or_else(|p| p.into_inner()) = c.try_clone().ok();
             connected.store(true, Ordering::Relaxed);
-            super::serve(reg, c, true);
+            super::serve(reg, c, true, timers.probe_ms.clone());
             connected.store(false, Ordering::Relaxed);
             *live.lock().unwrap_or_else(|p| p.into_inner()) = None;
         }
@@ -218,6 +257,7 @@ pub(super) fn connect_loop(
         while Instant::now() < until && !stopped() {
             std::thread::sleep(super::POLL);
         }
+        let max = Duration::from_millis(timers.max_backoff_ms.load(Ordering::Relaxed).max(1000));
         backoff = (backoff * 2).min(max);
     }
 }
