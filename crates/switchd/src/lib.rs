@@ -33,6 +33,7 @@ pub mod group_stats;
 mod hooks;
 pub mod monitor;
 pub mod ofchannel;
+mod ovsdb_apply;
 mod ovsdb_rows;
 mod ovsdb_sync;
 pub mod packet_out;
