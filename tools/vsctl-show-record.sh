@@ -8,7 +8,7 @@
 # first by a patch pair. The veths' names are written as P1 and P2.
 # Everything is made in a private directory and two veth pairs of its
 # own; the taps the userspace datapath makes (br0, br-ex, ovs-netdev) are
-# deleted at the end.
+# deleted at the end (those that were not there before it ran).
 #
 #   tools/vsctl-show-record.sh > crates/cli/tests/data/vsctl-show-ovs31.txt
 set -euo pipefail
@@ -21,11 +21,12 @@ cleanup() {
     sleep 1
     ip link del "$P1" 2>/dev/null || true
     ip link del "$P2" 2>/dev/null || true
-    ip link del br0 2>/dev/null || true
-    ip link del br-ex 2>/dev/null || true
-    ip link del ovs-netdev 2>/dev/null || true
+    for d in $TAPS; do ip link del "$d" 2>/dev/null || true; done
     rm -rf "$B"
 }
+# The userspace datapath's taps this run makes (not those there before).
+TAPS=""
+for d in br0 br-ex ovs-netdev; do ip link show "$d" >/dev/null 2>&1 || TAPS="$TAPS $d"; done
 trap cleanup EXIT
 ip link add "$P1" type veth peer name "${P1}x"
 ip link add "$P2" type veth peer name "${P2}x"
