@@ -12,13 +12,18 @@ mod ofnet;
 use ofnet::{can_run, new_db, sh, start_switch, vsctl, wait_until, Topo};
 use std::time::Duration;
 
+/// Whether the tools (space-separated) are here and this runs as root;
+/// then the test's turn among the bridge-making tests.
+fn ready(tools: &str) -> Option<std::sync::MutexGuard<'static, ()>> {
+    let tools: Vec<&str> = tools.split(' ').collect();
+    can_run("ovsdb_bridges", &tools).then(ofnet::one_bridge_at_a_time)
+}
+
 #[test]
 fn two_bridges_joined_by_patch_ports() {
-    let tools = "ip ping ovsdb-server ovsdb-tool ovs-vsctl ovs-ofctl ovs-appctl";
-    if !can_run("ovsdb_bridges", &tools.split(' ').collect::<Vec<_>>()) {
+    let Some(_one) = ready("ip ping ovsdb-server ovsdb-tool ovs-vsctl ovs-ofctl ovs-appctl") else {
         return;
-    }
-    let _one = ofnet::one_bridge_at_a_time();
+    };
     let mut t = Topo::new("ob");
     let dir = t.dir.clone();
     new_db(&mut t);
@@ -196,15 +201,13 @@ fn core_polling(t: &Topo, iface: &str) -> Option<String> {
 
 #[test]
 fn pmd_cpu_mask_and_rxq_affinity_from_the_database() {
-    let tools = "ip ping ovsdb-server ovsdb-tool ovs-vsctl ovs-ofctl ovs-appctl";
-    if !can_run("ovsdb_bridges", &tools.split(' ').collect::<Vec<_>>()) {
+    let Some(_one) = ready("ip ping ovsdb-server ovsdb-tool ovs-vsctl ovs-ofctl ovs-appctl") else {
         return;
-    }
+    };
     if std::thread::available_parallelism().map_or(1, |n| n.get()) < 2 {
         eprintln!("ovsdb_bridges: skipped (needs 2 CPUs)");
         return;
     }
-    let _one = ofnet::one_bridge_at_a_time();
     let mut t = Topo::new("oc");
     let dir = t.dir.clone();
     new_db(&mut t);
@@ -300,11 +303,9 @@ fn pmd_cpu_mask_and_rxq_affinity_from_the_database() {
 /// connects again); `inactivity_probe=0` stops the probing.
 #[test]
 fn controller_inactivity_probe_from_the_database() {
-    let tools = "ip python3 ovsdb-server ovsdb-tool ovs-vsctl";
-    if !can_run("ovsdb_bridges", &tools.split(' ').collect::<Vec<_>>()) {
+    let Some(_one) = ready("ip python3 ovsdb-server ovsdb-tool ovs-vsctl") else {
         return;
-    }
-    let _one = ofnet::one_bridge_at_a_time();
+    };
     let mut t = Topo::bare("op");
     let dir = t.dir.clone();
     new_db(&mut t);

@@ -477,7 +477,6 @@ fn a_server_without_the_open_vswitch_database_is_said_and_survived() {
     if !can_run("ovsdb_live", &["ovsdb-server", "ovsdb-tool"]) {
         return;
     }
-    let _one = ofnet::one_bridge_at_a_time();
     let mut t = Topo::bare("ox");
     let dir = t.dir.clone();
     std::fs::write(
