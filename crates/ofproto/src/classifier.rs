@@ -189,13 +189,6 @@ struct CKey {
 }
 
 impl CKey {
-    fn masked(&self, m: &CKey) -> CKey {
-        CKey {
-            f: self.f.masked(&FlowMask::from_key(&m.f)),
-            r: self.r.masked(&m.r),
-        }
-    }
-
     fn from_mask(f: &FlowMask, r: &Regs) -> CKey {
         CKey {
             f: f.to_key(),
@@ -217,6 +210,61 @@ impl CKey {
     fn is_zero(&self) -> bool {
         self.f.w.iter().all(|w| *w == 0) && self.r.is_zero()
     }
+
+    /// Word `i` of the key words then the register words.
+    #[inline(always)]
+    fn word(&self, i: usize) -> u64 {
+        if i < flowpath_flow::FLOW_WORDS {
+            self.f.w[i]
+        } else {
+            self.r.w[i - flowpath_flow::FLOW_WORDS]
+        }
+    }
+
+    /// The words of this mask that have a significant bit: (index as in
+    /// [`CKey::word`], mask word).
+    fn words(&self) -> Box<[(u8, u64)]> {
+        (0..flowpath_flow::FLOW_WORDS + flowpath_flow::key::REG_WORDS)
+            .filter_map(|i| {
+                let w = self.word(i);
+                (w != 0).then_some((i as u8, w))
+            })
+            .collect()
+    }
+}
+
+/// Hash of `key` under a mask given by its significant words (the masked
+/// key's other words are zero: hashing only these is hashing the masked
+/// key, without masking the whole key first).
+#[inline]
+fn sparse_hash(h: &foldhash::fast::RandomState, key: &CKey, words: &[(u8, u64)]) -> u64 {
+    use std::hash::Hasher;
+    let mut s = h.build_hasher();
+    for &(i, m) in words {
+        s.write_u64(key.word(usize::from(i)) & m);
+    }
+    s.finish()
+}
+
+/// [`sparse_hash`] of a stored key (its significant words, masked).
+#[inline]
+fn stored_hash(h: &foldhash::fast::RandomState, stored: &[u64]) -> u64 {
+    use std::hash::Hasher;
+    let mut s = h.build_hasher();
+    for &w in stored {
+        s.write_u64(w);
+    }
+    s.finish()
+}
+
+/// Whether a stored key (its significant words, masked, at the start of
+/// `stored`) is `key` under the mask of `words`.
+#[inline]
+fn stored_eq(stored: &[u64], key: &CKey, words: &[(u8, u64)]) -> bool {
+    words
+        .iter()
+        .zip(stored)
+        .all(|(&(i, m), &s)| s == key.word(usize::from(i)) & m)
 }
 
 /// A rule as the classifier sees it.
@@ -227,6 +275,38 @@ struct Entry {
     /// 1 + index of its conjunction clauses in `Classifier::conj` (a
     /// conjunctive flow, a "soft" match), 0 for an ordinary rule.
     conj: u32,
+}
+
+/// The rules of one masked key, highest priority first. Most keys have
+/// one rule: it is kept inline (a build of 100,000 rules made 100,000
+/// one-element allocations).
+#[derive(Clone, Debug)]
+enum Entries {
+    One([Entry; 1]),
+    Many(Vec<Entry>),
+}
+
+impl Entries {
+    fn as_slice(&self) -> &[Entry] {
+        match self {
+            Entries::One(a) => a,
+            Entries::Many(v) => v,
+        }
+    }
+
+    /// Adds `e` after the rules of its priority or higher.
+    fn insert(&mut self, e: Entry) {
+        let mut v = match std::mem::replace(self, Entries::Many(Vec::new())) {
+            Entries::One([x]) => vec![x],
+            Entries::Many(v) => v,
+        };
+        let pos = v
+            .iter()
+            .position(|x| x.priority < e.priority)
+            .unwrap_or(v.len());
+        v.insert(pos, e);
+        *self = Entries::Many(v);
+    }
 }
 
 /// One clause of a conjunctive match: `conjunction(id, k/n)`, `k` 1-based.
@@ -252,10 +332,24 @@ struct Subtable {
     /// only lets it go on to the next stage, where the rules' map
     /// decides). Keys here cost 384 bytes a stage a rule.
     indices: Vec<HashSet<u64>>,
-    /// Hashes the stage values (one seed for inserts and lookups).
+    /// The significant words of each stage's cumulative mask (as
+    /// `stages`), and of the whole mask.
+    stage_words: Vec<Box<[(u8, u64)]>>,
+    words: Box<[(u8, u64)]>,
+    /// Hashes the stage values and the keys (one seed for inserts and
+    /// lookups); only the mask's words are hashed and compared (a key is
+    /// 400 bytes, a mask has a few words).
     stage_hash: foldhash::fast::RandomState,
-    /// Masked key → rules, highest priority first.
-    rules: HashMap<CKey, Vec<Entry>>,
+    /// The masked keys with their rules (highest priority first), and
+    /// their positions there hashed by key: a table growing moves
+    /// positions, not 400-byte keys (growing the map of keys was two
+    /// fifths of a 100,000-rule build).
+    /// Keys are stored by their significant words only (`words.len()`
+    /// words each, in `words` order): a rule costs a few words, not 400
+    /// bytes.
+    keys: Vec<u64>,
+    entries: Vec<Entries>,
+    rules: hashbrown::HashTable<u32>,
     /// Per configured trie: this subtable's prefix length on the field (0 = trie not usable).
     trie_plen: [u32; MAX_TRIES],
     /// 32-bit tp_src:tp_dst mask and its length up to the last 1 bit.
@@ -288,13 +382,18 @@ impl Subtable {
         }
         let ports_mask = ports_of(&mask.f);
         let ports_mask_len = 32 - ports_mask.trailing_zeros();
+        let stage_words = stages.iter().map(|(_, cum)| cum.words()).collect();
         Subtable {
             mask,
             max_priority: 0,
             stages,
             indices: vec![HashSet::default(); n_idx],
+            stage_words,
+            words: mask.words(),
             stage_hash: Default::default(),
-            rules: HashMap::default(),
+            keys: Vec::new(),
+            entries: Vec::new(),
+            rules: hashbrown::HashTable::new(),
             trie_plen,
             ports_mask,
             ports_mask_len,
@@ -302,9 +401,27 @@ impl Subtable {
         }
     }
 
+    /// The rules whose masked key is `key` under this subtable's mask.
+    #[inline]
+    fn get(&self, key: &CKey) -> Option<&[Entry]> {
+        let h = sparse_hash(&self.stage_hash, key, &self.words);
+        let n = self.words.len();
+        self.rules
+            .find(h, |&i| {
+                stored_eq(&self.keys[i as usize * n..], key, &self.words)
+            })
+            .map(|&i| self.entries[i as usize].as_slice())
+    }
+
+    /// Whether some rule's key agrees with `key` on stage `i`'s mask.
+    #[inline]
+    fn stage_has(&self, i: usize, key: &CKey) -> bool {
+        self.indices[i].contains(&sparse_hash(&self.stage_hash, key, &self.stage_words[i]))
+    }
+
     fn insert(&mut self, key: CKey, e: Entry) {
         for (i, set) in self.indices.iter_mut().enumerate() {
-            set.insert(self.stage_hash.hash_one(key.masked(&self.stages[i].1)));
+            set.insert(sparse_hash(&self.stage_hash, &key, &self.stage_words[i]));
         }
         if self.ports_mask_len > 0 {
             self.ports_trie.insert(
@@ -312,12 +429,23 @@ impl Subtable {
                 self.ports_mask_len,
             );
         }
-        let list = self.rules.entry(key).or_default();
-        let pos = list
-            .iter()
-            .position(|x| x.priority < e.priority)
-            .unwrap_or(list.len());
-        list.insert(pos, e);
+        let (words, hasher, keys) = (&self.words, &self.stage_hash, &mut self.keys);
+        let n = words.len();
+        let h = sparse_hash(hasher, &key, words);
+        match self
+            .rules
+            .find(h, |&i| stored_eq(&keys[i as usize * n..], &key, words))
+        {
+            Some(&i) => self.entries[i as usize].insert(e),
+            None => {
+                let i = self.entries.len() as u32;
+                self.entries.push(Entries::One([e]));
+                keys.extend(words.iter().map(|&(w, _)| key.word(usize::from(w))));
+                self.rules.insert_unique(h, i, |&j| {
+                    stored_hash(hasher, &keys[j as usize * n..j as usize * n + n])
+                });
+            }
+        }
         self.max_priority = self.max_priority.max(e.priority);
     }
 }
@@ -343,6 +471,9 @@ struct TrieCtx {
 pub struct Classifier {
     subtables: Vec<Subtable>,
     by_mask: HashMap<CKey, usize>,
+    /// The subtable of the last insert (consecutive rules mostly share a
+    /// mask: one comparison instead of hashing a 400-byte mask).
+    last_insert: usize,
     /// The clauses of the conjunctive flows (see [`Entry::conj`]).
     conj: Vec<Box<[Clause]>>,
     tries: Vec<TrieSpec>,
@@ -402,6 +533,7 @@ impl Classifier {
         Classifier {
             subtables: Vec::new(),
             by_mask: HashMap::default(),
+            last_insert: usize::MAX,
             conj: Vec::new(),
             tries,
             n_rules: 0,
@@ -453,15 +585,20 @@ impl Classifier {
                 }
             }
         }
-        let idx = match self.by_mask.get(&cmask) {
-            Some(&i) => i,
-            None => {
-                let st = Subtable::new(cmask, &self.tries);
-                self.subtables.push(st);
-                self.by_mask.insert(cmask, self.subtables.len() - 1);
-                self.subtables.len() - 1
-            }
+        let last = self.subtables.get(self.last_insert);
+        let idx = match last.filter(|st| st.mask == cmask).map(|_| self.last_insert) {
+            Some(i) => i,
+            None => match self.by_mask.get(&cmask) {
+                Some(&i) => i,
+                None => {
+                    let st = Subtable::new(cmask, &self.tries);
+                    self.subtables.push(st);
+                    self.by_mask.insert(cmask, self.subtables.len() - 1);
+                    self.subtables.len() - 1
+                }
+            },
         };
+        self.last_insert = idx;
         self.subtables[idx].insert(CKey { f: key, r: regs }, Entry { priority, id, conj });
         self.n_rules += 1;
         // The subtables stay ranked by their highest priority; only an
@@ -473,6 +610,7 @@ impl Classifier {
     }
 
     fn sort(&mut self) {
+        self.last_insert = usize::MAX;
         self.subtables
             .sort_by_key(|s| std::cmp::Reverse(s.max_priority));
         self.by_mask = self
@@ -522,10 +660,7 @@ impl Classifier {
             }
             let found = match wc.as_deref_mut() {
                 Some(wc) => self.find_match_wc(st, key, &mut ctx, wc),
-                None => st
-                    .rules
-                    .get(&key.masked(&st.mask))
-                    .and_then(|l| l.first().copied()),
+                None => st.get(key).and_then(|l| l.first().copied()),
             };
             let Some(e) = found else { continue };
             if hard.is_some_and(|b| e.priority <= b.priority) {
@@ -534,7 +669,7 @@ impl Classifier {
             if e.conj == 0 {
                 hard = Some(e);
             } else if allow_conj {
-                if let Some(list) = st.rules.get(&key.masked(&st.mask)) {
+                if let Some(list) = st.get(key) {
                     soft.push((list, 0));
                 }
             }
@@ -653,7 +788,7 @@ impl Classifier {
                 return None;
             }
             seen = cum.flow_mask();
-            if !st.indices[i].contains(&st.stage_hash.hash_one(key.masked(&cum))) {
+            if !st.stage_has(i, key) {
                 wc.or_assign(&seen);
                 return None;
             }
@@ -664,10 +799,7 @@ impl Classifier {
                 return None;
             }
         }
-        let found = st
-            .rules
-            .get(&key.masked(&st.mask))
-            .and_then(|l| l.first().copied());
+        let found = st.get(key).and_then(|l| l.first().copied());
         if found.is_none() && st.ports_mask_len > 0 {
             let value = ports_of(&key.f) & st.ports_mask;
             let (mbits, _) = st.ports_trie.lookup(u128::from(value));

@@ -375,6 +375,71 @@ pub fn parse_rule(text: &str) -> Result<Rule, RuleError> {
     Ok(rule)
 }
 
+/// True when `rule` (decoded from the wire or built in code) is already
+/// what [`parse_rule`] gives back for its text, so that reading it through
+/// the parser would check and change nothing: every significant bit of its
+/// match belongs to a field whose prerequisites the match meets (a
+/// non-maskable field matched whole), and its instructions are only of
+/// the kinds the parser checks against nothing but the rule's own table
+/// (outputs to numbered ports, `NORMAL`, `FLOOD`, `ALL`, `IN_PORT`,
+/// `group`, `resubmit`, `goto_table` to a later table). False means "not
+/// known": read the rule through `parse_rule(&rule.to_string())`, which
+/// names what is wrong if something is.
+pub fn is_canonical(rule: &Rule) -> bool {
+    use crate::action::Action;
+    let numbered = |p: u32| (1..0xff00).contains(&p);
+    let plain = |a: &Action| match *a {
+        Action::Output(p) => numbered(p),
+        Action::Normal | Action::Flood | Action::All | Action::InPort | Action::Group(_) => true,
+        Action::Resubmit { port, table } => {
+            port.is_none_or(numbered) && table.is_none_or(|t| t <= 254)
+        }
+        Action::GotoTable(t) => t > rule.table && t <= 254,
+        _ => false,
+    };
+    let n = rule.actions.len();
+    let goto_last = rule.actions[..n.saturating_sub(1)]
+        .iter()
+        .all(|a| !matches!(a, Action::GotoTable(_)));
+    if !rule.write_actions.is_empty() || !goto_last || !rule.actions.iter().all(plain) {
+        return false;
+    }
+    let m = &rule.matching;
+    let mut covered = FlowMask::catchall();
+    let by_word = fields_by_word();
+    let present = m.mask.w.iter().enumerate().filter(|(_, w)| **w != 0);
+    for f in present.flat_map(|(i, _)| by_word[i].iter().copied()) {
+        let fm = f.get_mask(&m.mask);
+        if fm == 0 {
+            continue;
+        }
+        // A partly masked non-maskable field (dl_vlan within vlan_tci)
+        // covers nothing: another field must.
+        if (f.maskable || fm == f.full_mask()) && m.check_prereqs(effective(f, m)).is_ok() {
+            f.add_storage_to(&mut covered);
+        }
+    }
+    m.mask.is_subset_of(&covered)
+}
+
+/// For each word of a flow key, the fields stored in it (registers
+/// aside).
+fn fields_by_word() -> &'static [Vec<&'static FieldInfo>] {
+    static BY_WORD: std::sync::OnceLock<Vec<Vec<&'static FieldInfo>>> = std::sync::OnceLock::new();
+    BY_WORD.get_or_init(|| {
+        (0..flowpath_flow::FLOW_WORDS)
+            .map(|i| {
+                let mut word = FlowMask::catchall();
+                word.w[i] = u64::MAX;
+                field::FIELDS
+                    .iter()
+                    .filter(|f| f.storage_meets(&word))
+                    .collect()
+            })
+            .collect()
+    })
+}
+
 /// Parses an `add-flows` file: one flow per line, `#` to the end of a line
 /// is a comment, blank lines are skipped, a line ending in `\` continues on
 /// the next (as `ovs-ofctl` reads files). All or nothing: the first error

@@ -11,7 +11,7 @@ use crate::classifier::Classifier;
 use crate::rule::Rule;
 use flowpath_flow::field::FieldId;
 use flowpath_flow::{FlowKey, FlowMask, Regs};
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 
 /// How the bridge looks up IP fragments (OVS's `ovs-ofctl set-frags`,
 /// OpenFlow's `OFPC_FRAG_*`).
@@ -236,16 +236,32 @@ impl RuleTables {
         // A later rule with the same table, priority and match replaces an
         // earlier one. The matches are compared in place (a rule's match
         // is large: copying it into the map was most of a build's cost).
-        let mut last: HashMap<
-            (u8, u16, &flowpath_flow::Match),
-            usize,
-            foldhash::fast::RandomState,
-        > = HashMap::with_capacity_and_hasher(rules.len(), Default::default());
+        // Positions hashed by the match's significant words only (hashing
+        // whole 800-byte matches was a tenth of a build).
+        let hasher = foldhash::fast::RandomState::default();
+        let hash = |r: &Rule| {
+            use std::hash::{BuildHasher, Hasher};
+            let mut h = hasher.build_hasher();
+            h.write_u32((u32::from(r.table) << 16) | u32::from(r.priority));
+            r.matching.hash_significant(&mut h);
+            h.finish()
+        };
+        let same = |a: &Rule, b: &Rule| {
+            a.table == b.table && a.priority == b.priority && a.matching == b.matching
+        };
+        let mut last: hashbrown::HashTable<usize> =
+            hashbrown::HashTable::with_capacity(rules.len());
         for (i, r) in rules.iter().enumerate() {
-            last.insert((r.table, r.priority, &r.matching), i);
+            let h = hash(r);
+            match last.find_mut(h, |&j| same(&rules[j], r)) {
+                Some(j) => *j = i,
+                None => {
+                    last.insert_unique(h, i, |&j| hash(&rules[j]));
+                }
+            }
         }
         let mut keep = vec![false; rules.len()];
-        for &i in last.values() {
+        for &i in last.iter() {
             keep[i] = true;
         }
         drop(last);

@@ -380,11 +380,10 @@ pub fn put_match(w: &mut Writer, m: &Match, oxm: bool) -> Result<(), String> {
             continue;
         }
         if !f.is_reg() {
-            let sm = f.storage_mask();
-            if !sm.intersect(&covered).is_catchall() {
+            if f.storage_meets(&covered) {
                 continue;
             }
-            covered.or_assign(&sm);
+            f.add_storage_to(&mut covered);
         }
         if id == FieldId::VlanTci && oxm {
             put_vlan_oxm(w, v as u16, mask as u16);

@@ -110,6 +110,16 @@ impl PublishInput {
     }
 }
 
+/// The index's hash of a rule's table, priority and match (the match's
+/// significant words only).
+fn key_hash(h: &foldhash::fast::RandomState, table: u8, priority: u16, m: &Match) -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut s = h.build_hasher();
+    s.write_u32((u32::from(table) << 16) | u32::from(priority));
+    m.hash_significant(&mut s);
+    s.finish()
+}
+
 /// The editable rule list and the table options it is built with.
 #[derive(Clone, Debug)]
 pub struct RuleSet {
@@ -532,8 +542,7 @@ impl RuleSet {
     }
 
     fn key_hash(&self, table: u8, priority: u16, m: &Match) -> u64 {
-        use std::hash::BuildHasher;
-        self.index_hasher.hash_one((table, priority, m))
+        key_hash(&self.index_hasher, table, priority, m)
     }
 
     /// The position of the rule with this key (`h` its hash).
@@ -551,9 +560,8 @@ impl RuleSet {
     fn index_insert(&mut self, h: u64, i: usize) {
         let (rules, hasher) = (&self.rules, &self.index_hasher);
         self.index.insert_unique(h, i, |&j| {
-            use std::hash::BuildHasher;
             let r = &rules[j].rule;
-            hasher.hash_one((r.table, r.priority, &r.matching))
+            key_hash(hasher, r.table, r.priority, &r.matching)
         });
     }
 

@@ -574,12 +574,19 @@ impl FieldInfo {
 
     /// Reads the field's value from a key (or a mask viewed as a key).
     pub fn get(&self, key: &FlowKey) -> u128 {
+        self.get_words(&key.w)
+    }
+
+    /// [`FieldInfo::get`] on a key's or a mask's words.
+    #[inline]
+    fn get_words(&self, w: &[u64; crate::key::FLOW_WORDS]) -> u128 {
+        let key = w;
         let raw = match self.storage {
             Storage::Bits { word, shift, bits } => {
-                u128::from((key.w[word as usize] >> shift) & (low_mask(u32::from(bits)) as u64))
+                u128::from((key[word as usize] >> shift) & (low_mask(u32::from(bits)) as u64))
             }
             Storage::Wide { word } => {
-                (u128::from(key.w[word as usize]) << 64) | u128::from(key.w[word as usize + 1])
+                (u128::from(key[word as usize]) << 64) | u128::from(key[word as usize + 1])
             }
             Storage::Reg { .. } | Storage::RegWide { .. } => 0,
         };
@@ -636,7 +643,7 @@ impl FieldInfo {
 
     /// Reads the field from a mask.
     pub fn get_mask(&self, mask: &FlowMask) -> u128 {
-        self.get(&mask.to_key())
+        self.get_words(&mask.w)
     }
 
     /// ORs `m` (field units) into the field's bits of `mask`.
@@ -657,8 +664,42 @@ impl FieldInfo {
     /// The field's storage bits as a key-wide mask (all of the field).
     pub fn storage_mask(&self) -> FlowMask {
         let mut m = FlowMask::catchall();
-        self.set_mask(&mut m, self.full_mask());
+        self.add_storage_to(&mut m);
         m
+    }
+
+    /// ORs the field's storage bits into `m` (nothing for a register).
+    #[inline]
+    pub fn add_storage_to(&self, m: &mut FlowMask) {
+        let raw = low_mask(u32::from(self.bits));
+        match self.storage {
+            Storage::Bits { word, shift, bits } => {
+                m.w[usize::from(word)] |=
+                    ((raw as u64) & (low_mask(u32::from(bits)) as u64)) << shift;
+            }
+            Storage::Wide { word } => {
+                m.w[usize::from(word)] |= (raw >> 64) as u64;
+                m.w[usize::from(word) + 1] |= raw as u64;
+            }
+            Storage::Reg { .. } | Storage::RegWide { .. } => {}
+        }
+    }
+
+    /// True when some of the field's storage bits are set in `m`.
+    #[inline]
+    pub fn storage_meets(&self, m: &FlowMask) -> bool {
+        let raw = low_mask(u32::from(self.bits));
+        match self.storage {
+            Storage::Bits { word, shift, bits } => {
+                let s = ((raw as u64) & (low_mask(u32::from(bits)) as u64)) << shift;
+                m.w[usize::from(word)] & s != 0
+            }
+            Storage::Wide { word } => {
+                let i = usize::from(word);
+                m.w[i] & (raw >> 64) as u64 != 0 || m.w[i + 1] & raw as u64 != 0
+            }
+            Storage::Reg { .. } | Storage::RegWide { .. } => false,
+        }
     }
 }
 
@@ -687,6 +728,21 @@ mod tests {
             assert_eq!(f.id as usize, i, "{} out of order", f.name);
         }
         assert_eq!(FieldId::NdTll.info().name, "nd_tll");
+    }
+
+    /// The storage helpers agree with writing a full mask through the
+    /// field's setter, and with intersecting whole masks.
+    #[test]
+    fn storage_bits_are_the_fields_bits() {
+        for f in FIELDS {
+            let mut want = FlowMask::catchall();
+            f.set_mask(&mut want, f.full_mask());
+            assert_eq!(f.storage_mask(), want, "{}", f.name);
+            for g in FIELDS {
+                let meets = !g.storage_mask().intersect(&want).is_catchall();
+                assert_eq!(g.storage_meets(&want), meets, "{} {}", g.name, f.name);
+            }
+        }
     }
 
     #[test]
