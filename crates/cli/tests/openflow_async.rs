@@ -549,3 +549,96 @@ fn a_packet_in_after_ct_carries_the_conntrack_state() {
     assert!(has(&[0, 1, 0xee, 1, 17]), "{pin:02x?}");
     assert!(has(&[0, 1, 0xfa, 2, 0, 53]), "{pin:02x?}");
 }
+
+/// A packet-out sees the flow and port changes made just before it on
+/// its connection, with no barrier between: whether its actions read the
+/// flow table (`TABLE`: the pending changes are published first) or only
+/// a port (output to a port a PORT_MOD has just set to no-forward).
+#[test]
+fn a_packet_out_sees_the_changes_before_it() {
+    use std::io::Write;
+    if !have_ofctl() {
+        return;
+    }
+    let sw = start("poseen");
+    let frame = hex(
+        "ffffffffffff0000000000010800450000280000000040110000c0a80001c0a80002\
+         0035003500140000000000000000000000000000",
+    );
+    let mut c = std::os::unix::net::UnixStream::connect(sw.dir.join("br0.mgmt")).unwrap();
+    c.write_all(&[1, 0, 0, 8, 0, 0, 0, 1]).unwrap();
+    let _hello = ofctl_util::read_msg(&mut c);
+    // OpenFlow 1.0 messages: a flow_mod add `in_port=1,actions=output:P`,
+    // a packet-out from port 1 with one output action, a barrier.
+    let output = |p: u16| [0u8, 0, 0, 8, (p >> 8) as u8, p as u8, 0xff, 0xff];
+    let flow_mod = |p: u16| {
+        let mut m = vec![1u8, 14, 0, 80, 0, 0, 0, 2];
+        m.extend_from_slice(&0x003f_fffeu32.to_be_bytes());
+        m.extend_from_slice(&1u16.to_be_bytes());
+        m.extend_from_slice(&[0; 34]);
+        m.extend_from_slice(&[0; 8]); // cookie
+        m.extend_from_slice(&[0, 0, 0, 0, 0, 0, 0x80, 0]); // add, timeouts, priority
+        m.extend_from_slice(&[0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0, 0]);
+        m.extend_from_slice(&output(p));
+        m
+    };
+    let packet_out = |p: u16| {
+        let mut m = vec![
+            1u8, 13, 0, 0, 0, 0, 0, 3, 0xff, 0xff, 0xff, 0xff, 0, 1, 0, 8,
+        ];
+        m.extend_from_slice(&output(p));
+        m.extend_from_slice(&frame);
+        let n = m.len() as u16;
+        m[2..4].copy_from_slice(&n.to_be_bytes());
+        m
+    };
+    let barrier = |c: &mut std::os::unix::net::UnixStream| {
+        c.write_all(&[1u8, 18, 0, 8, 0, 0, 0, 4]).unwrap();
+        loop {
+            let m = ofctl_util::read_msg(c);
+            assert_ne!(m[1], 1, "an error: {m:02x?}");
+            if m[1] == 19 {
+                break;
+            }
+        }
+    };
+    for round in 0..4u64 {
+        let port = 2 + (round % 2) as u16;
+        let t = tx_packets(&sw, u32::from(port));
+        let mut m = flow_mod(port);
+        m.extend_from_slice(&packet_out(0xfff9));
+        c.write_all(&m).unwrap();
+        barrier(&mut c);
+        assert_eq!(tx_packets(&sw, u32::from(port)), t + 1, "round {round}");
+    }
+    // Output straight to a port: forwarded, then not once the port is set
+    // to no-forward (OFPPC_NO_FWD, 1 << 5) by the message before.
+    let t = tx_packets(&sw, 2);
+    c.write_all(&packet_out(2)).unwrap();
+    barrier(&mut c);
+    assert_eq!(tx_packets(&sw, 2), t + 1);
+    let desc = ofctl_util::ofctl_ok(&sw, &["show", "br0"]);
+    let mac = desc
+        .lines()
+        .find(|l| l.trim_start().starts_with("2("))
+        .and_then(|l| l.split("addr:").nth(1))
+        .map(|m| hex(&m.trim().replace(':', "")))
+        .unwrap_or_else(|| panic!("no port 2 in {desc}"));
+    let mut port_mod = vec![1u8, 15, 0, 32, 0, 0, 0, 5, 0, 2];
+    port_mod.extend_from_slice(&mac);
+    port_mod.extend_from_slice(&32u32.to_be_bytes());
+    port_mod.extend_from_slice(&32u32.to_be_bytes());
+    port_mod.extend_from_slice(&[0; 8]);
+    port_mod.extend_from_slice(&packet_out(2));
+    c.write_all(&port_mod).unwrap();
+    barrier(&mut c);
+    assert_eq!(tx_packets(&sw, 2), t + 1, "a no-forward port sent");
+}
+
+fn hex(s: &str) -> Vec<u8> {
+    let s: String = s.split_whitespace().collect();
+    (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
+        .collect()
+}

@@ -322,6 +322,9 @@ pub(crate) struct Registry {
     /// Flow changes not yet published to the PMDs, and when the first of
     /// them came.
     pub dirty: Mutex<Option<Instant>>,
+    /// A port's configuration changed (PORT_MOD) and is not published
+    /// yet: every packet-out publishes first.
+    pub ports_dirty: AtomicBool,
     pub dirty_cv: Condvar,
     /// Snoop connections' queues.
     pub snoops: Mutex<Vec<(u64, SyncSender<Vec<u8>>)>>,
@@ -367,6 +370,9 @@ impl Registry {
         if was.is_none() && !wait {
             return;
         }
+        // Cleared before the rules are read: a change after it sets it
+        // again.
+        self.ports_dirty.store(false, Ordering::SeqCst);
         publish(&self.sh);
         if wait {
             let _ = self.sh.reval_wait();
@@ -469,6 +475,7 @@ impl OfServer {
             conns: Mutex::new(Vec::new()),
             cfg: cfg.clone(),
             dirty: Mutex::new(None),
+            ports_dirty: AtomicBool::new(false),
             table_cfg: Mutex::new(Default::default()),
             dirty_cv: Condvar::new(),
             snoops: Mutex::new(Vec::new()),

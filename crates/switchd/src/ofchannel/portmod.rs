@@ -35,6 +35,7 @@ impl Session {
             return Ok(Vec::new());
         }
         self.ctl.state().rules.set_port_config(p.no, new);
+        self.reg.ports_dirty.store(true, Ordering::SeqCst);
         self.pending = true;
         self.flush();
         p.config = new;

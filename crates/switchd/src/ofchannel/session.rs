@@ -531,7 +531,12 @@ impl Session {
             return Err(ofe::BRC_BUFFER_UNKNOWN);
         }
         self.flush();
-        self.reg.publish_now(false);
+        // A packet-out must see the flow changes made before it: publish
+        // them first, unless its actions read no flow table, group or
+        // port setting (a large change's rebuild then does not delay it).
+        if !reads_no_table(&po.actions) || self.reg.ports_dirty.load(Ordering::SeqCst) {
+            self.reg.publish_now(false);
+        }
         let now_ms = self.sh.started.elapsed().as_millis() as u64;
         match crate::packet_out::run(&self.ctl, po.in_port, &po.data, po.actions, now_ms) {
             Ok(pins) => {
@@ -822,4 +827,36 @@ impl Session {
         }
         out.finish()
     }
+}
+
+/// Whether a packet-out's actions translate without a flow table, a group
+/// or a port's NORMAL/VLAN setting: outputs to ports (not `TABLE`), to the
+/// controller, field writes and VLAN/MPLS pushes and pops, notes. Port
+/// configuration (PORT_MOD's no-forward, no-flood) is read by outputs;
+/// the caller checks that none is pending.
+pub(super) fn reads_no_table(actions: &[flowpath_ofproto::action::Action]) -> bool {
+    use flowpath_ofproto::action::Action as A;
+    actions.iter().all(|a| match *a {
+        A::Output(p) => p != u32::from(flowpath_openflow::port::OFPP_TABLE),
+        A::Note(_)
+        | A::InPort
+        | A::All
+        | A::Flood
+        | A::Controller { .. }
+        | A::SetField { .. }
+        | A::PushVlan(_)
+        | A::PopVlan
+        | A::ModVlanVid(_)
+        | A::ModVlanPcp(_)
+        | A::Load { .. }
+        | A::Move { .. }
+        | A::DecTtl
+        | A::PushMpls(_)
+        | A::PopMpls(_)
+        | A::SetMplsLabel(_)
+        | A::SetMplsTc(_)
+        | A::SetMplsTtl(_)
+        | A::DecMplsTtl => true,
+        _ => false,
+    })
 }
