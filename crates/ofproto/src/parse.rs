@@ -382,7 +382,7 @@ pub fn parse_rule(text: &str) -> Result<Rule, RuleError> {
 /// non-maskable field matched whole), and its instructions are only of
 /// the kinds the parser checks against nothing but the rule's own table
 /// (outputs to numbered ports, `NORMAL`, `FLOOD`, `ALL`, `IN_PORT`,
-/// `group`, `resubmit`, `goto_table` to a later table). False means "not
+/// `controller`, `group`, `resubmit`, `goto_table` to a later table). False means "not
 /// known": read the rule through `parse_rule(&rule.to_string())`, which
 /// names what is wrong if something is.
 pub fn is_canonical(rule: &Rule) -> bool {
@@ -390,7 +390,12 @@ pub fn is_canonical(rule: &Rule) -> bool {
     let numbered = |p: u32| (1..0xff00).contains(&p);
     let plain = |a: &Action| match *a {
         Action::Output(p) => numbered(p),
-        Action::Normal | Action::Flood | Action::All | Action::InPort | Action::Group(_) => true,
+        Action::Normal
+        | Action::Flood
+        | Action::All
+        | Action::InPort
+        | Action::Group(_)
+        | Action::Controller { .. } => true,
         Action::Resubmit { port, table } => {
             port.is_none_or(numbered) && table.is_none_or(|t| t <= 254)
         }

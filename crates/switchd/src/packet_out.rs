@@ -92,8 +92,14 @@ pub fn run(
         m.set_field_masked(FieldId::NwProto.info(), u128::from(key.nw_proto()), 0xff);
     }
     let rule = Rule::new(m, actions);
-    let mut rule = flowpath_ofproto::parse::parse_rule(&rule.to_string())
-        .map_err(|e| PacketOutError::BadActions(e.to_string()))?;
+    // Read through the rule parser unless that would check and change
+    // nothing (outputs, controller, ...: most packet-outs).
+    let mut rule = if flowpath_ofproto::parse::is_canonical(&rule) {
+        rule
+    } else {
+        flowpath_ofproto::parse::parse_rule(&rule.to_string())
+            .map_err(|e| PacketOutError::BadActions(e.to_string()))?
+    };
     // No rule's cookie (as OVS: packet-ins from a packet-out carry none).
     rule.cookie = u64::MAX;
     let sh = ctl.shared();
