@@ -7,8 +7,11 @@
 #
 #   tools/openflow-bench.sh [N_FLOWS (100000)] [RUNS (2)]
 #
-# Needs a release build (cargo build --release) and Debian's
-# openvswitch-switch. Everything lives in a temporary directory; both
+# Each figure is wall / switch CPU / ovs-ofctl CPU seconds (the switch's
+# user+system time from /proc, ovs-ofctl's from /usr/bin/time).
+#
+# Needs a release build (cargo build --release), Debian's
+# openvswitch-switch and /usr/bin/time. Everything lives in a temporary directory; both
 # switches are stopped by the PIDs this script started.
 set -euo pipefail
 N=${1:-100000}
@@ -46,13 +49,20 @@ FP_PID=$!
 "$ROOT/tools/ovs-sandbox.sh" start 4 "$TMP/ovs" >/dev/null 2>&1
 for _ in $(seq 100); do [ -S "$TMP/fp/br0.mgmt" ] && break; sleep 0.1; done
 
-t() { # DIR ARGS...: seconds ovs-ofctl takes
+cpu() { # PID: user+system seconds so far
+    awk '{printf "%.2f", ($14 + $15) / 100}' "/proc/$1/stat"
+}
+
+t() { # DIR ARGS...: "wall/switch-cpu/client-cpu" seconds of one ovs-ofctl command
     local dir=$1; shift
-    local t0 t1
+    local pid t0 t1 c0 c1 u
+    if [ "$dir" = "$TMP/fp" ]; then pid=$FP_PID; else pid=$(cat "$TMP/ovs/ovs-vswitchd.pid"); fi
+    c0=$(cpu "$pid")
     t0=$(date +%s.%N)
-    OVS_RUNDIR=$dir ovs-ofctl "$@" >/dev/null
+    u=$( { OVS_RUNDIR=$dir /usr/bin/time -f "%U %S" ovs-ofctl "$@" >/dev/null; } 2>&1 | tail -1)
     t1=$(date +%s.%N)
-    python3 -c "print(f'{$t1 - $t0:.2f}')"
+    c1=$(cpu "$pid")
+    python3 -c "u, s = '$u'.split(); print(f'{$t1 - $t0:.2f}/{$c1 - $c0:.2f}/{float(u) + float(s):.2f}')"
 }
 
 declare -A R
@@ -69,6 +79,7 @@ for run in $(seq "$RUNS"); do
         [ "$n" = "$N" ] || { echo "$sw: $n flows after --bundle add-flows, expected $N" >&2; exit 1; }
     done
 done
+echo "Seconds per run: wall / the switch's CPU / ovs-ofctl's CPU"
 echo "| command ($N flows) | Open vSwitch 3.1 (s) | flowpath (s) |"
 echo "|---|---|---|"
 for k in add replace breplace badd; do

@@ -325,7 +325,11 @@ fn make_room(rules: &mut RuleSet, msgs: &[BundleAdd]) -> Committed {
         .iter()
         .filter(|m| matches!(&m.inner.request, Request::FlowMod(fm) if fm.command == Command::Add))
         .count();
-    rules.reserve(adds);
+    // Room for adds into a smaller table (a bundle replacing a large
+    // table's flows adds in place: no copy of it to make room).
+    if adds > rules.rules().len() {
+        rules.reserve(adds);
+    }
     done
 }
 
