@@ -316,6 +316,20 @@ impl StatsReply {
         }
     }
 
+    /// The messages already full (every one but the one being filled),
+    /// marked "more to follow", taken out: a long reply can go out while
+    /// the rest is encoded.
+    pub fn take_full(&mut self) -> Vec<Vec<u8>> {
+        let n = self.msgs.len().saturating_sub(1);
+        self.msgs
+            .drain(..n)
+            .map(|mut w| {
+                w.patch_u16(10, 1);
+                header::finish(w)
+            })
+            .collect()
+    }
+
     /// The messages.
     pub fn finish(self) -> Vec<Vec<u8>> {
         let n = self.msgs.len();

@@ -90,3 +90,27 @@ fn packet_out15_takes_pipeline_fields_only() {
     // No in_port.
     assert_eq!(decode(&packet_out15(&[]), st).unwrap_err(), BRC_BAD_PORT);
 }
+
+/// Taking the full messages of a long reply as it is built gives the same
+/// messages as building it whole: every one but the last says "more".
+#[test]
+fn a_long_reply_taken_in_parts_is_the_whole_reply() {
+    let entry = [7u8; 1000];
+    let mut whole = StatsReply::new(OFP13, 9, stats::FLOW, None);
+    let mut parts = StatsReply::new(OFP13, 9, stats::FLOW, None);
+    let mut got = Vec::new();
+    for i in 0..300 {
+        whole.push(&entry);
+        parts.push(&entry);
+        if i % 37 == 0 {
+            got.extend(parts.take_full());
+        }
+    }
+    got.extend(parts.finish());
+    let whole = whole.finish();
+    assert!(whole.len() > 3);
+    assert_eq!(got, whole);
+    let more = |m: &Vec<u8>| u16::from_be_bytes([m[10], m[11]]) & 1 == 1;
+    assert!(got[..got.len() - 1].iter().all(more));
+    assert!(!more(got.last().unwrap()));
+}

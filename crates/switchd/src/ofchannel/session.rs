@@ -713,7 +713,7 @@ impl Session {
         f(&rows)
     }
 
-    fn flow_stats(&self, xid: u32, req: &FlowStatsRequest) -> Result<Vec<Vec<u8>>, OfError> {
+    fn flow_stats(&mut self, xid: u32, req: &FlowStatsRequest) -> Result<Vec<Vec<u8>>, OfError> {
         let v = self.version;
         let (stype, sub) = match req.dialect {
             Dialect::Nx => (msg::stats::VENDOR, Some(msg::stats::NXST_FLOW)),
@@ -721,12 +721,34 @@ impl Session {
         };
         let mut out = msg::StatsReply::new(v, xid, stype, sub);
         let now = Instant::now();
+        // Earlier answers go first; then each full message of a long dump
+        // is handed to the connection's writer while the rest is encoded
+        // (the client decodes as the switch encodes), never waiting for
+        // it: with the writer's queue full, the rest waits for the end.
+        if !self.send_batch() {
+            return Ok(Vec::new());
+        }
+        let mut held = Vec::new();
         self.with_selected(req, |rows| {
-            for &(rule, inst) in rows {
+            for (i, &(rule, inst)) in rows.iter().enumerate() {
                 Self::flow_stats_row(&mut out, v, req.dialect, now, rule, inst);
+                if i % 256 == 255 {
+                    for m in out.take_full() {
+                        if !held.is_empty() {
+                            held.push(m);
+                        } else if let Err(
+                            std::sync::mpsc::TrySendError::Full(m)
+                            | std::sync::mpsc::TrySendError::Disconnected(m),
+                        ) = self.info.try_queue(m)
+                        {
+                            held.push(m);
+                        }
+                    }
+                }
             }
         });
-        Ok(out.finish())
+        held.extend(out.finish());
+        Ok(held)
     }
 
     /// One flow's entry of a flow statistics reply.
