@@ -188,6 +188,15 @@ impl Match {
     /// requires before a field may be matched or set). The error names
     /// what is missing.
     pub fn check_prereqs(&self, f: &FieldInfo) -> Result<(), String> {
+        if self.prereqs_met(f) {
+            Ok(())
+        } else {
+            Err(format!("{} requires {}", f.name, f.prereq.describe()))
+        }
+    }
+
+    /// [`Match::check_prereqs`] without the message (no allocation).
+    pub fn prereqs_met(&self, f: &FieldInfo) -> bool {
         let p = f.prereq;
         let t = self.exact_dl_type();
         let eth_ok = match p.eth {
@@ -216,11 +225,7 @@ impl Match {
             let valid = cs::NEW | cs::EST | cs::REL | cs::RPL | cs::SNAT | cs::DNAT;
             v & m & valid != 0 || (v & m & cs::TRK != 0 && m & cs::INV != 0 && v & cs::INV == 0)
         };
-        if eth_ok && proto_ok && icmp_ok && ct_ok {
-            Ok(())
-        } else {
-            Err(format!("{} requires {}", f.name, p.describe()))
-        }
+        eth_ok && proto_ok && icmp_ok && ct_ok
     }
 
     /// Prints the match in OVS's order. An empty match prints as "" for

@@ -358,7 +358,7 @@ impl Learn {
         }
         for s in &self.specs {
             if let Spec::Match { dst, .. } = s {
-                m.check_prereqs(dst.field.info()).ok()?;
+                m.prereqs_met(dst.field.info()).then_some(())?;
             }
         }
         let mut r = Rule::new(m, actions);

@@ -420,7 +420,7 @@ pub fn is_canonical(rule: &Rule) -> bool {
         }
         // A partly masked non-maskable field (dl_vlan within vlan_tci)
         // covers nothing: another field must.
-        if (f.maskable || fm == f.full_mask()) && m.check_prereqs(effective(f, m)).is_ok() {
+        if (f.maskable || fm == f.full_mask()) && m.prereqs_met(effective(f, m)) {
             f.add_storage_to(&mut covered);
         }
     }

@@ -413,7 +413,7 @@ pub fn put_match(w: &mut Writer, m: &Match, oxm: bool) -> Result<(), String> {
         }
         let f = id.info();
         let (v, mask) = field_get(m, f);
-        if mask == 0 || m.check_prereqs(f).is_err() {
+        if mask == 0 || !m.prereqs_met(f) {
             continue;
         }
         if !f.is_reg() {

@@ -184,8 +184,8 @@ pub fn put(w: &mut Writer, m: &Match) -> Result<(), String> {
         clear(FW_DL_TYPE, &mut wc);
     }
     let (mut tos, mut proto, mut nw_src, mut nw_dst, mut tp_src, mut tp_dst) = (0, 0, 0, 0, 0, 0);
-    let ip = m.check_prereqs(FieldId::NwProto.info()).is_ok() && dl_type == 0x0800;
-    let arp = m.check_prereqs(FieldId::ArpOp.info()).is_ok();
+    let ip = m.prereqs_met(FieldId::NwProto.info()) && dl_type == 0x0800;
+    let arp = m.prereqs_met(FieldId::ArpOp.info());
     let (fp, fs, fd) = if arp {
         (FieldId::ArpOp, FieldId::ArpSpa, FieldId::ArpTpa)
     } else {
