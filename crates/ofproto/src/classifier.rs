@@ -330,7 +330,8 @@ struct Subtable {
     /// under the cumulative mask (as OVS's stage indices: a hash absent
     /// means no rule can match, so the lookup stops there; a hash present
     /// only lets it go on to the next stage, where the rules' map
-    /// decides). Keys here cost 384 bytes a stage a rule.
+    /// decides). Hashes, not keys: a key per stage and rule would cost
+    /// its significant words again for every stage.
     indices: Vec<HashSet<u64>>,
     /// The significant words of each stage's cumulative mask (as
     /// `stages`), and of the whole mask.
