@@ -166,6 +166,19 @@ impl Match {
         (self.mask.to_key().nw_proto() == 0xff).then(|| self.key.nw_proto())
     }
 
+    /// The words where the match has a significant bit, as a bitmap (see
+    /// [`crate::field::FieldInfo::word_bits`]).
+    pub fn word_bits(&self) -> u64 {
+        let regs = self
+            .regs_mask
+            .w
+            .iter()
+            .enumerate()
+            .filter(|(_, w)| **w != 0)
+            .fold(0u64, |a, (i, _)| a | 1 << (crate::key::FLOW_WORDS + i));
+        self.mask.word_map() | regs
+    }
+
     /// Feeds `h` the match's significant words (with their positions)
     /// and their values: equal matches hash equal, and a match of a few
     /// fields costs a few words, not the 800 bytes its `Hash` reads.

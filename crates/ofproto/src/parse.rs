@@ -434,11 +434,9 @@ fn fields_by_word() -> &'static [Vec<&'static FieldInfo>] {
     BY_WORD.get_or_init(|| {
         (0..flowpath_flow::FLOW_WORDS)
             .map(|i| {
-                let mut word = FlowMask::catchall();
-                word.w[i] = u64::MAX;
                 field::FIELDS
                     .iter()
-                    .filter(|f| f.storage_meets(&word))
+                    .filter(|f| f.word_bits() & (1 << i) != 0)
                     .collect()
             })
             .collect()

@@ -368,37 +368,6 @@ fn wire_full(f: FieldId, h: u32) -> u128 {
     f.info().full_mask()
 }
 
-/// Per field (by id): the words it is stored in, as a bitmap (bit `i`:
-/// key word `i`; bit `FLOW_WORDS + j`: register word `j`).
-fn field_words() -> &'static [u64] {
-    use flowpath_flow::field::{Storage, FIELDS};
-    static WORDS: std::sync::OnceLock<Vec<u64>> = std::sync::OnceLock::new();
-    WORDS.get_or_init(|| {
-        let regs = flowpath_flow::FLOW_WORDS as u32;
-        FIELDS
-            .iter()
-            .map(|f| match f.storage {
-                Storage::Bits { word, .. } => 1u64 << word,
-                Storage::Wide { word } => 3u64 << word,
-                Storage::Reg { word, .. } => 1u64 << (regs + u32::from(word)),
-                Storage::RegWide { word } => 3u64 << (regs + u32::from(word)),
-            })
-            .collect()
-    })
-}
-
-/// [`field_words`]'s bitmap of the words where `m` has a significant bit.
-fn match_words(m: &Match) -> u64 {
-    let regs = m
-        .regs_mask
-        .w
-        .iter()
-        .enumerate()
-        .filter(|(_, w)| **w != 0)
-        .fold(0u64, |a, (i, _)| a | 1 << (flowpath_flow::FLOW_WORDS + i));
-    m.mask.word_map() | regs
-}
-
 /// Writes `m` as NXM/OXM entries (no padding); `oxm` picks OpenFlow
 /// 1.2+'s names. Fails with the field it cannot express.
 pub fn put_match(w: &mut Writer, m: &Match, oxm: bool) -> Result<(), String> {
@@ -406,9 +375,9 @@ pub fn put_match(w: &mut Writer, m: &Match, oxm: bool) -> Result<(), String> {
     let mut covered = flowpath_flow::FlowMask::catchall();
     // Fields stored where the match has no significant bit are skipped
     // with one test (a flow dump encodes 100,000 matches).
-    let (words, present) = (field_words(), match_words(m));
+    let present = m.word_bits();
     for &id in ORDER {
-        if words[id as usize] & present == 0 {
+        if id.info().word_bits() & present == 0 {
             continue;
         }
         let f = id.info();

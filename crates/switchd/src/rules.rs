@@ -110,16 +110,6 @@ impl PublishInput {
     }
 }
 
-/// The index's hash of a rule's table, priority and match (the match's
-/// significant words only).
-fn key_hash(h: &foldhash::fast::RandomState, table: u8, priority: u16, m: &Match) -> u64 {
-    use std::hash::{BuildHasher, Hasher};
-    let mut s = h.build_hasher();
-    s.write_u32((u32::from(table) << 16) | u32::from(priority));
-    m.hash_significant(&mut s);
-    s.finish()
-}
-
 /// The editable rule list and the table options it is built with.
 #[derive(Clone, Debug)]
 pub struct RuleSet {
@@ -542,7 +532,7 @@ impl RuleSet {
     }
 
     fn key_hash(&self, table: u8, priority: u16, m: &Match) -> u64 {
-        key_hash(&self.index_hasher, table, priority, m)
+        flowpath_ofproto::tables::rule_key_hash(&self.index_hasher, table, priority, m)
     }
 
     /// The position of the rule with this key (`h` its hash).
@@ -561,7 +551,7 @@ impl RuleSet {
         let (rules, hasher) = (&self.rules, &self.index_hasher);
         self.index.insert_unique(h, i, |&j| {
             let r = &rules[j].rule;
-            key_hash(hasher, r.table, r.priority, &r.matching)
+            flowpath_ofproto::tables::rule_key_hash(hasher, r.table, r.priority, &r.matching)
         });
     }
 

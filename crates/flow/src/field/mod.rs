@@ -685,6 +685,20 @@ impl FieldInfo {
         }
     }
 
+    /// The words the field is stored in, as a bitmap: bit `i` for key
+    /// word `i`, bit `FLOW_WORDS + j` for register word `j` (as
+    /// [`crate::Match::word_bits`]).
+    #[inline]
+    pub fn word_bits(&self) -> u64 {
+        let regs = crate::key::FLOW_WORDS as u32;
+        match self.storage {
+            Storage::Bits { word, .. } => 1u64 << word,
+            Storage::Wide { word } => 3u64 << word,
+            Storage::Reg { word, .. } => 1u64 << (regs + u32::from(word)),
+            Storage::RegWide { word } => 3u64 << (regs + u32::from(word)),
+        }
+    }
+
     /// True when some of the field's storage bits are set in `m`.
     #[inline]
     pub fn storage_meets(&self, m: &FlowMask) -> bool {
@@ -738,6 +752,13 @@ mod tests {
             let mut want = FlowMask::catchall();
             f.set_mask(&mut want, f.full_mask());
             assert_eq!(f.storage_mask(), want, "{}", f.name);
+            if !f.is_reg() {
+                assert_eq!(f.word_bits(), want.word_map(), "{}", f.name);
+            } else {
+                let mut m = crate::Match::catchall();
+                f.set_regs_masked(&mut m.regs_mask, u128::MAX, u128::MAX);
+                assert_eq!(f.word_bits(), m.word_bits(), "{}", f.name);
+            }
             for g in FIELDS {
                 let meets = !g.storage_mask().intersect(&want).is_catchall();
                 assert_eq!(g.storage_meets(&want), meets, "{} {}", g.name, f.name);
