@@ -137,9 +137,10 @@ impl Conntrack {
     /// and whether `key` is its reply tuple (`dpctl/ct-get`-like; for
     /// tests and tools, not the packet path).
     pub fn find(&self, key: &ConnKey, now_ms: u64) -> Option<(ConnEntry, bool)> {
+        let g = table::pin();
         self.table
-            .lookup(key, now_ms)
-            .map(|(c, reply)| (self.entry(&c, now_ms), reply))
+            .lookup(key, now_ms, &g)
+            .map(|(c, reply)| (self.entry(c, now_ms), reply))
     }
 
     /// The lookup key of a dumped tuple in `zone` (the inverse of what

@@ -73,7 +73,7 @@
 //!
 //! `Conntrack` is `Send + Sync`; every method takes `&self`.
 
-#![forbid(unsafe_code)]
+#![deny(unsafe_code)]
 #![cfg_attr(
     not(test),
     deny(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)
@@ -98,6 +98,7 @@ mod testpkt;
 
 pub use format::{format_entry, format_stats, format_zone_limits};
 pub use key::ConnKey;
+pub use table::{pin, TableGuard};
 pub use timeouts::Timeouts;
 pub use tracker::Conntrack;
 
@@ -229,7 +230,7 @@ pub struct CtArgs {
 pub struct Config {
     /// Most connections tracked (Open vSwitch's default: 3,000,000).
     pub max_conns: u32,
-    /// Lock shards of the table (a power of two is not required).
+    /// Shards of the connection table (rounded up to a power of two).
     pub shards: usize,
     /// Timeout policy.
     pub timeouts: Timeouts,

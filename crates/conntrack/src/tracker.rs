@@ -32,14 +32,13 @@ use crate::key::{extract, ConnKey, Parsed, ETH_TYPE_IPV4};
 use crate::limits::ZoneLimits;
 use crate::nat::{self, Layout};
 use crate::proto::{valid_new, UpdateRes, L4};
-use crate::table::{handle_split, handle_with_dir, Conn, Table};
+use crate::table::{self, handle_split, handle_with_dir, Conn, Table, TableGuard, WriteGuard};
 use crate::{
     state, tcp, Alg, Config, ConnEntry, CtArgs, CtMeta, FlushTuple, OrigTuple, Stats, TcpInfo,
     Tuple, TupleMatch,
 };
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
-use std::sync::Arc;
 
 #[derive(Default)]
 struct Counters {
@@ -191,10 +190,11 @@ impl Conntrack {
         now_ms: u64,
     ) {
         let zone = args.zone;
+        let g = table::pin();
         if md.conn != 0 && !args.force && args.helper.is_none() {
-            if let Some(conn) = self.table.by_handle(md.conn) {
+            if let Some(conn) = self.table.by_handle(md.conn, &g) {
                 if conn.key.zone == zone && conn.alg.is_none() && !conn.expired(now_ms) {
-                    self.process_fast(frame, l3, dl_type, args, md, &conn);
+                    self.process_fast(frame, l3, dl_type, args, md, conn);
                     return;
                 }
             }
@@ -211,9 +211,48 @@ impl Conntrack {
             return;
         };
         let mut pkt = Pkt { frame, parsed, l3 };
-        self.process(&mut pkt, args, md, now_ms);
+        self.process(&mut pkt, args, md, now_ms, &g);
         if md.state & state::INV != 0 {
             self.ctr.invalid.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Starts loading what [`Conntrack::execute`] will read first for this
+    /// packet in `zone` (an IPv4 TCP or UDP packet; others are left
+    /// alone): the index bucket of its tuple. Returns the tuple's
+    /// hash for [`Conntrack::prefetch_conn`] (0 for a packet the tracker
+    /// cannot parse: nothing to load). For a batch: call this for every
+    /// packet, then `prefetch_conn` for every packet, then `execute`, so
+    /// the cache misses of a large table overlap. A hint only: nothing
+    /// changes, and a wrong guess costs a load.
+    #[inline]
+    pub fn prefetch(
+        &self,
+        frame: &[u8],
+        l3: usize,
+        dl_type: u16,
+        zone: u16,
+        g: &TableGuard,
+    ) -> u64 {
+        // (Not `extract`: building the key and hashing it at once stalls
+        // on the key's narrow stores; the words come straight from the
+        // frame. Other packets are not prefetched.)
+        match crate::key::quick_words_v4(frame, l3, dl_type, zone) {
+            Some(w) => {
+                let h = self.table.hash_words(&w);
+                self.table.prefetch(h, g);
+                h
+            }
+            None => 0,
+        }
+    }
+
+    /// Starts loading the connection a [`Conntrack::prefetch`]ed tuple
+    /// (hash `h`) points to, once its bucket is (being) loaded.
+    #[inline]
+    pub fn prefetch_conn(&self, h: u64, g: &TableGuard) {
+        if h != 0 {
+            self.table.prefetch_conn(h, g);
         }
     }
 
@@ -225,7 +264,7 @@ impl Conntrack {
         dl_type: u16,
         args: &CtArgs,
         md: &mut CtMeta,
-        conn: &Arc<Conn>,
+        conn: &Conn,
     ) {
         let (_, reply, related) = handle_split(md.conn);
         if args.nat.is_some() {
@@ -263,7 +302,7 @@ impl Conntrack {
         self.set_mark_label(args, md, conn);
     }
 
-    fn process(&self, pkt: &mut Pkt<'_>, args: &CtArgs, md: &mut CtMeta, now: u64) {
+    fn process(&self, pkt: &mut Pkt<'_>, args: &CtArgs, md: &mut CtMeta, now: u64, g: &TableGuard) {
         let zone = args.zone;
         if md.state != 0 && md.zone != zone {
             md.state = 0;
@@ -276,22 +315,22 @@ impl Conntrack {
         let related = pkt.parsed.related;
         let mut key = pkt.parsed.key;
         let mut reply = false;
-        let mut conn: Option<Arc<Conn>> = None;
+        let mut conn: Option<&Conn> = None;
 
         if natted {
-            if let Some((c, r)) = self.table.lookup(&key.reverse(), now) {
+            if let Some((c, r)) = self.table.lookup(&key.reverse(), now, g) {
                 reply = !r;
                 key = if reply { c.rev_key } else { c.key };
                 conn = Some(c);
             }
-        } else if let Some((c, r)) = self.table.lookup(&key, now) {
+        } else if let Some((c, r)) = self.table.lookup(&key, now, g) {
             reply = r;
             conn = Some(c);
         }
 
         if args.force && reply {
             if let Some(c) = conn.take() {
-                self.remove(&c);
+                self.remove(c);
             }
             reply = false;
         }
@@ -299,14 +338,14 @@ impl Conntrack {
         let mut create = false;
         // Whether `md`'s mark and label were read with the state update.
         let mut marked = false;
-        if let Some(c) = &conn {
+        if let Some(c) = conn {
             create = self.update_state(pkt, md, c, reply, related, now);
             marked = !create && !related;
             if !create && args.nat.is_some() {
                 self.handle_nat(pkt, md, c, zone, reply, related);
             }
-        } else if let Some(c) = self.by_orig_tuple(md, &pkt.parsed.key, args, now) {
-            create = self.update_state(pkt, md, &c, false, related, now);
+        } else if let Some(c) = self.by_orig_tuple(md, &pkt.parsed.key, args, now, g) {
+            create = self.update_state(pkt, md, c, false, related, now);
             conn = Some(c);
         } else if related {
             md.state = state::INV;
@@ -317,13 +356,13 @@ impl Conntrack {
         let mut expected = None;
         if create {
             expected = self.exps.find(&key);
-            let _g = self.table.insert_guard();
-            conn = if self.table.taken(&key, now) {
+            let mut w = self.table.insert_guard();
+            conn = if self.table.lookup(&key, now, g).is_some() {
                 // Another thread created it meanwhile: the verdict stands,
                 // but hand out no handle to the replaced connection.
                 None
             } else {
-                self.not_found(pkt, md, &key, args, expected.as_ref(), now)
+                self.not_found(&mut w, pkt, md, &key, args, expected.as_ref(), now, g)
             };
         }
 
@@ -441,7 +480,7 @@ impl Conntrack {
         &self,
         pkt: &Pkt<'_>,
         md: &mut CtMeta,
-        c: &Arc<Conn>,
+        c: &Conn,
         reply: bool,
         related: bool,
         now: u64,
@@ -534,13 +573,14 @@ impl Conntrack {
 
     /// A packet NATed by an earlier `ct` of this zone, whose connection is
     /// found by the original tuple in its metadata.
-    fn by_orig_tuple(
+    fn by_orig_tuple<'g>(
         &self,
         md: &CtMeta,
         k: &ConnKey,
         args: &CtArgs,
         now: u64,
-    ) -> Option<Arc<Conn>> {
+        g: &'g TableGuard,
+    ) -> Option<&'g Conn> {
         if md.state & (state::SNAT | state::DNAT) == 0 || args.nat.is_some() {
             return None;
         }
@@ -570,20 +610,24 @@ impl Conntrack {
             key.src.port = o.src_port;
             key.dst.port = o.dst_port;
         }
-        self.table.lookup(&key, now).map(|(c, _)| c)
+        self.table.lookup(&key, now, g).map(|(c, _)| c)
     }
 
     /// No connection: `+new` (or `+inv`), and commit if asked. Called with
     /// the insertion lock held.
-    fn not_found(
+    // (The insertion lock and the pin come with the packet's state.)
+    #[allow(clippy::too_many_arguments)]
+    fn not_found<'g>(
         &self,
+        w: &mut WriteGuard<'_>,
         pkt: &mut Pkt<'_>,
         md: &mut CtMeta,
         key: &ConnKey,
         args: &CtArgs,
         expected: Option<&alg::Expectation>,
         now: u64,
-    ) -> Option<Arc<Conn>> {
+        g: &'g TableGuard,
+    ) -> Option<&'g Conn> {
         if !valid_new(key, pkt.l4()) {
             md.state = state::INV;
             return None;
@@ -613,7 +657,7 @@ impl Conntrack {
             let hash = self.nat_hash(key, spec);
             let mut rng = self.rng.fetch_add(0x9e37_79b9_7f4a_7c15, Ordering::Relaxed) | 1;
             let table = &self.table;
-            let mut free = |t: &ConnKey| !table.taken(t, now);
+            let mut free = |t: &ConnKey| table.lookup(t, now, g).is_none();
             match nat::unique_tuple(key, spec, action, hash, &mut rng, &mut free) {
                 Some(r) => rev = r,
                 None => {
@@ -636,7 +680,7 @@ impl Conntrack {
             s.label = e.label;
         }
         let mut evicted = Vec::new();
-        let inserted = self.table.insert(c, now, &mut evicted);
+        let inserted = self.table.insert(w, c, now, &mut evicted, g);
         for old in evicted {
             self.count_out(&old);
         }
@@ -646,7 +690,7 @@ impl Conntrack {
                 self.ctr.committed.fetch_add(1, Ordering::Relaxed);
                 if action != 0 {
                     let lay = pkt.layout();
-                    Self::nat_one(pkt.frame, &lay, &arc, false, pkt.parsed.related, md);
+                    Self::nat_one(pkt.frame, &lay, arc, false, pkt.parsed.related, md);
                 }
                 Some(arc)
             }
@@ -672,7 +716,7 @@ impl Conntrack {
     }
 
     /// Removes a connection and counts it out (once).
-    fn remove(&self, c: &Arc<Conn>) {
+    fn remove(&self, c: &Conn) {
         if self.table.remove(c) {
             self.count_out(c);
         }

@@ -918,3 +918,44 @@ fn sweep_work_is_bounded_and_resumes() {
     assert_eq!(total, 10_000, "later calls resume and finish");
     assert_eq!(ct.n_conns(), 0);
 }
+
+// The prefetch's tuple hash, taken straight from the frame, is the hash of
+// the key the tracker then extracts: otherwise every prefetch would load
+// the wrong bucket (a silent slowdown, not an error).
+proptest::proptest! {
+    #[test]
+    fn prefetch_hash_is_the_lookup_hash(
+        src in proptest::prelude::any::<[u8; 4]>(),
+        dst in proptest::prelude::any::<[u8; 4]>(),
+        sp in proptest::prelude::any::<u16>(),
+        dp in proptest::prelude::any::<u16>(),
+        zone in proptest::prelude::any::<u16>(),
+        tcp in proptest::prelude::any::<bool>(),
+        opts in 0usize..3,
+    ) {
+        let ct = ct();
+        let mut f = if tcp {
+            tcp4(src, dst, sp, dp, 1, 0, TCP_SYN, b"x")
+        } else {
+            udp4(src, dst, sp, dp, b"x")
+        };
+        if opts > 0 {
+            // IPv4 options (NOPs): the ports move.
+            let at = 14 + 20;
+            for _ in 0..opts * 4 {
+                f.insert(at, 1);
+            }
+            f[14] = 0x45 + opts as u8;
+            let total = u16::from_be_bytes([f[16], f[17]]) + (opts * 4) as u16;
+            f[16..18].copy_from_slice(&total.to_be_bytes());
+            fix_ipv4_csum(&mut f);
+        }
+        let key = crate::key::extract(&f, 14, crate::key::ETH_TYPE_IPV4, zone, true)
+            .expect("valid packet")
+            .key;
+        let w = crate::key::quick_words_v4(&f, 14, crate::key::ETH_TYPE_IPV4, zone).expect("words");
+        proptest::prop_assert_eq!(ct.table.hash_words(&w), ct.table.hash(&key));
+        let g = table::pin();
+        proptest::prop_assert_eq!(ct.prefetch(&f, 14, crate::key::ETH_TYPE_IPV4, zone, &g), ct.table.hash(&key));
+    }
+}

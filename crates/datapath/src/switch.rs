@@ -277,7 +277,33 @@ impl<U: Upcall> Switch<U> {
                 .exec
                 .execute_outputs(i, &self.tags[i..j], lens, actions)
             {
+                // Packets about to go through the connection tracker: their
+                // connections' loads start a few packets ahead (a bucket
+                // CT_AHEAD packets ahead, the connection it points to half
+                // as far), so a large table's cache misses overlap with
+                // the work on the packets before them. The thread stays
+                // pinned for the tracker's lock-free reads meanwhile.
+                let ct_zone = first_ct_zone(actions);
+                let _pin = ct_zone.map(|_| flowpath_conntrack::pin());
+                let mut hs = [0u64; BATCH_SIZE];
+                if let (Some(zone), Some(g)) = (ct_zone, _pin.as_ref()) {
+                    for k in i..j.min(i + CT_AHEAD) {
+                        self.ct_prefetch(k, zone, metas_set, &mut hs, g);
+                    }
+                    for h in hs.get(i..j.min(i + CT_AHEAD / 2)).unwrap_or(&[]) {
+                        self.exec.ct_prefetch_conn(*h, g);
+                    }
+                }
                 for k in i..j {
+                    if let (Some(zone), Some(g)) = (ct_zone, _pin.as_ref()) {
+                        if k + CT_AHEAD < j {
+                            self.ct_prefetch(k + CT_AHEAD, zone, metas_set, &mut hs, g);
+                        }
+                        if k + CT_AHEAD / 2 < j {
+                            let h = hs.get(k + CT_AHEAD / 2).copied().unwrap_or(0);
+                            self.exec.ct_prefetch_conn(h, g);
+                        }
+                    }
                     if !metas_set {
                         self.metas[k] = PacketMeta::new(&self.batch.keys()[k], &self.layers[k]);
                     }
@@ -295,6 +321,34 @@ impl<U: Upcall> Switch<U> {
         }
         self.exec.flush(&self.bufs[..n], sink);
         self.batch.clear();
+    }
+
+    /// Starts loading the connection-table bucket of batch packet `k`'s
+    /// tuple in `zone`; keeps the tuple's hash in `hs[k]`.
+    #[inline]
+    fn ct_prefetch(
+        &self,
+        k: usize,
+        zone: u16,
+        metas_set: bool,
+        hs: &mut [u64; BATCH_SIZE],
+        g: &flowpath_conntrack::TableGuard,
+    ) {
+        let l3 = if metas_set {
+            self.metas[k].l3
+        } else {
+            self.layers[k].l3
+        };
+        if l3 == flowpath_flow::extract::NONE {
+            return;
+        }
+        let dl_type = self.batch.keys()[k].dl_type();
+        let h = self
+            .exec
+            .ct_prefetch(self.bufs[k].data(), usize::from(l3), dl_type, zone, g);
+        if let Some(slot) = hs.get_mut(k) {
+            *slot = h;
+        }
     }
 
     /// Runs the packets that `recirc(ID)` actions sent back, pass after
@@ -507,6 +561,20 @@ impl<U: Upcall> Switch<U> {
         self.rx = RxStats::default();
     }
 }
+
+/// The zone of the first `ct` of a list of datapath actions, if any: the
+/// batch prefetches those packets' connections.
+#[inline]
+fn first_ct_zone(actions: &[flowpath_odp::DpAction]) -> Option<u16> {
+    actions.iter().find_map(|a| match a {
+        flowpath_odp::DpAction::Ct(ct) => Some(ct.zone),
+        _ => None,
+    })
+}
+
+/// How many packets ahead of the one being executed the connection
+/// tracker's loads start (see `run_batch`).
+const CT_AHEAD: usize = 4;
 
 #[cfg(test)]
 mod tests {

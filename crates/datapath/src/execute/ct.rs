@@ -167,6 +167,34 @@ impl Executor {
             .clone()
     }
 
+    /// Starts loading the connection-table bucket of a packet about to run
+    /// `ct` in `zone` (see `flowpath_conntrack::Conntrack::prefetch`);
+    /// returns its tuple's hash for [`Executor::ct_prefetch_conn`] (0:
+    /// nothing to load, or no tracker yet).
+    #[inline]
+    pub fn ct_prefetch(
+        &self,
+        frame: &[u8],
+        l3: usize,
+        dl_type: u16,
+        zone: u16,
+        g: &flowpath_conntrack::TableGuard,
+    ) -> u64 {
+        self.conntrack
+            .0
+            .as_deref()
+            .map_or(0, |t| t.prefetch(frame, l3, dl_type, zone, g))
+    }
+
+    /// Starts loading the connection of a packet [`Executor::ct_prefetch`]
+    /// returned hash `h` for.
+    #[inline]
+    pub fn ct_prefetch_conn(&self, h: u64, g: &flowpath_conntrack::TableGuard) {
+        if let Some(t) = self.conntrack.0.as_deref() {
+            t.prefetch_conn(h, g);
+        }
+    }
+
     /// Sets the time the tracker sees for the packets run next.
     pub fn set_now(&mut self, now_ms: u64) {
         self.now_ms = now_ms;
