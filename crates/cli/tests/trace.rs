@@ -14,7 +14,9 @@ fn example(name: &str) -> PathBuf {
 }
 
 fn tmp(name: &str, text: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("flowpath-trace-test-{}", std::process::id()));
+    // (Under the build's own scratch directory, not /tmp: nothing is left
+    // behind on the machine.)
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("trace-test");
     std::fs::create_dir_all(&dir).unwrap();
     let p = dir.join(name);
     std::fs::write(&p, text).unwrap();

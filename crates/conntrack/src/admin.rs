@@ -268,12 +268,13 @@ impl Conntrack {
             .collect()
     }
 
-    /// Estimated bytes per connection: the record, its `Arc`, its two
-    /// index entries (with the hash map's control bytes) and its slab slot.
+    /// Estimated bytes per connection: the record, its `Arc` counts, its
+    /// two index entries (an index is between a third and five eighths
+    /// full: counted at half) and its slab slot.
     pub fn bytes_per_conn() -> usize {
         std::mem::size_of::<Conn>()
             + 2 * std::mem::size_of::<usize>()
-            + 2 * (crate::table::INDEX_ENTRY_BYTES + 1)
+            + 2 * 2 * crate::table::INDEX_ENTRY_BYTES
             + crate::table::SLOT_BYTES
     }
 

@@ -43,17 +43,21 @@
 //!
 //! # Why it is shaped so
 //!
-//! The tracker is shared by every PMD thread (`Arc<Conntrack>`). A packet
-//! takes one shard lock for its lookup and its connection's own lock for
-//! the state update — no global lock per packet. Creating a connection
-//! (the only allocation) is serialised by one insertion lock, as Open
-//! vSwitch serialises it with `ct_lock`. The crate does no I/O and reads
+//! The tracker is shared by every PMD thread (`Arc<Conntrack>`). A packet's
+//! lookup takes no lock and writes no shared memory (the [`table`]'s index
+//! is read under epoch-based reclamation, as Open vSwitch reads its `cmap`
+//! under RCU); its state update takes only its connection's own lock.
+//! Creating and removing connections (creation is the only allocation)
+//! are serialised by one writer lock, as Open vSwitch serialises them with
+//! `ct_lock`. [`Conntrack::prefetch`] lets a caller with a batch of
+//! packets start the table's loads ahead. The crate does no I/O and reads
 //! no clock: time comes in as `now_ms`, so tests are deterministic.
 //!
 //! # Invariants
 //!
 //! - No input makes it panic: every read of packet bytes is bounds-checked
-//!   (`#![forbid(unsafe_code)]`, no indexing into packet bytes).
+//!   (no indexing into packet bytes; the crate's only `unsafe` is the
+//!   table's lock-free index, see [`table`]).
 //! - A connection is findable by both its original and its reply tuple
 //!   from the moment it is committed until it is removed; no two live
 //!   connections share a tuple.

@@ -189,6 +189,26 @@ impl Conntrack {
         md: &mut CtMeta,
         now_ms: u64,
     ) {
+        self.execute_hinted(frame, l3, dl_type, csum_ok, args, md, now_ms, 0);
+    }
+
+    /// [`Conntrack::execute`] with `hint`, the hash [`Conntrack::prefetch`]
+    /// returned for this very frame in this zone (0: none). The caller
+    /// vouches that the frame has not changed since; the lookup then skips
+    /// hashing the tuple.
+    #[allow(clippy::too_many_arguments)]
+    #[inline]
+    pub fn execute_hinted(
+        &self,
+        frame: &mut [u8],
+        l3: usize,
+        dl_type: u16,
+        csum_ok: bool,
+        args: &CtArgs,
+        md: &mut CtMeta,
+        now_ms: u64,
+        hint: u64,
+    ) {
         let zone = args.zone;
         let g = table::pin();
         if md.conn != 0 && !args.force && args.helper.is_none() {
@@ -211,7 +231,7 @@ impl Conntrack {
             return;
         };
         let mut pkt = Pkt { frame, parsed, l3 };
-        self.process(&mut pkt, args, md, now_ms, &g);
+        self.process(&mut pkt, args, md, now_ms, hint, &g);
         if md.state & state::INV != 0 {
             self.ctr.invalid.fetch_add(1, Ordering::Relaxed);
         }
@@ -302,7 +322,15 @@ impl Conntrack {
         self.set_mark_label(args, md, conn);
     }
 
-    fn process(&self, pkt: &mut Pkt<'_>, args: &CtArgs, md: &mut CtMeta, now: u64, g: &TableGuard) {
+    fn process(
+        &self,
+        pkt: &mut Pkt<'_>,
+        args: &CtArgs,
+        md: &mut CtMeta,
+        now: u64,
+        hint: u64,
+        g: &TableGuard,
+    ) {
         let zone = args.zone;
         if md.state != 0 && md.zone != zone {
             md.state = 0;
@@ -323,7 +351,15 @@ impl Conntrack {
                 key = if reply { c.rev_key } else { c.key };
                 conn = Some(c);
             }
-        } else if let Some((c, r)) = self.table.lookup(&key, now, g) {
+        } else if let Some((c, r)) = {
+            debug_assert!(hint == 0 || hint == self.table.hash(&key), "stale hint");
+            let h = if hint != 0 {
+                hint
+            } else {
+                self.table.hash(&key)
+            };
+            self.table.lookup_hashed(&key, h, now, g)
+        } {
             reply = r;
             conn = Some(c);
         }

@@ -673,7 +673,7 @@ fn memory_per_connection() {
     assert!(slots >= 20_000);
     let per = std::mem::size_of::<crate::table::Conn>()
         + 16
-        + (cap * (crate::table::INDEX_ENTRY_BYTES + 1) + slots * crate::table::SLOT_BYTES) / 20_000;
+        + (cap * crate::table::INDEX_ENTRY_BYTES + slots * crate::table::SLOT_BYTES) / 20_000;
     eprintln!(
         "Conn {} B (+16 B Arc counts), index entry {} B, slot {} B, estimate {} B/conn, measured at 20k: {} B/conn",
         std::mem::size_of::<crate::table::Conn>(),

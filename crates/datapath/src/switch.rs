@@ -283,12 +283,41 @@ impl<U: Upcall> Switch<U> {
                 // as far), so a large table's cache misses overlap with
                 // the work on the packets before them. The thread stays
                 // pinned for the tracker's lock-free reads meanwhile.
+                let mut hs = [0u64; BATCH_SIZE];
+                // Starts loading the connection-table bucket of batch
+                // packet `$k`'s tuple in `$zone`; its hash goes to `hs[$k]`
+                // and, as a hint for its first `ct`, to the executor.
+                macro_rules! ct_prefetch {
+                    ($k:expr, $zone:expr, $g:expr) => {{
+                        let k = $k;
+                        let l3 = if metas_set {
+                            self.metas[k].l3
+                        } else {
+                            self.layers[k].l3
+                        };
+                        let h = if l3 == flowpath_flow::extract::NONE {
+                            0
+                        } else {
+                            let dl_type = self.batch.keys()[k].dl_type();
+                            self.exec.ct_prefetch(
+                                self.bufs[k].data(),
+                                usize::from(l3),
+                                dl_type,
+                                $zone,
+                                $g,
+                            )
+                        };
+                        if let Some(slot) = hs.get_mut(k) {
+                            *slot = h;
+                        }
+                        self.exec.set_ct_hint(k, h);
+                    }};
+                }
                 let ct_zone = first_ct_zone(actions);
                 let _pin = ct_zone.map(|_| flowpath_conntrack::pin());
-                let mut hs = [0u64; BATCH_SIZE];
                 if let (Some(zone), Some(g)) = (ct_zone, _pin.as_ref()) {
                     for k in i..j.min(i + CT_AHEAD) {
-                        self.ct_prefetch(k, zone, metas_set, &mut hs, g);
+                        ct_prefetch!(k, zone, g);
                     }
                     for h in hs.get(i..j.min(i + CT_AHEAD / 2)).unwrap_or(&[]) {
                         self.exec.ct_prefetch_conn(*h, g);
@@ -297,7 +326,7 @@ impl<U: Upcall> Switch<U> {
                 for k in i..j {
                     if let (Some(zone), Some(g)) = (ct_zone, _pin.as_ref()) {
                         if k + CT_AHEAD < j {
-                            self.ct_prefetch(k + CT_AHEAD, zone, metas_set, &mut hs, g);
+                            ct_prefetch!(k + CT_AHEAD, zone, g);
                         }
                         if k + CT_AHEAD / 2 < j {
                             let h = hs.get(k + CT_AHEAD / 2).copied().unwrap_or(0);
@@ -321,34 +350,6 @@ impl<U: Upcall> Switch<U> {
         }
         self.exec.flush(&self.bufs[..n], sink);
         self.batch.clear();
-    }
-
-    /// Starts loading the connection-table bucket of batch packet `k`'s
-    /// tuple in `zone`; keeps the tuple's hash in `hs[k]`.
-    #[inline]
-    fn ct_prefetch(
-        &self,
-        k: usize,
-        zone: u16,
-        metas_set: bool,
-        hs: &mut [u64; BATCH_SIZE],
-        g: &flowpath_conntrack::TableGuard,
-    ) {
-        let l3 = if metas_set {
-            self.metas[k].l3
-        } else {
-            self.layers[k].l3
-        };
-        if l3 == flowpath_flow::extract::NONE {
-            return;
-        }
-        let dl_type = self.batch.keys()[k].dl_type();
-        let h = self
-            .exec
-            .ct_prefetch(self.bufs[k].data(), usize::from(l3), dl_type, zone, g);
-        if let Some(slot) = hs.get_mut(k) {
-            *slot = h;
-        }
     }
 
     /// Runs the packets that `recirc(ID)` actions sent back, pass after

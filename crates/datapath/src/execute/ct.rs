@@ -186,6 +186,17 @@ impl Executor {
             .map_or(0, |t| t.prefetch(frame, l3, dl_type, zone, g))
     }
 
+    /// Keeps `h` (what [`Executor::ct_prefetch`] returned for the packet in
+    /// batch slot `slot`) for that packet's first `ct`, if the packet is
+    /// unchanged by then; [`Executor::execute`] drops it when it is done
+    /// with the packet.
+    #[inline]
+    pub fn set_ct_hint(&mut self, slot: usize, h: u64) {
+        if let Some(x) = self.ct_hints.get_mut(slot) {
+            *x = h;
+        }
+    }
+
     /// Starts loading the connection of a packet [`Executor::ct_prefetch`]
     /// returned hash `h` for.
     #[inline]
@@ -210,6 +221,7 @@ impl Executor {
         meta: &mut PacketMeta,
         key: &FlowKey,
         ct: &CtAction,
+        hint: u64,
     ) -> CtOutcome {
         let now = self.now_ms;
         if self.conntrack.0.is_none() {
@@ -233,7 +245,7 @@ impl Executor {
         // Checksums are not verified: frames from ports with checksum
         // offload carry partial transport checksums the datapath does not
         // see flagged (OVS trusts its packets' offload flags instead).
-        tracker.execute(
+        tracker.execute_hinted(
             pkt.data_mut(),
             l3,
             key.dl_type(),
@@ -241,6 +253,7 @@ impl Executor {
             &a,
             &mut meta.ct,
             now,
+            hint,
         );
         CtOutcome::Done
     }

@@ -462,6 +462,9 @@ pub struct Executor {
     conntrack: ct::Tracker,
     /// The time of the batch being run (ms), for the tracker.
     now_ms: u64,
+    /// Per batch slot: the tuple hash the connection tracker's prefetch
+    /// computed for the packet's first `ct` (0: none), used once.
+    ct_hints: [u64; crate::BATCH_SIZE],
 }
 
 impl Executor {
@@ -546,19 +549,34 @@ impl Executor {
                         .is_some_and(|a| !a.iter().any(changes_packet));
                     hash_action(pkt, meta, key, unchanged, *symmetric, *basis);
                 }
-                DpAction::Ct(ct) => match self.conntrack(pkt, meta, key, ct) {
-                    ct::CtOutcome::Done => ct_ran = true,
-                    ct::CtOutcome::Held => {
-                        delivered = true;
-                        break;
+                DpAction::Ct(ct) => {
+                    // The prefetch's hash holds for the first `ct` of an
+                    // unchanged packet only.
+                    let hint = match self.ct_hints.get_mut(slot) {
+                        Some(h)
+                            if !ct_ran
+                                && actions
+                                    .get(..j)
+                                    .is_some_and(|a| !a.iter().any(changes_packet)) =>
+                        {
+                            std::mem::take(h)
+                        }
+                        _ => 0,
+                    };
+                    match self.conntrack(pkt, meta, key, ct, hint) {
+                        ct::CtOutcome::Done => ct_ran = true,
+                        ct::CtOutcome::Held => {
+                            delivered = true;
+                            break;
+                        }
+                        ct::CtOutcome::Fragments(frags) => {
+                            let rest = actions.get(j + 1..).unwrap_or(&[]);
+                            self.run_fragments(frags, meta, rest, j + 1, slot, tag);
+                            delivered = true;
+                            break;
+                        }
                     }
-                    ct::CtOutcome::Fragments(frags) => {
-                        let rest = actions.get(j + 1..).unwrap_or(&[]);
-                        self.run_fragments(frags, meta, rest, j + 1, slot, tag);
-                        delivered = true;
-                        break;
-                    }
-                },
+                }
                 DpAction::CtClear => {
                     meta.ct = ct::UNTRACKED;
                     ct_ran = true;
@@ -598,6 +616,10 @@ impl Executor {
         }
         if !delivered {
             self.stats.dropped += 1;
+        }
+        // (A hint left unused must not reach the slot's next packet.)
+        if let Some(h) = self.ct_hints.get_mut(slot) {
+            *h = 0;
         }
     }
 
@@ -767,7 +789,7 @@ impl Executor {
                     // tracked here; parsed again.)
                     hash_action(pkt, meta, run.key, false, *symmetric, *basis);
                 }
-                DpAction::Ct(ct) => match self.conntrack(pkt, meta, run.key, ct) {
+                DpAction::Ct(ct) => match self.conntrack(pkt, meta, run.key, ct, 0) {
                     ct::CtOutcome::Done => run.ct_ran = true,
                     ct::CtOutcome::Held => {
                         run.delivered = true;
