@@ -113,7 +113,7 @@ impl ConnKey {
 }
 
 /// What [`extract`] found in a packet.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Parsed {
     /// The key to look up (for a related ICMP error: the quoted packet's
     /// key, reversed).
@@ -229,8 +229,14 @@ pub(crate) fn parse_l3(
         if outer && !csum_ok && checksum::sum(ip.get(..ihl)?) != 0xffff {
             return None;
         }
-        key.src.addr[..4].copy_from_slice(ip.get(12..16)?);
-        key.dst.addr[..4].copy_from_slice(ip.get(16..20)?);
+        // (Each address written whole, in one store: the lookup reads it
+        // back at once, and a wide load of narrower recent stores stalls.)
+        let v4 = |at: usize| -> Option<[u8; 16]> {
+            let b: [u8; 4] = ip.get(at..at + 4)?.try_into().ok()?;
+            Some(u128::from(u32::from_le_bytes(b)).to_le_bytes())
+        };
+        key.src.addr = v4(12)?;
+        key.dst.addr = v4(16)?;
         key.proto = *ip.get(9)?;
         Some((key, l3 + ihl, stop))
     } else {
@@ -494,20 +500,39 @@ pub(crate) fn quick_words_v4(frame: &[u8], l3: usize, dl_type: u16, zone: u16) -
 /// Extracts the connection key of the packet whose IP header starts at
 /// `frame[l3]`. `None`: the packet cannot be tracked (`+inv`).
 pub fn extract(frame: &[u8], l3: usize, dl_type: u16, zone: u16, csum_ok: bool) -> Option<Parsed> {
+    let mut p = Parsed::default();
+    extract_into(frame, l3, dl_type, zone, csum_ok, &mut p).then_some(p)
+}
+
+/// [`extract`] into `out` (the tracker's per-packet path: the key is
+/// built where it is used, not copied there); `false`: the packet cannot
+/// be tracked, and `out` is unspecified.
+#[inline]
+pub fn extract_into(
+    frame: &[u8],
+    l3: usize,
+    dl_type: u16,
+    zone: u16,
+    csum_ok: bool,
+    out: &mut Parsed,
+) -> bool {
     let v6 = match dl_type {
         ETH_TYPE_IPV4 => false,
         ETH_TYPE_IPV6 => true,
-        _ => return None,
+        _ => return false,
     };
-    let (mut key, l4, end) = parse_l3(frame, l3, frame.len(), v6, true, csum_ok)?;
-    key.zone = zone;
-    let related = extract_l4(frame, &mut key, l4, end, Some(csum_ok), None)?;
-    Some(Parsed {
-        key,
-        related,
-        l4,
-        end,
-    })
+    let Some((key, l4, end)) = parse_l3(frame, l3, frame.len(), v6, true, csum_ok) else {
+        return false;
+    };
+    out.key = key;
+    out.key.zone = zone;
+    let Some(related) = extract_l4(frame, &mut out.key, l4, end, Some(csum_ok), None) else {
+        return false;
+    };
+    out.related = related;
+    out.l4 = l4;
+    out.end = end;
+    true
 }
 
 #[cfg(test)]

@@ -222,24 +222,66 @@ struct Bucket {
     e: [Entry; WAYS],
 }
 
-/// A shard's index array (power-of-two buckets).
-struct Index {
+/// A shard's index array (a power of two of buckets), as a reader sees
+/// it. The array itself is published as one word: its address (64-byte
+/// aligned) with log2 of its length in the six low bits, so a reader
+/// finds its bucket with one load and no header to read first.
+struct Index<'g> {
     mask: usize,
-    buckets: Box<[Bucket]>,
+    buckets: &'g [Bucket],
 }
 
-impl Index {
-    fn new(n_buckets: usize) -> Index {
-        let n = n_buckets.max(MIN_BUCKETS).next_power_of_two();
-        Index {
-            mask: n - 1,
-            buckets: (0..n).map(|_| Bucket::default()).collect(),
-        }
-    }
-
+impl Index<'_> {
     fn entries(&self) -> usize {
         self.buckets.len() * WAYS
     }
+}
+
+/// A new, empty index array of at least `n_buckets` buckets, as the word
+/// that publishes it.
+fn new_index(n_buckets: usize) -> usize {
+    let n = n_buckets.max(MIN_BUCKETS).next_power_of_two();
+    let b: Box<[Bucket]> = (0..n).map(|_| Bucket::default()).collect();
+    let p = Box::into_raw(b).cast::<Bucket>();
+    (p as usize) | (n.trailing_zeros() as usize)
+}
+
+/// The array a published word names (see [`Index`]).
+///
+/// # Safety
+///
+/// `w` is 0 or a word from [`new_index`] whose array has not been freed,
+/// and stays so for `'g`.
+unsafe fn index_from<'g>(w: usize) -> Option<Index<'g>> {
+    if w == 0 {
+        return None;
+    }
+    let len = 1usize << (w & 63);
+    let p = (w & !63) as *const Bucket;
+    // SAFETY: `new_index` made `len` initialised buckets at `p` (a
+    // `Box<[Bucket]>` of that length), alive for 'g by the caller's word.
+    let buckets = unsafe { std::slice::from_raw_parts(p, len) };
+    Some(Index {
+        mask: len - 1,
+        buckets,
+    })
+}
+
+/// Frees the array a published word names.
+///
+/// # Safety
+///
+/// `w` came from [`new_index`], is no longer reachable by any reader, and
+/// is freed once.
+unsafe fn free_index(w: usize) {
+    if w == 0 {
+        return;
+    }
+    let len = 1usize << (w & 63);
+    let p = (w & !63) as *mut Bucket;
+    // SAFETY: the caller's contract; this is the `Box<[Bucket]>` of
+    // `new_index`, rebuilt with its own address and length.
+    drop(unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(p, len)) });
 }
 
 /// A slab slot: the connection it owns (one strong count) and the slot's
@@ -250,9 +292,9 @@ struct Slot {
     conn: AtomicPtr<Conn>,
 }
 
-/// One shard: its index and its slab, each replaceable as a whole.
+/// One shard: its slab, replaceable as a whole. (Its index word is in
+/// [`Table`]'s `index`, packed with the other shards' words.)
 struct Shard {
-    index: Atomic<Index>,
     slab: Atomic<Box<[Slot]>>,
     /// Slots of the slab handed out so far (the rest were never used).
     slots: AtomicUsize,
@@ -329,6 +371,8 @@ fn prefetch_ptr(p: *const u8) {
 
 /// The sharded, lock-free-to-read connection table.
 pub struct Table {
+    /// Per shard, the word publishing its index array (see [`Index`]).
+    index: Box<[AtomicUsize]>,
     shards: Box<[Shard]>,
     seed: u64,
     writer: Mutex<Box<[ShardCounts]>>,
@@ -353,13 +397,16 @@ impl Table {
         let seed = h.finish() | 1;
         let shards = (0..n)
             .map(|_| Shard {
-                index: Atomic::new(Index::new(MIN_BUCKETS)),
                 slab: Atomic::new(Vec::new().into_boxed_slice()),
                 slots: AtomicUsize::new(0),
             })
             .collect();
         let counts = (0..n).map(|_| ShardCounts::default()).collect();
+        let index = (0..n)
+            .map(|_| AtomicUsize::new(new_index(MIN_BUCKETS)))
+            .collect();
         Table {
+            index,
             shards,
             seed,
             writer: Mutex::new(counts),
@@ -398,13 +445,18 @@ impl Table {
 
     /// The index of hash `h`'s shard, while pinned.
     #[inline(always)]
-    fn index_of<'g>(&self, h: u64, g: &'g Guard) -> Option<&'g Index> {
-        let sh = self.shards.get(self.shard_of(h))?;
-        let p = sh.index.load(Ordering::Acquire, g);
+    fn index_of<'g>(&self, h: u64, g: &'g Guard) -> Option<Index<'g>> {
+        self.index_at(self.shard_of(h), g)
+    }
+
+    /// Shard `s`'s index, while pinned.
+    #[inline(always)]
+    fn index_at<'g>(&self, s: usize, _g: &'g Guard) -> Option<Index<'g>> {
+        let w = self.index.get(s)?.load(Ordering::Acquire);
         // SAFETY: an index array is replaced only by a rebuild, which
         // defers freeing the old one until every thread pinned now has
-        // unpinned; `g` pins this thread for the reference's lifetime.
-        unsafe { p.as_ref() }
+        // unpinned; `_g` pins this thread for the reference's lifetime.
+        unsafe { index_from(w) }
     }
 
     /// Starts loading the bucket where tuple hash `h` lives (a batch's
@@ -632,18 +684,16 @@ impl Table {
     /// Writer lock held.
     fn link(&self, w: &mut WriteGuard<'_>, h: u64, p: *mut Conn, reply: bool, g: &Guard) {
         let s = self.shard_of(h);
-        let (Some(sh), Some(counts)) = (self.shards.get(s), w.0.get_mut(s)) else {
+        let Some(counts) = w.0.get_mut(s) else {
             return;
         };
-        let mut ix_ptr = sh.index.load(Ordering::Acquire, g);
-        // SAFETY: see `index_of`; the writer lock keeps it current.
-        let full =
-            unsafe { ix_ptr.as_ref() }.is_none_or(|ix| (counts.used + 1) * 8 > ix.entries() * 5);
+        let full = self
+            .index_at(s, g)
+            .is_none_or(|ix| (counts.used + 1) * 8 > ix.entries() * 5);
         if full {
-            ix_ptr = self.rebuild(sh, counts, counts.live + 1, g);
+            self.rebuild(s, counts, counts.live + 1, g);
         }
-        // SAFETY: as above.
-        let Some(ix) = (unsafe { ix_ptr.as_ref() }) else {
+        let Some(ix) = self.index_at(s, g) else {
             return;
         };
         let mut b = h as usize & ix.mask;
@@ -668,19 +718,20 @@ impl Table {
 
     /// Replaces a shard's index by one sized for `live` entries at most
     /// a third full, holding its live entries (tombstones dropped).
-    /// Writer lock held. Returns the new array.
-    fn rebuild<'g>(
-        &self,
-        sh: &Shard,
-        counts: &mut ShardCounts,
-        live: usize,
-        g: &'g Guard,
-    ) -> Shared<'g, Index> {
-        let old_ptr = sh.index.load(Ordering::Acquire, g);
-        let ix = Index::new((live * 3).div_ceil(WAYS));
+    /// Writer lock held.
+    fn rebuild(&self, s: usize, counts: &mut ShardCounts, live: usize, g: &Guard) {
+        let Some(word) = self.index.get(s) else {
+            return;
+        };
+        let old_w = word.load(Ordering::Acquire);
+        let new_w = new_index((live * 3).div_ceil(WAYS));
+        // SAFETY: `new_w` was just made by `new_index`; it is published
+        // below and from then on freed only through the collector.
+        let Some(ix) = (unsafe { index_from(new_w) }) else {
+            return;
+        };
         let mut n = 0;
-        // SAFETY: see `index_of`.
-        if let Some(old) = unsafe { old_ptr.as_ref() } {
+        if let Some(old) = self.index_at(s, g) {
             for e in old.buckets.iter().flat_map(|b| b.e.iter()) {
                 let p = e.conn.load(Ordering::Relaxed);
                 // SAFETY: a live entry's connection, not freed while the
@@ -709,14 +760,10 @@ impl Table {
         }
         counts.live = n;
         counts.used = n;
-        let new = Owned::new(ix).into_shared(g);
-        sh.index.store(new, Ordering::Release);
-        if !old_ptr.is_null() {
-            // SAFETY: unlinked just now; freed after every guard that
-            // could have loaded it. It owns no connection.
-            unsafe { g.defer_destroy(old_ptr) };
-        }
-        new
+        word.store(new_w, Ordering::Release);
+        // SAFETY: unlinked just now; freed (once) after every guard that
+        // could have loaded the old word. It owns no connection.
+        unsafe { g.defer_unchecked(move || free_index(old_w)) };
     }
 
     /// Removes a connection from the table. Returns `true` for the one
@@ -738,11 +785,7 @@ impl Table {
         for (k, reply) in [(&conn.key, false), (&conn.rev_key, true)] {
             let h = self.hash(k);
             let s = self.shard_of(h);
-            let (Some(sh), Some(counts)) = (self.shards.get(s), w.0.get_mut(s)) else {
-                continue;
-            };
-            // SAFETY: see `index_of`.
-            let Some(ix) = (unsafe { sh.index.load(Ordering::Acquire, g).as_ref() }) else {
+            let (Some(ix), Some(counts)) = (self.index_at(s, g), w.0.get_mut(s)) else {
                 continue;
             };
             let mut b = h as usize & ix.mask;
@@ -859,10 +902,9 @@ impl Table {
         let mut entries = 0;
         let mut cap = 0;
         let mut slots = 0;
-        for (sh, counts) in self.shards.iter().zip(w.iter()) {
+        for (i, (sh, counts)) in self.shards.iter().zip(w.iter()).enumerate() {
             entries += counts.live;
-            // SAFETY: see `index_of` and `by_handle`.
-            if let Some(ix) = unsafe { sh.index.load(Ordering::Acquire, &g).as_ref() } {
+            if let Some(ix) = self.index_at(i, &g) {
                 cap += ix.entries();
             }
             // SAFETY: as above.
@@ -892,11 +934,11 @@ impl Drop for Table {
                     }
                 }
             }
-            let ix = sh.index.swap(Shared::null(), Ordering::AcqRel, g);
-            if !ix.is_null() {
-                // SAFETY: as above; the index owns no connection.
-                drop(unsafe { ix.into_owned() });
-            }
+        }
+        for word in self.index.iter() {
+            // SAFETY: as above; each word's array is freed once, here (the
+            // replaced ones went to the collector); it owns no connection.
+            unsafe { free_index(word.swap(0, Ordering::AcqRel)) };
         }
     }
 }

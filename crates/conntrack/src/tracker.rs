@@ -28,7 +28,7 @@
 //! is `Send + Sync`; counters are relaxed atomics.
 
 use crate::alg;
-use crate::key::{extract, ConnKey, Parsed, ETH_TYPE_IPV4};
+use crate::key::{extract_into, ConnKey, Parsed, ETH_TYPE_IPV4};
 use crate::limits::ZoneLimits;
 use crate::nat::{self, Layout};
 use crate::proto::{valid_new, UpdateRes, L4};
@@ -219,7 +219,12 @@ impl Conntrack {
                 }
             }
         }
-        let Some(parsed) = extract(frame, l3, dl_type, zone, csum_ok) else {
+        let mut pkt = Pkt {
+            frame,
+            parsed: Parsed::default(),
+            l3,
+        };
+        if !extract_into(pkt.frame, l3, dl_type, zone, csum_ok, &mut pkt.parsed) {
             self.ctr.unparsable.fetch_add(1, Ordering::Relaxed);
             self.ctr.invalid.fetch_add(1, Ordering::Relaxed);
             md.state = state::INV | state::TRK;
@@ -229,8 +234,7 @@ impl Conntrack {
             md.orig = None;
             md.conn = 0;
             return;
-        };
-        let mut pkt = Pkt { frame, parsed, l3 };
+        }
         self.process(&mut pkt, args, md, now_ms, hint, &g);
         if md.state & state::INV != 0 {
             self.ctr.invalid.fetch_add(1, Ordering::Relaxed);
@@ -341,24 +345,27 @@ impl Conntrack {
         md.state &= state::SNAT | state::DNAT;
         let natted = md.state & (state::SNAT | state::DNAT) != 0;
         let related = pkt.parsed.related;
-        let mut key = pkt.parsed.key;
+        // (The packet's key is read in place for the lookup: a copy of it
+        // right after it was built would stall on its narrow stores.)
+        let mut natted_key: Option<ConnKey> = None;
         let mut reply = false;
         let mut conn: Option<&Conn> = None;
 
         if natted {
-            if let Some((c, r)) = self.table.lookup(&key.reverse(), now, g) {
+            if let Some((c, r)) = self.table.lookup(&pkt.parsed.key.reverse(), now, g) {
                 reply = !r;
-                key = if reply { c.rev_key } else { c.key };
+                natted_key = Some(if reply { c.rev_key } else { c.key });
                 conn = Some(c);
             }
         } else if let Some((c, r)) = {
-            debug_assert!(hint == 0 || hint == self.table.hash(&key), "stale hint");
+            let key = &pkt.parsed.key;
+            debug_assert!(hint == 0 || hint == self.table.hash(key), "stale hint");
             let h = if hint != 0 {
                 hint
             } else {
-                self.table.hash(&key)
+                self.table.hash(key)
             };
-            self.table.lookup_hashed(&key, h, now, g)
+            self.table.lookup_hashed(key, h, now, g)
         } {
             reply = r;
             conn = Some(c);
@@ -389,6 +396,7 @@ impl Conntrack {
             create = true;
         }
 
+        let key = natted_key.unwrap_or(pkt.parsed.key);
         let mut expected = None;
         if create {
             expected = self.exps.find(&key);
