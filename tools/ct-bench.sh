@@ -21,10 +21,13 @@
 # they agree.)
 # OVS runs its defaults (EMC, no SMC), warm-up W s (default 10) then R
 # intervals of M s (default 3 x 5); flowpath its configurations emc and
-# emc+smc. OVS's resident memory and connection count are noted after the
-# 1000- and 500000-connection runs.
+# emc+smc. Each row runs OVS then flowpath, so both sides of a row are
+# measured close together. Memory per connection, for both: resident
+# memory after the 500,000-connection run minus after the plain run on the
+# same captures, over 500,000 (OVS: VmRSS of the kept switch; flowpath:
+# the bench's maximum RSS, /usr/bin/time).
 #
-# Needs root and: apt-get install -y openvswitch-switch-dpdk librte-net-null23
+# Needs root and: apt-get install -y openvswitch-switch-dpdk librte-net-null23 time
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "$(readlink -f "$0")")/.." && pwd)"
@@ -91,12 +94,21 @@ if ip link show ovs-netdev >/dev/null 2>&1; then
     NS=(ip netns exec "$NSNAME")
 fi
 RUNDIR=${OVSBENCH_DIR:-/tmp/ovsbench}/run
+if [ -z "${FLOWPATH:-}" ]; then
+    (cd "$ROOT" && cargo build --release -q -p flowpath-cli)
+    FLOWPATH=$ROOT/target/release/flowpath
+fi
+rm -f "$OUT/flowpath-mem.txt"
+# Case by case, OVS then flowpath (this machine's speed drifts over
+# minutes: the two sides of a row are measured close together).
 for c in "${CASES[@]}"; do
     IFS='|' read -r tag wl rules <<< "$c"
     [[ "$tag" =~ $ONLY ]] || continue
     log "OVS-DPDK $tag ($(cut -d' ' -f1-3 /proc/loadavg))"
     keep=""
-    case "$tag" in ct-1000|ct-500000) keep=--keep ;; esac
+    # (Resident memory with and without connections on the same
+    # captures: the difference is the tracker's.)
+    case "$tag" in ct-1000|ct-500000|plain-500000) keep=--keep ;; esac
     # shellcheck disable=SC2086
     "${NS[@]}" "$ANCHOR/ovs-dpdk-bench.sh" -w "$W" -m "$M" -r "$R" $NOHUGE $keep --tag "$tag" \
         --csv "$OUT/ovs.csv" "$rules" "$PCAPS/$wl.parts" \
@@ -112,6 +124,12 @@ for c in "${CASES[@]}"; do
         fi
         "$ANCHOR/ovs-dpdk-bench.sh" --stop >/dev/null 2>&1 || true
     fi
+    log "flowpath $tag ($(cut -d' ' -f1-3 /proc/loadavg))"
+    /usr/bin/time -f "$tag maxrss_kb=%M" -a -o "$OUT/flowpath-mem.txt" \
+        "$FLOWPATH" bench --pcap "$PCAPS/$wl.parts" --rules "$rules" --config emc,emc+smc \
+        --warmup-ms 2000 --duration-ms 2000 --intervals 3 \
+        --json-out "$OUT/flowpath-$tag.json" > "$OUT/logs/flowpath-$tag.log" 2>&1 \
+        || { log "flowpath $tag failed"; tail -5 "$OUT/logs/flowpath-$tag.log" >&2; }
 done
 "$ANCHOR/ovs-dpdk-bench.sh" --stop >/dev/null 2>&1 || true
 if [ ${#NS[@]} -eq 0 ]; then
@@ -120,21 +138,6 @@ if [ ${#NS[@]} -eq 0 ]; then
         ip link show "$tap" >/dev/null 2>&1 && ip link del "$tap" 2>/dev/null || true
     done
 fi
-
-# --- flowpath -------------------------------------------------------------------
-if [ -z "${FLOWPATH:-}" ]; then
-    (cd "$ROOT" && cargo build --release -q -p flowpath-cli)
-    FLOWPATH=$ROOT/target/release/flowpath
-fi
-for c in "${CASES[@]}"; do
-    IFS='|' read -r tag wl rules <<< "$c"
-    [[ "$tag" =~ $ONLY ]] || continue
-    log "flowpath $tag ($(cut -d' ' -f1-3 /proc/loadavg))"
-    "$FLOWPATH" bench --pcap "$PCAPS/$wl.parts" --rules "$rules" --config emc,emc+smc \
-        --warmup-ms 2000 --duration-ms 2000 --intervals 3 \
-        --json-out "$OUT/flowpath-$tag.json" > "$OUT/logs/flowpath-$tag.log" 2>&1 \
-        || { log "flowpath $tag failed"; tail -5 "$OUT/logs/flowpath-$tag.log" >&2; }
-done
 
 # --- side by side ---------------------------------------------------------------
 python3 - "$OUT" "${CASES[@]}" > "$OUT/ct.md" <<'EOF'
@@ -161,8 +164,25 @@ for c in cases:
     ratio = f"{best / o:.2f}x" if o and best else "-"
     fmt = lambda v: f"{v:.2f}" if v else "-"
     print(f"| {tag} | {fmt(o)} | {fmt(f.get('emc'))} | {fmt(f.get('emc+smc'))} | {ratio} |")
-if os.path.exists(f"{out}/ovs-mem.txt"):
+def mem(path, key):
+    m = {}
+    if os.path.exists(path):
+        for l in open(path):
+            f = l.split()
+            if len(f) >= 2 and f[1].startswith(key + "="):
+                try:
+                    m[f[0]] = int(f[1].split("=")[1])
+                except ValueError:
+                    pass
+    return m
+om = mem(f"{out}/ovs-mem.txt", "rss_kb")
+fm = mem(f"{out}/flowpath-mem.txt", "maxrss_kb")
+if om or fm:
     print()
-    print("OVS memory: " + "; ".join(l.strip() for l in open(f"{out}/ovs-mem.txt")))
+    print("OVS memory: " + "; ".join(l.strip() for l in open(f"{out}/ovs-mem.txt")) if om else "")
+    for name, m in (("OVS-DPDK", om), ("flowpath", fm)):
+        if "ct-500000" in m and "plain-500000" in m:
+            per = (m["ct-500000"] - m["plain-500000"]) * 1024 / 500000
+            print(f"{name}: {per:.0f} bytes per connection (resident memory with 500,000 connections minus without, same captures)")
 EOF
 cat "$OUT/ct.md"
