@@ -959,3 +959,70 @@ proptest::proptest! {
         proptest::prop_assert_eq!(ct.prefetch(&f, 14, crate::key::ETH_TYPE_IPV4, zone, &g), ct.table.hash(&key));
     }
 }
+
+// Several threads through one tracker at once, as PMDs share it: two
+// commit and answer their own connections (both directions), a third
+// flushes, sweeps and dumps meanwhile. Every answer found its connection
+// unless that connection was flushed in between (then it is `+new`, never
+// `+inv` or another connection's state); at the end the count agrees
+// with the table and a final sweep empties it.
+#[test]
+fn threads_commit_look_up_and_remove_at_once() {
+    use std::sync::atomic::AtomicBool;
+    use std::sync::Arc;
+    let ct = Arc::new(Conntrack::new(Config {
+        shards: 4,
+        ..Config::default()
+    }));
+    let stop = Arc::new(AtomicBool::new(false));
+    let workers: Vec<_> = (0..2u8)
+        .map(|w| {
+            let ct = Arc::clone(&ct);
+            std::thread::spawn(move || {
+                let mut answered = 0u32;
+                for round in 0..100u16 {
+                    for i in 0..200u16 {
+                        let a = [10, w, (i >> 8) as u8, i as u8];
+                        let sp = 1000 + round;
+                        let mut f = udp4(a, B, sp, 53, b"q");
+                        let md = run(&ct, &mut f, &commit(0), u64::from(round));
+                        assert_eq!(md.state & s::TRK, s::TRK);
+                        assert_eq!(md.state & s::INV, 0, "valid UDP is never +inv");
+                        let mut r = udp4(B, a, 53, sp, b"r");
+                        let md = run(&ct, &mut r, &lookup(0), u64::from(round));
+                        assert_eq!(md.state & s::INV, 0);
+                        if md.state & s::EST != 0 {
+                            assert_eq!(md.state & s::RPL, s::RPL, "an answer is a reply");
+                            answered += 1;
+                        } else {
+                            assert_eq!(md.state & s::NEW, s::NEW, "flushed meanwhile: new");
+                        }
+                    }
+                }
+                answered
+            })
+        })
+        .collect();
+    let sweeper = {
+        let (ct, stop) = (Arc::clone(&ct), Arc::clone(&stop));
+        std::thread::spawn(move || {
+            let mut n = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                ct.flush(Some(0), None);
+                ct.sweep(n);
+                let _ = ct.dump(Some(0));
+                n += 1;
+                std::thread::yield_now();
+            }
+        })
+    };
+    let answered: u32 = workers.into_iter().map(|t| t.join().expect("worker")).sum();
+    stop.store(true, Ordering::Relaxed);
+    sweeper.join().expect("sweeper");
+    assert!(answered > 0, "some answers found their connection");
+    assert_eq!(ct.n_conns() as usize, ct.dump(None).len());
+    assert_eq!(ct.table.index_sizes().0, 2 * ct.n_conns() as usize);
+    ct.sweep_all(u64::MAX / 2);
+    assert_eq!(ct.n_conns(), 0);
+    assert!(ct.dump(None).is_empty());
+}
