@@ -379,14 +379,14 @@ impl<U: Upcall> Switch<U> {
                     let buf = &self.bufs[i];
                     let len = u32::try_from(buf.data().len()).unwrap_or(u32::MAX);
                     let mut layers = Layers::EMPTY;
-                    let md = r.meta;
+                    let md = &r.meta;
                     // (Connection-tracking state and tunnel metadata set
                     // here go into the key's words W_CT_FIRST.. and
                     // the batch is told whether there are any: the EMC
                     // checks such packets' hits against the megaflow.)
                     // (ct_state and ct_zone live in the first words.)
                     let ct = &md.ct;
-                    let ext = r.tnl.iter().any(|&w| w != 0)
+                    let ext = r.tnl_set
                         || ct.state != 0 && (ct.mark != 0 || ct.label != 0 || ct.orig.is_some());
                     let pushed = self.batch.push_with_ext(len, ext, |k| {
                         layers = extract_into(buf.data(), md.in_port, k);
@@ -396,7 +396,9 @@ impl<U: Upcall> Switch<U> {
                         k.set_pkt_mark(md.pkt_mark);
                         crate::execute::put_ct_in_key(&md.ct, k);
                         // (And its tunnel metadata, after a `tnl_pop`.)
-                        k.w[flowpath_flow::key::W_TUN_FIRST..].copy_from_slice(&r.tnl);
+                        if r.tnl_set {
+                            k.w[flowpath_flow::key::W_TUN_FIRST..].copy_from_slice(&r.tnl);
+                        }
                         Some(false)
                     });
                     if pushed.is_err() {
@@ -408,7 +410,7 @@ impl<U: Upcall> Switch<U> {
                         l3: fresh.l3,
                         l4: fresh.l4,
                         nw_proto: fresh.nw_proto,
-                        ..md
+                        ..*md
                     };
                     self.tags[i] = r.tag;
                 }

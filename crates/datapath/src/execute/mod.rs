@@ -390,6 +390,10 @@ pub struct Recirculated {
     /// Its tunnel metadata (the key's words `W_TUN_FIRST..`, zero for a
     /// packet that came through no tunnel).
     pub tnl: [u64; TNL_WORDS],
+    /// Whether any word of `tnl` is set (false: all zero, and the next
+    /// pass skips them — the common case of a packet that came through
+    /// no tunnel).
+    pub tnl_set: bool,
 }
 
 /// Number of tunnel-metadata words of a key.

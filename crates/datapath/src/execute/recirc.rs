@@ -30,8 +30,16 @@ impl Executor {
         key: &FlowKey,
     ) {
         if let Some(r) = self.recirculate_frame(Frame::Copy(pkt), meta, id, tag, changed_from) {
-            r.tnl
-                .copy_from_slice(&key.w[flowpath_flow::key::W_TUN_FIRST..]);
+            // (Most recirculated packets carry no tunnel: their 16 zero
+            // words are neither copied here nor into the next key.)
+            if !key.tunnel_is_zero() {
+                r.tnl
+                    .copy_from_slice(&key.w[flowpath_flow::key::W_TUN_FIRST..]);
+                r.tnl_set = true;
+            } else if r.tnl_set {
+                r.tnl.fill(0);
+                r.tnl_set = false;
+            }
         }
     }
 

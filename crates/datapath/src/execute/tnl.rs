@@ -97,6 +97,7 @@ impl Executor {
         r.meta.pkt_mark = 0;
         r.meta.ct = flowpath_conntrack::CtMeta::default();
         r.tnl.fill(0);
+        r.tnl_set = true;
         for (d, &w) in r
             .tnl
             .iter_mut()
