@@ -583,12 +583,6 @@ impl Table {
         WriteGuard(self.writer.lock().unwrap_or_else(|e| e.into_inner()))
     }
 
-    /// Whether tuple `k` is owned by a live connection.
-    pub fn taken(&self, k: &ConnKey, now_ms: u64) -> bool {
-        let g = pin();
-        self.lookup(k, now_ms, &g).is_some()
-    }
-
     /// Inserts a connection under both tuples, with the writer lock `w`
     /// held. Expired connections still holding either tuple are removed
     /// first and returned, so the caller can count them out.

@@ -784,3 +784,7 @@ mod admin;
 #[cfg(test)]
 #[path = "tracker_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "tracker_tests_shared.rs"]
+mod tests_shared;
