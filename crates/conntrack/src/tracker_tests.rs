@@ -9,16 +9,16 @@ use crate::{state as s, NatKind, NatRange, NatSpec};
 use std::net::Ipv4Addr;
 
 const A: [u8; 4] = [10, 1, 1, 1];
-const B: [u8; 4] = [10, 1, 1, 2];
+pub(super) const B: [u8; 4] = [10, 1, 1, 2];
 
-fn ct() -> Conntrack {
+pub(super) fn ct() -> Conntrack {
     Conntrack::new(Config {
         shards: 8,
         ..Config::default()
     })
 }
 
-fn commit(zone: u16) -> CtArgs {
+pub(super) fn commit(zone: u16) -> CtArgs {
     CtArgs {
         zone,
         commit: true,
@@ -26,7 +26,7 @@ fn commit(zone: u16) -> CtArgs {
     }
 }
 
-fn lookup(zone: u16) -> CtArgs {
+pub(super) fn lookup(zone: u16) -> CtArgs {
     CtArgs {
         zone,
         ..CtArgs::default()
@@ -34,7 +34,7 @@ fn lookup(zone: u16) -> CtArgs {
 }
 
 /// Runs a frame through `ct` with fresh metadata; returns the metadata.
-fn run(ct: &Conntrack, f: &mut [u8], args: &CtArgs, now: u64) -> CtMeta {
+pub(super) fn run(ct: &Conntrack, f: &mut [u8], args: &CtArgs, now: u64) -> CtMeta {
     let mut md = CtMeta::default();
     let dl = if f.get(12) == Some(&0x86) {
         ETH_TYPE_IPV6

@@ -6,35 +6,7 @@ use super::*;
 use crate::state as s;
 use crate::testpkt::*;
 
-const B: [u8; 4] = [10, 1, 1, 2];
-
-fn ct() -> Conntrack {
-    Conntrack::new(Config {
-        shards: 8,
-        ..Config::default()
-    })
-}
-
-fn run(ct: &Conntrack, f: &mut [u8], args: &CtArgs, now: u64) -> CtMeta {
-    let mut md = CtMeta::default();
-    ct.execute(f, 14, crate::key::ETH_TYPE_IPV4, false, args, &mut md, now);
-    md
-}
-
-fn commit(zone: u16) -> CtArgs {
-    CtArgs {
-        zone,
-        commit: true,
-        ..CtArgs::default()
-    }
-}
-
-fn lookup(zone: u16) -> CtArgs {
-    CtArgs {
-        zone,
-        ..CtArgs::default()
-    }
-}
+use super::tests::{commit, ct, lookup, run, B};
 
 // The prefetch's tuple hash, taken straight from the frame, is the hash of
 // the key the tracker then extracts: otherwise every prefetch would load
