@@ -36,7 +36,9 @@ export OVS_RUNDIR=$B OVS_LOGDIR=$B OVS_DBDIR=$B OVS_SYSCONFDIR=$B
 V="ovs-vsctl --db=unix:$B/db.sock --timeout=300"
 A="ovs-appctl -t $B/ovs-vswitchd.ctl"
 pid=""; gpid=""
-had_taps=$(ip -o link show 2>/dev/null | grep -cE ': (br0|ovs-netdev)[:@]')
+# The taps a userspace OVS leaves in this namespace: those absent now are
+# removed at the end (and only those).
+ours_taps=""; for t in br0 ovs-netdev; do ip link show "$t" >/dev/null 2>&1 || ours_taps="$ours_taps $t"; done
 # (The guest's stdin is a fifo the script holds open: closing it is the
 # Enter that stops testpmd.)
 stop_guest() { [ -n "$gpid" ] && { exec 8>&-; for _ in $(seq 50); do kill -0 "$gpid" 2>/dev/null || break; sleep 0.1; done
@@ -44,7 +46,7 @@ stop_guest() { [ -n "$gpid" ] && { exec 8>&-; for _ in $(seq 50); do kill -0 "$g
 stop() { stop_guest; [ -n "$pid" ] && { kill -INT "$pid" 2>/dev/null; wait "$pid" 2>/dev/null; pid=""; }
   local d q; for d in ovs-vswitchd ovsdb-server; do [ -f $B/$d.pid ] || continue; q=$(cat $B/$d.pid); kill $q 2>/dev/null
     for _ in $(seq 50); do kill -0 $q 2>/dev/null || break; sleep 0.1; done; rm -f $B/$d.pid; done
-  if [ "$had_taps" = 0 ]; then ip link del br0 2>/dev/null; ip link del ovs-netdev 2>/dev/null; fi; true; }
+  for t in $ours_taps; do ip link del "$t" 2>/dev/null; done; true; }
 trap 'stop; umount $B/huge 2>/dev/null; rm -rf $B' EXIT
 mkdir -p $B/huge
 if echo 2048 > /proc/sys/vm/nr_hugepages 2>/dev/null && [ "$(awk '/HugePages_Free/{print $2}' /proc/meminfo)" -ge 1024 ] \

@@ -27,23 +27,22 @@
 //! offloads are offered, so it carries nothing). A frame for the guest is
 //! written after a zeroed header into as many receive buffers as it needs
 //! (`MRG_RXBUF`; `num_buffers` set), or into one buffer without
-//! mergeable buffers.
+//! mergeable buffers. When the guest has no buffers left, the frame and
+//! the rest of the burst are counted as dropped at once. The guest's
+//! `call` eventfd is written only when it asked for an interrupt
+//! (`EVENT_IDX` or the ring's flags): a guest that polls (DPDK) costs no
+//! system call.
 //!
 //! Why in two steps: the rings and buffers were last written by the
 //! guest's core, so nearly every first touch of them waits for a cache
 //! line to come over. A burst therefore first walks its chains (and
 //! claims the guest's receive buffers) and only then copies the frames,
 //! one after the other: the transfers of a burst overlap instead of each
-//! waiting behind the last (the common case — a frame in one buffer —
+//! waiting behind the last (BENCHMARKS.md, "Virtual machine ports", has
+//! the rates before and after). The common case — a frame in one buffer —
 //! takes this way; a chain of several buffers is copied in its turn, the
 //! walked ones before it first, so frames and used entries stay in ring
-//! order). This took the host-to-guest rate from 5.0–6.2 to 7.3–8.4 Mpps
-//! and guest-to-host from 6.9–7.9 to 8.9–10.3 on a 2-vCPU guest (testpmd
-//! `rxonly`/`txonly` on the other core). When the guest has no buffers left, the frame and
-//! the rest of the burst are counted as dropped at once. The guest's
-//! `call` eventfd is written only when it asked for an interrupt
-//! (`EVENT_IDX` or the ring's flags): a guest that polls (DPDK) costs no
-//! system call.
+//! order.
 //!
 //! Kicks: the PMD polls, so the guest is asked not to kick while frames
 //! flow (the used ring's `NO_NOTIFY` flag, or `avail_event` left behind
