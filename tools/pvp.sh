@@ -28,30 +28,14 @@ set -u
 FP=${1:?usage: pvp.sh FLOWPATH_BIN}
 WORKLOADS=${WORKLOADS:-"1 1000 100000 sfr"}; W=${W:-4}; T=${T:-4}; ROUNDS=${ROUNDS:-3}; CPU=${CPU:-1}; GUEST_CPU=${GUEST_CPU:-0}
 HERE=$(cd "$(dirname "$0")" && pwd)
-VSWITCHD=${VSWITCHD:-/usr/lib/openvswitch-switch-dpdk/ovs-vswitchd-dpdk}
 TESTPMD=${TESTPMD:-dpdk-testpmd}
-SCHEMA=/usr/share/openvswitch/vswitch.ovsschema
-B=$(mktemp -d /tmp/pvp.XXXX)
-export OVS_RUNDIR=$B OVS_LOGDIR=$B OVS_DBDIR=$B OVS_SYSCONFDIR=$B
-V="ovs-vsctl --db=unix:$B/db.sock --timeout=300"
-A="ovs-appctl -t $B/ovs-vswitchd.ctl"
-pid=""; gpid=""
-# The taps a userspace OVS leaves in this namespace: those absent now are
-# removed at the end (and only those).
-ours_taps=""; for t in br0 ovs-netdev; do ip link show "$t" >/dev/null 2>&1 || ours_taps="$ours_taps $t"; done
+. "$HERE/ovs-dpdk-env.sh" pvp
+gpid=""
 # (The guest's stdin is a fifo the script holds open: closing it is the
 # Enter that stops testpmd.)
-stop_guest() { [ -n "$gpid" ] && { exec 8>&-; for _ in $(seq 50); do kill -0 "$gpid" 2>/dev/null || break; sleep 0.1; done
+stop_hook() { [ -n "$gpid" ] && { exec 8>&-; for _ in $(seq 50); do kill -0 "$gpid" 2>/dev/null || break; sleep 0.1; done
   kill -KILL "$gpid" 2>/dev/null; wait "$gpid" 2>/dev/null; gpid=""; }; true; }
-stop() { stop_guest; [ -n "$pid" ] && { kill -INT "$pid" 2>/dev/null; wait "$pid" 2>/dev/null; pid=""; }
-  local d q; for d in ovs-vswitchd ovsdb-server; do [ -f $B/$d.pid ] || continue; q=$(cat $B/$d.pid); kill $q 2>/dev/null
-    for _ in $(seq 50); do kill -0 $q 2>/dev/null || break; sleep 0.1; done; rm -f $B/$d.pid; done
-  for t in $ours_taps; do ip link del "$t" 2>/dev/null; done; true; }
-trap 'stop; umount $B/huge 2>/dev/null; rm -rf $B' EXIT
-mkdir -p $B/huge
-if echo 2048 > /proc/sys/vm/nr_hugepages 2>/dev/null && [ "$(awk '/HugePages_Free/{print $2}' /proc/meminfo)" -ge 1024 ] \
-   && mount -t hugetlbfs nodev $B/huge 2>/dev/null; then HUGE="--huge-dir=$B/huge"; GHUGE="--huge-dir=$B/huge -m 512 --single-file-segments"
-else HUGE="--no-huge --legacy-mem -m 4096 --iova-mode=va"; GHUGE="--no-huge -m 512"; fi
+if [ -n "$HUGE_PAGES" ]; then GHUGE="--huge-dir=$B/huge -m 512 --single-file-segments"; else GHUGE="--no-huge -m 512"; fi
 median() { python3 -c "import sys,statistics; v=[float(x) for x in sys.argv[1:] if x not in ('-','')]; print(round(statistics.median(v),2) if v else '-')" "$@"; }
 rate() { python3 -c "import sys; print(round((int(sys.argv[2])-int(sys.argv[1]))/float(sys.argv[3])/1e6,2))" "$1" "$2" "$T"; }
 # The guest: testpmd as the vhost-user server on $B/vm.sock, looping frames back.
@@ -92,14 +76,8 @@ for w in $WORKLOADS; do
   fi
   # OVS-DPDK
   om="-"; od="-"
-  rm -f $B/conf.db $B/*.log
   if [ -x "$VSWITCHD" ] && guest; then
-    ovsdb-tool create $B/conf.db $SCHEMA
-    ovsdb-server $B/conf.db --remote=punix:$B/db.sock --pidfile=$B/ovsdb-server.pid --detach --no-chdir --log-file=$B/ovsdb.log -vconsole:off
-    $V --no-wait init
-    $V --no-wait set Open_vSwitch . other_config:dpdk-init=true "other_config:dpdk-extra=--no-pci --file-prefix=pvpo$$ $HUGE" \
-      other_config:pmd-cpu-mask=$(printf '0x%x' $((1 << CPU))) "other_config:dpdk-lcore-mask=$(printf '0x%x' $((1 << GUEST_CPU)))"
-    if "$VSWITCHD" unix:$B/db.sock --pidfile=$B/ovs-vswitchd.pid --unixctl=$B/ovs-vswitchd.ctl --detach --no-chdir --log-file=$B/vswitchd.log -vconsole:off; then
+    if ovs_start "other_config:dpdk-lcore-mask=$(printf '0x%x' $((1 << GUEST_CPU)))"; then
       $V add-br br0 -- set bridge br0 datapath_type=netdev fail_mode=secure other_config:disable-in-band=true
       $V add-port br0 phy0 -- set Interface phy0 type=dpdk "options:dpdk-devargs=net_pcap0,rx_pcap=$cap,infinite_rx=1" ofport_request=1
       $V add-port br0 vhu0 -- set Interface vhu0 type=dpdkvhostuserclient "options:vhost-server-path=$B/vm.sock" ofport_request=2
@@ -109,8 +87,6 @@ for w in $WORKLOADS; do
       sleep $T; read -r b db <<<"$(ovs_port 3)"; read -r _ gb <<<"$(ovs_port 2)"
       om=$(rate "${a:-0}" "${b:-0}"); od=$(rate "${ga:-0}" "${gb:-0}")
       [ -n "${DEBUG:-}" ] && { $A dpif-netdev/pmd-stats-show; ovs-ofctl dump-ports br0; tail -5 $B/guest.log; } >&2
-    else
-      echo "ovs-vswitchd failed: $(grep -E 'ERR|EMER' $B/vswitchd.log | head -3)" >&2
     fi
     stop
   fi

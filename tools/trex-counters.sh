@@ -21,24 +21,8 @@
 set -u
 FP=${1:?usage: trex-counters.sh FLOWPATH_BIN}
 M=${M:-1}; D=${D:-2}; CPU=${CPU:-1}
-VSWITCHD=${VSWITCHD:-/usr/lib/openvswitch-switch-dpdk/ovs-vswitchd-dpdk}
-SCHEMA=/usr/share/openvswitch/vswitch.ovsschema
-B=$(mktemp -d /tmp/trexc.XXXX)
-export OVS_RUNDIR=$B OVS_LOGDIR=$B OVS_DBDIR=$B OVS_SYSCONFDIR=$B
-V="ovs-vsctl --db=unix:$B/db.sock --timeout=300"
-A="ovs-appctl -t $B/ovs-vswitchd.ctl"
-pid=""
-# The taps a userspace OVS leaves in this namespace: those absent now are
-# removed at the end (and only those).
-ours_taps=""; for t in br0 ovs-netdev; do ip link show "$t" >/dev/null 2>&1 || ours_taps="$ours_taps $t"; done
-stop() { [ -n "$pid" ] && { kill -INT "$pid" 2>/dev/null; wait "$pid" 2>/dev/null; pid=""; }
-  local d q; for d in ovs-vswitchd ovsdb-server; do [ -f $B/$d.pid ] || continue; q=$(cat $B/$d.pid); kill $q 2>/dev/null
-    for _ in $(seq 50); do kill -0 $q 2>/dev/null || break; sleep 0.1; done; rm -f $B/$d.pid; done
-  for t in $ours_taps; do ip link del "$t" 2>/dev/null; done; true; }
-trap 'stop; umount $B/huge 2>/dev/null; rm -rf $B' EXIT
-mkdir -p $B/huge
-if echo 2048 > /proc/sys/vm/nr_hugepages 2>/dev/null && [ "$(awk '/HugePages_Free/{print $2}' /proc/meminfo)" -ge 1024 ] \
-   && mount -t hugetlbfs nodev $B/huge 2>/dev/null; then HUGE="--huge-dir=$B/huge"; else HUGE="--no-huge --legacy-mem -m 4096 --iova-mode=va"; fi
+HERE=$(cd "$(dirname "$0")" && pwd)
+. "$HERE/ovs-dpdk-env.sh" trexc
 "$FP" gen sfr -m "$M" -d "$D" -o $B/sfr >/dev/null || { echo "flowpath gen sfr failed" >&2; exit 1; }
 printf 'priority=0,actions=NORMAL\n' > $B/r.flows
 # counters CTL-COMMAND...: waits for the replay to end, then prints
@@ -71,15 +55,7 @@ for mf in on off; do
     printf '| flowpath | %s | 1/%s | %s | %s | %s | %s | %s | %s | %s |\n' $mf $prob "$p" "$e" "$s" "$m" "$u" "$f" "$c"
     # OVS-DPDK
     [ -x "$VSWITCHD" ] || continue
-    rm -f $B/conf.db $B/*.log
-    ovsdb-tool create $B/conf.db $SCHEMA
-    ovsdb-server $B/conf.db --remote=punix:$B/db.sock --pidfile=$B/ovsdb-server.pid --detach --no-chdir --log-file=$B/ovsdb.log -vconsole:off
-    $V --no-wait init
-    $V --no-wait set Open_vSwitch . other_config:dpdk-init=true "other_config:dpdk-extra=--no-pci --file-prefix=trexc$$ $HUGE" \
-      other_config:pmd-cpu-mask=$(printf '0x%x' $((1 << CPU))) other_config:emc-insert-inv-prob=$prob
-    if ! "$VSWITCHD" unix:$B/db.sock --pidfile=$B/ovs-vswitchd.pid --unixctl=$B/ovs-vswitchd.ctl --detach --no-chdir --log-file=$B/vswitchd.log -vconsole:off; then
-      echo "ovs-vswitchd failed: $(grep -E 'ERR|EMER' $B/vswitchd.log | head -3)" >&2; stop; continue
-    fi
+    ovs_start other_config:emc-insert-inv-prob=$prob || { stop; continue; }
     [ $mf = off ] && $A upcall/disable-megaflows >/dev/null
     $V add-br br0 -- set bridge br0 datapath_type=netdev other_config:disable-in-band=true
     ovs-ofctl del-flows br0; ovs-ofctl add-flows br0 $B/r.flows

@@ -547,4 +547,4 @@ fn read_desc(table: *mut u8, i: u16) -> Desc {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -8,27 +8,16 @@
 
 use super::*;
 use crate::vhost::memory::GuestMemory;
+use crate::vhost::ring::tests::{put_descs, AVAIL, D, DESC, MEM, USED};
 use crate::vhost::ring::{RingAddrs, DESC_F_NEXT, DESC_F_WRITE};
 
-const MEM: usize = 0x10000;
-const DESC: u64 = 0x0;
-const AVAIL: u64 = 0x800;
-const USED: u64 = 0xc00;
 const SIZE: u16 = 16;
-
-type D = (u64, u32, u16, u16);
 
 /// Guest memory with descriptor table `table` and `heads` offered on the
 /// available ring, `fill` written at the given addresses.
 fn image(table: &[D], heads: &[u16], fill: &[(u64, &[u8])]) -> Vec<u8> {
     let mut m = vec![0u8; MEM];
-    for (i, (addr, len, flags, next)) in table.iter().enumerate() {
-        let o = DESC as usize + 16 * i;
-        m[o..o + 8].copy_from_slice(&addr.to_le_bytes());
-        m[o + 8..o + 12].copy_from_slice(&len.to_le_bytes());
-        m[o + 12..o + 14].copy_from_slice(&flags.to_le_bytes());
-        m[o + 14..o + 16].copy_from_slice(&next.to_le_bytes());
-    }
+    put_descs(&mut m, DESC, table);
     let a = AVAIL as usize;
     m[a + 2..a + 4].copy_from_slice(&(heads.len() as u16).to_le_bytes());
     for (i, h) in heads.iter().enumerate() {

@@ -11,17 +11,17 @@ use proptest::prelude::*;
 use virtio_queue::{Queue, QueueOwnedT, QueueT};
 use vm_memory::{Bytes, GuestAddress, GuestMemoryMmap};
 
-const MEM: usize = 0x10000;
-const DESC: u64 = 0x0;
+pub(crate) const MEM: usize = 0x10000;
+pub(crate) const DESC: u64 = 0x0;
 const INDIRECT: u64 = 0x1000;
-const AVAIL: u64 = 0x800;
-const USED: u64 = 0xc00;
+pub(crate) const AVAIL: u64 = 0x800;
+pub(crate) const USED: u64 = 0xc00;
 
-type D = (u64, u32, u16, u16);
+pub(crate) type D = (u64, u32, u16, u16);
 /// A refusal case: name, table, indirect table, head, the error.
 type Case = (&'static str, Vec<D>, Vec<D>, u16, ChainError);
 
-fn put_descs(mem: &mut [u8], at: u64, descs: &[D]) {
+pub(crate) fn put_descs(mem: &mut [u8], at: u64, descs: &[D]) {
     for (i, (addr, len, flags, next)) in descs.iter().enumerate() {
         let o = at as usize + 16 * i;
         mem[o..o + 8].copy_from_slice(&addr.to_le_bytes());
