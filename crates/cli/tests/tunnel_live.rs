@@ -14,21 +14,11 @@
 
 mod ofnet;
 
-use ofnet::{can_run, sh, wait_until, Topo, BIN};
+use ofnet::{can_run, ok, sh, wait_until, Topo, BIN};
 use std::process::Command;
 use std::time::Duration;
 
 const RULES: &str = "in_port=1,actions=output:10\nin_port=10,actions=output:1\n";
-
-/// Runs `cmd`, which must succeed.
-fn ok(cmd: &str) {
-    let o = sh(cmd);
-    assert!(
-        o.status.success(),
-        "{cmd}: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-}
 
 /// The topology, the switch started on it; `v6`: the underlay is IPv6
 /// (fd00:77::2 and flowpath's fd00:77::100).

@@ -50,6 +50,7 @@ pub mod pcap;
 pub mod spec;
 mod sys;
 pub mod tap;
+pub mod tapoff;
 pub mod vhost;
 pub mod xdp_attached;
 mod xsk_offload;
@@ -221,5 +222,6 @@ pub fn open_with(spec: &PortSpec, txqs: usize) -> Result<OpenPort, NetdevError> 
         PortSpec::Null => Ok(null::open(spec, extra)),
         PortSpec::VhostUser { .. } => vhost::open(spec, extra),
         PortSpec::Patch { .. } => patch::open(spec, extra),
+        PortSpec::Local { .. } => tapoff::open(spec, extra),
     }
 }

@@ -38,14 +38,16 @@ pub const QUEUE_LEN: usize = 64;
 
 /// One transmit call's frames, back to back in `data`.
 #[derive(Default)]
-struct Burst {
+pub(crate) struct Burst {
     data: Vec<u8>,
     /// (offset, length, offload state) of each frame.
     frames: Vec<(u32, u32, Option<VnetHdr>)>,
 }
 
-/// One direction of a pair: from the end named `.0` of its key to `.1`.
-struct Channel {
+/// One direction of a pair: from the end named `.0` of its key to `.1`
+/// (also the two directions between a LOCAL tap and the tunnel underlay
+/// it serves, see [`crate::tapoff`]).
+pub(crate) struct Channel {
     full: ArrayQueue<Burst>,
     free: ArrayQueue<Burst>,
     /// An end receives from this channel.
@@ -58,7 +60,7 @@ struct Channel {
 }
 
 impl Channel {
-    fn new(port: &str) -> Result<Channel, NetdevError> {
+    pub(crate) fn new(port: &str) -> Result<Channel, NetdevError> {
         Ok(Channel {
             full: ArrayQueue::new(QUEUE_LEN),
             free: ArrayQueue::new(QUEUE_LEN),
@@ -126,6 +128,18 @@ pub struct PatchRx {
 }
 
 impl PatchRx {
+    /// The receiving end of `ch`; Err when it has one already.
+    pub(crate) fn new(ch: Arc<Channel>) -> Result<PatchRx, Arc<Channel>> {
+        if ch.receiver.swap(true, Ordering::AcqRel) {
+            return Err(ch);
+        }
+        Ok(PatchRx {
+            ch,
+            cur: None,
+            stats: QueueStats::default(),
+        })
+    }
+
     /// The next burst with frames left, if any (looking twice when the
     /// queue seems empty: a sender that queued before seeing `waiting`
     /// is found on the second look; one after it wakes us).
@@ -201,26 +215,41 @@ pub struct PatchTx {
     stats: QueueStats,
 }
 
-impl TxQueue for PatchTx {
-    fn send(&mut self, frames: &mut dyn Iterator<Item = TxFrame<'_>>) -> usize {
+impl PatchTx {
+    /// A sender into `ch`.
+    pub(crate) fn new(ch: Arc<Channel>) -> PatchTx {
+        PatchTx {
+            ch,
+            stats: QueueStats::default(),
+        }
+    }
+
+    /// An empty burst to fill with [`PatchTx::add`]; `None` (nothing is
+    /// taken) when no end receives.
+    pub(crate) fn start(&self) -> Option<Burst> {
         if !self.ch.receiver.load(Ordering::Acquire) {
-            let n = frames.count();
-            self.stats.dropped += n as u64;
-            return 0;
+            return None;
         }
         let mut b = self.ch.free.pop().unwrap_or_default();
         b.data.clear();
         b.frames.clear();
-        for fr in frames {
-            let off = b.data.len();
-            match (u32::try_from(off), u32::try_from(fr.data.len())) {
-                (Ok(o), Ok(l)) if o.checked_add(l).is_some() => {
-                    b.data.extend_from_slice(fr.data);
-                    b.frames.push((o, l, fr.vnet));
-                }
-                _ => self.stats.dropped += 1,
+        Some(b)
+    }
+
+    /// Copies frame `fr` into burst `b`.
+    pub(crate) fn add(&mut self, b: &mut Burst, fr: &TxFrame<'_>) {
+        let off = b.data.len();
+        match (u32::try_from(off), u32::try_from(fr.data.len())) {
+            (Ok(o), Ok(l)) if o.checked_add(l).is_some() => {
+                b.data.extend_from_slice(fr.data);
+                b.frames.push((o, l, fr.vnet));
             }
+            _ => self.stats.dropped += 1,
         }
+    }
+
+    /// Queues burst `b`; returns how many frames went.
+    pub(crate) fn finish(&mut self, b: Burst) -> usize {
         let (n, bytes) = (b.frames.len(), b.data.len() as u64);
         if n == 0 {
             let _ = self.ch.free.push(b);
@@ -239,6 +268,25 @@ impl TxQueue for PatchTx {
                 0
             }
         }
+    }
+
+    /// Counts `n` frames dropped (no receiver).
+    pub(crate) fn dropped(&mut self, n: usize) {
+        self.stats.dropped += n as u64;
+    }
+}
+
+impl TxQueue for PatchTx {
+    fn send(&mut self, frames: &mut dyn Iterator<Item = TxFrame<'_>>) -> usize {
+        let Some(mut b) = self.start() else {
+            let n = frames.count();
+            self.dropped(n);
+            return 0;
+        };
+        for fr in frames {
+            self.add(&mut b, &fr);
+        }
+        self.finish(b)
     }
 
     fn takes_vnet_hdr(&self) -> bool {
@@ -262,25 +310,12 @@ pub fn open(spec: &PortSpec, extra: usize) -> Result<OpenPort, NetdevError> {
         });
     };
     let port = spec.to_string();
-    let rx = channel(peer, name, &port)?;
-    if rx.receiver.swap(true, Ordering::AcqRel) {
-        return Err(NetdevError::BadSpec {
-            spec: port,
-            reason: format!("patch port {name} is open already (in this or another bridge)"),
-        });
-    }
-    let rxq = PatchRx {
-        ch: rx,
-        cur: None,
-        stats: QueueStats::default(),
-    };
+    let rxq = PatchRx::new(channel(peer, name, &port)?).map_err(|_| NetdevError::BadSpec {
+        spec: port.clone(),
+        reason: format!("patch port {name} is open already (in this or another bridge)"),
+    })?;
     let tx = channel(name, peer, &port)?;
-    let mk = || {
-        Box::new(PatchTx {
-            ch: tx.clone(),
-            stats: QueueStats::default(),
-        }) as Box<dyn TxQueue>
-    };
+    let mk = || Box::new(PatchTx::new(tx.clone())) as Box<dyn TxQueue>;
     Ok(OpenPort {
         spec: spec.clone(),
         kind: "patch",

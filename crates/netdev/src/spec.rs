@@ -7,6 +7,8 @@
 //! pcap:FILE[,loop]
 //! pcap-out:FILE
 //! vhost-user:PATH[,server|client][,queues=N]
+//! patch:NAME,peer=PEER
+//! local:NAME
 //! null
 //! ```
 //!
@@ -114,6 +116,12 @@ pub enum PortSpec {
         /// The other end's name.
         peer: String,
     },
+    /// The tunnel underlay through tap `NAME`, another bridge's LOCAL port
+    /// in this process (see [`crate::tapoff`]).
+    Local {
+        /// The tap's name.
+        name: String,
+    },
 }
 
 impl PortSpec {
@@ -130,7 +138,7 @@ impl PortSpec {
         let (kind, rest) = s_trim.split_once(':').ok_or_else(|| {
             bad(
                 "expected KIND:NAME[,OPTIONS] with KIND one of afxdp, afpacket, tap, pcap, \
-                 pcap-out, vhost-user, patch, or 'null'"
+                 pcap-out, vhost-user, patch, local, or 'null'"
                     .to_string(),
             )
         })?;
@@ -157,11 +165,11 @@ impl PortSpec {
             "pcap" => &["loop"],
             "vhost-user" => &["server", "client", "queues"],
             "patch" => &["peer"],
-            "tap" | "pcap-out" => &[],
+            "tap" | "pcap-out" | "local" => &[],
             _ => {
                 return Err(bad(format!(
                     "unknown port kind '{kind}' (afxdp, afpacket, tap, pcap, pcap-out, \
-                     vhost-user, patch, null)"
+                     vhost-user, patch, local, null)"
                 )))
             }
         };
@@ -243,6 +251,9 @@ impl PortSpec {
             "tap" => PortSpec::Tap {
                 name: ifname(name)?,
             },
+            "local" => PortSpec::Local {
+                name: ifname(name)?,
+            },
             "pcap" => PortSpec::Pcap {
                 path: PathBuf::from(name),
                 looped,
@@ -281,6 +292,7 @@ impl PortSpec {
             PortSpec::Null => "null",
             PortSpec::VhostUser { .. } => "vhost-user",
             PortSpec::Patch { .. } => "patch",
+            PortSpec::Local { .. } => "local",
         }
     }
 
@@ -352,6 +364,7 @@ impl fmt::Display for PortSpec {
                 Ok(())
             }
             PortSpec::Patch { name, peer } => write!(f, "patch:{name},peer={peer}"),
+            PortSpec::Local { name } => write!(f, "local:{name}"),
         }
     }
 }

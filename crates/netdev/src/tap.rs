@@ -152,7 +152,7 @@ pub fn open(spec: &PortSpec, extra: usize) -> Result<OpenPort, NetdevError> {
             stats: QueueStats::default(),
         }));
     }
-    Ok(OpenPort {
+    let p = OpenPort {
         spec: spec.clone(),
         kind: "tap",
         detail: String::new(),
@@ -168,7 +168,9 @@ pub fn open(spec: &PortSpec, extra: usize) -> Result<OpenPort, NetdevError> {
         }),
         more_tx,
         guard: None,
-    })
+    };
+    // Another bridge may take its tunnel packets (see `crate::tapoff`).
+    crate::tapoff::attach_to_tap(name, p)
 }
 
 /// An `ifreq` with `name` (at most 15 bytes, checked by the spec parser).

@@ -32,4 +32,5 @@ pub mod testgen;
 pub mod trie;
 pub mod tunnel;
 mod tunnel_neigh;
+mod tunnel_route;
 pub mod xlate;

@@ -27,13 +27,14 @@
 //! tunnel or sees an ARP on the underlay, never per packet of a megaflow).
 
 use flowpath_wire::tunnel::{TlvEntry, TlvMap, TunnelKind, TLV_FIELDS};
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::net::IpAddr;
 use std::sync::atomic::Ordering;
-use std::sync::RwLock;
+use std::sync::{Arc, RwLock};
 
 pub use crate::tunnel_neigh::{
     Neigh, Neighbours, DEFAULT_AGING_SECS, MAX_AGING_SECS, REFRESH_BEFORE_MS,
 };
+pub use crate::tunnel_route::{connected_routes, Route};
 
 /// The datapath port of the underlay interface (no OpenFlow port: the
 /// bridge never sees its packets, only their decapsulated insides).
@@ -346,46 +347,6 @@ pub enum TlvModError {
     DupEntry,
 }
 
-/// A route of the underlay (`ovs/route/show`'s lines).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Route {
-    /// The destination prefix.
-    pub prefix: IpAddr,
-    /// Its length.
-    pub plen: u8,
-    /// The gateway (`None`: directly connected).
-    pub gw: Option<IpAddr>,
-    /// The source address packets routed here take.
-    pub src: IpAddr,
-    /// Added by the user (`ovs/route/add`), not from the underlay's
-    /// addresses.
-    pub user: bool,
-}
-
-impl Route {
-    fn contains(&self, ip: IpAddr) -> bool {
-        match (self.prefix, ip) {
-            (IpAddr::V4(p), IpAddr::V4(a)) => {
-                let m = if self.plen == 0 {
-                    0
-                } else {
-                    u32::MAX << (32 - u32::from(self.plen.min(32)))
-                };
-                u32::from(p) & m == u32::from(a) & m
-            }
-            (IpAddr::V6(p), IpAddr::V6(a)) => {
-                let m = if self.plen == 0 {
-                    0
-                } else {
-                    u128::MAX << (128 - u32::from(self.plen.min(128)))
-                };
-                u128::from(p) & m == u128::from(a) & m
-            }
-            _ => false,
-        }
-    }
-}
-
 /// The underlay interface: its datapath port, MAC and endpoint addresses
 /// (with their prefix lengths).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -398,6 +359,10 @@ pub struct Underlay {
     pub mac: [u8; 6],
     /// The endpoint addresses flowpath owns on it.
     pub addrs: Vec<(IpAddr, u8)>,
+    /// The addresses are the kernel's, on a bridge's LOCAL interface
+    /// (Open vSwitch's `br-phy`): the kernel answers ARP and neighbour
+    /// solicitations for them, translation only learns from them.
+    pub kernel: bool,
 }
 
 /// Everything translation needs about tunnels. See the module
@@ -411,7 +376,9 @@ pub struct Tunnels {
     /// datapath port `FIRST_VPORT + i` (a class stays once made: its
     /// number is in megaflows).
     classes: RwLock<Vec<(TunnelKind, u16)>>,
-    underlay: Option<Underlay>,
+    /// Set at start (`--underlay`) or later (a bridge's LOCAL interface
+    /// found to carry the endpoint's address).
+    underlay: RwLock<Option<Arc<Underlay>>>,
     routes: RwLock<Vec<Route>>,
     /// The Geneve option map (`add-tlv-map`).
     tlv: RwLock<TlvMap>,
@@ -458,36 +425,13 @@ impl Tunnels {
                 classes.push(c);
             }
         }
-        let mut routes = Vec::new();
-        if let Some(u) = &underlay {
-            for &(a, plen) in &u.addrs {
-                routes.push(Route {
-                    prefix: a,
-                    plen,
-                    gw: None,
-                    src: a,
-                    user: false,
-                });
-                for &g in gws.iter().filter(|g| g.is_ipv4() == a.is_ipv4()) {
-                    let any = if a.is_ipv4() {
-                        IpAddr::V4(Ipv4Addr::UNSPECIFIED)
-                    } else {
-                        IpAddr::V6(Ipv6Addr::UNSPECIFIED)
-                    };
-                    routes.push(Route {
-                        prefix: any,
-                        plen: 0,
-                        gw: Some(g),
-                        src: a,
-                        user: false,
-                    });
-                }
-            }
-        }
+        let routes = underlay
+            .as_ref()
+            .map_or_else(Vec::new, |u| connected_routes(u, gws));
         Tunnels {
             ports: RwLock::new(ports),
             classes: RwLock::new(classes),
-            underlay,
+            underlay: RwLock::new(underlay.map(Arc::new)),
             routes: RwLock::new(routes),
             tlv: RwLock::new(TlvMap::default()),
             port_range: std::sync::atomic::AtomicU32::new(
@@ -545,8 +489,48 @@ impl Tunnels {
     }
 
     /// The underlay.
-    pub fn underlay(&self) -> Option<&Underlay> {
-        self.underlay.as_ref()
+    pub fn underlay(&self) -> Option<Arc<Underlay>> {
+        self.underlay
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Replaces the underlay and the routes not added by the user with
+    /// `routes` (the user's take the new underlay's source address, or go
+    /// when it has none of their family). Returns whether anything
+    /// changed (translations then done again).
+    pub fn set_underlay(&self, u: Option<Underlay>, routes: Vec<Route>) -> bool {
+        let mut cur = self.underlay.write().unwrap_or_else(|e| e.into_inner());
+        let mut rs = self.routes.write().unwrap_or_else(|e| e.into_inner());
+        let mut next: Vec<Route> = routes;
+        for r in rs.iter().filter(|r| r.user) {
+            let src = u.as_ref().and_then(|u| {
+                u.addrs
+                    .iter()
+                    .find(|(a, _)| a.is_ipv4() == r.prefix.is_ipv4())
+                    .map(|(a, _)| *a)
+            });
+            if let Some(src) = src {
+                next.push(Route { src, ..*r });
+            }
+        }
+        let same = cur.as_deref() == u.as_ref() && {
+            let mut a = rs.clone();
+            let mut b = next.clone();
+            let k = |r: &Route| (r.prefix, r.plen, r.gw, r.src, r.user);
+            a.sort_by_key(k);
+            b.sort_by_key(k);
+            a == b
+        };
+        if same {
+            return false;
+        }
+        *cur = u.map(Arc::new);
+        *rs = next;
+        drop((cur, rs));
+        self.neigh.bump();
+        true
     }
 
     /// The datapath port of tunnel port `p`'s class.
@@ -615,7 +599,7 @@ impl Tunnels {
         let routes = self.routes.read().unwrap_or_else(|e| e.into_inner());
         routes
             .iter()
-            .filter(|r| r.contains(dst))
+            .filter(|r| r.holds(dst))
             .max_by_key(|r| r.plen)
             .map(|r| (r.gw.unwrap_or(dst), r.src))
     }
@@ -639,14 +623,13 @@ impl Tunnels {
             return Err(format!("{prefix}/{plen}: prefix length over {max}"));
         }
         let src = self
-            .underlay
-            .as_ref()
+            .underlay()
             .and_then(|u| {
                 u.addrs
                     .iter()
                     .find(|(a, _)| a.is_ipv4() == prefix.is_ipv4())
+                    .map(|(a, _)| *a)
             })
-            .map(|(a, _)| *a)
             .ok_or_else(|| {
                 format!("{prefix}/{plen}: the underlay has no address of this family")
             })?;
@@ -797,8 +780,7 @@ impl Tunnels {
 
     /// The underlay address `ip` is one of ours.
     pub fn is_local(&self, ip: IpAddr) -> bool {
-        self.underlay
-            .as_ref()
+        self.underlay()
             .is_some_and(|u| u.addrs.iter().any(|(a, _)| *a == ip))
     }
 }
@@ -971,6 +953,7 @@ mod tests {
             name: "u0".into(),
             mac: [2, 0, 0, 0, 0, 1],
             addrs: vec![(ip("172.31.1.100"), 24)],
+            kernel: false,
         };
         let t = Tunnels::new(vec![], Some(u), &[ip("172.31.1.254")]);
         assert_eq!(

@@ -37,6 +37,7 @@ fn setup() -> (RuleTables, Arc<Tunnels>) {
             name: "u0".into(),
             mac: [2, 0, 0, 0, 0, 0x64],
             addrs: vec![(ip("172.31.1.100"), 24), (ip("fd00::100"), 64)],
+            kernel: false,
         }),
         &[],
     ));

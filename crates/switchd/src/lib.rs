@@ -46,6 +46,7 @@ pub mod rules;
 pub mod sampler;
 pub mod shared;
 pub mod underlay;
+pub mod underlay_kernel;
 
 use flowpath_datapath::Config;
 use flowpath_netdev::{NetdevError, PortSpec};
@@ -285,8 +286,13 @@ impl Switchd {
                 return Err(SwitchdError::Config(format!("port {n} given twice")));
             }
         }
+        // Bridges from the OVSDB without --underlay take their tunnels'
+        // underlay from another bridge's LOCAL interface once one carries
+        // an address (Open vSwitch's br-phy): they have tunnels from the
+        // start.
+        let auto_underlay = cfg.underlay.is_none() && (cfg.ovsdb.is_some() || !how.first);
         // Tunnels: their datapath ports and the underlay's are reserved.
-        let tunnels = if cfg.tunnels.is_empty() && cfg.underlay.is_none() {
+        let tunnels = if cfg.tunnels.is_empty() && cfg.underlay.is_none() && !auto_underlay {
             None
         } else {
             use flowpath_ofproto::tunnel::{FIRST_VPORT, UNDERLAY_PORT};
@@ -414,6 +420,7 @@ impl Switchd {
             sample_sink: sample_tx,
             control_exec: Mutex::new(None),
             tunnels: tunnels.clone(),
+            auto_underlay,
         });
         let stop2 = stop.clone();
         let (rtx, rrx) = sync_channel(16);
@@ -429,7 +436,15 @@ impl Switchd {
         ];
         if let Some(t) = tunnels {
             let sh3 = shared.clone();
-            helpers.push(("fp-neigh", Box::new(move || underlay::run(sh3, t))));
+            let sh4 = shared.clone();
+            // (Bridges from the OVSDB find their underlay while they run.)
+            let attach = move |name: &str| control::Control::new(sh4.clone()).attach_underlay(name);
+            helpers.push((
+                "fp-neigh",
+                Box::new(move || {
+                    underlay::run(sh3, t, |sh, t| underlay_kernel::refresh(sh, t, &attach))
+                }),
+            ));
         }
         for (name, f) in helpers {
             match std::thread::Builder::new().name(name.into()).spawn(f) {

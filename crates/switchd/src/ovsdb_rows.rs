@@ -71,7 +71,8 @@ pub(crate) fn want(
                 "type dpdkvhostuserclient needs options:vhost-server-path".to_string(),
             ),
         },
-        // Tunnels over the switch's underlay (`--underlay`), their options
+        // Tunnels over the switch's underlay (`--underlay`, or another
+        // bridge's LOCAL interface, see `crate::underlay_kernel`), their options
         // as `--port N=vxlan:...` takes them (`key`, or `in_key` and
         // `out_key` apart, as OVS).
         "vxlan" | "geneve" | "gre" => {

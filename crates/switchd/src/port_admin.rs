@@ -88,8 +88,17 @@ impl Control {
                 ));
             }
         }
+        self.open_port(no, &spec)?;
+        c.bridge_port_changed(st, no, &name, true)
+    }
+
+    /// Opens port `spec` as number `no` and hands its queues to the PMDs
+    /// (nothing is announced: the caller does).
+    fn open_port(&self, no: u32, spec: &PortSpec) -> Result<(), String> {
+        let sh = self.shared().clone();
+        let c = self;
         let n_pmds = sh.pmds().len().max(1);
-        let opened = open_one(no, &spec, n_pmds).map_err(|e| e.to_string())?;
+        let opened = open_one(no, spec, n_pmds).map_err(|e| e.to_string())?;
         // Transmit first (a PMD may forward to the port as soon as it
         // receives from it), then the rx queues, spread over the PMDs.
         let tx = Arc::new(sh.tx().with(opened.tx.clone()));
@@ -110,7 +119,22 @@ impl Control {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .push((no, opened.open));
-        c.bridge_port_changed(st, no, &name, true)
+        Ok(())
+    }
+
+    /// Opens the tunnels' underlay `local:NAME` (tap NAME, another
+    /// bridge's LOCAL interface in this process) as the underlay's
+    /// datapath port, while the switch runs.
+    pub(crate) fn attach_underlay(&self, name: &str) -> Result<(), String> {
+        let spec = PortSpec::Local {
+            name: name.to_string(),
+        };
+        let no = flowpath_ofproto::tunnel::UNDERLAY_PORT;
+        let _st = self.state();
+        if self.shared().ports().iter().any(|p| p.port_no == no) {
+            return Err(format!("{spec}: the underlay is open already"));
+        }
+        self.open_port(no, &spec)
     }
 
     /// A tunnel port `spec` (`vxlan:...`, `geneve:...`, `gre:...`) as

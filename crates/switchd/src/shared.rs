@@ -141,6 +141,10 @@ pub struct Shared {
     /// Tunnel ports, the underlay, its routes and neighbours (none
     /// without `--underlay`).
     pub tunnels: Option<Arc<flowpath_ofproto::tunnel::Tunnels>>,
+    /// The underlay is found, not given: another bridge's LOCAL interface
+    /// in this process that carries the endpoint's address (bridges from
+    /// the OVSDB without `--underlay`, see [`crate::underlay_kernel`]).
+    pub auto_underlay: bool,
 }
 
 /// A controller the OVSDB names: its target and its `Controller` row's

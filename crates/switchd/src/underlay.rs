@@ -105,6 +105,7 @@ impl UnderlayConfig {
             name,
             mac,
             addrs: self.addrs.clone(),
+            kernel: false,
         })
     }
 }
@@ -254,10 +255,11 @@ pub fn ask_once(sh: &Shared, t: &Tunnels) -> usize {
     sent
 }
 
-/// The neighbour thread: a round of requests every [`ASK_INTERVAL`]
-/// until the switch stops.
-pub fn run(sh: Arc<Shared>, t: Arc<Tunnels>) {
+/// The neighbour thread: `each_round` (the underlay's refresh), then a
+/// round of requests, every [`ASK_INTERVAL`] until the switch stops.
+pub fn run(sh: Arc<Shared>, t: Arc<Tunnels>, mut each_round: impl FnMut(&Arc<Shared>, &Tunnels)) {
     while !sh.stop.load(Ordering::Relaxed) {
+        each_round(&sh, &t);
         ask_once(&sh, &t);
         // Sleep in small steps so that a stop is seen quickly.
         for _ in 0..10 {
@@ -271,6 +273,11 @@ pub fn run(sh: Arc<Shared>, t: Arc<Tunnels>) {
 
 /// `tnl/neigh/show` (= `tnl/arp/show`), as OVS prints it.
 pub fn neigh_show(t: Option<&Tunnels>, bridge: &str) -> String {
+    // Over another bridge's LOCAL interface, its name (where OVS learns).
+    let bridge = t
+        .and_then(Tunnels::underlay)
+        .filter(|u| u.kernel)
+        .map_or_else(|| bridge.to_string(), |u| u.name.clone());
     let mut out =
         String::from("IP                                            MAC                 Bridge\n");
     out.push_str("==========================================================================\n");
@@ -322,7 +329,8 @@ pub fn neigh_flush(t: Option<&Tunnels>) -> String {
     "OK\n".into()
 }
 
-fn mask(ip: IpAddr, plen: u8) -> IpAddr {
+/// `ip` with the bits past `plen` cleared.
+pub(crate) fn mask(ip: IpAddr, plen: u8) -> IpAddr {
     match ip {
         IpAddr::V4(a) => {
             let m = if plen == 0 {
@@ -349,7 +357,7 @@ pub fn route_show(t: Option<&Tunnels>) -> String {
     let Some(t) = t else {
         return out;
     };
-    let dev = t.underlay().map_or("", |u| u.name.as_str());
+    let dev = t.underlay().map_or_else(String::new, |u| u.name.clone());
     for r in t.routes() {
         let _ = write!(
             out,
@@ -439,7 +447,7 @@ pub fn route_lookup(t: Option<&Tunnels>, p: &[String]) -> Result<String, String>
     } else {
         hop.to_string()
     };
-    let dev = t.underlay().map_or("", |u| u.name.as_str());
+    let dev = t.underlay().map_or_else(String::new, |u| u.name.clone());
     Ok(format!("src {src}\ngateway {gw}\ndev {dev}\n"))
 }
 

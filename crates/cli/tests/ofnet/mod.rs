@@ -20,6 +20,16 @@ pub fn sh(cmd: &str) -> Output {
     Command::new("sh").arg("-c").arg(cmd).output().unwrap()
 }
 
+/// Runs `cmd` (by `sh -c`), which must succeed.
+pub fn ok(cmd: &str) {
+    let o = sh(cmd);
+    assert!(
+        o.status.success(),
+        "{cmd}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
 /// Whether the test can run: root and `tools` on PATH. Without them the
 /// test says it is skipped (and fails under CI, which has both).
 pub fn can_run(test: &str, tools: &[&str]) -> bool {

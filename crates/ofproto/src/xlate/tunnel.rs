@@ -82,7 +82,7 @@ impl<L: Lookup> Ctx<'_, '_, L> {
         let Some(u) = t.underlay() else {
             return;
         };
-        let (port, mac) = (u.port, u.mac);
+        let (port, mac, answer) = (u.port, u.mac, !u.kernel);
         let k = self.flow;
         match k.dl_type() {
             0x0806 => {
@@ -108,7 +108,8 @@ impl<L: Lookup> Ctx<'_, '_, L> {
                         ),
                     );
                 }
-                if k.nw_proto() == 1 && t.is_local(tpa) {
+                // (Addresses the kernel holds, the kernel answers for.)
+                if answer && k.nw_proto() == 1 && t.is_local(tpa) {
                     // Answer: the request turned around, as an OpenFlow ARP
                     // responder does it.
                     for f in [FieldId::EthSrc, FieldId::EthDst, FieldId::ArpTha] {
@@ -129,7 +130,7 @@ impl<L: Lookup> Ctx<'_, '_, L> {
                 }
             }
             0x86dd if k.nw_proto() == 58 && matches!(k.tp_src(), 135 | 136) && k.tp_dst() == 0 => {
-                self.underlay_nd(t, port, mac);
+                self.underlay_nd(t, port, mac, answer);
             }
             0x0800 | 0x86dd => {
                 let v4 = k.dl_type() == 0x0800;
@@ -189,7 +190,7 @@ impl<L: Lookup> Ctx<'_, '_, L> {
     /// around: type 136, solicited and override flags, its source
     /// link-layer option made the target's), the sender's link-layer
     /// address snooped from solicitations and advertisements.
-    fn underlay_nd(&mut self, t: &Tunnels, port: u32, mac: [u8; 6]) {
+    fn underlay_nd(&mut self, t: &Tunnels, port: u32, mac: [u8; 6], answer: bool) {
         use FieldId as F;
         let k = self.flow;
         for f in [
@@ -222,7 +223,11 @@ impl<L: Lookup> Ctx<'_, '_, L> {
         // A solicitation for one of ours, from an address (not duplicate
         // address detection), with its link-layer option to turn into
         // ours.
-        if k.tp_src() == 135 && t.is_local(target) && k.ipv6_src() != 0 && k.nd_options_type() == 1
+        if answer
+            && k.tp_src() == 135
+            && t.is_local(target)
+            && k.ipv6_src() != 0
+            && k.nd_options_type() == 1
         {
             for f in [F::EthSrc, F::EthDst, F::Ipv6Dst, F::NdReserved] {
                 self.exact(f);

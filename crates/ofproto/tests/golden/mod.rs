@@ -66,6 +66,7 @@ pub fn tunnels_from_args(args: &[&str]) -> std::sync::Arc<flowpath_ofproto::tunn
                     name: "null".into(),
                     mac: [0x02, 0xfd, 0, 0, 0, 0x01],
                     addrs: Vec::new(),
+                    kernel: false,
                 };
                 for tok in v.split(',').skip(1) {
                     if let Some(a) = tok.strip_prefix("ip=") {
