@@ -7,6 +7,8 @@
 //! `vxlan` device (VNI 5, remote 172.31.77.100) and the overlay address
 //! 10.88.0.2/24.
 //!
+//! Both over an IPv4 and an IPv6 underlay (fd00:77::100 on br-phy).
+//!
 //! Checked: ping across the tunnel; the host still owns the endpoint
 //! address (it pings namespace 2 through `br-phy`, the kernel answering
 //! ARP); `ovs/route/show` lists the kernel's route through `br-phy`;
@@ -22,6 +24,20 @@ use std::time::Duration;
 
 #[test]
 fn vxlan_over_a_br_phy_bridge_from_the_database() {
+    run("tp", false);
+}
+
+/// The same over an IPv6 underlay: the kernel answers neighbour
+/// solicitations for br-phy's address; flowpath learns the remote from
+/// its advertisement.
+#[test]
+fn vxlan_over_a_br_phy_bridge_over_ipv6() {
+    run("t6", true);
+}
+
+/// The layout over an IPv4 or (`v6`) IPv6 underlay; `name` tags the
+/// namespaces.
+fn run(name: &str, v6: bool) {
     let tools = [
         "ip",
         "ping",
@@ -34,7 +50,14 @@ fn vxlan_over_a_br_phy_bridge_from_the_database() {
         return;
     }
     let _one = ofnet::one_bridge_at_a_time();
-    let mut t = Topo::new("tp");
+    let mut t = Topo::new(name);
+    // (remote host, endpoint, subnet's prefix length, the routes' text)
+    let (remote, me, plen, net) = if v6 {
+        ("fd00:77::2", "fd00:77::100", 64, "fd00:77::/64")
+    } else {
+        ("172.31.77.2", "172.31.77.100", 24, "172.31.77.0/24")
+    };
+    let nodad = if v6 { " nodad" } else { "" };
     let dir = t.dir.clone();
     let (h1, h2) = (t.ns(1), t.ns(2));
     let (p1, p2, vx) = (
@@ -43,10 +66,18 @@ fn vxlan_over_a_br_phy_bridge_from_the_database() {
         format!("vx{}", t.tag),
     );
     ok(&format!("ip -n {h1} addr add 10.88.0.1/24 dev {p1}"));
-    ok(&format!("ip -n {h1} link set {p1} mtu 1450"));
-    ok(&format!("ip -n {h2} addr add 172.31.77.2/24 dev {p2}"));
+    let mtu = if v6 { 1430 } else { 1450 };
+    ok(&format!("ip -n {h1} link set {p1} mtu {mtu}"));
+    if v6 {
+        ok(&format!(
+            "ip netns exec {h2} sysctl -qw net.ipv6.conf.{p2}.disable_ipv6=0"
+        ));
+    }
     ok(&format!(
-        "ip -n {h2} link add {vx} type vxlan id 5 remote 172.31.77.100 local 172.31.77.2 dstport 4789 dev {p2}"
+        "ip -n {h2} addr add {remote}/{plen} dev {p2}{nodad}"
+    ));
+    ok(&format!(
+        "ip -n {h2} link add {vx} type vxlan id 5 remote {me} local {remote} dstport 4789 dev {p2}"
     ));
     ok(&format!("ip -n {h2} addr add 10.88.0.2/24 dev {vx}"));
     ok(&format!("ip -n {h2} link set {vx} up"));
@@ -67,11 +98,11 @@ fn vxlan_over_a_br_phy_bridge_from_the_database() {
         "br-phy's tap: {}",
         t.log("switch.log")
     );
-    ok("ip addr add 172.31.77.100/24 dev br-phy");
+    ok(&format!("ip addr add {me}/{plen} dev br-phy{nodad}"));
     ok("ip link set br-phy up");
     vsctl(
         &dir,
-        "add-port br0 vx1 -- set interface vx1 type=vxlan options:remote_ip=172.31.77.2 options:key=5",
+        &format!("add-port br0 vx1 -- set interface vx1 type=vxlan options:remote_ip={remote} options:key=5"),
     );
     t.ofctl("add-flow br0 actions=NORMAL");
     t.ofctl("add-flow br-phy actions=NORMAL");
@@ -91,34 +122,37 @@ fn vxlan_over_a_br_phy_bridge_from_the_database() {
     // The host still owns the address: the kernel answers ARP through
     // br-phy's tap, and reaches namespace 2 itself.
     assert!(
-        sh("ping -c 2 -i 0.2 -W 2 172.31.77.2").status.success(),
+        sh(&format!("ping -c 2 -i 0.2 -W 2 {remote}"))
+            .status
+            .success(),
         "the host through br-phy"
     );
     let routes = t.appctl("ovs/route/show");
     assert!(
-        routes.contains("Cached: 172.31.77.0/24 dev br-phy SRC 172.31.77.100"),
+        routes.contains(&format!("Cached: {net} dev br-phy SRC {me}")),
         "{routes}"
     );
     let neigh = t.appctl("tnl/neigh/show");
     assert!(
         neigh
             .lines()
-            .any(|l| l.starts_with("172.31.77.2 ") && l.contains("br-phy")),
+            .any(|l| l.starts_with(&format!("{remote} ")) && l.contains("br-phy")),
         "{neigh}"
     );
     let flows = t.appctl("dpctl/dump-flows br0");
     assert!(
         flows.contains("tnl_push(tnl_port(65024),")
-            && flows.contains("src=172.31.77.100,dst=172.31.77.2")
+            && flows.contains(&format!("src={me},dst={remote}"))
             && flows.contains("actions:tnl_pop(65024)"),
         "{flows}"
     );
     // br-phy carried the outer packets between its LOCAL port and the
     // physical one.
     let phy = t.appctl("dpctl/dump-flows br-phy");
+    let ip = if v6 { "ipv6" } else { "ip" };
     let used = |from: &str, to: &str| {
         phy.lines().any(|l| {
-            l.contains(&format!("eth,ip,in_port={from},"))
+            l.contains(&format!("eth,{ip},in_port={from},"))
                 && l.ends_with(&format!("actions:{to}"))
                 && !l.contains("packets:0,")
         })
