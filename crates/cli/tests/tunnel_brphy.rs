@@ -13,7 +13,8 @@
 //! address (it pings namespace 2 through `br-phy`, the kernel answering
 //! ARP); `ovs/route/show` lists the kernel's route through `br-phy`;
 //! `tnl/neigh/show` the learned remote; `tnl_push` and `tnl_pop` in
-//! `br0`'s megaflows, and the outer packets through `br-phy`'s. The
+//! `br0`'s megaflows, and the outer packets through `br-phy`'s; iperf3
+//! TCP across the tunnel (the rate is printed). The
 //! namespaces, veths, bridges' taps and the processes (by PID) go even
 //! when a check fails.
 
@@ -45,6 +46,7 @@ fn run(name: &str, v6: bool) {
         "ovsdb-tool",
         "ovs-vsctl",
         "ovs-appctl",
+        "iperf3",
     ];
     if !can_run("tunnel_brphy", &tools) {
         return;
@@ -158,5 +160,11 @@ fn run(name: &str, v6: bool) {
         })
     };
     assert!(used("65534", "1") && used("1", "65534"), "{phy}");
+    let bps = t.iperf3_bps(2, "10.88.0.2", 1);
+    eprintln!(
+        "iperf3 over VXLAN through br-phy ({me}; flowpath afpacket ↔ kernel vxlan): {:.2} Gbit/s",
+        bps / 1e9
+    );
+    assert!(bps > 0.0, "no TCP across the tunnel");
     t.kill(sw);
 }

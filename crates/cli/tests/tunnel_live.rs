@@ -140,37 +140,7 @@ fn check(t: &Topo, neigh_ip: &str) {
     let routes = ctl(t, &["ovs/route/show"]);
     assert!(routes.contains(" dev "), "{routes}");
     // TCP across the tunnel, both offload directions.
-    let server = t.in_ns(2, 1, "true");
-    assert!(server.status.success());
-    let mut srv = Command::new("ip")
-        .args([
-            "netns",
-            "exec",
-            &t.ns(2),
-            "iperf3",
-            "-s",
-            "-1",
-            "-B",
-            "10.88.0.2",
-        ])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    assert!(t.listening_in(2, 5201), "iperf3 server did not start");
-    let o = t.in_ns(1, 30, "iperf3 -c 10.88.0.2 -t 3 -J");
-    let _ = srv.kill();
-    let _ = srv.wait();
-    assert!(
-        o.status.success(),
-        "iperf3: {}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    );
-    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-    let bps = v["end"]["sum_received"]["bits_per_second"]
-        .as_f64()
-        .unwrap_or(0.0);
+    let bps = t.iperf3_bps(2, "10.88.0.2", 1);
     eprintln!(
         "iperf3 over VXLAN ({}underlay; flowpath afpacket ↔ kernel vxlan): {:.2} Gbit/s",
         neigh_ip,

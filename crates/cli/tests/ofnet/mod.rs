@@ -236,6 +236,44 @@ impl Topo {
         ))
     }
 
+    /// TCP from namespace `client` to an iperf3 server on `ip` in
+    /// namespace `server`, 3 s: the bits per second received (the run
+    /// must succeed).
+    pub fn iperf3_bps(&self, server: u32, ip: &str, client: u32) -> f64 {
+        let mut srv = Command::new("ip")
+            .args([
+                "netns",
+                "exec",
+                &self.ns(server),
+                "iperf3",
+                "-s",
+                "-1",
+                "-B",
+                ip,
+            ])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        assert!(
+            self.listening_in(server, 5201),
+            "iperf3 server did not start"
+        );
+        let o = self.in_ns(client, 30, &format!("iperf3 -c {ip} -t 3 -J"));
+        let _ = srv.kill();
+        let _ = srv.wait();
+        assert!(
+            o.status.success(),
+            "iperf3: {}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        );
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        v["end"]["sum_received"]["bits_per_second"]
+            .as_f64()
+            .unwrap_or(0.0)
+    }
+
     /// A command that runs `argv` in namespace `i` (to `start`).
     pub fn ns_command(&self, i: u32, argv: &str) -> Command {
         let mut c = Command::new("ip");
