@@ -50,6 +50,18 @@ fn setup(t: &mut Topo, v6: bool) {
     // device makes its own the same way).
     let mtu = if v6 { 1430 } else { 1450 };
     ok(&format!("ip -n {h1} link set {}p1 mtu {mtu}", t.tag));
+    start(t, local, &format!("ip={mine}"));
+    let mgmt = t.path("br0.mgmt");
+    assert!(
+        wait_until(Duration::from_secs(10), || mgmt.exists()),
+        "switch did not start: {}",
+        t.log("switch.log")
+    );
+}
+
+/// Starts the switch: port 1 on veth 1, port 10 a VXLAN tunnel (VNI 5) to
+/// `remote`, the underlay on veth 2 with `addrs` (`ip=...[,ip=...]`).
+fn start(t: &mut Topo, remote: &str, addrs: &str) {
     let rules = t.path("tunnel.flows");
     std::fs::write(&rules, RULES).unwrap();
     let mut cmd = Command::new(BIN);
@@ -59,18 +71,12 @@ fn setup(t: &mut Topo, v6: bool) {
         .arg("--port")
         .arg(format!("1=afpacket:{}", t.veth(1)))
         .arg("--port")
-        .arg(format!("10=vxlan:remote_ip={local},key=5"))
+        .arg(format!("10=vxlan:remote_ip={remote},key=5"))
         .arg("--underlay")
-        .arg(format!("afpacket:{},ip={mine}", t.veth(2)))
+        .arg(format!("afpacket:{},{addrs}", t.veth(2)))
         .arg("--ctl")
         .arg(t.path("flowpath.ctl"));
     t.start(cmd, "switch.log");
-    let mgmt = t.path("br0.mgmt");
-    assert!(
-        wait_until(Duration::from_secs(10), || mgmt.exists()),
-        "switch did not start: {}",
-        t.log("switch.log")
-    );
 }
 
 fn ctl(t: &Topo, args: &[&str]) -> String {
@@ -115,6 +121,37 @@ fn vxlan_with_the_kernel_over_ipv6() {
     let mut t = Topo::new("v6");
     setup(&mut t, true);
     check(&t, "fd00:77::2 ");
+}
+
+/// Duplicate address detection on the underlay: namespace 2 already has
+/// the IPv6 endpoint address flowpath is given; the switch says so and
+/// drops it (no route through it), keeping its IPv4 one.
+#[test]
+fn a_duplicate_ipv6_endpoint_address_is_detected() {
+    if !can_run("a_duplicate_ipv6_endpoint_address_is_detected", &["ip"]) {
+        return;
+    }
+    let mut t = Topo::new("dd");
+    let (h2, p2) = (t.ns(2), format!("{}p2", t.tag));
+    ok(&format!(
+        "ip netns exec {h2} sysctl -qw net.ipv6.conf.{p2}.disable_ipv6=0"
+    ));
+    ok(&format!(
+        "ip -n {h2} addr add fd00:77::100/64 dev {p2} nodad"
+    ));
+    start(&mut t, "fd00:77::2", "ip=fd00:77::100/64,ip=10.77.0.100/24");
+    assert!(
+        wait_until(Duration::from_secs(10), || t
+            .log("switch.log")
+            .contains("fd00:77::100 is in use by another node")),
+        "{}",
+        t.log("switch.log")
+    );
+    let routes = ctl(&t, &["ovs/route/show"]);
+    assert!(
+        !routes.contains("fd00:77::") && routes.contains("10.77.0.0/24"),
+        "{routes}"
+    );
 }
 
 /// Ping both ways, the neighbour `neigh` learned, the megaflows and

@@ -31,6 +31,7 @@ pub mod tables;
 pub mod testgen;
 pub mod trie;
 pub mod tunnel;
+mod tunnel_dad;
 mod tunnel_neigh;
 mod tunnel_route;
 pub mod xlate;

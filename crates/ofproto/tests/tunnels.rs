@@ -187,6 +187,78 @@ fn the_underlay_answers_neighbour_solicitations() {
     assert_eq!(tun.neigh.lookup(ip("fd00::2")), Some([2, 0, 0, 0, 0, 2]));
 }
 
+/// Duplicate address detection: a tentative address is not answered
+/// for and takes no tunnel packets; an advertisement of it from another
+/// node makes it a duplicate (and is not learned as a neighbour); an
+/// uncontested one becomes usable after the wait.
+#[test]
+fn tentative_addresses_are_detected_before_use() {
+    let (t, tun) = setup();
+    let (me, other): (std::net::Ipv6Addr, std::net::Ipv6Addr) =
+        ("fd00::100".parse().unwrap(), "fd00::200".parse().unwrap());
+    let u = Underlay {
+        port: UNDERLAY_PORT,
+        name: "u0".into(),
+        mac: [2, 0, 0, 0, 0, 0x64],
+        addrs: vec![(ip("fd00::100"), 64), (ip("fd00::200"), 64)],
+        kernel: false,
+    };
+    let routes = flowpath_ofproto::tunnel::connected_routes(&u, &[]);
+    tun.set_underlay(Some(u), routes);
+    assert!(tun.routes().iter().any(|r| r.src == ip("fd00::200")));
+    tun.dad.begin([me, other]);
+    assert_eq!(tun.dad_round(0), vec![me, other], "a solicitation each");
+    let ns = |target: &str| {
+        parse_packet(&format!(
+            "in_port={UNDERLAY_PORT},icmp6,dl_src=02:00:00:00:00:01,dl_dst=33:33:ff:00:01:00,ipv6_src=fd00::1,ipv6_dst=ff02::1:ff00:100,nw_ttl=255,icmp_type=135,icmp_code=0,nd_target={target},nd_sll=02:00:00:00:00:01,nd_options_type=1"
+        ))
+        .unwrap()
+    };
+    let x = xlate_on(&t, None, &ns("fd00::100"), 0, LEARN);
+    assert!(x.actions.is_empty(), "tentative: not answered\n{}", x.trace);
+    let vx = parse_packet(&format!(
+        "in_port={UNDERLAY_PORT},udp6,dl_dst=02:00:00:00:00:64,ipv6_src=fd00::1,ipv6_dst=fd00::100,tp_dst=4789"
+    ))
+    .unwrap();
+    assert!(
+        xlate_on(&t, None, &vx, 0, LEARN).actions.is_empty(),
+        "no tnl_pop while tentative"
+    );
+    // Another node advertises fd00::200: a duplicate.
+    let na = parse_packet(&format!(
+        "in_port={UNDERLAY_PORT},icmp6,ipv6_src=fd00::200,ipv6_dst=ff02::1,icmp_type=136,icmp_code=0,nd_target=fd00::200,nd_tll=02:00:00:00:00:09,nd_options_type=2"
+    ))
+    .unwrap();
+    let x = xlate_on(&t, None, &na, 0, LEARN);
+    assert!(
+        x.trace.contains("duplicate address detection"),
+        "{}",
+        x.trace
+    );
+    assert_eq!(tun.dad.duplicates(), vec![other]);
+    assert_eq!(
+        tun.neigh.lookup(ip("fd00::200")),
+        None,
+        "our own address is no neighbour"
+    );
+    assert!(tun.dad_round(500).is_empty());
+    assert!(!tun.is_local(ip("fd00::100")));
+    tun.dad_round(1000);
+    assert!(tun.is_local(ip("fd00::100")) && !tun.is_local(ip("fd00::200")));
+    let a = format_actions(&xlate_on(&t, None, &ns("fd00::100"), 0, LEARN).actions);
+    assert!(a.contains("type=136"), "usable: answered: {a}");
+    assert!(
+        format_actions(&xlate_on(&t, None, &vx, 0, LEARN).actions).contains("tnl_pop("),
+        "usable: decapsulated"
+    );
+    assert!(xlate_on(&t, None, &ns("fd00::200"), 0, LEARN)
+        .actions
+        .is_empty());
+    tun.drop_address(ip("fd00::200"));
+    assert!(tun.routes().iter().all(|r| r.src != ip("fd00::200")));
+    assert_eq!(tun.underlay().unwrap().addrs, vec![(ip("fd00::100"), 64)]);
+}
+
 #[test]
 fn geneve_options_are_set_by_rules_and_read_by_rules() {
     let rules = parse_rules(

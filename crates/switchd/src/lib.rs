@@ -315,6 +315,12 @@ impl Switchd {
                 .map_err(SwitchdError::Config)?;
             if let Some(u) = &cfg.underlay {
                 cfg.ports.push((UNDERLAY_PORT, u.spec.clone()));
+                // The IPv6 endpoint addresses flowpath owns are tentative
+                // until duplicate address detection clears them.
+                t.dad.begin(u.addrs.iter().filter_map(|(a, _)| match a {
+                    std::net::IpAddr::V6(a) => Some(*a),
+                    std::net::IpAddr::V4(_) => None,
+                }));
             }
             cfg.rules.set_tunnels(Some(t.clone()));
             Some(t)

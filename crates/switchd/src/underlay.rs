@@ -163,36 +163,41 @@ fn arp_request(mac: [u8; 6], spa: Ipv4Addr, tpa: Ipv4Addr) -> [u8; 42] {
 }
 
 /// A neighbour solicitation from `mac`/`src` for `target`, to its
-/// solicited-node multicast address.
+/// solicited-node multicast address; from `::` (`src` `None`: duplicate
+/// address detection) it carries no link-layer option.
 fn neighbour_solicitation(
     mac: [u8; 6],
-    src: std::net::Ipv6Addr,
+    src: Option<std::net::Ipv6Addr>,
     target: std::net::Ipv6Addr,
-) -> [u8; 86] {
+) -> Vec<u8> {
     let t = target.octets();
+    let src = src.map_or([0; 16], |s| s.octets());
+    let icmp_len: usize = if src == [0; 16] { 24 } else { 32 };
     let mut dst = [0u8; 16];
     dst[..2].copy_from_slice(&[0xff, 0x02]);
     dst[11..13].copy_from_slice(&[0x01, 0xff]);
     dst[13..].copy_from_slice(&t[13..]);
-    let mut f = [0u8; 86];
+    let mut f = vec![0u8; 54 + icmp_len];
     f[0..6].copy_from_slice(&[0x33, 0x33, 0xff, t[13], t[14], t[15]]);
     f[6..12].copy_from_slice(&mac);
     f[12..14].copy_from_slice(&0x86ddu16.to_be_bytes());
     let ip = &mut f[14..54];
     ip[0] = 0x60;
-    ip[4..6].copy_from_slice(&32u16.to_be_bytes());
+    ip[4..6].copy_from_slice(&(icmp_len as u16).to_be_bytes());
     ip[6] = 58;
     ip[7] = 255;
-    ip[8..24].copy_from_slice(&src.octets());
+    ip[8..24].copy_from_slice(&src);
     ip[24..40].copy_from_slice(&dst);
-    let icmp = &mut f[54..86];
+    let icmp = &mut f[54..];
     icmp[0] = 135;
     icmp[8..24].copy_from_slice(&t);
-    icmp[24] = 1;
-    icmp[25] = 1;
-    icmp[26..32].copy_from_slice(&mac);
+    if icmp_len == 32 {
+        icmp[24] = 1;
+        icmp[25] = 1;
+        icmp[26..32].copy_from_slice(&mac);
+    }
     use flowpath_wire::checksum;
-    let pseudo = checksum::pseudo_header_v6(src.octets(), dst, 58, 32);
+    let pseudo = checksum::pseudo_header_v6(src, dst, 58, icmp_len as u32);
     let c = !checksum::add(pseudo, checksum::sum(icmp));
     icmp[2..4].copy_from_slice(&c.to_be_bytes());
     f
@@ -221,7 +226,28 @@ fn to_ask(t: &Tunnels, now_ms: u64) -> Vec<(IpAddr, IpAddr)> {
         .collect()
 }
 
-/// Sends one round of neighbour requests; returns how many were sent.
+/// Duplicate address detection's round (see
+/// `flowpath_ofproto::tunnel::Dad`): the solicitations to send now;
+/// addresses that became usable retranslate what was cached while they
+/// were not, those found duplicate are dropped and logged.
+fn dad_round(t: &Tunnels, mac: [u8; 6], now_ms: u64) -> Vec<Vec<u8>> {
+    let probe = t.dad_round(now_ms);
+    for a in t.dad.duplicates() {
+        if t.has_address(IpAddr::V6(a)) {
+            eprintln!(
+                "flowpath: underlay: {a} is in use by another node (duplicate address detection): not using it"
+            );
+            t.drop_address(IpAddr::V6(a));
+        }
+    }
+    probe
+        .into_iter()
+        .map(|a| neighbour_solicitation(mac, None, a))
+        .collect()
+}
+
+/// Sends one round of duplicate address detection and neighbour
+/// requests; returns how many were sent.
 pub fn ask_once(sh: &Shared, t: &Tunnels) -> usize {
     let Some(u) = t.underlay() else {
         return 0;
@@ -230,29 +256,32 @@ pub fn ask_once(sh: &Shared, t: &Tunnels) -> usize {
     let Some(port) = tx.get(UNDERLAY_PORT) else {
         return 0;
     };
-    let mut sent = 0;
     let now_ms = sh.started.elapsed().as_millis() as u64;
+    let mut frames = dad_round(t, u.mac, now_ms);
     for (hop, src) in to_ask(t, now_ms) {
-        let (arp, ns);
-        let f: &[u8] = match (hop, src) {
+        match (hop, src) {
+            // (Not from an address still under detection.)
+            _ if !t.dad.usable(src) => {}
             (IpAddr::V4(hop), IpAddr::V4(src)) => {
-                arp = arp_request(u.mac, src, hop);
-                &arp
+                frames.push(arp_request(u.mac, src, hop).to_vec())
             }
             (IpAddr::V6(hop), IpAddr::V6(src)) => {
-                ns = neighbour_solicitation(u.mac, src, hop);
-                &ns
+                frames.push(neighbour_solicitation(u.mac, Some(src), hop))
             }
-            _ => continue,
-        };
-        let mut one = std::iter::once(TxFrame {
-            data: f,
-            vnet: None,
-            timestamp_ns: 0,
-        });
-        sent += crate::ports::TxPort::lock(port.queue_for(0)).send(&mut one);
+            _ => {}
+        }
     }
-    sent
+    let mut q = crate::ports::TxPort::lock(port.queue_for(0));
+    frames
+        .iter()
+        .map(|f| {
+            q.send(&mut std::iter::once(TxFrame {
+                data: f,
+                vnet: None,
+                timestamp_ns: 0,
+            }))
+        })
+        .sum()
 }
 
 /// The neighbour thread: `each_round` (the underlay's refresh), then a
@@ -538,7 +567,7 @@ mod tests {
     #[test]
     fn neighbour_solicitations_are_well_formed() {
         let (src, target) = ("fd00::100".parse().unwrap(), "fd00::1:2".parse().unwrap());
-        let f = neighbour_solicitation([2, 0, 0, 0, 0, 1], src, target);
+        let f = neighbour_solicitation([2, 0, 0, 0, 0, 1], Some(src), target);
         let (k, _) = flowpath_flow::extract::extract_with_layers(&f, 1);
         assert_eq!((k.nw_proto(), k.tp_src()), (58, 135));
         assert_eq!(k.nd_target(), u128::from(target));
@@ -552,6 +581,14 @@ mod tests {
         let mut d = [0u8; 16];
         d.copy_from_slice(&f[38..54]);
         let p = checksum::pseudo_header_v6(src.octets(), d, 58, 32);
+        assert_eq!(checksum::add(p, checksum::sum(&f[54..])), 0xffff);
+        // Duplicate address detection's: from ::, no option.
+        let f = neighbour_solicitation([2, 0, 0, 0, 0, 1], None, target);
+        let (k, _) = flowpath_flow::extract::extract_with_layers(&f, 1);
+        assert_eq!((k.ipv6_src(), k.tp_src(), k.arp_sha()), (0, 135, 0));
+        assert_eq!(k.nd_target(), u128::from(target));
+        assert_eq!(f.len(), 78);
+        let p = checksum::pseudo_header_v6([0; 16], d, 58, 24);
         assert_eq!(checksum::add(p, checksum::sum(&f[54..])), 0xffff);
     }
 

@@ -210,7 +210,21 @@ impl<L: Lookup> Ctx<'_, '_, L> {
         } else {
             (target, k.arp_tha())
         };
-        if self.side_effects && lladdr != 0 && !who.is_unspecified() {
+        // Duplicate address detection: another node advertises one of
+        // our tentative addresses, or detects it for itself (a
+        // solicitation from `::`).
+        if let IpAddr::V6(tgt) = target {
+            let contested = k.tp_src() == 136 || k.ipv6_src() == 0;
+            if answer && self.side_effects && contested && t.dad.conflict(tgt) {
+                self.note(
+                    0,
+                    &format!(
+                        "underlay: {tgt} is in use by another node (duplicate address detection)"
+                    ),
+                );
+            }
+        }
+        if self.side_effects && lladdr != 0 && !who.is_unspecified() && !t.has_address(who) {
             t.neigh.learn(who, mac_bytes(lladdr), self.now_ms());
             self.note(
                 0,
