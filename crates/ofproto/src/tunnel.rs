@@ -177,9 +177,24 @@ impl TunnelPort {
                         .parse()
                         .map_err(|_| bad("a ToS (0-255) or 'inherit' expected"))?;
                 }
+                // Taken with no effect, as Open vSwitch 3.1's userspace
+                // datapath: its routes carry no packet marks, and it
+                // neither pushes nor reads a VXLAN-GBP header.
+                "egress_pkt_mark" => {}
+                "exts" if v == "gbp" && kind == TunnelKind::Vxlan => {}
+                "packet_type" if v == "legacy_l2" => {}
+                "seq" if v == "false" => {}
+                "exts" | "packet_type" | "seq" => {
+                    return Err(bad(
+                        "not supported by flowpath (Ethernet frames only: packet_type=legacy_l2, exts=gbp, seq=false)",
+                    ))
+                }
+                "psk" | "remote_cert" | "remote_name" => {
+                    return Err(bad("IPsec tunnels are not supported by flowpath"))
+                }
                 _ => {
                     return Err(format!(
-                        "{spec}: unknown tunnel option '{k}' (remote_ip, local_ip, key, dst_port, csum, ttl, tos, df_default)"
+                        "{spec}: unknown tunnel option '{k}' (remote_ip, local_ip, key, in_key, out_key, dst_port, csum, ttl, tos, df_default, egress_pkt_mark, exts, packet_type, seq)"
                     ))
                 }
             }

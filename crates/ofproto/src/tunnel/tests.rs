@@ -44,6 +44,27 @@ fn tunnel_port_options_parse_and_refuse() {
         let e = TunnelPort::parse(1, bad).unwrap_err();
         assert!(e.contains(needle), "{bad}: {e}");
     }
+    // Options real deployments set that change nothing here, as in OVS
+    // 3.1's userspace datapath; those that would, refused by name.
+    let quiet = TunnelPort::parse(
+        14,
+        "vxlan:remote_ip=1.1.1.1,egress_pkt_mark=0,exts=gbp,packet_type=legacy_l2",
+    )
+    .unwrap();
+    assert_eq!(
+        quiet,
+        TunnelPort::parse(14, "vxlan:remote_ip=1.1.1.1").unwrap()
+    );
+    for (bad, needle) in [
+        ("vxlan:remote_ip=1.1.1.1,exts=gpe", "not supported"),
+        ("gre:remote_ip=1.1.1.1,exts=gbp", "not supported"),
+        ("gre:remote_ip=1.1.1.1,packet_type=ptap", "not supported"),
+        ("gre:remote_ip=1.1.1.1,seq=true", "not supported"),
+        ("geneve:remote_ip=1.1.1.1,psk=secret", "IPsec"),
+    ] {
+        let e = TunnelPort::parse(15, bad).unwrap_err();
+        assert!(e.contains(needle), "{bad}: {e}");
+    }
 }
 
 #[test]
