@@ -1,5 +1,6 @@
 # ovs-dpdk-env.sh - sourced by the scripts that run OVS-DPDK 3.1 beside
-# flowpath (tools/pvp.sh, tools/trex-counters.sh): a private run directory
+# flowpath (tools/pvp.sh, tools/trex-counters.sh,
+# tools/ct-newconns.sh): a private run directory
 # $B (mktemp under /tmp, PREFIX given), OVS's environment pointed at it,
 # huge pages if the machine can spare them (else --no-huge), and:
 #   ovs_start OTHER_CONFIG...  ovsdb-server + ovs-vswitchd-dpdk with DPDK
@@ -10,6 +11,10 @@
 #                              daemons (by the PIDs they wrote), and removes
 #                              the br0/ovs-netdev taps that were absent at
 #                              the start (only those)
+#   replay_done SECS CTL...    waits (at most SECS) until a switch's PMDs
+#                              received packets and then none for a
+#                              second (dpif-netdev/pmd-stats-show through
+#                              CTL...; printed to stderr with DEBUG set)
 # Everything is stopped and removed on exit. Needs: set -u, $CPU.
 # Usage: . "$HERE/ovs-dpdk-env.sh" PREFIX
 VSWITCHD=${VSWITCHD:-/usr/lib/openvswitch-switch-dpdk/ovs-vswitchd-dpdk}
@@ -40,3 +45,10 @@ ovs_start() {
   "$VSWITCHD" unix:$B/db.sock --pidfile=$B/ovs-vswitchd.pid --unixctl=$B/ovs-vswitchd.ctl --detach --no-chdir --log-file=$B/vswitchd.log -vconsole:off \
     || { echo "ovs-vswitchd failed: $(grep -E 'ERR|EMER' $B/vswitchd.log | head -3)" >&2; return 1; }
 }
+replay_done() { local secs=$1 last=-1 now; shift
+  for _ in $(seq "$secs"); do
+    now=$("$@" dpif-netdev/pmd-stats-show | awk '/packets received/{s+=$3} END{print s+0}')
+    [ "$now" = "$last" ] && [ "$now" != 0 ] && break
+    last=$now; sleep 1
+  done
+  [ -n "${DEBUG:-}" ] && "$@" dpif-netdev/pmd-stats-show >&2; true; }

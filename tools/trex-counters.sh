@@ -29,13 +29,7 @@ printf 'priority=0,actions=NORMAL\n' > $B/r.flows
 # "packets emc smc megaflow upcalls failed-upcalls cycles/packet" of the
 # PMD threads.
 counters() {
-  local last=-1 now
-  for _ in $(seq 600); do
-    now=$("$@" dpif-netdev/pmd-stats-show | awk '/packets received/{s+=$3} END{print s+0}')
-    [ "$now" = "$last" ] && [ "$now" != 0 ] && break
-    last=$now; sleep 1
-  done
-  [ -n "${DEBUG:-}" ] && "$@" dpif-netdev/pmd-stats-show >&2
+  replay_done 600 "$@"
   "$@" dpif-netdev/pmd-stats-show | awk '
     /packets received/ {p+=$3} /emc hits/ {e+=$3} /smc hits/ {s+=$3} /megaflow hits/ {m+=$3}
     /miss with success upcall/ {u+=$5} /miss with failed upcall/ {f+=$5}

@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# ct-newconns.sh FLOWPATH_BIN - new connections per second and a million
+# tracked connections: flowpath and OVS-DPDK 3.1 (dpif-netdev's userspace
+# conntrack) on the same captures with the same rules, side by side.
+#
+# Traffic: the anchor's flows-1000000-rr as tools/ct-bench.sh makes it
+# (/tmp/ovsbench/pcap/ctbi-1000000-*; made here if missing): four captures
+# of 250,000 UDP frames, each frame its own flow (1,000,000 flows), and
+# their mirror images (the replies). Rules: OVS's conntrack tutorial
+# firewall (ct(table=1); +new -> ct(commit),output:5; +est -> output:5),
+# port 5 a null port. Two phases on one switch, each capture replayed
+# once, not looped:
+#   new   ports 1-4 replay the forward captures: every packet opens a
+#         connection (a tracker miss, a commit, two datapath passes);
+#   reply ports 6-9 (added then) replay the replies: every packet is an
+#         established connection's, among 1,000,000.
+# Per phase: packets, avg processing cycles per packet (each switch's
+# dpif-netdev/pmd-stats-show: TSC cycles of the PMD's busy iterations
+# over packets received, cleared between phases), the rate that gives
+# (TSC Hz / cycles), and the connections tracked at the end
+# (dpctl/ct-get-nconns). Memory per connection: the switch's resident
+# memory after the new phase minus before it, over the connections.
+# One PMD each on CPU $CPU (default 1). Needs root, openvswitch-switch-dpdk
+# with DPDK's pcap and null drivers (librte-net-null23); huge pages if it
+# can have them (else --no-huge). Removes the taps its OVS made.
+set -u
+FP=${1:?usage: ct-newconns.sh FLOWPATH_BIN}
+CPU=${CPU:-1}
+HERE=$(cd "$(dirname "$0")" && pwd)
+PC=${PCAPS:-/tmp/ovsbench/pcap}
+ANCHOR=${ANCHOR:-$HERE/../../shared/anchors/ovs-dpdk}
+if [ ! -f "$PC/ctbi-1000000-rev3.pcap" ]; then
+  mkdir -p "$PC"
+  [ -f "$PC/flows-1000000-rr.parts" ] || python3 "$ANCHOR/gen-pcap.py" -o "$PC/flows-1000000-rr" flows --n 1000000 --order rr >/dev/null
+  python3 "$HERE/ct-pcap.py" "$PC/flows-1000000-rr.parts" "$PC/ctbi-1000000" || exit 1
+fi
+. "$HERE/ovs-dpdk-env.sh" ctnew
+cat > $B/ct.flows <<'EOF'
+table=0,priority=1,actions=drop
+table=0,priority=100,ip,ct_state=-trk,actions=ct(table=1)
+table=1,priority=100,ip,ct_state=+trk+new,actions=ct(commit),output:5
+table=1,priority=100,ip,ct_state=+trk+est,actions=output:5
+table=1,priority=1,actions=drop
+EOF
+HZ=$(awk -F: '/^cpu MHz/{printf "%d", $2 * 1e6; exit}' /proc/cpuinfo)
+# phase CTL-COMMAND...: waits until no more packets arrive (a second
+# without), prints "packets cycles/packet".
+phase() {
+  replay_done 120 "$@"
+  "$@" dpif-netdev/pmd-stats-show | awk '
+    /packets received/ {p+=$3}
+    /avg processing cycles per packet/ {if ($6+0 > 0) {a=$6}}
+    END {printf "%d %s\n", p, a}'
+}
+rss_kb() { awk '/VmRSS/{print $2}' /proc/$1/status; }
+row() { # switch phase packets cycles/pkt conns
+  local rate; rate=$(awk -v a="$4" -v hz=$HZ 'BEGIN{ if (a > 0) printf "%.2f", hz / a / 1e6; else print "-" }')
+  printf '| %s | %s | %s | %s | %s | %s |\n' "$1" "$2" "$3" "$4" "$rate" "$5"
+}
+printf 'TSC %s MHz (from /proc/cpuinfo)\n\n' $((HZ / 1000000))
+printf '| switch | phase | packets | avg processing cycles/packet | Mpps per busy core | connections after |\n|---|---|---|---|---|---|\n'
+# flowpath
+"$FP" switch --rules $B/ct.flows --port 5=null --pmd-cpus $CPU --ctl $B/fp.ctl >$B/fp.log 2>&1 & pid=$!
+for _ in $(seq 100); do [ -S $B/fp.ctl ] && break; sleep 0.1; done
+C="$FP ctl --ctl $B/fp.ctl"
+sleep 1; r0=$(rss_kb $pid)
+for i in 0 1 2 3; do $C dpctl/add-if $((i + 1))=pcap:$PC/ctbi-1000000-fwd$i.pcap >/dev/null; done
+read -r p a <<<"$(phase $C)"; n=$($C dpctl/ct-get-nconns | tr -d '\n')
+row flowpath new "$p" "$a" "$n"
+# (A pcap: port holds its whole capture: removed before the count.)
+for i in 1 2 3 4; do $C dpctl/del-if $i >/dev/null; done
+sleep 1; r1=$(rss_kb $pid)
+fp_mem=$(( (r1 - r0) * 1024 / (n > 0 ? n : 1) ))
+$C dpif-netdev/pmd-stats-clear >/dev/null
+for i in 0 1 2 3; do $C dpctl/add-if $((i + 6))=pcap:$PC/ctbi-1000000-rev$i.pcap >/dev/null; done
+read -r p a <<<"$(phase $C)"; n=$($C dpctl/ct-get-nconns | tr -d '\n')
+row flowpath reply "$p" "$a" "$n"
+stop
+# OVS-DPDK
+ovs_mem=-
+if [ -x "$VSWITCHD" ] && ovs_start; then
+  $V add-br br0 -- set bridge br0 datapath_type=netdev other_config:disable-in-band=true
+  $V add-port br0 null0 -- set Interface null0 type=dpdk options:dpdk-devargs=net_null0,no-rx=1 ofport_request=5
+  ovs-ofctl del-flows br0; ovs-ofctl add-flows br0 $B/ct.flows
+  op=$(cat $B/ovs-vswitchd.pid); sleep 1; r0=$(rss_kb $op)
+  $A dpif-netdev/pmd-stats-clear >/dev/null
+  args=(); for i in 0 1 2 3; do
+    args+=(-- add-port br0 f$i -- set Interface f$i type=dpdk "options:dpdk-devargs=net_pcap$i,rx_pcap=$PC/ctbi-1000000-fwd$i.pcap" ofport_request=$((i + 1)))
+  done
+  $V "${args[@]}"
+  read -r p a <<<"$(phase $A)"; n=$($A dpctl/ct-get-nconns | tr -d '\n'); r1=$(rss_kb $op)
+  row "OVS-DPDK 3.1" new "$p" "$a" "$n"
+  ovs_mem=$(( (r1 - r0) * 1024 / (n > 0 ? n : 1) ))
+  $A dpif-netdev/pmd-stats-clear >/dev/null
+  args=(); for i in 0 1 2 3; do
+    args+=(-- add-port br0 r$i -- set Interface r$i type=dpdk "options:dpdk-devargs=net_pcap$((i + 4)),rx_pcap=$PC/ctbi-1000000-rev$i.pcap" ofport_request=$((i + 6)))
+  done
+  $V "${args[@]}"
+  read -r p a <<<"$(phase $A)"; n=$($A dpctl/ct-get-nconns | tr -d '\n')
+  row "OVS-DPDK 3.1" reply "$p" "$a" "$n"
+  stop
+fi
+printf '\nresident memory per connection (bytes): flowpath %s, OVS-DPDK 3.1 %s\n' "$fp_mem" "$ovs_mem"
