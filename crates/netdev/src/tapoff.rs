@@ -18,8 +18,8 @@
 //! How: the two directions are [`crate::patch`] channels (bounded queues
 //! of bursts, eventfd wake-ups); the ends find each other by the tap's
 //! name in a process-wide table taken only when a port opens or closes.
-//! The filter is read once per transmit call, under a lock the tunnel
-//! bridge takes once a second to refresh it.
+//! The filter is read under a lock held for each transmit call, which the
+//! tunnel bridge takes once a second to refresh it.
 //!
 //! Invariants: with no underlay end attached every frame goes to the
 //! kernel as before; frames sent by the underlay end while no tap of that
@@ -176,20 +176,17 @@ impl TxQueue for MuxTx {
         let Some(mut b) = self.up.start() else {
             return self.tap.send(frames);
         };
-        let filter = self
-            .off
-            .filter
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone();
+        let MuxTx { tap, off, up } = self;
+        // (Held for the call: the tunnel bridge takes it once a second.)
+        let filter = off.filter.lock().unwrap_or_else(PoisonError::into_inner);
         let mut n = 0;
         for fr in frames {
             let d = dest(fr.data, &filter);
             if d != Dest::Tap {
-                self.up.add(&mut b, &fr);
+                up.add(&mut b, &fr);
             }
             if d != Dest::Underlay {
-                n += self.tap.send(&mut std::iter::once(TxFrame {
+                n += tap.send(&mut std::iter::once(TxFrame {
                     data: fr.data,
                     vnet: fr.vnet,
                     timestamp_ns: fr.timestamp_ns,
@@ -198,7 +195,8 @@ impl TxQueue for MuxTx {
                 n += 1;
             }
         }
-        self.up.finish(b);
+        drop(filter);
+        up.finish(b);
         n
     }
 
