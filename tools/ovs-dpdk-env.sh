@@ -15,7 +15,8 @@
 #                              received packets and then none for a
 #                              second (dpif-netdev/pmd-stats-show through
 #                              CTL...; printed to stderr with DEBUG set)
-# Everything is stopped and removed on exit. Needs: set -u, $CPU.
+# Everything is stopped and removed on exit, and the huge page count set
+# back to what it was. Needs: set -u, $CPU.
 # Usage: . "$HERE/ovs-dpdk-env.sh" PREFIX
 VSWITCHD=${VSWITCHD:-/usr/lib/openvswitch-switch-dpdk/ovs-vswitchd-dpdk}
 SCHEMA=/usr/share/openvswitch/vswitch.ovsschema
@@ -30,7 +31,8 @@ stop() { declare -F stop_hook >/dev/null && stop_hook
   local d q; for d in ovs-vswitchd ovsdb-server; do [ -f $B/$d.pid ] || continue; q=$(cat $B/$d.pid); kill $q 2>/dev/null
     for _ in $(seq 50); do kill -0 $q 2>/dev/null || break; sleep 0.1; done; rm -f $B/$d.pid; done
   for t in $ours_taps; do ip link del "$t" 2>/dev/null; done; true; }
-trap 'stop; umount $B/huge 2>/dev/null; rm -rf $B' EXIT
+HUGE_BEFORE=$(cat /proc/sys/vm/nr_hugepages)
+trap 'stop; umount $B/huge 2>/dev/null; rm -rf $B; echo $HUGE_BEFORE > /proc/sys/vm/nr_hugepages 2>/dev/null' EXIT
 mkdir -p $B/huge
 if echo 2048 > /proc/sys/vm/nr_hugepages 2>/dev/null && [ "$(awk '/HugePages_Free/{print $2}' /proc/meminfo)" -ge 1024 ] \
    && mount -t hugetlbfs nodev $B/huge 2>/dev/null; then HUGE="--huge-dir=$B/huge"; HUGE_PAGES=1
