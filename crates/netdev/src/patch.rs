@@ -315,16 +315,36 @@ pub fn open(spec: &PortSpec, extra: usize) -> Result<OpenPort, NetdevError> {
         reason: format!("patch port {name} is open already (in this or another bridge)"),
     })?;
     let tx = channel(name, peer, &port)?;
+    Ok(channel_port(
+        spec,
+        "patch",
+        format!("peer={peer}"),
+        rxq,
+        &tx,
+        extra,
+    ))
+}
+
+/// A port that receives from `rx` and sends into `tx` (`extra` more
+/// transmit queues: the channel takes many senders).
+pub(crate) fn channel_port(
+    spec: &PortSpec,
+    kind: &'static str,
+    detail: String,
+    rx: PatchRx,
+    tx: &Arc<Channel>,
+    extra: usize,
+) -> OpenPort {
     let mk = || Box::new(PatchTx::new(tx.clone())) as Box<dyn TxQueue>;
-    Ok(OpenPort {
+    OpenPort {
         spec: spec.clone(),
-        kind: "patch",
-        detail: format!("peer={peer}"),
-        rxqs: vec![Box::new(rxq)],
+        kind,
+        detail,
+        rxqs: vec![Box::new(rx)],
         tx: mk(),
         more_tx: (0..extra).map(|_| mk()).collect(),
         guard: None,
-    })
+    }
 }
 
 #[cfg(test)]

@@ -248,16 +248,14 @@ pub fn open(spec: &PortSpec, extra: usize) -> Result<OpenPort, NetdevError> {
         spec: port.clone(),
         reason: format!("tap {name} already serves another bridge's tunnels"),
     })?;
-    let mk = || Box::new(PatchTx::new(off.to_bridge.clone())) as Box<dyn TxQueue>;
-    Ok(OpenPort {
-        spec: spec.clone(),
-        kind: "local",
-        detail: format!("tunnel underlay through tap {name}"),
-        rxqs: vec![Box::new(rx)],
-        tx: mk(),
-        more_tx: (0..extra).map(|_| mk()).collect(),
-        guard: None,
-    })
+    Ok(crate::patch::channel_port(
+        spec,
+        "local",
+        format!("tunnel underlay through tap {name}"),
+        rx,
+        &off.to_bridge,
+        extra,
+    ))
 }
 
 /// The addresses the kernel holds on interface `ifname`, with their

@@ -43,17 +43,9 @@ fn src_for(addrs: &[(IpAddr, u8)], to: IpAddr) -> Option<IpAddr> {
         .iter()
         .filter(|(a, _)| a.is_ipv4() == to.is_ipv4())
         .collect();
+    use crate::underlay::mask;
     same.iter()
-        .find(|(a, p)| {
-            Route {
-                prefix: *a,
-                plen: *p,
-                gw: None,
-                src: *a,
-                user: false,
-            }
-            .holds(to)
-        })
+        .find(|(a, p)| mask(*a, *p) == mask(to, *p))
         .or(same.first())
         .map(|(a, _)| *a)
 }
@@ -322,6 +314,10 @@ mod tests {
                 ip("172.31.1.100")
             )
         );
+        // With two addresses, a route takes the one whose subnet holds
+        // its gateway, not the first.
+        let two = [(ip("192.168.5.1"), 24), (ip("172.31.1.100"), 24)];
+        assert_eq!(routes_v4(&v4, "br-phy", &two)[1].src, ip("172.31.1.100"));
         let v6 = "fd000001000000000000000000000000 40 00000000000000000000000000000000 00 00000000000000000000000000000000 00000100 00000001 00000000 00000001   br-phy\n\
                   fe800000000000000000000000000000 40 00000000000000000000000000000000 00 00000000000000000000000000000000 00000100 00000001 00000000 00000001   br-phy\n\
                   fd000002000000000000000000000000 40 00000000000000000000000000000000 00 fd000001000000000000000000000001 00000400 00000001 00000000 00000003   br-phy\n\
