@@ -25,10 +25,11 @@ impl Conntrack {
         let budget = (self.max_conns() as usize / 64).max(4096);
         let start = self.sweep_next.load(Ordering::Relaxed) % n;
         let mut visited = 0;
+        let g = crate::table::pin();
         let mut expired = Vec::new();
         let mut i = start;
         loop {
-            visited += self.table.expired_in_shard(i, now_ms, &mut expired);
+            visited += self.table.expired_in_shard(i, now_ms, &mut expired, &g);
             i = (i + 1) % n;
             if i == start || visited >= budget {
                 break;
@@ -37,8 +38,8 @@ impl Conntrack {
         self.sweep_next.store(i, Ordering::Relaxed);
         let mut removed = 0;
         for c in expired {
-            if self.table.remove(&c) {
-                self.count_out(&c);
+            if self.table.remove(c) {
+                self.count_out(c);
                 removed += 1;
             }
         }
@@ -49,9 +50,10 @@ impl Conntrack {
     pub fn sweep_all(&self, now_ms: u64) -> usize {
         self.last_sweep.store(now_ms, Ordering::Relaxed);
         let mut removed = 0;
-        for c in self.table.expired_in(0, self.table.n_shards(), now_ms) {
-            if self.table.remove(&c) {
-                self.count_out(&c);
+        let g = crate::table::pin();
+        for c in self.table.expired_in(0, self.table.n_shards(), now_ms, &g) {
+            if self.table.remove(c) {
+                self.count_out(c);
                 removed += 1;
             }
         }
@@ -66,28 +68,30 @@ impl Conntrack {
             (None, Some(_)) => Some(0),
             (z, _) => z,
         };
-        for c in self.table.all() {
+        let g = crate::table::pin();
+        for c in self.table.all(&g) {
             if zone.is_some_and(|z| z != c.key.zone) {
                 continue;
             }
             if let Some(t) = tuple {
                 if t.proto.is_some_and(|p| p != c.key.proto)
                     || !side_matches(&tuple_of(&c.key), &t.orig)
-                    || !side_matches(&tuple_of(&c.rev_key), &t.reply)
+                    || !side_matches(&tuple_of(&c.rev_key()), &t.reply)
                 {
                     continue;
                 }
             }
-            self.remove(&c);
+            self.remove(c);
         }
     }
 
     /// The live connections (all zones, or one), for
     /// `dpctl/dump-conntrack`, sorted by zone then original tuple.
     pub fn dump_at(&self, zone: Option<u16>, now_ms: u64) -> Vec<ConnEntry> {
+        let g = crate::table::pin();
         let mut v: Vec<ConnEntry> = self
             .table
-            .all()
+            .all(&g)
             .iter()
             .filter(|c| !c.expired(now_ms) && zone.is_none_or(|z| z == c.key.zone))
             .map(|c| self.entry(c, now_ms))
@@ -122,14 +126,14 @@ impl Conntrack {
         let exp = c.expiration.load(Ordering::Relaxed);
         ConnEntry {
             orig: tuple_of(&c.key),
-            reply: tuple_of(&c.rev_key),
+            reply: tuple_of(&c.rev_key()),
             zone: c.key.zone,
             mark: s.mark,
-            label: s.label,
+            label: s.label(),
             timeout: u32::try_from(exp.saturating_sub(now) / 1000).unwrap_or(u32::MAX),
             tcp,
             helper: c.alg,
-            parent: c.parent.as_deref().map(tuple_of),
+            parent: c.parent().map(tuple_of),
         }
     }
 
@@ -268,14 +272,12 @@ impl Conntrack {
             .collect()
     }
 
-    /// Estimated bytes per connection: the record, its `Arc` counts, its
-    /// two index entries (an index is between a third and five eighths
-    /// full: counted at half) and its slab slot.
+    /// Estimated bytes per connection without NAT: its slot and its index
+    /// entry (an index is between three eighths and three quarters full:
+    /// counted at half). NAT adds a second entry and the reply tuple's
+    /// small allocation.
     pub fn bytes_per_conn() -> usize {
-        std::mem::size_of::<Conn>()
-            + 2 * std::mem::size_of::<usize>()
-            + 2 * 2 * crate::table::INDEX_ENTRY_BYTES
-            + crate::table::SLOT_BYTES
+        crate::table::SLOT_BYTES + 2 * crate::table::INDEX_ENTRY_BYTES
     }
 
     /// The TCP states of the connections, for `ct-stats-show -m`.

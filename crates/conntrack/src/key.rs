@@ -101,6 +101,16 @@ impl ConnKey {
         }
     }
 
+    /// Whether `other` is this tuple seen from the other end.
+    #[inline(always)]
+    pub fn is_reverse_of(&self, other: &ConnKey) -> bool {
+        self.src == other.dst
+            && self.dst == other.src
+            && self.proto == other.proto
+            && self.zone == other.zone
+            && self.v6 == other.v6
+    }
+
     /// Whether the protocol is ICMP for this key's address family.
     pub fn is_icmp(&self) -> bool {
         (!self.v6 && self.proto == ip_proto::ICMP) || (self.v6 && self.proto == ip_proto::ICMPV6)
@@ -460,13 +470,20 @@ fn extract_l4(
     }
 }
 
-/// The six words [`ConnKey`]'s hash reads, for an unfragmented IPv4 TCP
-/// or UDP packet, straight from the frame without building the key (a
+/// The words the connection table's hash reads
+/// ([`crate::table::tuple_words`]), for an unfragmented IPv4 TCP or UDP
+/// packet, straight from the frame without building the key (a
 /// prefetch's guess: bounds-checked, not validated; `None` for anything
-/// else). Equal to what [`extract`] then hashing its key gives whenever
+/// else). Equal to the words of the key [`extract`] gives whenever
 /// `extract` accepts the packet.
 #[inline]
-pub(crate) fn quick_words_v4(frame: &[u8], l3: usize, dl_type: u16, zone: u16) -> Option<[u64; 6]> {
+pub(crate) fn quick_words_v4(
+    frame: &[u8],
+    l3: usize,
+    dl_type: u16,
+    zone: u16,
+) -> Option<crate::table::TupleWords> {
+    use crate::table::{meta_word, port_word};
     if dl_type != ETH_TYPE_IPV4 {
         return None;
     }
@@ -490,10 +507,11 @@ pub(crate) fn quick_words_v4(frame: &[u8], l3: usize, dl_type: u16, zone: u16) -
     Some([
         src,
         0,
+        port_word(sp, 0, 0),
         dst,
         0,
-        (u64::from(sp) << 48) | (u64::from(dp) << 32),
-        (u64::from(zone) << 16) | (u64::from(proto) << 8),
+        port_word(dp, 0, 0),
+        meta_word(zone, proto, false),
     ])
 }
 

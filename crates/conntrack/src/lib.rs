@@ -92,6 +92,7 @@ pub mod limits;
 pub mod nat;
 pub mod other;
 pub mod proto;
+mod slab;
 pub mod table;
 pub mod tcp;
 pub mod timeouts;

@@ -319,7 +319,7 @@ impl Conntrack {
         md.zone = args.zone;
         let (mark, label) = {
             let s = conn.lock();
-            (s.mark, s.label)
+            (s.mark, s.label())
         };
         md.mark = mark;
         md.label = label;
@@ -354,7 +354,7 @@ impl Conntrack {
         if natted {
             if let Some((c, r)) = self.table.lookup(&pkt.parsed.key.reverse(), now, g) {
                 reply = !r;
-                natted_key = Some(if reply { c.rev_key } else { c.key });
+                natted_key = Some(if reply { c.rev_key() } else { c.key });
                 conn = Some(c);
             }
         } else if let Some((c, r)) = {
@@ -418,9 +418,9 @@ impl Conntrack {
                 if !marked {
                     let s = c.lock();
                     md.mark = s.mark;
-                    md.label = s.label;
+                    md.label = s.label();
                 }
-                md.orig = Some(orig_tuple(c.parent.as_deref().unwrap_or(&c.key)));
+                md.orig = Some(orig_tuple(c.parent().unwrap_or(&c.key)));
             }
             None => match &expected {
                 Some(e) => {
@@ -442,7 +442,7 @@ impl Conntrack {
                 self.alg_ctl(pkt, md, c);
             }
             if args.nat.is_none() {
-                md.conn = handle_with_dir(c.handle.load(Ordering::Relaxed), reply, related);
+                md.conn = handle_with_dir(c.handle(), reply, related);
             }
         }
     }
@@ -459,7 +459,7 @@ impl Conntrack {
         let reply = md.state & state::RPL != 0;
         let (mark, label) = {
             let s = c.lock();
-            (s.mark, s.label)
+            (s.mark, s.label())
         };
         let exp = alg::Expectation {
             parent: c.key,
@@ -468,7 +468,7 @@ impl Conntrack {
         };
         match alg {
             Alg::Tftp => {
-                let k = alg::data_key(&c.key, &c.rev_key, reply, c.key.src.port);
+                let k = alg::data_key(&c.key, &c.rev_key(), reply, c.key.src.port);
                 self.exps.expect(k, exp);
             }
             Alg::Ftp => {
@@ -483,11 +483,11 @@ impl Conntrack {
                         port,
                         passive,
                     } => {
-                        if addr.is_some_and(|a| !alg::addr_ok(&c.key, &c.rev_key, passive, &a)) {
+                        if addr.is_some_and(|a| !alg::addr_ok(&c.key, &c.rev_key(), passive, &a)) {
                             md.state |= state::TRK | state::INV;
                             return;
                         }
-                        let k = alg::data_key(&c.key, &c.rev_key, reply, port);
+                        let k = alg::data_key(&c.key, &c.rev_key(), reply, port);
                         self.exps.expect(k, exp);
                     }
                 }
@@ -501,7 +501,7 @@ impl Conntrack {
         }
         let mut s = c.lock();
         if let Some((v, m)) = args.set_mark {
-            if c.parent.is_some() {
+            if c.parent().is_some() {
                 md.mark = s.mark;
             } else {
                 md.mark = v | (md.mark & !m);
@@ -509,11 +509,11 @@ impl Conntrack {
             }
         }
         if let Some((v, m)) = args.set_label {
-            if c.parent.is_some() {
-                md.label = s.label;
+            if c.parent().is_some() {
+                md.label = s.label();
             } else {
                 md.label = v | (md.label & !m);
-                s.label = md.label;
+                s.set_label(md.label);
             }
         }
     }
@@ -536,7 +536,7 @@ impl Conntrack {
             }
             return false;
         }
-        if c.parent.is_some() {
+        if c.parent().is_some() {
             md.state |= state::REL;
         }
         let seq_check = self.seq_check.load(Ordering::Relaxed);
@@ -546,7 +546,7 @@ impl Conntrack {
             // needs them, and a second lock per packet cost more than
             // the copy.)
             md.mark = s.mark;
-            md.label = s.label;
+            md.label = s.label();
             s.l4.update(pkt.l4(), reply, seq_check)
         };
         if let Some(tc) = tc {
@@ -605,7 +605,7 @@ impl Conntrack {
         let (key, action) = if reply {
             (&c.key, nat::reverse_action(c.nat_action))
         } else {
-            (&c.rev_key, c.nat_action)
+            (&c.rev_key(), c.nat_action)
         };
         if action & crate::table::nat_bits::SRC != 0 {
             md.state |= state::SNAT;
@@ -618,7 +618,7 @@ impl Conntrack {
     /// A packet NATed by an earlier `ct` of this zone, whose connection is
     /// found by the original tuple in its metadata.
     fn by_orig_tuple<'g>(
-        &self,
+        &'g self,
         md: &CtMeta,
         k: &ConnKey,
         args: &CtArgs,
@@ -662,7 +662,7 @@ impl Conntrack {
     // (The insertion lock and the pin come with the packet's state.)
     #[allow(clippy::too_many_arguments)]
     fn not_found<'g>(
-        &self,
+        &'g self,
         w: &mut WriteGuard<'_>,
         pkt: &mut Pkt<'_>,
         md: &mut CtMeta,
@@ -718,15 +718,15 @@ impl Conntrack {
             .helper
             .filter(|h| alg::ctl_type(key).is_none_or(|t| t == *h));
         if let Some(e) = expected {
-            c.parent = Some(Box::new(e.parent));
+            c.set_parent(e.parent);
             let s = c.state.get_mut().unwrap_or_else(|e| e.into_inner());
             s.mark = e.mark;
-            s.label = e.label;
+            s.set_label(e.label);
         }
         let mut evicted = Vec::new();
         let inserted = self.table.insert(w, c, now, &mut evicted, g);
         for old in evicted {
-            self.count_out(&old);
+            self.count_out(old);
         }
         match inserted {
             Ok(arc) => {

@@ -669,20 +669,22 @@ fn memory_per_connection() {
     }
     assert_eq!(ct.n_conns(), 20_000);
     let (entries, cap, slots) = ct.table.index_sizes();
-    assert_eq!(entries, 40_000, "two index entries per connection");
-    assert!(slots >= 20_000);
-    let per = std::mem::size_of::<crate::table::Conn>()
-        + 16
-        + (cap * crate::table::INDEX_ENTRY_BYTES + slots * crate::table::SLOT_BYTES) / 20_000;
+    assert_eq!(
+        entries, 20_000,
+        "one index entry per connection without NAT"
+    );
+    assert_eq!(slots, 20_000);
+    let per = (cap * crate::table::INDEX_ENTRY_BYTES + slots * crate::table::SLOT_BYTES) / 20_000;
     eprintln!(
-        "Conn {} B (+16 B Arc counts), index entry {} B, slot {} B, estimate {} B/conn, measured at 20k: {} B/conn",
-        std::mem::size_of::<crate::table::Conn>(),
-        crate::table::INDEX_ENTRY_BYTES,
+        "slot {} B, index entry {} B, estimate {} B/conn, measured at 20k: {} B/conn",
         crate::table::SLOT_BYTES,
+        crate::table::INDEX_ENTRY_BYTES,
         Conntrack::bytes_per_conn(),
         per
     );
-    assert!(per < 1024);
+    // Half of Open vSwitch 3.1's userspace conntrack (337 bytes per
+    // connection, measured in BENCHMARKS.md).
+    assert!(per <= 168, "{per} bytes per connection");
 }
 
 fn ftp_commit() -> CtArgs {
