@@ -14,14 +14,14 @@ use crate::format;
 impl Conntrack {
     /// Expires connections whose timeout passed. Call from a thread that
     /// is not a PMD, every 100 ms – 1 s. Each call resumes where the last
-    /// one stopped and visits shards until it has looked at
-    /// max(max_conns / 64, 4096) connection slots (Open vSwitch's clean-up
-    /// budget) or at every shard, so one call's work stays bounded while
-    /// a lightly loaded table is swept completely. Returns the number of
+    /// one stopped and visits the slots a sweep unit at a time until it
+    /// has looked at max(max_conns / 64, 4096) connection slots (Open
+    /// vSwitch's clean-up budget) or at every unit, so one call's work
+    /// stays bounded while a lightly loaded table is swept completely. Returns the number of
     /// connections removed.
     pub fn sweep(&self, now_ms: u64) -> usize {
         self.last_sweep.store(now_ms, Ordering::Relaxed);
-        let n = self.table.n_shards().max(1);
+        let n = self.table.sweep_units();
         let budget = (self.max_conns() as usize / 64).max(4096);
         let start = self.sweep_next.load(Ordering::Relaxed) % n;
         let mut visited = 0;
@@ -29,7 +29,7 @@ impl Conntrack {
         let mut expired = Vec::new();
         let mut i = start;
         loop {
-            visited += self.table.expired_in_shard(i, now_ms, &mut expired, &g);
+            visited += self.table.expired_in_unit(i, now_ms, &mut expired, &g);
             i = (i + 1) % n;
             if i == start || visited >= budget {
                 break;
@@ -51,7 +51,7 @@ impl Conntrack {
         self.last_sweep.store(now_ms, Ordering::Relaxed);
         let mut removed = 0;
         let g = crate::table::pin();
-        for c in self.table.expired_in(0, self.table.n_shards(), now_ms, &g) {
+        for c in self.table.expired(now_ms, &g) {
             if self.table.remove(c) {
                 self.count_out(c);
                 removed += 1;

@@ -1,9 +1,9 @@
-//! Where connections live: per shard, an array of fixed 128-byte slots
-//! in chunks that never move.
+//! Where connections live: an array of fixed 128-byte slots in chunks
+//! that never move.
 //!
-//! What: slot `i` of a shard is found through the shard's chunk directory
+//! What: slot `i` is found through the slab's chunk directory
 //! (chunk 0 holds slots `0..BASE`, chunk `k ≥ 1` the `BASE << (k - 1)`
-//! slots from `BASE << (k - 1)` on), so the slots of a growing shard are
+//! slots from `BASE << (k - 1)` on), so the slots of a growing table are
 //! allocated a chunk at a time, each twice the last, and a slot's address
 //! never changes while the table lives. A connection is written into a
 //! free slot in place: no allocation per connection, no allocator header,
@@ -76,7 +76,7 @@ fn chunk_len(k: usize) -> usize {
     }
 }
 
-/// One shard's connection storage.
+/// The table's connection storage.
 pub(crate) struct Slab {
     chunks: [AtomicPtr<Slot>; CHUNKS],
     /// Slots handed out so far (initialised); published after the slot.
