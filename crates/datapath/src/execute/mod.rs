@@ -544,7 +544,10 @@ impl Executor {
                     let changed = actions
                         .get(..j)
                         .is_some_and(|a| a.iter().any(changes_packet));
-                    self.recirculate(pkt, meta, *id, tag, changed.then_some(key), key);
+                    // The last action, with nothing queued that refers to
+                    // the packet: the pool takes its buffer (no copy).
+                    let take = !delivered && j + 1 == actions.len();
+                    self.recirculate(pkt, meta, *id, tag, changed.then_some(key), key, take);
                     delivered = true;
                 }
                 DpAction::Hash { symmetric, basis } => {
@@ -785,7 +788,7 @@ impl Executor {
                 DpAction::Recirc(id) => {
                     // (Whether the branch's packet changed is not tracked
                     // here: its RSS hash is kept in any case.)
-                    self.recirculate(pkt, meta, *id, run.tag, Some(run.key), run.key);
+                    self.recirculate(pkt, meta, *id, run.tag, Some(run.key), run.key, false);
                     run.delivered = true;
                 }
                 DpAction::Hash { symmetric, basis } => {

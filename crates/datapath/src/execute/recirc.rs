@@ -18,18 +18,27 @@ impl Executor {
     /// with `recirc_id` = `id` (its buffer reused from the pool).
     ///
     /// `changed_from`: the key of the pass when the packet changed in it
-    /// (its RSS hash, if not kept yet, is that key's).
+    /// (its RSS hash, if not kept yet, is that key's). `take`: nothing
+    /// refers to the packet's buffer any more (the action list's last
+    /// action, no output queued): the pool takes it instead of a copy.
     #[inline(never)]
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn recirculate(
         &mut self,
-        pkt: &PacketBuf,
+        pkt: &mut PacketBuf,
         meta: &mut PacketMeta,
         id: u32,
         tag: u64,
         changed_from: Option<&FlowKey>,
         key: &FlowKey,
+        take: bool,
     ) {
-        if let Some(r) = self.recirculate_frame(Frame::Copy(pkt), meta, id, tag, changed_from) {
+        let frame = if take {
+            Frame::Take(pkt)
+        } else {
+            Frame::Copy(pkt)
+        };
+        if let Some(r) = self.recirculate_frame(frame, meta, id, tag, changed_from) {
             // (Most recirculated packets carry no tunnel: their 16 zero
             // words are neither copied here nor into the next key.)
             if !key.tunnel_is_zero() {
