@@ -291,11 +291,11 @@ impl Conn {
     }
 
     /// Which of the connection's tuples `k` is: `Some(false)` the
-    /// original, `Some(true)` the reply, `None` neither. `reply_entry`:
-    /// `k` was found through the NAT'd reply tuple's own entry.
+    /// original, `Some(true)` the reply, `None` neither. `kind`: the
+    /// kind of the entry `k` was found through ([`KIND_BOTH`], ...).
     #[inline(always)]
-    fn owns(&self, k: &ConnKey, reply_entry: bool) -> Option<bool> {
-        if reply_entry {
+    fn owns(&self, k: &ConnKey, kind: u32) -> Option<bool> {
+        if kind == KIND_REPLY {
             return self
                 .extra
                 .as_ref()
@@ -306,7 +306,7 @@ impl Conn {
         if self.key == *k {
             return Some(false);
         }
-        (!self.natted() && self.key.is_reverse_of(k)).then_some(true)
+        (kind == KIND_BOTH && self.key.is_reverse_of(k)).then_some(true)
     }
 }
 
@@ -318,10 +318,21 @@ const MIN_BUCKETS: usize = 4;
 const NONE: u32 = u32::MAX;
 
 /// One index entry, one atomic word: low half the tag (bit 0 always set,
-/// bit 1 set for a NAT'd reply tuple's entry), high half the connection's
-/// slot. Empty: 0 (a probe stops at a bucket with an empty entry).
+/// bits 1-2 the entry's kind), high half the connection's slot. Empty: 0
+/// (a probe stops at an empty entry: entries are filled in probe order
+/// and emptied only by a rebuild, so none of the tuple's can follow it).
 /// Tombstone: a tag and [`NONE`] (the probe goes on).
 type Entry = AtomicU64;
+
+/// Entry kind: the original tuple of a connection under NAT.
+const KIND_ORIG: u32 = 0;
+/// Entry kind: the reply tuple of a connection under NAT.
+const KIND_REPLY: u32 = 2;
+/// Entry kind: both tuples of a connection without NAT (its reply tuple
+/// is the original reversed, which hashes alike).
+const KIND_BOTH: u32 = 4;
+/// The kind bits of a tag.
+const KIND_MASK: u32 = 6;
 
 #[derive(Default)]
 #[repr(C, align(64))]
@@ -329,17 +340,17 @@ struct Bucket {
     e: [Entry; WAYS],
 }
 
-/// The tag of hash `h` (bits 0 and 1 set; an original-tuple entry stores
-/// it with bit 1 cleared).
+/// The tag of hash `h` with every kind bit set (what a probe compares
+/// an entry's tag ORed with the kind bits to).
 #[inline(always)]
 fn tag_of(h: u64) -> u32 {
-    ((h >> 32) as u32) | 3
+    ((h >> 32) as u32) | 1 | KIND_MASK
 }
 
-/// The entry word for tuple hash `h`, location `loc`.
+/// The entry word for tuple hash `h`, location `loc`, kind `kind`.
 #[inline(always)]
-fn entry_word(h: u64, loc: u32, reply: bool) -> u64 {
-    let t = if reply { tag_of(h) } else { tag_of(h) & !2 };
+fn entry_word(h: u64, loc: u32, kind: u32) -> u64 {
+    let t = (tag_of(h) & !KIND_MASK) | kind;
     (u64::from(loc) << 32) | u64::from(t)
 }
 
@@ -615,8 +626,11 @@ impl Table {
         let tag = tag_of(h);
         for e in &b.e {
             let v = e.load(Ordering::Relaxed);
+            if v == 0 {
+                break;
+            }
             let loc = (v >> 32) as u32;
-            if (v as u32) | 2 == tag && loc != NONE {
+            if (v as u32) | KIND_MASK == tag && loc != NONE {
                 self.slab.prefetch(loc as usize);
             }
         }
@@ -631,11 +645,10 @@ impl Table {
         let mut b = h as usize & ix.mask;
         for _ in 0..=ix.mask {
             let bucket = ix.buckets.get(b)?;
-            let mut open = false;
             for e in &bucket.e {
                 let v = e.load(Ordering::Acquire);
                 let t = v as u32;
-                if t | 2 == tag {
+                if t | KIND_MASK == tag {
                     let loc = (v >> 32) as u32;
                     if loc == NONE {
                         continue;
@@ -643,16 +656,13 @@ impl Table {
                     // SAFETY: `loc` was just read from a live entry while
                     // `g` was pinned.
                     if let Some(c) = unsafe { self.conn_at(loc, g) } {
-                        if let Some(reply) = c.owns(k, t & 2 != 0) {
+                        if let Some(reply) = c.owns(k, t & KIND_MASK) {
                             return Some((c, reply));
                         }
                     }
                 } else if t == 0 {
-                    open = true;
+                    return None;
                 }
-            }
-            if open {
-                return None;
             }
             b = (b + 1) & ix.mask;
         }
@@ -772,12 +782,13 @@ impl Table {
             }
             return Err(InsertError::Full);
         };
-        self.link(w, h_key, slot, false, g);
+        let kind = if natted { KIND_ORIG } else { KIND_BOTH };
+        self.link(w, h_key, slot, kind, g);
         if natted && rev != c.key {
             // (A tuple that is its own reverse, or a connection without
             // NAT, has one entry: the symmetric hash finds it from both
             // directions.)
-            self.link(w, self.hash(&rev), slot, true, g);
+            self.link(w, self.hash(&rev), slot, KIND_REPLY, g);
         }
         // The next connection's slot, asked for now: writing a connection
         // into lines no cache holds stalls its creator (the fresh slots
@@ -789,7 +800,7 @@ impl Table {
     /// Adds an entry for the connection at `loc` under the tuple of hash
     /// `h`, rebuilding the shard's index first if it would pass three
     /// quarters full. Writer lock held.
-    fn link(&self, w: &mut WriteGuard<'_>, h: u64, loc: u32, reply: bool, g: &Guard) {
+    fn link(&self, w: &mut WriteGuard<'_>, h: u64, loc: u32, kind: u32, g: &Guard) {
         let s = self.shard_of(h);
         let Some(counts) = w.0.shards.get_mut(s) else {
             return;
@@ -812,7 +823,7 @@ impl Table {
                         if v == 0 {
                             counts.used += 1;
                         }
-                        e.store(entry_word(h, loc, reply), Ordering::Release);
+                        e.store(entry_word(h, loc, kind), Ordering::Release);
                         counts.live += 1;
                         return;
                     }
@@ -849,14 +860,18 @@ impl Table {
                 let Some(c) = (unsafe { self.conn_at(loc, g) }) else {
                     continue;
                 };
-                let reply = v & 2 != 0;
-                let h = self.hash(&if reply { c.rev_key() } else { c.key });
+                let kind = (v as u32) & KIND_MASK;
+                let h = self.hash(&if kind == KIND_REPLY {
+                    c.rev_key()
+                } else {
+                    c.key
+                });
                 let mut b = h as usize & ix.mask;
                 'probe: for _ in 0..=ix.mask {
                     if let Some(bucket) = ix.buckets.get(b) {
                         for ne in &bucket.e {
                             if ne.load(Ordering::Relaxed) == 0 {
-                                ne.store(entry_word(h, loc, reply), Ordering::Relaxed);
+                                ne.store(entry_word(h, loc, kind), Ordering::Relaxed);
                                 n += 1;
                                 break 'probe;
                             }
@@ -897,19 +912,17 @@ impl Table {
         conn.force_expire();
         let loc = (h & 0xffff_ffff) as u32;
         let rev = conn.rev_key();
-        let mut tuples = [(conn.key, false), (rev, true)];
-        let n = if conn.natted() && rev != conn.key {
-            2
-        } else {
-            1
-        };
-        for (k, reply) in tuples.iter_mut().take(n) {
+        let natted = conn.natted();
+        let first = if natted { KIND_ORIG } else { KIND_BOTH };
+        let tuples = [(conn.key, first), (rev, KIND_REPLY)];
+        let n = if natted && rev != conn.key { 2 } else { 1 };
+        for (k, kind) in tuples.iter().take(n) {
             let h = self.hash(k);
             let s = self.shard_of(h);
             let (Some(ix), Some(counts)) = (self.index_at(s, g), w.0.shards.get_mut(s)) else {
                 continue;
             };
-            let want = entry_word(h, loc, *reply);
+            let want = entry_word(h, loc, *kind);
             let mut b = h as usize & ix.mask;
             'probe: for _ in 0..=ix.mask {
                 let Some(bucket) = ix.buckets.get(b) else {
