@@ -86,11 +86,19 @@ done
 # --- OVS-DPDK -------------------------------------------------------------------
 command -v ovs-vsctl >/dev/null || { log "OVS not installed (see the header)"; exit 1; }
 rm -f "$OUT/ovs.csv" "$OUT/ovs-mem.txt"
+# The anchor's harness reserves huge pages for OVS and keeps them: the
+# count goes back to what it was when this script exits.
+HUGE_BEFORE=$(cat /proc/sys/vm/nr_hugepages)
+NSNAME=""
+cleanup() {
+    if [ -n "$NSNAME" ]; then ip netns del "$NSNAME" 2>/dev/null || true; fi
+    echo "$HUGE_BEFORE" > /proc/sys/vm/nr_hugepages 2>/dev/null || true
+}
+trap cleanup EXIT
 NS=()
 if ip link show ovs-netdev >/dev/null 2>&1; then
     NSNAME=flowpath-ct-$$
     ip netns add "$NSNAME"
-    trap 'ip netns del "$NSNAME" 2>/dev/null || true' EXIT
     NS=(ip netns exec "$NSNAME")
 fi
 RUNDIR=${OVSBENCH_DIR:-/tmp/ovsbench}/run

@@ -20,6 +20,10 @@
 # (TSC Hz / cycles), and the connections tracked at the end
 # (dpctl/ct-get-nconns). Memory per connection: the switch's resident
 # memory after the new phase minus before it, over the connections.
+# NAT=1: the rules commit with source NAT (ct(nat,table=1), +new ->
+# ct(commit,nat(src=10.200.0.1-10.200.0.254)), as tools/ct-bench.sh's
+# ct-nat rows), and only the new phase runs (the captured replies are
+# addressed to the untranslated sources).
 # One PMD each on CPU $CPU (default 1). Needs root, openvswitch-switch-dpdk
 # with DPDK's pcap and null drivers (librte-net-null23); huge pages if it
 # can have them (else --no-huge). Removes the taps its OVS made.
@@ -35,6 +39,16 @@ if [ ! -f "$PC/ctbi-1000000-rev3.pcap" ]; then
   python3 "$HERE/ct-pcap.py" "$PC/flows-1000000-rr.parts" "$PC/ctbi-1000000" || exit 1
 fi
 . "$HERE/ovs-dpdk-env.sh" ctnew
+NAT=${NAT:-0}
+if [ "$NAT" = 1 ]; then
+cat > $B/ct.flows <<'EOF'
+table=0,priority=1,actions=drop
+table=0,priority=100,ip,ct_state=-trk,actions=ct(nat,table=1)
+table=1,priority=100,ip,ct_state=+trk+new,actions=ct(commit,nat(src=10.200.0.1-10.200.0.254)),output:5
+table=1,priority=100,ip,ct_state=+trk+est,actions=output:5
+table=1,priority=1,actions=drop
+EOF
+else
 cat > $B/ct.flows <<'EOF'
 table=0,priority=1,actions=drop
 table=0,priority=100,ip,ct_state=-trk,actions=ct(table=1)
@@ -42,6 +56,7 @@ table=1,priority=100,ip,ct_state=+trk+new,actions=ct(commit),output:5
 table=1,priority=100,ip,ct_state=+trk+est,actions=output:5
 table=1,priority=1,actions=drop
 EOF
+fi
 HZ=$(awk -F: '/^cpu MHz/{printf "%d", $2 * 1e6; exit}' /proc/cpuinfo)
 # phase CTL-COMMAND...: waits until no more packets arrive (a second
 # without), prints "packets cycles/packet".
@@ -72,9 +87,11 @@ for i in 1 2 3 4; do $C dpctl/del-if $i >/dev/null; done
 sleep 1; r1=$(rss_kb $pid)
 fp_mem=$(( (r1 - r0) * 1024 / (n > 0 ? n : 1) ))
 $C dpif-netdev/pmd-stats-clear >/dev/null
-for i in 0 1 2 3; do $C dpctl/add-if $((i + 6))=pcap:$PC/ctbi-1000000-rev$i.pcap >/dev/null; done
-read -r p a <<<"$(phase $C)"; n=$($C dpctl/ct-get-nconns | tr -d '\n')
-row flowpath reply "$p" "$a" "$n"
+if [ "$NAT" != 1 ]; then
+  for i in 0 1 2 3; do $C dpctl/add-if $((i + 6))=pcap:$PC/ctbi-1000000-rev$i.pcap >/dev/null; done
+  read -r p a <<<"$(phase $C)"; n=$($C dpctl/ct-get-nconns | tr -d '\n')
+  row flowpath reply "$p" "$a" "$n"
+fi
 stop
 # OVS-DPDK
 ovs_mem=-
@@ -91,6 +108,11 @@ if [ -x "$VSWITCHD" ] && ovs_start; then
   read -r p a <<<"$(phase $A)"; n=$($A dpctl/ct-get-nconns | tr -d '\n'); r1=$(rss_kb $op)
   row "OVS-DPDK 3.1" new "$p" "$a" "$n"
   ovs_mem=$(( (r1 - r0) * 1024 / (n > 0 ? n : 1) ))
+  if [ "$NAT" = 1 ]; then
+    stop
+    printf '\nresident memory per connection (bytes): flowpath %s, OVS-DPDK 3.1 %s\n' "$fp_mem" "$ovs_mem"
+    exit 0
+  fi
   $A dpif-netdev/pmd-stats-clear >/dev/null
   args=(); for i in 0 1 2 3; do
     args+=(-- add-port br0 r$i -- set Interface r$i type=dpdk "options:dpdk-devargs=net_pcap$((i + 4)),rx_pcap=$PC/ctbi-1000000-rev$i.pcap" ofport_request=$((i + 6)))
