@@ -154,6 +154,52 @@ fn a_duplicate_ipv6_endpoint_address_is_detected() {
     );
 }
 
+/// The kernel as the other node: once the switch's IPv6 endpoint address
+/// is usable, a namespace given the same address (with detection)
+/// hears it defended and marks its copy `dadfailed`; the switch keeps it.
+#[test]
+fn a_usable_ipv6_endpoint_address_is_defended() {
+    if !can_run("a_usable_ipv6_endpoint_address_is_defended", &["ip"]) {
+        return;
+    }
+    let mut t = Topo::new("df");
+    let (h2, p2) = (t.ns(2), format!("{}p2", t.tag));
+    ok(&format!(
+        "ip netns exec {h2} sysctl -qw net.ipv6.conf.{p2}.disable_ipv6=0 net.ipv6.conf.{p2}.accept_dad=1"
+    ));
+    start(&mut t, "fd00:78::2", "ip=fd00:78::100/64");
+    let sock = t.path("flowpath.ctl");
+    assert!(
+        wait_until(Duration::from_secs(10), || sock.exists()),
+        "{}",
+        t.log("switch.log")
+    );
+    // Our own detection first: a solicitation in the neighbour thread's
+    // first round, then a second's wait; the address is usable after it
+    // (a detection meanwhile would be simultaneous: both give up).
+    std::thread::sleep(Duration::from_secs(3));
+    assert!(ctl(&t, &["ovs/route/show"]).contains("fd00:78::"));
+    ok(&format!("ip -n {h2} addr add fd00:78::100/64 dev {p2}"));
+    let show = || {
+        std::process::Command::new("ip")
+            .args(["-n", &h2, "-6", "addr", "show", "dev", &p2])
+            .output()
+            .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+            .unwrap_or_default()
+    };
+    assert!(
+        wait_until(Duration::from_secs(10), || show().contains("dadfailed")),
+        "the kernel's detection did not fail: {}\n{}",
+        show(),
+        t.log("switch.log")
+    );
+    assert!(
+        ctl(&t, &["ovs/route/show"]).contains("fd00:78::"),
+        "the switch keeps its address"
+    );
+    assert!(!t.log("switch.log").contains("fd00:78::100 is in use"));
+}
+
 /// Ping both ways, the neighbour `neigh` learned, the megaflows and
 /// commands, iperf3.
 fn check(t: &Topo, neigh_ip: &str) {

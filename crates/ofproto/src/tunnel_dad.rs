@@ -13,9 +13,12 @@
 //! kernel's to check; `flowpath trace` has no detection (its addresses
 //! are usable from the start).
 //!
-//! Differences from the kernel: a usable address is not defended (a
-//! later node's detection for it is not answered: the reply would need
-//! an option the solicitation does not carry).
+//! A usable address is defended: another node's solicitation from `::`
+//! for it (that node's detection) is answered, as RFC 4861 asks, by an
+//! advertisement to all nodes carrying the address's link-layer address,
+//! which the neighbour thread sends within a tenth of a second (the
+//! solicitation has no room for the option, so translation only queues
+//! the address: [`Dad::defend`]).
 //! Part of [`crate::tunnel`].
 
 use std::net::{IpAddr, Ipv6Addr};
@@ -42,6 +45,8 @@ pub struct Dad {
     /// Any listed: the lock is taken only then.
     any: AtomicBool,
     addrs: Mutex<Vec<(Ipv6Addr, DadState)>>,
+    /// Usable addresses another node is detecting: to be defended.
+    defend: Mutex<Vec<Ipv6Addr>>,
 }
 
 impl Dad {
@@ -113,6 +118,21 @@ impl Dad {
         });
         self.any.store(!v.is_empty(), Ordering::Release);
         (probe, ready)
+    }
+
+    /// Another node is detecting usable `ip`: queues an advertisement
+    /// defending it (once however many solicitations arrive before it
+    /// goes).
+    pub fn defend(&self, ip: Ipv6Addr) {
+        let mut v = self.defend.lock().unwrap_or_else(|e| e.into_inner());
+        if !v.contains(&ip) {
+            v.push(ip);
+        }
+    }
+
+    /// The addresses to defend now (the queue emptied).
+    pub fn take_defend(&self) -> Vec<Ipv6Addr> {
+        std::mem::take(&mut *self.defend.lock().unwrap_or_else(|e| e.into_inner()))
     }
 
     /// The addresses found duplicate.

@@ -257,6 +257,28 @@ fn tentative_addresses_are_detected_before_use() {
     tun.drop_address(ip("fd00::200"));
     assert!(tun.routes().iter().all(|r| r.src != ip("fd00::200")));
     assert_eq!(tun.underlay().unwrap().addrs, vec![(ip("fd00::100"), 64)]);
+    // Another node's detection of usable fd00::100 (a solicitation from
+    // ::, no option): not answered in the datapath, queued to be
+    // defended (once), and the address stays ours.
+    let dad_ns = parse_packet(&format!(
+        "in_port={UNDERLAY_PORT},icmp6,dl_src=02:00:00:00:00:09,dl_dst=33:33:ff:00:01:00,ipv6_src=::,ipv6_dst=ff02::1:ff00:100,nw_ttl=255,icmp_type=135,icmp_code=0,nd_target=fd00::100"
+    ))
+    .unwrap();
+    for _ in 0..2 {
+        let x = xlate_on(&t, None, &dad_ns, 0, LEARN);
+        assert!(x.actions.is_empty(), "{}", x.trace);
+        assert!(x.trace.contains("defending"), "{}", x.trace);
+    }
+    assert_eq!(tun.dad.take_defend(), vec![me]);
+    assert!(tun.dad.take_defend().is_empty());
+    assert!(tun.is_local(ip("fd00::100")) && !tun.dad.duplicates().contains(&me));
+    // One that is not ours is not defended.
+    let other_ns = parse_packet(&format!(
+        "in_port={UNDERLAY_PORT},icmp6,ipv6_src=::,ipv6_dst=ff02::1:ff00:300,nw_ttl=255,icmp_type=135,icmp_code=0,nd_target=fd00::300"
+    ))
+    .unwrap();
+    xlate_on(&t, None, &other_ns, 0, LEARN);
+    assert!(tun.dad.take_defend().is_empty());
 }
 
 #[test]

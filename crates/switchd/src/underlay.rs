@@ -162,6 +162,28 @@ fn arp_request(mac: [u8; 6], spa: Ipv4Addr, tpa: Ipv4Addr) -> [u8; 42] {
     f
 }
 
+/// An ICMPv6 neighbour-discovery frame from `mac`/`src` to `dst_mac`/`dst`
+/// (hop limit 255) carrying `icmp` (its checksum filled in here).
+fn nd_frame(dst_mac: [u8; 6], mac: [u8; 6], src: [u8; 16], dst: [u8; 16], icmp: &[u8]) -> Vec<u8> {
+    let mut f = vec![0u8; 54 + icmp.len()];
+    f[0..6].copy_from_slice(&dst_mac);
+    f[6..12].copy_from_slice(&mac);
+    f[12..14].copy_from_slice(&0x86ddu16.to_be_bytes());
+    let ip = &mut f[14..54];
+    ip[0] = 0x60;
+    ip[4..6].copy_from_slice(&(icmp.len() as u16).to_be_bytes());
+    ip[6] = 58;
+    ip[7] = 255;
+    ip[8..24].copy_from_slice(&src);
+    ip[24..40].copy_from_slice(&dst);
+    f[54..].copy_from_slice(icmp);
+    use flowpath_wire::checksum;
+    let pseudo = checksum::pseudo_header_v6(src, dst, 58, icmp.len() as u32);
+    let c = !checksum::add(pseudo, checksum::sum(&f[54..]));
+    f[56..58].copy_from_slice(&c.to_be_bytes());
+    f
+}
+
 /// A neighbour solicitation from `mac`/`src` for `target`, to its
 /// solicited-node multicast address; from `::` (`src` `None`: duplicate
 /// address detection) it carries no link-layer option.
@@ -172,35 +194,35 @@ fn neighbour_solicitation(
 ) -> Vec<u8> {
     let t = target.octets();
     let src = src.map_or([0; 16], |s| s.octets());
-    let icmp_len: usize = if src == [0; 16] { 24 } else { 32 };
     let mut dst = [0u8; 16];
     dst[..2].copy_from_slice(&[0xff, 0x02]);
     dst[11..13].copy_from_slice(&[0x01, 0xff]);
     dst[13..].copy_from_slice(&t[13..]);
-    let mut f = vec![0u8; 54 + icmp_len];
-    f[0..6].copy_from_slice(&[0x33, 0x33, 0xff, t[13], t[14], t[15]]);
-    f[6..12].copy_from_slice(&mac);
-    f[12..14].copy_from_slice(&0x86ddu16.to_be_bytes());
-    let ip = &mut f[14..54];
-    ip[0] = 0x60;
-    ip[4..6].copy_from_slice(&(icmp_len as u16).to_be_bytes());
-    ip[6] = 58;
-    ip[7] = 255;
-    ip[8..24].copy_from_slice(&src);
-    ip[24..40].copy_from_slice(&dst);
-    let icmp = &mut f[54..];
+    let mut icmp = [0u8; 32];
     icmp[0] = 135;
     icmp[8..24].copy_from_slice(&t);
-    if icmp_len == 32 {
-        icmp[24] = 1;
-        icmp[25] = 1;
-        icmp[26..32].copy_from_slice(&mac);
-    }
-    use flowpath_wire::checksum;
-    let pseudo = checksum::pseudo_header_v6(src, dst, 58, icmp_len as u32);
-    let c = !checksum::add(pseudo, checksum::sum(icmp));
-    icmp[2..4].copy_from_slice(&c.to_be_bytes());
-    f
+    icmp[24] = 1;
+    icmp[25] = 1;
+    icmp[26..32].copy_from_slice(&mac);
+    let len = if src == [0; 16] { 24 } else { 32 };
+    let dst_mac = [0x33, 0x33, 0xff, t[13], t[14], t[15]];
+    nd_frame(dst_mac, mac, src, dst, &icmp[..len])
+}
+
+/// An unsolicited neighbour advertisement of `target` at `mac` to all
+/// nodes (override flag set, target link-layer option): what defends an
+/// address against another node's duplicate address detection.
+fn neighbour_advertisement(mac: [u8; 6], target: std::net::Ipv6Addr) -> Vec<u8> {
+    let t = target.octets();
+    let dst = std::net::Ipv6Addr::new(0xff02, 0, 0, 0, 0, 0, 0, 1).octets();
+    let mut icmp = [0u8; 32];
+    icmp[0] = 136;
+    icmp[4] = 0x20; // override; neither router nor solicited
+    icmp[8..24].copy_from_slice(&t);
+    icmp[24] = 2;
+    icmp[25] = 1;
+    icmp[26..32].copy_from_slice(&mac);
+    nd_frame([0x33, 0x33, 0, 0, 0, 1], mac, t, dst, &icmp)
 }
 
 /// The next hops to ask for now: those translations found missing and
@@ -246,14 +268,47 @@ fn dad_round(t: &Tunnels, mac: [u8; 6], now_ms: u64) -> Vec<Vec<u8>> {
         .collect()
 }
 
+/// Sends the advertisements defending the addresses other nodes are
+/// detecting (see `flowpath_ofproto::tunnel::Dad::defend`); returns how
+/// many were sent.
+pub fn defend_once(sh: &Shared, t: &Tunnels) -> usize {
+    let addrs = t.dad.take_defend();
+    if addrs.is_empty() {
+        return 0;
+    }
+    let Some(u) = t.underlay() else {
+        return 0;
+    };
+    let frames: Vec<Vec<u8>> = addrs
+        .into_iter()
+        .map(|a| neighbour_advertisement(u.mac, a))
+        .collect();
+    send(sh, &frames)
+}
+
+/// Sends `frames` out of the underlay port; returns how many went.
+fn send(sh: &Shared, frames: &[Vec<u8>]) -> usize {
+    let tx = sh.tx();
+    let Some(port) = tx.get(UNDERLAY_PORT) else {
+        return 0;
+    };
+    let mut q = crate::ports::TxPort::lock(port.queue_for(0));
+    frames
+        .iter()
+        .map(|f| {
+            q.send(&mut std::iter::once(TxFrame {
+                data: f,
+                vnet: None,
+                timestamp_ns: 0,
+            }))
+        })
+        .sum()
+}
+
 /// Sends one round of duplicate address detection and neighbour
 /// requests; returns how many were sent.
 pub fn ask_once(sh: &Shared, t: &Tunnels) -> usize {
     let Some(u) = t.underlay() else {
-        return 0;
-    };
-    let tx = sh.tx();
-    let Some(port) = tx.get(UNDERLAY_PORT) else {
         return 0;
     };
     let now_ms = sh.started.elapsed().as_millis() as u64;
@@ -271,17 +326,7 @@ pub fn ask_once(sh: &Shared, t: &Tunnels) -> usize {
             _ => {}
         }
     }
-    let mut q = crate::ports::TxPort::lock(port.queue_for(0));
-    frames
-        .iter()
-        .map(|f| {
-            q.send(&mut std::iter::once(TxFrame {
-                data: f,
-                vnet: None,
-                timestamp_ns: 0,
-            }))
-        })
-        .sum()
+    send(sh, &frames)
 }
 
 /// The neighbour thread: `each_round` (the underlay's refresh), then a
@@ -290,12 +335,15 @@ pub fn run(sh: Arc<Shared>, t: Arc<Tunnels>, mut each_round: impl FnMut(&Arc<Sha
     while !sh.stop.load(Ordering::Relaxed) {
         each_round(&sh, &t);
         ask_once(&sh, &t);
-        // Sleep in small steps so that a stop is seen quickly.
+        // Sleep in small steps so that a stop is seen quickly, and an
+        // address another node is detecting is defended in time (its
+        // detection waits a second).
         for _ in 0..10 {
             if sh.stop.load(Ordering::Relaxed) {
                 return;
             }
             std::thread::sleep(ASK_INTERVAL / 10);
+            defend_once(&sh, &t);
         }
     }
 }
@@ -589,6 +637,28 @@ mod tests {
         assert_eq!(k.nd_target(), u128::from(target));
         assert_eq!(f.len(), 78);
         let p = checksum::pseudo_header_v6([0; 16], d, 58, 24);
+        assert_eq!(checksum::add(p, checksum::sum(&f[54..])), 0xffff);
+    }
+
+    #[test]
+    fn neighbour_advertisements_are_well_formed() {
+        let target: std::net::Ipv6Addr = "fd00::100".parse().unwrap();
+        let f = neighbour_advertisement([2, 0, 0, 0, 0, 1], target);
+        let (k, _) = flowpath_flow::extract::extract_with_layers(&f, 1);
+        assert_eq!((k.nw_proto(), k.tp_src(), k.tp_dst()), (58, 136, 0));
+        assert_eq!(k.nd_target(), u128::from(target));
+        assert_eq!(k.ipv6_src(), u128::from(target));
+        assert_eq!(
+            k.ipv6_dst(),
+            u128::from("ff02::1".parse::<std::net::Ipv6Addr>().unwrap())
+        );
+        assert_eq!(k.dl_dst(), 0x3333_0000_0001);
+        assert_eq!(k.arp_tha(), 0x0200_0000_0001, "target link-layer option");
+        assert_eq!(f[54 + 4], 0x20, "override, not solicited");
+        use flowpath_wire::checksum;
+        let mut d = [0u8; 16];
+        d.copy_from_slice(&f[38..54]);
+        let p = checksum::pseudo_header_v6(target.octets(), d, 58, 32);
         assert_eq!(checksum::add(p, checksum::sum(&f[54..])), 0xffff);
     }
 

@@ -223,6 +223,21 @@ impl<L: Lookup> Ctx<'_, '_, L> {
                     ),
                 );
             }
+            // Another node's detection of one of our usable addresses:
+            // defended by an advertisement to all nodes (sent by the
+            // neighbour thread: the solicitation has no room for the
+            // link-layer option the advertisement needs).
+            if answer && k.tp_src() == 135 && k.ipv6_src() == 0 && t.is_local(target) {
+                if self.side_effects {
+                    t.dad.defend(tgt);
+                }
+                self.note(
+                    0,
+                    &format!(
+                        "underlay: another node is detecting {tgt}, ours: defending it with an advertisement to all nodes"
+                    ),
+                );
+            }
         }
         if self.side_effects && lladdr != 0 && !who.is_unspecified() && !t.has_address(who) {
             t.neigh.learn(who, mac_bytes(lladdr), self.now_ms());
