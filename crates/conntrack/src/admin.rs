@@ -17,8 +17,8 @@ impl Conntrack {
     /// one stopped and visits the slots a sweep unit at a time until it
     /// has looked at max(max_conns / 64, 4096) connection slots (Open
     /// vSwitch's clean-up budget) or at every unit, so one call's work
-    /// stays bounded while a lightly loaded table is swept completely. Returns the number of
-    /// connections removed.
+    /// stays bounded while a lightly loaded table is swept completely.
+    /// Returns the number of connections removed.
     pub fn sweep(&self, now_ms: u64) -> usize {
         self.last_sweep.store(now_ms, Ordering::Relaxed);
         let n = self.table.sweep_units();

@@ -60,34 +60,15 @@ pub struct ConnKey {
     pub zone: u16,
 }
 
-/// Hashes the key as six 64-bit words (fewer, larger writes than the
-/// derived field-by-field hash: the table's keyed hasher runs per packet).
+/// Hashes the key as the words the connection table's hash reads
+/// ([`crate::table::tuple_words`]): fewer, larger writes than the derived
+/// field-by-field hash (for the maps keyed by tuples: ALG expectations,
+/// NAT's choice).
 impl std::hash::Hash for ConnKey {
     fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
-        let w = |a: &[u8; 16]| {
-            let [a0, a1, a2, a3, a4, a5, a6, a7, b0, b1, b2, b3, b4, b5, b6, b7] = *a;
-            (
-                u64::from_le_bytes([a0, a1, a2, a3, a4, a5, a6, a7]),
-                u64::from_le_bytes([b0, b1, b2, b3, b4, b5, b6, b7]),
-            )
-        };
-        let (s0, s1) = w(&self.src.addr);
-        let (d0, d1) = w(&self.dst.addr);
-        h.write_u64(s0);
-        h.write_u64(s1);
-        h.write_u64(d0);
-        h.write_u64(d1);
-        h.write_u64(
-            (u64::from(self.src.port) << 48)
-                | (u64::from(self.dst.port) << 32)
-                | (u64::from(self.src.icmp_type) << 24)
-                | (u64::from(self.src.icmp_code) << 16)
-                | (u64::from(self.dst.icmp_type) << 8)
-                | u64::from(self.dst.icmp_code),
-        );
-        h.write_u64(
-            (u64::from(self.zone) << 16) | (u64::from(self.proto) << 8) | u64::from(self.v6),
-        );
+        for w in crate::table::tuple_words(self) {
+            h.write_u64(w);
+        }
     }
 }
 

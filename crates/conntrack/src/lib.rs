@@ -84,6 +84,7 @@
 )]
 
 pub mod alg;
+mod conn;
 pub mod format;
 pub mod icmp;
 pub mod ipf;

@@ -32,7 +32,7 @@
 
 #![allow(unsafe_code)]
 
-use crate::table::Conn;
+use crate::conn::Conn;
 use std::alloc::{alloc_zeroed, dealloc, Layout};
 use std::cell::UnsafeCell;
 use std::mem::MaybeUninit;

@@ -2,6 +2,7 @@
 
 use super::*;
 use crate::other::OtherState;
+use crate::proto::L4;
 use proptest::prelude::*;
 use std::collections::HashMap;
 use std::sync::atomic::AtomicBool;
