@@ -45,7 +45,9 @@
 use crate::batch::{Batch, BatchFull, Verdict, BATCH_SIZE};
 use crate::config::{Config, ConfigError};
 use crate::dump::DumpEntry;
-use crate::execute::{ExecStats, Executor, PacketMeta, PortSink, PortStats, Recirculated};
+use crate::execute::{
+    ExecStats, Executor, PacketMeta, PortSink, PortStats, Recirculated, HEAD_WORDS,
+};
 use crate::megaflow::MegaflowRef;
 use crate::packet::PacketBuf;
 use crate::pipeline::Datapath;
@@ -388,8 +390,25 @@ impl<U: Upcall> Switch<U> {
                     let ct = &md.ct;
                     let ext = r.tnl_set
                         || ct.state != 0 && (ct.mark != 0 || ct.label != 0 || ct.orig.is_some());
+                    let reuse = r.head_valid;
                     let pushed = self.batch.push_with_ext(len, ext, |k| {
-                        layers = extract_into(buf.data(), md.in_port, k);
+                        if reuse {
+                            // The pass before left the headers as they
+                            // were: its key's, the metadata set below.
+                            // (Connection-tracking fields in the head:
+                            // those the metadata's do not overwrite.)
+                            k.w[..HEAD_WORDS].copy_from_slice(&r.head);
+                            k.w[HEAD_WORDS..].fill(0);
+                            if ct.state == 0 {
+                                k.set_ct_state(0);
+                                k.set_ct_zone(0);
+                            }
+                            if ct.state == 0 || ct.orig.is_none() {
+                                k.set_ct_nw_proto(0);
+                            }
+                        } else {
+                            layers = extract_into(buf.data(), md.in_port, k);
+                        }
                         k.set_recirc_id(r.recirc_id);
                         k.set_dp_hash(md.dp_hash);
                         k.set_skb_priority(md.skb_priority);
@@ -404,13 +423,22 @@ impl<U: Upcall> Switch<U> {
                     if pushed.is_err() {
                         break; // (not full: checked above)
                     }
-                    // New layers; the metadata the earlier pass left.
-                    let fresh = PacketMeta::new(&self.batch.keys()[i], &layers);
-                    self.metas[i] = PacketMeta {
-                        l3: fresh.l3,
-                        l4: fresh.l4,
-                        nw_proto: fresh.nw_proto,
-                        ..*md
+                    #[cfg(debug_assertions)]
+                    if reuse {
+                        check_reused_key(buf.data(), &self.batch.keys()[i]);
+                    }
+                    // New layers (an unchanged packet's are where they
+                    // were); the metadata the earlier pass left.
+                    self.metas[i] = if reuse {
+                        *md
+                    } else {
+                        let fresh = PacketMeta::new(&self.batch.keys()[i], &layers);
+                        PacketMeta {
+                            l3: fresh.l3,
+                            l4: fresh.l4,
+                            nw_proto: fresh.nw_proto,
+                            ..*md
+                        }
                     };
                     self.tags[i] = r.tag;
                 }
@@ -578,6 +606,27 @@ fn first_ct_zone(actions: &[flowpath_odp::DpAction]) -> Option<u16> {
 /// How many packets ahead of the one being executed the connection
 /// tracker's loads start (see `run_batch`).
 const CT_AHEAD: usize = 4;
+
+/// Debug builds: a key a recirculated packet reuses from its pass before
+/// is what extraction makes of its frame (metadata, connection-tracking
+/// and tunnel fields aside).
+#[cfg(debug_assertions)]
+fn check_reused_key(frame: &[u8], reused: &flowpath_flow::FlowKey) {
+    let mut extracted = flowpath_flow::FlowKey::default();
+    let _ = extract_into(frame, reused.in_port(), &mut extracted);
+    let mut reused = *reused;
+    for k in [&mut extracted, &mut reused] {
+        k.set_recirc_id(0);
+        k.set_dp_hash(0);
+        k.set_skb_priority(0);
+        k.set_pkt_mark(0);
+        k.set_ct_state(0);
+        k.set_ct_zone(0);
+        k.set_ct_nw_proto(0);
+        k.w[HEAD_WORDS..].fill(0);
+    }
+    assert_eq!(reused.w, extracted.w, "a recirculated packet's reused key");
+}
 
 #[cfg(test)]
 mod tests {

@@ -267,3 +267,34 @@ fn whole_batches_find_their_connections() {
         "B cannot open"
     );
 }
+
+#[test]
+fn the_pass_after_nat_sees_the_translated_headers() {
+    // The second pass of an unchanged packet starts from the first pass's
+    // key; one that NAT rewrote is parsed again: the address it matches
+    // on is the translated one (or nothing would leave on port 2), and
+    // its reply's pass the one translated back.
+    let mut sw = switch(
+        "table=0,priority=10,ip,in_port=1,ct_state=-trk,actions=ct(commit,nat(src=10.200.0.7),table=1)\n\
+         table=0,priority=10,ip,in_port=2,ct_state=-trk,actions=ct(nat,table=1)\n\
+         table=1,priority=10,ip,nw_src=10.200.0.7,actions=output:2\n\
+         table=1,priority=10,ip,nw_dst=10.0.0.1,actions=output:1\n\
+         table=1,priority=0,actions=output:9\n",
+    );
+    let fwd: Vec<Vec<u8>> = (0..40u16).map(|i| udp((A, 1000 + i), (B, 53))).collect();
+    let rev: Vec<Vec<u8>> = (0..40u16)
+        .map(|i| udp((B, 53), ([10, 200, 0, 7], 1000 + i)))
+        .collect();
+    for t in 1..4 {
+        assert_eq!(
+            send_all(&mut sw, 1, &fwd, t),
+            [0, 40, 0],
+            "A out, round {t}"
+        );
+        assert_eq!(
+            send_all(&mut sw, 2, &rev, t),
+            [40, 0, 0],
+            "replies, round {t}"
+        );
+    }
+}

@@ -83,7 +83,7 @@ pub use packet_in::{PacketIn, PacketInSender, SampleSender, SampledPacket, SAMPL
 pub use rewrite::{
     apply, pop_mpls, pop_vlan, push_mpls, push_vlan, set_eth, set_ipv4, set_ipv6, set_l4, set_mpls,
 };
-use rewrite::{changes_packet, hash_action};
+use rewrite::{changes_packet, hash_action, rewrites_headers};
 
 /// Where a packet's headers are, and its transport protocol: what action
 /// execution needs besides the bytes.
@@ -394,7 +394,19 @@ pub struct Recirculated {
     /// pass skips them — the common case of a packet that came through
     /// no tunnel).
     pub tnl_set: bool,
+    /// The first [`HEAD_WORDS`] words of the key the packet had in the
+    /// pass that sent it back, when that pass left its headers as they
+    /// were extracted (`head_valid`): the next pass starts from them
+    /// instead of parsing the frame again (its metadata and
+    /// connection-tracking fields set afresh).
+    pub head: [u64; HEAD_WORDS],
+    /// Whether `head` holds the packet's extracted key.
+    pub head_valid: bool,
 }
+
+/// Number of words of a key that extraction writes (the others are
+/// connection-tracking and tunnel metadata).
+pub const HEAD_WORDS: usize = flowpath_flow::key::W_CT_FIRST;
 
 /// Number of tunnel-metadata words of a key.
 pub const TNL_WORDS: usize = flowpath_flow::FLOW_WORDS - flowpath_flow::key::W_TUN_FIRST;
@@ -543,7 +555,7 @@ impl Executor {
                     // before a change makes the next pass's key another.
                     let changed = actions
                         .get(..j)
-                        .is_some_and(|a| a.iter().any(changes_packet));
+                        .is_some_and(|a| a.iter().any(rewrites_headers));
                     // The last action, with nothing queued that refers to
                     // the packet: the pool takes its buffer (no copy).
                     let take = !delivered && j + 1 == actions.len();
@@ -553,7 +565,7 @@ impl Executor {
                 DpAction::Hash { symmetric, basis } => {
                     let unchanged = actions
                         .get(..j)
-                        .is_some_and(|a| !a.iter().any(changes_packet));
+                        .is_some_and(|a| !a.iter().any(rewrites_headers));
                     hash_action(pkt, meta, key, unchanged, *symmetric, *basis);
                 }
                 DpAction::Ct(ct) => {

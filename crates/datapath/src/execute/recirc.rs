@@ -39,6 +39,11 @@ impl Executor {
             Frame::Copy(pkt)
         };
         if let Some(r) = self.recirculate_frame(frame, meta, id, tag, changed_from) {
+            // An unchanged packet's key stays what extraction made of it.
+            if changed_from.is_none() {
+                r.head.copy_from_slice(&key.w[..super::HEAD_WORDS]);
+                r.head_valid = true;
+            }
             // (Most recirculated packets carry no tunnel: their 16 zero
             // words are neither copied here nor into the next key.)
             if !key.tunnel_is_zero() {
@@ -91,6 +96,7 @@ impl Executor {
             Frame::Take(pkt) => std::mem::swap(&mut r.buf, pkt),
         }
         r.recirc_id = id;
+        r.head_valid = false;
         r.meta = *meta;
         r.meta.passes = meta.passes.saturating_add(1);
         r.tag = tag;

@@ -67,6 +67,18 @@ pub(super) fn changes_packet(a: &DpAction) -> bool {
     )
 }
 
+/// Whether `a` may leave the packet's headers other than extraction
+/// made them: [`changes_packet`], except that a `ct` without NAT does not
+/// (the tracker reads the packet; only NAT rewrites it; a fragment the
+/// reassembler holds or gives back whole leaves the action list there).
+#[inline]
+pub(super) fn rewrites_headers(a: &DpAction) -> bool {
+    match a {
+        DpAction::Ct(ct) => ct.nat.is_some(),
+        a => changes_packet(a),
+    }
+}
+
 /// Applies one action other than an output or a controller action (which
 /// are no-ops here: [`Executor::execute`] handles them).
 #[inline]
