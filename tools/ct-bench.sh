@@ -15,7 +15,10 @@
 #           packet of it is an established connection's);
 #   ct-nat  the same with source NAT: ct(nat,table=1), +new ->
 #           ct(commit,nat(src=10.200.0.1-10.200.0.254)),output:2;
-#   plain   the anchor's rules (udp -> output:2), no conntrack.
+#   plain   the anchor's rules (udp -> output:2), no conntrack;
+# and TCP: the same flows as TCP segments and their acknowledgements
+# (tools/ct-pcap.py --tcp) through the ct rules at N = 1000 and 100000
+# (rows ct-tcp-N).
 # (The rule texts are those of `flowpath bench --scenario ct`,
 # crates/bench/src/workload.rs CT_RULES / CT_NAT_RULES; a test checks
 # they agree.)
@@ -40,7 +43,7 @@ while [ $# -gt 0 ]; do
         --pcaps) PCAPS=$2; shift 2 ;;
         --only) ONLY=$2; shift 2 ;;
         --no-huge) NOHUGE=--no-huge; shift ;;
-        -h|--help) sed -n '2,27p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,33p' "$0"; exit 0 ;;
         *) echo "unknown option $1" >&2; exit 2 ;;
     esac
 done
@@ -70,6 +73,8 @@ for n in 1000 100000 1000000; do
     fi
     # Both directions of every flow (see tools/ct-pcap.py).
     [ -f "$PCAPS/ctbi-$n.parts" ] || python3 "$ROOT/tools/ct-pcap.py" "$PCAPS/flows-$n-rr.parts" "$PCAPS/ctbi-$n"
+    [ "$n" = 1000000 ] || [ -f "$PCAPS/ctbi-tcp-$n.parts" ] \
+        || python3 "$ROOT/tools/ct-pcap.py" --tcp "$PCAPS/flows-$n-rr.parts" "$PCAPS/ctbi-tcp-$n"
 done
 # The harness takes at most four input ports of 250,000 packets: both
 # directions of 1,000,000 flows need eight, so the largest row is the
@@ -81,6 +86,9 @@ CASES=()
 for n in 1000 100000 500000; do
     CASES+=("ct-$n|ctbi-$n|$OUT/ct.rules" "ct-nat-$n|ctbi-$n|$OUT/ct-nat.rules"
             "plain-$n|ctbi-$n|$PCAPS/flows-1000-rr.rules")
+done
+for n in 1000 100000; do
+    CASES+=("ct-tcp-$n|ctbi-tcp-$n|$OUT/ct.rules")
 done
 
 # --- OVS-DPDK -------------------------------------------------------------------

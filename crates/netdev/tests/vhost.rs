@@ -648,3 +648,65 @@ fn memory_remapped_under_traffic() {
     assert_eq!(rs.errors + ts.errors, 0);
     assert!(ts.packets > 0);
 }
+
+#[test]
+fn offloads_are_negotiated_and_carried_both_ways() {
+    use flowpath_netdev::offload::{VnetHdr, F_NEEDS_CSUM, GSO_TCPV4};
+    let dir = TempDir::new("offl");
+    let mut port = server_port(&dir, 1, 1);
+    assert!(port.tx.takes_vnet_hdr());
+    let features = linux_features() | F_CSUM | F_GUEST_CSUM | F_HOST_TSO4 | F_GUEST_TSO4;
+    let mut fe = Frontend::start(Frontend::connect(&dir.sock()), 1, features);
+    wait_ready(&mut port, &mut fe, 0);
+    let csum = VnetHdr {
+        flags: F_NEEDS_CSUM,
+        csum_start: 34,
+        csum_offset: 16,
+        ..VnetHdr::default()
+    };
+    let tso = VnetHdr {
+        gso_type: GSO_TCPV4,
+        gso_size: 1448,
+        hdr_len: 54,
+        ..csum
+    };
+    let with = |v: &VnetHdr| {
+        let mut h = [0u8; HDR];
+        h[..10].copy_from_slice(&v.to_bytes());
+        h
+    };
+    // Guest → switch: each frame's offload state comes with it; a header
+    // whose checksum lies outside its frame is refused and counted.
+    let f = frame(1, 200);
+    let outside = VnetHdr {
+        csum_start: 190,
+        ..csum
+    };
+    for v in [csum, tso, VnetHdr::default(), outside] {
+        assert!(fe.send_hdr(0, &with(&v), &f));
+    }
+    let mut got = Vec::new();
+    let t0 = Instant::now();
+    while got.len() < 3 && t0.elapsed() < Duration::from_secs(5) {
+        port.rxqs[0]
+            .recv(64, &mut |b, m| got.push((b.len(), m.vnet)))
+            .unwrap();
+    }
+    assert!(fe.wait_tx_done(0));
+    assert_eq!(got, vec![(200, Some(csum)), (200, Some(tso)), (200, None)]);
+    assert_eq!(port.rxqs[0].stats().errors, 1);
+    // Switch → guest: the guest took GUEST_CSUM and GUEST_TSO4, so the
+    // frames keep their offload state, told in their headers.
+    for v in [csum, tso] {
+        let n = port.tx.send(&mut std::iter::once(TxFrame {
+            data: &f,
+            vnet: Some(v),
+            timestamp_ns: 0,
+        }));
+        assert_eq!(n, 1);
+        let r = fe.recv_hdr(0, false);
+        assert_eq!(r.len(), 1);
+        assert_eq!(&r[0].0[..10], &v.to_bytes());
+        assert_eq!(r[0].1, f);
+    }
+}

@@ -325,6 +325,7 @@ impl Device {
                     call: v.call.as_ref().map_or(-1, |f| f.as_raw_fd()),
                     hdr_len,
                     mergeable,
+                    offloads: super::queue::Offloads::of(self.features),
                 });
             }
             Err(why) => eprintln!(

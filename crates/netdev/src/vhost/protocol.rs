@@ -58,6 +58,20 @@ pub const MAX_FDS: usize = MAX_REGIONS;
 
 /// Virtio feature bits offered (and their names for the docs).
 pub mod feature {
+    /// `VIRTIO_NET_F_CSUM`: the guest may send frames whose transport
+    /// checksum is left to the device (`NEEDS_CSUM`).
+    pub const NET_CSUM: u64 = 1 << 0;
+    /// `VIRTIO_NET_F_GUEST_CSUM`: the guest takes frames with such a
+    /// partial checksum.
+    pub const NET_GUEST_CSUM: u64 = 1 << 1;
+    /// `VIRTIO_NET_F_GUEST_TSO4`: the guest takes TCP/IPv4 super-frames.
+    pub const NET_GUEST_TSO4: u64 = 1 << 7;
+    /// `VIRTIO_NET_F_GUEST_TSO6`: the guest takes TCP/IPv6 super-frames.
+    pub const NET_GUEST_TSO6: u64 = 1 << 8;
+    /// `VIRTIO_NET_F_HOST_TSO4`: the guest may send TCP/IPv4 super-frames.
+    pub const NET_HOST_TSO4: u64 = 1 << 11;
+    /// `VIRTIO_NET_F_HOST_TSO6`: the guest may send TCP/IPv6 super-frames.
+    pub const NET_HOST_TSO6: u64 = 1 << 12;
     /// `VIRTIO_NET_F_MRG_RXBUF`: receive buffers merged for one frame.
     pub const NET_MRG_RXBUF: u64 = 1 << 15;
     /// `VIRTIO_NET_F_MQ`: several queue pairs.
@@ -71,7 +85,13 @@ pub mod feature {
     /// `VIRTIO_F_VERSION_1`.
     pub const VERSION_1: u64 = 1 << 32;
     /// All of the above: what `GET_FEATURES` answers.
-    pub const OFFERED: u64 = NET_MRG_RXBUF
+    pub const OFFERED: u64 = NET_CSUM
+        | NET_GUEST_CSUM
+        | NET_GUEST_TSO4
+        | NET_GUEST_TSO6
+        | NET_HOST_TSO4
+        | NET_HOST_TSO6
+        | NET_MRG_RXBUF
         | NET_MQ
         | RING_INDIRECT_DESC
         | RING_EVENT_IDX

@@ -62,6 +62,9 @@
 #![allow(unsafe_code)]
 
 use super::ring::{Seg, Vring, MAX_SEGS};
+use crate::offload::{
+    self, VnetHdr, F_NEEDS_CSUM, GSO_ECN, GSO_NONE, GSO_TCPV4, GSO_TCPV6, VNET_HDR_LEN,
+};
 use crate::{NetdevError, QueueStats, RxMeta, RxQueue, TxFrame, TxQueue};
 use std::cell::UnsafeCell;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
@@ -88,6 +91,110 @@ pub(crate) struct ActiveRing {
     pub hdr_len: usize,
     /// `MRG_RXBUF` negotiated.
     pub mergeable: bool,
+    /// The checksum and segmentation offloads negotiated.
+    pub offloads: Offloads,
+}
+
+/// The checksum and segmentation offloads a guest negotiated, as the PMDs
+/// use them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Offloads {
+    /// `CSUM`: the guest's frames say in their header when their transport
+    /// checksum is left to complete (and, with `HOST_TSO4`/`HOST_TSO6`,
+    /// when they are TCP super-frames).
+    pub from_guest: bool,
+    /// `HOST_TSO4`.
+    pub host_tso4: bool,
+    /// `HOST_TSO6`.
+    pub host_tso6: bool,
+    /// `GUEST_CSUM`: the guest takes frames with a partial checksum.
+    pub csum: bool,
+    /// `GUEST_TSO4`.
+    pub tso4: bool,
+    /// `GUEST_TSO6`.
+    pub tso6: bool,
+}
+
+impl Offloads {
+    /// The offloads of negotiated `features`.
+    pub(crate) fn of(features: u64) -> Offloads {
+        use super::protocol::feature as f;
+        let on = |bit: u64| features & bit != 0;
+        let from_guest = on(f::NET_CSUM);
+        let csum = on(f::NET_GUEST_CSUM);
+        Offloads {
+            from_guest,
+            host_tso4: from_guest && on(f::NET_HOST_TSO4),
+            host_tso6: from_guest && on(f::NET_HOST_TSO6),
+            csum,
+            tso4: csum && on(f::NET_GUEST_TSO4),
+            tso6: csum && on(f::NET_GUEST_TSO6),
+        }
+    }
+
+    /// Whether the guest takes a frame with offload state `v` as it is
+    /// (ECN-marked super-frames: never, `GUEST_ECN` is not offered).
+    fn takes(&self, v: &VnetHdr) -> bool {
+        (v.flags & F_NEEDS_CSUM == 0 || self.csum)
+            && match v.gso_type {
+                GSO_NONE => true,
+                GSO_TCPV4 => self.tso4,
+                GSO_TCPV6 => self.tso6,
+                _ => false,
+            }
+    }
+
+    /// The offload state of a `len`-byte frame the guest sent with header
+    /// `h`: `Ok(None)` for a complete frame, `Err` for a header that does
+    /// not describe the frame or asks for an offload not negotiated (the
+    /// guest is not trusted: the checksum's place must lie in the frame,
+    /// after the Ethernet header; a super-frame must be TCP with a segment
+    /// size and a partial checksum).
+    fn check_guest(&self, h: VnetHdr, len: usize) -> Result<Option<VnetHdr>, ()> {
+        let needs_csum = h.flags & F_NEEDS_CSUM != 0;
+        let gso = h.gso_type & !GSO_ECN;
+        if !needs_csum {
+            // (A super-frame without a partial checksum is not one the
+            // spec allows.)
+            return if gso == GSO_NONE { Ok(None) } else { Err(()) };
+        }
+        let end = usize::from(h.csum_start) + usize::from(h.csum_offset) + 2;
+        if h.csum_start < 14 || end > len {
+            return Err(());
+        }
+        let ok = match gso {
+            GSO_NONE => true,
+            GSO_TCPV4 => self.host_tso4 && h.gso_size > 0,
+            GSO_TCPV6 => self.host_tso6 && h.gso_size > 0,
+            _ => false,
+        };
+        if !ok {
+            return Err(());
+        }
+        Ok(Some(VnetHdr {
+            flags: F_NEEDS_CSUM,
+            gso_type: if gso == GSO_NONE {
+                GSO_NONE
+            } else {
+                h.gso_type
+            },
+            ..h
+        }))
+    }
+}
+
+/// The offload state the guest wrote in the header of the chain `segs`
+/// (a `len`-byte frame) when it negotiated offloads (see
+/// [`Offloads::check_guest`]).
+fn guest_offload(a: &ActiveRing, segs: &[Seg], len: usize) -> Result<Option<VnetHdr>, ()> {
+    if !a.offloads.from_guest {
+        return Ok(None);
+    }
+    let mut b = [0u8; VNET_HDR_LEN];
+    if !a.vring.read_head(segs, &mut b) {
+        return Err(());
+    }
+    a.offloads.check_guest(VnetHdr::from_bytes(&b), len)
 }
 
 /// One virtqueue's hand-over point (module docs).
@@ -247,13 +354,24 @@ fn take_ready(
 ) -> usize {
     let mut n = 0;
     for (head, seg) in ready.iter() {
-        if a.vring.gather(std::slice::from_ref(seg), a.hdr_len, buf) {
-            stats.packets += 1;
-            stats.bytes += buf.len() as u64;
-            f(buf, RxMeta::default());
-            n += 1;
-        } else {
-            stats.errors += 1;
+        let segs = std::slice::from_ref(seg);
+        match a.vring.gather(segs, a.hdr_len, buf) {
+            true => match guest_offload(a, segs, buf.len()) {
+                Ok(vnet) => {
+                    stats.packets += 1;
+                    stats.bytes += buf.len() as u64;
+                    f(
+                        buf,
+                        RxMeta {
+                            vnet,
+                            ..RxMeta::default()
+                        },
+                    );
+                    n += 1;
+                }
+                Err(()) => stats.errors += 1,
+            },
+            false => stats.errors += 1,
         }
         a.vring.push_used(*head, 0);
     }
@@ -335,17 +453,29 @@ impl RxQueue for VhostRx {
                 walked => {
                     // Keep the used ring in order: the chains before first.
                     n += take_ready(a, ready, buf, stats, f);
-                    match walked {
+                    let vnet = match walked {
                         Ok(total)
                             if total as usize > a.hdr_len
                                 && a.vring.gather(segs, a.hdr_len, buf) =>
                         {
+                            guest_offload(a, segs, buf.len())
+                        }
+                        _ => Err(()),
+                    };
+                    match vnet {
+                        Ok(vnet) => {
                             stats.packets += 1;
                             stats.bytes += buf.len() as u64;
-                            f(buf, RxMeta::default());
+                            f(
+                                buf,
+                                RxMeta {
+                                    vnet,
+                                    ..RxMeta::default()
+                                },
+                            );
                             n += 1;
                         }
-                        _ => stats.errors += 1,
+                        Err(()) => stats.errors += 1,
                     }
                 }
             }
@@ -380,6 +510,9 @@ pub struct VhostTx {
     /// The burst's frames that fit one receive buffer, written into the
     /// guest's memory together before the burst is published.
     later: Vec<Later>,
+    /// Where a frame with offload state the guest did not negotiate is
+    /// finished (its checksum completed, a super-frame's segments).
+    scratch: Vec<u8>,
     stats: QueueStats,
 }
 
@@ -420,6 +553,7 @@ impl VhostTx {
             segs: Vec::with_capacity(MAX_SEGS),
             hdr_segs: Vec::with_capacity(MAX_SEGS),
             later: Vec::with_capacity(LATER_MAX),
+            scratch: Vec::new(),
             stats: QueueStats::default(),
         }
     }
@@ -451,18 +585,21 @@ enum Undelivered {
     Bad,
 }
 
-/// Writes one frame into the guest's receive buffers; one that fits its
-/// first buffer is only claimed and kept in `later` (its used entry is
-/// not published before the caller writes it: [`write_later`]).
+/// Writes one frame into the guest's receive buffers; one without offload
+/// header (`offload` None) that fits its first buffer is only claimed and
+/// kept in `later` (its used entry is not published before the caller
+/// writes it: [`write_later`]); one with it is written at once, its
+/// virtio-net header saying `offload`.
 fn deliver(
     a: &mut ActiveRing,
     data: &[u8],
+    offload: Option<&VnetHdr>,
     segs: &mut Vec<Seg>,
     hdr_segs: &mut Vec<Seg>,
     later: &mut Vec<Later>,
 ) -> Result<(), Undelivered> {
     let need = a.hdr_len + data.len();
-    if later.len() < LATER_MAX {
+    if offload.is_none() && later.len() < LATER_MAX {
         match a.vring.pending() {
             Ok(0) => return Err(Undelivered::Full),
             Ok(_) => {}
@@ -489,7 +626,10 @@ fn deliver(
         // Several buffers: written at once below.
         a.vring.rewind(mark);
     }
-    let hdr = [0u8; 12];
+    let mut hdr = [0u8; 12];
+    if let Some(v) = offload {
+        hdr[..VNET_HDR_LEN].copy_from_slice(&v.to_bytes());
+    }
     let hdr = &hdr[..a.hdr_len];
     let mark = a.vring.mark();
     let mut done = 0usize;
@@ -533,6 +673,29 @@ fn deliver(
     Ok(())
 }
 
+/// Counts what [`deliver`] did with a `len`-byte frame (`full` set once a
+/// frame found no room: the rest of the burst is dropped); true if sent.
+fn count(r: Result<(), Undelivered>, len: usize, stats: &mut QueueStats, full: &mut bool) -> bool {
+    match r {
+        Ok(()) => {
+            stats.packets += 1;
+            stats.bytes += len as u64;
+            true
+        }
+        Err(Undelivered::Full) => {
+            stats.dropped += 1;
+            *full = true;
+            false
+        }
+        Err(Undelivered::Bad) => {
+            stats.errors += 1;
+            stats.dropped += 1;
+            *full = true;
+            false
+        }
+    }
+}
+
 impl TxQueue for VhostTx {
     fn send(&mut self, frames: &mut dyn Iterator<Item = TxFrame<'_>>) -> usize {
         let VhostTx {
@@ -541,6 +704,7 @@ impl TxQueue for VhostTx {
             segs,
             hdr_segs,
             later,
+            scratch,
             stats,
         } = self;
         let k = slots.len();
@@ -568,20 +732,48 @@ impl TxQueue for VhostTx {
             if later.len() == LATER_MAX {
                 write_later(a, later);
             }
-            match deliver(a, f.data, segs, hdr_segs, later) {
-                Ok(()) => {
-                    sent += 1;
-                    stats.packets += 1;
-                    stats.bytes += f.data.len() as u64;
+            let v = f.vnet.filter(|v| !v.is_plain());
+            match v {
+                // The guest takes the offload state as it is, or nothing
+                // is left to do.
+                None => {
+                    sent += usize::from(count(
+                        deliver(a, f.data, None, segs, hdr_segs, later),
+                        f.data.len(),
+                        stats,
+                        &mut full,
+                    ))
                 }
-                Err(Undelivered::Full) => {
-                    stats.dropped += 1;
-                    full = true;
+                Some(v) if a.offloads.takes(&v) => {
+                    sent += usize::from(count(
+                        deliver(a, f.data, Some(&v), segs, hdr_segs, later),
+                        f.data.len(),
+                        stats,
+                        &mut full,
+                    ));
                 }
-                Err(Undelivered::Bad) => {
-                    stats.errors += 1;
-                    stats.dropped += 1;
-                    full = true;
+                // Finished here (each piece written at once: `scratch`
+                // holds one piece at a time).
+                Some(v) => {
+                    let zero = VnetHdr::default();
+                    let mut any = false;
+                    let r = offload::finish(f.data, &v, scratch, &mut |seg| {
+                        if !full {
+                            any |= count(
+                                deliver(a, seg, Some(&zero), segs, hdr_segs, later),
+                                seg.len(),
+                                stats,
+                                &mut full,
+                            );
+                        } else {
+                            stats.dropped += 1;
+                        }
+                    });
+                    if r.is_err() {
+                        stats.errors += 1;
+                        stats.dropped += 1;
+                    }
+                    sent += usize::from(any);
                 }
             }
         }
@@ -590,6 +782,11 @@ impl TxQueue for VhostTx {
             interrupt(a.call);
         }
         sent
+    }
+
+    fn takes_vnet_hdr(&self) -> bool {
+        // (What a guest did not negotiate is finished in `send`.)
+        true
     }
 
     fn stats(&self) -> QueueStats {

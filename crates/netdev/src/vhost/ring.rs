@@ -465,6 +465,26 @@ impl Vring {
         true
     }
 
+    /// Copies the chain's first `out.len()` bytes into `out`; false if the
+    /// chain is shorter. `segs` as for [`Vring::gather`].
+    pub(crate) fn read_head(&self, segs: &[Seg], out: &mut [u8]) -> bool {
+        let mut done = 0;
+        for s in segs {
+            if done == out.len() {
+                break;
+            }
+            let n = (s.len as usize).min(out.len() - done);
+            // SAFETY: `s` was made by `walk` from a range checked to lie in
+            // `self.mem`, which is alive; `n <= s.len`, and `out` has room
+            // for `n` bytes from `done`.
+            unsafe {
+                std::ptr::copy_nonoverlapping(s.host, out.as_mut_ptr().add(done), n);
+            }
+            done += n;
+        }
+        done == out.len()
+    }
+
     /// Asks the CPU to bring in the first cache line of `seg` after
     /// `skip` bytes (a hint: touches nothing). `seg` as for
     /// [`Vring::gather`].

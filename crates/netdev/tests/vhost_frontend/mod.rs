@@ -24,6 +24,10 @@ pub const QSIZE: u16 = 256;
 pub const BUF: usize = 2048;
 pub const HDR: usize = 12;
 
+pub const F_CSUM: u64 = 1 << 0;
+pub const F_GUEST_CSUM: u64 = 1 << 1;
+pub const F_GUEST_TSO4: u64 = 1 << 7;
+pub const F_HOST_TSO4: u64 = 1 << 11;
 pub const F_MRG_RXBUF: u64 = 1 << 15;
 pub const F_MQ: u64 = 1 << 22;
 pub const F_INDIRECT: u64 = 1 << 28;
@@ -395,6 +399,11 @@ impl Frontend {
     /// Transmits `frame` on queue pair `pair` (its virtqueue 2·pair+1),
     /// with one descriptor; false if the ring is full.
     pub fn send(&mut self, pair: usize, frame: &[u8]) -> bool {
+        self.send_hdr(pair, &[0u8; HDR], frame)
+    }
+
+    /// [`Frontend::send`] with virtio-net header `hdr`.
+    pub fn send_hdr(&mut self, pair: usize, hdr: &[u8; HDR], frame: &[u8]) -> bool {
         let q = 2 * pair + 1;
         let in_flight = self.queues[q].avail_idx.wrapping_sub(self.used_idx(q));
         if in_flight >= QSIZE || frame.len() + HDR > BUF {
@@ -402,7 +411,7 @@ impl Frontend {
         }
         let d = self.queues[q].avail_idx % QSIZE;
         let off = self.queues[q].bufs + BUF * usize::from(d);
-        self.write(off, &[0u8; HDR]);
+        self.write(off, hdr);
         self.write(off + HDR, frame);
         let gpa = self.buf_gpa(q, d);
         self.set_desc(q, d, gpa, (HDR + frame.len()) as u32, 0, 0);
@@ -438,6 +447,14 @@ impl Frontend {
     /// Frames the port delivered on queue pair `pair`'s receive ring
     /// (virtqueue 2·pair), buffers given back unless `keep`.
     pub fn recv(&mut self, pair: usize, keep: bool) -> Vec<Vec<u8>> {
+        self.recv_hdr(pair, keep)
+            .into_iter()
+            .map(|(_, f)| f)
+            .collect()
+    }
+
+    /// [`Frontend::recv`] with each frame's virtio-net header.
+    pub fn recv_hdr(&mut self, pair: usize, keep: bool) -> Vec<([u8; HDR], Vec<u8>)> {
         let q = 2 * pair;
         let mut out = Vec::new();
         let used = self.used_idx(q);
@@ -465,7 +482,9 @@ impl Frontend {
                     self.post(q, id);
                 }
             }
-            out.push(frame);
+            let mut hdr = [0u8; HDR];
+            hdr.copy_from_slice(&b[..HDR]);
+            out.push((hdr, frame));
         }
         out
     }

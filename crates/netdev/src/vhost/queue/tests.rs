@@ -32,6 +32,11 @@ fn image(table: &[D], heads: &[u16], fill: &[(u64, &[u8])]) -> Vec<u8> {
 /// A running slot over `m` (12-byte headers, no merged buffers) and the
 /// guest memory, to read back.
 fn slot_over(m: Vec<u8>) -> (Arc<QueueSlot>, Arc<GuestMemory>) {
+    slot_with(m, Offloads::default())
+}
+
+/// [`slot_over`] with `offloads` negotiated.
+fn slot_with(m: Vec<u8>, offloads: Offloads) -> (Arc<QueueSlot>, Arc<GuestMemory>) {
     let mem = Arc::new(GuestMemory::from_owned(vec![(0, m.into_boxed_slice())]).unwrap());
     let vring = Vring::new(
         mem.clone(),
@@ -51,6 +56,7 @@ fn slot_over(m: Vec<u8>) -> (Arc<QueueSlot>, Arc<GuestMemory>) {
         call: -1,
         hdr_len: 12,
         mergeable: false,
+        offloads,
     });
     (slot, mem)
 }
@@ -187,4 +193,218 @@ fn a_burst_from_the_guest_stops_at_max() {
     assert_eq!(rx.recv(4, &mut |f, _| got.push(f[0])).unwrap(), 2);
     assert_eq!(got, (0..6u8).collect::<Vec<_>>());
     assert_eq!(used(&mem, 6), (6, (0..6).map(|i| (i, 0)).collect()));
+}
+
+/// Ethernet + IPv4 + TCP with `payload` bytes, its TCP checksum left
+/// partial (the pseudo-header sum, as a guest leaves it for the device).
+fn partial_tcp4(payload: usize) -> Vec<u8> {
+    let mut f = Vec::new();
+    etherparse::PacketBuilder::ethernet2([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2])
+        .ipv4([10, 0, 0, 1], [10, 0, 0, 2], 64)
+        .tcp(1000, 80, 7, 65535)
+        .ack(1)
+        .psh()
+        .write(&mut f, &(0..payload).map(|i| i as u8).collect::<Vec<_>>())
+        .unwrap();
+    let len = (f.len() - 34) as u32;
+    let ps = fold(words(&f[26..34]) + 6 + len);
+    f[50..52].copy_from_slice(&ps.to_be_bytes());
+    f
+}
+
+fn words(b: &[u8]) -> u32 {
+    b.chunks(2)
+        .map(|c| u32::from(u16::from_be_bytes([c[0], *c.get(1).unwrap_or(&0)])))
+        .sum()
+}
+
+fn fold(mut s: u32) -> u16 {
+    while s >> 16 != 0 {
+        s = (s & 0xffff) + (s >> 16);
+    }
+    s as u16
+}
+
+/// Whether an Ethernet/IPv4/TCP frame's IPv4 and TCP checksums are right.
+fn tcp4_checksums_ok(f: &[u8]) -> bool {
+    let tcp_len = f.len() - 34;
+    fold(words(&f[14..34])) == 0xffff
+        && fold(words(&f[26..34]) + 6 + tcp_len as u32 + words(&f[34..])) == 0xffff
+}
+
+const NEEDS_CSUM: VnetHdr = VnetHdr {
+    flags: F_NEEDS_CSUM,
+    gso_type: GSO_NONE,
+    hdr_len: 0,
+    gso_size: 0,
+    csum_start: 34,
+    csum_offset: 16,
+};
+
+#[test]
+fn offloads_follow_the_negotiated_features() {
+    use crate::vhost::protocol::feature as f;
+    let all = Offloads::of(f::OFFERED);
+    assert_eq!(
+        all,
+        Offloads {
+            from_guest: true,
+            host_tso4: true,
+            host_tso6: true,
+            csum: true,
+            tso4: true,
+            tso6: true
+        }
+    );
+    // Segmentation without the checksum feature it depends on is not on.
+    let bare = Offloads::of(f::NET_GUEST_TSO4 | f::NET_HOST_TSO6 | f::VERSION_1);
+    assert_eq!(bare, Offloads::default());
+    let tso4 = VnetHdr {
+        gso_type: GSO_TCPV4,
+        gso_size: 1448,
+        ..NEEDS_CSUM
+    };
+    let csum_only = Offloads::of(f::NET_GUEST_CSUM);
+    assert!(csum_only.takes(&NEEDS_CSUM) && !csum_only.takes(&tso4));
+    assert!(all.takes(&tso4));
+    let ecn = VnetHdr {
+        gso_type: GSO_TCPV4 | GSO_ECN,
+        ..tso4
+    };
+    assert!(!all.takes(&ecn), "GUEST_ECN is not offered");
+    assert!(!Offloads::default().takes(&NEEDS_CSUM));
+}
+
+#[test]
+fn a_guest_frame_brings_its_offload_state_checked() {
+    let f = partial_tcp4(100);
+    let h = |v: &VnetHdr| [&v.to_bytes()[..], &[1, 0]].concat();
+    let tso6 = VnetHdr {
+        gso_type: GSO_TCPV6,
+        gso_size: 1400,
+        ..NEEDS_CSUM
+    };
+    let tso4 = VnetHdr {
+        gso_type: GSO_TCPV4,
+        gso_size: 1448,
+        hdr_len: 54,
+        ..NEEDS_CSUM
+    };
+    let outside = VnetHdr {
+        csum_start: (f.len() - 1) as u16,
+        ..NEEDS_CSUM
+    };
+    let no_csum_gso = VnetHdr { flags: 0, ..tso4 };
+    // Heads: partial checksum; plain; checksum place outside the frame;
+    // TSO6 (not negotiated); TSO4; a super-frame without partial checksum.
+    let chains: Vec<Vec<u8>> = [
+        NEEDS_CSUM,
+        VnetHdr::default(),
+        outside,
+        tso6,
+        tso4,
+        no_csum_gso,
+    ]
+    .iter()
+    .map(|v| [h(v), f.clone()].concat())
+    .collect();
+    let table: Vec<D> = (0..chains.len())
+        .map(|i| (0x2000 + 0x200 * i as u64, chains[i].len() as u32, 0, 0))
+        .collect();
+    let fill: Vec<(u64, &[u8])> = (0..chains.len())
+        .map(|i| (0x2000 + 0x200 * i as u64, &chains[i][..]))
+        .collect();
+    let heads: Vec<u16> = (0..chains.len() as u16).collect();
+    let offloads = Offloads {
+        from_guest: true,
+        host_tso4: true,
+        ..Offloads::default()
+    };
+    let (slot, _mem) = slot_with(image(&table, &heads, &fill), offloads);
+    let mut rx = VhostRx::new("test", slot);
+    let mut got = Vec::new();
+    rx.recv(32, &mut |d, m| got.push((d.to_vec(), m.vnet)))
+        .unwrap();
+    assert_eq!(
+        got,
+        vec![
+            (f.clone(), Some(NEEDS_CSUM)),
+            (f.clone(), None),
+            (f.clone(), Some(tso4))
+        ]
+    );
+    let s = rx.stats();
+    assert_eq!((s.packets, s.errors), (3, 3));
+
+    // A guest that did not negotiate `CSUM`: its headers are not read.
+    let (slot, _mem) = slot_over(image(&table, &heads, &fill));
+    let mut rx = VhostRx::new("test", slot);
+    let mut plain = 0;
+    rx.recv(32, &mut |_, m| plain += usize::from(m.vnet.is_none()))
+        .unwrap();
+    assert_eq!(plain, chains.len());
+}
+
+#[test]
+fn a_guest_gets_offload_state_it_negotiated_and_finished_frames_otherwise() {
+    let f = partial_tcp4(100);
+    let gso = partial_tcp4(3000);
+    let tso4 = VnetHdr {
+        gso_type: GSO_TCPV4,
+        hdr_len: 54,
+        gso_size: 1448,
+        ..NEEDS_CSUM
+    };
+    let table: Vec<D> = (0..6)
+        .map(|i| (0x2000 + 0x1000 * i as u64, 0x1000, DESC_F_WRITE, 0))
+        .collect();
+    let heads: Vec<u16> = (0..6).collect();
+    let send = |tx: &mut VhostTx, frames: &[(&[u8], VnetHdr)]| {
+        let mut it = frames.iter().map(|(d, v)| TxFrame {
+            data: d,
+            vnet: Some(*v),
+            timestamp_ns: 0,
+        });
+        tx.send(&mut it)
+    };
+
+    // GUEST_CSUM and GUEST_TSO4: both frames as they are, each header
+    // saying what is left to do.
+    let offloads = Offloads {
+        csum: true,
+        tso4: true,
+        ..Offloads::default()
+    };
+    let (slot, mem) = slot_with(image(&table, &heads, &[]), offloads);
+    let mut tx = VhostTx::new(vec![slot], 0);
+    assert_eq!(send(&mut tx, &[(&f, NEEDS_CSUM), (&gso, tso4)]), 2);
+    let b = read(&mem, 0x2000, 12 + f.len());
+    assert_eq!(&b[..10], &NEEDS_CSUM.to_bytes());
+    assert_eq!(&b[10..12], &[1, 0]);
+    assert_eq!(&b[12..], &f[..]);
+    let b = read(&mem, 0x3000, 12 + gso.len());
+    assert_eq!(&b[..10], &tso4.to_bytes());
+    assert_eq!(&b[12..], &gso[..]);
+
+    // A guest without offloads: the checksum completed, the super-frame
+    // cut into three segments, every header plain.
+    let (slot, mem) = slot_over(image(&table, &heads, &[]));
+    let mut tx = VhostTx::new(vec![slot], 0);
+    assert_eq!(send(&mut tx, &[(&f, NEEDS_CSUM), (&gso, tso4)]), 2);
+    assert_eq!(tx.stats().packets, 4);
+    let (idx, e) = used(&mem, 4);
+    assert_eq!(idx, 4);
+    let mut payload = Vec::new();
+    for (i, (id, len)) in e.iter().enumerate() {
+        let at = 0x2000 + 0x1000 * u64::from(*id);
+        let b = read(&mem, at, *len as usize);
+        assert_eq!(&b[..12], &[0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0], "frame {i}");
+        assert!(tcp4_checksums_ok(&b[12..]), "frame {i}'s checksums");
+        if i == 0 {
+            assert_eq!(b[12..].len(), f.len());
+        } else {
+            payload.extend_from_slice(&b[12 + 54..]);
+        }
+    }
+    assert_eq!(payload, gso[54..]);
 }
