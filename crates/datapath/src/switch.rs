@@ -89,6 +89,9 @@ pub struct Switch<U: Upcall> {
     /// recirculated ones.
     metas: [PacketMeta; BATCH_SIZE],
     tags: [u64; BATCH_SIZE],
+    /// Bit `i`: the packet in batch slot `i` has a partial transport
+    /// checksum ([`PacketMeta::csum_partial`]; [`Switch::push_offloaded`]).
+    partial: u32,
     exec: Executor,
     rx: RxStats,
     next_sweep_ms: Option<u64>,
@@ -107,6 +110,7 @@ impl<U: Upcall> Switch<U> {
             layers: [Layers::EMPTY; BATCH_SIZE],
             metas: [PacketMeta::EMPTY; BATCH_SIZE],
             tags: [0; BATCH_SIZE],
+            partial: 0,
             exec: Executor::new(),
             rx: RxStats::default(),
             next_sweep_ms: None,
@@ -122,6 +126,21 @@ impl<U: Upcall> Switch<U> {
     /// batch is full: [`Switch::flush`] first.
     #[inline]
     pub fn push(&mut self, in_port: u32, frame: &[u8], tag: u64) -> Result<(), BatchFull> {
+        self.push_offloaded(in_port, frame, tag, false)
+    }
+
+    /// [`Switch::push`] for a frame from a port with checksum offload:
+    /// `csum_partial` says its TCP/UDP checksum field holds only the
+    /// pseudo-header's sum (`NEEDS_CSUM` in its virtio-net header), which
+    /// header rewrites then keep one ([`PacketMeta::csum_partial`]).
+    #[inline]
+    pub fn push_offloaded(
+        &mut self,
+        in_port: u32,
+        frame: &[u8],
+        tag: u64,
+        csum_partial: bool,
+    ) -> Result<(), BatchFull> {
         if self.batch.is_full() {
             return Err(BatchFull);
         }
@@ -157,6 +176,7 @@ impl<U: Upcall> Switch<U> {
         // need none).
         self.layers[i] = layers;
         self.tags[i] = tag;
+        self.partial = self.partial & !(1 << i) | u32::from(csum_partial) << i;
         self.rx.packets += 1;
         self.rx.bytes += u64::from(len);
         Ok(())
@@ -337,6 +357,7 @@ impl<U: Upcall> Switch<U> {
                     }
                     if !metas_set {
                         self.metas[k] = PacketMeta::new(&self.batch.keys()[k], &self.layers[k]);
+                        self.metas[k].csum_partial = self.partial >> k & 1 != 0;
                     }
                     self.exec.execute(
                         k,

@@ -298,3 +298,47 @@ fn the_pass_after_nat_sees_the_translated_headers() {
         );
     }
 }
+
+/// The (not inverted) pseudo-header sum of an Ethernet/IPv4/TCP frame.
+fn tcp4_pseudo_sum(f: &[u8]) -> u16 {
+    let mut s: u32 = 6 + (f.len() - 34) as u32;
+    for c in f[26..34].chunks(2) {
+        s += u32::from(u16::from_be_bytes([c[0], c[1]]));
+    }
+    while s >> 16 != 0 {
+        s = (s & 0xffff) + (s >> 16);
+    }
+    s as u16
+}
+
+#[test]
+fn nat_keeps_a_partial_checksum_a_pseudo_header_sum() {
+    // A segment whose checksum was left to offload (from a port with
+    // offloads: `push_offloaded`) goes through source NAT of its address
+    // and port: its checksum field must stay the pseudo-header's sum, now
+    // over the new address (the ports are not in it).
+    let mut sw = switch(
+        "table=0,priority=10,ip,in_port=1,ct_state=-trk,actions=ct(commit,nat(src=10.200.0.7:2000),table=1)\n\
+         table=1,priority=10,ip,actions=output:2\n",
+    );
+    let mut f = tcp((A, 1000), (B, 80), "S", 100, 0, &[]);
+    let s = tcp4_pseudo_sum(&f);
+    f[50..52].copy_from_slice(&s.to_be_bytes());
+    let mut got = Vec::new();
+    let mut sink = |_: u32, o: Outputs<'_>| {
+        for x in o.iter() {
+            got.push(x.data.to_vec());
+        }
+    };
+    sw.push_offloaded(1, &f, 0, true).unwrap();
+    sw.flush(1, &mut sink);
+    assert_eq!(got.len(), 1);
+    let out = &got[0];
+    assert_eq!(&out[26..30], &[10, 200, 0, 7], "source address translated");
+    assert_eq!(u16::from_be_bytes([out[34], out[35]]), 2000, "source port");
+    assert_eq!(
+        u16::from_be_bytes([out[50], out[51]]),
+        tcp4_pseudo_sum(out),
+        "the field is the new pseudo-header's sum"
+    );
+}

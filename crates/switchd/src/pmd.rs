@@ -481,8 +481,13 @@ impl Pmd {
                     let i = sw.pending();
                     if let Some(m) = metas.get_mut(i) {
                         *m = meta;
+                        // (A checksum left to offload: header rewrites
+                        // keep it the pseudo-header's sum.)
+                        let partial = meta
+                            .vnet
+                            .is_some_and(|v| v.flags & flowpath_netdev::offload::F_NEEDS_CSUM != 0);
                         // Cannot fail: at most BATCH_SIZE frames per burst.
-                        let _ = sw.push(port, frame, i as u64);
+                        let _ = sw.push_offloaded(port, frame, i as u64, partial);
                     }
                 });
                 match r {

@@ -142,6 +142,62 @@ pub fn put_in_key(md: &CtMeta, k: &mut FlowKey) {
     }
 }
 
+/// A TCP/UDP packet's pseudo-header addresses and partial checksum field
+/// (see [`super::PacketMeta::csum_partial`]) before NAT.
+struct PartialSum {
+    /// The addresses as they were (`n` bytes, from `addr_at` in the frame).
+    addrs: [u8; 32],
+    n: usize,
+    addr_at: usize,
+    /// The checksum field's offset in the frame, and its value.
+    field_at: usize,
+    field: u16,
+}
+
+impl PartialSum {
+    fn take(d: &[u8], meta: &PacketMeta) -> Option<PartialSum> {
+        if meta.l3 == NONE || meta.l4 == NONE {
+            return None;
+        }
+        let (l3, l4) = (usize::from(meta.l3), usize::from(meta.l4));
+        let field_at = l4
+            + match meta.nw_proto {
+                flowpath_wire::ip_proto::TCP => 16,
+                flowpath_wire::ip_proto::UDP => 6,
+                _ => return None,
+            };
+        let (addr_at, n) = match d.get(l3)? >> 4 {
+            4 => (l3 + 12, 8),
+            6 => (l3 + 8, 32),
+            _ => return None,
+        };
+        let mut addrs = [0u8; 32];
+        addrs[..n].copy_from_slice(d.get(addr_at..addr_at + n)?);
+        let f = d.get(field_at..field_at + 2)?;
+        Some(PartialSum {
+            addrs,
+            n,
+            addr_at,
+            field_at,
+            field: u16::from_be_bytes([f[0], f[1]]),
+        })
+    }
+
+    /// Writes the field back as the pseudo-header's sum over the
+    /// addresses the packet has now (ports are not in it).
+    fn put(&self, d: &mut [u8]) {
+        let mut now = [0u8; 32];
+        match d.get(self.addr_at..self.addr_at + self.n) {
+            Some(a) => now[..self.n].copy_from_slice(a),
+            None => return,
+        }
+        let sum = !super::rewrite::csum_replace(!self.field, &self.addrs[..self.n], &now[..self.n]);
+        if let Some(f) = d.get_mut(self.field_at..self.field_at + 2) {
+            f.copy_from_slice(&sum.to_be_bytes());
+        }
+    }
+}
+
 impl Executor {
     /// Shares `ct` as the tracker of this worker's `ct` actions.
     pub fn set_conntrack(&mut self, ct: Option<Arc<flowpath_conntrack::Conntrack>>) {
@@ -242,6 +298,12 @@ impl Executor {
         let Some(tracker) = self.conntrack.0.as_ref() else {
             return CtOutcome::Done;
         };
+        // A partial checksum (left to offload) is the pseudo-header's sum,
+        // which NAT's checksum patches would treat as a checksum: kept
+        // apart, and patched as a sum after.
+        let partial = (meta.csum_partial && ct.nat.is_some())
+            .then(|| PartialSum::take(pkt.data(), meta))
+            .flatten();
         // Checksums are not verified: frames from ports with checksum
         // offload carry partial transport checksums the datapath does not
         // see flagged (OVS trusts its packets' offload flags instead).
@@ -255,6 +317,9 @@ impl Executor {
             now,
             hint,
         );
+        if let Some(p) = partial {
+            p.put(pkt.data_mut());
+        }
         CtOutcome::Done
     }
 

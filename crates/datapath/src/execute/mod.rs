@@ -117,6 +117,11 @@ pub struct PacketMeta {
     /// (untracked: the default), kept through recirculation as OVS keeps
     /// it in the packet's metadata.
     pub ct: flowpath_conntrack::CtMeta,
+    /// The TCP/UDP checksum field holds only the pseudo-header's sum, the
+    /// rest left to checksum offload (a frame from a port with offloads
+    /// whose sender left it so): rewrites of the addresses update it as
+    /// such a sum, rewrites of the ports leave it alone.
+    pub csum_partial: bool,
 }
 
 impl PacketMeta {
@@ -132,6 +137,7 @@ impl PacketMeta {
         dp_hash: 0,
         rss: None,
         ct: ct::UNTRACKED,
+        csum_partial: false,
     };
 
     /// The metadata of a received packet whose key and layers
@@ -151,6 +157,7 @@ impl PacketMeta {
             dp_hash: 0,
             rss: None,
             ct: ct::UNTRACKED,
+            csum_partial: false,
         }
     }
 

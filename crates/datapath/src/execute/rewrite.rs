@@ -202,23 +202,59 @@ pub fn set_ipv4(
         (old, new, ip.protocol())
     };
     if old != new && meta.l4 != NONE {
-        pseudo_header_changed(d, usize::from(meta.l4), proto, &old, &new);
+        pseudo_header_changed(
+            d,
+            usize::from(meta.l4),
+            proto,
+            &old,
+            &new,
+            meta.csum_partial,
+        );
     }
     Ok(())
 }
 
 /// Patches the transport checksum at `l4` (protocol `proto`) for a
-/// pseudo-header address change from `old` to `new`.
+/// pseudo-header address change from `old` to `new`. `partial`: the field
+/// holds the pseudo-header's sum itself, not a checksum (offload
+/// completes it): it becomes the new pseudo-header's sum.
 #[inline]
-pub(super) fn pseudo_header_changed(d: &mut [u8], l4: usize, proto: u8, old: &[u8], new: &[u8]) {
+pub(super) fn pseudo_header_changed(
+    d: &mut [u8],
+    l4: usize,
+    proto: u8,
+    old: &[u8],
+    new: &[u8],
+    partial: bool,
+) {
     let Some(t) = d.get_mut(l4..) else {
         return;
     };
+    if partial {
+        partial_sum_changed(t, proto, old, new);
+        return;
+    }
     match proto {
         ip_proto::TCP => TcpPacket::new_unchecked(t).update_checksum_for_addr(old, new),
         ip_proto::UDP => UdpPacket::new_unchecked(t).update_checksum_for_addr(old, new),
         ip_proto::ICMPV6 => Icmpv6Packet::new_unchecked(t).update_checksum_for_addr(old, new),
         _ => {}
+    }
+}
+
+/// [`pseudo_header_changed`] for a TCP or UDP header `t` whose checksum
+/// field holds the pseudo-header's sum (ones' complement, not inverted):
+/// the sum less `old`, plus `new`.
+#[cold]
+pub(super) fn partial_sum_changed(t: &mut [u8], proto: u8, old: &[u8], new: &[u8]) {
+    let at = match proto {
+        ip_proto::TCP => 16,
+        ip_proto::UDP => 6,
+        _ => return,
+    };
+    if let Some(f) = t.get_mut(at..at + 2) {
+        let sum = u16::from_be_bytes([f[0], f[1]]);
+        f.copy_from_slice(&(!csum_replace(!sum, old, new)).to_be_bytes());
     }
 }
 
@@ -275,10 +311,10 @@ pub fn set_ipv6(
     if meta.l4 != NONE {
         let l4 = usize::from(meta.l4);
         if new_src != old_src {
-            pseudo_header_changed(d, l4, meta.nw_proto, &old_src, &new_src);
+            pseudo_header_changed(d, l4, meta.nw_proto, &old_src, &new_src, meta.csum_partial);
         }
         if new_dst != old_dst && !routing_segments_left(d, l3, l4) {
-            pseudo_header_changed(d, l4, meta.nw_proto, &old_dst, &new_dst);
+            pseudo_header_changed(d, l4, meta.nw_proto, &old_dst, &new_dst, meta.csum_partial);
         }
     }
     Ok(())
@@ -352,11 +388,16 @@ pub fn set_l4(
             let mut tcp = TcpPacket::new_checked(t).map_err(|_| ExecError::NoHeader)?;
             let (s, ds) = (tcp.src_port(), tcp.dst_port());
             let (ns, nd) = (masked(s, key.tp_src(), ms), masked(ds, key.tp_dst(), md));
+            // (A partial checksum covers no ports yet: it stays.)
+            let field = tcp.checksum();
             if ns != s {
                 tcp.rewrite_src_port(ns);
             }
             if nd != ds {
                 tcp.rewrite_dst_port(nd);
+            }
+            if meta.csum_partial {
+                tcp.set_checksum(field);
             }
         }
         SetHeader::Udp => {
@@ -367,11 +408,15 @@ pub fn set_l4(
             let mut udp = UdpPacket::new_unchecked(t);
             let (s, ds) = (udp.src_port(), udp.dst_port());
             let (ns, nd) = (masked(s, key.tp_src(), ms), masked(ds, key.tp_dst(), md));
+            let field = udp.checksum();
             if ns != s {
                 udp.rewrite_src_port(ns);
             }
             if nd != ds {
                 udp.rewrite_dst_port(nd);
+            }
+            if meta.csum_partial {
+                udp.set_checksum(field);
             }
         }
         _ => {

@@ -96,6 +96,7 @@ impl Executor {
         r.meta.skb_priority = 0;
         r.meta.pkt_mark = 0;
         r.meta.ct = flowpath_conntrack::CtMeta::default();
+        r.meta.csum_partial = false;
         r.tnl.fill(0);
         r.tnl_set = true;
         for (d, &w) in r

@@ -883,4 +883,5 @@ fn clone_changes_only_its_copy() {
 }
 
 mod arp_icmp_nd;
+mod partial;
 mod tunnel;
