@@ -867,6 +867,15 @@ impl Table {
         }
         (entries, cap, self.slab.len())
     }
+
+    /// Freed slots ready for reuse (handed back by the collector, or in
+    /// the free list already).
+    #[cfg(test)]
+    pub(crate) fn reusable_slots(&self) -> usize {
+        let w = self.writer.lock().unwrap_or_else(|e| e.into_inner());
+        let r = self.reclaimed.lock().unwrap_or_else(|e| e.into_inner());
+        w.free.len() + r.len()
+    }
 }
 
 impl Drop for Table {
