@@ -95,6 +95,9 @@ done
 ip link set lo up
 ip link set eth0 up
 ip addr add 10.77.0.4/24 dev eth0
+# (With the switch as the vhost-user client, the link comes up once it
+# has connected.)
+for i in $(seq 60); do [ "$(cat /sys/class/net/eth0/carrier)" = 1 ] && break; sleep 1; done
 echo "VM: FEATURES $(cat /sys/class/net/eth0/device/features)"
 ping -c 3 -W 5 10.77.0.1 >/dev/null && echo "VM: PING-OK"
 wget -q -O /tmp/blob http://10.77.0.1:8000/blob && echo "VM: GOT $(md5sum /tmp/blob)"
@@ -171,8 +174,22 @@ fn reported(log: &str, key: &str) -> Option<String> {
 
 #[test]
 fn a_linux_guest_pings_and_moves_tcp_both_ways_with_offloads() {
-    if !can_run(
+    guest_exchanges(
         "a_linux_guest_pings_and_moves_tcp_both_ways_with_offloads",
+        false,
+    );
+}
+
+/// The same with the switch as the vhost-user client (OVS's
+/// `dpdkvhostuserclient`): QEMU listens, the switch connects to it.
+#[test]
+fn a_linux_guest_on_a_client_port() {
+    guest_exchanges("a_linux_guest_on_a_client_port", true);
+}
+
+fn guest_exchanges(test: &str, client: bool) {
+    if !can_run(
+        test,
         &[
             "ip",
             "python3",
@@ -208,7 +225,9 @@ fn a_linux_guest_pings_and_moves_tcp_both_ways_with_offloads() {
         eprintln!("skipped: {} is not static (busybox-static)", s(&busybox));
         return;
     }
-    let mut t = Topo::new("vm");
+    // One guest at a time (two TCG guests on two cores would mostly wait).
+    let _one = one_bridge_at_a_time();
+    let mut t = Topo::new(if client { "vc" } else { "vm" });
     let initrd = t.path("initrd.cpio");
     std::fs::write(&initrd, initramfs(&busybox, &modules)).unwrap();
     // Namespace 1 serves 16 MB.
@@ -225,7 +244,14 @@ fn a_linux_guest_pings_and_moves_tcp_both_ways_with_offloads() {
     let sock = t.path("vm.sock");
     t.switch_with_rules(
         "actions=NORMAL\n",
-        &["--port".into(), format!("4=vhost-user:{}", s(&sock))],
+        &[
+            "--port".into(),
+            format!(
+                "4=vhost-user:{}{}",
+                s(&sock),
+                if client { ",client" } else { "" }
+            ),
+        ],
     );
     let mut qemu = Command::new("qemu-system-x86_64");
     qemu.args(["-accel", "tcg", "-cpu", "max", "-m", "256", "-smp", "1"])
@@ -241,7 +267,11 @@ fn a_linux_guest_pings_and_moves_tcp_both_ways_with_offloads() {
             "node,memdev=mem",
             "-chardev",
         ])
-        .arg(format!("socket,id=c,path={}", s(&sock)))
+        .arg(format!(
+            "socket,id=c,path={}{}",
+            s(&sock),
+            if client { ",server=on,wait=off" } else { "" }
+        ))
         .args([
             "-netdev",
             "vhost-user,id=n,chardev=c",
