@@ -191,7 +191,8 @@ impl PartialSum {
             Some(a) => now[..self.n].copy_from_slice(a),
             None => return,
         }
-        let sum = !super::rewrite::csum_replace(!self.field, &self.addrs[..self.n], &now[..self.n]);
+        let sum =
+            super::rewrite::partial_sum_replace(self.field, &self.addrs[..self.n], &now[..self.n]);
         if let Some(f) = d.get_mut(self.field_at..self.field_at + 2) {
             f.copy_from_slice(&sum.to_be_bytes());
         }

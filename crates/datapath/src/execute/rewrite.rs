@@ -254,8 +254,16 @@ pub(super) fn partial_sum_changed(t: &mut [u8], proto: u8, old: &[u8], new: &[u8
     };
     if let Some(f) = t.get_mut(at..at + 2) {
         let sum = u16::from_be_bytes([f[0], f[1]]);
-        f.copy_from_slice(&(!csum_replace(!sum, old, new)).to_be_bytes());
+        f.copy_from_slice(&partial_sum_replace(sum, old, new).to_be_bytes());
     }
+}
+
+/// A pseudo-header sum (not inverted) after the bytes `old` in it became
+/// `new`: the sum less `old`, plus `new` ([`csum_replace`] works on the
+/// inverted form).
+#[inline]
+pub(super) fn partial_sum_replace(sum: u16, old: &[u8], new: &[u8]) -> u16 {
+    !csum_replace(!sum, old, new)
 }
 
 /// Rewrites the masked bits of the IPv6 source, destination, flow label,

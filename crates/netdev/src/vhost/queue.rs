@@ -342,6 +342,37 @@ pub struct VhostRx {
 /// Most one-buffer chains a receive call walks before copying them out.
 const READY_MAX: usize = 64;
 
+/// Copies the frame of the walked chain `segs` out into `buf` and hands it
+/// to `f` with its offload state (counted); a frame that does not fit or
+/// whose header fails its checks is counted in `errors`. Whether it was
+/// handed over.
+fn hand_over(
+    a: &ActiveRing,
+    segs: &[Seg],
+    buf: &mut Vec<u8>,
+    stats: &mut QueueStats,
+    f: &mut dyn FnMut(&[u8], RxMeta),
+) -> bool {
+    let vnet = match a.vring.gather(segs, a.hdr_len, buf) {
+        true => guest_offload(a, segs, buf.len()),
+        false => Err(()),
+    };
+    let Ok(vnet) = vnet else {
+        stats.errors += 1;
+        return false;
+    };
+    stats.packets += 1;
+    stats.bytes += buf.len() as u64;
+    f(
+        buf,
+        RxMeta {
+            vnet,
+            ..RxMeta::default()
+        },
+    );
+    true
+}
+
 /// Copies the frames of the walked chains in `ready` out (each handed to
 /// `f`) and returns their buffers, in order; returns how many were
 /// handed over.
@@ -354,25 +385,7 @@ fn take_ready(
 ) -> usize {
     let mut n = 0;
     for (head, seg) in ready.iter() {
-        let segs = std::slice::from_ref(seg);
-        match a.vring.gather(segs, a.hdr_len, buf) {
-            true => match guest_offload(a, segs, buf.len()) {
-                Ok(vnet) => {
-                    stats.packets += 1;
-                    stats.bytes += buf.len() as u64;
-                    f(
-                        buf,
-                        RxMeta {
-                            vnet,
-                            ..RxMeta::default()
-                        },
-                    );
-                    n += 1;
-                }
-                Err(()) => stats.errors += 1,
-            },
-            false => stats.errors += 1,
-        }
+        n += usize::from(hand_over(a, std::slice::from_ref(seg), buf, stats, f));
         a.vring.push_used(*head, 0);
     }
     ready.clear();
@@ -453,29 +466,11 @@ impl RxQueue for VhostRx {
                 walked => {
                     // Keep the used ring in order: the chains before first.
                     n += take_ready(a, ready, buf, stats, f);
-                    let vnet = match walked {
-                        Ok(total)
-                            if total as usize > a.hdr_len
-                                && a.vring.gather(segs, a.hdr_len, buf) =>
-                        {
-                            guest_offload(a, segs, buf.len())
+                    match walked {
+                        Ok(total) if total as usize > a.hdr_len => {
+                            n += usize::from(hand_over(a, segs, buf, stats, f));
                         }
-                        _ => Err(()),
-                    };
-                    match vnet {
-                        Ok(vnet) => {
-                            stats.packets += 1;
-                            stats.bytes += buf.len() as u64;
-                            f(
-                                buf,
-                                RxMeta {
-                                    vnet,
-                                    ..RxMeta::default()
-                                },
-                            );
-                            n += 1;
-                        }
-                        Err(()) => stats.errors += 1,
+                        _ => stats.errors += 1,
                     }
                 }
             }
