@@ -130,6 +130,18 @@ pub trait RxQueue: Send {
         None
     }
 
+    /// Called by an idle poller just before it waits on
+    /// [`RxQueue::poll_fd`]: the queue arranges for the descriptor to
+    /// become readable when a frame arrives (a virtio ring asks its guest
+    /// to kick) and returns false if frames are already waiting (poll
+    /// again instead of waiting). Queues whose descriptor needs nothing
+    /// keep the default. A busy poller never calls it, so a guest is not
+    /// asked for notifications (system calls on its side) while the PMD
+    /// would find its frames anyway.
+    fn arm_wakeup(&mut self) -> bool {
+        true
+    }
+
     /// True once a non-looping capture has delivered its last frame.
     fn exhausted(&self) -> bool {
         false

@@ -532,6 +532,16 @@ impl Pmd {
                     // Queues without a descriptor (captures) are polled
                     // every millisecond while idle.
                     let cap = if fdless { 1000 } else { IDLE_SLEEP_US };
+                    // Queues that must ask for a wake-up do it now (a
+                    // virtio guest kicks only when asked); one that finds
+                    // frames already there keeps the PMD awake.
+                    let mut armed = true;
+                    for s in self.rxqs.iter_mut().filter(|s| s.failed.is_none()) {
+                        armed &= s.rxq.arm_wakeup();
+                    }
+                    if !armed {
+                        continue;
+                    }
                     // Only a wake-up (or a frame) ends the wait early: after
                     // a timeout there is nothing to drain.
                     if wait_readable_us(&fds, u64::from(max_us.min(cap))) > 0 {

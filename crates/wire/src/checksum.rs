@@ -48,6 +48,15 @@ pub fn sum(data: &[u8]) -> u16 {
     fold(acc + u64::from(sum_words(chunks.remainder())))
 }
 
+/// [`sum`] of an IPv4 header without options (20 bytes): five 32-bit
+/// words, no loop (a decapsulation checks every outer header: the
+/// general [`sum`] took ~74 instructions for it by callgrind, this ~20).
+#[inline]
+pub fn sum_ipv4_header(h: &[u8; 20]) -> u16 {
+    let w = |i: usize| u64::from(u32::from_be_bytes([h[i], h[i + 1], h[i + 2], h[i + 3]]));
+    fold(w(0) + w(4) + w(8) + w(12) + w(16))
+}
+
 /// [`sum`] two bytes at a time.
 fn sum_words(data: &[u8]) -> u16 {
     let mut acc: u64 = 0;
@@ -173,6 +182,27 @@ mod tests {
                     .collect();
                 assert_eq!(sum(&data), sum_words(&data), "len {len} pattern {pat}");
             }
+        }
+    }
+
+    #[test]
+    fn ipv4_header_sum_is_the_sum_of_words() {
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        for pat in 0..500 {
+            let mut h = [0u8; 20];
+            for b in h.iter_mut() {
+                *b = match pat {
+                    0 => 0xff,
+                    1 => 0,
+                    _ => {
+                        x ^= x << 13;
+                        x ^= x >> 7;
+                        x ^= x << 17;
+                        x as u8
+                    }
+                };
+            }
+            assert_eq!(sum_ipv4_header(&h), sum_words(&h), "{h:02x?}");
         }
     }
 

@@ -613,7 +613,11 @@ pub fn decap_into(
             if frag & 0x3fff != 0 {
                 return Err(NotTunnel);
             }
-            if checksum::sum(hdr) != 0xffff {
+            let sum = match hdr.first_chunk::<IPV4_LEN>() {
+                Some(h) if ihl == IPV4_LEN => checksum::sum_ipv4_header(h),
+                _ => checksum::sum(hdr),
+            };
+            if sum != 0xffff {
                 return Err(BadIpChecksum);
             }
             m.ipv4_src = u32::from_be_bytes([ip[12], ip[13], ip[14], ip[15]]);

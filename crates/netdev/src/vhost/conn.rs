@@ -327,6 +327,12 @@ impl Device {
                     mergeable,
                     offloads: super::queue::Offloads::of(self.features),
                 });
+                // A sleeping PMD asked a ring that is gone for kicks: wake
+                // it to look at (and arm) this one (the guest's transmit
+                // virtqueues are the odd ones).
+                if i % 2 == 1 {
+                    self.slots[i].kick();
+                }
             }
             Err(why) => eprintln!(
                 "flowpath: port '{}': virtqueue {i} not started: {why}",

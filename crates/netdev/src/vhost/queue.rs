@@ -435,19 +435,8 @@ impl RxQueue for VhostRx {
         let max_total = (a.hdr_len + MAX_FRAME) as u64;
         while n + ready.len() < max {
             match a.vring.pending() {
-                Ok(0) if n + ready.len() > 0 || a.vring.notify() => break,
-                Ok(0) => {
-                    // Empty: ask for a kick before an idle PMD sleeps, then
-                    // look once more — a frame posted before the guest saw
-                    // the request would get no kick.
-                    a.vring.set_notify(true);
-                    fence(Ordering::SeqCst);
-                    if a.vring.pending() != Ok(0) {
-                        a.vring.set_notify(false);
-                        continue;
-                    }
-                    break;
-                }
+                // (Kicks are asked for only by an idle PMD: `arm_wakeup`.)
+                Ok(0) => break,
                 Ok(_) => a.vring.set_notify(false),
                 Err(_) => {
                     stats.errors += 1;
@@ -487,6 +476,23 @@ impl RxQueue for VhostRx {
 
     fn poll_fd(&self) -> Option<RawFd> {
         Some(self.slot.wake.as_raw_fd())
+    }
+
+    fn arm_wakeup(&mut self) -> bool {
+        let Some(mut claim) = self.slot.claim() else {
+            // Not running: the control thread wakes the PMD when it
+            // installs the ring.
+            return true;
+        };
+        let Some(a) = claim.ring() else {
+            return true;
+        };
+        // Ask for a kick, then look once more: a frame posted before the
+        // guest saw the request would get no kick. (`recv` withdraws the
+        // request when it finds frames.)
+        a.vring.set_notify(true);
+        fence(Ordering::SeqCst);
+        a.vring.pending() == Ok(0)
     }
 
     fn stats(&self) -> QueueStats {

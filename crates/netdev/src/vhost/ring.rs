@@ -125,6 +125,11 @@ pub struct Vring {
     used: *mut u8,
     size: u16,
     last_avail: u16,
+    /// The guest's available index as last read: chains up to it are
+    /// taken without reading the index again (the guest's core writes
+    /// that line; reading it once per burst instead of once per chain
+    /// keeps it from moving between the cores).
+    avail_seen: u16,
     used_idx: u16,
     published: u16,
     event_idx: bool,
@@ -183,6 +188,7 @@ impl Vring {
             used,
             size,
             last_avail: base,
+            avail_seen: base,
             used_idx: base,
             published: base,
             event_idx,
@@ -263,13 +269,18 @@ impl Vring {
         unsafe { &*(self.used.add(2) as *const AtomicU16) }
     }
 
-    /// How many chains wait (0 when broken).
+    /// How many chains wait (0 when broken): those seen at the last read
+    /// of the guest's index not taken yet, or, when none is left, what
+    /// the index says now.
     pub fn pending(&mut self) -> Result<u16, ChainError> {
         if self.broken {
             return Ok(0);
         }
-        let idx = self.avail_idx_atomic().load(Ordering::Acquire);
-        let n = idx.wrapping_sub(self.last_avail);
+        let mut n = self.avail_seen.wrapping_sub(self.last_avail);
+        if n == 0 {
+            self.avail_seen = self.avail_idx_atomic().load(Ordering::Acquire);
+            n = self.avail_seen.wrapping_sub(self.last_avail);
+        }
         if n > self.size {
             self.broken = true;
             return Err(ChainError::AvailIdx);
