@@ -53,7 +53,9 @@ use crate::packet::PacketBuf;
 use crate::pipeline::Datapath;
 use crate::stats::PmdStatsReport;
 use crate::upcall::Upcall;
-use flowpath_flow::extract::{extract_into, extract_into_checked, extract_into_rx, Layers};
+use flowpath_flow::extract::{
+    extract_into_checked, extract_into_rx, extract_into_zeroed_ext, Layers,
+};
 
 /// How often [`Switch::housekeeping`] sweeps idle megaflows (ms; OVS's
 /// revalidator wakes every 500 ms by default).
@@ -418,8 +420,8 @@ impl<U: Upcall> Switch<U> {
                             // were: its key's, the metadata set below.
                             // (Connection-tracking fields in the head:
                             // those the metadata's do not overwrite.)
+                            // (Words HEAD_WORDS.. come zero: a free slot.)
                             k.w[..HEAD_WORDS].copy_from_slice(&r.head);
-                            k.w[HEAD_WORDS..].fill(0);
                             if ct.state == 0 {
                                 k.set_ct_state(0);
                                 k.set_ct_zone(0);
@@ -428,7 +430,7 @@ impl<U: Upcall> Switch<U> {
                                 k.set_ct_nw_proto(0);
                             }
                         } else {
-                            layers = extract_into(buf.data(), md.in_port, k);
+                            layers = extract_into_zeroed_ext(buf.data(), md.in_port, k);
                         }
                         k.set_recirc_id(r.recirc_id);
                         k.set_dp_hash(md.dp_hash);
@@ -634,7 +636,7 @@ const CT_AHEAD: usize = 4;
 #[cfg(debug_assertions)]
 fn check_reused_key(frame: &[u8], reused: &flowpath_flow::FlowKey) {
     let mut extracted = flowpath_flow::FlowKey::default();
-    let _ = extract_into(frame, reused.in_port(), &mut extracted);
+    let _ = flowpath_flow::extract::extract_into(frame, reused.in_port(), &mut extracted);
     let mut reused = *reused;
     for k in [&mut extracted, &mut reused] {
         k.set_recirc_id(0);

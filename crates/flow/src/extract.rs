@@ -224,6 +224,22 @@ pub fn extract_into(frame: &[u8], in_port: u32, key: &mut FlowKey) -> Layers {
     layers
 }
 
+/// [`extract_into`] for a key whose words `W_CT_FIRST..` are zero already
+/// (a batch's free slot: `Batch::push_with`); they are left alone. What a
+/// recirculated packet's pass parses with: its connection-tracking and
+/// tunnel words are written after (clearing them first cost a `memset`
+/// call per packet, ~37 instructions by callgrind on decapsulated VXLAN).
+#[inline]
+pub fn extract_into_zeroed_ext(frame: &[u8], in_port: u32, key: &mut FlowKey) -> Layers {
+    debug_assert!(key.w[W_CT_FIRST..].iter().all(|&w| w == 0));
+    if let Some(layers) = fast_ipv4_into(frame, in_port, key) {
+        return layers;
+    }
+    let (k, layers) = walk(frame, in_port);
+    *key = k;
+    layers
+}
+
 /// [`extract_into`] for frames from the wire: `Err` for a frame
 /// [`never_valid`] rejects (the key slot then holds nothing meaningful);
 /// the check runs only when the straight line does not answer (a frame it
