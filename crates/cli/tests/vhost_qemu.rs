@@ -311,10 +311,10 @@ fn guest_exchanges(test: &str, client: bool) {
         "the namespace's download from the guest"
     );
     // The guest's driver took the offloads (feature bits 0 CSUM, 1
-    // GUEST_CSUM, 7 GUEST_TSO4, 11 HOST_TSO4), and super-frames crossed
-    // the port both ways.
+    // GUEST_CSUM, 7 GUEST_TSO4, 9 GUEST_ECN, 11 HOST_TSO4, 13 HOST_ECN),
+    // and super-frames crossed the port both ways.
     let features = reported(&log, "FEATURES").unwrap_or_default();
-    for bit in [0, 1, 7, 11] {
+    for bit in [0, 1, 7, 9, 11, 13] {
         assert_eq!(
             features.as_bytes().get(bit),
             Some(&b'1'),

@@ -31,14 +31,16 @@
 //! `VIRTIO_NET_F_MQ`, `VIRTIO_RING_F_INDIRECT_DESC`,
 //! `VIRTIO_RING_F_EVENT_IDX`, `VHOST_USER_F_PROTOCOL_FEATURES`, and the
 //! checksum and segmentation offloads `CSUM`, `GUEST_CSUM`, `HOST_TSO4/6`,
-//! `GUEST_TSO4/6`; protocol features `MQ`, `REPLY_ACK`, `STATUS`. A
+//! `GUEST_TSO4/6`, `HOST_ECN`, `GUEST_ECN`; protocol features `MQ`,
+//! `REPLY_ACK`, `STATUS`. A
 //! frame from the guest brings its virtio-net header's offload state
 //! (checked against the frame first: `queue`) in its `RxMeta`, as an
 //! AF_PACKET port's frames do; the port takes frames with offload state
 //! (`takes_vnet_hdr`) and hands the guest what it negotiated as it is,
-//! finishing the rest in software (`crate::offload::finish`). Not
-//! offered: `GUEST_ECN`/`HOST_ECN`, UDP fragmentation offload,
-//! dirty-page logging (live migration) and the packed ring.
+//! finishing the rest in software (`crate::offload::finish`);
+//! `GUEST_ECN`/`HOST_ECN` carry ECN-marked TCP super-frames as they are.
+//! Not offered: UDP fragmentation offload, dirty-page logging (live
+//! migration) and the packed ring.
 //!
 //! What a guest can do to the switch: fill or starve its own rings
 //! (drops counted on this port), send malformed chains (refused, counted

@@ -68,10 +68,16 @@ pub mod feature {
     pub const NET_GUEST_TSO4: u64 = 1 << 7;
     /// `VIRTIO_NET_F_GUEST_TSO6`: the guest takes TCP/IPv6 super-frames.
     pub const NET_GUEST_TSO6: u64 = 1 << 8;
+    /// `VIRTIO_NET_F_GUEST_ECN`: the guest takes TCP super-frames marked
+    /// ECN (`VIRTIO_NET_HDR_GSO_ECN`: CWR set on the first segment only).
+    pub const NET_GUEST_ECN: u64 = 1 << 9;
     /// `VIRTIO_NET_F_HOST_TSO4`: the guest may send TCP/IPv4 super-frames.
     pub const NET_HOST_TSO4: u64 = 1 << 11;
     /// `VIRTIO_NET_F_HOST_TSO6`: the guest may send TCP/IPv6 super-frames.
     pub const NET_HOST_TSO6: u64 = 1 << 12;
+    /// `VIRTIO_NET_F_HOST_ECN`: the guest may send TCP super-frames
+    /// marked ECN.
+    pub const NET_HOST_ECN: u64 = 1 << 13;
     /// `VIRTIO_NET_F_MRG_RXBUF`: receive buffers merged for one frame.
     pub const NET_MRG_RXBUF: u64 = 1 << 15;
     /// `VIRTIO_NET_F_MQ`: several queue pairs.
@@ -91,6 +97,8 @@ pub mod feature {
         | NET_GUEST_TSO6
         | NET_HOST_TSO4
         | NET_HOST_TSO6
+        | NET_GUEST_ECN
+        | NET_HOST_ECN
         | NET_MRG_RXBUF
         | NET_MQ
         | RING_INDIRECT_DESC

@@ -107,12 +107,16 @@ pub(crate) struct Offloads {
     pub host_tso4: bool,
     /// `HOST_TSO6`.
     pub host_tso6: bool,
+    /// `HOST_ECN`: the guest's super-frames may be marked ECN.
+    pub host_ecn: bool,
     /// `GUEST_CSUM`: the guest takes frames with a partial checksum.
     pub csum: bool,
     /// `GUEST_TSO4`.
     pub tso4: bool,
     /// `GUEST_TSO6`.
     pub tso6: bool,
+    /// `GUEST_ECN`: the guest takes super-frames marked ECN.
+    pub ecn: bool,
 }
 
 impl Offloads {
@@ -122,21 +126,30 @@ impl Offloads {
         let on = |bit: u64| features & bit != 0;
         let from_guest = on(f::NET_CSUM);
         let csum = on(f::NET_GUEST_CSUM);
+        let host_tso4 = from_guest && on(f::NET_HOST_TSO4);
+        let host_tso6 = from_guest && on(f::NET_HOST_TSO6);
+        let tso4 = csum && on(f::NET_GUEST_TSO4);
+        let tso6 = csum && on(f::NET_GUEST_TSO6);
+        // (ECN marks only mean something on super-frames: each needs a
+        // TSO feature beside it, as the virtio spec says.)
         Offloads {
             from_guest,
-            host_tso4: from_guest && on(f::NET_HOST_TSO4),
-            host_tso6: from_guest && on(f::NET_HOST_TSO6),
+            host_tso4,
+            host_tso6,
+            host_ecn: (host_tso4 || host_tso6) && on(f::NET_HOST_ECN),
             csum,
-            tso4: csum && on(f::NET_GUEST_TSO4),
-            tso6: csum && on(f::NET_GUEST_TSO6),
+            tso4,
+            tso6,
+            ecn: (tso4 || tso6) && on(f::NET_GUEST_ECN),
         }
     }
 
     /// Whether the guest takes a frame with offload state `v` as it is
-    /// (ECN-marked super-frames: never, `GUEST_ECN` is not offered).
+    /// (an ECN-marked super-frame only with `GUEST_ECN`).
     fn takes(&self, v: &VnetHdr) -> bool {
         (v.flags & F_NEEDS_CSUM == 0 || self.csum)
-            && match v.gso_type {
+            && (v.gso_type & GSO_ECN == 0 || self.ecn)
+            && match v.gso_type & !GSO_ECN {
                 GSO_NONE => true,
                 GSO_TCPV4 => self.tso4,
                 GSO_TCPV6 => self.tso6,
@@ -162,8 +175,11 @@ impl Offloads {
         if h.csum_start < 14 || end > len {
             return Err(());
         }
+        let ecn = h.gso_type & GSO_ECN != 0;
         let ok = match gso {
+            // (A mark without segmentation means nothing: dropped below.)
             GSO_NONE => true,
+            _ if ecn && !self.host_ecn => false,
             GSO_TCPV4 => self.host_tso4 && h.gso_size > 0,
             GSO_TCPV6 => self.host_tso6 && h.gso_size > 0,
             _ => false,

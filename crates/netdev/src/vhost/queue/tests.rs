@@ -251,11 +251,17 @@ fn offloads_follow_the_negotiated_features() {
             from_guest: true,
             host_tso4: true,
             host_tso6: true,
+            host_ecn: true,
             csum: true,
             tso4: true,
-            tso6: true
+            tso6: true,
+            ecn: true,
         }
     );
+    // ECN without segmentation is not on either.
+    let ecn_only =
+        Offloads::of(f::NET_CSUM | f::NET_GUEST_CSUM | f::NET_GUEST_ECN | f::NET_HOST_ECN);
+    assert!(!ecn_only.ecn && !ecn_only.host_ecn);
     // Segmentation without the checksum feature it depends on is not on.
     let bare = Offloads::of(f::NET_GUEST_TSO4 | f::NET_HOST_TSO6 | f::VERSION_1);
     assert_eq!(bare, Offloads::default());
@@ -271,8 +277,43 @@ fn offloads_follow_the_negotiated_features() {
         gso_type: GSO_TCPV4 | GSO_ECN,
         ..tso4
     };
-    assert!(!all.takes(&ecn), "GUEST_ECN is not offered");
+    assert!(all.takes(&ecn));
+    let no_ecn = Offloads::of(f::OFFERED & !f::NET_GUEST_ECN);
+    assert!(
+        no_ecn.takes(&tso4) && !no_ecn.takes(&ecn),
+        "GUEST_ECN not negotiated"
+    );
     assert!(!Offloads::default().takes(&NEEDS_CSUM));
+}
+
+#[test]
+fn an_ecn_mark_needs_host_ecn() {
+    use crate::vhost::protocol::feature as f;
+    let tso4_ecn = VnetHdr {
+        gso_type: GSO_TCPV4 | GSO_ECN,
+        gso_size: 1448,
+        ..NEEDS_CSUM
+    };
+    let all = Offloads::of(f::OFFERED);
+    assert_eq!(all.check_guest(tso4_ecn, 3000), Ok(Some(tso4_ecn)));
+    let no_ecn = Offloads::of(f::OFFERED & !f::NET_HOST_ECN);
+    assert_eq!(no_ecn.check_guest(tso4_ecn, 3000), Err(()));
+    // Unmarked super-frames and a mark on a frame that is not one (its
+    // mark dropped) stay as before.
+    let tso4 = VnetHdr {
+        gso_type: GSO_TCPV4,
+        ..tso4_ecn
+    };
+    assert_eq!(no_ecn.check_guest(tso4, 3000), Ok(Some(tso4)));
+    let marked_plain = VnetHdr {
+        gso_type: GSO_ECN,
+        ..NEEDS_CSUM
+    };
+    assert_eq!(
+        all.check_guest(marked_plain, 100),
+        Ok(Some(NEEDS_CSUM)),
+        "mark dropped"
+    );
 }
 
 #[test]
