@@ -74,8 +74,6 @@ impl Executor {
             self.stats.tnl_pop_failed += 1;
             return;
         }
-        let mut k = FlowKey::zero();
-        put_tunnel_in_key(&tm, &mut k);
         let frame = if take {
             super::recirc::Frame::Take(pkt)
         } else {
@@ -87,9 +85,8 @@ impl Executor {
         // A new packet: its own in_port, hash and datapath metadata, no
         // connection-tracking state (OVS resets the packet's metadata).
         // (Patched in place: building the metadata apart and copying it
-        // stalled on store forwarding, as did copying the key's tunnel
-        // words in 16-byte pieces just after they were written; they go
-        // word by word.)
+        // stalled on store forwarding; the tunnel words are written
+        // straight into the record, each once.)
         r.meta.in_port = port;
         r.meta.rss = None;
         r.meta.dp_hash = 0;
@@ -97,17 +94,8 @@ impl Executor {
         r.meta.pkt_mark = 0;
         r.meta.ct = flowpath_conntrack::CtMeta::default();
         r.meta.csum_partial = false;
-        r.tnl.fill(0);
         r.tnl_set = true;
-        for (d, &w) in r
-            .tnl
-            .iter_mut()
-            .zip(&k.w[flowpath_flow::key::W_TUN_FIRST..])
-        {
-            if w != 0 {
-                *d = w;
-            }
-        }
+        flowpath_flow::key::tunnel_words(&tm, &mut r.tnl);
         self.stats.tnl_popped += 1;
     }
 }
@@ -123,27 +111,4 @@ fn flow_hash(key: &FlowKey) -> u32 {
     }
     let m = u128::from(x) * 0x9e37_79b9_7f4a_7c15;
     ((m >> 64) as u64 ^ m as u64) as u32
-}
-
-/// Writes a decapsulated packet's tunnel metadata into a key's tunnel
-/// words.
-pub fn put_tunnel_in_key(m: &tunnel::TunnelMeta, k: &mut FlowKey) {
-    use std::hint::black_box;
-    k.clear_tunnel();
-    k.set_tun_id(m.tun_id);
-    // Each field read as it was written (`m` was just filled field by
-    // field): merged into one wider load, two neighbours stalled on store
-    // forwarding (by perf, a quarter of `tnl_pop`).
-    k.set_tun_src(black_box(m.ipv4_src));
-    k.set_tun_dst(black_box(m.ipv4_dst));
-    k.set_tun_ipv6_src(m.ipv6_src);
-    k.set_tun_ipv6_dst(m.ipv6_dst);
-    k.set_tun_tos(black_box(m.tos));
-    k.set_tun_ttl(black_box(m.ttl));
-    k.set_tun_tp_src(black_box(m.tp_src));
-    k.set_tun_tp_dst(black_box(m.tp_dst));
-    k.set_tun_dp_flags(m.flags);
-    for (i, v) in m.md.iter().enumerate() {
-        k.set_tun_metadata(i, *v);
-    }
 }
