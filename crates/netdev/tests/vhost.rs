@@ -561,6 +561,12 @@ fn an_idle_poller_sleeps_until_the_guest_kicks() {
         let mut fe = Frontend::start(Frontend::connect(&dir.sock()), 1, features);
         let fd = port.rxqs[0].poll_fd().expect("a descriptor to wait on");
         wait_ready(&mut port, &mut fe, 0);
+        // Until the guest's transmit ring runs (until the switch set it up,
+        // the guest's ring says "kick"): a probe frame crosses.
+        assert!(fe.send(0, &frame(0xfffe, 60)));
+        let mut got = Vec::new();
+        drain(port.rxqs[0].as_mut(), 1, &mut got);
+        assert_eq!(got.len(), 1, "the guest's transmit ring never ran");
         // Busy: a poller that finds the ring empty between the guest's
         // frames does not ask for kicks (each would be a system call in
         // the guest).
