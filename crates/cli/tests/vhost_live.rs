@@ -56,6 +56,85 @@ fn rx_packets(log: &str, port: u32) -> Option<u64> {
     v.split_whitespace().next()?.parse().ok()
 }
 
+/// A fresh directory under the system temp dir (socket paths must stay
+/// under 108 bytes).
+fn scratch_dir(tag: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("fp-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// `flowpath switch` with `rules` and `ports`, its control socket at
+/// `ctl`; returns once `ctl` and every path of `wait` exist (20 s at most).
+fn start_switch(rules: &Path, ports: &[String], ctl: &Path, wait: &[&Path]) -> Killed {
+    let mut cmd = Command::new(BIN);
+    cmd.arg("switch").arg("--rules").arg(rules);
+    for p in ports {
+        cmd.arg("--port").arg(p);
+    }
+    let sw = Killed(
+        cmd.arg("--ctl")
+            .arg(ctl)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let t0 = Instant::now();
+    while !(ctl.exists() && wait.iter().all(|p| p.exists())) {
+        assert!(
+            t0.elapsed() < Duration::from_secs(20),
+            "the switch never came up"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    sw
+}
+
+/// Asks the switch to exit, waits for it (10 s at most) and returns what
+/// it wrote to stderr.
+fn stop_switch(mut sw: Killed, sock: &Path) -> String {
+    let _ = ctl(sock, &["exit"]);
+    let t0 = Instant::now();
+    while sw.0.try_wait().ok().flatten().is_none() && t0.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let mut err = String::new();
+    if let Some(mut e) = sw.0.stderr.take() {
+        let _ = e.read_to_string(&mut err);
+    }
+    err
+}
+
+/// testpmd with two virtio-user devices (`vdevs`), no huge pages, its
+/// output to `log`; the caller adds testpmd's own arguments after `--`.
+fn testpmd_cmd(pmd: &Path, prefix: &str, vdevs: [String; 2], log: &Path) -> Command {
+    let log = std::fs::File::create(log).unwrap();
+    let mut cmd = Command::new(pmd);
+    cmd.args(["-l", "0-1", "--no-huge", "-m", "512", "--no-pci"])
+        .arg(format!("--file-prefix=fp-{prefix}-{}", std::process::id()))
+        .arg("--vdev")
+        .arg(&vdevs[0])
+        .arg("--vdev")
+        .arg(&vdevs[1])
+        .args(["--", "--no-numa", "--total-num-mbufs=16384"])
+        .stdin(Stdio::piped())
+        .stdout(log.try_clone().unwrap())
+        .stderr(log);
+    cmd
+}
+
+/// Closes testpmd's stdin (the Enter that stops it) and waits for it to
+/// print its statistics and exit (15 s at most).
+fn stop_testpmd(mut tp: Killed) {
+    drop(tp.0.stdin.take());
+    let t0 = Instant::now();
+    while tp.0.try_wait().ok().flatten().is_none() && t0.elapsed() < Duration::from_secs(15) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 #[test]
 fn testpmd_frames_circulate_through_a_server_and_a_client_port() {
     let Some(pmd) = testpmd() else {
@@ -63,100 +142,39 @@ fn testpmd_frames_circulate_through_a_server_and_a_client_port() {
         return;
     };
     let _one = one_at_a_time();
-    // Socket paths must stay under 108 bytes: the system temp dir.
-    let dir = std::env::temp_dir().join(format!("fp-vhost-live-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    let (a, b, ctl) = (dir.join("a.sock"), dir.join("b.sock"), dir.join("fp.ctl"));
+    let dir = scratch_dir("vhost-live");
+    let (a, b, ctl_sock) = (dir.join("a.sock"), dir.join("b.sock"), dir.join("fp.ctl"));
     let rules = dir.join("cross.flows");
     std::fs::write(
         &rules,
         "in_port=1,actions=output:2\nin_port=2,actions=output:1\n",
     )
     .unwrap();
-    let sw = Killed(
-        Command::new(BIN)
-            .arg("switch")
-            .arg("--rules")
-            .arg(&rules)
-            .arg("--port")
-            .arg(format!("1=vhost-user:{}", a.display()))
-            .arg("--port")
-            .arg(format!("2=vhost-user:{},client", b.display()))
-            .arg("--ctl")
-            .arg(&ctl)
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap(),
+    let sw = start_switch(
+        &rules,
+        &[
+            format!("1=vhost-user:{}", a.display()),
+            format!("2=vhost-user:{},client", b.display()),
+        ],
+        &ctl_sock,
+        &[&a],
     );
-    let t0 = Instant::now();
-    while !(a.exists() && ctl.exists()) {
-        assert!(
-            t0.elapsed() < Duration::from_secs(20),
-            "the switch never came up"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
     let log_path = dir.join("testpmd.log");
-    let log = std::fs::File::create(&log_path).unwrap();
-    let mut tp = Killed(
-        Command::new(pmd)
-            .args(["-l", "0-1", "--no-huge", "-m", "512", "--no-pci"])
-            .arg(format!(
-                "--file-prefix=fp-vhost-live-{}",
-                std::process::id()
-            ))
-            .arg("--vdev")
-            .arg(format!("net_virtio_user0,path={},queues=1", a.display()))
-            .arg("--vdev")
-            .arg(format!(
-                "net_virtio_user1,path={},queues=1,server=1",
-                b.display()
-            ))
-            .args([
-                "--",
-                "--no-numa",
-                "--total-num-mbufs=16384",
-                "--forward-mode=io",
-                "--tx-first",
-                "--auto-start",
-            ])
-            .stdin(Stdio::piped())
-            .stdout(log.try_clone().unwrap())
-            .stderr(log)
+    let vdevs = [
+        format!("net_virtio_user0,path={},queues=1", a.display()),
+        format!("net_virtio_user1,path={},queues=1,server=1", b.display()),
+    ];
+    let tp = Killed(
+        testpmd_cmd(&pmd, "vhost-live", vdevs, &log_path)
+            .args(["--forward-mode=io", "--tx-first", "--auto-start"])
             .spawn()
             .unwrap(),
     );
     // Let frames go round for a few seconds, then Enter stops testpmd.
     std::thread::sleep(Duration::from_secs(5));
-    drop(tp.0.stdin.take());
-    let t1 = Instant::now();
-    while tp.0.try_wait().ok().flatten().is_none() && t1.elapsed() < Duration::from_secs(15) {
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let show = Command::new(BIN)
-        .args(["ctl", "--ctl"])
-        .arg(&ctl)
-        .arg("dpctl/show")
-        .output()
-        .unwrap();
-    let show = String::from_utf8_lossy(&show.stdout).into_owned();
-    drop(tp);
-    let _ = Command::new(BIN)
-        .args(["ctl", "--ctl"])
-        .arg(&ctl)
-        .arg("exit")
-        .output();
-    let mut sw = sw;
-    let t2 = Instant::now();
-    while sw.0.try_wait().ok().flatten().is_none() && t2.elapsed() < Duration::from_secs(10) {
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let mut err = String::new();
-    if let Some(mut e) = sw.0.stderr.take() {
-        let _ = e.read_to_string(&mut err);
-    }
+    stop_testpmd(tp);
+    let show = ctl(&ctl_sock, &["dpctl/show"]);
+    let err = stop_switch(sw, &ctl_sock);
     let log = std::fs::read_to_string(&log_path).unwrap_or_default();
     let _ = std::fs::remove_dir_all(&dir);
     let (rx0, rx1) = (rx_packets(&log, 0), rx_packets(&log, 1));
@@ -243,9 +261,7 @@ fn partial_checksums_from_testpmd_are_finished_for_a_capture() {
         return;
     };
     let _one = one_at_a_time();
-    let dir = std::env::temp_dir().join(format!("fp-vhost-offl-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = scratch_dir("vhost-offl");
     let (a, b, ctl_sock) = (dir.join("a.sock"), dir.join("b.sock"), dir.join("fp.ctl"));
     let (input, output) = (dir.join("in.pcap"), dir.join("out.pcap"));
     // 1,000 segments looped; one flow of them is captured on the way back.
@@ -258,34 +274,17 @@ fn partial_checksums_from_testpmd_are_finished_for_a_capture() {
          priority=0,actions=drop\n",
     )
     .unwrap();
-    let sw = Killed(
-        Command::new(BIN)
-            .arg("switch")
-            .arg("--rules")
-            .arg(&rules)
-            .arg("--port")
-            .arg(format!("1=vhost-user:{}", a.display()))
-            .arg("--port")
-            .arg(format!("2=vhost-user:{}", b.display()))
-            .arg("--port")
-            .arg(format!("3=pcap-out:{}", output.display()))
-            .arg("--port")
-            .arg(format!("4=pcap:{},loop", input.display()))
-            .arg("--ctl")
-            .arg(&ctl_sock)
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap(),
+    let sw = start_switch(
+        &rules,
+        &[
+            format!("1=vhost-user:{}", a.display()),
+            format!("2=vhost-user:{}", b.display()),
+            format!("3=pcap-out:{}", output.display()),
+            format!("4=pcap:{},loop", input.display()),
+        ],
+        &ctl_sock,
+        &[&a, &b],
     );
-    let t0 = Instant::now();
-    while !(a.exists() && b.exists() && ctl_sock.exists()) {
-        assert!(
-            t0.elapsed() < Duration::from_secs(20),
-            "the switch never came up"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
     let cmds = dir.join("cmds.txt");
     std::fs::write(
         &cmds,
@@ -293,52 +292,23 @@ fn partial_checksums_from_testpmd_are_finished_for_a_capture() {
     )
     .unwrap();
     let log_path = dir.join("testpmd.log");
-    let log = std::fs::File::create(&log_path).unwrap();
-    let mut tp = Killed(
-        Command::new(pmd)
-            .args(["-l", "0-1", "--no-huge", "-m", "512", "--no-pci"])
-            .arg(format!(
-                "--file-prefix=fp-vhost-offl-{}",
-                std::process::id()
-            ))
-            .arg("--vdev")
-            .arg(format!("net_virtio_user0,path={},queues=1", a.display()))
-            .arg("--vdev")
-            .arg(format!("net_virtio_user1,path={},queues=1", b.display()))
-            .args([
-                "--",
-                "--no-numa",
-                "--total-num-mbufs=16384",
-                "--forward-mode=csum",
-                "--tx-offloads=0xc",
-            ])
+    let vdevs = [
+        format!("net_virtio_user0,path={},queues=1", a.display()),
+        format!("net_virtio_user1,path={},queues=1", b.display()),
+    ];
+    let tp = Killed(
+        testpmd_cmd(&pmd, "vhost-offl", vdevs, &log_path)
+            .args(["--forward-mode=csum", "--tx-offloads=0xc"])
             .arg(format!("--cmdline-file={}", cmds.display()))
             .arg("--auto-start")
-            .stdin(Stdio::piped())
-            .stdout(log.try_clone().unwrap())
-            .stderr(log)
             .spawn()
             .unwrap(),
     );
     std::thread::sleep(Duration::from_secs(3));
-    drop(tp.0.stdin.take());
-    let t1 = Instant::now();
-    while tp.0.try_wait().ok().flatten().is_none() && t1.elapsed() < Duration::from_secs(15) {
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    drop(tp);
+    stop_testpmd(tp);
     let stats = ctl(&ctl_sock, &["dpif-netdev/pmd-stats-show", "--json"]);
     let show = ctl(&ctl_sock, &["dpctl/show"]);
-    let _ = ctl(&ctl_sock, &["exit"]);
-    let mut sw = sw;
-    let t2 = Instant::now();
-    while sw.0.try_wait().ok().flatten().is_none() && t2.elapsed() < Duration::from_secs(10) {
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let mut err = String::new();
-    if let Some(mut e) = sw.0.stderr.take() {
-        let _ = e.read_to_string(&mut err);
-    }
+    let err = stop_switch(sw, &ctl_sock);
     let log = std::fs::read_to_string(&log_path).unwrap_or_default();
     let got = frames(&output);
     let _ = std::fs::remove_dir_all(&dir);
