@@ -14,91 +14,14 @@
 //! (QEMU 7.2 crashes starting vhost with MSI-X under TCG).
 
 mod ofnet;
+mod vmguest;
 
 use ofnet::*;
-use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::Duration;
+use vmguest::*;
 
-/// The unpacked kernel package: its `vmlinuz` and modules directory.
-fn kernel() -> Option<(PathBuf, PathBuf)> {
-    let root = std::env::var_os("FLOWPATH_VM_KERNEL")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("/var/cache/flowpath-vm"));
-    let vmlinuz = std::fs::read_dir(root.join("boot"))
-        .ok()?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .find(|p| {
-            p.file_name()
-                .is_some_and(|n| n.to_string_lossy().starts_with("vmlinuz-"))
-        })?;
-    let version = vmlinuz.file_name()?.to_str()?.strip_prefix("vmlinuz-")?;
-    let modules = root.join("lib/modules").join(version).join("kernel");
-    modules.is_dir().then_some((vmlinuz, modules))
-}
-
-/// One entry of a `newc` cpio archive.
-fn cpio_entry(out: &mut Vec<u8>, ino: u32, name: &str, mode: u32, rdev: (u32, u32), data: &[u8]) {
-    let fields = [
-        ino,
-        mode,
-        0,
-        0,
-        1,
-        0,
-        data.len() as u32,
-        0,
-        0,
-        rdev.0,
-        rdev.1,
-        name.len() as u32 + 1,
-        0,
-    ];
-    out.extend_from_slice(b"070701");
-    for f in fields {
-        out.extend_from_slice(format!("{f:08x}").as_bytes());
-    }
-    out.extend_from_slice(name.as_bytes());
-    out.push(0);
-    while !out.len().is_multiple_of(4) {
-        out.push(0);
-    }
-    out.extend_from_slice(data);
-    while !out.len().is_multiple_of(4) {
-        out.push(0);
-    }
-}
-
-/// The modules virtio-net needs, in load order (Debian builds them as
-/// modules).
-const MODULES: [&str; 8] = [
-    "drivers/virtio/virtio.ko",
-    "drivers/virtio/virtio_ring.ko",
-    "drivers/virtio/virtio_pci_modern_dev.ko",
-    "drivers/virtio/virtio_pci_legacy_dev.ko",
-    "drivers/virtio/virtio_pci.ko",
-    "net/core/failover.ko",
-    "drivers/net/net_failover.ko",
-    "drivers/net/virtio_net.ko",
-];
-
-/// The guest's `/init`: network up, then the exchanges, each reported on
-/// the console with a `VM:` line.
-const INIT: &str = r#"#!/bin/busybox sh
-/bin/busybox --install -s /bin
-mount -t proc proc /proc
-mount -t sysfs sys /sys
-mount -t devtmpfs dev /dev
-for m in virtio virtio_ring virtio_pci_modern_dev virtio_pci_legacy_dev virtio_pci failover net_failover virtio_net; do
-  insmod /lib/$m.ko || echo "VM: insmod $m failed"
-done
-ip link set lo up
-ip link set eth0 up
-ip addr add 10.77.0.4/24 dev eth0
-# (With the switch as the vhost-user client, the link comes up once it
-# has connected.)
-for i in $(seq 60); do [ "$(cat /sys/class/net/eth0/carrier)" = 1 ] && break; sleep 1; done
-echo "VM: FEATURES $(cat /sys/class/net/eth0/device/features)"
+/// What the guest does once its link is up (after `INIT_NET`).
+const EXCHANGES: &str = r#"echo "VM: FEATURES $(cat /sys/class/net/eth0/device/features)"
 ping -c 3 -W 5 10.77.0.1 >/dev/null && echo "VM: PING-OK"
 wget -q -O /tmp/blob http://10.77.0.1:8000/blob && echo "VM: GOT $(md5sum /tmp/blob)"
 mkdir -p /www
@@ -109,68 +32,6 @@ echo "VM: READY"
 sleep 300
 poweroff -f
 "#;
-
-/// The initramfs: busybox, the modules, `/init`, `/dev/console`.
-fn initramfs(busybox: &Path, modules: &Path) -> Vec<u8> {
-    let mut out = Vec::new();
-    let mut ino = 1;
-    for d in ["bin", "dev", "lib", "proc", "sys", "tmp"] {
-        cpio_entry(&mut out, ino, d, 0o040_755, (0, 0), &[]);
-        ino += 1;
-    }
-    cpio_entry(&mut out, ino, "dev/console", 0o020_600, (5, 1), &[]);
-    ino += 1;
-    cpio_entry(&mut out, ino, "init", 0o100_755, (0, 0), INIT.as_bytes());
-    ino += 1;
-    let bb = std::fs::read(busybox).expect("read busybox");
-    cpio_entry(&mut out, ino, "bin/busybox", 0o100_755, (0, 0), &bb);
-    ino += 1;
-    for m in MODULES {
-        let data = std::fs::read(modules.join(m)).unwrap_or_else(|e| panic!("{m}: {e}"));
-        let name = format!(
-            "lib/{}",
-            Path::new(m).file_name().unwrap().to_string_lossy()
-        );
-        cpio_entry(&mut out, ino, &name, 0o100_644, (0, 0), &data);
-        ino += 1;
-    }
-    cpio_entry(&mut out, 0, "TRAILER!!!", 0, (0, 0), &[]);
-    out
-}
-
-/// Whether an x86-64 ELF executable has no program interpreter (is
-/// statically linked).
-fn is_static(elf: &[u8]) -> bool {
-    let u16_at = |o: usize| elf.get(o..o + 2).map(|b| u16::from_le_bytes([b[0], b[1]]));
-    let u64_at = |o: usize| {
-        elf.get(o..o + 8)
-            .map(|b| u64::from_le_bytes(b.try_into().unwrap_or([0; 8])))
-    };
-    let (Some(phoff), Some(size), Some(n)) = (u64_at(0x20), u16_at(0x36), u16_at(0x38)) else {
-        return false;
-    };
-    elf.starts_with(b"\x7fELF")
-        && (0..usize::from(n)).all(|i| {
-            let at = phoff as usize + i * usize::from(size);
-            // PT_INTERP = 3.
-            elf.get(at..at + 4) != Some(&3u32.to_le_bytes()[..])
-        })
-}
-
-fn md5(path: &Path) -> String {
-    let o = sh(&format!("md5sum {}", s(path)));
-    String::from_utf8_lossy(&o.stdout)
-        .split_whitespace()
-        .next()
-        .unwrap_or_default()
-        .to_string()
-}
-
-/// The word after `VM: KEY ` in the console log.
-fn reported(log: &str, key: &str) -> Option<String> {
-    let at = log.find(&format!("VM: {key} "))?;
-    log[at..].split_whitespace().nth(2).map(str::to_string)
-}
 
 #[test]
 fn a_linux_guest_pings_and_moves_tcp_both_ways_with_offloads() {
@@ -188,59 +49,15 @@ fn a_linux_guest_on_a_client_port() {
 }
 
 fn guest_exchanges(test: &str, client: bool) {
-    if !can_run(
-        test,
-        &[
-            "ip",
-            "python3",
-            "curl",
-            "md5sum",
-            "qemu-system-x86_64",
-            "busybox",
-        ],
-    ) {
-        return;
-    }
-    let Some((vmlinuz, modules)) = kernel() else {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "no guest kernel: .ci/run unpacks Debian's linux-image into /var/cache/flowpath-vm"
-        );
-        eprintln!("skipped: no guest kernel (FLOWPATH_VM_KERNEL or /var/cache/flowpath-vm)");
+    let Some((vmlinuz, modules, busybox)) = prerequisites(test) else {
         return;
     };
-    let busybox = PathBuf::from(
-        String::from_utf8_lossy(&sh("command -v busybox").stdout)
-            .trim()
-            .to_string(),
-    );
-    // (Debian's plain `busybox` is linked against the C library, which
-    // the initramfs does not have: `busybox-static`.)
-    if !is_static(&std::fs::read(&busybox).unwrap_or_default()) {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "{} is not static (busybox-static)",
-            s(&busybox)
-        );
-        eprintln!("skipped: {} is not static (busybox-static)", s(&busybox));
-        return;
-    }
     // One guest at a time (two TCG guests on two cores would mostly wait).
     let _one = one_bridge_at_a_time();
     let mut t = Topo::new(if client { "vc" } else { "vm" });
-    let initrd = t.path("initrd.cpio");
-    std::fs::write(&initrd, initramfs(&busybox, &modules)).unwrap();
-    // Namespace 1 serves 16 MB.
-    let www = t.path("www");
-    std::fs::create_dir_all(&www).unwrap();
-    ok(&format!(
-        "head -c 16000000 /dev/urandom > {}",
-        s(&www.join("blob"))
-    ));
-    let blob_md5 = md5(&www.join("blob"));
-    let mut server = t.ns_command(1, "python3 -m http.server 8000 --bind 10.77.0.1");
-    server.current_dir(&www);
-    t.start(server, "http.log");
+    let init = INIT_NET.replace("@IP@", "10.77.0.4") + EXCHANGES;
+    let initrd = write_initrd(&t, &busybox, &modules, &init);
+    let blob_md5 = serve_blob(&mut t);
     let sock = t.path("vm.sock");
     t.switch_with_rules(
         "actions=NORMAL\n",
@@ -253,31 +70,12 @@ fn guest_exchanges(test: &str, client: bool) {
             ),
         ],
     );
-    let mut qemu = Command::new("qemu-system-x86_64");
-    qemu.args(["-accel", "tcg", "-cpu", "max", "-m", "256", "-smp", "1"])
-        .args(["-nographic", "-no-reboot", "-kernel"])
-        .arg(&vmlinuz)
-        .arg("-initrd")
-        .arg(&initrd)
-        .args(["-append", "console=ttyS0 quiet panic=-1"])
-        .args([
-            "-object",
-            "memory-backend-memfd,id=mem,size=256M,share=on",
-            "-numa",
-            "node,memdev=mem",
-            "-chardev",
-        ])
-        .arg(format!(
-            "socket,id=c,path={}{}",
-            s(&sock),
-            if client { ",server=on,wait=off" } else { "" }
-        ))
-        .args([
-            "-netdev",
-            "vhost-user,id=n,chardev=c",
-            "-device",
-            "virtio-net-pci,netdev=n,mac=52:54:00:77:00:04,vectors=0",
-        ]);
+    let chardev = format!(
+        "socket,id=c,path={}{}",
+        s(&sock),
+        if client { ",server=on,wait=off" } else { "" }
+    );
+    let qemu = qemu(&vmlinuz, &initrd, &chardev, "52:54:00:77:00:04");
     let vm = t.start(qemu, "qemu.log");
     let ready = wait_until(Duration::from_secs(240), || {
         t.log("qemu.log").contains("VM: READY") || t.kids[vm].try_wait().ok().flatten().is_some()
@@ -311,10 +109,11 @@ fn guest_exchanges(test: &str, client: bool) {
         "the namespace's download from the guest"
     );
     // The guest's driver took the offloads (feature bits 0 CSUM, 1
-    // GUEST_CSUM, 7 GUEST_TSO4, 9 GUEST_ECN, 11 HOST_TSO4, 13 HOST_ECN),
+    // GUEST_CSUM, 7 GUEST_TSO4, 9 GUEST_ECN, 11 HOST_TSO4, 13 HOST_ECN,
+    // 21 GUEST_ANNOUNCE),
     // and super-frames crossed the port both ways.
     let features = reported(&log, "FEATURES").unwrap_or_default();
-    for bit in [0, 1, 7, 9, 11, 13] {
+    for bit in [0, 1, 7, 9, 11, 13, 21] {
         assert_eq!(
             features.as_bytes().get(bit),
             Some(&b'1'),

@@ -13,6 +13,7 @@
 //! notices the port closing within 100 ms.
 #![allow(unsafe_code)]
 
+use super::log::DirtyLog;
 use super::memory::{GuestMemory, RegionDesc};
 use super::protocol::{
     self, decode, feature, protocol_feature, req, Header, Msg, VringState, HDR_LEN, MAX_FDS,
@@ -132,6 +133,8 @@ fn connect(path: &Path, stop: &AtomicBool) -> Option<UnixStream> {
 struct VqCtl {
     num: u16,
     addrs: Option<RingAddrs>,
+    /// The used area's guest-physical address to log (`VHOST_VRING_F_LOG`).
+    log_used: Option<u64>,
     base: u16,
     /// A kick was set: the ring is started (until `GET_VRING_BASE`).
     started: bool,
@@ -148,6 +151,9 @@ struct Device {
     slots: Vec<Arc<QueueSlot>>,
     vqs: Vec<VqCtl>,
     mem: Arc<GuestMemory>,
+    /// The dirty-page bitmap of a migration (`SET_LOG_BASE`); rings log
+    /// into it while the features carry `LOG_ALL`.
+    log: Option<Arc<DirtyLog>>,
     features: u64,
     protocol: u64,
     status: u64,
@@ -161,6 +167,7 @@ impl Device {
             vqs: (0..slots.len()).map(|_| VqCtl::default()).collect(),
             slots,
             mem: Arc::new(GuestMemory::empty()),
+            log: None,
             features: 0,
             protocol: 0,
             status: 0,
@@ -176,6 +183,7 @@ impl Device {
             *v = VqCtl::default();
         }
         self.mem = Arc::new(GuestMemory::empty());
+        self.log = None;
         self.features = 0;
         self.protocol = 0;
         self.status = 0;
@@ -228,6 +236,11 @@ impl Device {
                         "flowpath: port '{}': vhost-user request {}: {why}",
                         self.port, h.request
                     );
+                    // A migration must not go on without the log: its
+                    // reply has no way to say the log failed.
+                    if h.request == req::SET_LOG_BASE {
+                        return;
+                    }
                     (None, false)
                 }
             };
@@ -313,7 +326,10 @@ impl Device {
         }
         let event_idx = self.features & feature::RING_EVENT_IDX != 0;
         match Vring::new(self.mem.clone(), addrs, v.num, v.base, event_idx) {
-            Ok(vring) => {
+            Ok(mut vring) => {
+                if self.features & feature::LOG_ALL != 0 {
+                    vring.set_log(self.log.clone(), v.log_used);
+                }
                 let mergeable = self.features & feature::NET_MRG_RXBUF != 0;
                 let hdr_len = if mergeable || self.features & feature::VERSION_1 != 0 {
                     12
@@ -384,9 +400,23 @@ impl Device {
                 self.mem = Arc::new(mem);
                 all.for_each(|i| self.start(i));
             }
-            Msg::SetLog => {
-                return Err("dirty-page logging (live migration) is not supported".into())
+            Msg::SetLogBase { size, offset } => {
+                let [fd] = &fds[..] else {
+                    return Err(format!("{} descriptors with SET_LOG_BASE", fds.len()));
+                };
+                let log = DirtyLog::map(&self.port, fd, size, offset).map_err(|e| e.to_string())?;
+                // Rings let go of the old bitmap before it is unmapped.
+                all.clone().for_each(|i| self.stop(i));
+                self.log = Some(Arc::new(log));
+                all.for_each(|i| self.start(i));
+                return Ok(Some(protocol::encode(
+                    req::SET_LOG_BASE,
+                    protocol::FLAG_VERSION | protocol::FLAG_REPLY,
+                    &[],
+                )));
             }
+            // Not needed with a shared bitmap; the descriptor is closed.
+            Msg::SetLogFd => {}
             Msg::SetVringNum(VringState { index, num }) => {
                 let i = self.vq(index)?;
                 if num == 0 || num > u32::from(MAX_QUEUE_SIZE) || !num.is_power_of_two() {
@@ -396,10 +426,11 @@ impl Device {
                 self.vqs[i].num = num as u16;
                 self.start(i);
             }
-            Msg::SetVringAddr { index, addrs } => {
+            Msg::SetVringAddr { index, addrs, log } => {
                 let i = self.vq(index)?;
                 self.stop(i);
                 self.vqs[i].addrs = Some(addrs);
+                self.vqs[i].log_used = log;
                 self.start(i);
             }
             Msg::SetVringBase(VringState { index, num }) => {

@@ -107,22 +107,8 @@ impl GuestMemory {
                 .and_then(|l| usize::try_from(l).ok())
                 .ok_or_else(|| bad("region too large"))?;
             let map_len = round_to_block(fd, want).ok_or_else(|| bad("region too large"))?;
-            // SAFETY: a fresh mapping chosen by the kernel (addr NULL) of a
-            // descriptor we own; no existing memory is affected.
-            let p = unsafe {
-                libc::mmap(
-                    std::ptr::null_mut(),
-                    map_len,
-                    libc::PROT_READ | libc::PROT_WRITE,
-                    libc::MAP_SHARED,
-                    fd.as_raw_fd(),
-                    0,
-                )
-            };
-            if p == libc::MAP_FAILED {
-                return Err(NetdevError::last_os(port, "SET_MEM_TABLE: mmap"));
-            }
-            let base = p.cast::<u8>();
+            let base = map_shared(fd, map_len)
+                .ok_or_else(|| NetdevError::last_os(port, "SET_MEM_TABLE: mmap"))?;
             // SAFETY: `mmap_offset + size <= map_len` (checked above), so
             // the offset stays inside the mapping just made.
             let host = unsafe { base.add(d.mmap_offset as usize) };
@@ -182,6 +168,16 @@ impl GuestMemory {
             })
     }
 
+    /// The guest-physical address of host pointer `host`, if it lies in a
+    /// region (the reverse of [`GuestMemory::gpa`], for dirty logging).
+    pub fn gpa_of(&self, host: *const u8) -> Option<u64> {
+        let h = host as usize;
+        self.regions.iter().find_map(|r| {
+            let off = h.checked_sub(r.host as usize)?;
+            (off < r.desc.size as usize).then(|| r.desc.gpa + off as u64)
+        })
+    }
+
     /// The regions, as described.
     pub fn regions(&self) -> impl Iterator<Item = RegionDesc> + '_ {
         self.regions.iter().map(|r| r.desc)
@@ -198,6 +194,25 @@ impl Drop for GuestMemory {
             }
         }
     }
+}
+
+/// Maps `len` bytes of `fd` from its start, shared and writable, at an
+/// address the kernel picks; `None` (errno set) if it cannot. The caller
+/// owns the mapping (and unmaps it).
+pub(crate) fn map_shared(fd: &OwnedFd, len: usize) -> Option<*mut u8> {
+    // SAFETY: a fresh mapping chosen by the kernel (addr NULL) of a
+    // descriptor we hold; no existing memory is affected.
+    let p = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_SHARED,
+            fd.as_raw_fd(),
+            0,
+        )
+    };
+    (p != libc::MAP_FAILED).then(|| p.cast::<u8>())
 }
 
 /// Offset of `[addr, addr + len)` inside `[start, start + size)`.
@@ -263,6 +278,11 @@ mod tests {
         assert!(m.gpa(u64::MAX, 2).is_none());
         assert!(m.gpa(0x1800, u64::MAX).is_none());
         assert!(m.uva(0x4010, 0x10).is_some());
+        for gpa in [0x1000, 0x1abc, 0x1fff, 0x4000, 0x40ff] {
+            assert_eq!(m.gpa_of(m.gpa(gpa, 1).unwrap()), Some(gpa));
+        }
+        let outside = [0u8; 4];
+        assert_eq!(m.gpa_of(outside.as_ptr()), None);
     }
 
     #[test]

@@ -29,18 +29,23 @@
 //!
 //! Features offered: `VIRTIO_F_VERSION_1`, `VIRTIO_NET_F_MRG_RXBUF`,
 //! `VIRTIO_NET_F_MQ`, `VIRTIO_RING_F_INDIRECT_DESC`,
-//! `VIRTIO_RING_F_EVENT_IDX`, `VHOST_USER_F_PROTOCOL_FEATURES`, and the
+//! `VIRTIO_RING_F_EVENT_IDX`, `VHOST_USER_F_PROTOCOL_FEATURES`, the
 //! checksum and segmentation offloads `CSUM`, `GUEST_CSUM`, `HOST_TSO4/6`,
-//! `GUEST_TSO4/6`, `HOST_ECN`, `GUEST_ECN`; protocol features `MQ`,
-//! `REPLY_ACK`, `STATUS`. A
+//! `GUEST_TSO4/6`, `HOST_ECN`, `GUEST_ECN`, and `GUEST_ANNOUNCE`,
+//! `VHOST_F_LOG_ALL`; protocol features `MQ`, `LOG_SHMFD`, `REPLY_ACK`,
+//! `STATUS`. A
 //! frame from the guest brings its virtio-net header's offload state
 //! (checked against the frame first: `queue`) in its `RxMeta`, as an
 //! AF_PACKET port's frames do; the port takes frames with offload state
 //! (`takes_vnet_hdr`) and hands the guest what it negotiated as it is,
 //! finishing the rest in software (`crate::offload::finish`);
 //! `GUEST_ECN`/`HOST_ECN` carry ECN-marked TCP super-frames as they are.
-//! Not offered: UDP fragmentation offload, dirty-page logging (live
-//! migration) and the packed ring.
+//! Live migration: `VHOST_F_LOG_ALL` with the `LOG_SHMFD` protocol
+//! feature — the frontend's dirty-page bitmap is mapped (`log`) and every
+//! ring logs the pages it writes while `LOG_ALL` is negotiated;
+//! `GUEST_ANNOUNCE` lets the guest announce itself at its new port.
+//! Not offered: UDP fragmentation offload, `SEND_RARP` and the packed
+//! ring.
 //!
 //! What a guest can do to the switch: fill or starve its own rings
 //! (drops counted on this port), send malformed chains (refused, counted
@@ -49,6 +54,7 @@
 //! PMD, or stall other ports — a full guest ring drops at once.
 
 mod conn;
+pub mod log;
 pub mod memory;
 pub mod protocol;
 mod queue;

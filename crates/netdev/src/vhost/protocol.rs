@@ -80,8 +80,15 @@ pub mod feature {
     pub const NET_HOST_ECN: u64 = 1 << 13;
     /// `VIRTIO_NET_F_MRG_RXBUF`: receive buffers merged for one frame.
     pub const NET_MRG_RXBUF: u64 = 1 << 15;
+    /// `VIRTIO_NET_F_GUEST_ANNOUNCE`: the guest announces itself
+    /// (gratuitous ARP, unsolicited neighbour advertisements) when the
+    /// frontend asks, as after a live migration.
+    pub const NET_GUEST_ANNOUNCE: u64 = 1 << 21;
     /// `VIRTIO_NET_F_MQ`: several queue pairs.
     pub const NET_MQ: u64 = 1 << 22;
+    /// `VHOST_F_LOG_ALL`: every write into guest memory is logged in the
+    /// dirty-page bitmap (live migration).
+    pub const LOG_ALL: u64 = 1 << 26;
     /// `VIRTIO_RING_F_INDIRECT_DESC`.
     pub const RING_INDIRECT_DESC: u64 = 1 << 28;
     /// `VIRTIO_RING_F_EVENT_IDX`.
@@ -100,7 +107,9 @@ pub mod feature {
         | NET_GUEST_ECN
         | NET_HOST_ECN
         | NET_MRG_RXBUF
+        | NET_GUEST_ANNOUNCE
         | NET_MQ
+        | LOG_ALL
         | RING_INDIRECT_DESC
         | RING_EVENT_IDX
         | PROTOCOL_FEATURES
@@ -111,12 +120,15 @@ pub mod feature {
 pub mod protocol_feature {
     /// `VHOST_USER_PROTOCOL_F_MQ`.
     pub const MQ: u64 = 1 << 0;
+    /// `VHOST_USER_PROTOCOL_F_LOG_SHMFD`: the dirty-page bitmap comes as
+    /// shared memory with `SET_LOG_BASE`.
+    pub const LOG_SHMFD: u64 = 1 << 1;
     /// `VHOST_USER_PROTOCOL_F_REPLY_ACK`.
     pub const REPLY_ACK: u64 = 1 << 3;
     /// `VHOST_USER_PROTOCOL_F_STATUS`.
     pub const STATUS: u64 = 1 << 16;
     /// What `GET_PROTOCOL_FEATURES` answers.
-    pub const OFFERED: u64 = MQ | REPLY_ACK | STATUS;
+    pub const OFFERED: u64 = MQ | LOG_SHMFD | REPLY_ACK | STATUS;
 }
 
 /// Why a message could not be understood (the connection is closed).
@@ -189,8 +201,16 @@ pub enum Msg {
     ResetOwner,
     /// `SET_MEM_TABLE`: the regions (one descriptor each comes with it).
     SetMemTable(Vec<RegionDesc>),
-    /// `SET_LOG_BASE`/`SET_LOG_FD`: dirty logging (refused).
-    SetLog,
+    /// `SET_LOG_BASE`: the dirty-page bitmap, `size` bytes at `offset`
+    /// in the descriptor that comes with it.
+    SetLogBase {
+        /// Bytes of bitmap.
+        size: u64,
+        /// Where it starts in the descriptor.
+        offset: u64,
+    },
+    /// `SET_LOG_FD`: an eventfd for log updates (kept unused).
+    SetLogFd,
     /// `SET_VRING_NUM`.
     SetVringNum(VringState),
     /// `SET_VRING_ADDR`.
@@ -199,6 +219,9 @@ pub enum Msg {
         index: u32,
         /// The three areas.
         addrs: RingAddrs,
+        /// The used area's guest-physical address, when it is to be
+        /// logged (`VHOST_VRING_F_LOG`).
+        log: Option<u64>,
     },
     /// `SET_VRING_BASE`.
     SetVringBase(VringState),
@@ -272,7 +295,11 @@ pub fn decode(h: &Header, p: &[u8]) -> Result<Msg, ProtoError> {
             }
             Msg::SetMemTable(v)
         }
-        req::SET_LOG_BASE | req::SET_LOG_FD => Msg::SetLog,
+        req::SET_LOG_BASE => Msg::SetLogBase {
+            size: u64_at(0).ok_or_else(bad)?,
+            offset: u64_at(8).ok_or_else(bad)?,
+        },
+        req::SET_LOG_FD => Msg::SetLogFd,
         req::SET_VRING_NUM => Msg::SetVringNum(state()?),
         req::SET_VRING_ADDR => Msg::SetVringAddr {
             index: u32_at(0).ok_or_else(bad)?,
@@ -280,6 +307,12 @@ pub fn decode(h: &Header, p: &[u8]) -> Result<Msg, ProtoError> {
                 desc: u64_at(8).ok_or_else(bad)?,
                 used: u64_at(16).ok_or_else(bad)?,
                 avail: u64_at(24).ok_or_else(bad)?,
+            },
+            // VHOST_VRING_F_LOG (bit 0 of the flags): log_guest_addr holds.
+            log: if u32_at(4).ok_or_else(bad)? & 1 != 0 {
+                Some(u64_at(32).ok_or_else(bad)?)
+            } else {
+                None
             },
         },
         req::SET_VRING_BASE => Msg::SetVringBase(state()?),
@@ -313,6 +346,7 @@ pub fn has_reply(request: u32) -> bool {
             | req::GET_VRING_BASE
             | req::GET_QUEUE_NUM
             | req::GET_STATUS
+            | req::SET_LOG_BASE
     )
 }
 
@@ -400,5 +434,36 @@ mod tests {
             }
         );
         assert_eq!(decode(&hdr(999, 0), &[]).unwrap(), Msg::Unknown(999));
+        // A ring's addresses, with and without its used area logged.
+        let mut a = vec![0u8; 40];
+        a[0] = 2;
+        a[16] = 0x40; // used
+        a[32..40].copy_from_slice(&0x1234_5000u64.to_le_bytes());
+        let m = decode(&hdr(req::SET_VRING_ADDR, 40), &a).unwrap();
+        assert!(matches!(
+            m,
+            Msg::SetVringAddr {
+                index: 2,
+                log: None,
+                ..
+            }
+        ));
+        a[4] = 1;
+        let m = decode(&hdr(req::SET_VRING_ADDR, 40), &a).unwrap();
+        assert!(
+            matches!(m, Msg::SetVringAddr { log: Some(0x1234_5000), addrs, .. } if addrs.used == 0x40)
+        );
+        assert!(decode(&hdr(req::SET_VRING_ADDR, 32), &a[..32]).is_err());
+        let mut l = [0u8; 16];
+        l[0] = 0x80;
+        l[8] = 0x10;
+        assert_eq!(
+            decode(&hdr(req::SET_LOG_BASE, 16), &l).unwrap(),
+            Msg::SetLogBase {
+                size: 0x80,
+                offset: 0x10
+            }
+        );
+        assert!(decode(&hdr(req::SET_LOG_BASE, 8), &l[..8]).is_err());
     }
 }

@@ -29,6 +29,7 @@
 //! the queue is withdrawn.
 #![allow(unsafe_code)]
 
+use super::log::DirtyLog;
 use super::memory::GuestMemory;
 use std::sync::atomic::{fence, AtomicU16, Ordering};
 use std::sync::Arc;
@@ -136,6 +137,10 @@ pub struct Vring {
     broken: bool,
     /// The guest was asked to kick on its next post (idle).
     notify: bool,
+    /// Dirty logging while the guest migrates: the bitmap, and the used
+    /// area's guest-physical address when it is to be logged too.
+    log: Option<Arc<DirtyLog>>,
+    log_used: Option<u64>,
 }
 
 // SAFETY: the pointers point into `mem`, which the `Vring` keeps alive
@@ -194,6 +199,8 @@ impl Vring {
             event_idx,
             broken: false,
             notify: true,
+            log: None,
+            log_used: None,
         };
         r.used_idx_atomic().store(base, Ordering::Release);
         // The PMD polls: no kicks until it goes idle.
@@ -224,6 +231,36 @@ impl Vring {
             let flags = if on { 0 } else { USED_F_NO_NOTIFY };
             // SAFETY: the flags are the first u16 of the checked used ring.
             unsafe { std::ptr::write_volatile(self.used.cast::<u16>(), flags.to_le()) };
+        }
+        self.log_used_area();
+    }
+
+    /// Logs every write into guest memory from now on in `log` (live
+    /// migration), the used area at guest-physical `used_gpa` if given;
+    /// `None` stops logging.
+    pub fn set_log(&mut self, log: Option<Arc<DirtyLog>>, used_gpa: Option<u64>) {
+        self.log = log;
+        self.log_used = used_gpa.filter(|_| self.log.is_some());
+        // What `new` wrote may not have been logged.
+        self.log_used_area();
+    }
+
+    /// Marks the used area's pages (after writing there).
+    #[inline]
+    fn log_used_area(&self) {
+        if let (Some(log), Some(gpa)) = (&self.log, self.log_used) {
+            log.mark(gpa, 6 + 8 * u64::from(self.size));
+        }
+    }
+
+    /// Marks the pages of `n` bytes written at host address `host` in
+    /// guest memory.
+    #[inline]
+    fn log_write(&self, host: *const u8, n: usize) {
+        if let Some(log) = &self.log {
+            if let Some(gpa) = self.mem.gpa_of(host) {
+                log.mark(gpa, n as u64);
+            }
         }
     }
 
@@ -401,6 +438,7 @@ impl Vring {
         }
         self.used_idx_atomic().store(new, Ordering::Release);
         self.published = new;
+        self.log_used_area();
         // The guest's interrupt request must be read after the index is
         // visible (virtio 2.7.10: a full barrier), or an interrupt could be
         // missed.
@@ -533,6 +571,7 @@ impl Vring {
                 // SAFETY: `s` is a checked, writable range of `s.len` bytes
                 // in live guest memory; `off + n <= s.len`.
                 unsafe { std::ptr::copy_nonoverlapping(p.as_ptr(), s.host.add(off), n) };
+                self.log_write(s.host.wrapping_add(off), n);
                 written += n;
                 p = &p[n..];
                 off += n;

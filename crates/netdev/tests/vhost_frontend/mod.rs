@@ -30,11 +30,13 @@ pub const F_GUEST_TSO4: u64 = 1 << 7;
 pub const F_HOST_TSO4: u64 = 1 << 11;
 pub const F_MRG_RXBUF: u64 = 1 << 15;
 pub const F_MQ: u64 = 1 << 22;
+pub const F_LOG_ALL: u64 = 1 << 26;
 pub const F_INDIRECT: u64 = 1 << 28;
 pub const F_EVENT_IDX: u64 = 1 << 29;
 pub const F_PROTOCOL_FEATURES: u64 = 1 << 30;
 pub const F_VERSION_1: u64 = 1 << 32;
 pub const PF_MQ: u64 = 1;
+pub const PF_LOG_SHMFD: u64 = 1 << 1;
 pub const PF_REPLY_ACK: u64 = 1 << 3;
 
 pub const D_NEXT: u16 = 1;
@@ -145,25 +147,7 @@ impl Frontend {
     /// started as QEMU does it.
     pub fn start(sock: UnixStream, pairs: usize, features: u64) -> Frontend {
         sock.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-        // SAFETY: a constant name; flags plain.
-        let fd = unsafe { libc::memfd_create(c"vhost-test".as_ptr(), libc::MFD_CLOEXEC) };
-        assert!(fd >= 0);
-        // SAFETY: fresh descriptor owned by nobody else.
-        let memfd = unsafe { OwnedFd::from_raw_fd(fd) };
-        // SAFETY: a descriptor we own.
-        assert_eq!(unsafe { libc::ftruncate(fd, MEM_SIZE as i64) }, 0);
-        // SAFETY: a fresh shared mapping of our memfd.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                MEM_SIZE,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED,
-                fd,
-                0,
-            )
-        };
-        assert_ne!(p, libc::MAP_FAILED);
+        let (memfd, p) = shared_memfd(MEM_SIZE);
         let mut f = Frontend {
             sock,
             memfd,
@@ -177,7 +161,8 @@ impl Frontend {
         if features & F_PROTOCOL_FEATURES != 0 {
             let pf = f.get_u64(15);
             assert_ne!(pf & PF_REPLY_ACK, 0);
-            f.set_u64(16, PF_MQ | PF_REPLY_ACK);
+            assert_ne!(pf & PF_LOG_SHMFD, 0);
+            f.set_u64(16, PF_MQ | PF_LOG_SHMFD | PF_REPLY_ACK);
             assert!(f.get_u64(17) >= pairs as u64);
         }
         f.request(3, &[], &[]);
@@ -226,23 +211,50 @@ impl Frontend {
 
     pub fn start_queue(&mut self, i: usize) {
         let q = &self.queues[i];
-        let (desc, avail, used) = (self.uva(q.desc), self.uva(q.avail), self.uva(q.used));
         let (kick, call) = (q.kick.as_raw_fd(), q.call.as_raw_fd());
         let idx = i as u32;
         self.request(8, &state(idx, u32::from(QSIZE)), &[]);
         self.request(10, &state(idx, 0), &[]);
-        let mut a = Vec::new();
-        a.extend_from_slice(&u64::from(idx).to_le_bytes());
-        a.extend_from_slice(&desc.to_le_bytes());
-        a.extend_from_slice(&used.to_le_bytes());
-        a.extend_from_slice(&avail.to_le_bytes());
-        a.extend_from_slice(&0u64.to_le_bytes());
-        self.request(9, &a, &[]);
+        self.set_vring_addr(i, None);
         self.request(12, &u64::from(idx).to_le_bytes(), &[kick]);
         self.request(13, &u64::from(idx).to_le_bytes(), &[call]);
         if self.features & F_PROTOCOL_FEATURES != 0 {
             self.request(18, &state(idx, 1), &[]);
         }
+    }
+
+    /// `SET_VRING_ADDR` for virtqueue `i`, its used area logged at
+    /// guest-physical `log` if given (`VHOST_VRING_F_LOG`).
+    pub fn set_vring_addr(&mut self, i: usize, log: Option<u64>) {
+        let q = &self.queues[i];
+        let (desc, avail, used) = (self.uva(q.desc), self.uva(q.avail), self.uva(q.used));
+        let mut a = Vec::new();
+        a.extend_from_slice(&(i as u32).to_le_bytes());
+        a.extend_from_slice(&u32::from(log.is_some()).to_le_bytes());
+        a.extend_from_slice(&desc.to_le_bytes());
+        a.extend_from_slice(&used.to_le_bytes());
+        a.extend_from_slice(&avail.to_le_bytes());
+        a.extend_from_slice(&log.unwrap_or(0).to_le_bytes());
+        self.request(9, &a, &[]);
+    }
+
+    /// `SET_FEATURES` again (as QEMU turns `LOG_ALL` on and off).
+    pub fn set_features(&mut self, features: u64) {
+        self.features = features;
+        self.set_u64(2, features);
+        // (Not acknowledged: a request that is answers once it is done.)
+        self.get_u64(17);
+    }
+
+    /// `SET_LOG_BASE` with a shared bitmap of `size` bytes at `offset` in
+    /// `fd` (as QEMU sends it: no acknowledgement asked, an empty reply).
+    pub fn set_log_base(&mut self, fd: RawFd, size: u64, offset: u64) {
+        let mut p = Vec::new();
+        p.extend_from_slice(&size.to_le_bytes());
+        p.extend_from_slice(&offset.to_le_bytes());
+        send_with_fds(&self.sock, &msg(6, 0, &p), &[fd]);
+        let r = self.read_reply(6);
+        assert!(r.is_empty(), "SET_LOG_BASE reply {r:?}");
     }
 
     pub fn set_mem_table(&mut self) {
@@ -561,4 +573,48 @@ impl Drop for TempDir {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.0);
     }
+}
+
+/// A memfd of `len` bytes, mapped shared (the caller unmaps it, or leaves
+/// it to the test process's end): guest memory, or the dirty-page bitmap
+/// as QEMU shares it.
+pub fn shared_memfd(len: usize) -> (OwnedFd, *mut u8) {
+    // SAFETY: a constant name, plain flags; the descriptor is owned below.
+    let fd = unsafe { libc::memfd_create(c"vhost-test".as_ptr(), libc::MFD_CLOEXEC) };
+    assert!(fd >= 0);
+    // SAFETY: a fresh descriptor owned by nobody else.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    // SAFETY: resizing our own memfd.
+    assert_eq!(unsafe { libc::ftruncate(fd.as_raw_fd(), len as i64) }, 0);
+    // SAFETY: a fresh shared mapping of our own memfd.
+    let p = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_SHARED,
+            fd.as_raw_fd(),
+            0,
+        )
+    };
+    assert_ne!(p, libc::MAP_FAILED);
+    (fd, p.cast())
+}
+
+/// The marked pages of a bitmap of `len` bytes at `p`, cleared as the
+/// frontend clears what it collects.
+pub fn collect_log(p: *mut u8, len: usize) -> std::collections::BTreeSet<u64> {
+    let mut pages = std::collections::BTreeSet::new();
+    for i in 0..len {
+        // SAFETY: inside the mapping of `len` bytes; the port ORs bits in
+        // atomically, so the byte is swapped atomically too.
+        let b = unsafe { &*(p.add(i) as *const std::sync::atomic::AtomicU8) }
+            .swap(0, std::sync::atomic::Ordering::AcqRel);
+        for bit in 0..8 {
+            if b & (1 << bit) != 0 {
+                pages.insert((i * 8 + bit) as u64);
+            }
+        }
+    }
+    pages
 }

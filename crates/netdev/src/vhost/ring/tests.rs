@@ -291,3 +291,47 @@ proptest! {
         }
     }
 }
+
+/// Dirty logging: a receive chain written across a page boundary marks
+/// exactly the pages written, and the used area's page when its address
+/// was given; nothing while logging is off.
+#[test]
+fn writes_into_guest_memory_are_logged_by_page() {
+    use crate::vhost::log::{DirtyLog, LOG_PAGE};
+    let t = [
+        (0x2ff0, 0x20, DESC_F_WRITE | DESC_F_NEXT, 1),
+        (0x7000, 0x100, DESC_F_WRITE, 0),
+    ];
+    // (logging, the used area's address, the pages marked in the end)
+    let cases: [(bool, Option<u64>, &[u64]); 3] = [
+        (false, Some(USED), &[]),
+        (true, None, &[2, 3, 7]),
+        // The used area (0xc00) lives in page 0.
+        (true, Some(USED), &[0, 2, 3, 7]),
+    ];
+    for (logging, used, want) in cases {
+        let mut r = ring_over(image(&t, &[], 0), 8);
+        let log = Arc::new(DirtyLog::owned(MEM / LOG_PAGE as usize / 8));
+        if logging {
+            r.set_log(Some(log.clone()), used);
+        }
+        assert_eq!(r.pending(), Ok(1));
+        let head = r.take_head();
+        let mut segs = Vec::with_capacity(MAX_SEGS);
+        r.walk(head, true, u64::MAX, &mut segs).unwrap();
+        // From offset 8: 0x2ff8..0x3000 (page 2), 0x3000..0x3010 (page 3),
+        // then 8 bytes into the second buffer (page 7).
+        let n = r.scatter(&segs, 8, &[&[1u8; 16], &[2u8; 16]]);
+        assert_eq!(n, 32);
+        r.push_used(head, n as u32);
+        r.publish();
+        assert_eq!(log.marked(), want, "logging {logging}, used {used:?}");
+        // Logging stops when the log is taken away.
+        r.set_log(None, used);
+        let log2 = Arc::new(DirtyLog::owned(MEM / LOG_PAGE as usize / 8));
+        r.scatter(&segs, 0, &[&[3u8; 8]]);
+        r.publish();
+        assert_eq!(log2.marked(), Vec::<u64>::new());
+        assert_eq!(log.marked(), want);
+    }
+}
