@@ -38,23 +38,35 @@ fn a_linux_guest_pings_and_moves_tcp_both_ways_with_offloads() {
     guest_exchanges(
         "a_linux_guest_pings_and_moves_tcp_both_ways_with_offloads",
         false,
+        false,
     );
+}
+
+/// The same over packed virtqueues (`packed=on`: the guest's driver and
+/// the port use the packed ring layout).
+#[test]
+fn a_linux_guest_over_packed_rings() {
+    guest_exchanges("a_linux_guest_over_packed_rings", false, true);
 }
 
 /// The same with the switch as the vhost-user client (OVS's
 /// `dpdkvhostuserclient`): QEMU listens, the switch connects to it.
 #[test]
 fn a_linux_guest_on_a_client_port() {
-    guest_exchanges("a_linux_guest_on_a_client_port", true);
+    guest_exchanges("a_linux_guest_on_a_client_port", true, false);
 }
 
-fn guest_exchanges(test: &str, client: bool) {
+fn guest_exchanges(test: &str, client: bool, packed: bool) {
     let Some((vmlinuz, modules, busybox)) = prerequisites(test) else {
         return;
     };
     // One guest at a time (two TCG guests on two cores would mostly wait).
     let _one = one_bridge_at_a_time();
-    let mut t = Topo::new(if client { "vc" } else { "vm" });
+    let mut t = Topo::new(match (client, packed) {
+        (true, _) => "vc",
+        (false, true) => "vp",
+        (false, false) => "vm",
+    });
     let init = INIT_NET.replace("@IP@", "10.77.0.4") + EXCHANGES;
     let initrd = write_initrd(&t, &busybox, &modules, &init);
     let blob_md5 = serve_blob(&mut t);
@@ -75,7 +87,8 @@ fn guest_exchanges(test: &str, client: bool) {
         s(&sock),
         if client { ",server=on,wait=off" } else { "" }
     );
-    let qemu = qemu(&vmlinuz, &initrd, &chardev, "52:54:00:77:00:04");
+    let extra = if packed { ",packed=on" } else { "" };
+    let qemu = qemu(&vmlinuz, &initrd, &chardev, "52:54:00:77:00:04", extra);
     let vm = t.start(qemu, "qemu.log");
     let ready = wait_until(Duration::from_secs(240), || {
         t.log("qemu.log").contains("VM: READY") || t.kids[vm].try_wait().ok().flatten().is_some()
@@ -120,6 +133,12 @@ fn guest_exchanges(test: &str, client: bool) {
             "feature bit {bit}: {features}"
         );
     }
+    // Bit 34: RING_PACKED, as asked.
+    assert_eq!(
+        features.as_bytes().get(34),
+        Some(if packed { &b'1' } else { &b'0' }),
+        "feature bit 34 (packed ring): {features}"
+    );
     let show = t.appctl("dpctl/show");
     let port = show
         .split("port 4:")

@@ -1,7 +1,8 @@
 //! A live vhost-user test against DPDK's `dpdk-testpmd` with a
 //! `net_virtio_user` device (the DPDK driver side over the port's
 //! socket), in `txonly` mode: testpmd's frames reach the port's receive
-//! queue, and the port's frames land in testpmd's receive ring. Skipped,
+//! queue, and the port's frames land in testpmd's receive ring; over a
+//! split ring and over a packed one (`packed_vq=1`). Skipped,
 //! with the reason printed, where `dpdk-testpmd` is not installed
 //! (Debian: package `dpdk-dev`).
 
@@ -19,11 +20,25 @@ fn testpmd() -> Option<std::path::PathBuf> {
 
 #[test]
 fn testpmd_virtio_user_exchanges_frames_with_the_port() {
+    exchange("split", "");
+}
+
+#[test]
+fn testpmd_over_a_packed_ring() {
+    exchange("packed", ",packed_vq=1");
+}
+
+/// testpmd with `vdev` options `extra` against a port; `tag` names the
+/// run's directory.
+fn exchange(tag: &str, extra: &str) {
     let Some(bin) = testpmd() else {
         eprintln!("skipped: dpdk-testpmd is not installed (Debian package dpdk-dev)");
         return;
     };
-    let dir = std::env::temp_dir().join(format!("flowpath-vhost-testpmd-{}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!(
+        "flowpath-vhost-testpmd-{tag}-{}",
+        std::process::id()
+    ));
     std::fs::create_dir_all(&dir).unwrap();
     let sock = dir.join("vhost.sock");
     let spec = PortSpec::VhostUser {
@@ -41,9 +56,11 @@ fn testpmd_virtio_user_exchanges_frames_with_the_port() {
             "-m",
             "512",
             "--no-pci",
-            &format!("--file-prefix=flowpath-vhost-{}", std::process::id()),
+            // (Its initialisation log names the ring layout it chose.)
+            "--log-level=pmd.net.virtio.init:debug",
+            &format!("--file-prefix=flowpath-vhost-{tag}-{}", std::process::id()),
             "--vdev",
-            &format!("net_virtio_user0,path={},queues=1", sock.display()),
+            &format!("net_virtio_user0,path={},queues=1{extra}", sock.display()),
             "--",
             "--no-numa",
             "--total-num-mbufs=16384",
@@ -122,4 +139,10 @@ fn testpmd_virtio_user_exchanges_frames_with_the_port() {
         "testpmd's receive ring took nothing; its log:\n{log}"
     );
     assert_eq!(rx.errors, 0, "testpmd's chains refused");
+    // The layout asked for is the one negotiated.
+    assert_eq!(
+        log.contains("using packed ring"),
+        tag == "packed",
+        "ring layout; testpmd's log:\n{log}"
+    );
 }

@@ -233,8 +233,8 @@ pub fn prerequisites(test: &str) -> Option<(PathBuf, PathBuf, PathBuf)> {
 
 /// QEMU for a guest of 256 MB (shared memory, as vhost-user needs) on
 /// chardev `chardev` (QEMU's `-chardev` value, id `c`), its virtio-net
-/// device with MAC `mac`.
-pub fn qemu(vmlinuz: &Path, initrd: &Path, chardev: &str, mac: &str) -> Command {
+/// device with MAC `mac` and the device options `extra` (`,packed=on`).
+pub fn qemu(vmlinuz: &Path, initrd: &Path, chardev: &str, mac: &str, extra: &str) -> Command {
     let mut qemu = Command::new("qemu-system-x86_64");
     qemu.args(["-accel", "tcg", "-cpu", "max", "-m", "256", "-smp", "1"])
         .args(["-nographic", "-no-reboot", "-kernel"])
@@ -253,6 +253,8 @@ pub fn qemu(vmlinuz: &Path, initrd: &Path, chardev: &str, mac: &str) -> Command 
             "vhost-user,id=n,chardev=c",
             "-device",
         ])
-        .arg(format!("virtio-net-pci,netdev=n,mac={mac},vectors=0"));
+        .arg(format!(
+            "virtio-net-pci,netdev=n,mac={mac},vectors=0{extra}"
+        ));
     qemu
 }

@@ -15,10 +15,11 @@
 
 use super::log::DirtyLog;
 use super::memory::{GuestMemory, RegionDesc};
+use super::packed::PackedRing;
 use super::protocol::{
     self, decode, feature, protocol_feature, req, Header, Msg, VringState, HDR_LEN, MAX_FDS,
 };
-use super::queue::{ActiveRing, QueueSlot};
+use super::queue::{ActiveRing, AnyRing, QueueSlot, RingCfg};
 use super::ring::{RingAddrs, Vring, MAX_QUEUE_SIZE};
 use crate::NetdevError;
 use std::io::{Read, Write};
@@ -135,7 +136,9 @@ struct VqCtl {
     addrs: Option<RingAddrs>,
     /// The used area's guest-physical address to log (`VHOST_VRING_F_LOG`).
     log_used: Option<u64>,
-    base: u16,
+    /// Where the ring resumes (`SET_VRING_BASE`; a packed ring's wrap
+    /// counter in bit 15).
+    base: u32,
     /// A kick was set: the ring is started (until `GET_VRING_BASE`).
     started: bool,
     enabled: bool,
@@ -312,7 +315,7 @@ impl Device {
     /// Withdraws virtqueue `i` from the PMDs, keeping where it stopped.
     fn stop(&mut self, i: usize) {
         if let Some(a) = self.slots[i].withdraw() {
-            self.vqs[i].base = a.vring.last_avail();
+            self.vqs[i].base = a.ring.base();
         }
     }
 
@@ -325,11 +328,24 @@ impl Device {
             return;
         }
         let event_idx = self.features & feature::RING_EVENT_IDX != 0;
-        match Vring::new(self.mem.clone(), addrs, v.num, v.base, event_idx) {
-            Ok(mut vring) => {
-                if self.features & feature::LOG_ALL != 0 {
-                    vring.set_log(self.log.clone(), v.log_used);
+        let logging = self.features & feature::LOG_ALL != 0;
+        let ring = if self.features & feature::RING_PACKED != 0 {
+            PackedRing::new(self.mem.clone(), addrs, v.num, v.base, event_idx).map(|mut r| {
+                if logging {
+                    r.set_log(self.log.clone());
                 }
+                AnyRing::Packed(r)
+            })
+        } else {
+            Vring::new(self.mem.clone(), addrs, v.num, v.base as u16, event_idx).map(|mut r| {
+                if logging {
+                    r.set_log(self.log.clone(), v.log_used);
+                }
+                AnyRing::Split(r)
+            })
+        };
+        match ring {
+            Ok(ring) => {
                 let mergeable = self.features & feature::NET_MRG_RXBUF != 0;
                 let hdr_len = if mergeable || self.features & feature::VERSION_1 != 0 {
                     12
@@ -337,11 +353,13 @@ impl Device {
                     10
                 };
                 self.slots[i].install(ActiveRing {
-                    vring,
-                    call: v.call.as_ref().map_or(-1, |f| f.as_raw_fd()),
-                    hdr_len,
-                    mergeable,
-                    offloads: super::queue::Offloads::of(self.features),
+                    ring,
+                    cfg: RingCfg {
+                        call: v.call.as_ref().map_or(-1, |f| f.as_raw_fd()),
+                        hdr_len,
+                        mergeable,
+                        offloads: super::queue::Offloads::of(self.features),
+                    },
                 });
                 // A sleeping PMD asked a ring that is gone for kicks: wake
                 // it to look at (and arm) this one (the guest's transmit
@@ -419,7 +437,10 @@ impl Device {
             Msg::SetLogFd => {}
             Msg::SetVringNum(VringState { index, num }) => {
                 let i = self.vq(index)?;
-                if num == 0 || num > u32::from(MAX_QUEUE_SIZE) || !num.is_power_of_two() {
+                // (A packed ring's size need not be a power of two.)
+                let packed = self.features & feature::RING_PACKED != 0;
+                if num == 0 || num > u32::from(MAX_QUEUE_SIZE) || !(packed || num.is_power_of_two())
+                {
                     return Err(format!("ring size {num}"));
                 }
                 self.stop(i);
@@ -436,7 +457,7 @@ impl Device {
             Msg::SetVringBase(VringState { index, num }) => {
                 let i = self.vq(index)?;
                 self.stop(i);
-                self.vqs[i].base = num as u16;
+                self.vqs[i].base = num;
                 self.start(i);
             }
             Msg::GetVringBase(index) => {
@@ -447,10 +468,7 @@ impl Device {
                 v.kick = None;
                 return Ok(Some(protocol::reply_state(
                     req::GET_VRING_BASE,
-                    VringState {
-                        index,
-                        num: u32::from(v.base),
-                    },
+                    VringState { index, num: v.base },
                 )));
             }
             Msg::SetVringFd {

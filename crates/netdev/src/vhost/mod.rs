@@ -14,8 +14,8 @@
 //! Shape: a control thread per port (`conn`) reads the messages
 //! (`protocol`, a codec without I/O), maps guest memory from the passed
 //! descriptors (`memory`, bounds-checked translation) and lays out each
-//! virtqueue (`ring`, the split ring over guest memory, where every
-//! descriptor is checked); the PMDs see a ring only while it runs, handed
+//! virtqueue (`ring`, the split ring over guest memory, or `packed`, the
+//! packed one, where every descriptor is checked); the PMDs see a ring only while it runs, handed
 //! over through a slot per virtqueue (`queue`, whose module doc states
 //! the hand-over protocol: a PMD claims a ring per burst, the control
 //! thread withdraws it before it changes anything or unmaps memory).
@@ -44,8 +44,10 @@
 //! feature — the frontend's dirty-page bitmap is mapped (`log`) and every
 //! ring logs the pages it writes while `LOG_ALL` is negotiated;
 //! `GUEST_ANNOUNCE` lets the guest announce itself at its new port.
-//! Not offered: UDP fragmentation offload, `SEND_RARP` and the packed
-//! ring.
+//! `VIRTIO_F_RING_PACKED`: a guest may lay its virtqueues out packed
+//! (`packed`) instead of split (`ring`); the queues are written once for
+//! both (`ring::VirtRing`). Not offered: UDP fragmentation offload and
+//! `SEND_RARP`.
 //!
 //! What a guest can do to the switch: fill or starve its own rings
 //! (drops counted on this port), send malformed chains (refused, counted
@@ -56,6 +58,7 @@
 mod conn;
 pub mod log;
 pub mod memory;
+pub mod packed;
 pub mod protocol;
 mod queue;
 pub mod ring;

@@ -97,6 +97,8 @@ pub mod feature {
     pub const PROTOCOL_FEATURES: u64 = 1 << 30;
     /// `VIRTIO_F_VERSION_1`.
     pub const VERSION_1: u64 = 1 << 32;
+    /// `VIRTIO_F_RING_PACKED`: the packed virtqueue layout.
+    pub const RING_PACKED: u64 = 1 << 34;
     /// All of the above: what `GET_FEATURES` answers.
     pub const OFFERED: u64 = NET_CSUM
         | NET_GUEST_CSUM
@@ -113,7 +115,8 @@ pub mod feature {
         | RING_INDIRECT_DESC
         | RING_EVENT_IDX
         | PROTOCOL_FEATURES
-        | VERSION_1;
+        | VERSION_1
+        | RING_PACKED;
 }
 
 /// vhost-user protocol feature bits offered.

@@ -53,6 +53,10 @@
 //! control thread when the guest's kick eventfd fires (one read of it by
 //! the PMD per kick, none while frames flow).
 //!
+//! Layouts: a burst claims the ring and dispatches once on its layout
+//! (split or packed, [`AnyRing`]) to code written once over
+//! [`VirtRing`] and compiled for each.
+//!
 //! Invariants: no allocation per packet (buffers and segment lists are
 //! made at open); every frame offered to `send` is counted sent or
 //! dropped; a malformed chain from the guest is counted in `errors` and
@@ -61,7 +65,8 @@
 //! cannot be taken back).
 #![allow(unsafe_code)]
 
-use super::ring::{Seg, Vring, MAX_SEGS};
+use super::packed::PackedRing;
+use super::ring::{Seg, VirtRing, Vring, MAX_SEGS};
 use crate::offload::{
     self, VnetHdr, F_NEEDS_CSUM, GSO_ECN, GSO_NONE, GSO_TCPV4, GSO_TCPV6, VNET_HDR_LEN,
 };
@@ -83,7 +88,33 @@ const SHARE_SPINS: u32 = 20_000;
 #[derive(Debug)]
 pub(crate) struct ActiveRing {
     /// The virtqueue.
-    pub vring: Vring,
+    pub ring: AnyRing,
+    /// How the port uses it.
+    pub cfg: RingCfg,
+}
+
+/// A virtqueue of either layout (`VIRTIO_F_RING_PACKED` decides).
+#[derive(Debug)]
+pub(crate) enum AnyRing {
+    /// The split ring.
+    Split(Vring),
+    /// The packed ring.
+    Packed(PackedRing),
+}
+
+impl AnyRing {
+    /// Where the ring stopped, as `GET_VRING_BASE` answers it.
+    pub(crate) fn base(&self) -> u32 {
+        match self {
+            AnyRing::Split(r) => u32::from(r.last_avail()),
+            AnyRing::Packed(r) => r.base(),
+        }
+    }
+}
+
+/// What the port knows of a running ring besides the ring itself.
+#[derive(Debug)]
+pub(crate) struct RingCfg {
     /// The guest's `call` eventfd (-1: none); owned by the control thread,
     /// which closes it only after withdrawing the ring.
     pub call: RawFd,
@@ -202,15 +233,20 @@ impl Offloads {
 /// The offload state the guest wrote in the header of the chain `segs`
 /// (a `len`-byte frame) when it negotiated offloads (see
 /// [`Offloads::check_guest`]).
-fn guest_offload(a: &ActiveRing, segs: &[Seg], len: usize) -> Result<Option<VnetHdr>, ()> {
-    if !a.offloads.from_guest {
+fn guest_offload<R: VirtRing>(
+    r: &R,
+    c: &RingCfg,
+    segs: &[Seg],
+    len: usize,
+) -> Result<Option<VnetHdr>, ()> {
+    if !c.offloads.from_guest {
         return Ok(None);
     }
     let mut b = [0u8; VNET_HDR_LEN];
-    if !a.vring.read_head(segs, &mut b) {
+    if !r.read_head(segs, &mut b) {
         return Err(());
     }
-    a.offloads.check_guest(VnetHdr::from_bytes(&b), len)
+    c.offloads.check_guest(VnetHdr::from_bytes(&b), len)
 }
 
 /// One virtqueue's hand-over point (module docs).
@@ -362,15 +398,16 @@ const READY_MAX: usize = 64;
 /// to `f` with its offload state (counted); a frame that does not fit or
 /// whose header fails its checks is counted in `errors`. Whether it was
 /// handed over.
-fn hand_over(
-    a: &ActiveRing,
+fn hand_over<R: VirtRing>(
+    r: &R,
+    c: &RingCfg,
     segs: &[Seg],
     buf: &mut Vec<u8>,
     stats: &mut QueueStats,
     f: &mut dyn FnMut(&[u8], RxMeta),
 ) -> bool {
-    let vnet = match a.vring.gather(segs, a.hdr_len, buf) {
-        true => guest_offload(a, segs, buf.len()),
+    let vnet = match r.gather(segs, c.hdr_len, buf) {
+        true => guest_offload(r, c, segs, buf.len()),
         false => Err(()),
     };
     let Ok(vnet) = vnet else {
@@ -392,8 +429,9 @@ fn hand_over(
 /// Copies the frames of the walked chains in `ready` out (each handed to
 /// `f`) and returns their buffers, in order; returns how many were
 /// handed over.
-fn take_ready(
-    a: &mut ActiveRing,
+fn take_ready<R: VirtRing>(
+    r: &mut R,
+    c: &RingCfg,
     ready: &mut Vec<(u16, Seg)>,
     buf: &mut Vec<u8>,
     stats: &mut QueueStats,
@@ -401,11 +439,81 @@ fn take_ready(
 ) -> usize {
     let mut n = 0;
     for (head, seg) in ready.iter() {
-        n += usize::from(hand_over(a, std::slice::from_ref(seg), buf, stats, f));
-        a.vring.push_used(*head, 0);
+        n += usize::from(hand_over(r, c, std::slice::from_ref(seg), buf, stats, f));
+        r.push_used(*head, 0);
     }
     ready.clear();
     n
+}
+
+/// One receive burst on ring `r` (see [`VhostRx`]'s `recv`).
+#[allow(clippy::too_many_arguments)]
+fn recv_burst<R: VirtRing>(
+    r: &mut R,
+    c: &RingCfg,
+    max: usize,
+    segs: &mut Vec<Seg>,
+    buf: &mut Vec<u8>,
+    ready: &mut Vec<(u16, Seg)>,
+    stats: &mut QueueStats,
+    f: &mut dyn FnMut(&[u8], RxMeta),
+) -> usize {
+    let mut n = 0;
+    // Chains of one buffer are walked first and copied out together
+    // (their first lines asked for in one go): the guest wrote them
+    // from its own core. Others are taken in their turn.
+    let max_total = (c.hdr_len + MAX_FRAME) as u64;
+    while n + ready.len() < max {
+        match r.pending() {
+            // (Kicks are asked for only by an idle PMD: `arm_wakeup`.)
+            Ok(0) => break,
+            Ok(_) => r.set_notify(false),
+            Err(_) => {
+                stats.errors += 1;
+                break;
+            }
+        }
+        let head = r.take_head();
+        match r.walk_chain(head, false, max_total, segs) {
+            Ok(total)
+                if total as usize > c.hdr_len && segs.len() == 1 && ready.len() < READY_MAX =>
+            {
+                r.prefetch_seg(&segs[0], c.hdr_len);
+                ready.push((head, segs[0]));
+                continue;
+            }
+            walked => {
+                // Keep the used ring in order: the chains before first.
+                n += take_ready(r, c, ready, buf, stats, f);
+                match walked {
+                    Ok(total) if total as usize > c.hdr_len => {
+                        n += usize::from(hand_over(r, c, segs, buf, stats, f));
+                    }
+                    _ => stats.errors += 1,
+                }
+                if walked.is_ok() {
+                    r.push_used(head, 0);
+                } else {
+                    r.refuse(head);
+                }
+            }
+        }
+    }
+    n += take_ready(r, c, ready, buf, stats, f);
+    if r.publish() {
+        interrupt(c.call);
+    }
+    n
+}
+
+/// Asks the guest on ring `r` for a kick, then looks once more: whether
+/// the ring is still empty.
+fn arm<R: VirtRing>(r: &mut R) -> bool {
+    // A frame posted before the guest saw the request would get no kick.
+    // (`recv` withdraws the request when it finds frames.)
+    r.set_notify(true);
+    fence(Ordering::SeqCst);
+    r.pending() == Ok(0)
 }
 
 impl std::fmt::Debug for VhostRx {
@@ -444,50 +552,10 @@ impl RxQueue for VhostRx {
         let Some(a) = claim.ring() else {
             return Ok(0);
         };
-        let mut n = 0;
-        // Chains of one buffer are walked first and copied out together
-        // (their first lines asked for in one go): the guest wrote them
-        // from its own core. Others are taken in their turn.
-        let max_total = (a.hdr_len + MAX_FRAME) as u64;
-        while n + ready.len() < max {
-            match a.vring.pending() {
-                // (Kicks are asked for only by an idle PMD: `arm_wakeup`.)
-                Ok(0) => break,
-                Ok(_) => a.vring.set_notify(false),
-                Err(_) => {
-                    stats.errors += 1;
-                    break;
-                }
-            }
-            let head = a.vring.take_head();
-            match a.vring.walk(head, false, max_total, segs) {
-                Ok(total)
-                    if total as usize > a.hdr_len && segs.len() == 1 && ready.len() < READY_MAX =>
-                {
-                    a.vring.prefetch_seg(&segs[0], a.hdr_len);
-                    ready.push((head, segs[0]));
-                    continue;
-                }
-                walked => {
-                    // Keep the used ring in order: the chains before first.
-                    n += take_ready(a, ready, buf, stats, f);
-                    match walked {
-                        Ok(total) if total as usize > a.hdr_len => {
-                            n += usize::from(hand_over(a, segs, buf, stats, f));
-                        }
-                        _ => stats.errors += 1,
-                    }
-                }
-            }
-            if head < a.vring.size() {
-                a.vring.push_used(head, 0);
-            }
-        }
-        n += take_ready(a, ready, buf, stats, f);
-        if a.vring.publish() {
-            interrupt(a.call);
-        }
-        Ok(n)
+        Ok(match &mut a.ring {
+            AnyRing::Split(r) => recv_burst(r, &a.cfg, max, segs, buf, ready, stats, f),
+            AnyRing::Packed(r) => recv_burst(r, &a.cfg, max, segs, buf, ready, stats, f),
+        })
     }
 
     fn poll_fd(&self) -> Option<RawFd> {
@@ -503,12 +571,10 @@ impl RxQueue for VhostRx {
         let Some(a) = claim.ring() else {
             return true;
         };
-        // Ask for a kick, then look once more: a frame posted before the
-        // guest saw the request would get no kick. (`recv` withdraws the
-        // request when it finds frames.)
-        a.vring.set_notify(true);
-        fence(Ordering::SeqCst);
-        a.vring.pending() == Ok(0)
+        match &mut a.ring {
+            AnyRing::Split(r) => arm(r),
+            AnyRing::Packed(r) => arm(r),
+        }
     }
 
     fn stats(&self) -> QueueStats {
@@ -579,16 +645,16 @@ impl VhostTx {
 /// Writes the frames kept in `later` into the guest's buffers: one after
 /// the other, with nothing in between, so the cache lines the guest's core
 /// holds are fetched together.
-fn write_later(a: &ActiveRing, later: &mut Vec<Later>) {
+fn write_later<R: VirtRing>(r: &R, c: &RingCfg, later: &mut Vec<Later>) {
     for l in later.iter() {
         // SAFETY: `src` points at `len` bytes of a frame the caller of
         // `send` lent for the whole call (written before it returns), and
         // `dst` was checked by `deliver` to hold the header and the frame.
         let data = unsafe { std::slice::from_raw_parts(l.src, l.len) };
-        a.vring.scatter(
+        r.scatter(
             std::slice::from_ref(&l.dst),
             0,
-            &[&HDR_ONE_BUFFER[..a.hdr_len], data],
+            &[&HDR_ONE_BUFFER[..c.hdr_len], data],
         );
     }
     later.clear();
@@ -607,26 +673,27 @@ enum Undelivered {
 /// kept in `later` (its used entry is not published before the caller
 /// writes it: [`write_later`]); one with it is written at once, its
 /// virtio-net header saying `offload`.
-fn deliver(
-    a: &mut ActiveRing,
+fn deliver<R: VirtRing>(
+    r: &mut R,
+    c: &RingCfg,
     data: &[u8],
     offload: Option<&VnetHdr>,
     segs: &mut Vec<Seg>,
     hdr_segs: &mut Vec<Seg>,
     later: &mut Vec<Later>,
 ) -> Result<(), Undelivered> {
-    let need = a.hdr_len + data.len();
+    let need = c.hdr_len + data.len();
     if offload.is_none() && later.len() < LATER_MAX {
-        match a.vring.pending() {
+        match r.pending() {
             Ok(0) => return Err(Undelivered::Full),
             Ok(_) => {}
             Err(_) => return Err(Undelivered::Bad),
         }
-        let mark = a.vring.mark();
-        let head = a.vring.take_head();
-        if a.vring.walk(head, true, u64::MAX, segs).is_err() {
-            a.vring.rewind(mark);
-            a.vring.set_broken();
+        let mark = r.mark();
+        let head = r.take_head();
+        if r.walk_chain(head, true, u64::MAX, segs).is_err() {
+            r.rewind(mark);
+            r.set_broken();
             return Err(Undelivered::Bad);
         }
         if let [seg] = segs[..] {
@@ -636,56 +703,56 @@ fn deliver(
                     src: data.as_ptr(),
                     len: data.len(),
                 });
-                a.vring.push_used(head, need as u32);
+                r.push_used(head, need as u32);
                 return Ok(());
             }
         }
         // Several buffers: written at once below.
-        a.vring.rewind(mark);
+        r.rewind(mark);
     }
     let mut hdr = [0u8; 12];
     if let Some(v) = offload {
         hdr[..VNET_HDR_LEN].copy_from_slice(&v.to_bytes());
     }
-    let hdr = &hdr[..a.hdr_len];
-    let mark = a.vring.mark();
+    let hdr = &hdr[..c.hdr_len];
+    let mark = r.mark();
     let mut done = 0usize;
     let mut bufs = 0u16;
     while done < need {
-        match a.vring.pending() {
+        match r.pending() {
             Ok(0) => {
-                a.vring.rewind(mark);
+                r.rewind(mark);
                 return Err(Undelivered::Full);
             }
             Ok(_) => {}
             Err(_) => {
-                a.vring.rewind(mark);
+                r.rewind(mark);
                 return Err(Undelivered::Bad);
             }
         }
-        let head = a.vring.take_head();
-        if a.vring.walk(head, true, u64::MAX, segs).is_err() {
-            a.vring.rewind(mark);
-            a.vring.set_broken();
+        let head = r.take_head();
+        if r.walk_chain(head, true, u64::MAX, segs).is_err() {
+            r.rewind(mark);
+            r.set_broken();
             return Err(Undelivered::Bad);
         }
         let h = &hdr[done.min(hdr.len())..];
         let d = &data[done.saturating_sub(hdr.len()).min(data.len())..];
-        let n = a.vring.scatter(segs, 0, &[h, d]);
+        let n = r.scatter(segs, 0, &[h, d]);
         if bufs == 0 {
             hdr_segs.clear();
             hdr_segs.extend_from_slice(segs);
         }
-        a.vring.push_used(head, n as u32);
+        r.push_used(head, n as u32);
         done += n;
         bufs += 1;
-        if done < need && !a.mergeable {
-            a.vring.rewind(mark);
+        if done < need && !c.mergeable {
+            r.rewind(mark);
             return Err(Undelivered::Full);
         }
     }
-    if a.hdr_len == 12 {
-        a.vring.scatter(hdr_segs, 10, &[&bufs.to_le_bytes()]);
+    if c.hdr_len == 12 {
+        r.scatter(hdr_segs, 10, &[&bufs.to_le_bytes()]);
     }
     Ok(())
 }
@@ -711,6 +778,86 @@ fn count(r: Result<(), Undelivered>, len: usize, stats: &mut QueueStats, full: &
             false
         }
     }
+}
+
+/// The scratch lists of a transmit queue: segments, the first buffer's
+/// segments, frames kept for writing together, the finishing buffer.
+type TxBufs<'a> = (
+    &'a mut Vec<Seg>,
+    &'a mut Vec<Seg>,
+    &'a mut Vec<Later>,
+    &'a mut Vec<u8>,
+);
+
+/// One transmit burst on ring `r` (see [`VhostTx`]'s `send`); how many
+/// frames were sent.
+fn send_burst<R: VirtRing>(
+    r: &mut R,
+    c: &RingCfg,
+    frames: &mut dyn Iterator<Item = TxFrame<'_>>,
+    (segs, hdr_segs, later, scratch): TxBufs<'_>,
+    stats: &mut QueueStats,
+) -> usize {
+    let mut sent = 0;
+    let mut full = false;
+    for f in frames {
+        if full {
+            stats.dropped += 1;
+            continue;
+        }
+        if later.len() == LATER_MAX {
+            write_later(r, c, later);
+        }
+        let v = f.vnet.filter(|v| !v.is_plain());
+        match v {
+            // The guest takes the offload state as it is, or nothing
+            // is left to do.
+            None => {
+                sent += usize::from(count(
+                    deliver(r, c, f.data, None, segs, hdr_segs, later),
+                    f.data.len(),
+                    stats,
+                    &mut full,
+                ))
+            }
+            Some(v) if c.offloads.takes(&v) => {
+                sent += usize::from(count(
+                    deliver(r, c, f.data, Some(&v), segs, hdr_segs, later),
+                    f.data.len(),
+                    stats,
+                    &mut full,
+                ));
+            }
+            // Finished here (each piece written at once: `scratch`
+            // holds one piece at a time).
+            Some(v) => {
+                let zero = VnetHdr::default();
+                let mut any = false;
+                let r = offload::finish(f.data, &v, scratch, &mut |seg| {
+                    if !full {
+                        any |= count(
+                            deliver(r, c, seg, Some(&zero), segs, hdr_segs, later),
+                            seg.len(),
+                            stats,
+                            &mut full,
+                        );
+                    } else {
+                        stats.dropped += 1;
+                    }
+                });
+                if r.is_err() {
+                    stats.errors += 1;
+                    stats.dropped += 1;
+                }
+                sent += usize::from(any);
+            }
+        }
+    }
+    write_later(r, c, later);
+    if r.publish() {
+        interrupt(c.call);
+    }
+    sent
 }
 
 impl TxQueue for VhostTx {
@@ -739,66 +886,11 @@ impl TxQueue for VhostTx {
             stats.dropped += frames.count() as u64;
             return 0;
         };
-        let mut sent = 0;
-        let mut full = false;
-        for f in frames {
-            if full {
-                stats.dropped += 1;
-                continue;
-            }
-            if later.len() == LATER_MAX {
-                write_later(a, later);
-            }
-            let v = f.vnet.filter(|v| !v.is_plain());
-            match v {
-                // The guest takes the offload state as it is, or nothing
-                // is left to do.
-                None => {
-                    sent += usize::from(count(
-                        deliver(a, f.data, None, segs, hdr_segs, later),
-                        f.data.len(),
-                        stats,
-                        &mut full,
-                    ))
-                }
-                Some(v) if a.offloads.takes(&v) => {
-                    sent += usize::from(count(
-                        deliver(a, f.data, Some(&v), segs, hdr_segs, later),
-                        f.data.len(),
-                        stats,
-                        &mut full,
-                    ));
-                }
-                // Finished here (each piece written at once: `scratch`
-                // holds one piece at a time).
-                Some(v) => {
-                    let zero = VnetHdr::default();
-                    let mut any = false;
-                    let r = offload::finish(f.data, &v, scratch, &mut |seg| {
-                        if !full {
-                            any |= count(
-                                deliver(a, seg, Some(&zero), segs, hdr_segs, later),
-                                seg.len(),
-                                stats,
-                                &mut full,
-                            );
-                        } else {
-                            stats.dropped += 1;
-                        }
-                    });
-                    if r.is_err() {
-                        stats.errors += 1;
-                        stats.dropped += 1;
-                    }
-                    sent += usize::from(any);
-                }
-            }
+        let bufs = (segs, hdr_segs, later, scratch);
+        match &mut a.ring {
+            AnyRing::Split(r) => send_burst(r, &a.cfg, frames, bufs, stats),
+            AnyRing::Packed(r) => send_burst(r, &a.cfg, frames, bufs, stats),
         }
-        write_later(a, later);
-        if a.vring.publish() {
-            interrupt(a.call);
-        }
-        sent
     }
 
     fn takes_vnet_hdr(&self) -> bool {

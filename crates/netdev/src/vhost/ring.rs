@@ -100,6 +100,13 @@ impl Seg {
         self.len
     }
 
+    /// Where it lies in this process (tests: to tell which guest address
+    /// a walk found).
+    #[cfg(test)]
+    pub(crate) fn host(&self) -> *mut u8 {
+        self.host
+    }
+
     /// Never true (zero lengths are refused); for clippy's symmetry.
     pub fn is_empty(&self) -> bool {
         self.len == 0
@@ -253,17 +260,6 @@ impl Vring {
         }
     }
 
-    /// Marks the pages of `n` bytes written at host address `host` in
-    /// guest memory.
-    #[inline]
-    fn log_write(&self, host: *const u8, n: usize) {
-        if let Some(log) = &self.log {
-            if let Some(gpa) = self.mem.gpa_of(host) {
-                log.mark(gpa, n as u64);
-            }
-        }
-    }
-
     /// Whether the guest was asked to kick.
     pub fn notify(&self) -> bool {
         self.notify
@@ -366,44 +362,14 @@ impl Vring {
                 if indirect {
                     return Err(ChainError::NestedIndirect);
                 }
-                if d.flags & DESC_F_NEXT != 0
-                    || d.len == 0
-                    || !u64::from(d.len).is_multiple_of(DESC_SIZE)
-                    || u64::from(d.len) / DESC_SIZE > u64::from(MAX_QUEUE_SIZE)
-                {
-                    return Err(ChainError::BadIndirect);
-                }
-                table = self
-                    .mem
-                    .gpa(d.addr, u64::from(d.len))
-                    .ok_or(ChainError::BadIndirect)?;
-                table_len = (u64::from(d.len) / DESC_SIZE) as u16;
+                (table, table_len) = indirect_table(&self.mem, d.addr, d.len, d.flags)?;
                 budget = usize::from(table_len);
                 indirect = true;
                 i = 0;
                 continue;
             }
-            if d.len == 0 {
-                return Err(ChainError::ZeroLen);
-            }
-            if d.len > MAX_DESC_LEN {
-                return Err(ChainError::HugeLen);
-            }
-            if (d.flags & DESC_F_WRITE != 0) != writable {
-                return Err(ChainError::Direction);
-            }
-            let host = self
-                .mem
-                .gpa(d.addr, u64::from(d.len))
-                .ok_or(ChainError::OutsideMemory)?;
-            total += u64::from(d.len);
-            if total > max_total {
-                return Err(ChainError::HugeLen);
-            }
-            if segs.len() >= MAX_SEGS {
-                return Err(ChainError::TooLong);
-            }
-            segs.push(Seg { host, len: d.len });
+            let want = (writable, max_total);
+            take_buffer(&self.mem, (d.addr, d.len, d.flags), want, &mut total, segs)?;
             if d.flags & DESC_F_NEXT == 0 {
                 return Ok(total);
             }
@@ -457,17 +423,6 @@ impl Vring {
         }
     }
 
-    /// The indices to go back to if a frame is abandoned half-way.
-    pub fn mark(&self) -> (u16, u16) {
-        (self.last_avail, self.used_idx)
-    }
-
-    /// Goes back to a [`Vring::mark`] (nothing published since).
-    pub fn rewind(&mut self, mark: (u16, u16)) {
-        self.last_avail = mark.0;
-        self.used_idx = mark.1;
-    }
-
     /// Walks the read-only chain at `head` and copies its bytes from
     /// offset `skip` on into `out` (cleared first, never grown past its
     /// capacity). Returns the chain's total length.
@@ -484,11 +439,108 @@ impl Vring {
         }
         Ok(total)
     }
+}
+
+/// Where a ring was before a frame, to go back to if the frame is
+/// abandoned half-way (nothing published since).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Mark {
+    avail: u16,
+    used: u16,
+    /// Packed rings: the wrap counters and the used entries not yet
+    /// published.
+    wraps: u8,
+    unpublished: u16,
+}
+
+impl Mark {
+    /// A packed ring's positions, wrap counters and unpublished entries.
+    pub(crate) fn packed(
+        avail: u16,
+        avail_wrap: bool,
+        used: u16,
+        used_wrap: bool,
+        unpublished: u16,
+    ) -> Mark {
+        Mark {
+            avail,
+            used,
+            wraps: u8::from(avail_wrap) | (u8::from(used_wrap) << 1),
+            unpublished,
+        }
+    }
+
+    /// What [`Mark::packed`] took.
+    pub(crate) fn unpack(self) -> (u16, bool, u16, bool, u16) {
+        (
+            self.avail,
+            self.wraps & 1 != 0,
+            self.used,
+            self.wraps & 2 != 0,
+            self.unpublished,
+        )
+    }
+}
+
+/// What the port's queues do with a virtqueue, split ([`Vring`]) or
+/// packed (`super::packed::PackedRing`): take chains the guest made
+/// available, walk them into checked [`Seg`]s, copy frames out of and
+/// into those, hand the chains back as used and tell whether the guest
+/// wants an interrupt. The queues are written once, generic over this,
+/// and monomorphised for each layout (one dispatch per burst).
+pub trait VirtRing {
+    /// The guest memory the ring lives in.
+    fn mem(&self) -> &GuestMemory;
+    /// The dirty-page log, while the guest migrates.
+    fn dirty_log(&self) -> Option<&DirtyLog>;
+    /// Ring size.
+    fn size(&self) -> u16;
+    /// Whether a chain waits (a count: at least 1 if one does).
+    fn pending(&mut self) -> Result<u16, ChainError>;
+    /// The next chain's head (after [`VirtRing::pending`] said one waits);
+    /// walk it next.
+    fn take_head(&mut self) -> u16;
+    /// Walks the chain at `head` into `segs` (see [`Vring::walk`]).
+    fn walk_chain(
+        &mut self,
+        head: u16,
+        writable: bool,
+        max_total: u64,
+        segs: &mut Vec<Seg>,
+    ) -> Result<u64, ChainError>;
+    /// Hands a chain whose walk failed back: unused on a split ring; a
+    /// packed ring, where the chain's extent is not known, stops.
+    fn refuse(&mut self, head: u16);
+    /// Puts the walked chain `head` on the used ring with `len` bytes
+    /// written (not visible to the guest before [`VirtRing::publish`]).
+    fn push_used(&mut self, head: u16, len: u32);
+    /// Makes the used chains visible; whether the guest asked for an
+    /// interrupt for them.
+    fn publish(&mut self) -> bool;
+    /// Asks the guest to kick on its next post, or not to.
+    fn set_notify(&mut self, on: bool);
+    /// Where the ring is now.
+    fn mark(&self) -> Mark;
+    /// Goes back to a [`VirtRing::mark`].
+    fn rewind(&mut self, mark: Mark);
+    /// Stops using the ring until it is built again.
+    fn set_broken(&mut self);
+
+    /// Marks the pages of `n` bytes written at host address `host` in
+    /// guest memory.
+    #[inline]
+    fn log_write(&self, host: *const u8, n: usize) {
+        if let Some(log) = self.dirty_log() {
+            if let Some(gpa) = self.mem().gpa_of(host) {
+                log.mark(gpa, n as u64);
+            }
+        }
+    }
 
     /// Copies the chain's bytes from offset `skip` on into `out` (cleared
     /// first, never grown past its capacity); returns false if they do not
     /// fit. `segs` must come from a walk of this ring while it is held.
-    pub(crate) fn gather(&self, segs: &[Seg], skip: usize, out: &mut Vec<u8>) -> bool {
+    fn gather(&self, segs: &[Seg], skip: usize, out: &mut Vec<u8>) -> bool {
         out.clear();
         let mut skip = skip;
         for s in segs {
@@ -503,7 +555,7 @@ impl Vring {
             }
             let at = out.len();
             // SAFETY: `s` was made by `walk` from a range checked to lie in
-            // `self.mem`, which is alive; `skip < len`. `out` has room for
+            // `self.mem()`, which is alive; `skip < len`. `out` has room for
             // `n` more bytes (checked), which become initialised here.
             unsafe {
                 std::ptr::copy_nonoverlapping(s.host.add(skip), out.as_mut_ptr().add(at), n);
@@ -515,8 +567,8 @@ impl Vring {
     }
 
     /// Copies the chain's first `out.len()` bytes into `out`; false if the
-    /// chain is shorter. `segs` as for [`Vring::gather`].
-    pub(crate) fn read_head(&self, segs: &[Seg], out: &mut [u8]) -> bool {
+    /// chain is shorter. `segs` as for [`VirtRing::gather`].
+    fn read_head(&self, segs: &[Seg], out: &mut [u8]) -> bool {
         let mut done = 0;
         for s in segs {
             if done == out.len() {
@@ -524,7 +576,7 @@ impl Vring {
             }
             let n = (s.len as usize).min(out.len() - done);
             // SAFETY: `s` was made by `walk` from a range checked to lie in
-            // `self.mem`, which is alive; `n <= s.len`, and `out` has room
+            // `self.mem()`, which is alive; `n <= s.len`, and `out` has room
             // for `n` bytes from `done`.
             unsafe {
                 std::ptr::copy_nonoverlapping(s.host, out.as_mut_ptr().add(done), n);
@@ -536,9 +588,9 @@ impl Vring {
 
     /// Asks the CPU to bring in the first cache line of `seg` after
     /// `skip` bytes (a hint: touches nothing). `seg` as for
-    /// [`Vring::gather`].
+    /// [`VirtRing::gather`].
     #[inline]
-    pub(crate) fn prefetch_seg(&self, seg: &Seg, skip: usize) {
+    fn prefetch_seg(&self, seg: &Seg, skip: usize) {
         if skip < seg.len as usize {
             #[cfg(target_arch = "x86_64")]
             {
@@ -553,8 +605,8 @@ impl Vring {
 
     /// Writes `parts` one after the other into the chain's buffers from
     /// offset `at` on; returns the bytes written (less than asked if the
-    /// chain is shorter). `segs` as for [`Vring::gather`].
-    pub(crate) fn scatter(&self, segs: &[Seg], at: usize, parts: &[&[u8]]) -> usize {
+    /// chain is shorter). `segs` as for [`VirtRing::gather`].
+    fn scatter(&self, segs: &[Seg], at: usize, parts: &[&[u8]]) -> usize {
         let mut written = 0;
         let mut seg = 0;
         let mut off = at;
@@ -583,6 +635,116 @@ impl Vring {
         }
         written
     }
+}
+
+impl VirtRing for Vring {
+    fn mem(&self) -> &GuestMemory {
+        &self.mem
+    }
+    fn dirty_log(&self) -> Option<&DirtyLog> {
+        self.log.as_deref()
+    }
+    fn size(&self) -> u16 {
+        self.size
+    }
+    fn pending(&mut self) -> Result<u16, ChainError> {
+        Vring::pending(self)
+    }
+    fn take_head(&mut self) -> u16 {
+        Vring::take_head(self)
+    }
+    fn walk_chain(
+        &mut self,
+        head: u16,
+        writable: bool,
+        max_total: u64,
+        segs: &mut Vec<Seg>,
+    ) -> Result<u64, ChainError> {
+        self.walk(head, writable, max_total, segs)
+    }
+    fn refuse(&mut self, head: u16) {
+        if head < self.size {
+            Vring::push_used(self, head, 0);
+        }
+    }
+    fn push_used(&mut self, head: u16, len: u32) {
+        Vring::push_used(self, head, len)
+    }
+    fn publish(&mut self) -> bool {
+        Vring::publish(self)
+    }
+    fn set_notify(&mut self, on: bool) {
+        Vring::set_notify(self, on)
+    }
+    fn mark(&self) -> Mark {
+        Mark {
+            avail: self.last_avail,
+            used: self.used_idx,
+            ..Mark::default()
+        }
+    }
+    fn rewind(&mut self, mark: Mark) {
+        self.last_avail = mark.avail;
+        self.used_idx = mark.used;
+    }
+    fn set_broken(&mut self) {
+        Vring::set_broken(self)
+    }
+}
+
+/// Checks the buffer `(addr, len, flags)` of a chain (a walk wanting
+/// `(writable, max_total)` bytes, `total` so far) and adds it to `segs`:
+/// the rules both ring layouts enforce on each buffer.
+pub(crate) fn take_buffer(
+    mem: &GuestMemory,
+    (addr, len, flags): (u64, u32, u16),
+    (writable, max_total): (bool, u64),
+    total: &mut u64,
+    segs: &mut Vec<Seg>,
+) -> Result<(), ChainError> {
+    if len == 0 {
+        return Err(ChainError::ZeroLen);
+    }
+    if len > MAX_DESC_LEN {
+        return Err(ChainError::HugeLen);
+    }
+    if (flags & DESC_F_WRITE != 0) != writable {
+        return Err(ChainError::Direction);
+    }
+    let host = mem
+        .gpa(addr, u64::from(len))
+        .ok_or(ChainError::OutsideMemory)?;
+    *total += u64::from(len);
+    if *total > max_total {
+        return Err(ChainError::HugeLen);
+    }
+    if segs.len() >= MAX_SEGS {
+        return Err(ChainError::TooLong);
+    }
+    segs.push(Seg { host, len });
+    Ok(())
+}
+
+/// The table an indirect descriptor `(addr, len, flags)` points at and
+/// how many descriptors it holds: not chained on, not empty, whole
+/// descriptors, no more than a ring's worth, inside guest memory.
+pub(crate) fn indirect_table(
+    mem: &GuestMemory,
+    addr: u64,
+    len: u32,
+    flags: u16,
+) -> Result<(*mut u8, u16), ChainError> {
+    if flags & DESC_F_NEXT != 0
+        || len == 0
+        || !u64::from(len).is_multiple_of(DESC_SIZE)
+        || u64::from(len) / DESC_SIZE > u64::from(MAX_QUEUE_SIZE)
+    {
+        return Err(ChainError::BadIndirect);
+    }
+    let table = mem
+        .gpa(addr, u64::from(len))
+        .ok_or(ChainError::BadIndirect)?;
+    Ok((table, (u64::from(len) / DESC_SIZE) as u16))
 }
 
 /// virtio's `vring_need_event`: whether moving the used index from `old`

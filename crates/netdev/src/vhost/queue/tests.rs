@@ -52,11 +52,13 @@ fn slot_with(m: Vec<u8>, offloads: Offloads) -> (Arc<QueueSlot>, Arc<GuestMemory
     .unwrap();
     let slot = Arc::new(QueueSlot::new("test").unwrap());
     slot.install(ActiveRing {
-        vring,
-        call: -1,
-        hdr_len: 12,
-        mergeable: false,
-        offloads,
+        ring: AnyRing::Split(vring),
+        cfg: RingCfg {
+            call: -1,
+            hdr_len: 12,
+            mergeable: false,
+            offloads,
+        },
     });
     (slot, mem)
 }
