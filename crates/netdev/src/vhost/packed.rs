@@ -211,8 +211,18 @@ impl PackedRing {
     }
 
     /// Marks the pages of the descriptor ring and the device's event
-    /// area (after writing there).
+    /// area (after writing there) while logging.
+    #[inline]
     fn log_ring(&self) {
+        if self.log.is_some() {
+            self.mark_ring();
+        }
+    }
+
+    /// [`PackedRing::log_ring`]'s work, out of the hot path's code.
+    #[cold]
+    #[inline(never)]
+    fn mark_ring(&self) {
         if let Some(log) = &self.log {
             if let Some(gpa) = self.mem.gpa_of(self.desc) {
                 log.mark(gpa, DESC_SIZE * u64::from(self.size));

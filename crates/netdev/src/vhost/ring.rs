@@ -252,9 +252,19 @@ impl Vring {
         self.log_used_area();
     }
 
-    /// Marks the used area's pages (after writing there).
+    /// Marks the used area's pages (after writing there) while logging;
+    /// one test of a field otherwise.
     #[inline]
     fn log_used_area(&self) {
+        if self.log.is_some() {
+            self.mark_used_area();
+        }
+    }
+
+    /// [`Vring::log_used_area`]'s work, kept out of the hot path's code.
+    #[cold]
+    #[inline(never)]
+    fn mark_used_area(&self) {
         if let (Some(log), Some(gpa)) = (&self.log, self.log_used) {
             log.mark(gpa, 6 + 8 * u64::from(self.size));
         }
@@ -526,13 +536,28 @@ pub trait VirtRing {
     /// Stops using the ring until it is built again.
     fn set_broken(&mut self);
 
-    /// Marks the pages of `n` bytes written at host address `host` in
-    /// guest memory.
-    #[inline]
-    fn log_write(&self, host: *const u8, n: usize) {
-        if let Some(log) = self.dirty_log() {
-            if let Some(gpa) = self.mem().gpa_of(host) {
-                log.mark(gpa, n as u64);
+    /// Marks the pages of the `n` bytes written into the chain `segs`
+    /// from offset `at` on (kept out of the hot path's code: called only
+    /// while logging).
+    #[cold]
+    #[inline(never)]
+    fn log_written(&self, segs: &[Seg], at: usize, n: usize) {
+        let Some(log) = self.dirty_log() else { return };
+        let (mut skip, mut left) = (at, n);
+        for s in segs {
+            let len = s.len as usize;
+            if skip >= len {
+                skip -= len;
+                continue;
+            }
+            let k = (len - skip).min(left);
+            if let Some(gpa) = self.mem().gpa_of(s.host.wrapping_add(skip)) {
+                log.mark(gpa, k as u64);
+            }
+            left -= k;
+            skip = 0;
+            if left == 0 {
+                break;
             }
         }
     }
@@ -623,7 +648,6 @@ pub trait VirtRing {
                 // SAFETY: `s` is a checked, writable range of `s.len` bytes
                 // in live guest memory; `off + n <= s.len`.
                 unsafe { std::ptr::copy_nonoverlapping(p.as_ptr(), s.host.add(off), n) };
-                self.log_write(s.host.wrapping_add(off), n);
                 written += n;
                 p = &p[n..];
                 off += n;
@@ -632,6 +656,9 @@ pub trait VirtRing {
                     off = 0;
                 }
             }
+        }
+        if self.dirty_log().is_some() {
+            self.log_written(segs, at, written);
         }
         written
     }
