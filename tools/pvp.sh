@@ -15,6 +15,8 @@
 # median of $ROUNDS rounds (default 3; flowpath and OVS alternate); the
 # switch's PMD runs on CPU $CPU (default 1), the guest on CPU $GUEST_CPU
 # (default 0; its main and forwarding lcores share that CPU).
+# $VDEV_EXTRA is appended to the guest's virtio-user device: e.g.
+# ",packed_vq=1" for packed virtqueues (both switches then run them).
 # Workloads ($WORKLOADS): "1 1000 100000" flows of 64-byte UDP frames
 # (`flowpath gen flows --order rr`), and "sfr": TRex's SFR mix
 # (`flowpath gen sfr -d 1`: one second of flow starts, client-to-server
@@ -42,7 +44,7 @@ rate() { python3 -c "import sys; print(round((int(sys.argv[2])-int(sys.argv[1]))
 guest() {
   rm -f $B/vm.sock $B/guest.in; mkfifo $B/guest.in
   taskset -c $GUEST_CPU "$TESTPMD" --lcores "0@$GUEST_CPU,1@$GUEST_CPU" $GHUGE --no-pci --file-prefix=pvp$$ \
-    --vdev "net_virtio_user0,path=$B/vm.sock,server=1,queues=1" -- --no-numa --total-num-mbufs=16384 \
+    --vdev "net_virtio_user0,path=$B/vm.sock,server=1,queues=1${VDEV_EXTRA:-}" -- --no-numa --total-num-mbufs=16384 \
     --forward-mode=io --port-topology=loop --auto-start < $B/guest.in > $B/guest.log 2>&1 & gpid=$!
   exec 8>$B/guest.in
   for _ in $(seq 100); do [ -S $B/vm.sock ] && return 0; sleep 0.1; done
