@@ -80,11 +80,17 @@ fn a_guest_migrates_between_two_ports() {
     migrate("a_guest_migrates_between_two_ports", "");
 }
 
-/// The same over packed virtqueues: the rings' positions and wrap
-/// counters travel with the guest.
+/// The same over packed virtqueues (the rings' positions and wrap
+/// counters travel with the guest), and a device without
+/// `GUEST_ANNOUNCE`: QEMU then asks the destination port to announce the
+/// guest (`SEND_RARP`), and a namespace sees the RARP broadcast from the
+/// guest's MAC.
 #[test]
 fn a_guest_on_packed_rings_migrates() {
-    migrate("a_guest_on_packed_rings_migrates", ",packed=on");
+    migrate(
+        "a_guest_on_packed_rings_migrates",
+        ",packed=on,guest_announce=off",
+    );
 }
 
 /// Runs the migration with the device options `extra`.
@@ -108,6 +114,12 @@ fn migrate(test: &str, extra: &str) {
         ],
     );
     let mac = "52:54:00:77:00:04";
+    let rarp = extra.contains("guest_announce=off");
+    if rarp {
+        let watch = format!("tcpdump -n -l -e -i {}p2 ether proto 0x8035", t.tag);
+        let c = t.ns_command(2, &watch);
+        t.start(c, "rarp.log");
+    }
     let (src_mon, dst_mon) = (t.path("src.mon"), t.path("dst.mon"));
     let mut src = qemu(
         &vmlinuz,
@@ -209,6 +221,10 @@ fn migrate(test: &str, extra: &str) {
         downloads(&dst_log).iter().map(|d| d.0).collect::<Vec<_>>()
     );
     assert!(ns.windows(2).all(|w| w[1] == w[0] + 1), "downloads {ns:?}");
+    if rarp {
+        let seen = wait_until(Duration::from_secs(10), || t.log("rarp.log").contains(mac));
+        assert!(seen, "no RARP from the guest:\n{}", t.log("rarp.log"));
+    }
     // A namespace reaches the guest at its new place.
     let o = t.in_ns(2, 30, "ping -c 3 -W 2 10.77.0.4");
     assert!(

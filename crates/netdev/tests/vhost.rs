@@ -784,3 +784,36 @@ fn dirty_pages_are_logged_while_the_guest_migrates() {
     let r = std::io::Read::read(&mut fe.sock, &mut b);
     assert!(matches!(r, Ok(0) | Err(_)));
 }
+
+/// After a migration QEMU asks the destination port to announce a guest
+/// that cannot announce itself (`SEND_RARP` with its MAC): the port
+/// receives a broadcast RARP request from that MAC, as if the guest had
+/// sent it, before the guest's own frames.
+#[test]
+fn a_migrated_guest_is_announced_with_a_rarp() {
+    let dir = TempDir::new("rarp");
+    let mut port = server_port(&dir, 1, 1);
+    let mut fe = Frontend::start(Frontend::connect(&dir.sock()), 1, linux_features());
+    wait_ready(&mut port, &mut fe, 0);
+    let mac = [0x52u8, 0x54, 0x00, 0xab, 0xcd, 0xef];
+    let mut p = [0u8; 8];
+    p[..6].copy_from_slice(&mac);
+    fe.request(19, &p, &[]);
+    assert!(fe.send(0, &frame(1, 100)));
+    let mut got = Vec::new();
+    drain(port.rxqs[0].as_mut(), 2, &mut got);
+    // RFC 903: Ethernet broadcast from the guest, type 0x8035; hardware
+    // type 1, protocol 0x0800, lengths 6 and 4, operation 3 (request
+    // reverse), the guest's MAC as sender and target hardware address.
+    let mut want = vec![0xffu8; 6];
+    want.extend_from_slice(&mac);
+    want.extend_from_slice(&[0x80, 0x35, 0, 1, 0x08, 0, 6, 4, 0, 3]);
+    want.extend_from_slice(&mac);
+    want.extend_from_slice(&[0; 4]);
+    want.extend_from_slice(&mac);
+    want.extend_from_slice(&[0; 4]);
+    want.resize(60, 0);
+    assert_eq!(got.len(), 2, "{got:?}");
+    assert_eq!(got[0], want);
+    assert_eq!(got[1], frame(1, 100));
+}

@@ -200,6 +200,7 @@ pub fn prerequisites(test: &str) -> Option<(PathBuf, PathBuf, PathBuf)> {
             "md5sum",
             "qemu-system-x86_64",
             "busybox",
+            "tcpdump",
         ],
     ) {
         return None;

@@ -401,6 +401,13 @@ impl Device {
             }
             Msg::SetProtocolFeatures(f) => self.protocol = f & protocol_feature::OFFERED,
             Msg::SetOwner | Msg::Ignored => {}
+            // Only with the protocol feature (the specification's rule);
+            // the guest's first transmit queue carries it.
+            Msg::SendRarp(mac) => {
+                if self.protocol & protocol_feature::RARP != 0 {
+                    self.slots[1].inject(rarp(mac));
+                }
+            }
             Msg::ResetOwner => self.reset(),
             Msg::SetMemTable(regions) => {
                 if fds.len() != regions.len() {
@@ -564,4 +571,23 @@ fn recv_with_fds(s: &UnixStream, hdr: &mut [u8; HDR_LEN]) -> std::io::Result<Opt
         return Err(std::io::Error::other("too many descriptors with a message"));
     }
     Ok(Some(fds))
+}
+
+/// The RARP request a migrated guest's port broadcasts for it when asked
+/// (`SEND_RARP`), as QEMU's own announcement is made (RFC 903: Ethernet,
+/// IPv4, operation 3; both hardware addresses the guest's, no protocol
+/// addresses), padded to the Ethernet minimum.
+pub(crate) fn rarp(mac: [u8; 6]) -> Vec<u8> {
+    let mut f = vec![0u8; 60];
+    f[..6].copy_from_slice(&[0xff; 6]);
+    f[6..12].copy_from_slice(&mac);
+    f[12..14].copy_from_slice(&0x8035u16.to_be_bytes());
+    f[14..16].copy_from_slice(&1u16.to_be_bytes()); // Ethernet
+    f[16..18].copy_from_slice(&0x0800u16.to_be_bytes()); // IPv4
+    f[18] = 6;
+    f[19] = 4;
+    f[20..22].copy_from_slice(&3u16.to_be_bytes()); // reverse request
+    f[22..28].copy_from_slice(&mac);
+    f[32..38].copy_from_slice(&mac);
+    f
 }

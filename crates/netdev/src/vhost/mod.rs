@@ -32,8 +32,8 @@
 //! `VIRTIO_RING_F_EVENT_IDX`, `VHOST_USER_F_PROTOCOL_FEATURES`, the
 //! checksum and segmentation offloads `CSUM`, `GUEST_CSUM`, `HOST_TSO4/6`,
 //! `GUEST_TSO4/6`, `HOST_ECN`, `GUEST_ECN`, and `GUEST_ANNOUNCE`,
-//! `VHOST_F_LOG_ALL`; protocol features `MQ`, `LOG_SHMFD`, `REPLY_ACK`,
-//! `STATUS`. A
+//! `VHOST_F_LOG_ALL`, `VIRTIO_F_RING_PACKED`; protocol features `MQ`,
+//! `LOG_SHMFD`, `RARP`, `REPLY_ACK`, `STATUS`. A
 //! frame from the guest brings its virtio-net header's offload state
 //! (checked against the frame first: `queue`) in its `RxMeta`, as an
 //! AF_PACKET port's frames do; the port takes frames with offload state
@@ -43,11 +43,12 @@
 //! Live migration: `VHOST_F_LOG_ALL` with the `LOG_SHMFD` protocol
 //! feature — the frontend's dirty-page bitmap is mapped (`log`) and every
 //! ring logs the pages it writes while `LOG_ALL` is negotiated;
-//! `GUEST_ANNOUNCE` lets the guest announce itself at its new port.
+//! `GUEST_ANNOUNCE` lets the guest announce itself at its new port;
+//! `SEND_RARP` (protocol feature `RARP`) makes the port announce one that
+//! cannot (a RARP put in front of its frames).
 //! `VIRTIO_F_RING_PACKED`: a guest may lay its virtqueues out packed
 //! (`packed`) instead of split (`ring`); the queues are written once for
-//! both (`ring::VirtRing`). Not offered: UDP fragmentation offload and
-//! `SEND_RARP`.
+//! both (`ring::VirtRing`). Not offered: UDP fragmentation offload.
 //!
 //! What a guest can do to the switch: fill or starve its own rings
 //! (drops counted on this port), send malformed chains (refused, counted

@@ -126,12 +126,15 @@ pub mod protocol_feature {
     /// `VHOST_USER_PROTOCOL_F_LOG_SHMFD`: the dirty-page bitmap comes as
     /// shared memory with `SET_LOG_BASE`.
     pub const LOG_SHMFD: u64 = 1 << 1;
+    /// `VHOST_USER_PROTOCOL_F_RARP`: after a migration the frontend may
+    /// ask the backend to announce a guest that cannot announce itself.
+    pub const RARP: u64 = 1 << 2;
     /// `VHOST_USER_PROTOCOL_F_REPLY_ACK`.
     pub const REPLY_ACK: u64 = 1 << 3;
     /// `VHOST_USER_PROTOCOL_F_STATUS`.
     pub const STATUS: u64 = 1 << 16;
     /// What `GET_PROTOCOL_FEATURES` answers.
-    pub const OFFERED: u64 = MQ | LOG_SHMFD | REPLY_ACK | STATUS;
+    pub const OFFERED: u64 = MQ | LOG_SHMFD | RARP | REPLY_ACK | STATUS;
 }
 
 /// Why a message could not be understood (the connection is closed).
@@ -252,7 +255,9 @@ pub enum Msg {
     GetStatus,
     /// `SET_STATUS`.
     SetStatus(u64),
-    /// Understood and ignored (`SEND_RARP`, `NET_SET_MTU`).
+    /// `SEND_RARP`: broadcast a RARP from the guest with this MAC.
+    SendRarp([u8; 6]),
+    /// Understood and ignored (`NET_SET_MTU`).
     Ignored,
     /// Not handled by this backend.
     Unknown(u32),
@@ -334,7 +339,11 @@ pub fn decode(h: &Header, p: &[u8]) -> Result<Msg, ProtoError> {
         req::SET_VRING_ENABLE => Msg::SetVringEnable(state()?),
         req::GET_STATUS => Msg::GetStatus,
         req::SET_STATUS => Msg::SetStatus(one_u64()?),
-        req::SEND_RARP | req::NET_SET_MTU => Msg::Ignored,
+        req::SEND_RARP => {
+            let b = one_u64()?.to_le_bytes();
+            Msg::SendRarp([b[0], b[1], b[2], b[3], b[4], b[5]])
+        }
+        req::NET_SET_MTU => Msg::Ignored,
         r => Msg::Unknown(r),
     })
 }
@@ -468,5 +477,11 @@ mod tests {
             }
         );
         assert!(decode(&hdr(req::SET_LOG_BASE, 8), &l[..8]).is_err());
+        let mac = [0x52u8, 0x54, 0, 0x12, 0x34, 0x56, 0, 0];
+        assert_eq!(
+            decode(&hdr(req::SEND_RARP, 8), &mac).unwrap(),
+            Msg::SendRarp([0x52, 0x54, 0, 0x12, 0x34, 0x56])
+        );
+        assert!(decode(&hdr(req::SEND_RARP, 6), &mac[..6]).is_err());
     }
 }

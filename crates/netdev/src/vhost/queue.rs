@@ -261,6 +261,11 @@ pub(crate) struct QueueSlot {
     wake: OwnedFd,
     /// `wake` was written and not yet drained.
     kicked: AtomicBool,
+    /// A frame the control thread puts in front of the guest's (the RARP
+    /// announcing a migrated guest): the flag is tested once per receive
+    /// call, the lock taken only when it is set.
+    injected: std::sync::Mutex<Option<Vec<u8>>>,
+    has_injected: AtomicBool,
 }
 
 // SAFETY: the cell is only accessed by the one thread that holds `busy`
@@ -296,6 +301,8 @@ impl QueueSlot {
             ring: UnsafeCell::new(None),
             wake: crate::sys::eventfd(port)?,
             kicked: AtomicBool::new(false),
+            injected: std::sync::Mutex::new(None),
+            has_injected: AtomicBool::new(false),
         })
     }
 
@@ -304,6 +311,25 @@ impl QueueSlot {
         if !self.kicked.swap(true, Ordering::AcqRel) {
             interrupt(self.wake.as_raw_fd());
         }
+    }
+
+    /// Control side: hands `frame` to the PMD as if the guest had sent it
+    /// (it comes before the guest's next frames) and wakes the PMD.
+    pub(crate) fn inject(&self, frame: Vec<u8>) {
+        if let Ok(mut g) = self.injected.lock() {
+            *g = Some(frame);
+            self.has_injected.store(true, Ordering::Release);
+        }
+        self.kick();
+    }
+
+    /// PMD side: the injected frame, if one waits.
+    fn take_injected(&self) -> Option<Vec<u8>> {
+        if !self.has_injected.load(Ordering::Acquire) {
+            return None;
+        }
+        self.has_injected.store(false, Ordering::Relaxed);
+        self.injected.lock().ok()?.take()
     }
 
     /// Whether a kick is waiting for the PMD (the control thread stops
@@ -546,13 +572,21 @@ impl RxQueue for VhostRx {
             ..
         } = self;
         slot.drain_kick();
+        let mut n = 0;
+        if let Some(frame) = slot.take_injected() {
+            stats.packets += 1;
+            stats.bytes += frame.len() as u64;
+            f(&frame, RxMeta::default());
+            n = 1;
+        }
         let Some(mut claim) = slot.claim() else {
-            return Ok(0);
+            return Ok(n);
         };
         let Some(a) = claim.ring() else {
-            return Ok(0);
+            return Ok(n);
         };
-        Ok(match &mut a.ring {
+        let max = max.saturating_sub(n);
+        Ok(n + match &mut a.ring {
             AnyRing::Split(r) => recv_burst(r, &a.cfg, max, segs, buf, ready, stats, f),
             AnyRing::Packed(r) => recv_burst(r, &a.cfg, max, segs, buf, ready, stats, f),
         })

@@ -37,6 +37,7 @@ pub const F_PROTOCOL_FEATURES: u64 = 1 << 30;
 pub const F_VERSION_1: u64 = 1 << 32;
 pub const PF_MQ: u64 = 1;
 pub const PF_LOG_SHMFD: u64 = 1 << 1;
+pub const PF_RARP: u64 = 1 << 2;
 pub const PF_REPLY_ACK: u64 = 1 << 3;
 
 pub const D_NEXT: u16 = 1;
@@ -162,7 +163,8 @@ impl Frontend {
             let pf = f.get_u64(15);
             assert_ne!(pf & PF_REPLY_ACK, 0);
             assert_ne!(pf & PF_LOG_SHMFD, 0);
-            f.set_u64(16, PF_MQ | PF_LOG_SHMFD | PF_REPLY_ACK);
+            assert_ne!(pf & PF_RARP, 0);
+            f.set_u64(16, PF_MQ | PF_LOG_SHMFD | PF_RARP | PF_REPLY_ACK);
             assert!(f.get_u64(17) >= pairs as u64);
         }
         f.request(3, &[], &[]);
