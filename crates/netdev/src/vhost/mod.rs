@@ -15,10 +15,12 @@
 //! (`protocol`, a codec without I/O), maps guest memory from the passed
 //! descriptors (`memory`, bounds-checked translation) and lays out each
 //! virtqueue (`ring`, the split ring over guest memory, or `packed`, the
-//! packed one, where every descriptor is checked); the PMDs see a ring only while it runs, handed
-//! over through a slot per virtqueue (`queue`, whose module doc states
-//! the hand-over protocol: a PMD claims a ring per burst, the control
-//! thread withdraws it before it changes anything or unmaps memory).
+//! packed one, where every descriptor is checked) and, during a live
+//! migration, the frontend's dirty-page bitmap (`log`); the PMDs see a
+//! ring only while it runs, handed over through a slot per virtqueue
+//! (`queue`, whose module doc states the hand-over protocol: a PMD claims
+//! a ring per burst, the control thread withdraws it before it changes
+//! anything or unmaps memory).
 //!
 //! Queues: Q queue pairs (`queues=`, default 1; the frontend's `queues=`
 //! should match). Receive queue `i` of the port is the guest's transmit
