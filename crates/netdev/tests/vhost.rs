@@ -817,3 +817,27 @@ fn a_migrated_guest_is_announced_with_a_rarp() {
     assert_eq!(got[0], want);
     assert_eq!(got[1], frame(1, 100));
 }
+
+/// A device status of 0 (a reset, which QEMU sends first when it stops a
+/// device) stops the rings where they are: nothing more is taken from
+/// the guest, and `GET_VRING_BASE` answers from there.
+#[test]
+fn a_status_reset_stops_the_rings() {
+    let dir = TempDir::new("status");
+    let mut port = server_port(&dir, 1, 1);
+    let mut fe = Frontend::start(Frontend::connect(&dir.sock()), 1, linux_features());
+    wait_ready(&mut port, &mut fe, 0);
+    // (DRIVER_OK first, as QEMU sets it when it starts the device.)
+    fe.request(39, &15u64.to_le_bytes(), &[]);
+    for i in 0..3 {
+        assert!(fe.send(0, &frame(i, 80)));
+    }
+    let mut got = Vec::new();
+    drain(port.rxqs[0].as_mut(), 3, &mut got);
+    assert_eq!(got.len(), 3);
+    fe.request(39, &0u64.to_le_bytes(), &[]);
+    assert!(fe.send(0, &frame(3, 80)));
+    std::thread::sleep(Duration::from_millis(20));
+    assert_eq!(port.rxqs[0].recv(32, &mut |_, _| {}).unwrap(), 0);
+    assert_eq!(fe.get_vring_base(1), 3);
+}

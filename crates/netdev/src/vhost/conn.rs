@@ -513,7 +513,20 @@ impl Device {
                 self.start(i);
             }
             Msg::GetStatus => return Ok(Some(protocol::reply_u64(req::GET_STATUS, self.status))),
-            Msg::SetStatus(s) => self.status = s,
+            Msg::SetStatus(s) => {
+                // Status 0 resets the device: the rings stop where they are
+                // (a later GET_VRING_BASE answers from there) until the
+                // frontend sets them up again, as DPDK's backend does. QEMU
+                // sends it first when it stops a device, a migrating
+                // guest's included.
+                if s == 0 && self.status != 0 {
+                    all.for_each(|i| self.stop(i));
+                    for v in &mut self.vqs {
+                        v.started = false;
+                    }
+                }
+                self.status = s;
+            }
             Msg::Unknown(r) => return Err(format!("request {r} is not supported")),
         }
         Ok(None)
