@@ -121,31 +121,21 @@ fn migrate(test: &str, extra: &str) {
         t.start(c, "rarp.log");
     }
     let (src_mon, dst_mon) = (t.path("src.mon"), t.path("dst.mon"));
-    let mut src = qemu(
-        &vmlinuz,
-        &initrd,
-        &format!("socket,id=c,path={}", s(&src_sock)),
-        mac,
-        extra,
-    );
-    src.arg("-monitor")
-        .arg(format!("unix:{},server=on,wait=off", s(&src_mon)));
-    let src_vm = t.start(src, "qemu-src.log");
+    // The same guest on either socket, with its monitor.
+    let vm = |sock: &Path, mon: &Path| {
+        let chardev = format!("socket,id=c,path={}", s(sock));
+        let mut q = qemu(&vmlinuz, &initrd, &chardev, mac, extra);
+        q.arg("-monitor")
+            .arg(format!("unix:{},server=on,wait=off", s(mon)));
+        q
+    };
+    let src_vm = t.start(vm(&src_sock, &src_mon), "qemu-src.log");
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .map(|a| a.port())
         .unwrap();
-    let mut dst = qemu(
-        &vmlinuz,
-        &initrd,
-        &format!("socket,id=c,path={}", s(&dst_sock)),
-        mac,
-        extra,
-    );
-    dst.arg("-monitor")
-        .arg(format!("unix:{},server=on,wait=off", s(&dst_mon)))
-        .arg("-incoming")
-        .arg(format!("tcp:127.0.0.1:{port}"));
+    let mut dst = vm(&dst_sock, &dst_mon);
+    dst.arg("-incoming").arg(format!("tcp:127.0.0.1:{port}"));
     let dst_vm = t.start(dst, "qemu-dst.log");
 
     // The guest runs, has downloaded the file once on port 4 and rests.
