@@ -7,15 +7,17 @@
 # here) loops dd + md5sum over a 16 MB file while frames pour into it;
 # QEMU migrates it from one vhost-user socket to another (both served by
 # the same backend) and the destination's console is watched for 20 s
-# for a kernel BUG. Backends, N runs each, alternating:
+# for a kernel BUG, oops or panic. Backends, N runs each, alternating:
 #   fp:   flowpath switch, a looped capture on port 1 -> ports 4 and 5
 #         (vhost-user server sockets src.sock and dst.sock);
 #   dpdk: dpdk-testpmd with net_vhost0/net_vhost1 on the same sockets,
 #         txonly towards the guest's MAC.
-# Prints one line per run and the counts. Needs root, qemu-system-x86_64,
+# BACKENDS="fp dpdk" (the default) picks them. Prints one line per run
+# (for flowpath also how many rings resumed from a used index that
+# disagreed with their base) and the counts. Needs root, qemu-system-x86_64,
 # busybox-static, dpdk-testpmd, python3. QEMU runs under TCG.
 set -u
-FP=${1:?usage: vhost-migrate-stress.sh FLOWPATH_BIN [N]}; N=${2:-5}
+FP=${1:?usage: vhost-migrate-stress.sh FLOWPATH_BIN [N]}; N=${2:-5}; BACKENDS=${BACKENDS:-fp dpdk}
 KDIR=${FLOWPATH_VM_KERNEL:-/var/cache/flowpath-vm}
 B=$(mktemp -d /tmp/vms.XXXX)
 K=$(ls $KDIR/boot/vmlinuz-* | head -1); V=${K##*vmlinuz-}
@@ -71,7 +73,7 @@ Q=(qemu-system-x86_64 -accel tcg -cpu max -m 256 -smp 1 -nographic -no-reboot -k
    -initrd $B/initrd.cpio -append "console=ttyS0 quiet panic=-1"
    -object memory-backend-memfd,id=mem,size=256M,share=on -numa node,memdev=mem
    -netdev vhost-user,id=n,chardev=c -device virtio-net-pci,netdev=n,mac=52:54:00:77:00:04,vectors=0)
-declare -A crashed runs
+declare -A crashed stalled runs
 one() {  # one BACKEND RUN
   local be=$1 n=$2 bpid s d st
   rm -f $B/src.sock $B/dst.sock $B/*.mon
@@ -96,14 +98,17 @@ one() {  # one BACKEND RUN
   for _ in $(seq 120); do st=$(hmp $B/src.mon "info migrate" | grep -o "Migration status: [a-z]*")
     case "$st" in *completed*|*failed*) break;; esac; sleep 0.5; done
   sleep 20
-  local bug; bug=$(grep -ac 'BUG\|corruption\|Oops' $B/dst.log)
-  echo "$be run $n: ${st:-no status}; loops on the destination $(grep -ac 'VM: LOOP' $B/dst.log), kernel BUG lines $bug"
+  local bug; bug=$(grep -ac 'BUG\|corruption\|Oops\|general protection\|Kernel panic' $B/dst.log)
+  echo "$be run $n: ${st:-no status}; loops on the destination $(grep -ac 'VM: LOOP' $B/dst.log), crash lines $bug$(
+    [ "$be" = fp ] && echo ", rings resumed from the used index $(grep -ac 'disagrees with the base' $B/be.log)")"
   [ "$bug" -gt 0 ] && { crashed[$be]=$(( ${crashed[$be]:-0} + 1 )); cp $B/dst.log $B/dst-$be-$n.log; }
+  # A destination that printed no loop at all did not run on (kept too).
+  [ "$bug" -eq 0 ] && ! grep -aq 'VM: LOOP' $B/dst.log && { stalled[$be]=$(( ${stalled[$be]:-0} + 1 )); cp $B/dst.log $B/dst-$be-$n.log; }
   runs[$be]=$(( ${runs[$be]:-0} + 1 ))
   kill $s $d 2>/dev/null; wait $s $d 2>/dev/null
   if [ "$be" = fp ]; then kill -INT $bpid; else exec 8>&-; sleep 1; kill $bpid 2>/dev/null; fi
   wait $bpid 2>/dev/null
 }
-for n in $(seq "$N"); do one fp "$n"; one dpdk "$n"; done
-for be in fp dpdk; do echo "$be: ${crashed[$be]:-0} of ${runs[$be]:-0} runs crashed the destination guest"; done
-if [ -n "$(ls $B/dst-*.log 2>/dev/null)" ]; then echo "consoles of the crashed runs: $B/dst-*.log"; else rm -rf "$B"; fi
+for n in $(seq "$N"); do for be in $BACKENDS; do one $be "$n"; done; done
+for be in $BACKENDS; do echo "$be: ${crashed[$be]:-0} of ${runs[$be]:-0} runs crashed the destination guest, ${stalled[$be]:-0} stalled it"; done
+if [ -n "$(ls $B/dst-*.log 2>/dev/null)" ]; then echo "consoles of the crashed and stalled runs: $B/dst-*.log"; else rm -rf "$B"; fi

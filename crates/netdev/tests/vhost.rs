@@ -467,9 +467,10 @@ fn malformed_messages_close_the_connection_and_the_port_serves_the_next() {
     assert!(!dir.sock().exists());
 }
 
-#[test]
-fn get_vring_base_stops_the_ring_and_tells_where() {
-    let dir = TempDir::new("base");
+/// A port whose guest sent five frames (`got`), its transmit ring then
+/// stopped by `GET_VRING_BASE`, which must answer 5.
+fn five_frames_then_stopped(tag: &str) -> (TempDir, OpenPort, Frontend, Vec<Vec<u8>>) {
+    let dir = TempDir::new(tag);
     let mut port = server_port(&dir, 1, 1);
     let mut fe = Frontend::start(Frontend::connect(&dir.sock()), 1, linux_features());
     wait_ready(&mut port, &mut fe, 0);
@@ -479,6 +480,12 @@ fn get_vring_base_stops_the_ring_and_tells_where() {
     let mut got = Vec::new();
     drain(port.rxqs[0].as_mut(), 5, &mut got);
     assert_eq!(fe.get_vring_base(1), 5);
+    (dir, port, fe, got)
+}
+
+#[test]
+fn get_vring_base_stops_the_ring_and_tells_where() {
+    let (_dir, mut port, mut fe, _) = five_frames_then_stopped("base");
     // Stopped: a new frame waits.
     assert!(fe.send(0, &frame(5, 80)));
     std::thread::sleep(Duration::from_millis(20));
@@ -840,4 +847,24 @@ fn a_status_reset_stops_the_rings() {
     std::thread::sleep(Duration::from_millis(20));
     assert_eq!(port.rxqs[0].recv(32, &mut |_, _| {}).unwrap(), 0);
     assert_eq!(fe.get_vring_base(1), 3);
+}
+
+/// A ring set up again from a base that disagrees with the used index in
+/// the guest's memory (a frontend that counted chains as taken that were
+/// never returned) resumes from the used index, as DPDK's backend does:
+/// the guest is never shown used entries nobody wrote, and its next
+/// frames cross.
+#[test]
+fn a_base_that_disagrees_with_the_used_index_yields_to_it() {
+    let (_dir, mut port, mut fe, mut got) = five_frames_then_stopped("resync");
+    fe.start_queue_at(1, 9);
+    // Nothing was published for the four chains the base claims.
+    std::thread::sleep(Duration::from_millis(20));
+    assert_eq!(fe.used_idx(1), 5);
+    assert!(fe.send(0, &frame(5, 80)));
+    drain(port.rxqs[0].as_mut(), 6, &mut got);
+    assert_eq!(got.len(), 6);
+    assert_eq!(got[5], frame(5, 80));
+    assert!(fe.wait_tx_done(0));
+    assert_eq!(fe.used_idx(1), 6);
 }

@@ -20,7 +20,7 @@ use super::protocol::{
     self, decode, feature, protocol_feature, req, Header, Msg, VringState, HDR_LEN, MAX_FDS,
 };
 use super::queue::{ActiveRing, AnyRing, QueueSlot, RingCfg};
-use super::ring::{RingAddrs, Vring, MAX_QUEUE_SIZE};
+use super::ring::{used_index_in, RingAddrs, Vring, MAX_QUEUE_SIZE};
 use crate::NetdevError;
 use std::io::{Read, Write};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -337,7 +337,21 @@ impl Device {
                 AnyRing::Packed(r)
             })
         } else {
-            Vring::new(self.mem.clone(), addrs, v.num, v.base as u16, event_idx).map(|mut r| {
+            // As DPDK's backend does: where the guest's used index and the
+            // base disagree (chains the frontend counted as taken but that
+            // were never returned), the ring resumes from the used index —
+            // from the base, the guest would read used entries nobody
+            // wrote. Those chains are lost (their frames dropped).
+            let mut base = v.base as u16;
+            if let Some(used) = used_index_in(&self.mem, &addrs).filter(|&u| u != base) {
+                eprintln!(
+                    "flowpath: port '{}': virtqueue {i}: the guest's used index {used} \
+                     disagrees with the base {base}: resuming from {used}",
+                    self.port
+                );
+                base = used;
+            }
+            Vring::new(self.mem.clone(), addrs, v.num, base, event_idx).map(|mut r| {
                 if logging {
                     r.set_log(self.log.clone(), v.log_used);
                 }

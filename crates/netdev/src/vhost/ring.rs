@@ -164,6 +164,22 @@ impl std::fmt::Debug for Vring {
     }
 }
 
+/// The used index a split ring at `addrs` holds in guest memory (`None`:
+/// its used area is outside the guest's memory or misaligned). A ring
+/// that starts where this differs from the base it is given resumes from
+/// here: see `conn`.
+pub fn used_index_in(mem: &GuestMemory, addrs: &RingAddrs) -> Option<u16> {
+    let p = mem.uva(addrs.used, 4)?;
+    if !(p as usize).is_multiple_of(4) {
+        return None;
+    }
+    // SAFETY: `p + 2` is inside the 4 bytes `uva` checked to lie in a
+    // mapped region, 2-aligned; the guest may write it concurrently, hence
+    // an atomic read.
+    let idx = unsafe { &*(p.add(2) as *const AtomicU16) };
+    Some(u16::from_le(idx.load(Ordering::Acquire)))
+}
+
 impl Vring {
     /// A ring of `size` entries at `addrs`, resuming at index `base`
     /// (`SET_VRING_BASE`; every earlier chain was returned). With

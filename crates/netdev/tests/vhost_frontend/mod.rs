@@ -212,11 +212,16 @@ impl Frontend {
     }
 
     pub fn start_queue(&mut self, i: usize) {
+        self.start_queue_at(i, 0);
+    }
+
+    /// Sets virtqueue `i` up again from index `base` (`SET_VRING_BASE`).
+    pub fn start_queue_at(&mut self, i: usize, base: u16) {
         let q = &self.queues[i];
         let (kick, call) = (q.kick.as_raw_fd(), q.call.as_raw_fd());
         let idx = i as u32;
         self.request(8, &state(idx, u32::from(QSIZE)), &[]);
-        self.request(10, &state(idx, 0), &[]);
+        self.request(10, &state(idx, u32::from(base)), &[]);
         self.set_vring_addr(i, None);
         self.request(12, &u64::from(idx).to_le_bytes(), &[kick]);
         self.request(13, &u64::from(idx).to_le_bytes(), &[call]);
