@@ -12,12 +12,13 @@
 #         (vhost-user server sockets src.sock and dst.sock);
 #   dpdk: dpdk-testpmd with net_vhost0/net_vhost1 on the same sockets,
 #         txonly towards the guest's MAC.
-# BACKENDS="fp dpdk" (the default) picks them. Prints one line per run
+# BACKENDS="fp dpdk" (the default) picks them; FLOOD=0 runs flowpath
+# without the flood (the guest busy on its own, its rings idle). Prints one line per run
 # (for flowpath also how many rings resumed from a used index that
 # disagreed with their base) and the counts. Needs root, qemu-system-x86_64,
 # busybox-static, dpdk-testpmd, python3. QEMU runs under TCG.
 set -u
-FP=${1:?usage: vhost-migrate-stress.sh FLOWPATH_BIN [N]}; N=${2:-5}; BACKENDS=${BACKENDS:-fp dpdk}
+FP=${1:?usage: vhost-migrate-stress.sh FLOWPATH_BIN [N]}; N=${2:-5}; BACKENDS=${BACKENDS:-fp dpdk}; FLOOD=${FLOOD:-1}
 KDIR=${FLOWPATH_VM_KERNEL:-/var/cache/flowpath-vm}
 B=$(mktemp -d /tmp/vms.XXXX)
 K=$(ls $KDIR/boot/vmlinuz-* | head -1); V=${K##*vmlinuz-}
@@ -78,7 +79,8 @@ one() {  # one BACKEND RUN
   local be=$1 n=$2 bpid s d st
   rm -f $B/src.sock $B/dst.sock $B/*.mon
   if [ "$be" = fp ]; then
-    "$FP" switch --rules $B/r.flows --port 1=pcap:$B/udp.pcap,loop --port 4=vhost-user:$B/src.sock \
+    local flood=(--port 1=pcap:$B/udp.pcap,loop); [ "$FLOOD" = 0 ] && flood=()
+    "$FP" switch --rules $B/r.flows "${flood[@]}" --port 4=vhost-user:$B/src.sock \
       --port 5=vhost-user:$B/dst.sock --ctl $B/fp.ctl > $B/be.log 2>&1 & bpid=$!
   else
     rm -f $B/be.in; mkfifo $B/be.in
