@@ -17,7 +17,8 @@
 #           ct(commit,nat(src=10.200.0.1-10.200.0.254)),output:2;
 #   plain   the anchor's rules (udp -> output:2), no conntrack;
 # and TCP: the same flows as TCP segments and their acknowledgements
-# (tools/ct-pcap.py --tcp) through the ct rules at N = 1000 and 100000
+# (tools/ct-pcap.py --tcp) through the ct rules at N = 1000, 100000 and
+# 500000 (the first half of the million, as for UDP)
 # (rows ct-tcp-N).
 # (The rule texts are those of `flowpath bench --scenario ct`,
 # crates/bench/src/workload.rs CT_RULES / CT_NAT_RULES; a test checks
@@ -73,13 +74,14 @@ for n in 1000 100000 1000000; do
     fi
     # Both directions of every flow (see tools/ct-pcap.py).
     [ -f "$PCAPS/ctbi-$n.parts" ] || python3 "$ROOT/tools/ct-pcap.py" "$PCAPS/flows-$n-rr.parts" "$PCAPS/ctbi-$n"
-    [ "$n" = 1000000 ] || [ -f "$PCAPS/ctbi-tcp-$n.parts" ] \
+    [ -f "$PCAPS/ctbi-tcp-$n.parts" ] \
         || python3 "$ROOT/tools/ct-pcap.py" --tcp "$PCAPS/flows-$n-rr.parts" "$PCAPS/ctbi-tcp-$n"
 done
 # The harness takes at most four input ports of 250,000 packets: both
 # directions of 1,000,000 flows need eight, so the largest row is the
 # first 500,000 flows (the first two parts and their mirrors).
 head -4 "$PCAPS/ctbi-1000000.parts" > "$PCAPS/ctbi-500000.parts"
+head -4 "$PCAPS/ctbi-tcp-1000000.parts" > "$PCAPS/ctbi-tcp-500000.parts"
 
 # tag | pcap | rules file
 CASES=()
@@ -87,7 +89,7 @@ for n in 1000 100000 500000; do
     CASES+=("ct-$n|ctbi-$n|$OUT/ct.rules" "ct-nat-$n|ctbi-$n|$OUT/ct-nat.rules"
             "plain-$n|ctbi-$n|$PCAPS/flows-1000-rr.rules")
 done
-for n in 1000 100000; do
+for n in 1000 100000 500000; do
     CASES+=("ct-tcp-$n|ctbi-tcp-$n|$OUT/ct.rules")
 done
 
