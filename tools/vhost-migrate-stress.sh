@@ -13,7 +13,9 @@
 #   dpdk: dpdk-testpmd with net_vhost0/net_vhost1 on the same sockets,
 #         txonly towards the guest's MAC.
 # BACKENDS="fp dpdk" (the default) picks them; FLOOD=0 runs flowpath
-# without the flood (the guest busy on its own, its rings idle). Prints one line per run
+# without the flood (the guest busy on its own, its rings idle), FLOOD=src
+# or dst floods only the source or only the destination port (testpmd:
+# forwards on that port only). Prints one line per run
 # (for flowpath also how many rings resumed from a used index that
 # disagreed with their base) and the counts. Needs root, qemu-system-x86_64,
 # busybox-static, dpdk-testpmd, python3. QEMU runs under TCG.
@@ -69,7 +71,11 @@ prompt(); s.sendall((sys.argv[2] + '\n').encode()); print(prompt())
 PY
 }
 "$FP" gen flows --flows 100 -o $B/udp.pcap --rules-out /dev/null >/dev/null 2>&1
-printf 'in_port=1,actions=output:4,output:5\n' > $B/r.flows
+case "$FLOOD" in
+  src) printf 'in_port=1,actions=output:4\n' ;;
+  dst) printf 'in_port=1,actions=output:5\n' ;;
+  *) printf 'in_port=1,actions=output:4,output:5\n' ;;
+esac > $B/r.flows
 Q=(qemu-system-x86_64 -accel tcg -cpu max -m 256 -smp 1 -nographic -no-reboot -kernel "$K"
    -initrd $B/initrd.cpio -append "console=ttyS0 quiet panic=-1"
    -object memory-backend-memfd,id=mem,size=256M,share=on -numa node,memdev=mem
@@ -84,9 +90,10 @@ one() {  # one BACKEND RUN
       --port 5=vhost-user:$B/dst.sock --ctl $B/fp.ctl > $B/be.log 2>&1 & bpid=$!
   else
     rm -f $B/be.in; mkfifo $B/be.in
+    local pm=""; case "$FLOOD" in src) pm=--portmask=0x1 ;; dst) pm=--portmask=0x2 ;; esac
     dpdk-testpmd -l 0-1 --no-huge -m 1024 --no-pci --file-prefix=vms$$ --vdev net_vhost0,iface=$B/src.sock \
       --vdev net_vhost1,iface=$B/dst.sock -- --no-numa --forward-mode=txonly --eth-peer=0,52:54:00:77:00:04 \
-      --eth-peer=1,52:54:00:77:00:04 --auto-start < $B/be.in > $B/be.log 2>&1 & bpid=$!
+      --eth-peer=1,52:54:00:77:00:04 $pm --auto-start < $B/be.in > $B/be.log 2>&1 & bpid=$!
     exec 8>$B/be.in
   fi
   for _ in $(seq 50); do [ -S $B/src.sock ] && [ -S $B/dst.sock ] && break; sleep 0.2; done
