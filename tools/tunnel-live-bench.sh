@@ -34,11 +34,12 @@ B=$(mktemp -d /tmp/tunnel-live.XXXX)
 export OVS_RUNDIR=$B OVS_LOGDIR=$B OVS_DBDIR=$B OVS_SYSCONFDIR=$B
 V="ovs-vsctl --db=unix:$B/db.sock --timeout=30"
 fp_pid=""
-stop_switch() {
+# Stops the switch under test (by PID) and gives host X a fresh namespace
+# with its two veths (what a case built there goes with the old one).
+fresh_host() {
   [ -n "$fp_pid" ] && { kill -INT "$fp_pid" 2>/dev/null; wait "$fp_pid" 2>/dev/null; fp_pid=""; }
   for d in ovs-vswitchd ovsdb-server; do [ -f $B/$d.pid ] || continue; p=$(cat $B/$d.pid); kill "$p" 2>/dev/null
     for _ in $(seq 50); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done; rm -f $B/$d.pid; done
-  # What a case left in X (the bridges, OVS's taps): gone with the namespace.
   ip netns del $X 2>/dev/null; ip netns add $X
   ip -n $A link del a1 2>/dev/null; ip -n $C link del c1 2>/dev/null
   ip link add a0 netns $X type veth peer name a1 netns $A
@@ -49,7 +50,7 @@ stop_switch() {
   ip netns exec $C ethtool -K c1 tx off >/dev/null
   ip -n $X link set a0 up; ip -n $X link set u0 up; ip -n $X link set lo up
 }
-cleanup() { stop_switch; for n in $A $X $C; do ip netns del $n 2>/dev/null; done; rm -rf "$B"; }
+cleanup() { fresh_host; for n in $A $X $C; do ip netns del $n 2>/dev/null; done; rm -rf "$B"; }
 trap cleanup EXIT
 say() { echo "$*"; echo "$*" >>"$OUT"; }
 for n in $A $X $C; do ip netns add $n; done
@@ -108,7 +109,7 @@ except Exception: print(0)'
 say "# tunnel-live-bench $(date -u +%FT%TZ) commit $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null) cpu '$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)' nproc=$(nproc) secs=$SECS"
 for r in $(seq "$ROUNDS"); do
   for c in $CASES; do
-    stop_switch; remote_up
+    fresh_host; remote_up
     # "-tso": A's end keeps its offloads (TCP segmentation, checksum), as
     # a VM or container interface has them.
     [ "${c%-tso}" != "$c" ] && ip netns exec $A ethtool -K a1 tx on >/dev/null
