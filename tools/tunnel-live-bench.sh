@@ -34,12 +34,16 @@ B=$(mktemp -d /tmp/tunnel-live.XXXX)
 export OVS_RUNDIR=$B OVS_LOGDIR=$B OVS_DBDIR=$B OVS_SYSCONFDIR=$B
 V="ovs-vsctl --db=unix:$B/db.sock --timeout=30"
 fp_pid=""
-# Stops the switch under test (by PID) and gives host X a fresh namespace
-# with its two veths (what a case built there goes with the old one).
-fresh_host() {
+# Stops the switch under test: flowpath and OVS's daemons, by PID.
+stop_switch() {
   [ -n "$fp_pid" ] && { kill -INT "$fp_pid" 2>/dev/null; wait "$fp_pid" 2>/dev/null; fp_pid=""; }
   for d in ovs-vswitchd ovsdb-server; do [ -f $B/$d.pid ] || continue; p=$(cat $B/$d.pid); kill "$p" 2>/dev/null
     for _ in $(seq 50); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done; rm -f $B/$d.pid; done
+}
+# stop_switch, then host X in a fresh namespace with its two veths (what a
+# case built there goes with the old one).
+fresh_host() {
+  stop_switch
   ip netns del $X 2>/dev/null; ip netns add $X
   ip -n $A link del a1 2>/dev/null; ip -n $C link del c1 2>/dev/null
   ip link add a0 netns $X type veth peer name a1 netns $A
@@ -50,7 +54,7 @@ fresh_host() {
   ip netns exec $C ethtool -K c1 tx off >/dev/null
   ip -n $X link set a0 up; ip -n $X link set u0 up; ip -n $X link set lo up
 }
-cleanup() { fresh_host; for n in $A $X $C; do ip netns del $n 2>/dev/null; done; rm -rf "$B"; }
+cleanup() { stop_switch; for n in $A $X $C; do ip netns del $n 2>/dev/null; done; rm -rf "$B"; }
 trap cleanup EXIT
 say() { echo "$*"; echo "$*" >>"$OUT"; }
 for n in $A $X $C; do ip netns add $n; done
