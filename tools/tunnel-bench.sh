@@ -15,7 +15,8 @@
 #             tunnel tests set them.
 # Mpps from pmd-stats-show's "packets received" over $T s after $W s of
 # warm-up. Needs root, openvswitch-switch-dpdk and librte-net-pcap/null
-# (huge pages if it can have them, else --no-huge). Removes the br-phy/br-int
+# (huge pages if it can have them, else --no-huge; shared mempools: a
+# looped capture of 100,000 frames needs them). Removes the br-phy/br-int
 # taps its OVS made.
 set -u
 FP=${1:?usage: tunnel-bench.sh FLOWPATH_BIN}
@@ -46,7 +47,7 @@ ovs_start() {
   ovsdb-server $B/conf.db --remote=punix:$B/db.sock --pidfile=$B/ovsdb-server.pid --detach --no-chdir --log-file=$B/ovsdb.log -vconsole:off
   $V --no-wait init
   $V --no-wait set Open_vSwitch . other_config:dpdk-init=true "other_config:dpdk-extra=--no-pci --file-prefix=tnlb$$ $HUGE" \
-    other_config:pmd-cpu-mask=$(printf '0x%x' $((1 << CPU))) other_config:per-port-memory=true
+    other_config:pmd-cpu-mask=$(printf '0x%x' $((1 << CPU)))
   "$VSWITCHD" unix:$B/db.sock --pidfile=$B/ovs-vswitchd.pid --unixctl=$B/ovs-vswitchd.ctl --detach --no-chdir --log-file=$B/vswitchd.log -vconsole:off \
     || { echo "ovs-vswitchd failed: $(grep -E 'ERR|EMER' $B/vswitchd.log | head -3)"; return 1; }
   $V add-br br-phy -- set bridge br-phy datapath_type=netdev other_config:hwaddr=02:99:00:00:00:01
