@@ -13,6 +13,9 @@
 #             (net_pcap or net_null underlay port, 10.99.0.1/24 on its
 #             LOCAL tap, MAC fixed), ovs/route and tnl/neigh as OVS's own
 #             tunnel tests set them.
+# flowpath runs once per entry of SECOND (default "none auto": OVS's
+# default tiers, and the EMC and hybrid table switched by measurement;
+# `--second-level`), one column each; the ratios are each column's over OVS.
 # Mpps from pmd-stats-show's "packets received" over $T s after $W s of
 # warm-up. Needs root, openvswitch-switch-dpdk and librte-net-pcap/null
 # (huge pages if it can have them, else --no-huge; shared mempools: a
@@ -21,6 +24,7 @@
 set -u
 FP=${1:?usage: tunnel-bench.sh FLOWPATH_BIN}
 FLOWS=${FLOWS:-"1 1000 100000"}; W=${W:-4}; T=${T:-3}; CPU=${CPU:-1}
+SECOND=${SECOND:-"none auto"}
 HERE=$(cd "$(dirname "$0")" && pwd)
 VSWITCHD=${VSWITCHD:-/usr/lib/openvswitch-switch-dpdk/ovs-vswitchd-dpdk}
 SCHEMA=/usr/share/openvswitch/vswitch.ovsschema
@@ -56,7 +60,8 @@ ovs_start() {
   ip addr add 10.99.0.1/24 dev br-phy; ip link set br-phy up
   $A tnl/neigh/set br-phy 10.99.0.2 02:99:00:00:00:02 >/dev/null
 }
-printf '| workload | inner flows | flowpath Mpps | OVS-DPDK 3.1 Mpps | ratio |\n|---|---|---|---|---|\n'
+printf '| workload | inner flows |'; for c in $SECOND; do printf ' flowpath %s Mpps |' "$c"; done
+printf ' OVS-DPDK 3.1 Mpps | ratios |\n|---|---|'; for c in $SECOND; do printf -- '---|'; done; printf -- '---|---|\n'
 for f in $FLOWS; do
   "$FP" gen flows --flows $f --order rr -o $B/in$f.pcap --rules-out /dev/null >/dev/null 2>&1
   python3 "$HERE/pcap-encap.py" $B/in$f.pcap $B/vx$f.pcap
@@ -68,11 +73,14 @@ for f in $FLOWS; do
       printf 'in_port=1,actions=output:10\n' > $B/r.flows
       args=(--port "1=pcap:$B/in$f.pcap,loop" --underlay "null,ip=10.99.0.1/24,mac=02:99:00:00:00:01")
     fi
-    "$FP" switch --rules $B/r.flows "${args[@]}" --port 10=vxlan:remote_ip=10.99.0.2,key=5 \
-      --pmd-cpus $CPU --ctl $B/fp.ctl --flow-limit 1000000 >$B/fp.log 2>&1 & pid=$!
-    for _ in $(seq 50); do [ -S $B/fp.ctl ] && break; sleep 0.1; done
-    "$FP" ctl --ctl $B/fp.ctl tnl/neigh/set br0 10.99.0.2 02:99:00:00:00:02 >/dev/null
-    fpm=$(measure "$FP" ctl --ctl $B/fp.ctl); stop; rm -f $B/fp.ctl
+    fpm=()
+    for c in $SECOND; do
+      "$FP" switch --rules $B/r.flows "${args[@]}" --port 10=vxlan:remote_ip=10.99.0.2,key=5 \
+        --second-level "$c" --pmd-cpus $CPU --ctl $B/fp.ctl --flow-limit 1000000 >$B/fp.log 2>&1 & pid=$!
+      for _ in $(seq 50); do [ -S $B/fp.ctl ] && break; sleep 0.1; done
+      "$FP" ctl --ctl $B/fp.ctl tnl/neigh/set br0 10.99.0.2 02:99:00:00:00:02 >/dev/null
+      fpm+=("$(measure "$FP" ctl --ctl $B/fp.ctl)"); stop; rm -f $B/fp.ctl
+    done
     om="-"
     if [ -x "$VSWITCHD" ] && ovs_start; then
       if [ $w = decap ]; then
@@ -88,7 +96,7 @@ for f in $FLOWS; do
       [ -n "${DEBUG:-}" ] && $A dpctl/dump-flows | cut -c1-200 >&2
       stop
     fi
-    ratio=$(python3 -c "import sys; print(round(float(sys.argv[1])/float(sys.argv[2]),2) if sys.argv[2] not in ('-','0','0.0') else '-')" "$fpm" "$om")
-    printf '| %s | %s | %s | %s | %s |\n' $w $f "$fpm" "$om" "$ratio"
+    ratio=$(python3 -c "import sys; o=sys.argv[1]; print(' / '.join(str(round(float(x)/float(o),2)) for x in sys.argv[2:]) if o not in ('-','0','0.0') else '-')" "$om" "${fpm[@]}")
+    printf '| %s | %s |' $w $f; printf ' %s |' "${fpm[@]}"; printf ' %s | %s |\n' "$om" "$ratio"
   done
 done
