@@ -43,11 +43,6 @@ Where OVS differs for reasons that are not semantics:
 - tun_tos and tun_ttl: ovs-ofctl 3.1 refuses them in matches
   (OFPBAC_MATCH_INCONSISTENT) and set_field ("read-only"); they are in
   the packets (and tun_tos in megaflows) only.
-- Geneve options of value 0: OVS holds whether an option is present
-  apart from its value; flowpath holds an option as absent when its value
-  is 0 (megaflows print it as OVS prints an absent one, NP). Rule sets
-  therefore never set an option to 0, nor move a register into one, nor
-  match one's value 0; packets carry options that are not 0.
 - A packet in on a tunnel with ECN CE outside and ECN-capable insides is
   marked CE (a rewrite of its ECN bits): flowpath's megaflow then holds
   nw_proto, OVS 3.1's does not (too wide for packets with nw_proto 0,
@@ -112,9 +107,8 @@ TUN_DSTS = ["172.31.1.1", "172.31.1.2", "172.31.1.3", "172.31.1.4", "10.55.1.1",
 TUN_SRCS = ["172.31.1.1", "172.31.1.2", "172.31.1.3", "172.31.1.4", "172.31.1.77"]
 TUN6 = ["fd00::1", "fd00::2", "fd00::100", "fd00::9"]
 VALS = [0, 1, 3, 5, 9, 11, 44, 77, 88, 123, 0x1234, 0xffffff]
-# Geneve option values: never 0, nor 0 under a match's 0xff mask (flowpath
-# holds an option's presence as a value that is not 0; see the docstring).
-MD_VALS = [1, 5, 9, 77, 123, 0x1234, 0xffffff]
+# Geneve option values (0 is a value: the option is present).
+MD_VALS = [0, 1, 5, 9, 77, 123, 0x1234, 0xffffff, 0x100]
 
 
 def flowpath_args():
@@ -231,7 +225,6 @@ def rnd_tun_match(r):
         elif j < 0.72:
             parts.append(r.choice(["tun_gbp_id=%d" % r.choice([0, 7, 100]), "tun_gbp_flags=%d" % r.choice([0, 1, 8])]))
         elif j < 0.87:
-            # (Never 0: see MD_VALS.)
             i = r.randrange(8)
             v = r.choice(MD_VALS)
             parts.append(r.choice(["tun_metadata%d=0x%x" % (i, v), "tun_metadata%d=0x%x/0xff" % (i, v & 0xff)]))
@@ -282,13 +275,10 @@ def rnd_set(r):
         a = r.randrange(w)
         b = r.randrange(a, min(w, a + 16))
         v = r.choice(VALS) & ((1 << (b - a + 1)) - 1)
-        if "METADATA" in name and v == 0:
-            v = 1
         return "load:0x%x->%s[%d..%d]" % (v, name, a, b)
-    # move between tunnel fields and registers, either way (Geneve
-    # options only out of them: a register's 0 would make one present).
+    # move between tunnel fields and registers, either way.
     (sn, sw), (dn, dw) = r.choice(TUN_SUBS), r.choice(REG_SUBS)
-    if r.random() < 0.5 and "METADATA" not in sn:
+    if r.random() < 0.5:
         (sn, sw), (dn, dw) = (dn, dw), (sn, sw)
     n = r.choice([1, 4, 8, 16, min(sw, dw)])
     n = min(n, sw, dw)

@@ -17,10 +17,13 @@
 #
 # env: FLOWPATH (default target/release/flowpath), FLOWS (default
 # "1000 100000"), ROUNDS (default 3), ANCHOR (default
-# ../shared/anchors/ovs-dpdk), OUT=FILE also appends the lines.
+# ../shared/anchors/ovs-dpdk), OUT=FILE also appends the lines,
+# SECOND=auto|hybrid|smc|... runs flowpath's switch with that
+# `--second-level` and its bench with that `--config` (OVS unchanged).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 FP=${FLOWPATH:-$ROOT/target/release/flowpath}
+SECOND=${SECOND:-}
 FLOWS=${FLOWS:-1000 100000}
 ROUNDS=${ROUNDS:-3}
 ANCHOR=${ANCHOR:-$ROOT/../shared/anchors/ovs-dpdk}
@@ -36,19 +39,29 @@ W=$(mktemp -d /tmp/switch-path.XXXX)
 ovs_taps=""
 for d in br0 ovs-netdev; do ip link show "$d" >/dev/null 2>&1 || ovs_taps="$ovs_taps $d"; done
 drop_taps() { for d in $ovs_taps; do ip link del "$d" 2>/dev/null || true; done; }
-trap 'drop_taps; rm -rf "$W"' EXIT
+# The anchor's script reserves huge pages and leaves them: give them back.
+huge_before=$(cat /proc/sys/vm/nr_hugepages)
+trap 'drop_taps; rm -rf "$W"; echo "$huge_before" >/proc/sys/vm/nr_hugepages 2>/dev/null || true' EXIT
 say() { echo "$*"; echo "$*" >>"$OUT"; echo "$*" >>"$W/all"; }
 
 printf 'priority=10,in_port=1,udp,actions=output:100\npriority=0,actions=drop\n' >"$W/r.flows"
+SW=$FP; CONFIG=emc
+if [ -n "$SECOND" ]; then
+  # The anchor's script starts `$SW switch ...`: a wrapper adds the tier.
+  SW=$W/flowpath-$SECOND; CONFIG=$SECOND
+  printf '#!/bin/sh\nif [ "$1" = switch ]; then shift; exec "%s" switch --second-level %s "$@"; fi\nexec "%s" "$@"\n' \
+    "$FP" "$SECOND" "$FP" >"$SW"
+  chmod +x "$SW"
+fi
 for f in $FLOWS; do
   "$FP" gen flows --flows "$f" --order rr -o "$W/f$f.pcap" --rules-out /dev/null >/dev/null
 done
-say "# switch-path $(date -u +%FT%TZ) commit $(git -C "$ROOT" rev-parse --short HEAD) cpu '$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)' nproc=$(nproc)"
+say "# switch-path $(date -u +%FT%TZ) commit $(git -C "$ROOT" rev-parse --short HEAD) second-level=${SECOND:-none} cpu '$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)' nproc=$(nproc)"
 for r in $(seq "$ROUNDS"); do
   for f in $FLOWS; do
-    b=$("$FP" bench --pcap "$W/f$f.pcap" --rules "$W/r.flows" --config emc --duration-ms 3000 --json -q \
+    b=$("$FP" bench --pcap "$W/f$f.pcap" --rules "$W/r.flows" --config "$CONFIG" --duration-ms 3000 --json -q \
         | python3 -c 'import json,sys; print(round(json.load(sys.stdin)[0]["mpps"], 2))')
-    line=$(NS=1 FLOWS=$f bash "$ANCHOR/pmd-scale.sh" "$FP" 2>/dev/null | grep '^flows=' | tail -1)
+    line=$(NS=1 FLOWS=$f bash "$ANCHOR/pmd-scale.sh" "$SW" 2>/dev/null | grep '^flows=' | tail -1)
     sw=$(sed -n 's/.*flowpath=\([0-9.]*\).*/\1/p' <<<"$line")
     ovs=$(sed -n 's/.*OVS=\([0-9.]*\).*/\1/p' <<<"$line")
     say "round=$r flows=$f bench=$b switch=$sw ovs=$ovs"

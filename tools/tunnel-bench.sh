@@ -20,7 +20,7 @@
 # warm-up. Needs root, openvswitch-switch-dpdk and librte-net-pcap/null
 # (huge pages if it can have them, else --no-huge; shared mempools: a
 # looped capture of 100,000 frames needs them). Removes the br-phy/br-int
-# taps its OVS made.
+# taps its OVS made and sets the huge page count back.
 set -u
 FP=${1:?usage: tunnel-bench.sh FLOWPATH_BIN}
 FLOWS=${FLOWS:-"1 1000 100000"}; W=${W:-4}; T=${T:-3}; CPU=${CPU:-1}
@@ -37,7 +37,8 @@ stop() { [ -n "$pid" ] && { kill -INT "$pid" 2>/dev/null; wait "$pid" 2>/dev/nul
   for d in ovs-vswitchd ovsdb-server; do [ -f $B/$d.pid ] || continue; p=$(cat $B/$d.pid); kill $p 2>/dev/null
     for _ in $(seq 50); do kill -0 $p 2>/dev/null || break; sleep 0.1; done; rm -f $B/$d.pid; done
   ip link del br-phy 2>/dev/null; ip link del br-int 2>/dev/null; ip link del ovs-netdev 2>/dev/null; true; }
-trap 'stop; umount $B/huge 2>/dev/null; rm -rf $B' EXIT
+HUGE_BEFORE=$(cat /proc/sys/vm/nr_hugepages)
+trap 'stop; umount $B/huge 2>/dev/null; rm -rf $B; echo $HUGE_BEFORE > /proc/sys/vm/nr_hugepages 2>/dev/null' EXIT
 mkdir -p $B/huge
 if echo 2048 > /proc/sys/vm/nr_hugepages 2>/dev/null && [ "$(awk '/HugePages_Free/{print $2}' /proc/meminfo)" -ge 1024 ] \
    && mount -t hugetlbfs nodev $B/huge 2>/dev/null; then HUGE="--huge-dir=$B/huge"; else HUGE="--no-huge --legacy-mem -m 4096 --iova-mode=va"; fi

@@ -36,10 +36,10 @@
 //! | 24 `W_TUN_ID` | tun_id |
 //! | 25 `W_TUN_NW` | 0..32 tun_src, 32..64 tun_dst (IPv4 outer addresses) |
 //! | 26 `W_TUN_MISC` | 0..16 the tunnel flags ([`tnl_flags`]: oam, df, csum, key; OpenFlow's `tun_flags` is bit 0), 16..24 tun_tos, 24..32 tun_ttl, 32..48 tun_tp_src, 48..64 tun_tp_dst |
-//! | 27 `W_TUN_GBP` | 0..16 tun_gbp_id, 16..24 tun_gbp_flags |
+//! | 27 `W_TUN_GBP` | 0..16 tun_gbp_id, 16..24 tun_gbp_flags, 32..40 which of tun_metadata0..7 are present (bit 32 + N) |
 //! | 28, 29 | tun_ipv6_src |
 //! | 30, 31 | tun_ipv6_dst |
-//! | 32..40 `W_TUN_MD` | tun_metadata0..7: one Geneve option's value each (at most 8 bytes, right-aligned; 0 = absent) |
+//! | 32..40 `W_TUN_MD` | tun_metadata0..7: one Geneve option's value each (at most 8 bytes, right-aligned; 0 when absent) |
 //!
 //! Fields that share storage (nw_src / arp_spa, tp_src / icmp_type, ...) are
 //! told apart by their prerequisites (dl_type, nw_proto), which every mask
@@ -197,8 +197,14 @@ pub const W_TUN_ID: usize = 24;
 pub const W_TUN_NW: usize = 25;
 /// Word of `tun_flags`, `tun_tos`, `tun_ttl`, `tun_tp_src`, `tun_tp_dst`.
 pub const W_TUN_MISC: usize = 26;
-/// Word of `tun_gbp_id`, `tun_gbp_flags` and the datapath's tunnel flags.
+/// Word of `tun_gbp_id`, `tun_gbp_flags` and the presence bits of
+/// `tun_metadata0..7` ([`TUN_MD_PRESENT_SHIFT`]).
 pub const W_TUN_GBP: usize = 27;
+/// Bit `TUN_MD_PRESENT_SHIFT + N` of [`W_TUN_GBP`]: `tun_metadataN` is
+/// present (the packet carried its option, or an action wrote it), as
+/// Open vSwitch's `tun_metadata.present.map`: an option whose value is 0
+/// is present, and a match on the field requires it.
+pub const TUN_MD_PRESENT_SHIFT: u32 = 32;
 /// First of the two words of `tun_ipv6_src`.
 pub const W_TUN_IPV6_SRC: usize = 28;
 /// First of the two words of `tun_ipv6_dst`.
@@ -525,16 +531,29 @@ impl FlowKey {
     pub fn has_tunnel(&self) -> bool {
         self.w[W_TUN_NW] >> 32 != 0 || self.w[W_TUN_IPV6_DST] | self.w[W_TUN_IPV6_DST + 1] != 0
     }
-    /// `tun_metadataN` (0 = absent).
+    /// `tun_metadataN`'s value (0 when absent: see
+    /// [`FlowKey::tun_metadata_present`]).
     #[inline]
     pub fn tun_metadata(&self, n: usize) -> u64 {
         self.w.get(W_TUN_MD + n).copied().unwrap_or(0)
     }
-    /// Sets `tun_metadataN` (`n` < [`TUN_METADATA`]; others ignored).
+    /// Whether `tun_metadataN` is present.
+    #[inline]
+    pub fn tun_metadata_present(&self, n: usize) -> bool {
+        n < TUN_METADATA && self.w[W_TUN_GBP] >> (TUN_MD_PRESENT_SHIFT + n as u32) & 1 != 0
+    }
+    /// The presence bits of `tun_metadata0..7` (bit N: field N).
+    #[inline]
+    pub fn tun_metadata_present_map(&self) -> u8 {
+        (self.w[W_TUN_GBP] >> TUN_MD_PRESENT_SHIFT) as u8
+    }
+    /// Sets `tun_metadataN` to `v` and marks it present (`n` <
+    /// [`TUN_METADATA`]; others ignored).
     #[inline]
     pub fn set_tun_metadata(&mut self, n: usize, v: u64) {
         if n < TUN_METADATA {
             self.w[W_TUN_MD + n] = v;
+            self.w[W_TUN_GBP] |= 1 << (TUN_MD_PRESENT_SHIFT + n as u32);
         }
     }
     /// Whether every tunnel word is zero (a packet that came through no
@@ -661,7 +680,7 @@ pub fn tunnel_words(m: &flowpath_wire::tunnel::TunnelMeta, out: &mut [u64; TUN_W
         | u64::from(black_box(m.ttl)) << 24
         | u64::from(black_box(m.tp_src)) << 32
         | u64::from(black_box(m.tp_dst)) << 48;
-    out[W_TUN_GBP - A] = 0;
+    out[W_TUN_GBP - A] = u64::from(black_box(m.md_present)) << TUN_MD_PRESENT_SHIFT;
     out[W_TUN_IPV6_SRC - A] = (m.ipv6_src >> 64) as u64;
     out[W_TUN_IPV6_SRC + 1 - A] = m.ipv6_src as u64;
     out[W_TUN_IPV6_DST - A] = (m.ipv6_dst >> 64) as u64;
@@ -825,11 +844,13 @@ mod tests {
         #[test]
         fn tunnel_words_are_what_the_setters_write(
             id: u64, s4: u32, d4: u32, s6: u128, d6: u128, tos: u8, ttl: u8,
-            sp: u16, dp: u16, flags: u8, md: [u64; 8],
+            sp: u16, dp: u16, flags: u8, md: [u64; 8], present: u8,
         ) {
+            // (An absent option's value is 0, as the decapsulation leaves it.)
+            let md: [u64; 8] = std::array::from_fn(|i| if present >> i & 1 != 0 { md[i] } else { 0 });
             let m = flowpath_wire::tunnel::TunnelMeta {
                 tun_id: id, ipv4_src: s4, ipv4_dst: d4, ipv6_src: s6, ipv6_dst: d6,
-                tos, ttl, tp_src: sp, tp_dst: dp, flags, md,
+                tos, ttl, tp_src: sp, tp_dst: dp, flags, md, md_present: present,
             };
             let mut k = FlowKey::zero();
             k.w.fill(u64::MAX);
@@ -845,7 +866,9 @@ mod tests {
             k.set_tun_tp_dst(dp);
             k.set_tun_dp_flags(flags);
             for (i, v) in md.iter().enumerate() {
-                k.set_tun_metadata(i, *v);
+                if present >> i & 1 != 0 {
+                    k.set_tun_metadata(i, *v);
+                }
             }
             let mut out = [0x5a5a_5a5a_5a5a_5a5au64; TUN_WORDS];
             tunnel_words(&m, &mut out);

@@ -119,8 +119,7 @@ impl Match {
             _ => {
                 let old_m = f.get_mask(&self.mask);
                 f.set_mask(&mut self.mask, old_m | mask);
-                let old_v = f.get(&self.key);
-                f.set(&mut self.key, (old_v & !mask) | (value & mask));
+                f.set_masked(&mut self.key, value, mask);
             }
         }
     }
@@ -485,6 +484,14 @@ impl Match {
                 let (v, m) = (f.get(k), f.get(mk));
                 let text = match id {
                     _ if m == 0 => None,
+                    // An option the packet did not carry (OVS: "NP", not
+                    // present).
+                    _ if id
+                        .tun_metadata_index()
+                        .is_some_and(|n| !k.tun_metadata_present(n)) =>
+                    {
+                        Some("NP".to_string())
+                    }
                     FieldId::TunTos => Some(format!("{v:x}")),
                     FieldId::TunTtl => Some(format!("{v}")),
                     FieldId::TunGbpFlags if v == 0 => Some("0".to_string()),
@@ -678,6 +685,37 @@ mod tests {
             m.set_field_text(lookup(n).unwrap(), v).unwrap();
         }
         m
+    }
+
+    /// A Geneve option is present or not apart from its value: a match
+    /// on `tun_metadataN=0` needs the option (value 0), a packet without
+    /// it does not match, and a megaflow that holds the field prints an
+    /// option the packet lacked as `NP`, as OVS 3.1's.
+    #[test]
+    fn a_zero_option_is_present_and_an_absent_one_is_np() {
+        let rule = m(&[("tun_metadata2", "0")], &[]);
+        let mut absent = FlowKey::zero();
+        absent.set_tun_dst(0x0a00_0001);
+        let mut zero = absent;
+        zero.set_tun_metadata(2, 0);
+        assert!(zero.tun_metadata_present(2) && !absent.tun_metadata_present(2));
+        assert!(rule.matches(&zero));
+        assert!(!rule.matches(&absent));
+        // A zero mask covers nothing, presence included.
+        let any = m(&[("tun_metadata2", "0x5/0")], &[]);
+        assert!(any.matches(&absent) && any.mask == FlowMask::catchall());
+        let mut wc = FlowMask::catchall();
+        FieldId::TunMetadata2
+            .info()
+            .or_mask(&mut wc, u128::from(u64::MAX));
+        let text = |k: &FlowKey| Match::new(k, &wc).format(Style::Megaflow);
+        assert!(
+            text(&absent).contains("tun_metadata2=NP"),
+            "{}",
+            text(&absent)
+        );
+        assert!(text(&zero).contains("tun_metadata2=0"), "{}", text(&zero));
+        assert!(!text(&zero).contains("NP"), "{}", text(&zero));
     }
 
     #[test]

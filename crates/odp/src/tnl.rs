@@ -215,25 +215,49 @@ fn write_geneve_opts(f: &mut fmt::Formatter<'_>, mut o: &[u8]) -> fmt::Result {
             hex(u16::from(o[2]))
         )?;
         if !data.is_empty() {
-            f.write_str(",0x")?;
-            let mut lead = true;
-            for b in data {
-                if lead && *b == 0 {
-                    continue;
+            // As OVS's `ds_put_hex`: no leading zeros, and all zeros as
+            // a bare 0.
+            match data.iter().position(|b| *b != 0) {
+                None => f.write_str(",0")?,
+                Some(i) => {
+                    write!(f, ",0x{:x}", data[i])?;
+                    for b in &data[i + 1..] {
+                        write!(f, "{b:02x}")?;
+                    }
                 }
-                if lead {
-                    write!(f, "{b:x}")?;
-                    lead = false;
-                } else {
-                    write!(f, "{b:02x}")?;
-                }
-            }
-            if lead {
-                f.write_str("0")?;
             }
         }
         f.write_str("}")?;
         o = &o[4 + len..];
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Opts<'a>(&'a [u8]);
+    impl fmt::Display for Opts<'_> {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            write_geneve_opts(f, self.0)
+        }
+    }
+
+    /// Option values print as OVS 3.1's `ds_put_hex`: no leading zeros,
+    /// and an all-zero value as a bare 0 (OVS's trace of a Geneve push
+    /// with a present option of value 0).
+    #[test]
+    fn geneve_options_print_as_ovs() {
+        let o = [
+            0x01, 0x02, 0x80, 1, 0, 0, 0x12, 0x34, // class 0x102, type 0x80, len 4
+            0x01, 0x03, 0x02, 1, 0, 0, 0, 0, // value 0
+            0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0x0a, // class 0, type 0, len 8
+        ];
+        assert_eq!(
+            Opts(&o).to_string(),
+            "{class=0x102,type=0x80,len=4,0x1234}{class=0x103,type=0x2,len=4,0}\
+             {class=0,type=0,len=8,0xa}"
+        );
+    }
 }

@@ -19,13 +19,16 @@ use golden::{at_least_in_rule_sets, check};
 /// (7 packets + 2 on the underlay), and 40 more (10 + 2) whose ports
 /// include three with `in_key` and `out_key` apart (VNIs 44/55, any/66,
 /// 88/flow), and 100 more (10 + 2) adding two with `tos=inherit` (one
-/// with `ttl=inherit` too) and inner packets of other DSCPs and TTLs; one
-/// line per rule set, each carrying the tunnel configuration as
-/// `flowpath trace`'s options ("tunnel_args").
+/// with `ttl=inherit` too) and inner packets of other DSCPs and TTLs, and
+/// 60 more (10 + 2) in which Geneve options take the value 0 (present:
+/// matched as `tun_metadataN=0x0`, written by `set_field`, `load` and
+/// `move`, carried by packets and pushed as `len=4,0`); one line per rule
+/// set, each carrying the tunnel configuration as `flowpath trace`'s
+/// options ("tunnel_args").
 #[test]
 fn tunnel_traces_match_ovs_3_1() {
     let data = include_str!("data/ovs31-tunnel-traces.jsonl");
-    check(data, 2700);
+    check(data, 3400);
     assert!(data.lines().count() >= 300);
     assert!(data.matches("tnl_push(").count() >= 1000);
     assert!(data.matches("tnl_pop(").count() >= 600);
@@ -54,6 +57,10 @@ fn tunnel_traces_match_ovs_3_1() {
             // The outer TTL and DSCP taken from the inner packet.
             (",proto=17,tos=0xb8,ttl=", 3),
             ("ttl=7,frag=", 3),
+            // Options present with the value 0: pushed, matched, set.
+            (",len=4,0}", 5),
+            ("tun_metadata3=0x0", 2),
+            ("set_field:0x0->tun_metadata", 8),
         ],
     );
 }

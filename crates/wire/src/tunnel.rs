@@ -78,17 +78,19 @@ pub struct TlvEntry {
 /// (Open vSwitch's TLV table, `ovs-ofctl add-tlv-map`).
 pub type TlvMap = [TlvEntry; TLV_FIELDS];
 
-/// Encodes the options of the mapped fields whose value is not 0 into
-/// `out` (at most [`MAX_GENEVE_OPTS`] bytes); returns the length, or
-/// `None` when they do not fit.
+/// Encodes the options of the mapped fields present in `present` (bit
+/// N: `tun_metadataN`; a present field whose value is 0 is sent, as Open
+/// vSwitch does) into `out` (at most [`MAX_GENEVE_OPTS`] bytes); returns
+/// the length, or `None` when they do not fit.
 pub fn encode_geneve_opts(
     map: &TlvMap,
     values: &[u64; TLV_FIELDS],
+    present: u8,
     out: &mut [u8],
 ) -> Option<usize> {
     let mut n = 0;
-    for (e, v) in map.iter().zip(values) {
-        if e.len == 0 || *v == 0 {
+    for (i, (e, v)) in map.iter().zip(values).enumerate() {
+        if e.len == 0 || present >> i & 1 == 0 {
             continue;
         }
         let len = usize::from(e.len);
@@ -105,10 +107,16 @@ pub fn encode_geneve_opts(
     Some(n)
 }
 
-/// Reads Geneve options into the mapped fields' values; an option that
-/// is not mapped is skipped, unless it is critical (then `false`: the
-/// packet must be dropped, as RFC 8926 says).
-fn decode_geneve_opts(map: &TlvMap, mut o: &[u8], values: &mut [u64; TLV_FIELDS]) -> bool {
+/// Reads Geneve options into the mapped fields' values and marks them in
+/// `present` (bit N: `tun_metadataN`); an option that is not mapped is
+/// skipped, unless it is critical (then `false`: the packet must be
+/// dropped, as RFC 8926 says).
+fn decode_geneve_opts(
+    map: &TlvMap,
+    mut o: &[u8],
+    values: &mut [u64; TLV_FIELDS],
+    present: &mut u8,
+) -> bool {
     while o.len() >= 4 {
         let len = 4 * usize::from(o[3] & 0x1f);
         let Some(data) = o.get(4..4 + len) else {
@@ -122,6 +130,7 @@ fn decode_geneve_opts(map: &TlvMap, mut o: &[u8], values: &mut [u64; TLV_FIELDS]
                 let mut b = [0u8; 8];
                 b[8 - len..].copy_from_slice(data);
                 values[i] = u64::from_be_bytes(b);
+                *present |= 1 << i;
             }
             None if typ & 0x80 != 0 => return false,
             None => {}
@@ -524,8 +533,11 @@ pub struct TunnelMeta {
     /// Datapath flags: bit 0 OAM, 1 don't-fragment, 2 checksum, 3 key
     /// (Open vSwitch's `FLOW_TNL_F_*`).
     pub flags: u8,
-    /// The mapped Geneve options' values (`tun_metadata0..7`; 0: absent).
+    /// The mapped Geneve options' values (`tun_metadata0..7`; 0 when
+    /// absent).
     pub md: [u64; TLV_FIELDS],
+    /// Which of `md` the packet carried (bit N: `tun_metadataN`).
+    pub md_present: u8,
 }
 
 /// A decapsulated packet: its tunnel metadata and where its inner
@@ -701,7 +713,7 @@ pub fn decap_into(
                 }
                 m.tun_id = u64::from(u32::from_be_bytes([0, h[4], h[5], h[6]]));
                 let opts = &t[GENEVE_LEN..GENEVE_LEN + opt_len];
-                if !decode_geneve_opts(map, opts, &mut m.md) {
+                if !decode_geneve_opts(map, opts, &mut m.md, &mut m.md_present) {
                     return Err(UnknownCritical);
                 }
                 inner_at = l4 + UDP_LEN + GENEVE_LEN + opt_len;
@@ -889,20 +901,31 @@ mod tests {
             typ: 1,
             len: 8,
         };
+        map[6] = TlvEntry {
+            class: 0x0102,
+            typ: 0x06,
+            len: 4,
+        };
         let mut values = [0u64; TLV_FIELDS];
         values[0] = 0x0001_0002;
         values[3] = 0x1122_3344_5566_7788;
         values[5] = 9; // unmapped: not sent
+        values[7] = 3; // not present: not sent
+                       // Field 6 is present with the value 0: sent.
+        let present = 1 << 0 | 1 << 3 | 1 << 5 | 1 << 6;
         let mut opts = [0u8; MAX_GENEVE_OPTS];
-        let n = encode_geneve_opts(&map, &values, &mut opts).unwrap();
-        assert_eq!(n, 8 + 12);
+        let n = encode_geneve_opts(&map, &values, present, &mut opts).unwrap();
+        assert_eq!(n, 8 + 12 + 8);
+        assert_eq!(&opts[20..28], &[0x01, 0x02, 0x06, 1, 0, 0, 0, 0]);
         let mut s = spec(TunnelKind::Geneve, false, true);
         s.geneve_opts = &opts[..n];
         let f = encap(&s, &inner());
         let d = decap_mapped(&f, TunnelKind::Geneve, &map).unwrap();
         let mut want = values;
         want[5] = 0;
+        want[7] = 0;
         assert_eq!(d.meta.md, want);
+        assert_eq!(d.meta.md_present, 1 << 0 | 1 << 3 | 1 << 6);
         assert_eq!(&f[d.inner..], &inner()[..]);
         // A critical option the map does not know drops the packet; an
         // unknown plain one is skipped.
@@ -931,7 +954,7 @@ mod tests {
             typ: 1,
             len: 8,
         }; TLV_FIELDS];
-        assert!(encode_geneve_opts(&big, &[1; TLV_FIELDS], &mut [0u8; 200]).is_none());
+        assert!(encode_geneve_opts(&big, &[1; TLV_FIELDS], 0xff, &mut [0u8; 200]).is_none());
     }
 
     #[test]

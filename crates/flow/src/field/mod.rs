@@ -203,6 +203,23 @@ pub enum Storage {
         /// First word.
         word: u8,
     },
+    /// `tun_metadataN`: a 64-bit value in word `word` and its presence
+    /// bit, [`crate::key::TUN_MD_PRESENT_SHIFT`] + `n` of
+    /// [`crate::key::W_TUN_GBP`]. Writing a value to a key marks the
+    /// field present (0 is a value, as in Open vSwitch); a non-zero mask
+    /// of the field also covers its presence bit, so a match on it
+    /// requires the option.
+    TunMd {
+        /// The value's word.
+        word: u8,
+        /// The field's number N.
+        n: u8,
+    },
+}
+
+/// The presence bit of `tun_metadata{n}` in [`crate::key::W_TUN_GBP`].
+const fn tun_md_present_bit(n: u8) -> u64 {
+    1u64 << (crate::key::TUN_MD_PRESENT_SHIFT + n as u32)
 }
 
 /// How a field's values are written.
@@ -588,6 +605,7 @@ impl FieldInfo {
             Storage::Wide { word } => {
                 (u128::from(key[word as usize]) << 64) | u128::from(key[word as usize + 1])
             }
+            Storage::TunMd { word, .. } => u128::from(key[word as usize]),
             Storage::Reg { .. } | Storage::RegWide { .. } => 0,
         };
         raw << self.unit_shift
@@ -625,18 +643,27 @@ impl FieldInfo {
         }
     }
 
-    /// Writes `value` into the field's bits of `key`, leaving other bits.
+    /// Writes `value` into the field's bits of `key`, leaving other bits
+    /// (a `tun_metadataN` becomes present).
     pub fn set(&self, key: &mut FlowKey, value: u128) {
         let raw = (value >> self.unit_shift) & low_mask(u32::from(self.bits));
         match self.storage {
             Storage::Bits { word, shift, bits } => put_bits(&mut key.w, word, shift, bits, raw),
             Storage::Wide { word } => put_wide(&mut key.w, word, raw),
+            Storage::TunMd { word, n } => {
+                key.w[usize::from(word)] = raw as u64;
+                key.w[crate::key::W_TUN_GBP] |= tun_md_present_bit(n);
+            }
             Storage::Reg { .. } | Storage::RegWide { .. } => {}
         }
     }
 
-    /// Writes only the bits of `value` selected by `mask` into `key`.
+    /// Writes only the bits of `value` selected by `mask` into `key`
+    /// (nothing when `mask` is 0).
     pub fn set_masked(&self, key: &mut FlowKey, value: u128, mask: u128) {
+        if mask == 0 {
+            return;
+        }
         let old = self.get(key);
         self.set(key, (old & !mask) | (value & mask));
     }
@@ -648,14 +675,24 @@ impl FieldInfo {
 
     /// ORs `m` (field units) into the field's bits of `mask`.
     pub fn or_mask(&self, mask: &mut FlowMask, m: u128) {
-        let mut k = mask.to_key();
-        let old = self.get(&k);
-        self.set(&mut k, old | m);
-        *mask = FlowMask::from_key(&k);
+        let old = self.get_mask(mask);
+        self.set_mask(mask, old | m);
     }
 
-    /// Sets the field's bits of `mask` to exactly `m`.
+    /// Sets the field's bits of `mask` to exactly `m` (a `tun_metadataN`'s
+    /// presence bit with them: set when `m` is not 0).
     pub fn set_mask(&self, mask: &mut FlowMask, m: u128) {
+        if let Storage::TunMd { word, n } = self.storage {
+            let raw = (m >> self.unit_shift) as u64;
+            mask.w[usize::from(word)] = raw;
+            let p = &mut mask.w[crate::key::W_TUN_GBP];
+            *p = if raw != 0 {
+                *p | tun_md_present_bit(n)
+            } else {
+                *p & !tun_md_present_bit(n)
+            };
+            return;
+        }
         let mut k = mask.to_key();
         self.set(&mut k, m);
         *mask = FlowMask::from_key(&k);
@@ -681,6 +718,10 @@ impl FieldInfo {
                 m.w[usize::from(word)] |= (raw >> 64) as u64;
                 m.w[usize::from(word) + 1] |= raw as u64;
             }
+            Storage::TunMd { word, n } => {
+                m.w[usize::from(word)] |= raw as u64;
+                m.w[crate::key::W_TUN_GBP] |= tun_md_present_bit(n);
+            }
             Storage::Reg { .. } | Storage::RegWide { .. } => {}
         }
     }
@@ -694,6 +735,7 @@ impl FieldInfo {
         match self.storage {
             Storage::Bits { word, .. } => 1u64 << word,
             Storage::Wide { word } => 3u64 << word,
+            Storage::TunMd { word, .. } => 1u64 << word | 1u64 << crate::key::W_TUN_GBP,
             Storage::Reg { word, .. } => 1u64 << (regs + u32::from(word)),
             Storage::RegWide { word } => 3u64 << (regs + u32::from(word)),
         }
@@ -711,6 +753,10 @@ impl FieldInfo {
             Storage::Wide { word } => {
                 let i = usize::from(word);
                 m.w[i] & (raw >> 64) as u64 != 0 || m.w[i + 1] & raw as u64 != 0
+            }
+            Storage::TunMd { word, n } => {
+                m.w[usize::from(word)] != 0
+                    || m.w[crate::key::W_TUN_GBP] & tun_md_present_bit(n) != 0
             }
             Storage::Reg { .. } | Storage::RegWide { .. } => false,
         }

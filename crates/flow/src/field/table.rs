@@ -75,14 +75,18 @@ const fn xxreg(id: FieldId, name: &'static str, word: u8) -> FieldInfo {
     )
 }
 
-/// `tun_metadataN`: a 64-bit word of its own after the tunnel words.
+/// `tun_metadataN`: a 64-bit word of its own after the tunnel words, and
+/// a presence bit.
 const fn tun_md(id: FieldId, name: &'static str, n: usize) -> FieldInfo {
     f(
         id,
         name,
         &[],
         64,
-        bits(W_TUN_MD + n, 0, 64),
+        Storage::TunMd {
+            word: (W_TUN_MD + n) as u8,
+            n: n as u8,
+        },
         ValueFormat::HexInt,
         Prereq::NONE,
         true,

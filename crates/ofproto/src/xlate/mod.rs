@@ -912,11 +912,7 @@ impl Xlate {
         } else {
             Style::Megaflow
         };
-        tunnel::options_text(
-            Match::new(key, &self.megaflow).format(style),
-            key,
-            &self.tlv,
-        )
+        tunnel::options_text(Match::new(key, &self.megaflow).format(style), &self.tlv)
     }
 
     /// The full `ofproto/trace`-style report for `key` (needs `trace=true`).

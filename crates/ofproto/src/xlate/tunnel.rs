@@ -20,15 +20,10 @@ fn mac_u64(m: [u8; 6]) -> u64 {
     u64::from_be_bytes([0, 0, m[0], m[1], m[2], m[3], m[4], m[5]])
 }
 
-/// A megaflow's Geneve options as OVS prints them: one `key` does not
-/// carry (0: flowpath holds an option's presence as its value) as
-/// `tun_metadataN=NP`, one whose whole length (in `tlv`) is significant
-/// without a mask.
-pub(super) fn options_text(
-    text: String,
-    key: &FlowKey,
-    tlv: &flowpath_wire::tunnel::TlvMap,
-) -> String {
+/// A megaflow's Geneve options as OVS prints them: one whose whole length
+/// (in `tlv`) is significant without a mask (one the packet did not
+/// carry is already `tun_metadataN=NP`, from the match printer).
+pub(super) fn options_text(text: String, tlv: &flowpath_wire::tunnel::TlvMap) -> String {
     if !text.contains("tun_metadata") {
         return text;
     }
@@ -41,9 +36,6 @@ pub(super) fn options_text(
             else {
                 return item.to_string();
             };
-            if key.tun_metadata(n) == 0 {
-                return format!("tun_metadata{n}=NP");
-            }
             let bits = 8 * u32::from(tlv.get(n).map_or(0, |e| e.len));
             let full = if bits >= 64 {
                 u64::MAX
@@ -476,7 +468,9 @@ impl<L: Lookup> Ctx<'_, '_, L> {
             for (i, v) in values.iter_mut().enumerate() {
                 *v = f.tun_metadata(i);
             }
-            let Some(n) = flowpath_wire::tunnel::encode_geneve_opts(&t.tlv(), &values, &mut opts)
+            let present = f.tun_metadata_present_map();
+            let Some(n) =
+                flowpath_wire::tunnel::encode_geneve_opts(&t.tlv(), &values, present, &mut opts)
             else {
                 self.note(
                     self.depth + 1,
