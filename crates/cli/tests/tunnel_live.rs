@@ -363,6 +363,26 @@ fn two_switches(name: &str, tag: &str, kind: &str, v6: bool, opts: bool) {
                 && a.contains("tun_metadata0=0xb2"),
             "{a}"
         );
+        // The rules use tun_metadata0: its mapping stays, over OpenFlow
+        // and on the control socket, as OVS refuses it.
+        let e = t.ofctl_output("del-tlv-map brB");
+        assert!(
+            String::from_utf8_lossy(&e.stderr).contains("NXTTMFC_INVALID_TLV_DEL"),
+            "{}",
+            String::from_utf8_lossy(&e.stderr)
+        );
+        assert!(t.ofctl("dump-tlv-map brB").contains("tun_metadata0"));
+        let o = Command::new(BIN)
+            .args(["ctl", "--ctl"])
+            .arg(t.path("A.ctl"))
+            .args(["del-tlv-map", "brA"])
+            .output()
+            .unwrap();
+        assert!(
+            !o.status.success()
+                && String::from_utf8_lossy(&o.stderr).contains("tun_metadata0 is used"),
+            "{o:?}"
+        );
     }
 }
 

@@ -361,6 +361,49 @@ pub enum TlvModError {
     AlreadyMapped,
     /// The option is mapped to another field.
     DupEntry,
+    /// A mapping to delete is used by a flow or group (match or action).
+    InvalidTlvDel,
+}
+
+/// Which of `tun_metadata0..7` the flows `rules` and the groups `groups`
+/// use, in their match or their actions (bit N: `tun_metadataN`): the
+/// mappings Open vSwitch refuses to delete (`NXTTMFC_INVALID_TLV_DEL`:
+/// its variable-length fields are reference-counted by the flows and
+/// groups that name them).
+pub fn tlv_fields_used<'a>(
+    rules: impl IntoIterator<Item = &'a crate::rule::Rule>,
+    groups: &[crate::group::Group],
+) -> u8 {
+    // (By the printed form: a field appears as `tun_metadataN` in a match
+    // and a set_field, as `NXM_NX_TUN_METADATAN` in load, move, learn
+    // and the rest.)
+    fn scan(text: &str, used: &mut u8) {
+        let lower = text.to_ascii_lowercase();
+        let mut rest = lower.as_str();
+        while let Some(at) = rest.find("tun_metadata") {
+            rest = &rest[at + "tun_metadata".len()..];
+            let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+            if let Ok(n) = rest[..digits].parse::<usize>() {
+                if n < TLV_FIELDS {
+                    *used |= 1 << n;
+                }
+            }
+        }
+    }
+    let mut used = 0u8;
+    for r in rules {
+        let m = r.matching.mask.to_key();
+        for n in 0..TLV_FIELDS {
+            if m.tun_metadata(n) != 0 || m.tun_metadata_present(n) {
+                used |= 1 << n;
+            }
+        }
+        scan(&r.to_string(), &mut used);
+    }
+    for g in groups {
+        scan(&g.to_string(), &mut used);
+    }
+    used
 }
 
 /// The underlay interface: its datapath port, MAC and endpoint addresses
@@ -725,8 +768,15 @@ impl Tunnels {
 
     /// Applies an OpenFlow TLV table change (`NXT_TLV_TABLE_MOD`): command
     /// 0 adds, 1 deletes, 2 clears `(class, type, len, index)` mappings,
-    /// with Open vSwitch's checks (all or nothing).
-    pub fn tlv_mod(&self, command: u16, maps: &[(u16, u8, u8, u16)]) -> Result<(), TlvModError> {
+    /// with Open vSwitch's checks (all or nothing); `in_use` (bit N:
+    /// `tun_metadataN`, [`tlv_fields_used`]) are the mappings flows or
+    /// groups use, which are not deleted.
+    pub fn tlv_mod(
+        &self,
+        command: u16,
+        maps: &[(u16, u8, u8, u16)],
+        in_use: u8,
+    ) -> Result<(), TlvModError> {
         let mut map = self.tlv.write().unwrap_or_else(|e| e.into_inner());
         let mut next = *map;
         match command {
@@ -759,10 +809,18 @@ impl Tunnels {
                     if i >= TLV_FIELDS {
                         return Err(TlvModError::BadFieldIdx);
                     }
+                    if next[i].len != 0 && in_use >> i & 1 != 0 {
+                        return Err(TlvModError::InvalidTlvDel);
+                    }
                     next[i] = TlvEntry::default();
                 }
             }
-            2 => next = TlvMap::default(),
+            2 => {
+                if (0..TLV_FIELDS).any(|i| next[i].len != 0 && in_use >> i & 1 != 0) {
+                    return Err(TlvModError::InvalidTlvDel);
+                }
+                next = TlvMap::default();
+            }
             _ => return Err(TlvModError::BadCommand),
         }
         *map = next;
@@ -781,14 +839,24 @@ impl Tunnels {
             .collect()
     }
 
-    /// Removes mappings (`del-tlv-map`; an empty spec: all of them).
-    pub fn del_tlv(&self, spec: &str) -> Result<(), String> {
+    /// Removes mappings (`del-tlv-map`; an empty spec: all of them), none
+    /// when one of them is in `in_use` (see [`Tunnels::tlv_mod`]).
+    pub fn del_tlv(&self, spec: &str, in_use: u8) -> Result<(), String> {
         let dels = if spec.trim().is_empty() {
             (0..TLV_FIELDS).map(|i| (i, TlvEntry::default())).collect()
         } else {
             parse_tlv_map(spec)?
         };
         let mut map = self.tlv.write().unwrap_or_else(|e| e.into_inner());
+        if let Some((i, _)) = dels
+            .iter()
+            .find(|(i, _)| map[*i].len != 0 && in_use >> i & 1 != 0)
+        {
+            return Err(format!(
+                "tun_metadata{i} is used by flows or groups: delete them first \
+                 (OpenFlow error NXTTMFC_INVALID_TLV_DEL)"
+            ));
+        }
         for (i, _) in dels {
             map[i] = TlvEntry::default();
         }

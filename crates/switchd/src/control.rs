@@ -313,7 +313,7 @@ static COMMANDS: &[Command] = &[
         underlay::tlv_add(c.tnl(), p)
     }),
     cmd("del-tlv-map", "BRIDGE [MAP]", 1, MANY, |c, p, _| {
-        underlay::tlv_del(c.tnl(), p)
+        underlay::tlv_del(&c.sh, p)
     }),
     cmd("dump-tlv-map", "[BRIDGE]", 0, 1, |c, _, _| {
         Ok(underlay::tlv_dump(c.tnl()))

@@ -535,11 +535,22 @@ pub fn tlv_add(t: Option<&Tunnels>, p: &[String]) -> Result<String, String> {
     Ok(String::new())
 }
 
-/// `del-tlv-map BRIDGE [MAPPINGS]` (none: every mapping).
-pub fn tlv_del(t: Option<&Tunnels>, p: &[String]) -> Result<String, String> {
-    let t = t.ok_or("no tunnels (--underlay)")?;
-    t.del_tlv(&p.get(1..).unwrap_or(&[]).join(" "))?;
+/// `del-tlv-map BRIDGE [MAPPINGS]` (none: every mapping); refused for a
+/// mapping that flows or groups use.
+pub fn tlv_del(sh: &Shared, p: &[String]) -> Result<String, String> {
+    let t = sh.tunnels.as_deref().ok_or("no tunnels (--underlay)")?;
+    t.del_tlv(&p.get(1..).unwrap_or(&[]).join(" "), tlv_in_use(sh))?;
     Ok(String::new())
+}
+
+/// Which `tun_metadataN` the installed flows and groups use (bit N), as
+/// [`flowpath_ofproto::tunnel::tlv_fields_used`].
+pub fn tlv_in_use(sh: &Shared) -> u8 {
+    let st = sh.state.lock().unwrap_or_else(|e| e.into_inner());
+    flowpath_ofproto::tunnel::tlv_fields_used(
+        st.rules.rules().iter().map(|r| &r.rule),
+        st.rules.groups(),
+    )
 }
 
 /// `dump-tlv-map [BRIDGE]`.

@@ -103,26 +103,80 @@ fn tlv_maps_add_and_refuse() {
         let e = t.add_tlv(bad).unwrap_err();
         assert!(e.contains(needle), "{bad}: {e}");
     }
-    t.del_tlv("").unwrap();
+    t.del_tlv("", 0).unwrap();
     assert_eq!(t.tlv(), TlvMap::default());
     // OpenFlow's TLV table mod, with OVS's errors.
-    t.tlv_mod(0, &[(0x102, 0x80, 4, 0)]).unwrap();
+    t.tlv_mod(0, &[(0x102, 0x80, 4, 0)], 0).unwrap();
     assert_eq!(t.tlv_mappings(), vec![(0x102, 0x80, 4, 0)]);
     assert_eq!(
-        t.tlv_mod(0, &[(0x102, 0x81, 4, 0)]),
+        t.tlv_mod(0, &[(0x102, 0x81, 4, 0)], 0),
         Err(TlvModError::AlreadyMapped)
     );
     assert_eq!(
-        t.tlv_mod(0, &[(0x102, 0x80, 4, 1)]),
+        t.tlv_mod(0, &[(0x102, 0x80, 4, 1)], 0),
         Err(TlvModError::DupEntry)
     );
-    assert_eq!(t.tlv_mod(0, &[(1, 1, 12, 1)]), Err(TlvModError::BadOptLen));
     assert_eq!(
-        t.tlv_mod(0, &[(1, 1, 4, 64)]),
+        t.tlv_mod(0, &[(1, 1, 12, 1)], 0),
+        Err(TlvModError::BadOptLen)
+    );
+    assert_eq!(
+        t.tlv_mod(0, &[(1, 1, 4, 64)], 0),
         Err(TlvModError::BadFieldIdx)
     );
-    assert_eq!(t.tlv_mod(7, &[]), Err(TlvModError::BadCommand));
-    t.tlv_mod(1, &[(0, 0, 0, 0)]).unwrap();
+    assert_eq!(t.tlv_mod(7, &[], 0), Err(TlvModError::BadCommand));
+    t.tlv_mod(1, &[(0, 0, 0, 0)], 0).unwrap();
+    assert!(t.tlv_mappings().is_empty());
+}
+
+/// A mapping that a flow or a group uses (in its match or its actions)
+/// is not deleted, as OVS 3.1's `NXTTMFC_INVALID_TLV_DEL` (checked with
+/// `ovs-ofctl del-tlv-map` against flows matching and setting the field).
+#[test]
+fn a_mapping_in_use_is_not_deleted() {
+    use crate::parse::parse_rule;
+    let rules: Vec<crate::rule::Rule> = [
+        "tun_metadata0=5,actions=drop",
+        "priority=5,actions=set_field:7->tun_metadata1",
+        "priority=4,actions=move:NXM_NX_TUN_METADATA2[0..7]->NXM_NX_REG0[0..7]",
+        "priority=3,actions=output:1",
+    ]
+    .iter()
+    .map(|r| parse_rule(r).unwrap())
+    .collect();
+    let groups = [crate::group::parse_group(
+        "group_id=1,type=all,bucket=load:0x1->NXM_NX_TUN_METADATA6[0..3],output:2",
+    )
+    .unwrap()];
+    let used = tlv_fields_used(&rules, &groups);
+    assert_eq!(used, 0b0100_0111);
+    assert_eq!(tlv_fields_used(&rules[3..], &[]), 0);
+    let t = Tunnels::new(vec![], None, &[]);
+    let all = "{class=1,type=0,len=4}->tun_metadata0,{class=1,type=1,len=4}->tun_metadata1,\
+               {class=1,type=2,len=4}->tun_metadata2,{class=1,type=3,len=4}->tun_metadata3,\
+               {class=1,type=6,len=4}->tun_metadata6";
+    t.add_tlv(all).unwrap();
+    for i in [0u16, 1, 2, 6] {
+        assert_eq!(
+            t.tlv_mod(1, &[(1, i as u8, 4, i)], used),
+            Err(TlvModError::InvalidTlvDel),
+            "{i}"
+        );
+        let e = t
+            .del_tlv(
+                &format!("{{class=1,type={i},len=4}}->tun_metadata{i}"),
+                used,
+            )
+            .unwrap_err();
+        assert!(e.contains(&format!("tun_metadata{i} is used")), "{e}");
+    }
+    assert_eq!(t.tlv_mod(2, &[], used), Err(TlvModError::InvalidTlvDel));
+    assert!(t.del_tlv("", used).is_err());
+    assert_eq!(t.tlv_mappings().len(), 5, "nothing deleted");
+    // One nothing uses goes; with the flows gone, all go.
+    t.tlv_mod(1, &[(1, 3, 4, 3)], used).unwrap();
+    assert_eq!(t.tlv_mappings().len(), 4);
+    t.del_tlv("", 0).unwrap();
     assert!(t.tlv_mappings().is_empty());
 }
 

@@ -466,7 +466,7 @@ impl Session {
                 match self.sh.tunnels.as_ref() {
                     None => Err(flowpath_openflow::error::TTMFC_BAD_COMMAND),
                     Some(t) => t
-                        .tlv_mod(command, &m)
+                        .tlv_mod(command, &m, crate::underlay::tlv_in_use(&self.sh))
                         .map(|()| Vec::new())
                         .map_err(|e| match e {
                             E::BadCommand => flowpath_openflow::error::TTMFC_BAD_COMMAND,
@@ -474,6 +474,7 @@ impl Session {
                             E::BadFieldIdx => flowpath_openflow::error::TTMFC_BAD_FIELD_IDX,
                             E::AlreadyMapped => flowpath_openflow::error::TTMFC_ALREADY_MAPPED,
                             E::DupEntry => flowpath_openflow::error::TTMFC_DUP_ENTRY,
+                            E::InvalidTlvDel => flowpath_openflow::error::TTMFC_INVALID_TLV_DEL,
                         }),
                 }
             }
