@@ -24,8 +24,8 @@
 # crates/bench/src/workload.rs CT_RULES / CT_NAT_RULES; a test checks
 # they agree.)
 # OVS runs its defaults (EMC, no SMC), warm-up W s (default 10) then R
-# intervals of M s (default 3 x 5); flowpath its configurations emc and
-# emc+smc. Each row runs OVS then flowpath, so both sides of a row are
+# intervals of M s (default 3 x 5); flowpath its configurations emc,
+# emc+smc and auto. Each row runs OVS then flowpath, so both sides of a row are
 # measured close together. Memory per connection, for both: resident
 # memory after the 500,000-connection run minus after the plain run on the
 # same captures, over 500,000 (OVS: VmRSS of the kept switch; flowpath:
@@ -144,7 +144,7 @@ for c in "${CASES[@]}"; do
     fi
     log "flowpath $tag ($(cut -d' ' -f1-3 /proc/loadavg))"
     /usr/bin/time -f "$tag maxrss_kb=%M" -a -o "$OUT/flowpath-mem.txt" \
-        "$FLOWPATH" bench --pcap "$PCAPS/$wl.parts" --rules "$rules" --config emc,emc+smc \
+        "$FLOWPATH" bench --pcap "$PCAPS/$wl.parts" --rules "$rules" --config emc,emc+smc,auto \
         --warmup-ms 2000 --duration-ms 2000 --intervals 3 \
         --json-out "$OUT/flowpath-$tag.json" > "$OUT/logs/flowpath-$tag.log" 2>&1 \
         || { log "flowpath $tag failed"; tail -5 "$OUT/logs/flowpath-$tag.log" >&2; }
@@ -168,8 +168,8 @@ if os.path.exists(f"{out}/ovs.csv"):
             ovs.setdefault(row["tag"], []).append(float(row["mpps"]))
         except (ValueError, KeyError, TypeError):
             pass
-print("| workload | OVS-DPDK Mpps | flowpath emc Mpps | flowpath emc+smc Mpps | ratio (best) |")
-print("|---|---:|---:|---:|---:|")
+print("| workload | OVS-DPDK Mpps | flowpath emc Mpps | flowpath emc+smc Mpps | flowpath auto Mpps | ratio (best) |")
+print("|---|---:|---:|---:|---:|---:|")
 for c in cases:
     tag = c.split("|")[0]
     o = sum(ovs[tag]) / len(ovs[tag]) if ovs.get(tag) else None
@@ -181,7 +181,7 @@ for c in cases:
     best = max(f.values()) if f else None
     ratio = f"{best / o:.2f}x" if o and best else "-"
     fmt = lambda v: f"{v:.2f}" if v else "-"
-    print(f"| {tag} | {fmt(o)} | {fmt(f.get('emc'))} | {fmt(f.get('emc+smc'))} | {ratio} |")
+    print(f"| {tag} | {fmt(o)} | {fmt(f.get('emc'))} | {fmt(f.get('emc+smc'))} | {fmt(f.get('auto'))} | {ratio} |")
 def mem(path, key):
     m = {}
     if os.path.exists(path):
