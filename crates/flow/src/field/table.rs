@@ -965,7 +965,7 @@ pub static FIELDS: &[FieldInfo] = &[
         true,
         true,
     ),
-    // Geneve options' values (mapped by the bridge's TLV map; 0: absent).
+    // Geneve options' values (mapped by the bridge's TLV map), each with a presence bit.
     tun_md(F::TunMetadata0, "tun_metadata0", 0),
     tun_md(F::TunMetadata1, "tun_metadata1", 1),
     tun_md(F::TunMetadata2, "tun_metadata2", 2),
