@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# tunnel-bench.sh FLOWPATH_BIN - VXLAN decapsulation and encapsulation,
+# tunnel-bench.sh FLOWPATH_BIN - VXLAN decapsulation and encapsulation
+# (KIND=geneve or KIND=gre: those tunnels instead, key 5, no options),
 # flowpath and OVS-DPDK 3.1 side by side in one run, one PMD each, traffic
 # replayed from memory (looped pcaps), at 1, 1,000 and 100,000 inner flows.
 #   decap: the underlay port replays VXLAN packets to the endpoint
@@ -24,7 +25,8 @@
 set -u
 FP=${1:?usage: tunnel-bench.sh FLOWPATH_BIN}
 FLOWS=${FLOWS:-"1 1000 100000"}; W=${W:-4}; T=${T:-3}; CPU=${CPU:-1}
-SECOND=${SECOND:-"none auto"}
+SECOND=${SECOND:-"none auto"}; KIND=${KIND:-vxlan}
+case $KIND in vxlan|geneve|gre) ;; *) echo "KIND must be vxlan, geneve or gre" >&2; exit 2 ;; esac
 HERE=$(cd "$(dirname "$0")" && pwd)
 VSWITCHD=${VSWITCHD:-/usr/lib/openvswitch-switch-dpdk/ovs-vswitchd-dpdk}
 SCHEMA=/usr/share/openvswitch/vswitch.ovsschema
@@ -57,15 +59,16 @@ ovs_start() {
     || { echo "ovs-vswitchd failed: $(grep -E 'ERR|EMER' $B/vswitchd.log | head -3)"; return 1; }
   $V add-br br-phy -- set bridge br-phy datapath_type=netdev other_config:hwaddr=02:99:00:00:00:01
   $V add-br br-int -- set bridge br-int datapath_type=netdev fail_mode=secure
-  $V add-port br-int vx -- set interface vx type=vxlan options:remote_ip=10.99.0.2 options:key=5 ofport_request=10
+  $V add-port br-int vx -- set interface vx type=$KIND options:remote_ip=10.99.0.2 options:key=5 ofport_request=10
   ip addr add 10.99.0.1/24 dev br-phy; ip link set br-phy up
   $A tnl/neigh/set br-phy 10.99.0.2 02:99:00:00:00:02 >/dev/null
 }
+echo "# $KIND"
 printf '| workload | inner flows |'; for c in $SECOND; do printf ' flowpath %s Mpps |' "$c"; done
 printf ' OVS-DPDK 3.1 Mpps | ratios |\n|---|---|'; for c in $SECOND; do printf -- '---|'; done; printf -- '---|---|\n'
 for f in $FLOWS; do
   "$FP" gen flows --flows $f --order rr -o $B/in$f.pcap --rules-out /dev/null >/dev/null 2>&1
-  python3 "$HERE/pcap-encap.py" $B/in$f.pcap $B/vx$f.pcap
+  python3 "$HERE/pcap-encap.py" --kind $KIND $B/in$f.pcap $B/vx$f.pcap
   for w in decap encap; do
     if [ $w = decap ]; then
       printf 'in_port=10,actions=output:1\n' > $B/r.flows
@@ -76,7 +79,7 @@ for f in $FLOWS; do
     fi
     fpm=()
     for c in $SECOND; do
-      "$FP" switch --rules $B/r.flows "${args[@]}" --port 10=vxlan:remote_ip=10.99.0.2,key=5 \
+      "$FP" switch --rules $B/r.flows "${args[@]}" --port 10=$KIND:remote_ip=10.99.0.2,key=5 \
         --second-level "$c" --pmd-cpus $CPU --ctl $B/fp.ctl --flow-limit 1000000 >$B/fp.log 2>&1 & pid=$!
       for _ in $(seq 50); do [ -S $B/fp.ctl ] && break; sleep 0.1; done
       "$FP" ctl --ctl $B/fp.ctl tnl/neigh/set br0 10.99.0.2 02:99:00:00:00:02 >/dev/null
