@@ -205,6 +205,13 @@ pub const W_TUN_GBP: usize = 27;
 /// Open vSwitch's `tun_metadata.present.map`: an option whose value is 0
 /// is present, and a match on the field requires it.
 pub const TUN_MD_PRESENT_SHIFT: u32 = 32;
+
+/// `tun_metadataN`'s presence bit in [`W_TUN_GBP`] (`n` <
+/// [`TUN_METADATA`]).
+#[inline]
+pub const fn tun_md_present_bit(n: usize) -> u64 {
+    1 << (TUN_MD_PRESENT_SHIFT + n as u32)
+}
 /// First of the two words of `tun_ipv6_src`.
 pub const W_TUN_IPV6_SRC: usize = 28;
 /// First of the two words of `tun_ipv6_dst`.
@@ -540,7 +547,7 @@ impl FlowKey {
     /// Whether `tun_metadataN` is present.
     #[inline]
     pub fn tun_metadata_present(&self, n: usize) -> bool {
-        n < TUN_METADATA && self.w[W_TUN_GBP] >> (TUN_MD_PRESENT_SHIFT + n as u32) & 1 != 0
+        n < TUN_METADATA && self.w[W_TUN_GBP] & tun_md_present_bit(n) != 0
     }
     /// The presence bits of `tun_metadata0..7` (bit N: field N).
     #[inline]
@@ -553,7 +560,7 @@ impl FlowKey {
     pub fn set_tun_metadata(&mut self, n: usize, v: u64) {
         if n < TUN_METADATA {
             self.w[W_TUN_MD + n] = v;
-            self.w[W_TUN_GBP] |= 1 << (TUN_MD_PRESENT_SHIFT + n as u32);
+            self.w[W_TUN_GBP] |= tun_md_present_bit(n);
         }
     }
     /// Whether every tunnel word is zero (a packet that came through no

@@ -375,8 +375,8 @@ pub fn tlv_fields_used<'a>(
     groups: &[crate::group::Group],
 ) -> u8 {
     // (By the printed form: a field appears as `tun_metadataN` in a match
-    // and a set_field, as `NXM_NX_TUN_METADATAN` in load, move, learn
-    // and the rest.)
+    // (any non-zero mask prints) and a set_field, as
+    // `NXM_NX_TUN_METADATAN` in load, move, learn and the rest.)
     fn scan(text: &str, used: &mut u8) {
         let lower = text.to_ascii_lowercase();
         let mut rest = lower.as_str();
@@ -392,12 +392,6 @@ pub fn tlv_fields_used<'a>(
     }
     let mut used = 0u8;
     for r in rules {
-        let m = r.matching.mask.to_key();
-        for n in 0..TLV_FIELDS {
-            if m.tun_metadata(n) != 0 || m.tun_metadata_present(n) {
-                used |= 1 << n;
-            }
-        }
         scan(&r.to_string(), &mut used);
     }
     for g in groups {

@@ -217,11 +217,6 @@ pub enum Storage {
     },
 }
 
-/// The presence bit of `tun_metadata{n}` in [`crate::key::W_TUN_GBP`].
-const fn tun_md_present_bit(n: u8) -> u64 {
-    1u64 << (crate::key::TUN_MD_PRESENT_SHIFT + n as u32)
-}
-
 /// How a field's values are written.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum ValueFormat {
@@ -652,7 +647,7 @@ impl FieldInfo {
             Storage::Wide { word } => put_wide(&mut key.w, word, raw),
             Storage::TunMd { word, n } => {
                 key.w[usize::from(word)] = raw as u64;
-                key.w[crate::key::W_TUN_GBP] |= tun_md_present_bit(n);
+                key.w[crate::key::W_TUN_GBP] |= crate::key::tun_md_present_bit(n.into());
             }
             Storage::Reg { .. } | Storage::RegWide { .. } => {}
         }
@@ -687,9 +682,9 @@ impl FieldInfo {
             mask.w[usize::from(word)] = raw;
             let p = &mut mask.w[crate::key::W_TUN_GBP];
             *p = if raw != 0 {
-                *p | tun_md_present_bit(n)
+                *p | crate::key::tun_md_present_bit(n.into())
             } else {
-                *p & !tun_md_present_bit(n)
+                *p & !crate::key::tun_md_present_bit(n.into())
             };
             return;
         }
@@ -720,7 +715,7 @@ impl FieldInfo {
             }
             Storage::TunMd { word, n } => {
                 m.w[usize::from(word)] |= raw as u64;
-                m.w[crate::key::W_TUN_GBP] |= tun_md_present_bit(n);
+                m.w[crate::key::W_TUN_GBP] |= crate::key::tun_md_present_bit(n.into());
             }
             Storage::Reg { .. } | Storage::RegWide { .. } => {}
         }
@@ -756,7 +751,7 @@ impl FieldInfo {
             }
             Storage::TunMd { word, n } => {
                 m.w[usize::from(word)] != 0
-                    || m.w[crate::key::W_TUN_GBP] & tun_md_present_bit(n) != 0
+                    || m.w[crate::key::W_TUN_GBP] & crate::key::tun_md_present_bit(n.into()) != 0
             }
             Storage::Reg { .. } | Storage::RegWide { .. } => false,
         }
