@@ -39,6 +39,7 @@
 //! Threads: accept, connect, reader, writer and dispatcher threads; none
 //! touches a PMD but through the control path.
 
+mod conn;
 mod flowmod;
 mod notify;
 mod packet_in;
@@ -50,12 +51,13 @@ mod tls;
 use crate::control::Control;
 pub use crate::shared::ChannelStats;
 use crate::shared::Shared;
+pub(crate) use conn::Conn;
 use flowpath_datapath::execute::PacketIn;
 use flowpath_openflow::header::OFP12;
 use flowpath_openflow::msg;
 use session::Session;
 use std::io::{ErrorKind, Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpListener;
 use std::os::unix::io::{AsRawFd, RawFd};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::PathBuf;
@@ -666,73 +668,6 @@ fn spawn(name: &str, f: impl FnOnce() + Send + 'static) -> Result<JoinHandle<()>
             crate::fault::guard(crate::fault::Part::OpenFlow, "the thread ends", f);
         })
         .map_err(|e| format!("cannot start a thread: {e}"))
-}
-
-pub(crate) enum Conn {
-    Unix(UnixStream),
-    Tcp(TcpStream),
-    Tls(TlsConn),
-}
-
-impl Conn {
-    fn prepare(&self) -> std::io::Result<()> {
-        match self {
-            Conn::Unix(s) => {
-                s.set_nonblocking(false)?;
-                s.set_read_timeout(Some(POLL))?;
-                s.set_write_timeout(Some(Duration::from_secs(10)))
-            }
-            Conn::Tcp(s) => {
-                s.set_nonblocking(false)?;
-                s.set_nodelay(true)?;
-                s.set_read_timeout(Some(POLL))?;
-                s.set_write_timeout(Some(Duration::from_secs(10)))
-            }
-            Conn::Tls(t) => Conn::Tcp(t.socket().try_clone()?).prepare(),
-        }
-    }
-
-    fn try_clone(&self) -> std::io::Result<Conn> {
-        Ok(match self {
-            Conn::Unix(s) => Conn::Unix(s.try_clone()?),
-            Conn::Tcp(s) => Conn::Tcp(s.try_clone()?),
-            Conn::Tls(t) => Conn::Tls(t.try_clone()?),
-        })
-    }
-
-    fn shutdown(&self) {
-        let _ = match self {
-            Conn::Unix(s) => s.shutdown(std::net::Shutdown::Both),
-            Conn::Tcp(s) => s.shutdown(std::net::Shutdown::Both),
-            Conn::Tls(t) => {
-                t.shutdown();
-                Ok(())
-            }
-        };
-    }
-}
-
-impl Read for Conn {
-    fn read(&mut self, b: &mut [u8]) -> std::io::Result<usize> {
-        match self {
-            Conn::Unix(s) => s.read(b),
-            Conn::Tcp(s) => s.read(b),
-            Conn::Tls(t) => t.read(b),
-        }
-    }
-}
-
-impl Write for Conn {
-    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
-        match self {
-            Conn::Unix(s) => s.write(b),
-            Conn::Tcp(s) => s.write(b),
-            Conn::Tls(t) => t.write(b),
-        }
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
 }
 
 /// Runs one connection to its end: a writer thread, the reader here.

@@ -23,6 +23,10 @@ pub(super) use groups::apply_group_mod;
 #[path = "portmod.rs"]
 mod portmod;
 
+/// How long a connection's thread waits for the next message without
+/// sleeping after it handled some (see `Conn::readable_within`).
+const SPIN: std::time::Duration = std::time::Duration::from_micros(300);
+
 /// One connection's state.
 pub(super) struct Session {
     sh: Arc<Shared>,
@@ -86,10 +90,15 @@ impl Session {
         let mut chunk = vec![0u8; 1 << 16];
         let mut last_rx = Instant::now();
         let mut probed = false;
+        let mut answered = false;
 
         loop {
             if self.sh.stop.load(Ordering::Relaxed) {
                 return;
+            }
+            if answered {
+                answered = false;
+                c.readable_within(SPIN);
             }
             match c.read(&mut chunk) {
                 Ok(0) => {
@@ -177,6 +186,7 @@ impl Session {
             if !self.send_batch() {
                 return;
             }
+            answered = used > 0;
             buf.drain(..used);
             if buf.len() > 2 * MAX_MESSAGE {
                 return;
