@@ -21,9 +21,13 @@
 //!
 //! Threads: owned by one worker (one per rx slot of its batch).
 
-/// Free bytes kept in front of a freshly loaded frame (DPDK's
-/// `RTE_PKTMBUF_HEADROOM`).
-pub const HEADROOM: usize = 128;
+/// Free bytes kept in front of a freshly loaded frame: room for the
+/// longest tunnel header `tnl_push` puts there (166 bytes: Ethernet,
+/// IPv6, UDP, Geneve with eight 8-byte options), rounded up to a cache
+/// line (DPDK's `RTE_PKTMBUF_HEADROOM` is 128).
+pub const HEADROOM: usize = 192;
+
+const _: () = assert!(HEADROOM >= flowpath_wire::tunnel::MAX_HEADER);
 
 /// Frame bytes a new buffer holds without growing (DPDK's default mbuf data
 /// room is 2048 bytes).

@@ -53,14 +53,16 @@ pub const GRE_SEQ: u16 = 0x1000;
 pub const GENEVE_OAM: u8 = 0x80;
 /// Geneve flag byte: critical options present.
 pub const GENEVE_CRIT: u8 = 0x40;
-/// The longest template [`build_header`] makes (IPv6, Geneve with 40
-/// bytes of options).
+/// The longest template [`build_header`] makes (IPv6, Geneve with every
+/// option field present: 166 bytes).
 pub const MAX_HEADER: usize = ETH_LEN + IPV6_LEN + UDP_LEN + GENEVE_LEN + MAX_GENEVE_OPTS;
-/// The most Geneve option bytes a template carries.
-pub const MAX_GENEVE_OPTS: usize = 40;
-
 /// How many Geneve options a bridge maps (`tun_metadata0..7`).
 pub const TLV_FIELDS: usize = 8;
+
+/// The most Geneve option bytes a template carries: every mapped field
+/// present with the longest value (8 bytes) behind its 4-byte option
+/// header.
+pub const MAX_GENEVE_OPTS: usize = TLV_FIELDS * (4 + 8);
 
 /// One Geneve option mapped to a `tun_metadataN` field: its class, type
 /// and length in bytes (4 or 8; 0: the field is unmapped).
@@ -948,13 +950,19 @@ mod tests {
                 .md[0],
             0x0001_0002
         );
-        // Too many for the header: refused.
+        // Every field mapped with 8 bytes and present: the most a header
+        // carries; a buffer too short for them is refused.
         let big = [TlvEntry {
             class: 1,
             typ: 1,
             len: 8,
         }; TLV_FIELDS];
-        assert!(encode_geneve_opts(&big, &[1; TLV_FIELDS], 0xff, &mut [0u8; 200]).is_none());
+        let mut out = [0u8; 200];
+        assert_eq!(
+            encode_geneve_opts(&big, &[1; TLV_FIELDS], 0xff, &mut out),
+            Some(MAX_GENEVE_OPTS)
+        );
+        assert!(encode_geneve_opts(&big, &[1; TLV_FIELDS], 0xff, &mut out[..60]).is_none());
     }
 
     #[test]

@@ -474,7 +474,7 @@ impl<L: Lookup> Ctx<'_, '_, L> {
             else {
                 self.note(
                     self.depth + 1,
-                    "native tunnel: the Geneve options do not fit the header (40 bytes at most)",
+                    "native tunnel: the Geneve options do not fit the header",
                 );
                 return;
             };

@@ -84,6 +84,60 @@ fn push_builds_valid_outer_headers_around_the_frame() {
 }
 
 #[test]
+fn the_longest_geneve_header_fits_the_headroom() {
+    // Every option field mapped with 8 bytes and present: 96 bytes of
+    // options over an IPv6 underlay, the longest header a push makes.
+    use flowpath_wire::tunnel::{encode_geneve_opts, TlvEntry, MAX_GENEVE_OPTS, TLV_FIELDS};
+    let mut map = [TlvEntry::default(); TLV_FIELDS];
+    let mut values = [0u64; TLV_FIELDS];
+    for (i, (e, v)) in map.iter_mut().zip(&mut values).enumerate() {
+        *e = TlvEntry {
+            class: 0x102,
+            typ: i as u8,
+            len: 8,
+        };
+        *v = 0x1111_1111_1111_1111 * (i as u64 + 1);
+    }
+    let mut opts = [0u8; MAX_GENEVE_OPTS];
+    let n = encode_geneve_opts(&map, &values, 0xff, &mut opts).unwrap();
+    assert_eq!(n, 96);
+    let spec = HeaderSpec {
+        kind: TunnelKind::Geneve,
+        eth_dst: [2, 0, 0, 0, 0, 9],
+        eth_src: [2, 0, 0, 0, 0, 8],
+        ip: OuterIp::V6 {
+            src: V6_SRC,
+            dst: V6_DST,
+        },
+        tos: 0,
+        ttl: 64,
+        udp_dst: 6081,
+        csum: true,
+        key: Some(7),
+        oam: false,
+        geneve_opts: &opts[..n],
+    };
+    let mut h = [0u8; MAX_HEADER];
+    let hlen = build_header(&spec, &mut h).unwrap();
+    assert_eq!(hlen, MAX_HEADER);
+    let a = DpAction::TnlPush(
+        flowpath_odp::TnlPush::new(6081, 100, TunnelKind::Geneve, &h[..hlen]).unwrap(),
+    );
+    let inner = tcp4(b"many options");
+    let (out, st) = pushed(&inner, &a);
+    assert_eq!((st.tnl_pushed, st.dropped), (1, 0));
+    assert_eq!(out.len(), hlen + inner.len());
+    let h = parse_valid(&out);
+    assert!(
+        matches!(h.transport, Some(TransportHeader::Udp(_))),
+        "{h:?}"
+    );
+    let d = flowpath_wire::tunnel::decap_mapped(&out, TunnelKind::Geneve, &map).unwrap();
+    assert_eq!((d.meta.md, d.meta.md_present), (values, 0xff));
+    assert_eq!(&out[d.inner..], &inner[..]);
+}
+
+#[test]
 fn pop_sends_the_inner_frame_back_with_the_tunnel_metadata() {
     // Copied (the packet's buffer stays as it was) or taken (swapped
     // into the pool: the only action of the list).
