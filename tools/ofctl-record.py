@@ -212,8 +212,40 @@ SCENARIOS["conntrack"] = [
     ["del-flows", "br0"],
 ]
 
+# Geneve options as tun_metadataN (replayed against a switch with a
+# Geneve port: flowpath maps options only where it has tunnels): flows on
+# mapped fields in every encoding ovs-ofctl sends (matches of the value's
+# own length, masked or not; set_field, load and move), uses of unmapped
+# fields refused, a mapping in use kept.
+TLV = ("priority=1,tun_metadata0=1,actions=drop\n"
+       "priority=2,tun_metadata0=0x12340000/0xffff0000,actions=drop\n"
+       "priority=3,tun_metadata1=0x1122334455667788,actions=output:1\n"
+       "priority=4,tun_metadata1=0x5/0xff,actions=drop\n"
+       "priority=5,tun_metadata1=0,actions=drop\n"
+       "priority=6,ip,actions=set_field:0x11223344->tun_metadata0,output:1\n"
+       "priority=7,ip,actions=load:0x5->NXM_NX_TUN_METADATA1[0..7],output:2\n"
+       "priority=8,ip,actions=move:NXM_NX_TUN_METADATA0[0..15]->NXM_NX_REG0[0..15],output:3\n"
+       "priority=9,ip,tun_metadata0=0x7,actions=set_field:0->tun_metadata1,output:4\n")
+SCENARIOS["tlv"] = [
+    ["del-flows", "br0"], ["del-tlv-map", "br0"],
+    ["add-tlv-map", "br0", "{class=0xffff,type=0,len=4}->tun_metadata0,{class=0xffff,type=1,len=8}->tun_metadata1"],
+    ["add-flow", "br0", "tun_metadata3=1,actions=drop"],
+    ["add-flow", "br0", "ip,actions=set_field:1->tun_metadata3"],
+    ["add-flow", "br0", "ip,actions=move:NXM_NX_TUN_METADATA3[0..7]->NXM_NX_REG0[0..7]"],
+    ["add-flow", "br0", "ip,actions=load:1->NXM_NX_TUN_METADATA2[0..7]"],
+    ["add-flows", "br0", "@mm"],
+    ["dump-flows", "--no-stats", "br0"],
+    ["dump-flows", "--no-stats", "br0", "tun_metadata0=1"],
+    ["del-flows", "--strict", "br0", "priority=3,tun_metadata1=0x1122334455667788"],
+    ["dump-flows", "--no-stats", "br0"],
+    ["del-tlv-map", "br0", "{class=0xffff,type=1,len=8}->tun_metadata1"],
+    ["del-flows", "br0"],
+    ["del-tlv-map", "br0"],
+    ["add-flow", "br0", "tun_metadata0=1,actions=drop"],
+]
+
 # The flows file each scenario's @mm names (default MM).
-SCENARIO_MM = {"conntrack": CT}
+SCENARIO_MM = {"conntrack": CT, "tlv": TLV}
 
 ERR = re.compile(r"\b((?!OFPT_)OFP[A-Z]+_[A-Z_]+|NX[A-Z]+_[A-Z_]+)\b")
 

@@ -400,6 +400,68 @@ pub fn tlv_fields_used<'a>(
     used
 }
 
+/// The `tun_metadataN` fields `rule` uses (bit N) that `map` does not
+/// map: an OpenFlow flow_mod with any is refused with
+/// `NXFMFC_INVALID_TLV_FIELD`, as Open vSwitch refuses it. Cheap for a
+/// rule that matches no option field and whose actions name no field
+/// (outputs, resubmits, VLAN and MPLS pushes, ...): the printed form is
+/// read only for the others.
+pub fn unmapped_tlv_fields(rule: &crate::rule::Rule, map: &TlvMap) -> u8 {
+    use crate::action::Action as A;
+    let m = &rule.matching.mask.w;
+    let matches = m[flowpath_flow::key::W_TUN_MD..][..TLV_FIELDS]
+        .iter()
+        .any(|&w| w != 0)
+        || (m[flowpath_flow::key::W_TUN_GBP] >> flowpath_flow::key::TUN_MD_PRESENT_SHIFT) & 0xff
+            != 0;
+    let fieldless = |a: &A| {
+        matches!(
+            a,
+            A::Note(_)
+                | A::Output(_)
+                | A::OutputTrunc { .. }
+                | A::Group(_)
+                | A::SetQueue(_)
+                | A::PopQueue
+                | A::Enqueue { .. }
+                | A::InPort
+                | A::All
+                | A::Flood
+                | A::Normal
+                | A::Controller { .. }
+                | A::Resubmit { .. }
+                | A::GotoTable(_)
+                | A::ClearActions
+                | A::WriteActions
+                | A::DecTtl
+                | A::DecTtlIds { .. }
+                | A::PushVlan(_)
+                | A::PopVlan
+                | A::ModVlanVid(_)
+                | A::ModVlanPcp(_)
+                | A::Conjunction { .. }
+                | A::FinTimeout { .. }
+                | A::PushMpls(_)
+                | A::PopMpls(_)
+                | A::SetMplsLabel(_)
+                | A::SetMplsTc(_)
+                | A::SetMplsTtl(_)
+                | A::DecMplsTtl
+                | A::CtClear
+                | A::WriteMetadata { .. }
+        )
+    };
+    if !matches && rule.actions.iter().all(fieldless) && rule.write_actions.iter().all(fieldless) {
+        return 0;
+    }
+    let mapped = map
+        .iter()
+        .enumerate()
+        .filter(|(_, e)| e.len != 0)
+        .fold(0u8, |a, (i, _)| a | 1 << i);
+    tlv_fields_used(std::iter::once(rule), &[]) & !mapped
+}
+
 /// The underlay interface: its datapath port, MAC and endpoint addresses
 /// (with their prefix lengths).
 #[derive(Clone, Debug, PartialEq, Eq)]

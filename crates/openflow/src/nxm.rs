@@ -195,10 +195,46 @@ pub fn lookup_header(h: u32) -> Option<(FieldId, u32)> {
     })
 }
 
-/// The field a header names, if its length is right for it.
+/// The field a header names, if its length is right for it (any length
+/// of 1 to 124 bytes for a `tun_metadataN`, see [`tun_md_len`]).
 pub fn field_of_header(h: u32) -> Option<FieldId> {
     let (f, proper) = lookup_header(h)?;
-    (unmasked(h) == proper).then_some(f)
+    (unmasked(h) == proper || tun_md_len(h).is_some()).then_some(f)
+}
+
+/// Open vSwitch's `tun_metadataN` fields are variable-length (up to 124
+/// bytes, the longest Geneve option): a match entry or a Set-Field carries
+/// as many bytes as the value needs (`ovs-ofctl` sends `tun_metadata0=1`
+/// in one byte, `tun_metadata0=0` in none), a switch's own encoding as
+/// many as the option is long,
+/// and a field reference in `move` or `load` names the field with 124.
+/// For a `tun_metadataN` header, the value's length in bytes (0 to 124;
+/// half the payload when masked); None for any other header or a length
+/// out of range.
+pub fn tun_md_len(h: u32) -> Option<usize> {
+    let f = field_of(h);
+    if class_of(h) != 1 || !(40..40 + flowpath_flow::key::TUN_METADATA as u8).contains(&f) {
+        return None;
+    }
+    let n = len_of(unmasked(h));
+    (0..=TUN_MD_MAX_LEN)
+        .contains(&n)
+        .then_some(n)
+        .filter(|_| !has_mask(h) || len_of(h).is_multiple_of(2))
+}
+
+/// The longest `tun_metadataN` value (a Geneve option's data).
+pub const TUN_MD_MAX_LEN: usize = 124;
+
+/// Reads an `n`-byte `tun_metadataN` value (big-endian, right-aligned):
+/// flowpath keeps 8 bytes, so longer ones must start with zeros.
+pub fn pull_tun_md(r: &mut Reader<'_>, n: usize) -> Result<u128, OfError> {
+    let b = r.bytes(n).map_err(|_| BMC_BAD_LEN)?;
+    let (high, low) = b.split_at(n.saturating_sub(8));
+    if high.iter().any(|&x| x != 0) {
+        return Err(BMC_BAD_VALUE);
+    }
+    Ok(low.iter().fold(0u128, |a, &x| a << 8 | u128::from(x)))
 }
 
 /// The header naming `f` (OXM preferred when `oxm_first`).
@@ -515,6 +551,33 @@ fn pull(
         let Some((id, base)) = lookup_header(h2) else {
             return Err(BMC_BAD_FIELD);
         };
+        if let Some(n) = tun_md_len(h2) {
+            if seen.contains(&base) {
+                return Err(BMC_DUP_FIELD);
+            }
+            seen.push(base);
+            let v = pull_tun_md(r, n)?;
+            let full = (1u128 << (8 * n.min(8))) - 1;
+            let mask = if has_mask(h2) {
+                // As Open vSwitch: a mask of all ones over the value's
+                // bytes is an exact match (`0x5/0xff` in one byte is
+                // `tun_metadataN=0x5`).
+                match pull_tun_md(r, n)? {
+                    m if n > 0 && n <= 8 && m == full => u128::from(u64::MAX),
+                    m => m,
+                }
+            } else {
+                u128::from(u64::MAX)
+            };
+            if v & !mask != 0 {
+                return Err(BMC_BAD_WILDCARDS);
+            }
+            if mask != 0 {
+                set.push(id);
+                m.set_field_masked(id.info(), v, mask);
+            }
+            continue;
+        }
         let n = len_of(base);
         let want = if has_mask(h2) { 2 * n } else { n };
         if len_of(h2) != want || (class_of(h) == 0xffff && len_of(h) != want + 4) {
@@ -703,5 +766,47 @@ mod tests {
         assert_eq!(pull(&[0, 0, 6, 2, 8]), Err(BMC_BAD_LEN));
         // Wrong length for the field.
         assert_eq!(pull(&[0, 0, 6, 3, 8, 0, 0]), Err(BMC_BAD_LEN));
+    }
+
+    /// `tun_metadataN` entries as `ovs-ofctl` sends them (bytes captured
+    /// from `ovs-ofctl add-flow` against Open vSwitch 3.1): as long as the
+    /// value needs, none for 0, and up to 124 bytes.
+    #[test]
+    fn tun_metadata_entries_are_as_long_as_their_values() {
+        let read = |b: &[u8]| {
+            let mut m = Match::catchall();
+            pull_entries(&mut Reader::new(b), &mut m).map(|()| m)
+        };
+        let text = |t: &str| Ok(parse_match(t).unwrap());
+        // tun_metadata0=1: one byte.
+        assert_eq!(read(&[0, 1, 0x50, 1, 1]), text("tun_metadata0=0x1"));
+        // tun_metadata1=0: no bytes (the option present, value 0).
+        assert_eq!(read(&[0, 1, 0x52, 0]), text("tun_metadata1=0"));
+        // tun_metadata0=0x12340000/0xffff0000 (OXM-style masked, 4 + 4).
+        assert_eq!(
+            read(&[0, 1, 0x51, 8, 0x12, 0x34, 0, 0, 0xff, 0xff, 0, 0]),
+            text("tun_metadata0=0x12340000/0xffff0000")
+        );
+        // 0x5/0xff in one byte: a mask of all ones over the value's
+        // bytes is exact, as Open vSwitch reads it; over two it is not.
+        assert_eq!(read(&[0, 1, 0x53, 2, 5, 0xff]), text("tun_metadata1=0x5"));
+        assert_eq!(
+            read(&[0, 1, 0x53, 4, 0, 5, 0, 0xff]),
+            text("tun_metadata1=0x5/0xff")
+        );
+        // Nine bytes: the first must be 0 (flowpath keeps eight).
+        let mut nine = vec![0, 1, 0x52, 9, 0];
+        nine.extend_from_slice(&0x1122_3344_5566_7788u64.to_be_bytes());
+        assert_eq!(read(&nine), text("tun_metadata1=0x1122334455667788"));
+        nine[4] = 1;
+        assert_eq!(read(&nine), Err(BMC_BAD_VALUE));
+        // Over 124 bytes: no such field.
+        assert_eq!(read(&[0, 1, 0x50, 125]), Err(BMC_BAD_LEN));
+        // Action field references name it with 124 bytes.
+        assert_eq!(
+            field_of_header(header(1, 40, 124)),
+            Some(FieldId::TunMetadata0)
+        );
+        assert_eq!(field_of_header(header(1, 48, 8)), None);
     }
 }

@@ -707,7 +707,7 @@ impl Control {
         let rule = rules::parse_one(&text).map_err(|e| e.to_string())?;
         self.state()
             .rules
-            .check_groups(std::slice::from_ref(&rule))
+            .check_new(std::slice::from_ref(&rule))
             .map_err(|e| e.replace("line 0: ", ""))?;
         self.change_rules(|rs| {
             rs.add(vec![rule]);
@@ -794,7 +794,7 @@ impl Control {
         let new = rules::load_file(file)?;
         self.state()
             .rules
-            .check_groups(&new)
+            .check_new(&new)
             .map_err(|e| format!("{file}: {e}"))?;
         let n = new.len();
         if replace {

@@ -310,6 +310,34 @@ impl RuleSet {
         }
     }
 
+    /// The bridge's Geneve option map (all unmapped without tunnels).
+    pub fn tlv_map(&self) -> flowpath_wire::tunnel::TlvMap {
+        self.tunnels.as_ref().map(|t| t.tlv()).unwrap_or_default()
+    }
+
+    /// Checks flows about to be added: [`RuleSet::check_tlv_mapped`], then
+    /// [`RuleSet::check_groups`].
+    pub fn check_new(&self, new: &[Rule]) -> Result<(), String> {
+        self.check_tlv_mapped(new)?;
+        self.check_groups(new)
+    }
+
+    /// Refuses flows that use a `tun_metadataN` the bridge does not map
+    /// (as an OpenFlow flow_mod is refused, and Open vSwitch refuses it).
+    pub fn check_tlv_mapped(&self, new: &[Rule]) -> Result<(), String> {
+        let map = self.tlv_map();
+        for r in new {
+            let un = flowpath_ofproto::tunnel::unmapped_tlv_fields(r, &map);
+            if un != 0 {
+                return Err(format!(
+                    "{r}: tun_metadata{} is not mapped to a Geneve option (add-tlv-map first)",
+                    un.trailing_zeros()
+                ));
+            }
+        }
+        Ok(())
+    }
+
     /// Gives the tables the bridge's tunnels.
     pub fn set_tunnels(&mut self, t: Option<Arc<flowpath_ofproto::tunnel::Tunnels>>) {
         self.tunnels = t;

@@ -280,3 +280,34 @@ fn routes_and_neighbours() {
     t.neigh.flush();
     assert!(t.neigh.entries().is_empty());
 }
+
+/// The fields a flow uses that the map does not map (an OpenFlow flow_mod
+/// with any is refused with `NXFMFC_INVALID_TLV_FIELD`, as OVS 3.1 refuses
+/// it): in the match (a value, `=0`, a mask), in set_field, load, move
+/// and nested actions; none for a flow that names no option field.
+#[test]
+fn unmapped_fields_of_a_flow() {
+    use crate::parse::parse_rule;
+    let mut map = TlvMap::default();
+    for (n, e) in parse_tlv_map("{class=0x102,type=0x80,len=4}->tun_metadata0").unwrap() {
+        map[n] = e;
+    }
+    let un = |text: &str| unmapped_tlv_fields(&parse_rule(text).unwrap(), &map);
+    assert_eq!(un("priority=3,ip,actions=output:1,resubmit(,2)"), 0);
+    assert_eq!(un("tun_metadata0=5,actions=set_field:1->tun_metadata0"), 0);
+    assert_eq!(un("tun_metadata3=0,actions=drop"), 1 << 3);
+    assert_eq!(un("tun_metadata2=0x10/0xf0,actions=drop"), 1 << 2);
+    assert_eq!(un("ip,actions=set_field:7->tun_metadata1"), 1 << 1);
+    assert_eq!(
+        un("ip,actions=move:NXM_NX_TUN_METADATA5[0..7]->NXM_NX_REG0[0..7]"),
+        1 << 5
+    );
+    assert_eq!(
+        un("ip,actions=clone(load:1->NXM_NX_TUN_METADATA7[0..3],output:2)"),
+        1 << 7
+    );
+    // Nothing is mapped without tunnels.
+    let none = TlvMap::default();
+    let r = parse_rule("tun_metadata0=5,actions=drop").unwrap();
+    assert_eq!(unmapped_tlv_fields(&r, &none), 1);
+}

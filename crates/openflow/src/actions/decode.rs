@@ -9,7 +9,10 @@ use crate::nxm;
 
 pub(super) fn sub_from(h: u32, ofs: u16, n_bits: u16) -> Result<Subfield, OfError> {
     let field = nxm::field_of_header(h).ok_or(BAC_BAD_SET_TYPE)?;
-    let width = if nxm::len_of(nxm::unmasked(h)) == 0 {
+    let width = if nxm::tun_md_len(h).is_some() {
+        // (Named with Open vSwitch's 124 bytes; flowpath keeps 8.)
+        64
+    } else if nxm::len_of(nxm::unmasked(h)) == 0 {
         0
     } else {
         nxm::len_of(nxm::unmasked(h)) * 8
@@ -64,6 +67,27 @@ fn pull_oxm_value(r: &mut Reader<'_>) -> Result<(FieldId, u128, u128), OfError> 
     let f = nxm::field_of_header(h).ok_or(BAC_BAD_SET_TYPE)?;
     let n = nxm::len_of(nxm::unmasked(h));
     let info = f.info();
+    if let Some(n) = nxm::tun_md_len(h) {
+        // A `tun_metadataN` value as long as it needs (see
+        // `nxm::tun_md_len`).
+        let bad = |e| {
+            if e == BMC_BAD_LEN {
+                BAC_BAD_SET_LEN
+            } else {
+                BAC_BAD_SET_ARGUMENT
+            }
+        };
+        let value = nxm::pull_tun_md(r, n).map_err(bad)?;
+        let mask = if nxm::has_mask(h) {
+            nxm::pull_tun_md(r, n).map_err(bad)?
+        } else {
+            info.full_mask()
+        };
+        if value & !mask != 0 {
+            return Err(BMC_BAD_WILDCARDS);
+        }
+        return Ok((f, value, mask));
+    }
     let mut value = r.uint(n).map_err(|_| BAC_BAD_SET_LEN)?;
     let mut mask = if nxm::has_mask(h) {
         r.uint(n).map_err(|_| BAC_BAD_SET_LEN)?

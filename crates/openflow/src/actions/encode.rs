@@ -412,7 +412,10 @@ pub fn put_actions(w: &mut Writer, actions: &[Action], cx: Ctx<'_>) -> Result<()
                 }
             }
             Action::Load { dst, value } => {
-                if dst.n_bits <= 64 && v < OFP15 {
+                // (A `tun_metadataN` is variable-length for Open vSwitch:
+                // a Set-Field or NXAST_REG_LOAD2, never NXAST_REG_LOAD.)
+                let tun_md = dst.field.tun_metadata_index().is_some();
+                if dst.n_bits <= 64 && v < OFP15 && !tun_md {
                     let s = nx_start(w, NXAST_REG_LOAD);
                     w.u16(ofs_nbits(&dst));
                     w.u32(sub_header(&dst)?);
@@ -423,7 +426,9 @@ pub fn put_actions(w: &mut Writer, actions: &[Action], cx: Ctx<'_>) -> Result<()
                     let s = of_start(w, 25);
                     put_oxm_value(w, dst.field, value << dst.ofs, dst.mask(), true)?;
                     end(w, s);
-                } else if nxm::header_of(dst.field, false).is_some_and(|h| nxm::class_of(h) <= 1) {
+                } else if !tun_md
+                    && nxm::header_of(dst.field, false).is_some_and(|h| nxm::class_of(h) <= 1)
+                {
                     // Wider than 64 bits (ct_label, xxreg): NXAST_REG_LOADs
                     // of 64 bits each, as Open vSwitch writes a field with
                     // an NXM name (`set_field_to_nxast`).
@@ -688,7 +693,11 @@ fn put_set_field(
     // A field with an NXM name: NXAST_REG_LOADs, one per run of mask
     // bits (Open vSwitch's `set_field_to_nxast`); NXAST_REG_LOAD2 for the
     // others.
-    if nxm::header_of(field, false).is_some_and(|h| nxm::class_of(h) <= 1) {
+    // (A `tun_metadataN` is variable-length for Open vSwitch: never as
+    // NXAST_REG_LOAD.)
+    if field.tun_metadata_index().is_none()
+        && nxm::header_of(field, false).is_some_and(|h| nxm::class_of(h) <= 1)
+    {
         return put_reg_load_runs(w, field, value, mask);
     }
     let s = nx_start(w, NXAST_REG_LOAD2);

@@ -72,6 +72,11 @@ pub(super) fn check(rules: &RuleSet, fm: &FlowMod) -> Result<Option<Rule>, OfErr
     }
     let read = validate(&fm.rule)?;
     let rule = read.as_ref().unwrap_or(&fm.rule);
+    // A Geneve option field must be mapped (`add-tlv-map`) before a flow
+    // uses it.
+    if flowpath_ofproto::tunnel::unmapped_tlv_fields(rule, &rules.tlv_map()) != 0 {
+        return Err(ofe::FMFC_INVALID_TLV_FIELD);
+    }
     rules
         .check_groups(std::slice::from_ref(rule))
         .map_err(|_| ofe::BAC_BAD_OUT_GROUP)?;
