@@ -370,3 +370,61 @@ fn a_hundred_clients_at_once() {
     let d = ofctl_ok(&sw, &["dump-aggregate", "br0"]);
     assert!(d.contains("flow_count=100"), "{d}");
 }
+
+/// `ovs-ofctl ct-flush-zone` (NXT_CT_FLUSH_ZONE, which OVN's controller
+/// sends when it gives a port a conntrack zone) removes the connections
+/// of that zone and no other's.
+#[test]
+fn ct_flush_zone_flushes_one_zone() {
+    if !have_ofctl() {
+        return;
+    }
+    let sw = start("ctflush");
+    // A UDP frame 10.0.0.1:1024 -> 10.0.0.2:5001 (valid checksums).
+    let mut f = Vec::new();
+    f.extend_from_slice(&[2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1, 8, 0]);
+    let ip = [
+        0x45, 0, 0, 33, 0, 0, 0, 0, 64, 17, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2,
+    ];
+    let sum = ip
+        .chunks(2)
+        .map(|c| u32::from(u16::from_be_bytes([c[0], c[1]])))
+        .sum::<u32>();
+    let sum = !(((sum & 0xffff) + (sum >> 16)) as u16);
+    f.extend_from_slice(&ip[..10]);
+    f.extend_from_slice(&sum.to_be_bytes());
+    f.extend_from_slice(&ip[12..]);
+    f.extend_from_slice(&[4, 0, 0x13, 0x89, 0, 13, 0, 0]);
+    f.extend_from_slice(b"hello");
+    let hex: String = f.iter().map(|b| format!("{b:02x}")).collect();
+    for zone in [7, 8] {
+        ofctl_ok(
+            &sw,
+            &[
+                "packet-out",
+                "br0",
+                &format!("in_port=1 packet={hex} actions=ct(commit,zone={zone})"),
+            ],
+        );
+    }
+    let dump = || {
+        let o = Command::new(BIN)
+            .args(["ctl", "--ctl"])
+            .arg(sw.dir.join("flowpath.ctl"))
+            .arg("dpctl/dump-conntrack")
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    };
+    let before = dump();
+    assert!(
+        before.contains("zone=7") && before.contains("zone=8"),
+        "{before}"
+    );
+    ofctl_ok(&sw, &["ct-flush-zone", "br0", "7"]);
+    let after = dump();
+    assert!(
+        !after.contains("zone=7") && after.contains("zone=8"),
+        "{after}"
+    );
+}

@@ -28,6 +28,7 @@ const NXT_SET_CONTROLLER_ID: u32 = 20;
 const NXT_TLV_TABLE_MOD: u32 = 24;
 const NXT_TLV_TABLE_REQUEST: u32 = 25;
 const NXT_TLV_TABLE_REPLY: u32 = 26;
+const NXT_CT_FLUSH_ZONE: u32 = 29;
 const NXST_FLOW: u32 = 0;
 const NXST_AGGREGATE: u32 = 1;
 const NXST_IPFIX_BRIDGE: u32 = 3;
@@ -197,6 +198,9 @@ pub enum Request {
     FlowModTableId(bool),
     SetPacketInFormat(u32),
     SetControllerId(u16),
+    /// `NXT_CT_FLUSH_ZONE` (`ovs-ofctl ct-flush-zone`, OVN's controller
+    /// when it gives a port a zone): every connection of the zone goes.
+    CtFlushZone(u16),
     SetAsync,
     TlvTableRequest,
     /// `NXT_TLV_TABLE_MOD` (`ovs-ofctl add-tlv-map`): command 0 add, 1
@@ -697,6 +701,13 @@ fn decode_vendor(r: &mut Reader<'_>, h: &Header, st: ConnState) -> Result<Reques
             Request::SetControllerId(r.u16()?)
         }
         NXT_SET_ASYNC_CONFIG => Request::SetAsync,
+        NXT_CT_FLUSH_ZONE => {
+            // (struct nx_zone_id: six zero bytes, then the zone.)
+            if r.bytes(6)?.iter().any(|&b| b != 0) {
+                return Err(crate::error::BRC_MUST_BE_ZERO);
+            }
+            Request::CtFlushZone(r.u16()?)
+        }
         pin2::NXT_RESUME => Request::Resume(Box::new(pin2::decode_resume(r, h.version)?)),
         flowmon::NXT_FLOW_MONITOR_CANCEL => Request::FlowMonitorCancel(r.u32()?),
         NXT_GROUP_MOD => Request::GroupMod(group::decode_group_mod(r, OFP10)?),

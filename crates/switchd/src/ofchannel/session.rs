@@ -433,6 +433,10 @@ impl Session {
                 }
             }
             Request::Resume(res) => self.resume(*res),
+            Request::CtFlushZone(zone) => {
+                self.sh.conntrack.flush(Some(zone), None);
+                Ok(Vec::new())
+            }
             Request::SetControllerId(id) => {
                 self.info
                     .controller_id
