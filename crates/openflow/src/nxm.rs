@@ -196,7 +196,7 @@ pub fn lookup_header(h: u32) -> Option<(FieldId, u32)> {
 }
 
 /// The field a header names, if its length is right for it (any length
-/// of 1 to 124 bytes for a `tun_metadataN`, see [`tun_md_len`]).
+/// of 0 to 124 bytes for a `tun_metadataN`, see [`tun_md_len`]).
 pub fn field_of_header(h: u32) -> Option<FieldId> {
     let (f, proper) = lookup_header(h)?;
     (unmasked(h) == proper || tun_md_len(h).is_some()).then_some(f)
@@ -206,11 +206,10 @@ pub fn field_of_header(h: u32) -> Option<FieldId> {
 /// bytes, the longest Geneve option): a match entry or a Set-Field carries
 /// as many bytes as the value needs (`ovs-ofctl` sends `tun_metadata0=1`
 /// in one byte, `tun_metadata0=0` in none), a switch's own encoding as
-/// many as the option is long,
-/// and a field reference in `move` or `load` names the field with 124.
-/// For a `tun_metadataN` header, the value's length in bytes (0 to 124;
-/// half the payload when masked); None for any other header or a length
-/// out of range.
+/// many as the option is long, and a field reference in `move` or `load`
+/// names the field with 124. For a `tun_metadataN` header, the value's
+/// length in bytes (0 to 124; half the payload when masked); None for any
+/// other header or a length out of range.
 pub fn tun_md_len(h: u32) -> Option<usize> {
     let f = field_of(h);
     if class_of(h) != 1 || !(40..40 + flowpath_flow::key::TUN_METADATA as u8).contains(&f) {
@@ -563,7 +562,7 @@ fn pull(
                 // bytes is an exact match (`0x5/0xff` in one byte is
                 // `tun_metadataN=0x5`).
                 match pull_tun_md(r, n)? {
-                    m if n > 0 && n <= 8 && m == full => u128::from(u64::MAX),
+                    m if n > 0 && m == full => u128::from(u64::MAX),
                     m => m,
                 }
             } else {
