@@ -373,9 +373,10 @@ fn a_hundred_clients_at_once() {
 
 /// `ovs-ofctl ct-flush-zone` (NXT_CT_FLUSH_ZONE, which OVN's controller
 /// sends when it gives a port a conntrack zone) removes the connections
-/// of that zone and no other's.
+/// of that zone and no other's; `ovs-ofctl ct-flush` (NXT_CT_FLUSH) those
+/// a tuple selects in a zone (zone 0 when none is given), or all.
 #[test]
-fn ct_flush_zone_flushes_one_zone() {
+fn ct_flush_zone_and_ct_flush() {
     if !have_ofctl() {
         return;
     }
@@ -397,7 +398,7 @@ fn ct_flush_zone_flushes_one_zone() {
     f.extend_from_slice(&[4, 0, 0x13, 0x89, 0, 13, 0, 0]);
     f.extend_from_slice(b"hello");
     let hex: String = f.iter().map(|b| format!("{b:02x}")).collect();
-    for zone in [7, 8] {
+    for zone in [0, 7, 8] {
         ofctl_ok(
             &sw,
             &[
@@ -416,15 +417,41 @@ fn ct_flush_zone_flushes_one_zone() {
             .unwrap();
         String::from_utf8_lossy(&o.stdout).into_owned()
     };
-    let before = dump();
-    assert!(
-        before.contains("zone=7") && before.contains("zone=8"),
-        "{before}"
+    let zones = || -> Vec<String> {
+        let mut z: Vec<String> = dump()
+            .lines()
+            .map(|l| l.rsplit_once("zone=").map_or("0", |(_, z)| z).to_string())
+            .collect();
+        z.sort();
+        z
+    };
+    assert_eq!(zones(), ["0", "7", "8"]);
+    ofctl_ok(&sw, &["ct-flush-zone", "br0", "8"]);
+    assert_eq!(zones(), ["0", "7"]);
+    // A tuple that selects nothing, then one that selects zone 7's.
+    ofctl_ok(&sw, &["ct-flush", "br0", "zone=7", "ct_nw_src=10.0.0.9"]);
+    assert_eq!(zones(), ["0", "7"]);
+    let t = "ct_nw_src=10.0.0.1,ct_nw_dst=10.0.0.2,ct_nw_proto=17,ct_tp_src=1024,ct_tp_dst=5001";
+    ofctl_ok(&sw, &["ct-flush", "br0", "zone=7", t]);
+    assert_eq!(zones(), ["0"]);
+    // A reply tuple alone, no zone: zone 0's.
+    ofctl_ok(
+        &sw,
+        &["ct-flush", "br0", "", "ct_nw_src=10.0.0.2,ct_nw_proto=17"],
     );
-    ofctl_ok(&sw, &["ct-flush-zone", "br0", "7"]);
-    let after = dump();
-    assert!(
-        !after.contains("zone=7") && after.contains("zone=8"),
-        "{after}"
-    );
+    assert!(zones().is_empty(), "{}", dump());
+    // No tuple, no zone: every connection.
+    for zone in [3, 4] {
+        ofctl_ok(
+            &sw,
+            &[
+                "packet-out",
+                "br0",
+                &format!("in_port=1 packet={hex} actions=ct(commit,zone={zone})"),
+            ],
+        );
+    }
+    assert_eq!(zones(), ["3", "4"]);
+    ofctl_ok(&sw, &["ct-flush", "br0"]);
+    assert!(zones().is_empty(), "{}", dump());
 }

@@ -147,6 +147,21 @@ pub fn flush(ct: &Conntrack, p: &[String]) -> Result<String, String> {
     Ok(String::new())
 }
 
+/// What an OpenFlow `NXT_CT_FLUSH` flushes: its zone (with a tuple and
+/// no zone, zone 0, as Open vSwitch; neither: every zone) and the tuple
+/// its protocol and directions make.
+pub fn of_flush(f: &flowpath_openflow::msg::CtFlush) -> (Option<u16>, Option<FlushTuple>) {
+    if f.orig.is_none() && f.reply.is_none() {
+        return (f.zone, None);
+    }
+    let tuple = FlushTuple {
+        proto: (f.proto != 0).then_some(f.proto),
+        orig: f.orig.unwrap_or_default(),
+        reply: f.reply.unwrap_or_default(),
+    };
+    (Some(f.zone.unwrap_or(0)), Some(tuple))
+}
+
 /// `dpctl/ct-set-maxconns`.
 pub fn set_maxconns(ct: &Conntrack, p: &[String]) -> Result<String, String> {
     let n = skip_dp(p)

@@ -29,6 +29,7 @@ const NXT_TLV_TABLE_MOD: u32 = 24;
 const NXT_TLV_TABLE_REQUEST: u32 = 25;
 const NXT_TLV_TABLE_REPLY: u32 = 26;
 const NXT_CT_FLUSH_ZONE: u32 = 29;
+const NXT_CT_FLUSH: u32 = 32;
 const NXST_FLOW: u32 = 0;
 const NXST_AGGREGATE: u32 = 1;
 const NXST_IPFIX_BRIDGE: u32 = 3;
@@ -201,6 +202,9 @@ pub enum Request {
     /// `NXT_CT_FLUSH_ZONE` (`ovs-ofctl ct-flush-zone`, OVN's controller
     /// when it gives a port a zone): every connection of the zone goes.
     CtFlushZone(u16),
+    /// `NXT_CT_FLUSH` (`ovs-ofctl ct-flush`): the connections of a zone,
+    /// or those a tuple selects.
+    CtFlush(CtFlush),
     SetAsync,
     TlvTableRequest,
     /// `NXT_TLV_TABLE_MOD` (`ovs-ofctl add-tlv-map`): command 0 add, 1
@@ -708,6 +712,7 @@ fn decode_vendor(r: &mut Reader<'_>, h: &Header, st: ConnState) -> Result<Reques
             }
             Request::CtFlushZone(r.u16()?)
         }
+        NXT_CT_FLUSH => Request::CtFlush(ct_flush::decode(r)?),
         pin2::NXT_RESUME => Request::Resume(Box::new(pin2::decode_resume(r, h.version)?)),
         flowmon::NXT_FLOW_MONITOR_CANCEL => Request::FlowMonitorCancel(r.u32()?),
         NXT_GROUP_MOD => Request::GroupMod(group::decode_group_mod(r, OFP10)?),
@@ -868,6 +873,8 @@ mod group;
 pub use group::*;
 mod portmod;
 pub use portmod::*;
+mod ct_flush;
+pub use ct_flush::CtFlush;
 
 #[cfg(test)]
 mod tests;

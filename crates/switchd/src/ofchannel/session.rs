@@ -437,6 +437,11 @@ impl Session {
                 self.sh.conntrack.flush(Some(zone), None);
                 Ok(Vec::new())
             }
+            Request::CtFlush(f) => {
+                let (zone, tuple) = crate::conntrack::of_flush(&f);
+                self.sh.conntrack.flush(zone, tuple.as_ref());
+                Ok(Vec::new())
+            }
             Request::SetControllerId(id) => {
                 self.info
                     .controller_id
