@@ -8,7 +8,7 @@
 
 mod ofctl_util;
 
-use ofctl_util::{error_name, have_ofctl, norm, ofctl, start, start_with, Sw};
+use ofctl_util::{have_ofctl, ofctl, start, start_with, Sw};
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
@@ -33,26 +33,16 @@ fn bundles_commit_all_or_nothing_as_open_vswitch() {
         }
         for step in rec["steps"].as_array().unwrap() {
             let cmd: Vec<String> = serde_json::from_value(step["cmd"].clone()).unwrap();
-            let mut full = vec!["-O".to_string(), ver.to_string()];
-            full.extend(cmd.iter().map(|a| {
-                files
-                    .iter()
-                    .find(|(k, _)| k == a)
-                    .map_or(a.clone(), |(_, p)| p.clone())
-            }));
-            let full: Vec<&str> = full.iter().map(String::as_str).collect();
-            let (ok, out, err) = ofctl(&sw, &full);
-            let ctx = format!("{ver} {cmd:?}");
-            assert_eq!(ok, step["ok"].as_bool().unwrap(), "{ctx}: {err}{out}");
-            if !ok {
-                assert_eq!(
-                    error_name(&err),
-                    step["error"].as_str().unwrap(),
-                    "{ctx}: {err}"
-                );
-            }
-            let want: Vec<String> = serde_json::from_value(step["out"].clone()).unwrap();
-            assert_eq!(norm(&cmd, &out), want, "{ctx}");
+            let full = cmd
+                .iter()
+                .map(|a| {
+                    files
+                        .iter()
+                        .find(|(k, _)| k == a)
+                        .map_or(a.clone(), |(_, p)| p.clone())
+                })
+                .collect();
+            ofctl_util::check_step(&sw, ver, full, step, &format!("{ver} {cmd:?}"));
             n += 1;
         }
     }

@@ -219,21 +219,7 @@ fn replay_scenarios(sw: &ofctl_util::Sw, pick: impl Fn(&str) -> bool) -> usize {
                     }
                 })
                 .collect();
-            let mut full = vec!["-O".to_string(), ver.to_string()];
-            full.extend(args);
-            let full: Vec<&str> = full.iter().map(String::as_str).collect();
-            let (ok, out, err) = ofctl(sw, &full);
-            let ctx = format!("{scen} {ver} {cmd:?}");
-            assert_eq!(ok, step["ok"].as_bool().unwrap(), "{ctx}: {err}{out}");
-            if !ok {
-                assert_eq!(
-                    error_name(&err),
-                    step["error"].as_str().unwrap(),
-                    "{ctx}: {err}"
-                );
-            }
-            let want: Vec<String> = serde_json::from_value(step["out"].clone()).unwrap();
-            assert_eq!(norm(&cmd, &out), want, "{ctx}");
+            ofctl_util::check_step(sw, ver, args, step, &format!("{scen} {ver} {cmd:?}"));
             n += 1;
         }
     }
@@ -398,15 +384,13 @@ fn ct_flush_zone_and_ct_flush() {
     f.extend_from_slice(&[4, 0, 0x13, 0x89, 0, 13, 0, 0]);
     f.extend_from_slice(b"hello");
     let hex: String = f.iter().map(|b| format!("{b:02x}")).collect();
+    // The frame's connection, committed in `zone` by a packet-out.
+    let commit = |zone: u16| {
+        let po = format!("in_port=1 packet={hex} actions=ct(commit,zone={zone})");
+        ofctl_ok(&sw, &["packet-out", "br0", &po]);
+    };
     for zone in [0, 7, 8] {
-        ofctl_ok(
-            &sw,
-            &[
-                "packet-out",
-                "br0",
-                &format!("in_port=1 packet={hex} actions=ct(commit,zone={zone})"),
-            ],
-        );
+        commit(zone);
     }
     let dump = || {
         let o = Command::new(BIN)
@@ -442,14 +426,7 @@ fn ct_flush_zone_and_ct_flush() {
     assert!(zones().is_empty(), "{}", dump());
     // No tuple, no zone: every connection.
     for zone in [3, 4] {
-        ofctl_ok(
-            &sw,
-            &[
-                "packet-out",
-                "br0",
-                &format!("in_port=1 packet={hex} actions=ct(commit,zone={zone})"),
-            ],
-        );
+        commit(zone);
     }
     assert_eq!(zones(), ["3", "4"]);
     ofctl_ok(&sw, &["ct-flush", "br0"]);

@@ -391,7 +391,7 @@ pub fn tlv_fields_used<'a>(
         }
     }
     let mut used = 0u8;
-    for r in rules {
+    for r in rules.into_iter().filter(|r| may_use_tlv_fields(r)) {
         scan(&r.to_string(), &mut used);
     }
     for g in groups {
@@ -402,11 +402,21 @@ pub fn tlv_fields_used<'a>(
 
 /// The `tun_metadataN` fields `rule` uses (bit N) that `map` does not
 /// map: an OpenFlow flow_mod with any is refused with
-/// `NXFMFC_INVALID_TLV_FIELD`, as Open vSwitch refuses it. Cheap for a
-/// rule that matches no option field and whose actions name no field
-/// (outputs, resubmits, VLAN and MPLS pushes, ...): the printed form is
-/// read only for the others.
+/// `NXFMFC_INVALID_TLV_FIELD`, as Open vSwitch refuses it.
 pub fn unmapped_tlv_fields(rule: &crate::rule::Rule, map: &TlvMap) -> u8 {
+    let mapped = map
+        .iter()
+        .enumerate()
+        .filter(|(_, e)| e.len != 0)
+        .fold(0u8, |a, (i, _)| a | 1 << i);
+    tlv_fields_used(std::iter::once(rule), &[]) & !mapped
+}
+
+/// Whether `rule` may use a `tun_metadataN`: it matches option bits, or
+/// an action names a field. False for most flows (outputs, resubmits,
+/// VLAN and MPLS pushes, ...), whose printed form [`tlv_fields_used`]
+/// then need not read.
+fn may_use_tlv_fields(rule: &crate::rule::Rule) -> bool {
     use crate::action::Action as A;
     let m = &rule.matching.mask.w;
     let matches = m[flowpath_flow::key::W_TUN_MD..][..TLV_FIELDS]
@@ -451,15 +461,7 @@ pub fn unmapped_tlv_fields(rule: &crate::rule::Rule, map: &TlvMap) -> u8 {
                 | A::WriteMetadata { .. }
         )
     };
-    if !matches && rule.actions.iter().all(fieldless) && rule.write_actions.iter().all(fieldless) {
-        return 0;
-    }
-    let mapped = map
-        .iter()
-        .enumerate()
-        .filter(|(_, e)| e.len != 0)
-        .fold(0u8, |a, (i, _)| a | 1 << i);
-    tlv_fields_used(std::iter::once(rule), &[]) & !mapped
+    matches || !rule.actions.iter().all(fieldless) || !rule.write_actions.iter().all(fieldless)
 }
 
 /// The underlay interface: its datapath port, MAC and endpoint addresses

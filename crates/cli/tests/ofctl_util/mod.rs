@@ -106,6 +106,27 @@ pub fn ofctl_ok(sw: &Sw, args: &[&str]) -> String {
     out
 }
 
+/// Runs one recorded step (`cmd` with its file arguments already put in,
+/// as `full`) in OpenFlow version `ver` and checks it against Open
+/// vSwitch's answer: success, error name, normalised output.
+pub fn check_step(sw: &Sw, ver: &str, full: Vec<String>, step: &serde_json::Value, ctx: &str) {
+    let cmd: Vec<String> = serde_json::from_value(step["cmd"].clone()).unwrap();
+    let mut args = vec!["-O".to_string(), ver.to_string()];
+    args.extend(full);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let (ok, out, err) = ofctl(sw, &args);
+    assert_eq!(ok, step["ok"].as_bool().unwrap(), "{ctx}: {err}{out}");
+    if !ok {
+        assert_eq!(
+            error_name(&err),
+            step["error"].as_str().unwrap(),
+            "{ctx}: {err}"
+        );
+    }
+    let want: Vec<String> = serde_json::from_value(step["out"].clone()).unwrap();
+    assert_eq!(norm(&cmd, &out), want, "{ctx}");
+}
+
 /// The first OpenFlow error name in `ovs-ofctl`'s complaint (as the
 /// recorders extract it).
 pub fn error_name(stderr: &str) -> String {
