@@ -155,9 +155,12 @@ fn set_field_action(field: FieldId, value: u128, mask: u128) -> Result<Action, O
             legacy: false,
         });
     }
+    if mask == 0 || mask & !info.full_mask() != 0 {
+        return Err(BAC_BAD_SET_ARGUMENT);
+    }
     let ofs = mask.trailing_zeros();
     let run = mask >> ofs;
-    if mask == 0 || run & (run + 1) != 0 {
+    if run & (run + 1) != 0 {
         return Err(BAC_BAD_SET_ARGUMENT);
     }
     Ok(Action::Load {

@@ -302,3 +302,45 @@ fn nicira_group_action_is_laid_out_as_open_vswitch() {
     actions::put_actions(&mut w, &acts, cx).unwrap();
     assert_eq!(w.buf, hex(h)[72..]);
 }
+
+#[test]
+fn a_group_mod_with_an_all_zero_set_field_mask_is_refused() {
+    // Found by the `openflow` fuzz target: an OpenFlow 1.3 group_mod whose
+    // bucket sets a non-maskable field under a mask of zero bits. The
+    // decoder shifted by 128 and panicked; it must answer with an error.
+    let mut m = base64_decode(
+        "BA8BBPcBAFqmpVpaWhAAAABdASAwAFNTU/sBAAkQAAAAGQAQAAABBAAAAAAAAAAAFAAACRAAAAwAAAAAAAAAABl6ABAAAAEEAAD/AKalWlpaEAAAABAAAGNHCAgA+wkACRAAAAAQACAAAAAAAAAB/wUAAAYAAAAADwAIARMBBPcBAFqmpVpaWhAAJe8AAA==",
+    );
+    let n = m.len() as u16;
+    m[2..4].copy_from_slice(&n.to_be_bytes());
+    for st in [
+        ConnState::default(),
+        ConnState {
+            flow_mod_table_id: true,
+        },
+    ] {
+        assert!(decode(&m, st).is_err());
+    }
+}
+
+fn base64_decode(s: &str) -> Vec<u8> {
+    let val = |c: u8| match c {
+        b'A'..=b'Z' => c - b'A',
+        b'a'..=b'z' => c - b'a' + 26,
+        b'0'..=b'9' => c - b'0' + 52,
+        b'+' => 62,
+        _ => 63,
+    };
+    let digits: Vec<u8> = s.bytes().filter(|&c| c != b'=').map(val).collect();
+    let mut out = Vec::new();
+    for chunk in digits.chunks(4) {
+        let mut acc = 0u32;
+        for (i, d) in chunk.iter().enumerate() {
+            acc |= u32::from(*d) << (18 - 6 * i);
+        }
+        for i in 0..chunk.len() - 1 {
+            out.push((acc >> (16 - 8 * i)) as u8);
+        }
+    }
+    out
+}
