@@ -34,4 +34,5 @@ pub mod tunnel;
 mod tunnel_dad;
 mod tunnel_neigh;
 mod tunnel_route;
+mod tunnel_tlv;
 pub mod xlate;

@@ -36,6 +36,7 @@ pub use crate::tunnel_neigh::{
     Neigh, Neighbours, DEFAULT_AGING_SECS, MAX_AGING_SECS, REFRESH_BEFORE_MS,
 };
 pub use crate::tunnel_route::{connected_routes, Route};
+pub use crate::tunnel_tlv::TlvTable;
 
 /// The datapath port of the underlay interface (no OpenFlow port: the
 /// bridge never sees its packets, only their decapsulated insides).
@@ -498,7 +499,7 @@ pub struct Tunnels {
     underlay: RwLock<Option<Arc<Underlay>>>,
     routes: RwLock<Vec<Route>>,
     /// The Geneve option map (`add-tlv-map`).
-    tlv: RwLock<TlvMap>,
+    tlv: Arc<TlvTable>,
     /// The UDP source port range (`tnl/egress_port_range`): min << 16 | max.
     port_range: std::sync::atomic::AtomicU32,
     /// The neighbour table.
@@ -552,7 +553,7 @@ impl Tunnels {
             classes: RwLock::new(classes),
             underlay: RwLock::new(underlay.map(Arc::new)),
             routes: RwLock::new(routes),
-            tlv: RwLock::new(TlvMap::default()),
+            tlv: Arc::default(),
             port_range: std::sync::atomic::AtomicU32::new(
                 u32::from(flowpath_wire::tunnel::DEFAULT_PORT_MIN) << 16
                     | u32::from(flowpath_wire::tunnel::DEFAULT_PORT_MAX),
@@ -796,130 +797,48 @@ impl Tunnels {
 
     /// The Geneve option map.
     pub fn tlv(&self) -> TlvMap {
-        *self.tlv.read().unwrap_or_else(|e| e.into_inner())
+        self.tlv.get()
     }
 
-    /// Adds `{class=C,type=T,len=L}->tun_metadataN` mappings, as `ovs-ofctl
-    /// add-tlv-map` (all or none: a field or option already mapped
-    /// otherwise is an error, as OVS's `NXTTMFC_ALREADY_MAPPED`).
-    pub fn add_tlv(&self, spec: &str) -> Result<(), String> {
-        let adds = parse_tlv_map(spec)?;
-        let mut map = self.tlv.write().unwrap_or_else(|e| e.into_inner());
-        let mut next = *map;
-        for (i, e) in adds {
-            let other = next
-                .iter()
-                .position(|x| x.len != 0 && x.class == e.class && x.typ == e.typ);
-            if (next[i].len != 0 && next[i] != e) || other.is_some_and(|o| o != i) {
-                return Err(format!(
-                    "{spec}: tun_metadata{i} or option {{class={:#x},type={:#x}}} is already mapped",
-                    e.class, e.typ
-                ));
-            }
-            next[i] = e;
-        }
-        *map = next;
-        drop(map);
+    /// The Geneve option map's table (shared with the bridge's rule set).
+    pub fn tlv_table(&self) -> Arc<TlvTable> {
+        self.tlv.clone()
+    }
+
+    /// The option map changed: the megaflows are translated again (the
+    /// map is in their actions).
+    pub fn tlv_changed(&self) {
         self.neigh.bump();
+    }
+
+    /// [`TlvTable::add`], then [`Tunnels::tlv_changed`].
+    pub fn add_tlv(&self, spec: &str) -> Result<(), String> {
+        self.tlv.add(spec)?;
+        self.tlv_changed();
         Ok(())
     }
 
-    /// Applies an OpenFlow TLV table change (`NXT_TLV_TABLE_MOD`): command
-    /// 0 adds, 1 deletes, 2 clears `(class, type, len, index)` mappings,
-    /// with Open vSwitch's checks (all or nothing); `in_use` (bit N:
-    /// `tun_metadataN`, [`tlv_fields_used`]) are the mappings flows or
-    /// groups use, which are not deleted.
+    /// [`TlvTable::modify`], then [`Tunnels::tlv_changed`].
     pub fn tlv_mod(
         &self,
         command: u16,
         maps: &[(u16, u8, u8, u16)],
         in_use: u8,
     ) -> Result<(), TlvModError> {
-        let mut map = self.tlv.write().unwrap_or_else(|e| e.into_inner());
-        let mut next = *map;
-        match command {
-            0 => {
-                for &(class, typ, len, index) in maps {
-                    let i = usize::from(index);
-                    if i >= TLV_FIELDS {
-                        return Err(TlvModError::BadFieldIdx);
-                    }
-                    if len == 0 || len % 4 != 0 || len > 8 {
-                        return Err(TlvModError::BadOptLen);
-                    }
-                    let e = TlvEntry { class, typ, len };
-                    if next[i].len != 0 && next[i] != e {
-                        return Err(TlvModError::AlreadyMapped);
-                    }
-                    if next
-                        .iter()
-                        .enumerate()
-                        .any(|(j, x)| j != i && x.len != 0 && x.class == class && x.typ == typ)
-                    {
-                        return Err(TlvModError::DupEntry);
-                    }
-                    next[i] = e;
-                }
-            }
-            1 => {
-                for &(_, _, _, index) in maps {
-                    let i = usize::from(index);
-                    if i >= TLV_FIELDS {
-                        return Err(TlvModError::BadFieldIdx);
-                    }
-                    if next[i].len != 0 && in_use >> i & 1 != 0 {
-                        return Err(TlvModError::InvalidTlvDel);
-                    }
-                    next[i] = TlvEntry::default();
-                }
-            }
-            2 => {
-                if (0..TLV_FIELDS).any(|i| next[i].len != 0 && in_use >> i & 1 != 0) {
-                    return Err(TlvModError::InvalidTlvDel);
-                }
-                next = TlvMap::default();
-            }
-            _ => return Err(TlvModError::BadCommand),
-        }
-        *map = next;
-        drop(map);
-        self.neigh.bump();
+        self.tlv.modify(command, maps, in_use)?;
+        self.tlv_changed();
         Ok(())
     }
 
-    /// The mappings as `(class, type, len, index)`, by index.
+    /// [`TlvTable::mappings`].
     pub fn tlv_mappings(&self) -> Vec<(u16, u8, u8, u16)> {
-        self.tlv()
-            .iter()
-            .enumerate()
-            .filter(|(_, e)| e.len != 0)
-            .map(|(i, e)| (e.class, e.typ, e.len, i as u16))
-            .collect()
+        self.tlv.mappings()
     }
 
-    /// Removes mappings (`del-tlv-map`; an empty spec: all of them), none
-    /// when one of them is in `in_use` (see [`Tunnels::tlv_mod`]).
+    /// [`TlvTable::del`], then [`Tunnels::tlv_changed`].
     pub fn del_tlv(&self, spec: &str, in_use: u8) -> Result<(), String> {
-        let dels = if spec.trim().is_empty() {
-            (0..TLV_FIELDS).map(|i| (i, TlvEntry::default())).collect()
-        } else {
-            parse_tlv_map(spec)?
-        };
-        let mut map = self.tlv.write().unwrap_or_else(|e| e.into_inner());
-        if let Some((i, _)) = dels
-            .iter()
-            .find(|(i, _)| map[*i].len != 0 && in_use >> i & 1 != 0)
-        {
-            return Err(format!(
-                "tun_metadata{i} is used by flows or groups: delete them first \
-                 (OpenFlow error NXTTMFC_INVALID_TLV_DEL)"
-            ));
-        }
-        for (i, _) in dels {
-            map[i] = TlvEntry::default();
-        }
-        drop(map);
-        self.neigh.bump();
+        self.tlv.del(spec, in_use)?;
+        self.tlv_changed();
         Ok(())
     }
 

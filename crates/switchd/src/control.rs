@@ -310,13 +310,13 @@ static COMMANDS: &[Command] = &[
         underlay::route_lookup(c.tnl(), p)
     }),
     cmd("add-tlv-map", "BRIDGE MAP", 2, MANY, |c, p, _| {
-        underlay::tlv_add(c.tnl(), p)
+        underlay::tlv_add(&c.sh, p)
     }),
     cmd("del-tlv-map", "BRIDGE [MAP]", 1, MANY, |c, p, _| {
         underlay::tlv_del(&c.sh, p)
     }),
     cmd("dump-tlv-map", "[BRIDGE]", 0, 1, |c, _, _| {
-        Ok(underlay::tlv_dump(c.tnl()))
+        Ok(underlay::tlv_dump(&c.sh))
     }),
     cmd("ovs/route/del", "IP/PLEN", 1, 1, |c, p, _| {
         underlay::route_del(c.tnl(), p)

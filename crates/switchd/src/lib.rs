@@ -393,6 +393,7 @@ impl Switchd {
         }
         drop(parts);
         let mut threads = Vec::new();
+        let tlv = cfg.rules.tlv_table();
         let shared = Arc::new(Shared {
             pmds: std::sync::RwLock::new(Arc::new(pmds)),
             pmd_threads: Mutex::new(pmd_threads),
@@ -426,6 +427,7 @@ impl Switchd {
             sample_sink: sample_tx,
             control_exec: Mutex::new(None),
             tunnels: tunnels.clone(),
+            tlv,
             auto_underlay,
         });
         let stop2 = stop.clone();

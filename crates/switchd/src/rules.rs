@@ -126,6 +126,8 @@ pub struct RuleSet {
     sampling: bool,
     /// The bridge's tunnels (see `Lookup::tunnels`).
     tunnels: Option<Arc<flowpath_ofproto::tunnel::Tunnels>>,
+    /// The bridge's Geneve option map (its tunnels' when it has them).
+    tlv: Arc<flowpath_ofproto::tunnel::TlvTable>,
     /// Shared with every publication (see
     /// [`RuleTables::share_miss_to_controller`]).
     miss_to_controller: Arc<std::sync::atomic::AtomicBool>,
@@ -164,6 +166,7 @@ impl RuleSet {
             frag_mode: FragMode::default(),
             sampling: false,
             tunnels: None,
+            tlv: Arc::default(),
             miss_to_controller: Arc::default(),
             next_uid: 1,
             version: 0,
@@ -310,9 +313,14 @@ impl RuleSet {
         }
     }
 
-    /// The bridge's Geneve option map (all unmapped without tunnels).
+    /// The bridge's Geneve option map.
     pub fn tlv_map(&self) -> flowpath_wire::tunnel::TlvMap {
-        self.tunnels.as_ref().map(|t| t.tlv()).unwrap_or_default()
+        self.tlv.get()
+    }
+
+    /// The table behind [`RuleSet::tlv_map`] (the tunnels' once set).
+    pub fn tlv_table(&self) -> Arc<flowpath_ofproto::tunnel::TlvTable> {
+        self.tlv.clone()
     }
 
     /// Checks flows about to be added: [`RuleSet::check_tlv_mapped`], then
@@ -340,6 +348,7 @@ impl RuleSet {
 
     /// Gives the tables the bridge's tunnels.
     pub fn set_tunnels(&mut self, t: Option<Arc<flowpath_ofproto::tunnel::Tunnels>>) {
+        self.tlv = t.as_ref().map_or_else(Arc::default, |t| t.tlv_table());
         self.tunnels = t;
         self.version += 1;
     }

@@ -141,6 +141,9 @@ pub struct Shared {
     /// Tunnel ports, the underlay, its routes and neighbours (none
     /// without `--underlay`).
     pub tunnels: Option<Arc<flowpath_ofproto::tunnel::Tunnels>>,
+    /// The Geneve option map (`add-tlv-map`; the tunnels' when there are
+    /// tunnels; a bridge without them keeps one too, as Open vSwitch).
+    pub tlv: Arc<flowpath_ofproto::tunnel::TlvTable>,
     /// The underlay is found, not given: another bridge's LOCAL interface
     /// in this process that carries the endpoint's address (bridges from
     /// the OVSDB without `--underlay`, see [`crate::underlay_kernel`]).

@@ -529,18 +529,26 @@ pub fn route_lookup(t: Option<&Tunnels>, p: &[String]) -> Result<String, String>
 }
 
 /// `add-tlv-map BRIDGE {class=C,type=T,len=L}->tun_metadataN[,...]`.
-pub fn tlv_add(t: Option<&Tunnels>, p: &[String]) -> Result<String, String> {
-    let t = t.ok_or("no tunnels (--underlay)")?;
-    t.add_tlv(&p[1..].join(" "))?;
+pub fn tlv_add(sh: &Shared, p: &[String]) -> Result<String, String> {
+    sh.tlv.add(&p[1..].join(" "))?;
+    tlv_changed(sh);
     Ok(String::new())
 }
 
 /// `del-tlv-map BRIDGE [MAPPINGS]` (none: every mapping); refused for a
 /// mapping that flows or groups use.
 pub fn tlv_del(sh: &Shared, p: &[String]) -> Result<String, String> {
-    let t = sh.tunnels.as_deref().ok_or("no tunnels (--underlay)")?;
-    t.del_tlv(&p.get(1..).unwrap_or(&[]).join(" "), tlv_in_use(sh))?;
+    sh.tlv
+        .del(&p.get(1..).unwrap_or(&[]).join(" "), tlv_in_use(sh))?;
+    tlv_changed(sh);
     Ok(String::new())
+}
+
+/// The option map changed: the tunnels' megaflows are translated again.
+pub fn tlv_changed(sh: &Shared) {
+    if let Some(t) = &sh.tunnels {
+        t.tlv_changed();
+    }
 }
 
 /// Which `tun_metadataN` the installed flows and groups use (bit N), as
@@ -554,8 +562,8 @@ pub fn tlv_in_use(sh: &Shared) -> u8 {
 }
 
 /// `dump-tlv-map [BRIDGE]`.
-pub fn tlv_dump(t: Option<&Tunnels>) -> String {
-    flowpath_ofproto::tunnel::format_tlv_map(&t.map(Tunnels::tlv).unwrap_or_default())
+pub fn tlv_dump(sh: &Shared) -> String {
+    flowpath_ofproto::tunnel::format_tlv_map(&sh.tlv.get())
 }
 
 /// `tnl/ports/show`: each tunnel class's datapath port and the OpenFlow

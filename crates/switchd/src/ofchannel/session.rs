@@ -453,10 +453,8 @@ impl Session {
             Request::TlvTableRequest => {
                 let maps: Vec<msg::TlvMapping> = self
                     .sh
-                    .tunnels
-                    .as_ref()
-                    .map(|t| t.tlv_mappings())
-                    .unwrap_or_default()
+                    .tlv
+                    .mappings()
                     .into_iter()
                     .map(|(class, typ, len, index)| msg::TlvMapping {
                         class,
@@ -482,20 +480,21 @@ impl Session {
                     .collect();
                 // (The revalidator translates the megaflows again: the map
                 // is in their actions.)
-                match self.sh.tunnels.as_ref() {
-                    None => Err(flowpath_openflow::error::TTMFC_BAD_COMMAND),
-                    Some(t) => t
-                        .tlv_mod(command, &m, crate::underlay::tlv_in_use(&self.sh))
-                        .map(|()| Vec::new())
-                        .map_err(|e| match e {
-                            E::BadCommand => flowpath_openflow::error::TTMFC_BAD_COMMAND,
-                            E::BadOptLen => flowpath_openflow::error::TTMFC_BAD_OPT_LEN,
-                            E::BadFieldIdx => flowpath_openflow::error::TTMFC_BAD_FIELD_IDX,
-                            E::AlreadyMapped => flowpath_openflow::error::TTMFC_ALREADY_MAPPED,
-                            E::DupEntry => flowpath_openflow::error::TTMFC_DUP_ENTRY,
-                            E::InvalidTlvDel => flowpath_openflow::error::TTMFC_INVALID_TLV_DEL,
-                        }),
+                let r = self
+                    .sh
+                    .tlv
+                    .modify(command, &m, crate::underlay::tlv_in_use(&self.sh));
+                if r.is_ok() {
+                    crate::underlay::tlv_changed(&self.sh);
                 }
+                r.map(|()| Vec::new()).map_err(|e| match e {
+                    E::BadCommand => flowpath_openflow::error::TTMFC_BAD_COMMAND,
+                    E::BadOptLen => flowpath_openflow::error::TTMFC_BAD_OPT_LEN,
+                    E::BadFieldIdx => flowpath_openflow::error::TTMFC_BAD_FIELD_IDX,
+                    E::AlreadyMapped => flowpath_openflow::error::TTMFC_ALREADY_MAPPED,
+                    E::DupEntry => flowpath_openflow::error::TTMFC_DUP_ENTRY,
+                    E::InvalidTlvDel => flowpath_openflow::error::TTMFC_INVALID_TLV_DEL,
+                })
             }
             Request::RoleRequest {
                 role,
