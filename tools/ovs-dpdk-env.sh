@@ -34,9 +34,13 @@ stop() { declare -F stop_hook >/dev/null && stop_hook
 HUGE_BEFORE=$(cat /proc/sys/vm/nr_hugepages)
 trap 'stop; umount $B/huge 2>/dev/null; rm -rf $B; echo $HUGE_BEFORE > /proc/sys/vm/nr_hugepages 2>/dev/null' EXIT
 mkdir -p $B/huge
-if echo 2048 > /proc/sys/vm/nr_hugepages 2>/dev/null && [ "$(awk '/HugePages_Free/{print $2}' /proc/meminfo)" -ge 1024 ] \
+# OVS_MEM_MB: DPDK memory for OVS in MB (default 4096): as many 2 MB pages
+# are asked for, and used if at least half of them are free; else as much
+# ordinary memory (--no-huge).
+MEM_MB=${OVS_MEM_MB:-4096}
+if echo $((MEM_MB / 2)) > /proc/sys/vm/nr_hugepages 2>/dev/null && [ "$(awk '/HugePages_Free/{print $2}' /proc/meminfo)" -ge $((MEM_MB / 4)) ] \
    && mount -t hugetlbfs nodev $B/huge 2>/dev/null; then HUGE="--huge-dir=$B/huge"; HUGE_PAGES=1
-else HUGE="--no-huge --legacy-mem -m 4096 --iova-mode=va"; HUGE_PAGES=""; fi
+else HUGE="--no-huge --legacy-mem -m $MEM_MB --iova-mode=va"; HUGE_PAGES=""; fi
 ovs_start() {
   rm -f $B/conf.db $B/ovsdb.log $B/vswitchd.log
   ovsdb-tool create $B/conf.db $SCHEMA

@@ -151,7 +151,9 @@ impl PmdStats {
             miss_with_failed_upcall: self.miss_with_failed_upcall,
             lost: self.lost,
             processing_cycles: self.processing_cycles,
-            avg_processing_cycles_per_packet: ratio(self.processing_cycles, self.packets_received),
+            // Per received packet, as OVS (not per datapath pass: a
+            // packet that recirculates costs its passes together).
+            avg_processing_cycles_per_packet: ratio(self.processing_cycles, received),
             megaflows: megaflows as u64,
         }
     }
@@ -326,5 +328,18 @@ mod tests {
                 .avg_processing_cycles_per_packet,
             0.0
         );
+        // 10 packets received, each recirculated once: 20 passes. The
+        // cycles are per received packet (OVS's pmd-stats-show divides
+        // by packets received, not passes).
+        let two_pass = PmdStats {
+            packets_received: 20,
+            recirculations: 10,
+            processing_cycles: 3000,
+            ..PmdStats::default()
+        }
+        .report(0);
+        assert_eq!(two_pass.packets_received, 10);
+        assert_eq!(two_pass.avg_datapath_passes_per_packet, 2.0);
+        assert_eq!(two_pass.avg_processing_cycles_per_packet, 300.0);
     }
 }
