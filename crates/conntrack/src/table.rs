@@ -94,10 +94,11 @@ pub use crossbeam_epoch::Guard as TableGuard;
 /// cycles). The folded multiply mixes every input bit into the state, and
 /// the random seed keeps remote hosts from choosing tuples that collide
 /// (the tuples are partly theirs).
-const MUL: u64 = 0x9e37_79b9_7f4a_7c15;
+pub(crate) const MUL: u64 = 0x9e37_79b9_7f4a_7c15;
 
+/// The product of `a` and `b` with its high and low halves XORed.
 #[inline(always)]
-fn folded(a: u64, b: u64) -> u64 {
+pub(crate) fn folded(a: u64, b: u64) -> u64 {
     let p = u128::from(a).wrapping_mul(u128::from(b));
     (p as u64) ^ ((p >> 64) as u64)
 }

@@ -698,7 +698,7 @@ impl Conntrack {
         let mut action = 0;
         if let Some(spec) = args.nat.as_ref().filter(|s| s.kind.is_some()) {
             action = nat::action_bits(spec);
-            let hash = self.nat_hash(key, spec);
+            let hash = nat::choice_hash(key, spec);
             let mut rng = self.rng.fetch_add(0x9e37_79b9_7f4a_7c15, Ordering::Relaxed) | 1;
             let table = &self.table;
             let mut free = |t: &ConnKey| table.lookup(t, now, g).is_none();
@@ -743,20 +743,6 @@ impl Conntrack {
                 None
             }
         }
-    }
-
-    fn nat_hash(&self, key: &ConnKey, spec: &crate::NatSpec) -> u32 {
-        use std::hash::{Hash, Hasher};
-        let mut h = std::collections::hash_map::DefaultHasher::new();
-        key.hash(&mut h);
-        if let Some(r) = &spec.range {
-            r.min_addr.hash(&mut h);
-            r.max_addr.hash(&mut h);
-            r.min_port.hash(&mut h);
-            r.max_port.hash(&mut h);
-        }
-        let v = h.finish();
-        (v ^ (v >> 32)) as u32
     }
 
     /// Removes a connection and counts it out (once).
