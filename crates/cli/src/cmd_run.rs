@@ -242,7 +242,8 @@ fn print_text(
     now_ms: u64,
 ) -> Result<()> {
     writeln!(out, "pmd thread numa_id 0 core_id 0:")?;
-    write!(out, "{}", sw.report())?;
+    let report = sw.report();
+    write!(out, "{report}{}", report.cycle_lines(0))?;
     let mut ports = sw.port_stats().to_vec();
     ports.sort_by_key(|p| p.port);
     writeln!(out, "output ports:")?;

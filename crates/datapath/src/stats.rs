@@ -200,9 +200,46 @@ pub struct PmdStatsReport {
     pub other_hits: u64,
 }
 
+impl PmdStatsReport {
+    /// The cycle lines of `pmd-stats-show` in Open vSwitch 3.1's layout,
+    /// given the worker's idle cycles: idle and processing cycles with
+    /// their shares, then cycles per received packet, all and processing
+    /// only, each with its `(cycles/packets)`.
+    pub fn cycle_lines(&self, idle_cycles: u64) -> String {
+        let busy = self.processing_cycles;
+        let total = idle_cycles + busy;
+        let pct = |c: u64| {
+            if total == 0 {
+                0.0
+            } else {
+                100.0 * c as f64 / total as f64
+            }
+        };
+        let mut out = format!(
+            "  idle cycles: {idle_cycles} ({:.2}%)\n  processing cycles: {busy} ({:.2}%)\n",
+            pct(idle_cycles),
+            pct(busy)
+        );
+        let n = self.packets_received;
+        if n != 0 {
+            out.push_str(&format!(
+                "  avg cycles per packet: {:.2} ({total}/{n})\n  avg processing cycles per packet: {:.2} ({busy}/{n})\n",
+                total as f64 / n as f64,
+                busy as f64 / n as f64
+            ));
+        }
+        out
+    }
+}
+
 impl fmt::Display for PmdStatsReport {
     /// Prints the body of a pmd-stats-show block (the caller prints the
-    /// `pmd thread numa_id N core_id M:` header).
+    /// `pmd thread numa_id N core_id M:` header) up to the cycles
+    /// ([`PmdStatsReport::cycle_lines`] follow): Open vSwitch 3.1's lines
+    /// in its order (its hardware-offload, miniflow-extract and simple-match
+    /// tiers, which flowpath has not, at 0; not its output batch size,
+    /// which flowpath does not count), then flowpath's own (its other
+    /// tiers, lost packets and live megaflows).
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(f, "  packets received: {}", self.packets_received)?;
         writeln!(f, "  packet recirculations: {}", self.packet_recirculations)?;
@@ -211,14 +248,11 @@ impl fmt::Display for PmdStatsReport {
             "  avg. datapath passes per packet: {:.2}",
             self.avg_datapath_passes_per_packet
         )?;
+        writeln!(f, "  phwol hits: 0")?;
+        writeln!(f, "  mfex opt hits: 0")?;
+        writeln!(f, "  simple match hits: 0")?;
         writeln!(f, "  emc hits: {}", self.emc_hits)?;
         writeln!(f, "  smc hits: {}", self.smc_hits)?;
-        writeln!(f, "  dfc hits: {}", self.dfc_hits)?;
-        writeln!(f, "  cd hits: {}", self.cd_hits)?;
-        writeln!(f, "  hybrid hits: {}", self.hybrid_hits)?;
-        if self.other_hits != 0 {
-            writeln!(f, "  other tiers' hits: {}", self.other_hits)?;
-        }
         writeln!(f, "  megaflow hits: {}", self.megaflow_hits)?;
         writeln!(
             f,
@@ -235,13 +269,13 @@ impl fmt::Display for PmdStatsReport {
             "  miss with failed upcall: {}",
             self.miss_with_failed_upcall
         )?;
+        writeln!(f, "  dfc hits: {}", self.dfc_hits)?;
+        writeln!(f, "  cd hits: {}", self.cd_hits)?;
+        writeln!(f, "  hybrid hits: {}", self.hybrid_hits)?;
+        if self.other_hits != 0 {
+            writeln!(f, "  other tiers' hits: {}", self.other_hits)?;
+        }
         writeln!(f, "  lost: {}", self.lost)?;
-        writeln!(f, "  processing cycles: {}", self.processing_cycles)?;
-        writeln!(
-            f,
-            "  avg processing cycles per packet: {:.2}",
-            self.avg_processing_cycles_per_packet
-        )?;
         writeln!(f, "  megaflows: {}", self.megaflows)
     }
 }
@@ -321,7 +355,18 @@ mod tests {
         assert!(text.contains("  emc hits: 4\n"), "{text}");
         assert!(text.contains("  cd hits: 0\n  hybrid hits: 0\n"), "{text}");
         assert!(text.contains("  avg. subtable lookups per megaflow hit: 1.50\n"));
-        assert!(text.contains("  avg processing cycles per packet: 123.40\n"));
+        let cycles = r.cycle_lines(766);
+        assert_eq!(
+            cycles,
+            "  idle cycles: 766 (38.30%)\n  processing cycles: 1234 (61.70%)\n  \
+             avg cycles per packet: 200.00 (2000/10)\n  \
+             avg processing cycles per packet: 123.40 (1234/10)\n"
+        );
+        // OVS's lines in OVS's order, flowpath's after them.
+        let at = |l: &str| text.find(l).unwrap_or_else(|| panic!("{l}: {text}"));
+        assert!(at("  packet recirculations:") < at("  phwol hits: 0\n"));
+        assert!(at("  simple match hits: 0\n") < at("  emc hits:"));
+        assert!(at("  miss with failed upcall:") < at("  dfc hits:"));
         assert_eq!(
             PmdStats::default()
                 .report(0)

@@ -467,20 +467,7 @@ impl Control {
         for s in &snaps {
             let _ = writeln!(out, "pmd thread numa_id 0 core_id {}:", core_name(s));
             out.push_str(&s.report.to_string());
-            let total = s.idle_cycles + s.report.processing_cycles;
-            let pct = |c: u64| {
-                if total == 0 {
-                    0.0
-                } else {
-                    100.0 * c as f64 / total as f64
-                }
-            };
-            let _ = writeln!(
-                out,
-                "  idle cycles: {} ({:.2}%)",
-                s.idle_cycles,
-                pct(s.idle_cycles)
-            );
+            out.push_str(&s.report.cycle_lines(s.idle_cycles));
             let _ = writeln!(out, "  upcall budget drops: {}", s.upcall_budget_drops);
             let _ = writeln!(
                 out,
@@ -488,7 +475,10 @@ impl Control {
                 s.rx_invalid
             );
         }
-        out.push_str("main thread:\n  packets received: 0\n");
+        // (Packets from the control threads, OpenFlow packet-outs, are
+        // counted by no worker.)
+        out.push_str("main thread:\n");
+        out.push_str(&flowpath_datapath::PmdStats::default().report(0).to_string());
         Ok(out)
     }
 

@@ -133,6 +133,21 @@ fn capture_through_the_switch_as_the_rules_say() {
         text.starts_with("pmd thread numa_id 0 core_id any:\n  packets received: 1000\n"),
         "{text}"
     );
+    // Open vSwitch 3.1's lines (its tiers flowpath has not at 0), the
+    // cycles per received packet with their (cycles/packets).
+    assert!(
+        text.contains("  avg. datapath passes per packet: 1.00\n  phwol hits: 0\n"),
+        "{text}"
+    );
+    let per_packet = text
+        .lines()
+        .find(|l| l.starts_with("  avg processing cycles per packet: "))
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(per_packet.ends_with("/1000)"), "{text}");
+    assert!(
+        text.contains("main thread:\n  packets received: 0\n"),
+        "{text}"
+    );
     assert_eq!(port_tx(&ctl, 2), 900);
     let flows = call(&ctl, "dpctl/dump-flows", &[]).unwrap();
     assert!(
