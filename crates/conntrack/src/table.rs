@@ -17,7 +17,9 @@
 //! Layout: each shard's index is an open-addressing array of 64-byte
 //! buckets of eight 8-byte entries (a 32-bit tag from the tuple's hash,
 //! with one bit saying "reply tuple", and the connection's 32-bit slot),
-//! probed linearly bucket by bucket; at most three quarters of the
+//! probed linearly bucket by bucket from the one the tag's top bits
+//! name (so growing the array moves entries without reading their
+//! connections); at most three quarters of the
 //! entries are in use (removed entries are tombstones until the shard's
 //! array is rebuilt), so a lookup almost
 //! always reads one bucket — one cache line — and then the connection's
@@ -200,12 +202,35 @@ impl Index<'_> {
     fn entries(&self) -> usize {
         self.buckets.len() * WAYS
     }
+
+    /// The first bucket a tuple of hash `h` is probed from: the top bits
+    /// of its tag (see [`Index::bucket_of_tag`]).
+    #[inline(always)]
+    fn bucket(&self, h: u64) -> usize {
+        self.bucket_of_tag((h >> 32) as u32)
+    }
+
+    /// The first bucket of an entry whose tag is `t`: the tag's top log2
+    /// (buckets) bits (a multiply-shift by the power-of-two length). The
+    /// kind and marker bits (0 to 2) never reach them while an array has
+    /// at most 2^29 buckets ([`MAX_BUCKETS`]), so a rebuild places an entry
+    /// from its own word, without reading its connection.
+    #[inline(always)]
+    fn bucket_of_tag(&self, t: u32) -> usize {
+        ((u64::from(t) * (self.mask as u64 + 1)) >> 32) as usize
+    }
 }
+
+/// The most buckets of one shard's index array (see
+/// [`Index::bucket_of_tag`]).
+const MAX_BUCKETS: usize = 1 << 29;
 
 /// A new, empty index array of at least `n_buckets` buckets, as the word
 /// that publishes it.
 fn new_index(n_buckets: usize) -> usize {
-    let n = n_buckets.max(MIN_BUCKETS).next_power_of_two();
+    let n = n_buckets
+        .clamp(MIN_BUCKETS, MAX_BUCKETS)
+        .next_power_of_two();
     let b: Box<[Bucket]> = (0..n).map(|_| Bucket::default()).collect();
     let p = Box::into_raw(b).cast::<Bucket>();
     (p as usize) | (n.trailing_zeros() as usize)
@@ -439,7 +464,7 @@ impl Table {
     #[inline]
     pub fn prefetch(&self, h: u64, g: &Guard) {
         if let Some(ix) = self.index_of(h, g) {
-            if let Some(b) = ix.buckets.get(h as usize & ix.mask) {
+            if let Some(b) = ix.buckets.get(ix.bucket(h)) {
                 prefetch_ptr((b as *const Bucket).cast());
             }
         }
@@ -453,7 +478,7 @@ impl Table {
         let Some(ix) = self.index_of(h, g) else {
             return;
         };
-        let Some(b) = ix.buckets.get(h as usize & ix.mask) else {
+        let Some(b) = ix.buckets.get(ix.bucket(h)) else {
             return;
         };
         let tag = tag_of(h);
@@ -475,7 +500,7 @@ impl Table {
     fn find<'a>(&'a self, k: &ConnKey, h: u64, g: &'a Guard) -> Option<(&'a Conn, bool)> {
         let ix = self.index_of(h, g)?;
         let tag = tag_of(h);
-        let mut b = h as usize & ix.mask;
+        let mut b = ix.bucket(h);
         for _ in 0..=ix.mask {
             let bucket = ix.buckets.get(b)?;
             for e in &bucket.e {
@@ -647,7 +672,7 @@ impl Table {
         let Some(ix) = self.index_at(s, g) else {
             return;
         };
-        let mut b = h as usize & ix.mask;
+        let mut b = ix.bucket(h);
         for _ in 0..=ix.mask {
             if let Some(bucket) = ix.buckets.get(b) {
                 for e in &bucket.e {
@@ -688,23 +713,15 @@ impl Table {
                 if v == 0 || loc == NONE {
                     continue;
                 }
-                // SAFETY: a live entry's connection; its slot is freed
-                // only after removal, which takes the writer lock we hold.
-                let Some(c) = (unsafe { self.conn_at(loc, g) }) else {
-                    continue;
-                };
-                let kind = (v as u32) & KIND_MASK;
-                let h = self.hash(&if kind == KIND_REPLY {
-                    c.rev_key()
-                } else {
-                    c.key
-                });
-                let mut b = h as usize & ix.mask;
+                // (Placed by its tag: the connection is not read, so a
+                // rebuild of a large table does not miss the cache once
+                // per connection.)
+                let mut b = ix.bucket_of_tag(v as u32);
                 'probe: for _ in 0..=ix.mask {
                     if let Some(bucket) = ix.buckets.get(b) {
                         for ne in &bucket.e {
                             if ne.load(Ordering::Relaxed) == 0 {
-                                ne.store(entry_word(h, loc, kind), Ordering::Relaxed);
+                                ne.store(v, Ordering::Relaxed);
                                 n += 1;
                                 break 'probe;
                             }
@@ -756,7 +773,7 @@ impl Table {
                 continue;
             };
             let want = entry_word(h, loc, *kind);
-            let mut b = h as usize & ix.mask;
+            let mut b = ix.bucket(h);
             'probe: for _ in 0..=ix.mask {
                 let Some(bucket) = ix.buckets.get(b) else {
                     break;
