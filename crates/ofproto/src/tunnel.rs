@@ -818,30 +818,6 @@ impl Tunnels {
         Ok(())
     }
 
-    /// [`TlvTable::modify`], then [`Tunnels::tlv_changed`].
-    pub fn tlv_mod(
-        &self,
-        command: u16,
-        maps: &[(u16, u8, u8, u16)],
-        in_use: u8,
-    ) -> Result<(), TlvModError> {
-        self.tlv.modify(command, maps, in_use)?;
-        self.tlv_changed();
-        Ok(())
-    }
-
-    /// [`TlvTable::mappings`].
-    pub fn tlv_mappings(&self) -> Vec<(u16, u8, u8, u16)> {
-        self.tlv.mappings()
-    }
-
-    /// [`TlvTable::del`], then [`Tunnels::tlv_changed`].
-    pub fn del_tlv(&self, spec: &str, in_use: u8) -> Result<(), String> {
-        self.tlv.del(spec, in_use)?;
-        self.tlv_changed();
-        Ok(())
-    }
-
     /// The underlay address `ip` is one of ours (and not tentative).
     pub fn is_local(&self, ip: IpAddr) -> bool {
         self.has_address(ip) && self.dad.usable(ip)

@@ -69,26 +69,26 @@ fn tunnel_port_options_parse_and_refuse() {
 
 #[test]
 fn tlv_maps_add_and_refuse() {
-    let t = Tunnels::new(vec![], None, &[]);
-    t.add_tlv(
+    let t = TlvTable::default();
+    t.add(
         "{class=0x102,type=0x80,len=4}->tun_metadata0,{class=0xffff,type=1,len=8}->tun_metadata3",
     )
     .unwrap();
     assert_eq!(
-        t.tlv()[0],
+        t.get()[0],
         TlvEntry {
             class: 0x102,
             typ: 0x80,
             len: 4
         }
     );
-    assert_eq!(t.tlv()[3].len, 8);
-    assert!(format_tlv_map(&t.tlv()).contains("\n  0x102  0x80       4  tun_metadata0\n"));
+    assert_eq!(t.get()[3].len, 8);
+    assert!(format_tlv_map(&t.get()).contains("\n  0x102  0x80       4  tun_metadata0\n"));
     // The same again is fine; another option on a mapped field is not.
-    t.add_tlv("{class=0x102,type=0x80,len=4}->tun_metadata0")
+    t.add("{class=0x102,type=0x80,len=4}->tun_metadata0")
         .unwrap();
     let e = t
-        .add_tlv("{class=0x102,type=0x81,len=4}->tun_metadata0")
+        .add("{class=0x102,type=0x81,len=4}->tun_metadata0")
         .unwrap_err();
     assert!(e.contains("already mapped"), "{e}");
     for (bad, needle) in [
@@ -100,33 +100,33 @@ fn tlv_maps_add_and_refuse() {
         ("{class=1,type=1}->tun_metadata1", "len= is missing"),
         ("class=1->tun_metadata1", "expected {"),
     ] {
-        let e = t.add_tlv(bad).unwrap_err();
+        let e = t.add(bad).unwrap_err();
         assert!(e.contains(needle), "{bad}: {e}");
     }
-    t.del_tlv("", 0).unwrap();
-    assert_eq!(t.tlv(), TlvMap::default());
+    t.del("", 0).unwrap();
+    assert_eq!(t.get(), TlvMap::default());
     // OpenFlow's TLV table mod, with OVS's errors.
-    t.tlv_mod(0, &[(0x102, 0x80, 4, 0)], 0).unwrap();
-    assert_eq!(t.tlv_mappings(), vec![(0x102, 0x80, 4, 0)]);
+    t.modify(0, &[(0x102, 0x80, 4, 0)], 0).unwrap();
+    assert_eq!(t.mappings(), vec![(0x102, 0x80, 4, 0)]);
     assert_eq!(
-        t.tlv_mod(0, &[(0x102, 0x81, 4, 0)], 0),
+        t.modify(0, &[(0x102, 0x81, 4, 0)], 0),
         Err(TlvModError::AlreadyMapped)
     );
     assert_eq!(
-        t.tlv_mod(0, &[(0x102, 0x80, 4, 1)], 0),
+        t.modify(0, &[(0x102, 0x80, 4, 1)], 0),
         Err(TlvModError::DupEntry)
     );
     assert_eq!(
-        t.tlv_mod(0, &[(1, 1, 12, 1)], 0),
+        t.modify(0, &[(1, 1, 12, 1)], 0),
         Err(TlvModError::BadOptLen)
     );
     assert_eq!(
-        t.tlv_mod(0, &[(1, 1, 4, 64)], 0),
+        t.modify(0, &[(1, 1, 4, 64)], 0),
         Err(TlvModError::BadFieldIdx)
     );
-    assert_eq!(t.tlv_mod(7, &[], 0), Err(TlvModError::BadCommand));
-    t.tlv_mod(1, &[(0, 0, 0, 0)], 0).unwrap();
-    assert!(t.tlv_mappings().is_empty());
+    assert_eq!(t.modify(7, &[], 0), Err(TlvModError::BadCommand));
+    t.modify(1, &[(0, 0, 0, 0)], 0).unwrap();
+    assert!(t.mappings().is_empty());
 }
 
 /// A mapping that a flow or a group uses (in its match or its actions)
@@ -151,33 +151,33 @@ fn a_mapping_in_use_is_not_deleted() {
     let used = tlv_fields_used(&rules, &groups);
     assert_eq!(used, 0b0100_0111);
     assert_eq!(tlv_fields_used(&rules[3..], &[]), 0);
-    let t = Tunnels::new(vec![], None, &[]);
+    let t = TlvTable::default();
     let all = "{class=1,type=0,len=4}->tun_metadata0,{class=1,type=1,len=4}->tun_metadata1,\
                {class=1,type=2,len=4}->tun_metadata2,{class=1,type=3,len=4}->tun_metadata3,\
                {class=1,type=6,len=4}->tun_metadata6";
-    t.add_tlv(all).unwrap();
+    t.add(all).unwrap();
     for i in [0u16, 1, 2, 6] {
         assert_eq!(
-            t.tlv_mod(1, &[(1, i as u8, 4, i)], used),
+            t.modify(1, &[(1, i as u8, 4, i)], used),
             Err(TlvModError::InvalidTlvDel),
             "{i}"
         );
         let e = t
-            .del_tlv(
+            .del(
                 &format!("{{class=1,type={i},len=4}}->tun_metadata{i}"),
                 used,
             )
             .unwrap_err();
         assert!(e.contains(&format!("tun_metadata{i} is used")), "{e}");
     }
-    assert_eq!(t.tlv_mod(2, &[], used), Err(TlvModError::InvalidTlvDel));
-    assert!(t.del_tlv("", used).is_err());
-    assert_eq!(t.tlv_mappings().len(), 5, "nothing deleted");
+    assert_eq!(t.modify(2, &[], used), Err(TlvModError::InvalidTlvDel));
+    assert!(t.del("", used).is_err());
+    assert_eq!(t.mappings().len(), 5, "nothing deleted");
     // One nothing uses goes; with the flows gone, all go.
-    t.tlv_mod(1, &[(1, 3, 4, 3)], used).unwrap();
-    assert_eq!(t.tlv_mappings().len(), 4);
-    t.del_tlv("", 0).unwrap();
-    assert!(t.tlv_mappings().is_empty());
+    t.modify(1, &[(1, 3, 4, 3)], used).unwrap();
+    assert_eq!(t.mappings().len(), 4);
+    t.del("", 0).unwrap();
+    assert!(t.mappings().is_empty());
 }
 
 #[test]
