@@ -599,8 +599,16 @@ impl Table {
         g: &'a Guard,
     ) -> Result<&'a Conn, InsertError> {
         let rev = conn.rev_key();
-        for k in [conn.key, rev] {
-            match self.find(&k, self.hash(&k), g) {
+        // (The hash is symmetric: a reply tuple that is the original
+        // reversed, as without NAT, hashes as the original.)
+        let h_key = self.hash(&conn.key);
+        let h_rev = if rev == conn.key.reverse() {
+            h_key
+        } else {
+            self.hash(&rev)
+        };
+        for (k, h) in [(conn.key, h_key), (rev, h_rev)] {
+            match self.find(&k, h, g) {
                 Some((c, _)) if !c.expired(now_ms) => return Err(InsertError::Exists),
                 Some((c, _)) => {
                     if let Some(old) = self.remove_locked(w, c, g) {
@@ -610,7 +618,6 @@ impl Table {
                 None => {}
             }
         }
-        let h_key = self.hash(&conn.key);
         if w.0.free.is_empty() {
             self.take_reclaimed(w);
         }
@@ -646,7 +653,7 @@ impl Table {
             // (A tuple that is its own reverse, or a connection without
             // NAT, has one entry: the symmetric hash finds it from both
             // directions.)
-            self.link(w, self.hash(&rev), slot, KIND_REPLY, g);
+            self.link(w, h_rev, slot, KIND_REPLY, g);
         }
         // The next connection's slot, asked for now: writing a connection
         // into lines no cache holds stalls its creator (the fresh slots
