@@ -348,7 +348,11 @@ impl RuleSet {
 
     /// Gives the tables the bridge's tunnels.
     pub fn set_tunnels(&mut self, t: Option<Arc<flowpath_ofproto::tunnel::Tunnels>>) {
-        self.tlv = t.as_ref().map_or_else(Arc::default, |t| t.tlv_table());
+        // (The tunnels' option map becomes the bridge's; without tunnels
+        // the bridge keeps its own.)
+        if let Some(t) = &t {
+            self.tlv = t.tlv_table();
+        }
         self.tunnels = t;
         self.version += 1;
     }

@@ -7,6 +7,7 @@
 //! IPv4 mapped into IPv6; 2 source and 3 destination port; 4 ICMP id,
 //! 5 ICMP type, 6 ICMP code), 2 the zone.
 
+use super::pin2::pull_prop as prop;
 use crate::buf::Reader;
 use crate::error::{OfError, BPC_BAD_LEN, BPC_BAD_TYPE, BRC_MUST_BE_ZERO};
 use flowpath_conntrack::TupleMatch;
@@ -23,20 +24,6 @@ pub struct CtFlush {
     pub orig: Option<TupleMatch>,
     /// The reply-direction tuple, if sent.
     pub reply: Option<TupleMatch>,
-}
-
-/// One property: its type and value (without the padding).
-fn prop<'a>(r: &mut Reader<'a>) -> Result<(u16, &'a [u8]), OfError> {
-    let t = r.u16()?;
-    let len = usize::from(r.u16()?);
-    if len < 4 {
-        return Err(BPC_BAD_LEN);
-    }
-    let v = r.bytes(len - 4).map_err(|_| BPC_BAD_LEN)?;
-    // Padded to a multiple of 8 (the last property may end the message).
-    let pad = (8 - len % 8) % 8;
-    r.skip(pad.min(r.remaining()))?;
-    Ok((t, v))
 }
 
 fn be16(v: &[u8]) -> Result<u16, OfError> {

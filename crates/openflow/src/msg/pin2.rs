@@ -324,8 +324,9 @@ pub fn encode_packet_in2(version: u8, p: &PacketIn2<'_>) -> Result<Vec<u8>, Stri
     Ok(super::encode_nx(version, 0, NXT_PACKET_IN2, &w.buf))
 }
 
-/// Reads one property: (type, value without padding).
-fn pull_prop<'a>(r: &mut Reader<'a>) -> Result<(u16, &'a [u8]), OfError> {
+/// Reads one property: (type, value without padding; the last may end
+/// the message without its padding).
+pub(super) fn pull_prop<'a>(r: &mut Reader<'a>) -> Result<(u16, &'a [u8]), OfError> {
     let t = r.u16()?;
     let len = usize::from(r.u16()?);
     if len < 4 {
